@@ -1,0 +1,86 @@
+#!/usr/bin/env node
+import { Command } from 'commander';
+import { UserError } from '../config/errors.js';
+import { loadConfig, redactConfig, type Config } from '../config/load.js';
+import { formatDuration } from '../config/duration.js';
+import { buildJobs } from '../jobs/index.js';
+import { VERSION } from '../version.js';
+import { startService } from './start.js';
+import { runJob } from './run.js';
+import { migrateCommand } from './migrate.js';
+
+function config(cmd: Command): Config {
+  const file = (cmd.optsWithGlobals() as { config?: string }).config;
+  return loadConfig({ file });
+}
+
+const program = new Command()
+  .name('relay-jobs')
+  .description('Background jobs and multi-instance coordination for AI API relay gateways')
+  .version(VERSION)
+  .option('-c, --config <file>', 'YAML config file (default: $RELAY_JOBS_CONFIG)')
+  .showHelpAfterError();
+
+program
+  .command('start')
+  .description('run the service until SIGTERM/SIGINT (embedded mode unless DATABASE_URL and REDIS_URL are set)')
+  .action(async (_opts, cmd: Command) => startService(config(cmd)));
+
+program
+  .command('migrate')
+  .description('apply pending database migrations and exit')
+  .action(async (_opts, cmd: Command) => migrateCommand(config(cmd)));
+
+program
+  .command('jobs')
+  .description('list the jobs with their schedules')
+  .option('--json', 'print JSON')
+  .action((opts: { json?: boolean }, cmd: Command) => {
+    const jobs = buildJobs(config(cmd)).map((j) => ({
+      name: j.name,
+      description: j.description,
+      scope: j.scope,
+      enabled: j.settings.enabled,
+      schedule: j.settings.schedule.kind === 'every' ? `every ${formatDuration(j.settings.schedule.everyMs)}` : `cron "${j.settings.schedule.expr}" ${j.settings.schedule.timezone}`,
+      timeout: formatDuration(j.settings.timeoutMs),
+      lock_ttl: formatDuration(j.settings.lockTtlMs),
+      jitter: formatDuration(j.settings.jitterMs),
+    }));
+    if (opts.json) {
+      process.stdout.write(JSON.stringify(jobs, null, 2) + '\n');
+      return;
+    }
+    const rows = [['JOB', 'ENABLED', 'SCOPE', 'SCHEDULE', 'TIMEOUT', 'LOCK_TTL', 'JITTER'], ...jobs.map((j) => [j.name, String(j.enabled), j.scope, j.schedule, j.timeout, j.lock_ttl, j.jitter])];
+    const widths = rows[0]!.map((_, i) => Math.max(...rows.map((r) => r[i]!.length)));
+    for (const r of rows) process.stdout.write(r.map((c, i) => c.padEnd(widths[i]!)).join('  ').trimEnd() + '\n');
+  });
+
+program
+  .command('run <job>')
+  .description('run one round of a job now, through the same lock and slot claim, and print the outcome')
+  .action(async (job: string, _opts, cmd: Command) => {
+    process.exitCode = await runJob(config(cmd), job);
+  });
+
+program
+  .command('config')
+  .description('configuration commands')
+  .command('check')
+  .description('validate the configuration (file, env, RELAY_JOBS__* overrides) and exit')
+  .option('--print', 'print the effective configuration, secrets redacted')
+  .action((opts: { print?: boolean }, cmd: Command) => {
+    const cfg = config(cmd);
+    const jobs = buildJobs(cfg);
+    const enabled = jobs.filter((j) => j.settings.enabled).map((j) => j.name);
+    process.stdout.write(`config ok: ${cfg.mode} mode, instance ${cfg.instance.id}, env ${cfg.instance.env}, jobs enabled: ${enabled.join(', ') || 'none'}\n`);
+    if (opts.print) process.stdout.write(JSON.stringify(redactConfig(cfg), null, 2) + '\n');
+  });
+
+program.parseAsync(process.argv).catch((err: unknown) => {
+  if (err instanceof UserError) {
+    process.stderr.write(`relay-jobs: ${err.message}\n`);
+    process.exit(2);
+  }
+  process.stderr.write(`relay-jobs: unexpected error: ${(err as Error)?.stack ?? String(err)}\n`);
+  process.exit(1);
+});

@@ -1,0 +1,25 @@
+import type { Config } from '../config/load.js';
+import { PgDb } from '../store/pg-db.js';
+import { PgliteDb } from '../store/pglite-db.js';
+import { DataDirLock } from '../store/data-dir-lock.js';
+import { migrate } from '../store/migrate.js';
+import type { Db } from '../store/db.js';
+
+/** `relay-jobs migrate`: applies pending migrations (safe while replicas run: an advisory lock serialises it). */
+export async function migrateCommand(config: Config): Promise<void> {
+  let db: Db;
+  let lock: DataDirLock | null = null;
+  if (config.mode === 'cluster') {
+    db = await PgDb.connect({ url: config.database.url!, poolSize: 2, connectTimeoutMs: config.database.connect_timeout });
+  } else {
+    lock = DataDirLock.acquire(config.database.data_dir);
+    db = await PgliteDb.open(config.database.data_dir);
+  }
+  try {
+    const applied = await migrate(db);
+    process.stdout.write(applied.length ? applied.map((m) => `applied ${m.version}_${m.name}\n`).join('') : 'database is up to date\n');
+  } finally {
+    await db.close();
+    lock?.release();
+  }
+}

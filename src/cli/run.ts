@@ -1,0 +1,79 @@
+import { existsSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import type { Config } from '../config/load.js';
+import { UserError } from '../config/errors.js';
+import { Runtime } from '../app/runtime.js';
+import { DataDirLock } from '../store/data-dir-lock.js';
+import { createLogger } from '../telemetry/logger.js';
+
+type Outcome = { status: string; items?: number | null; note?: string | null; error?: string | null; run_id?: number; fencing_token?: number | null };
+
+function exitCode(o: Outcome): number {
+  if (o.status === 'ok' || o.status === 'no_work') return 0;
+  if (o.status === 'not_started') return 3;
+  return 1;
+}
+
+/**
+ * `relay-jobs run <job>`: one manual round through the same lock, claim and lease as a
+ * scheduled one; prints the outcome as JSON. Exit 0 ok/no_work, 1 failed/timed_out, 3 not
+ * started (another round holds the job). In embedded mode with a running service on the data
+ * directory, the round is asked of that service over its HTTP API (it owns the database).
+ */
+export async function runJob(config: Config, name: string): Promise<number> {
+  if (config.mode === 'embedded') {
+    const owner = DataDirLock.owner(config.database.data_dir);
+    if (owner && owner.pid !== process.pid && isAlive(owner.pid)) return runViaService(config, name, owner.http_port ?? config.http.port);
+  }
+  const cliConfig: Config = config.mode === 'cluster' ? { ...config, instance: { ...config.instance, id: `${config.instance.id}-cli-${process.pid}`.slice(0, 64) } } : config;
+  const rt = await Runtime.create(cliConfig, { register: false, logger: createLogger({ level: 'warn', instanceId: cliConfig.instance.id, env: cliConfig.instance.env, destination: process.stderr as never }) });
+  try {
+    if (!rt.scheduler.job(name)) throw new UserError(`unknown job "${name}"; known jobs: ${rt.jobs.map((j) => j.name).join(', ')}`);
+    const report = await rt.runNow(name);
+    const out: Outcome = report.ran
+      ? { run_id: report.runId, fencing_token: report.token, ...report.outcome }
+      : { status: 'not_started', note: report.reason };
+    process.stdout.write(JSON.stringify({ job: name, ...out }) + '\n');
+    return exitCode(out);
+  } finally {
+    await rt.shutdown('one-shot run finished');
+  }
+}
+
+function isAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+async function runViaService(config: Config, name: string, port: number): Promise<number> {
+  const tokenFile = join(config.database.data_dir, 'admin-token');
+  const token = config.http.admin_token ?? (existsSync(tokenFile) ? readFileSync(tokenFile, 'utf8').trim() : undefined);
+  if (!token) throw new UserError(`a relay-jobs service owns ${config.database.data_dir} but no admin token is available (set RELAY_JOBS_ADMIN_TOKEN)`);
+  const base = `http://127.0.0.1:${port}/api/v1/jobs/${encodeURIComponent(name)}`;
+  const headers = { authorization: `Bearer ${token}` };
+  let res: Response;
+  try {
+    res = await fetch(`${base}/run`, { method: 'POST', headers });
+  } catch (err) {
+    throw new UserError(`a relay-jobs service owns ${config.database.data_dir} but its API at 127.0.0.1:${port} did not answer: ${(err as Error).message}`);
+  }
+  const body = (await res.json()) as { run_id?: number; error?: { message: string } };
+  if (res.status === 409) {
+    process.stdout.write(JSON.stringify({ job: name, status: 'not_started', note: body.error?.message }) + '\n');
+    return 3;
+  }
+  if (res.status !== 202) throw new UserError(`service refused the run (HTTP ${res.status}): ${body.error?.message ?? 'no reason given'}`);
+  for (;;) {
+    await new Promise((r) => setTimeout(r, 250));
+    const poll = await fetch(`${base}/runs/${body.run_id}`, { headers });
+    const { run } = (await poll.json()) as { run: Outcome & { id: number } };
+    if (run.status !== 'running') {
+      process.stdout.write(JSON.stringify({ job: name, run_id: run.id, fencing_token: run.fencing_token, status: run.status, items: run.items, note: run.note, error: run.error }) + '\n');
+      return exitCode(run);
+    }
+  }
+}

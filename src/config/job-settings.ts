@@ -1,0 +1,82 @@
+import { Cron } from 'croner';
+import { ConfigError } from './errors.js';
+import { formatDuration } from './duration.js';
+import type { JobSettingsInput } from './schema.js';
+
+export type ScheduleSpec = { kind: 'every'; everyMs: number } | { kind: 'cron'; expr: string; timezone: string };
+
+/** A job's defaults, declared by the job itself. */
+export interface JobDefaults {
+  enabled: boolean;
+  every?: number;
+  cron?: string;
+  timezone?: string;
+  timeout: number;
+  lockTtl?: number;
+  jitter?: number;
+}
+
+export interface JobSettings {
+  enabled: boolean;
+  schedule: ScheduleSpec;
+  timeoutMs: number;
+  lockTtlMs: number;
+  jitterMs: number;
+}
+
+export function isValidTimezone(tz: string): boolean {
+  try {
+    new Intl.DateTimeFormat('en-US', { timeZone: tz });
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** The default lease: longer than the timeout by a fifth of it, at least 2 s, so a round never outlives its lease. */
+export function defaultLockTtl(timeoutMs: number): number {
+  return timeoutMs + Math.max(2000, Math.ceil(timeoutMs / 5));
+}
+
+/**
+ * Merges `jobs.<name>` over the job's defaults and checks the rules that span keys.
+ * Throws a ConfigError naming every offending key.
+ */
+export function resolveJobSettings(name: string, defaults: JobDefaults, input: JobSettingsInput = {}): JobSettings {
+  const key = (k: string) => `jobs.${name}.${k}`;
+  const problems: string[] = [];
+  if (input.every !== undefined && input.cron !== undefined) problems.push(`${key('every')} and ${key('cron')}: set one schedule, not both`);
+
+  let schedule: ScheduleSpec;
+  const useCron = input.cron !== undefined || (input.every === undefined && defaults.cron !== undefined);
+  if (useCron) {
+    const expr = input.cron ?? defaults.cron!;
+    const timezone = input.timezone ?? defaults.timezone ?? 'UTC';
+    if (!isValidTimezone(timezone)) problems.push(`${key('timezone')}: unknown time zone ${JSON.stringify(timezone)}; expected an IANA name such as UTC or Asia/Shanghai`);
+    else {
+      try {
+        new Cron(expr, { timezone, paused: true });
+      } catch (err) {
+        problems.push(`${key('cron')}: invalid cron expression ${JSON.stringify(expr)} (${(err as Error).message}); expected 5 or 6 fields such as "0 2 * * *"`);
+      }
+    }
+    schedule = { kind: 'cron', expr, timezone };
+  } else {
+    if (input.timezone !== undefined) problems.push(`${key('timezone')}: only applies to a cron schedule; ${name} runs on "every"`);
+    schedule = { kind: 'every', everyMs: input.every ?? defaults.every! };
+  }
+
+  const timeoutMs = input.timeout ?? defaults.timeout;
+  const lockTtlMs = input.lock_ttl ?? defaults.lockTtl ?? defaultLockTtl(timeoutMs);
+  const jitterMs = input.jitter ?? defaults.jitter ?? 0;
+  if (lockTtlMs <= timeoutMs) {
+    problems.push(
+      `${key('lock_ttl')} (${formatDuration(lockTtlMs)}) must be longer than ${key('timeout')} (${formatDuration(timeoutMs)}): a lock that can expire while the job runs lets a second replica start it`,
+    );
+  }
+  if (schedule.kind === 'every' && jitterMs >= schedule.everyMs) {
+    problems.push(`${key('jitter')} (${formatDuration(jitterMs)}) must be shorter than ${key('every')} (${formatDuration(schedule.everyMs)})`);
+  }
+  if (problems.length) throw new ConfigError(problems);
+  return { enabled: input.enabled ?? defaults.enabled, schedule, timeoutMs, lockTtlMs, jitterMs };
+}

@@ -1,0 +1,143 @@
+import { readFileSync } from 'node:fs';
+import { parse as parseYaml, YAMLParseError } from 'yaml';
+import { configSchema, type ConfigFile } from './schema.js';
+import { ConfigError } from './errors.js';
+
+export type Mode = 'embedded' | 'cluster';
+export type Config = ConfigFile & { mode: Mode; instance: { id: string; env: string }; source: { file?: string } };
+
+/** Pinned environment variables (DESIGN.md) and the config path each one sets. */
+export const ENV_KEYS: Record<string, string[]> = {
+  DATABASE_URL: ['database', 'url'],
+  REDIS_URL: ['redis', 'url'],
+  RELAY_JOBS_INSTANCE_ID: ['instance', 'id'],
+  RELAY_JOBS_ENV: ['instance', 'env'],
+  RELAY_JOBS_DATA_DIR: ['database', 'data_dir'],
+  RELAY_JOBS_HTTP_PORT: ['http', 'port'],
+  RELAY_JOBS_ADMIN_TOKEN: ['http', 'admin_token'],
+};
+const OVERRIDE_PREFIX = 'RELAY_JOBS__';
+
+type Tree = Record<string, unknown>;
+
+function setPath(tree: Tree, path: string[], value: unknown): void {
+  let node = tree;
+  for (const key of path.slice(0, -1)) {
+    const next = node[key];
+    if (typeof next !== 'object' || next === null || Array.isArray(next)) node[key] = {};
+    node = node[key] as Tree;
+  }
+  node[path[path.length - 1]!] = value;
+}
+
+/** `RELAY_JOBS__JOBS__CANARY__EVERY=1s` values are YAML scalars, so `true` and `3` keep their types. */
+function parseEnvScalar(raw: string): unknown {
+  try {
+    const v = parseYaml(raw);
+    return v === null || typeof v === 'object' ? raw : v;
+  } catch {
+    return raw;
+  }
+}
+
+export interface LoadOptions {
+  env?: NodeJS.ProcessEnv;
+  file?: string;
+}
+
+/**
+ * Builds the configuration from, in rising precedence: the YAML file (`RELAY_JOBS_CONFIG`),
+ * the pinned environment variables, then `RELAY_JOBS__SECTION__KEY` overrides. Every problem
+ * names the key, where it came from and the expected form.
+ */
+export function loadConfig(opts: LoadOptions = {}): Config {
+  const env = opts.env ?? process.env;
+  const file = opts.file ?? (env.RELAY_JOBS_CONFIG || undefined);
+  const sources = new Map<string, string>();
+  let tree: Tree = {};
+
+  if (file) {
+    let text: string;
+    try {
+      text = readFileSync(file, 'utf8');
+    } catch (err) {
+      throw new ConfigError([`cannot read config file ${file} (RELAY_JOBS_CONFIG): ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`]);
+    }
+    let parsed: unknown;
+    try {
+      parsed = parseYaml(text);
+    } catch (err) {
+      const where = err instanceof YAMLParseError && err.linePos ? ` line ${err.linePos[0].line} column ${err.linePos[0].col}` : '';
+      throw new ConfigError([`${file}${where}: malformed YAML: ${(err as Error).message.split('\n')[0]}`]);
+    }
+    if (parsed !== null && parsed !== undefined) {
+      if (typeof parsed !== 'object' || Array.isArray(parsed)) throw new ConfigError([`${file}: expected a mapping of sections at the top level`]);
+      tree = parsed as Tree;
+    }
+  }
+
+  for (const [name, path] of Object.entries(ENV_KEYS)) {
+    const raw = env[name];
+    if (raw === undefined || raw === '') continue;
+    setPath(tree, path, path[1] === 'port' ? parseEnvScalar(raw) : raw);
+    sources.set(path.join('.'), name);
+  }
+  for (const [name, raw] of Object.entries(env)) {
+    if (!name.startsWith(OVERRIDE_PREFIX) || raw === undefined) continue;
+    const path = name.slice(OVERRIDE_PREFIX.length).toLowerCase().split('__');
+    if (path.some((p) => p === '')) throw new ConfigError([`${name}: expected RELAY_JOBS__SECTION__KEY with non-empty parts`]);
+    setPath(tree, path, parseEnvScalar(raw));
+    sources.set(path.join('.'), name);
+  }
+
+  const result = configSchema.safeParse(tree);
+  if (!result.success) {
+    const problems = result.error.issues.map((issue) => {
+      const keys = issue.code === 'unrecognized_keys' ? issue.keys.map((k) => [...issue.path, k].join('.')) : [issue.path.join('.')];
+      const key = keys.join(', ') || '(top level)';
+      const from = sources.get(keys[0]!) ?? (file ? file : 'defaults');
+      const message = issue.code === 'unrecognized_keys' ? 'unknown key' : issue.message;
+      return `${key} (${from}): ${message}`;
+    });
+    throw new ConfigError(problems);
+  }
+  return finish(result.data, file, sources);
+}
+
+function finish(data: ConfigFile, file: string | undefined, sources: Map<string, string>): Config {
+  const hasDb = Boolean(data.database.url);
+  const hasRedis = Boolean(data.redis.url);
+  if (hasDb !== hasRedis) {
+    const missing = hasDb ? 'REDIS_URL (redis.url)' : 'DATABASE_URL (database.url)';
+    const present = hasDb ? sources.get('database.url') ?? 'database.url' : sources.get('redis.url') ?? 'redis.url';
+    throw new ConfigError([`cluster mode needs both DATABASE_URL and REDIS_URL: ${present} is set but ${missing} is not; unset both for embedded mode`]);
+  }
+  const mode: Mode = hasDb ? 'cluster' : 'embedded';
+  const problems: string[] = [];
+  if (mode === 'cluster') {
+    if (!data.instance.id) problems.push('instance.id: cluster mode needs a unique instance id per replica; set RELAY_JOBS_INSTANCE_ID (e.g. the pod name)');
+    if (!data.instance.env) problems.push('instance.env: cluster mode needs an environment name so staging and production never share locks; set RELAY_JOBS_ENV (e.g. production)');
+  }
+  if (problems.length) throw new ConfigError(problems);
+  return {
+    ...data,
+    mode,
+    instance: { id: data.instance.id ?? 'embedded', env: data.instance.env ?? 'local' },
+    source: { file },
+  };
+}
+
+/** The configuration with every secret replaced, for `config check` and logs. */
+export function redactConfig(config: Config): unknown {
+  return {
+    ...config,
+    http: { ...config.http, admin_token: config.http.admin_token ? '***' : undefined },
+    database: { ...config.database, url: config.database.url && redactUrl(config.database.url) },
+    redis: { ...config.redis, url: config.redis.url && redactUrl(config.redis.url) },
+  };
+}
+
+/** A connection URL with its password replaced, safe for logs and error messages. */
+export function redactUrl(url: string): string {
+  return url.replace(/\/\/([^:@/]*):([^@/]*)@/, '//$1:***@');
+}

@@ -1,0 +1,89 @@
+import { z } from 'zod';
+import { DURATION_FORM, parseDuration } from './duration.js';
+
+/**
+ * The configuration file's schema. Every object is strict: an unknown key is an error that
+ * names the key, because a typo silently ignored is a job silently misconfigured.
+ * Durations become milliseconds here; job defaults live with the jobs (see resolveJob).
+ */
+const duration = z.union([z.string(), z.number()]).transform((value, ctx) => {
+  const ms = parseDuration(value);
+  if (ms === null) {
+    ctx.addIssue({ code: 'custom', message: `expected ${DURATION_FORM}, got ${JSON.stringify(value)}` });
+    return z.NEVER;
+  }
+  return ms;
+});
+const positiveDuration = duration.refine((ms) => ms > 0, { message: 'expected a duration greater than zero' });
+const port = z.coerce.number().int().min(0).max(65535);
+const positiveInt = z.coerce.number().int().positive();
+
+const jobBase = {
+  enabled: z.boolean().optional(),
+  every: positiveDuration.optional(),
+  cron: z.string().min(1).optional(),
+  timezone: z.string().min(1).optional(),
+  timeout: positiveDuration.optional(),
+  lock_ttl: positiveDuration.optional(),
+  jitter: duration.optional(),
+};
+
+export const jobSettingsSchema = z.object(jobBase).strict();
+export type JobSettingsInput = z.infer<typeof jobSettingsSchema>;
+
+export const configSchema = z
+  .object({
+    instance: z.object({ id: z.string().regex(/^[A-Za-z0-9._:-]{1,64}$/, 'expected 1-64 characters of letters, digits, . _ : -').optional(), env: z.string().regex(/^[a-z0-9_-]{1,32}$/, 'expected 1-32 characters of a-z, 0-9, _ or -').optional() }).strict().default({}),
+    http: z.object({ host: z.string().default('0.0.0.0'), port: port.default(8080), admin_token: z.string().min(16, 'expected at least 16 characters').optional() }).strict().default({ host: '0.0.0.0', port: 8080 }),
+    database: z
+      .object({
+        url: z.string().regex(/^postgres(ql)?:\/\//, 'expected a postgres:// or postgresql:// URL').optional(),
+        data_dir: z.string().min(1).default('./data'),
+        pool_size: positiveInt.default(10),
+        connect_timeout: positiveDuration.default(5000),
+        auto_migrate: z.boolean().default(true),
+      })
+      .strict()
+      .default({ data_dir: './data', pool_size: 10, connect_timeout: 5000, auto_migrate: true }),
+    redis: z
+      .object({
+        url: z.string().regex(/^rediss?:\/\//, 'expected a redis:// or rediss:// URL').optional(),
+        key_prefix: z.string().regex(/^[A-Za-z0-9._-]{1,48}$/, 'expected 1-48 characters of letters, digits, . _ -').default('relay-jobs'),
+        command_timeout: positiveDuration.default(1000),
+      })
+      .strict()
+      .default({ key_prefix: 'relay-jobs', command_timeout: 1000 }),
+    cluster: z
+      .object({
+        expected_replicas: positiveInt.default(3),
+        max_clock_skew: positiveDuration.default(2000),
+        instance_heartbeat: positiveDuration.default(5000),
+      })
+      .strict()
+      .default({ expected_replicas: 3, max_clock_skew: 2000, instance_heartbeat: 5000 }),
+    shutdown: z.object({ grace: positiveDuration.default(20_000) }).strict().default({ grace: 20_000 }),
+    scheduler: z
+      .object({ run_retention: positiveDuration.default(7 * 86_400_000), abort_grace: positiveDuration.default(5000) })
+      .strict()
+      .default({ run_retention: 7 * 86_400_000, abort_grace: 5000 }),
+    logging: z.object({ level: z.enum(['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent']).default('info') }).strict().default({ level: 'info' }),
+    // Seed keys (codex-proxy-rs config.yaml). `auth.*` is read by token_refresh.
+    auth: z
+      .object({ refresh_margin_seconds: positiveInt.default(300), refresh_enabled: z.boolean().default(true), refresh_concurrency: positiveInt.default(2) })
+      .strict()
+      .default({ refresh_margin_seconds: 300, refresh_enabled: true, refresh_concurrency: 2 }),
+    admin: z
+      .object({ session_cleanup_interval_secs: positiveInt.default(3600), session_ttl_minutes: positiveInt.default(1440) })
+      .strict()
+      .default({ session_cleanup_interval_secs: 3600, session_ttl_minutes: 1440 }),
+    jobs: z
+      .object({
+        session_cleanup: jobSettingsSchema.optional(),
+        canary: z.object({ ...jobBase, sleep: duration.optional() }).strict().optional(),
+      })
+      .strict()
+      .default({}),
+  })
+  .strict();
+
+export type ConfigFile = z.infer<typeof configSchema>;

@@ -1,0 +1,17 @@
+/**
+ * Every Redis key lives under `<prefix>:<env>:` so staging and production never share a lock,
+ * and carries a hash tag (`{...}`) so a job's keys land on one slot of a Redis Cluster.
+ */
+export interface KeySpace {
+  prefix: string;
+  env: string;
+}
+
+export function leaderKey(ks: KeySpace, job: string): string {
+  return `${ks.prefix}:${ks.env}:{job:${job}}:leader`;
+}
+
+/** The text hashed to the 64-bit PostgreSQL advisory-lock key for a job (same namespace rule). */
+export function advisoryLockName(ks: KeySpace, job: string): string {
+  return `${ks.prefix}:${ks.env}:job:${job}`;
+}

@@ -1,0 +1,86 @@
+import type { Clock, TimerHandle } from '../time/clock.js';
+
+export interface LeaseKeeperOptions {
+  clock: Clock;
+  leaseMs: number;
+  /** The authoritative lease: false means it is no longer ours; a throw means "could not tell". */
+  renewLease: () => Promise<boolean>;
+  /** The leader lock that admitted the round; its failures are reported but do not end the round. */
+  renewLock?: () => Promise<boolean>;
+  onLost: (reason: string) => void;
+  onLockRenewFailed?: (reason: string) => void;
+}
+
+/**
+ * Keeps a round's lease alive: renews every third of the lease and trusts the lease only until
+ * `start of the last successful renewal + lease − margin` (River's trust window). A lease
+ * refused by the store is lost at once; a store that cannot be reached is retried on the next
+ * tick and given up when the trust window closes, which is before the lease can expire anywhere.
+ */
+export class LeaseKeeper {
+  private tick: TimerHandle | null = null;
+  private deadline: TimerHandle | null = null;
+  private stopped = false;
+  private renewing = false;
+  lostReason: string | null = null;
+
+  constructor(private readonly opts: LeaseKeeperOptions) {}
+
+  /** The margin kept before the lease's own expiry: a tenth of the lease, at most one second. */
+  get marginMs(): number {
+    return Math.min(1000, Math.floor(this.opts.leaseMs / 10));
+  }
+
+  start(grantedAt: number = this.opts.clock.now()): void {
+    this.armDeadline(grantedAt);
+    this.scheduleTick();
+  }
+
+  stop(): void {
+    this.stopped = true;
+    if (this.tick) this.opts.clock.clearTimeout(this.tick);
+    if (this.deadline) this.opts.clock.clearTimeout(this.deadline);
+  }
+
+  private scheduleTick(): void {
+    if (this.stopped) return;
+    this.tick = this.opts.clock.setTimeout(() => void this.renew(), Math.max(1, Math.floor(this.opts.leaseMs / 3)));
+  }
+
+  private armDeadline(from: number): void {
+    if (this.deadline) this.opts.clock.clearTimeout(this.deadline);
+    const trustUntil = from + this.opts.leaseMs - this.marginMs;
+    this.deadline = this.opts.clock.setTimeout(() => this.lose('lease could not be renewed before it would expire'), trustUntil - this.opts.clock.now());
+  }
+
+  private async renew(): Promise<void> {
+    if (this.stopped || this.renewing) return this.scheduleTick();
+    this.renewing = true;
+    const attemptStart = this.opts.clock.now();
+    try {
+      const ok = await this.opts.renewLease();
+      if (this.stopped) return;
+      if (!ok) return this.lose('lease taken over: a newer round holds the job');
+      this.armDeadline(attemptStart);
+    } catch (err) {
+      // Unknown outcome: keep the old trust window; the next tick tries again.
+    } finally {
+      this.renewing = false;
+    }
+    if (this.opts.renewLock) {
+      try {
+        if (!(await this.opts.renewLock())) this.opts.onLockRenewFailed?.('lock no longer ours');
+      } catch (err) {
+        this.opts.onLockRenewFailed?.((err as Error).message);
+      }
+    }
+    this.scheduleTick();
+  }
+
+  private lose(reason: string): void {
+    if (this.stopped || this.lostReason) return;
+    this.lostReason = reason;
+    this.stop();
+    this.opts.onLost(reason);
+  }
+}

@@ -1,0 +1,24 @@
+import { readFileSync } from 'node:fs';
+import type { Redis } from 'ioredis';
+
+/** Lua scripts, one per file; the number before `.lua` is the key count. */
+function load(file: string): { lua: string; numberOfKeys: number } {
+  const lua = readFileSync(new URL(`./scripts/${file}`, import.meta.url), 'utf8');
+  const numberOfKeys = Number(/-(\d+)\.lua$/.exec(file)![1]);
+  return { lua, numberOfKeys };
+}
+
+export interface LockScripts {
+  compareAndDelete(key: string, owner: string): Promise<number>;
+  compareAndExtend(key: string, owner: string, ttlMs: number): Promise<number>;
+}
+
+const scripts = { compareAndDelete: load('compare-and-delete-1.lua'), compareAndExtend: load('compare-and-extend-1.lua') };
+
+/** Registers the scripts on a client (ioredis sends EVALSHA and falls back to EVAL after a Redis restart). */
+export function lockScripts(redis: Redis): LockScripts {
+  for (const [name, def] of Object.entries(scripts)) {
+    if (!(name in redis)) redis.defineCommand(name, def);
+  }
+  return redis as unknown as LockScripts;
+}

@@ -1,0 +1,179 @@
+import type { Db } from '../store/db.js';
+import { num, toDate } from '../store/db.js';
+import type { LockBackend } from './leader-lock.js';
+
+/**
+ * The correctness layer of invariants 1 and 2, in PostgreSQL (`job_state`, `job_runs`).
+ *
+ * A scheduled cluster round may start only by winning one atomic statement that
+ *   - moves `job_state.last_slot` forward to its slot (a slot is claimed once, and never an older one),
+ *   - takes the job's lease (`lease_until`, database clock), refused while another round holds it,
+ *   - increments the fencing token, and
+ *   - inserts the round's `job_runs` row as `running`.
+ * Whatever lock backend admitted the replica (Redis, advisory lock, memory), two rounds
+ * cannot both pass this statement for one slot, nor overlap while a lease is renewed.
+ */
+
+export interface Claim {
+  runId: number;
+  job: string;
+  token: number;
+  slot: Date;
+}
+
+export type ClaimResult = { claimed: true; claim: Claim } | { claimed: false; reason: string };
+
+export interface RoundOutcome {
+  status: 'ok' | 'no_work' | 'failed' | 'timed_out';
+  items: number;
+  note?: string | null;
+  error?: string | null;
+}
+
+const MS = (p: string) => `make_interval(secs => ${p}::double precision / 1000)`;
+
+// $1 job, $2 slot, $3 instance, $4 lease ms, $5 lock backend, $6 timeout ms, $7 tolerated future ms
+const CLAIM_SCHEDULED = `
+WITH claim AS (
+  UPDATE job_state
+     SET fencing_token = fencing_token + 1, last_slot = $2::timestamptz, holder_instance = $3,
+         lease_until = clock_timestamp() + ${MS('$4')}, updated_at = clock_timestamp()
+   WHERE job_name = $1
+     AND (last_slot IS NULL OR last_slot < $2::timestamptz)
+     AND (lease_until IS NULL OR lease_until <= clock_timestamp())
+     AND $2::timestamptz <= clock_timestamp() + ${MS('$7')}
+  RETURNING fencing_token
+), abandon AS (
+  UPDATE job_runs SET status = 'failed', finished_at = clock_timestamp(),
+         error = 'abandoned: its instance stopped renewing the lease (killed or partitioned)'
+   WHERE job_name = $1 AND scope = 'cluster' AND status = 'running' AND EXISTS (SELECT 1 FROM claim)
+)
+INSERT INTO job_runs (job_name, slot, scope, trigger, instance_id, fencing_token, status, lock_backend, deadline_at)
+SELECT $1, $2::timestamptz, 'cluster', 'schedule', $3, claim.fencing_token, 'running', $5, clock_timestamp() + ${MS('$6')}
+  FROM claim
+RETURNING id, fencing_token, slot`;
+
+// $1 job, $2 instance, $3 lease ms, $4 lock backend, $5 timeout ms
+const CLAIM_MANUAL = `
+WITH claim AS (
+  UPDATE job_state
+     SET fencing_token = fencing_token + 1, holder_instance = $2,
+         lease_until = clock_timestamp() + ${MS('$3')}, updated_at = clock_timestamp()
+   WHERE job_name = $1 AND (lease_until IS NULL OR lease_until <= clock_timestamp())
+  RETURNING fencing_token
+), abandon AS (
+  UPDATE job_runs SET status = 'failed', finished_at = clock_timestamp(),
+         error = 'abandoned: its instance stopped renewing the lease (killed or partitioned)'
+   WHERE job_name = $1 AND scope = 'cluster' AND status = 'running' AND EXISTS (SELECT 1 FROM claim)
+)
+INSERT INTO job_runs (job_name, slot, scope, trigger, instance_id, fencing_token, status, lock_backend, deadline_at)
+SELECT $1, date_trunc('milliseconds', clock_timestamp()), 'cluster', 'manual', $2, claim.fencing_token, 'running', $4, clock_timestamp() + ${MS('$5')}
+  FROM claim
+RETURNING id, fencing_token, slot`;
+
+// Instance-scoped rounds run on every replica: a token, a record, no lease. $1 job, $2 slot, $3 instance, $4 timeout ms, $5 trigger
+const START_INSTANCE_ROUND = `
+WITH tok AS (UPDATE job_state SET fencing_token = fencing_token + 1 WHERE job_name = $1 RETURNING fencing_token)
+INSERT INTO job_runs (job_name, slot, scope, trigger, instance_id, fencing_token, status, deadline_at)
+SELECT $1, $2::timestamptz, 'instance', $5, $3, tok.fencing_token, 'running', clock_timestamp() + ${MS('$4')}
+  FROM tok
+RETURNING id, fencing_token, slot`;
+
+const WHY_NOT = `
+SELECT last_slot, holder_instance, lease_until > clock_timestamp() AS leased, lease_until,
+       extract(epoch FROM ($2::timestamptz - clock_timestamp())) * 1000 AS ahead_ms
+  FROM job_state WHERE job_name = $1`;
+
+// $1 job, $2 token, $3 lease ms
+const RENEW = `
+UPDATE job_state SET lease_until = clock_timestamp() + ${MS('$3')}
+ WHERE job_name = $1 AND fencing_token = $2 AND lease_until > clock_timestamp()
+RETURNING lease_until`;
+
+// One statement finishes the record and frees the lease. $1 run id, $2 status, $3 items, $4 note, $5 error, $6 job, $7 token
+const COMPLETE = `
+WITH fin AS (
+  UPDATE job_runs SET status = $2, items = $3, note = $4, error = $5, finished_at = clock_timestamp(),
+         duration_ms = GREATEST(0, round(extract(epoch FROM (clock_timestamp() - started_at)) * 1000))::int
+   WHERE id = $1 AND status = 'running'
+  RETURNING id
+), rel AS (
+  UPDATE job_state SET lease_until = NULL, holder_instance = NULL
+   WHERE job_name = $6 AND fencing_token = $7 AND lease_until IS NOT NULL
+)
+SELECT count(*)::int AS finished FROM fin`;
+
+export class SlotClaims {
+  constructor(private readonly db: Db, private readonly instanceId: string) {}
+
+  async ensureJobs(names: string[]): Promise<void> {
+    for (const name of names) await this.db.query('INSERT INTO job_state (job_name) VALUES ($1) ON CONFLICT DO NOTHING', [name]);
+  }
+
+  async lastSlot(job: string): Promise<Date | null> {
+    const { rows } = await this.db.query<{ last_slot: unknown }>('SELECT last_slot FROM job_state WHERE job_name = $1', [job]);
+    return toDate(rows[0]?.last_slot);
+  }
+
+  async claimScheduled(p: { job: string; slot: Date; leaseMs: number; timeoutMs: number; backend: LockBackend; toleratedFutureMs: number }): Promise<ClaimResult> {
+    const { rows } = await this.db.query<ClaimRow>(CLAIM_SCHEDULED, [p.job, p.slot.toISOString(), this.instanceId, p.leaseMs, p.backend, p.timeoutMs, p.toleratedFutureMs]);
+    if (rows[0]) return { claimed: true, claim: toClaim(p.job, rows[0]) };
+    return { claimed: false, reason: await this.whyNot(p.job, p.slot) };
+  }
+
+  async claimManual(p: { job: string; leaseMs: number; timeoutMs: number; backend: LockBackend }): Promise<ClaimResult> {
+    const { rows } = await this.db.query<ClaimRow>(CLAIM_MANUAL, [p.job, this.instanceId, p.leaseMs, p.backend, p.timeoutMs]);
+    if (rows[0]) return { claimed: true, claim: toClaim(p.job, rows[0]) };
+    return { claimed: false, reason: await this.whyNot(p.job, new Date()) };
+  }
+
+  async startInstanceRound(p: { job: string; slot: Date; timeoutMs: number; trigger: 'schedule' | 'manual' }): Promise<Claim> {
+    const { rows } = await this.db.query<ClaimRow>(START_INSTANCE_ROUND, [p.job, p.slot.toISOString(), this.instanceId, p.timeoutMs, p.trigger]);
+    if (!rows[0]) throw new Error(`job ${p.job} has no job_state row`);
+    return toClaim(p.job, rows[0]);
+  }
+
+  /** True while the lease is still ours (same token, not yet expired by the database clock). */
+  async renew(claim: Claim, leaseMs: number): Promise<boolean> {
+    const { rowCount } = await this.db.query(RENEW, [claim.job, claim.token, leaseMs]);
+    return rowCount === 1;
+  }
+
+  /** Records the outcome and frees the lease. False when the record had already been taken over as abandoned. */
+  async complete(claim: Claim, outcome: RoundOutcome): Promise<boolean> {
+    const { rows } = await this.db.query<{ finished: number }>(COMPLETE, [
+      claim.runId,
+      outcome.status,
+      outcome.items,
+      outcome.note ?? null,
+      outcome.error ?? null,
+      claim.job,
+      claim.token,
+    ]);
+    return num(rows[0]?.finished) === 1;
+  }
+
+  private async whyNot(job: string, slot: Date): Promise<string> {
+    const { rows } = await this.db.query<{ last_slot: unknown; holder_instance: string | null; leased: boolean; lease_until: unknown; ahead_ms: unknown }>(WHY_NOT, [
+      job,
+      slot.toISOString(),
+    ]);
+    const r = rows[0];
+    if (!r) return `job ${job} is not registered in job_state`;
+    const last = toDate(r.last_slot);
+    if (last && last >= slot) return `slot ${slot.toISOString()} already claimed (last claimed slot ${last.toISOString()})`;
+    if (r.leased) return `lease held by ${r.holder_instance} until ${toDate(r.lease_until)!.toISOString()}`;
+    if (num(r.ahead_ms) > 0) return `slot ${slot.toISOString()} is ${Math.round(num(r.ahead_ms))}ms ahead of the database clock (clock skew?)`;
+    return 'claim lost to a concurrent replica';
+  }
+}
+
+interface ClaimRow {
+  id: unknown;
+  fencing_token: unknown;
+  slot: unknown;
+}
+
+function toClaim(job: string, row: ClaimRow): Claim {
+  return { runId: num(row.id), job, token: num(row.fencing_token), slot: toDate(row.slot)! };
+}

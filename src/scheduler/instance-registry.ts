@@ -1,0 +1,110 @@
+import { randomUUID } from 'node:crypto';
+import { hostname } from 'node:os';
+import { UserError } from '../config/errors.js';
+import type { Db } from '../store/db.js';
+import { num, toDate } from '../store/db.js';
+import type { Clock } from '../time/clock.js';
+
+export interface InstanceInfo {
+  instance_id: string;
+  env: string;
+  mode: string;
+  hostname: string;
+  pid: number;
+  http_port: number | null;
+  version: string;
+  started_at: Date;
+  heartbeat_at: Date;
+  stopped_at: Date | null;
+  clock_skew_ms: number | null;
+  alive: boolean;
+}
+
+const LOCK_ROW = `SELECT boot_id, hostname, pid, heartbeat_at, stopped_at,
+  (stopped_at IS NULL AND heartbeat_at > clock_timestamp() - make_interval(secs => $2::double precision / 1000)) AS alive
+  FROM instances WHERE instance_id = $1 FOR UPDATE`;
+const UPSERT = `
+INSERT INTO instances (instance_id, boot_id, env, mode, hostname, pid, http_port, version, started_at, heartbeat_at, stopped_at)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, clock_timestamp(), clock_timestamp(), NULL)
+ON CONFLICT (instance_id) DO UPDATE SET boot_id = EXCLUDED.boot_id, env = EXCLUDED.env, mode = EXCLUDED.mode, hostname = EXCLUDED.hostname,
+  pid = EXCLUDED.pid, http_port = EXCLUDED.http_port, version = EXCLUDED.version, started_at = EXCLUDED.started_at,
+  heartbeat_at = EXCLUDED.heartbeat_at, stopped_at = NULL`;
+// Rounds a previous life of this instance left `running` can never finish now.
+const ABANDON_OWN = `UPDATE job_runs SET status = 'failed', finished_at = clock_timestamp(), error = 'abandoned: its instance restarted'
+  WHERE instance_id = $1 AND status = 'running'`;
+const BEAT = `UPDATE instances SET heartbeat_at = clock_timestamp(), clock_skew_ms = $3 WHERE instance_id = $1 AND boot_id = $2`;
+
+/**
+ * Replicas register in `instances` and beat every `cluster.instance_heartbeat`. A live row
+ * (beat within three intervals, not stopped) with another boot id means two processes share
+ * one instance id: refused at start, and reported loudly if it appears later.
+ */
+export class InstanceRegistry {
+  readonly bootId = randomUUID();
+
+  constructor(
+    private readonly db: Db,
+    private readonly clock: Clock,
+    private readonly info: { instanceId: string; env: string; mode: string; httpPort: number | null; version: string; heartbeatMs: number },
+  ) {}
+
+  get livenessMs(): number {
+    return this.info.heartbeatMs * 3;
+  }
+
+  async register(): Promise<void> {
+    await this.db.tx(async (q) => {
+      const { rows } = await q.query<{ boot_id: string; hostname: string; pid: number; heartbeat_at: unknown; alive: boolean }>(LOCK_ROW, [this.info.instanceId, this.livenessMs]);
+      const cur = rows[0];
+      if (cur?.alive && cur.boot_id !== this.bootId) {
+        throw new UserError(
+          `instance id "${this.info.instanceId}" is already used by a live replica (host ${cur.hostname}, pid ${cur.pid}, last heartbeat ${toDate(cur.heartbeat_at)!.toISOString()}); give every replica its own RELAY_JOBS_INSTANCE_ID`,
+        );
+      }
+      await q.query(UPSERT, [this.info.instanceId, this.bootId, this.info.env, this.info.mode, hostname(), process.pid, this.info.httpPort, this.info.version]);
+      await q.query(ABANDON_OWN, [this.info.instanceId]);
+    });
+  }
+
+  /** False when another process has taken over this instance id. */
+  async beat(clockSkewMs: number): Promise<boolean> {
+    const { rowCount } = await this.db.query(BEAT, [this.info.instanceId, this.bootId, Math.round(clockSkewMs)]);
+    return rowCount === 1;
+  }
+
+  async markStopped(): Promise<void> {
+    await this.db.query('UPDATE instances SET stopped_at = clock_timestamp() WHERE instance_id = $1 AND boot_id = $2', [this.info.instanceId, this.bootId]);
+  }
+
+  /**
+   * This replica's clock minus the database clock, corrected for half the round trip.
+   * The scheduler adds the negation to its own clock so every replica computes the same slots.
+   */
+  async measureSkew(): Promise<number> {
+    const t0 = this.clock.now();
+    const { rows } = await this.db.query<{ ms: unknown }>('SELECT (extract(epoch FROM clock_timestamp()) * 1000)::double precision AS ms');
+    const t1 = this.clock.now();
+    return (t0 + t1) / 2 - num(rows[0]!.ms);
+  }
+
+  async list(): Promise<InstanceInfo[]> {
+    const { rows } = await this.db.query<Record<string, unknown>>(
+      `SELECT *, (stopped_at IS NULL AND heartbeat_at > clock_timestamp() - make_interval(secs => $1::double precision / 1000)) AS alive FROM instances ORDER BY instance_id`,
+      [this.livenessMs],
+    );
+    return rows.map((r) => ({
+      instance_id: String(r.instance_id),
+      env: String(r.env),
+      mode: String(r.mode),
+      hostname: String(r.hostname),
+      pid: num(r.pid),
+      http_port: r.http_port === null ? null : num(r.http_port),
+      version: String(r.version),
+      started_at: toDate(r.started_at)!,
+      heartbeat_at: toDate(r.heartbeat_at)!,
+      stopped_at: toDate(r.stopped_at),
+      clock_skew_ms: r.clock_skew_ms === null ? null : num(r.clock_skew_ms),
+      alive: r.alive === true,
+    }));
+  }
+}

@@ -1,0 +1,198 @@
+import type { Db } from '../store/db.js';
+import type { Clock } from '../time/clock.js';
+import type { Logger } from '../telemetry/logger.js';
+import type { Metrics } from '../telemetry/metrics.js';
+import type { LeaderLock, LockBackend, LockHandle } from '../coordination/leader-lock.js';
+import { SlotClaims, type Claim, type ClaimResult, type RoundOutcome } from '../coordination/slot-claim.js';
+import { LeaseKeeper } from '../coordination/lease-keeper.js';
+import { FencedCursors } from '../coordination/fenced-cursor.js';
+import { RoundAborted, type JobContext, type JobDefinition } from './job.js';
+import { RunRecords } from './run-records.js';
+
+export type RoundReport =
+  | { ran: true; runId: number; token: number; slot: Date; backend: LockBackend | null; outcome: RoundOutcome }
+  | { ran: false; slot: Date | null; backend: LockBackend | null; reason: string };
+
+export interface RoundRunnerDeps {
+  db: Db;
+  clock: Clock;
+  lock: LeaderLock;
+  log: Logger;
+  metrics: Metrics;
+  instanceId: string;
+  /** Slots may be this far ahead of the database clock (replica clock estimate error). */
+  toleratedFutureMs: number;
+  /** Fires when the process shuts down: running rounds see it through their own signal. */
+  shutdown: AbortSignal;
+}
+
+/**
+ * One round of one job: lock → claim → run under a kept lease → record → release.
+ * Every path leaves a `job_runs` record (invariant 3) unless the database itself is down.
+ */
+export class RoundRunner {
+  private readonly claims: SlotClaims;
+  private readonly records: RunRecords;
+  private readonly cursors: FencedCursors;
+
+  constructor(private readonly deps: RoundRunnerDeps) {
+    this.claims = new SlotClaims(deps.db, deps.instanceId);
+    this.records = new RunRecords(deps.db);
+    this.cursors = new FencedCursors(deps.db);
+  }
+
+  get slotClaims(): SlotClaims {
+    return this.claims;
+  }
+
+  /**
+   * Runs the round for `slot` (a scheduled slot) or, with `slot` null, a manual round.
+   * `onStart` is told the run id as soon as the round is claimed (the HTTP API answers then).
+   */
+  async run(job: JobDefinition, slot: Date | null, onStart?: (r: { runId: number; token: number }) => void): Promise<RoundReport> {
+    const trigger = slot ? 'schedule' : 'manual';
+    const log = this.deps.log.child({ job: job.name, trigger });
+    if (job.scope === 'instance') {
+      const claim = await this.claims.startInstanceRound({ job: job.name, slot: slot ?? new Date(this.deps.clock.now()), timeoutMs: job.settings.timeoutMs, trigger });
+      onStart?.({ runId: claim.runId, token: claim.token });
+      return this.execute(job, claim, trigger, null, null, log);
+    }
+
+    const { lockTtlMs } = job.settings;
+    let acquisition;
+    try {
+      acquisition = await this.deps.lock.acquire(job.name, lockTtlMs);
+    } catch (err) {
+      this.deps.metrics.lockAcquire.inc({ job: job.name, backend: 'none', result: 'error' });
+      log.error({ err: (err as Error).message }, 'no lock backend answered; round not run');
+      return { ran: false, slot, backend: null, reason: `no lock backend answered: ${(err as Error).message}` };
+    }
+    if (!acquisition.acquired) {
+      this.deps.metrics.lockAcquire.inc({ job: job.name, backend: acquisition.backend, result: 'held' });
+      const reason = `leader lock (${acquisition.backend}) held by ${acquisition.holder ?? 'another replica'}`;
+      return this.skip(job, slot, acquisition.backend, reason, log);
+    }
+    const handle = acquisition.handle;
+    this.deps.metrics.lockAcquire.inc({ job: job.name, backend: handle.backend, result: 'acquired' });
+
+    let claimed: ClaimResult;
+    try {
+      claimed = slot
+        ? await this.claims.claimScheduled({ job: job.name, slot, leaseMs: lockTtlMs, timeoutMs: job.settings.timeoutMs, backend: handle.backend, toleratedFutureMs: this.deps.toleratedFutureMs })
+        : await this.claims.claimManual({ job: job.name, leaseMs: lockTtlMs, timeoutMs: job.settings.timeoutMs, backend: handle.backend });
+    } catch (err) {
+      await handle.release();
+      log.error({ err: (err as Error).message }, 'slot claim failed: database unreachable?');
+      return { ran: false, slot, backend: handle.backend, reason: `slot claim failed: ${(err as Error).message}` };
+    }
+    if (!claimed.claimed) {
+      await handle.release();
+      return this.skip(job, slot, handle.backend, claimed.reason, log);
+    }
+    onStart?.({ runId: claimed.claim.runId, token: claimed.claim.token });
+    return this.execute(job, claimed.claim, trigger, handle, lockTtlMs, log);
+  }
+
+  private async skip(job: JobDefinition, slot: Date | null, backend: LockBackend, reason: string, log: Logger): Promise<RoundReport> {
+    this.deps.metrics.roundsTotal.inc({ job: job.name, status: 'skipped_not_leader', lock_backend: backend });
+    log.debug({ reason, slot: slot?.toISOString() }, 'round skipped');
+    try {
+      await this.records.recordSkip({ job: job.name, slot: slot ?? new Date(this.deps.clock.now()), trigger: slot ? 'schedule' : 'manual', instanceId: this.deps.instanceId, backend, note: reason });
+    } catch (err) {
+      log.warn({ err: (err as Error).message }, 'could not record skipped round');
+    }
+    return { ran: false, slot, backend, reason };
+  }
+
+  private async execute(job: JobDefinition, claim: Claim, trigger: 'schedule' | 'manual', handle: LockHandle | null, leaseMs: number | null, parentLog: Logger): Promise<RoundReport> {
+    const { clock, metrics } = this.deps;
+    const log = parentLog.child({ fencing_token: claim.token, run_id: claim.runId, slot: claim.slot.toISOString() });
+    const controller = new AbortController();
+    const abort = (why: RoundAborted['why'], message: string) => {
+      if (!controller.signal.aborted) controller.abort(new RoundAborted(why, message));
+    };
+    const keeper =
+      leaseMs === null
+        ? null
+        : new LeaseKeeper({
+            clock,
+            leaseMs,
+            renewLease: () => this.claims.renew(claim, leaseMs),
+            renewLock: handle ? () => handle.renew(leaseMs) : undefined,
+            onLost: (reason) => {
+              metrics.leaseLost.inc({ job: job.name });
+              log.error({ reason }, 'lease lost: aborting round');
+              abort('lease_lost', `lease lost: ${reason}`);
+            },
+            onLockRenewFailed: (reason) => {
+              metrics.lockRenewFailures.inc({ job: job.name });
+              log.warn({ reason, backend: handle?.backend }, 'leader lock renewal failed; the PostgreSQL lease still guards the round');
+            },
+          });
+    const startedAt = clock.now();
+    keeper?.start(startedAt);
+    const timeout = clock.setTimeout(() => abort('timeout', `timed out after ${job.settings.timeoutMs}ms`), job.settings.timeoutMs);
+    const onShutdown = () => abort('shutdown', 'process is shutting down');
+    if (this.deps.shutdown.aborted) onShutdown();
+    else this.deps.shutdown.addEventListener('abort', onShutdown, { once: true });
+
+    const ctx: JobContext = {
+      job: job.name,
+      slot: claim.slot,
+      trigger,
+      fencingToken: claim.token,
+      instanceId: this.deps.instanceId,
+      signal: controller.signal,
+      clock,
+      log,
+      db: this.deps.db,
+      cursor: {
+        read: async <T>(key: string) => ((await this.cursors.read<T>(job.name, key))?.value ?? null),
+        write: async (key: string, value: unknown) => {
+          if (keeper?.lostReason) throw new RoundAborted('lease_lost', `fenced write refused locally: ${keeper.lostReason}`);
+          await this.cursors.write(job.name, key, value, claim.token);
+        },
+      },
+    };
+
+    metrics.running.set({ job: job.name }, 1);
+    log.info('round started');
+    let outcome: RoundOutcome;
+    try {
+      const result = await job.run(ctx);
+      const items = Math.max(0, Math.floor(result.items || 0));
+      outcome = { status: items > 0 ? 'ok' : 'no_work', items, note: result.note ?? null };
+      if (keeper?.lostReason) outcome.note = `${outcome.note ? outcome.note + '; ' : ''}lease lost during the round: ${keeper.lostReason}`;
+    } catch (err) {
+      const reason = controller.signal.reason;
+      const timedOut = reason instanceof RoundAborted && reason.why === 'timeout';
+      const message = reason instanceof RoundAborted ? reason.message : (err as Error)?.message ?? String(err);
+      outcome = { status: timedOut ? 'timed_out' : 'failed', items: 0, error: message.slice(0, 2000) };
+    } finally {
+      clock.clearTimeout(timeout);
+      keeper?.stop();
+      this.deps.shutdown.removeEventListener('abort', onShutdown);
+      metrics.running.set({ job: job.name }, 0);
+    }
+
+    const durationMs = clock.now() - startedAt;
+    let recorded = false;
+    for (let attempt = 0; attempt < 3 && !recorded; attempt++) {
+      try {
+        if (!(await this.claims.complete(claim, outcome))) log.warn('round record was taken over as abandoned (lease expired before the round finished)');
+        recorded = true;
+      } catch (err) {
+        log.warn({ err: (err as Error).message, attempt }, 'could not record round outcome; retrying');
+        await new Promise((r) => setTimeout(r, 200 * (attempt + 1)));
+      }
+    }
+    await handle?.release();
+    metrics.roundsTotal.inc({ job: job.name, status: outcome.status, lock_backend: handle?.backend ?? 'none' });
+    metrics.roundDuration.observe({ job: job.name }, durationMs / 1000);
+    if (outcome.status === 'ok' || outcome.status === 'no_work') metrics.lastSuccess.set({ job: job.name }, clock.now() / 1000);
+    const fields = { status: outcome.status, items: outcome.items, duration_ms: durationMs, lock_backend: handle?.backend ?? null };
+    if (outcome.status === 'failed' || outcome.status === 'timed_out') log.error({ ...fields, error: outcome.error }, 'round finished');
+    else log.info({ ...fields, note: outcome.note }, 'round finished');
+    return { ran: true, runId: claim.runId, token: claim.token, slot: claim.slot, backend: handle?.backend ?? null, outcome };
+  }
+}

@@ -1,0 +1,56 @@
+import { Cron } from 'croner';
+import type { ScheduleSpec } from '../config/job-settings.js';
+
+/**
+ * A pure function of time: which slots a job has. `every` slots are aligned to the wall clock
+ * (multiples of the interval since the epoch, so `every: 1h` fires on the hour on every
+ * replica); `cron` slots come from croner in the job's time zone. Slot times are computed on
+ * the cluster clock (the database's), never on a replica's own.
+ */
+export class Schedule {
+  private readonly cron: Cron | null;
+
+  constructor(readonly spec: ScheduleSpec) {
+    this.cron = spec.kind === 'cron' ? new Cron(spec.expr, { timezone: spec.timezone, paused: true }) : null;
+  }
+
+  /** The first slot strictly after `t`. */
+  next(t: number): number {
+    if (this.spec.kind === 'every') return Math.floor(t / this.spec.everyMs) * this.spec.everyMs + this.spec.everyMs;
+    const d = this.cron!.nextRun(new Date(t));
+    if (!d) throw new Error(`cron ${this.spec.expr} has no future run`);
+    return d.getTime();
+  }
+
+  /** The latest slot at or before `t`. */
+  prev(t: number): number {
+    if (this.spec.kind === 'every') return Math.floor(t / this.spec.everyMs) * this.spec.everyMs;
+    // croner's previousRuns is strictly before the reference, so look from just after t.
+    const d = this.cron!.previousRuns(1, new Date(t + 1))[0];
+    return d ? d.getTime() : Number.NEGATIVE_INFINITY;
+  }
+
+  /** The gap between the slot at or before `t` and the one after it: the job's cadence there. */
+  periodAt(t: number): number {
+    if (this.spec.kind === 'every') return this.spec.everyMs;
+    const p = this.prev(t);
+    return Number.isFinite(p) ? this.next(p) - p : this.next(this.next(t)) - this.next(t);
+  }
+
+  /**
+   * The slot a job loop should aim for next. A slot that fell due while the job was not
+   * running here (downtime, a long round) runs once, late; older missed slots are not
+   * replayed, so recovery never runs a job N times. A job that never ran starts at once on
+   * `every` and waits for its next slot on `cron` (a daily report is not sent on install).
+   */
+  target(now: number, lastSlot: number | null): { slot: number; late: boolean } {
+    const p = this.prev(now);
+    const missed = lastSlot === null ? this.spec.kind === 'every' && Number.isFinite(p) : p > lastSlot;
+    if (missed) return { slot: p, late: true };
+    return { slot: this.next(now), late: false };
+  }
+
+  describe(): string {
+    return this.spec.kind === 'every' ? `every ${this.spec.everyMs}ms` : `cron "${this.spec.expr}" ${this.spec.timezone}`;
+  }
+}

@@ -1,0 +1,120 @@
+import type { Clock, Random } from '../time/clock.js';
+import { sleep } from '../time/clock.js';
+import type { Logger } from '../telemetry/logger.js';
+import type { JobDefinition } from './job.js';
+import type { RoundReport, RoundRunner } from './round-runner.js';
+import { Schedule } from './schedule.js';
+
+export interface SchedulerDeps {
+  jobs: JobDefinition[];
+  runner: RoundRunner;
+  clock: Clock;
+  random: Random;
+  log: Logger;
+  /** Database clock minus this replica's clock; slots are computed on `clock.now() + offset`. */
+  clockOffsetMs: () => number;
+  /** The last slot claimed cluster-wide, so a restart neither replays nor forgets a slot. */
+  lastSlot: (job: string) => Promise<Date | null>;
+}
+
+/** Longest single sleep; a loop wakes at least this often to re-read the clock offset. */
+const MAX_SLEEP_MS = 60_000;
+
+/**
+ * One loop per enabled job: wait for the next slot (+ jitter), run the round, repeat.
+ * Replicas run identical loops; the round runner decides who actually runs a slot.
+ */
+export class Scheduler {
+  private readonly stopController = new AbortController();
+  private readonly loops = new Map<string, Promise<void>>();
+  private readonly inFlight = new Set<Promise<RoundReport>>();
+  private readonly nextFire = new Map<string, number>();
+
+  constructor(private readonly deps: SchedulerDeps) {}
+
+  get jobs(): JobDefinition[] {
+    return this.deps.jobs;
+  }
+
+  job(name: string): JobDefinition | undefined {
+    return this.deps.jobs.find((j) => j.name === name);
+  }
+
+  clusterNow(): number {
+    return this.deps.clock.now() + this.deps.clockOffsetMs();
+  }
+
+  /** When this replica will next try the job (cluster clock), if it is looping. */
+  nextAttempt(name: string): Date | null {
+    const t = this.nextFire.get(name);
+    return t === undefined ? null : new Date(t);
+  }
+
+  start(): void {
+    for (const job of this.deps.jobs) {
+      if (!job.settings.enabled || this.loops.has(job.name)) continue;
+      this.loops.set(job.name, this.loop(job));
+    }
+  }
+
+  /** A manual round now, through the same lock, claim and lease as a scheduled one. */
+  runNow(name: string, onStart?: (r: { runId: number; token: number }) => void): Promise<RoundReport> {
+    const job = this.job(name);
+    if (!job) throw new Error(`unknown job ${name}`);
+    return this.track(this.deps.runner.run(job, null, onStart));
+  }
+
+  /**
+   * Stops every loop; running rounds already see the shutdown signal (wired in the runner).
+   * Waits up to `graceMs` for them; returns the names of loops still busy after that.
+   */
+  async stop(graceMs: number): Promise<string[]> {
+    this.stopController.abort();
+    const busy = new Set(this.loops.keys());
+    const all = [...this.loops.entries()].map(([name, p]) => p.finally(() => busy.delete(name)));
+    await Promise.race([Promise.allSettled([...all, ...this.inFlight]), new Promise((r) => setTimeout(r, graceMs))]);
+    return [...busy];
+  }
+
+  private track(p: Promise<RoundReport>): Promise<RoundReport> {
+    this.inFlight.add(p);
+    void p.finally(() => this.inFlight.delete(p)).catch(() => undefined);
+    return p;
+  }
+
+  private async loop(job: JobDefinition): Promise<void> {
+    const { clock, random, runner } = this.deps;
+    const stop = this.stopController.signal;
+    const log = this.deps.log.child({ job: job.name });
+    const schedule = new Schedule(job.settings.schedule);
+    let last: number | null = null;
+    for (let attempt = 0; !stop.aborted; attempt++) {
+      try {
+        last = (await this.deps.lastSlot(job.name))?.getTime() ?? null;
+        break;
+      } catch (err) {
+        log.warn({ err: (err as Error).message }, 'cannot read the last slot yet; retrying');
+        await sleep(clock, Math.min(1000 * 2 ** attempt, 30_000), stop);
+      }
+    }
+    log.info({ schedule: schedule.describe(), scope: job.scope }, 'job loop started');
+    while (!stop.aborted) {
+      const now = this.clusterNow();
+      const { slot } = schedule.target(now, last);
+      const fireAt = slot + (job.settings.jitterMs > 0 ? Math.floor(random() * job.settings.jitterMs) : 0);
+      this.nextFire.set(job.name, fireAt);
+      if (fireAt > now) {
+        await sleep(clock, Math.min(fireAt - now, MAX_SLEEP_MS), stop);
+        if (stop.aborted) break;
+        if (this.clusterNow() < fireAt) continue; // woke early to re-read the offset
+      }
+      try {
+        await this.track(runner.run(job, new Date(slot)));
+      } catch (err) {
+        log.error({ err: (err as Error).message, slot: new Date(slot).toISOString() }, 'round could not start');
+      }
+      last = slot;
+    }
+    this.nextFire.delete(job.name);
+  }
+}

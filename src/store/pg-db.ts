@@ -1,0 +1,100 @@
+import pg from 'pg';
+import { UserError } from '../config/errors.js';
+import { redactUrl } from '../config/load.js';
+import type { Db, PinnedConnection, Queryable, QueryResult } from './db.js';
+
+export interface PgDbOptions {
+  url: string;
+  poolSize: number;
+  connectTimeoutMs: number;
+  onError?: (err: Error) => void;
+}
+
+export class PgDb implements Db {
+  readonly kind = 'postgres' as const;
+  readonly stats = { queries: 0 };
+  private readonly pool: pg.Pool;
+
+  constructor(private readonly opts: PgDbOptions) {
+    this.pool = new pg.Pool({ connectionString: opts.url, max: opts.poolSize, connectionTimeoutMillis: opts.connectTimeoutMs, idleTimeoutMillis: 30_000 });
+    // An idle client dying (server restart) must not crash the process; the next query reconnects.
+    this.pool.on('error', (err) => opts.onError?.(err));
+  }
+
+  /** Opens the pool and proves the server answers; a one-line UserError when it doesn't. */
+  static async connect(opts: PgDbOptions): Promise<PgDb> {
+    const db = new PgDb(opts);
+    try {
+      await db.ping();
+    } catch (err) {
+      await db.close().catch(() => undefined);
+      throw new UserError(`cannot connect to PostgreSQL at ${redactUrl(opts.url)} (DATABASE_URL): ${describePgError(err)}`);
+    }
+    return db;
+  }
+
+  async query<R>(text: string, params?: unknown[]): Promise<QueryResult<R>> {
+    this.stats.queries++;
+    const res = await this.pool.query(text, params as unknown[]);
+    return { rows: res.rows as R[], rowCount: res.rowCount ?? 0 };
+  }
+
+  async exec(sql: string): Promise<void> {
+    this.stats.queries++;
+    await this.pool.query(sql);
+  }
+
+  async tx<T>(fn: (q: Queryable) => Promise<T>): Promise<T> {
+    const client = await this.pool.connect();
+    const q = wrapClient(client, this.stats);
+    try {
+      await q.query('BEGIN');
+      const result = await fn(q);
+      await q.query('COMMIT');
+      return result;
+    } catch (err) {
+      await client.query('ROLLBACK').catch(() => undefined);
+      throw err;
+    } finally {
+      client.release();
+    }
+  }
+
+  async pin(): Promise<PinnedConnection> {
+    const client = await this.pool.connect();
+    // A pinned client that errors while idle (server restart) must not crash the process.
+    client.on('error', () => undefined);
+    const q = wrapClient(client, this.stats);
+    return { query: q.query, exec: q.exec, release: (destroy?: boolean) => client.release(destroy ? true : undefined) };
+  }
+
+  async ping(): Promise<void> {
+    await this.query('SELECT 1');
+  }
+
+  async close(): Promise<void> {
+    await this.pool.end();
+  }
+}
+
+function wrapClient(client: pg.PoolClient, stats: { queries: number }): Queryable {
+  return {
+    async query<R>(text: string, params?: unknown[]): Promise<QueryResult<R>> {
+      stats.queries++;
+      const res = await client.query(text, params as unknown[]);
+      return { rows: res.rows as R[], rowCount: res.rowCount ?? 0 };
+    },
+    async exec(sql: string): Promise<void> {
+      stats.queries++;
+      await client.query(sql);
+    },
+  };
+}
+
+export function describePgError(err: unknown): string {
+  const e = err as NodeJS.ErrnoException & { message: string };
+  if (e.code === 'ECONNREFUSED') return 'connection refused (is the server running and listening there?)';
+  if (e.code === 'ENOTFOUND') return 'host not found';
+  if (e.code === '3D000') return e.message; // database does not exist
+  return (e.message || String(err)).split('\n')[0]!;
+}

@@ -1,0 +1,66 @@
+import { mkdirSync } from 'node:fs';
+import { join } from 'node:path';
+import { PGlite } from '@electric-sql/pglite';
+import type { Db, PinnedConnection, Queryable, QueryResult } from './db.js';
+
+/**
+ * Embedded PostgreSQL (PGlite, WASM) in `<data_dir>/pgdata`, or in memory when no directory is
+ * given (tests). One connection: PGlite serialises statements and transactions itself.
+ */
+export class PgliteDb implements Db {
+  readonly kind = 'pglite' as const;
+  readonly stats = { queries: 0 };
+
+  private constructor(private readonly pg: PGlite) {}
+
+  static async open(dataDir?: string): Promise<PgliteDb> {
+    let path: string | undefined;
+    if (dataDir) {
+      path = join(dataDir, 'pgdata');
+      mkdirSync(path, { recursive: true });
+    }
+    const pg = new PGlite(path);
+    await pg.waitReady;
+    return new PgliteDb(pg);
+  }
+
+  async query<R>(text: string, params?: unknown[]): Promise<QueryResult<R>> {
+    this.stats.queries++;
+    const res = await this.pg.query<R>(text, params as unknown[]);
+    return { rows: res.rows, rowCount: res.affectedRows ?? res.rows.length };
+  }
+
+  async exec(sql: string): Promise<void> {
+    this.stats.queries++;
+    await this.pg.exec(sql);
+  }
+
+  async tx<T>(fn: (q: Queryable) => Promise<T>): Promise<T> {
+    const stats = this.stats;
+    return this.pg.transaction(async (t) =>
+      fn({
+        async query<R>(text: string, params?: unknown[]): Promise<QueryResult<R>> {
+          stats.queries++;
+          const res = await t.query<R>(text, params as unknown[]);
+          return { rows: res.rows, rowCount: res.affectedRows ?? res.rows.length };
+        },
+        async exec(sql: string): Promise<void> {
+          stats.queries++;
+          await t.exec(sql);
+        },
+      }),
+    );
+  }
+
+  pin(): Promise<PinnedConnection> {
+    return Promise.reject(new Error('embedded mode has no pinned connections (in-process locks are used instead)'));
+  }
+
+  async ping(): Promise<void> {
+    await this.query('SELECT 1');
+  }
+
+  async close(): Promise<void> {
+    await this.pg.close();
+  }
+}
