@@ -1,0 +1,117 @@
+import { describe, expect, it } from 'vitest';
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { tmpdir } from 'node:os';
+import { loadConfig, redactConfig } from '../src/config/load.js';
+import { parseDuration } from '../src/config/duration.js';
+import { resolveJobSettings } from '../src/config/job-settings.js';
+import { ConfigError } from '../src/config/errors.js';
+import { buildJobs } from '../src/jobs/index.js';
+
+function yamlFile(text: string): string {
+  const dir = mkdtempSync(join(tmpdir(), 'rj-cfg-'));
+  const file = join(dir, 'config.yaml');
+  writeFileSync(file, text);
+  return file;
+}
+
+function problems(fn: () => unknown): string[] {
+  try {
+    fn();
+  } catch (err) {
+    expect(err).toBeInstanceOf(ConfigError);
+    return (err as ConfigError).problems;
+  }
+  throw new Error('expected a ConfigError');
+}
+
+describe('durations', () => {
+  it('parses units and bare seconds', () => {
+    expect(parseDuration('300ms')).toBe(300);
+    expect(parseDuration('1s')).toBe(1000);
+    expect(parseDuration('5m')).toBe(300_000);
+    expect(parseDuration('1h')).toBe(3_600_000);
+    expect(parseDuration('1.5s')).toBe(1500);
+    expect(parseDuration(30)).toBe(30_000);
+    expect(parseDuration('30')).toBe(30_000);
+  });
+  it('rejects negative and malformed values', () => {
+    for (const bad of ['-5s', 'soon', '5 minutes', '', -1, null, true]) expect(parseDuration(bad)).toBeNull();
+  });
+});
+
+describe('loadConfig', () => {
+  it('defaults to embedded mode with the pinned defaults', () => {
+    const c = loadConfig({ env: {} });
+    expect(c.mode).toBe('embedded');
+    expect(c.http.port).toBe(8080);
+    expect(c.database.data_dir).toBe('./data');
+    expect(c.auth.refresh_margin_seconds).toBe(300);
+    expect(c.admin.session_cleanup_interval_secs).toBe(3600);
+  });
+
+  it('layers file < pinned env < RELAY_JOBS__ overrides, with typed scalars', () => {
+    const file = yamlFile('http:\n  port: 9000\njobs:\n  canary:\n    every: 5s\n    enabled: false\n');
+    const c = loadConfig({ env: { RELAY_JOBS_CONFIG: file, RELAY_JOBS_HTTP_PORT: '9100', RELAY_JOBS__JOBS__CANARY__EVERY: '1s', RELAY_JOBS__JOBS__CANARY__ENABLED: 'true' } });
+    expect(c.http.port).toBe(9100);
+    expect(c.jobs.canary).toMatchObject({ every: 1000, enabled: true });
+  });
+
+  it('cluster mode needs both URLs, an instance id and an env name', () => {
+    expect(problems(() => loadConfig({ env: { DATABASE_URL: 'postgres://x@h/db' } }))[0]).toMatch(/REDIS_URL/);
+    const p = problems(() => loadConfig({ env: { DATABASE_URL: 'postgres://x@h/db', REDIS_URL: 'redis://h:6379' } }));
+    expect(p.join('\n')).toMatch(/instance\.id.*RELAY_JOBS_INSTANCE_ID/);
+    expect(p.join('\n')).toMatch(/instance\.env.*RELAY_JOBS_ENV/);
+    const c = loadConfig({ env: { DATABASE_URL: 'postgres://x:pw@h/db', REDIS_URL: 'redis://h:6379', RELAY_JOBS_INSTANCE_ID: 'a', RELAY_JOBS_ENV: 'staging' } });
+    expect(c.mode).toBe('cluster');
+    expect(JSON.stringify(redactConfig(c))).not.toContain('pw');
+  });
+
+  it('names the key, the source and the expected form for each bad value', () => {
+    const file = yamlFile('jobs:\n  canary:\n    every: -5s\n    timeout: soon\n    colour: blue\nhttp:\n  port: "http"\n');
+    const p = problems(() => loadConfig({ env: { RELAY_JOBS_CONFIG: file } }));
+    const text = p.join('\n');
+    expect(text).toMatch(/jobs\.canary\.every .*expected a duration/);
+    expect(text).toMatch(/jobs\.canary\.timeout .*got "soon"/);
+    expect(text).toMatch(/jobs\.canary\.colour .*unknown key/);
+    expect(text).toMatch(/http\.port/);
+    expect(text).toContain(file);
+  });
+
+  it('reports env overrides by variable name and unknown sections', () => {
+    const p = problems(() => loadConfig({ env: { RELAY_JOBS__JOBS__CANARY__TIMEOUT: 'x', RELAY_JOBS__NOPE__KEY: '1' } }));
+    expect(p.join('\n')).toMatch(/jobs\.canary\.timeout \(RELAY_JOBS__JOBS__CANARY__TIMEOUT\)/);
+    expect(p.join('\n')).toMatch(/nope .*unknown key/);
+  });
+
+  it('reports malformed YAML with its line', () => {
+    const file = yamlFile('jobs:\n  canary:\n   every: [1s\n');
+    expect(problems(() => loadConfig({ env: { RELAY_JOBS_CONFIG: file } }))[0]).toMatch(/malformed YAML/);
+    expect(problems(() => loadConfig({ env: { RELAY_JOBS_CONFIG: '/nonexistent/relay.yaml' } }))[0]).toMatch(/cannot read config file \/nonexistent\/relay\.yaml/);
+  });
+});
+
+describe('job settings', () => {
+  const defaults = { enabled: true, every: 60_000, timeout: 10_000 };
+  it('derives a lock TTL longer than the timeout', () => {
+    const s = resolveJobSettings('x', defaults, {});
+    expect(s.lockTtlMs).toBeGreaterThan(s.timeoutMs);
+  });
+  it('refuses a lock TTL not longer than the timeout, naming both keys', () => {
+    const p = problems(() => resolveJobSettings('canary', defaults, { timeout: 5000, lock_ttl: 3000 }));
+    expect(p[0]).toMatch(/jobs\.canary\.lock_ttl \(3s\) must be longer than jobs\.canary\.timeout \(5s\)/);
+  });
+  it('refuses both schedules, bad cron, bad zone, jitter beyond the interval', () => {
+    expect(problems(() => resolveJobSettings('j', defaults, { every: 1000, cron: '* * * * *' }))[0]).toMatch(/set one schedule/);
+    expect(problems(() => resolveJobSettings('j', defaults, { cron: 'every day' }))[0]).toMatch(/jobs\.j\.cron: invalid cron/);
+    expect(problems(() => resolveJobSettings('j', defaults, { cron: '0 2 * * *', timezone: 'Mars/Olympus' }))[0]).toMatch(/unknown time zone/);
+    expect(problems(() => resolveJobSettings('j', defaults, { every: 1000, jitter: 1000 }))[0]).toMatch(/jitter .* shorter than/);
+  });
+  it('session_cleanup follows admin.session_cleanup_interval_secs unless jobs.session_cleanup.every is set', () => {
+    const a = buildJobs(loadConfig({ env: { RELAY_JOBS__ADMIN__SESSION_CLEANUP_INTERVAL_SECS: '120' } }));
+    expect(a.find((j) => j.name === 'session_cleanup')!.settings.schedule).toEqual({ kind: 'every', everyMs: 120_000 });
+    const b = buildJobs(loadConfig({ env: { RELAY_JOBS__JOBS__SESSION_CLEANUP__EVERY: '10m' } }));
+    expect(b.find((j) => j.name === 'session_cleanup')!.settings.schedule).toEqual({ kind: 'every', everyMs: 600_000 });
+    expect(a.find((j) => j.name === 'canary')!.settings.enabled).toBe(false);
+  });
+});

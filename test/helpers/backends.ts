@@ -1,0 +1,39 @@
+import { PgDb } from '../../src/store/pg-db.js';
+import { PgliteDb } from '../../src/store/pglite-db.js';
+import { migrate } from '../../src/store/migrate.js';
+import type { Db } from '../../src/store/db.js';
+import { freshDatabase } from './services.js';
+
+export interface Backend {
+  name: 'postgres' | 'pglite';
+  /** A migrated database of its own; `cleanup` closes and drops it. */
+  open(): Promise<{ db: Db; url?: string; cleanup: () => Promise<void> }>;
+}
+
+/** The same store tests run on the machine's PostgreSQL and on PGlite. */
+export const BACKENDS: Backend[] = [
+  {
+    name: 'postgres',
+    async open() {
+      const fresh = await freshDatabase();
+      const db = await PgDb.connect({ url: fresh.url, poolSize: 30, connectTimeoutMs: 5000 });
+      await migrate(db);
+      return {
+        db,
+        url: fresh.url,
+        cleanup: async () => {
+          await db.close();
+          await fresh.drop();
+        },
+      };
+    },
+  },
+  {
+    name: 'pglite',
+    async open() {
+      const db = await PgliteDb.open();
+      await migrate(db);
+      return { db, cleanup: () => db.close() };
+    },
+  },
+];

@@ -1,0 +1,101 @@
+import { randomBytes } from 'node:crypto';
+import { spawn, type ChildProcess } from 'node:child_process';
+import { createServer } from 'node:net';
+import pg from 'pg';
+import { Redis } from 'ioredis';
+
+/** The machine's PostgreSQL, as an admin connection that can create and drop databases. */
+export const PG_ADMIN_URL = process.env.RELAY_JOBS_TEST_PG_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
+export const REDIS_URL = process.env.RELAY_JOBS_TEST_REDIS_URL ?? 'redis://127.0.0.1:6379';
+
+export function uniqueName(prefix: string): string {
+  return `${prefix}_${randomBytes(5).toString('hex')}`;
+}
+
+/** A database of its own for one test file, dropped afterwards. */
+export async function freshDatabase(): Promise<{ url: string; name: string; drop: () => Promise<void> }> {
+  const name = uniqueName('rj_test');
+  const admin = new pg.Client({ connectionString: PG_ADMIN_URL });
+  await admin.connect();
+  await admin.query(`CREATE DATABASE ${name}`);
+  await admin.end();
+  const url = new URL(PG_ADMIN_URL);
+  url.pathname = `/${name}`;
+  return {
+    url: url.toString(),
+    name,
+    drop: async () => {
+      const c = new pg.Client({ connectionString: PG_ADMIN_URL });
+      await c.connect();
+      await c.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
+      await c.end();
+    },
+  };
+}
+
+/** Deletes every key under a prefix (tests use a prefix of their own). */
+export async function dropRedisPrefix(prefix: string, url = REDIS_URL): Promise<void> {
+  const r = new Redis(url);
+  let cursor = '0';
+  do {
+    const [next, keys] = await r.scan(cursor, 'MATCH', `${prefix}:*`, 'COUNT', 1000);
+    cursor = next;
+    if (keys.length) await r.del(...keys);
+  } while (cursor !== '0');
+  r.disconnect();
+}
+
+export async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const s = createServer();
+    s.listen(0, '127.0.0.1', () => {
+      const { port } = s.address() as { port: number };
+      s.close(() => resolve(port));
+    });
+    s.on('error', reject);
+  });
+}
+
+/** A private redis-server on its own port, so a test can stop and restart Redis without touching anyone else's. */
+export class PrivateRedis {
+  private proc: ChildProcess | null = null;
+  constructor(readonly port: number) {}
+
+  get url(): string {
+    return `redis://127.0.0.1:${this.port}`;
+  }
+
+  static async start(): Promise<PrivateRedis> {
+    const r = new PrivateRedis(await freePort());
+    await r.start();
+    return r;
+  }
+
+  async start(): Promise<void> {
+    this.proc = spawn('redis-server', ['--port', String(this.port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'], { stdio: 'ignore' });
+    for (let i = 0; i < 100; i++) {
+      const c = new Redis(this.url, { lazyConnect: true, retryStrategy: () => null, maxRetriesPerRequest: 0 });
+      c.on('error', () => undefined);
+      try {
+        await c.connect();
+        await c.ping();
+        c.disconnect();
+        return;
+      } catch {
+        c.disconnect();
+        await new Promise((r) => setTimeout(r, 50));
+      }
+    }
+    throw new Error(`redis-server did not start on port ${this.port}`);
+  }
+
+  async stop(): Promise<void> {
+    const p = this.proc;
+    this.proc = null;
+    if (!p || p.exitCode !== null) return;
+    await new Promise<void>((resolve) => {
+      p.once('exit', () => resolve());
+      p.kill('SIGKILL');
+    });
+  }
+}

@@ -1,0 +1,110 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { Redis } from 'ioredis';
+import { FallbackLeaderLock, MemoryLeaderLock, PgAdvisoryLock, RedisLeaderLock } from '../src/coordination/leader-lock.js';
+import { leaderKey } from '../src/coordination/keys.js';
+import { connectRedis } from '../src/coordination/redis-client.js';
+import { PgDb } from '../src/store/pg-db.js';
+import { ManualClock } from '../src/time/clock.js';
+import { UserError } from '../src/config/errors.js';
+import { REDIS_URL, dropRedisPrefix, freshDatabase, uniqueName, freePort } from './helpers/services.js';
+
+describe('leader locks on real Redis and PostgreSQL', () => {
+  const prefix = uniqueName('rjtest');
+  let redis: Redis;
+  let db: PgDb;
+  let drop: () => Promise<void>;
+  beforeAll(async () => {
+    redis = await connectRedis(REDIS_URL, 1000, 2000);
+    const fresh = await freshDatabase();
+    drop = fresh.drop;
+    db = await PgDb.connect({ url: fresh.url, poolSize: 5, connectTimeoutMs: 2000 });
+  });
+  afterAll(async () => {
+    await dropRedisPrefix(prefix);
+    redis.disconnect();
+    await db.close();
+    await drop();
+  });
+
+  it('SET NX PX: one holder, the owner visible, TTL applied, keys namespaced by env with a hash tag', async () => {
+    const a = new RedisLeaderLock(redis, { prefix, env: 'prod' }, 'a');
+    const b = new RedisLeaderLock(redis, { prefix, env: 'prod' }, 'b');
+    const staging = new RedisLeaderLock(redis, { prefix, env: 'staging' }, 'c');
+    const got = await a.acquire('job', 5000);
+    expect(got.acquired).toBe(true);
+    expect(await b.acquire('job', 5000)).toEqual({ acquired: false, backend: 'redis', holder: 'a' });
+    expect((await staging.acquire('job', 5000)).acquired).toBe(true); // staging never shares production's lock
+    const key = leaderKey({ prefix, env: 'prod' }, 'job');
+    expect(key).toBe(`${prefix}:prod:{job:job}:leader`);
+    const ttl = await redis.pttl(key);
+    expect(ttl).toBeGreaterThan(4000);
+    if (got.acquired) {
+      expect(await got.handle.renew(20_000)).toBe(true);
+      expect(await redis.pttl(key)).toBeGreaterThan(15_000);
+      await got.handle.release();
+    }
+    expect(await redis.exists(key)).toBe(0);
+    expect((await b.acquire('job', 5000)).acquired).toBe(true);
+  });
+
+  it('compare-and-delete: a stale holder cannot release or extend a lock someone else now owns', async () => {
+    const a = new RedisLeaderLock(redis, { prefix, env: 'cas' }, 'a');
+    const b = new RedisLeaderLock(redis, { prefix, env: 'cas' }, 'b');
+    const first = await a.acquire('job', 100);
+    await new Promise((r) => setTimeout(r, 150));
+    const second = await b.acquire('job', 5000);
+    expect(first.acquired && second.acquired).toBe(true);
+    if (!first.acquired) return;
+    expect(await first.handle.renew(5000)).toBe(false);
+    await first.handle.release();
+    expect(await redis.get(leaderKey({ prefix, env: 'cas' }, 'job'))).toMatch(/^b:/);
+  });
+
+  it('advisory lock: exclusive while held, free after release or when its connection dies', async () => {
+    const lock = new PgAdvisoryLock(db, { prefix, env: 'pg' });
+    const first = await lock.acquire('job', 0);
+    expect(first.acquired).toBe(true);
+    expect(await lock.acquire('job', 0)).toEqual({ acquired: false, backend: 'postgres', holder: null });
+    if (first.acquired) {
+      expect(await first.handle.renew(0)).toBe(true);
+      await first.handle.release();
+    }
+    const again = await lock.acquire('job', 0);
+    expect(again.acquired).toBe(true);
+    if (again.acquired) await again.handle.release();
+  });
+
+  it('falls back to the advisory lock on a Redis error, not when the lock is merely held', async () => {
+    const port = await freePort();
+    const dead = new Redis(`redis://127.0.0.1:${port}`, { lazyConnect: true, enableOfflineQueue: false, maxRetriesPerRequest: 0, retryStrategy: () => null });
+    dead.on('error', () => undefined);
+    const errors: string[] = [];
+    const lock = new FallbackLeaderLock(new RedisLeaderLock(dead, { prefix, env: 'fb' }, 'a'), new PgAdvisoryLock(db, { prefix, env: 'fb' }), (e) => errors.push(e.message));
+    const got = await lock.acquire('job', 5000);
+    expect(got.acquired && got.handle.backend).toBe('postgres');
+    expect(errors).toHaveLength(1);
+    if (got.acquired) await got.handle.release();
+
+    const held = new FallbackLeaderLock(new RedisLeaderLock(redis, { prefix, env: 'fb2' }, 'b'), new PgAdvisoryLock(db, { prefix, env: 'fb2' }), (e) => errors.push(e.message));
+    await redis.set(leaderKey({ prefix, env: 'fb2' }, 'job'), 'other:0123456789abcdef', 'PX', 5000);
+    expect(await held.acquire('job', 5000)).toEqual({ acquired: false, backend: 'redis', holder: 'other' });
+    expect(errors).toHaveLength(1);
+    dead.disconnect();
+  });
+
+  it('memory lock expires by the injected clock', async () => {
+    const clock = new ManualClock();
+    const lock = new MemoryLeaderLock(clock);
+    const a = await lock.acquire('j', 1000);
+    expect((await lock.acquire('j', 1000)).acquired).toBe(false);
+    await clock.advance(1001);
+    expect((await lock.acquire('j', 1000)).acquired).toBe(true);
+    if (a.acquired) expect(await a.handle.renew(1000)).toBe(false);
+  });
+
+  it('an unreachable Redis at start is a one-line user error naming REDIS_URL', async () => {
+    const port = await freePort();
+    await expect(connectRedis(`redis://:secret@127.0.0.1:${port}`, 500, 500)).rejects.toThrow(UserError);
+    await expect(connectRedis(`redis://:secret@127.0.0.1:${port}`, 500, 500)).rejects.toThrow(/cannot connect to Redis at redis:\/\/:\*\*\*@127\.0\.0\.1:\d+ \(REDIS_URL\)/);
+  });
+});

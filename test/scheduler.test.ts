@@ -1,0 +1,81 @@
+import { describe, expect, it } from 'vitest';
+import { Scheduler } from '../src/scheduler/scheduler.js';
+import type { RoundRunner } from '../src/scheduler/round-runner.js';
+import type { JobDefinition } from '../src/scheduler/job.js';
+import { ManualClock } from '../src/time/clock.js';
+import { silentLogger } from '../src/telemetry/logger.js';
+
+const job = (over: Partial<JobDefinition['settings']> = {}): JobDefinition => ({
+  name: 'j',
+  description: 'j',
+  scope: 'cluster',
+  settings: { enabled: true, schedule: { kind: 'every', everyMs: 1000 }, timeoutMs: 500, lockTtlMs: 1000, jitterMs: 0, ...over },
+  run: async () => ({ items: 0 }),
+});
+
+function harness(j: JobDefinition, opts: { lastSlot?: number | null; offset?: number; random?: () => number; roundMs?: number } = {}) {
+  const clock = new ManualClock(Date.UTC(2026, 0, 1, 0, 0, 0, 300));
+  const calls: Array<{ slot: number; at: number }> = [];
+  const fakeRunner = {
+    run: async (_job: JobDefinition, slot: Date) => {
+      calls.push({ slot: slot.getTime(), at: clock.now() + (opts.offset ?? 0) });
+      if (opts.roundMs) await new Promise<void>((r) => clock.setTimeout(r, opts.roundMs!));
+      return { ran: false, slot, backend: null, reason: 'test' } as const;
+    },
+  } as unknown as RoundRunner;
+  const s = new Scheduler({
+    jobs: [j],
+    runner: fakeRunner,
+    clock,
+    random: opts.random ?? (() => 0),
+    log: silentLogger(),
+    clockOffsetMs: () => opts.offset ?? 0,
+    lastSlot: async () => (opts.lastSlot === undefined || opts.lastSlot === null ? null : new Date(opts.lastSlot)),
+  });
+  return { clock, calls, s, t0: Date.UTC(2026, 0, 1) };
+}
+
+describe('Scheduler loop (injected clock)', () => {
+  it('runs every aligned slot once, starting with the current slot for a never-run job', async () => {
+    const h = harness(job());
+    h.s.start();
+    await h.clock.advance(3000);
+    await h.s.stop(10);
+    expect(h.calls.map((c) => c.slot - h.t0)).toEqual([0, 1000, 2000, 3000]);
+  });
+
+  it('fires inside [slot, slot + jitter) and keeps the slot identity', async () => {
+    const h = harness(job({ jitterMs: 400 }), { lastSlot: Date.UTC(2026, 0, 1), random: () => 0.5 });
+    h.s.start();
+    await h.clock.advance(2900);
+    await h.s.stop(10);
+    // The clock starts at +300ms and ends at +3200ms.
+    expect(h.calls.map((c) => [c.slot - h.t0, c.at - h.t0])).toEqual([[1000, 1200], [2000, 2200], [3000, 3200]]);
+  });
+
+  it('after a long round, runs the latest missed slot once instead of all of them', async () => {
+    const h = harness(job(), { lastSlot: Date.UTC(2026, 0, 1), roundMs: 3500 });
+    h.s.start();
+    await h.clock.advance(4500);
+    await h.s.stop(10);
+    // Slot 1000 runs from 1000 to 4500; then slot 4000 runs once, late; 2000 and 3000 are not replayed.
+    expect(h.calls.map((c) => [c.slot - h.t0, c.at - h.t0])).toEqual([[1000, 1000], [4000, 4500]]);
+  });
+
+  it('computes slots on the database clock, not the replica clock', async () => {
+    // This replica's clock runs 400ms behind the database: it must still fire at database-time slot boundaries.
+    const h = harness(job(), { lastSlot: Date.UTC(2026, 0, 1), offset: 400 });
+    h.s.start();
+    await h.clock.advance(1000);
+    await h.s.stop(10);
+    expect(h.calls[0]).toEqual({ slot: h.t0 + 1000, at: h.t0 + 1000 });
+  });
+
+  it('does not loop disabled jobs and stops promptly', async () => {
+    const h = harness(job({ enabled: false }));
+    h.s.start();
+    await h.clock.advance(5000);
+    expect(h.calls).toEqual([]);
+    expect(await h.s.stop(10)).toEqual([]);
+  });
+});

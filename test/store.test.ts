@@ -1,0 +1,118 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { Db } from '../src/store/db.js';
+import { migrate } from '../src/store/migrate.js';
+import { SlotClaims } from '../src/coordination/slot-claim.js';
+import { FencedCursors, FencedWriteRefused } from '../src/coordination/fenced-cursor.js';
+import { InstanceRegistry } from '../src/scheduler/instance-registry.js';
+import { AdminSessions } from '../src/store/admin-sessions.js';
+import { RunRecords } from '../src/scheduler/run-records.js';
+import { systemClock } from '../src/time/clock.js';
+import { UserError } from '../src/config/errors.js';
+import { BACKENDS } from './helpers/backends.js';
+
+const SLOT = (n: number) => new Date(Date.UTC(2026, 0, 1, 0, 0, n));
+const claimArgs = (job: string, slot: Date, leaseMs = 5000) => ({ job, slot, leaseMs, timeoutMs: 1000, backend: 'memory' as const, toleratedFutureMs: 500 });
+
+describe.each(BACKENDS)('store on $name', (backend) => {
+  let db: Db;
+  let cleanup: () => Promise<void>;
+  beforeAll(async () => {
+    ({ db, cleanup } = await backend.open());
+  });
+  afterAll(async () => cleanup());
+
+  it('migrations are idempotent', async () => {
+    expect(await migrate(db)).toEqual([]);
+  });
+
+  it('claims a slot once; a repeat or an older slot is refused with the reason', async () => {
+    const a = new SlotClaims(db, 'a');
+    const b = new SlotClaims(db, 'b');
+    await a.ensureJobs(['j1']);
+    const first = await a.claimScheduled(claimArgs('j1', SLOT(10)));
+    expect(first.claimed).toBe(true);
+    if (!first.claimed) return;
+    expect(await a.complete(first.claim, { status: 'ok', items: 1 })).toBe(true);
+    const again = await b.claimScheduled(claimArgs('j1', SLOT(10)));
+    expect(again).toEqual({ claimed: false, reason: expect.stringMatching(/already claimed/) });
+    const older = await b.claimScheduled(claimArgs('j1', SLOT(5)));
+    expect(older).toEqual({ claimed: false, reason: expect.stringMatching(/already claimed/) });
+    const next = await b.claimScheduled(claimArgs('j1', SLOT(11)));
+    expect(next.claimed && next.claim.token).toBeGreaterThan(first.claim.token);
+  });
+
+  it('many replicas racing for one slot: exactly one wins', async () => {
+    const claimers = Array.from({ length: 20 }, (_, i) => new SlotClaims(db, `r${i}`));
+    await claimers[0]!.ensureJobs(['race']);
+    const results = await Promise.all(claimers.map((c) => c.claimScheduled(claimArgs('race', SLOT(1)))));
+    expect(results.filter((r) => r.claimed)).toHaveLength(1);
+    const { rows } = await db.query(`SELECT count(*)::int AS n FROM job_runs WHERE job_name = 'race' AND fencing_token IS NOT NULL`);
+    expect(Number(rows[0]!.n)).toBe(1);
+  });
+
+  it('a held lease blocks the next slot (no overlap); completing frees it', async () => {
+    const a = new SlotClaims(db, 'a');
+    const b = new SlotClaims(db, 'b');
+    await a.ensureJobs(['lease']);
+    const r1 = await a.claimScheduled(claimArgs('lease', SLOT(1)));
+    if (!r1.claimed) throw new Error('expected claim');
+    expect(await b.claimScheduled(claimArgs('lease', SLOT(2)))).toEqual({ claimed: false, reason: expect.stringMatching(/lease held by a/) });
+    expect(await b.claimManual({ job: 'lease', leaseMs: 5000, timeoutMs: 1000, backend: 'memory' })).toEqual({ claimed: false, reason: expect.stringMatching(/lease held by a/) });
+    expect(await a.renew(r1.claim, 5000)).toBe(true);
+    await a.complete(r1.claim, { status: 'no_work', items: 0 });
+    expect((await b.claimScheduled(claimArgs('lease', SLOT(2)))).claimed).toBe(true);
+  });
+
+  it('an expired lease is taken over: the old round is marked abandoned, its renewals and fenced writes refused', async () => {
+    const a = new SlotClaims(db, 'dead');
+    const b = new SlotClaims(db, 'alive');
+    const cursors = new FencedCursors(db);
+    await a.ensureJobs(['takeover']);
+    const r1 = await a.claimScheduled(claimArgs('takeover', SLOT(1), 150));
+    if (!r1.claimed) throw new Error('expected claim');
+    await cursors.write('takeover', 'watermark', { at: 1 }, r1.claim.token);
+    await new Promise((r) => setTimeout(r, 250));
+    const r2 = await b.claimScheduled(claimArgs('takeover', SLOT(2)));
+    if (!r2.claimed) throw new Error(`expected takeover, got ${JSON.stringify(r2)}`);
+    const old = (await new RunRecords(db).recent('takeover')).find((r) => r.id === r1.claim.runId)!;
+    expect(old.status).toBe('failed');
+    expect(old.error).toMatch(/abandoned/);
+    expect(await a.renew(r1.claim, 5000)).toBe(false);
+    await expect(cursors.write('takeover', 'watermark', { at: 0 }, r1.claim.token)).rejects.toBeInstanceOf(FencedWriteRefused);
+    await cursors.write('takeover', 'watermark', { at: 2 }, r2.claim.token);
+    expect(await cursors.read('takeover', 'watermark')).toEqual({ value: { at: 2 }, token: r2.claim.token });
+    expect(await a.complete(r1.claim, { status: 'ok', items: 1 })).toBe(false); // cannot overwrite the abandoned record
+  });
+
+  it('refuses a slot ahead of the database clock (a replica whose clock runs fast)', async () => {
+    const a = new SlotClaims(db, 'fast');
+    await a.ensureJobs(['future']);
+    const r = await a.claimScheduled(claimArgs('future', new Date(Date.now() + 60_000)));
+    expect(r).toEqual({ claimed: false, reason: expect.stringMatching(/ahead of the database clock/) });
+  });
+
+  it('refuses a second live process with the same instance id; takes over a stopped one', async () => {
+    const info = { instanceId: 'dup', env: 'test', mode: 'cluster', httpPort: 1, version: 't', heartbeatMs: 5000 };
+    const first = new InstanceRegistry(db, systemClock, info);
+    await first.register();
+    const second = new InstanceRegistry(db, systemClock, info);
+    await expect(second.register()).rejects.toThrow(UserError);
+    await expect(second.register()).rejects.toThrow(/instance id "dup" is already used by a live replica/);
+    await first.markStopped();
+    await second.register();
+    expect(await first.beat(0)).toBe(false); // the displaced process learns it at its next beat
+    expect(await second.beat(0)).toBe(true);
+    expect(Math.abs(await second.measureSkew())).toBeLessThan(1000);
+  });
+
+  it('admin sessions: stored hashed, verified until expiry', async () => {
+    const sessions = new AdminSessions(db);
+    const s = await sessions.create(5);
+    const { rows } = await db.query('SELECT token_hash FROM admin_sessions WHERE id = $1', [s.id]);
+    expect(rows[0]!.token_hash).not.toBe(s.token);
+    expect(await sessions.verify(s.token)).toBe(true);
+    expect(await sessions.verify('nope')).toBe(false);
+    await db.query(`UPDATE admin_sessions SET expires_at = now() - interval '1 minute' WHERE id = $1`, [s.id]);
+    expect(await sessions.verify(s.token)).toBe(false);
+  });
+});
