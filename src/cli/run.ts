@@ -3,6 +3,7 @@ import { join } from 'node:path';
 import type { Config } from '../config/load.js';
 import { UserError } from '../config/errors.js';
 import { Runtime } from '../app/runtime.js';
+import { buildJobs } from '../jobs/index.js';
 import { DataDirLock } from '../store/data-dir-lock.js';
 import { createLogger } from '../telemetry/logger.js';
 
@@ -21,6 +22,8 @@ function exitCode(o: Outcome): number {
  * directory, the round is asked of that service over its HTTP API (it owns the database).
  */
 export async function runJob(config: Config, name: string): Promise<number> {
+  const known = buildJobs(config).map((j) => j.name);
+  if (!known.includes(name)) throw new UserError(`unknown job "${name}"; known jobs: ${known.join(', ')}`);
   if (config.mode === 'embedded') {
     const owner = DataDirLock.owner(config.database.data_dir);
     if (owner && owner.pid !== process.pid && isAlive(owner.pid)) return runViaService(config, name, owner.http_port ?? config.http.port);
@@ -28,7 +31,6 @@ export async function runJob(config: Config, name: string): Promise<number> {
   const cliConfig: Config = config.mode === 'cluster' ? { ...config, instance: { ...config.instance, id: `${config.instance.id}-cli-${process.pid}`.slice(0, 64) } } : config;
   const rt = await Runtime.create(cliConfig, { register: false, logger: createLogger({ level: 'warn', instanceId: cliConfig.instance.id, env: cliConfig.instance.env, destination: process.stderr as never }) });
   try {
-    if (!rt.scheduler.job(name)) throw new UserError(`unknown job "${name}"; known jobs: ${rt.jobs.map((j) => j.name).join(', ')}`);
     const report = await rt.runNow(name);
     const out: Outcome = report.ran
       ? { run_id: report.runId, fencing_token: report.token, ...report.outcome }

@@ -1,0 +1,108 @@
+import { describe, expect, it } from 'vitest';
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { tmpdir } from 'node:os';
+import { runCli, ServiceProcess } from './helpers/cli.js';
+import { freePort, freshDatabase, REDIS_URL } from './helpers/services.js';
+
+function tmp(): string {
+  return mkdtempSync(join(tmpdir(), 'rj-cli-'));
+}
+function yaml(text: string): string {
+  const f = join(tmp(), 'c.yaml');
+  writeFileSync(f, text);
+  return f;
+}
+
+/** A user error: non-zero exit, one line per problem on stderr, no stack trace. */
+function expectUserError(r: { code: number | null; stderr: string }, pattern: RegExp) {
+  expect(r.code).not.toBe(0);
+  expect(r.stderr).toMatch(pattern);
+  expect(r.stderr).not.toMatch(/\n\s+at /);
+  expect(r.stderr).toMatch(/^relay-jobs: /);
+}
+
+describe('CLI bad input', () => {
+  const cases: Array<[string, Record<string, string>, RegExp]> = [
+    ['malformed YAML', { RELAY_JOBS_CONFIG: yaml('jobs: [\n') }, /malformed YAML/],
+    ['unknown key', { RELAY_JOBS_CONFIG: yaml('jobs:\n  canary:\n    evry: 1s\n') }, /jobs\.canary\.evry .*unknown key/],
+    ['unknown job', { RELAY_JOBS_CONFIG: yaml('jobs:\n  nightly_magic:\n    every: 1h\n') }, /jobs\.nightly_magic .*unknown key/],
+    ['wrong type', { RELAY_JOBS_CONFIG: yaml('jobs:\n  canary:\n    enabled: maybe\n') }, /jobs\.canary\.enabled/],
+    ['negative duration', { RELAY_JOBS__JOBS__CANARY__EVERY: '-5s' }, /jobs\.canary\.every \(RELAY_JOBS__JOBS__CANARY__EVERY\): expected a duration/],
+    ['lock TTL shorter than the timeout', { RELAY_JOBS__JOBS__CANARY__TIMEOUT: '10s', RELAY_JOBS__JOBS__CANARY__LOCK_TTL: '5s' }, /jobs\.canary\.lock_ttl \(5s\) must be longer than jobs\.canary\.timeout \(10s\)/],
+    ['only one of the cluster URLs', { DATABASE_URL: 'postgres://postgres@127.0.0.1/x' }, /needs both DATABASE_URL and REDIS_URL/],
+    ['cluster without instance id', { DATABASE_URL: 'postgres://postgres@127.0.0.1/x', REDIS_URL }, /RELAY_JOBS_INSTANCE_ID/],
+  ];
+  for (const [name, env, pattern] of cases) {
+    it(`config check: ${name}`, async () => expectUserError(await runCli(['config', 'check'], env), pattern));
+  }
+
+  it('start: unreachable PostgreSQL and unreachable Redis are one-line errors', async () => {
+    const dead = await freePort();
+    const base = { RELAY_JOBS_INSTANCE_ID: 'a', RELAY_JOBS_ENV: 'test', RELAY_JOBS__DATABASE__CONNECT_TIMEOUT: '2s' };
+    expectUserError(
+      await runCli(['start'], { ...base, DATABASE_URL: `postgres://postgres:hunter2@127.0.0.1:${dead}/x`, REDIS_URL }),
+      /cannot connect to PostgreSQL at postgres:\/\/postgres:\*\*\*@127\.0\.0\.1:\d+\/x \(DATABASE_URL\): connection refused/,
+    );
+    const db = await freshDatabase();
+    try {
+      const r = await runCli(['start'], { ...base, DATABASE_URL: db.url, REDIS_URL: `redis://127.0.0.1:${dead}` });
+      expectUserError(r, /cannot connect to Redis at redis:\/\/127\.0\.0\.1:\d+ \(REDIS_URL\)/);
+      expect(r.stderr).not.toContain('hunter2');
+    } finally {
+      await db.drop();
+    }
+  });
+
+  it('run: an unknown job is named with the list of known ones', async () => {
+    expectUserError(await runCli(['run', 'nope'], { RELAY_JOBS_DATA_DIR: tmp() }), /unknown job "nope"; known jobs: session_cleanup, canary/);
+  });
+});
+
+describe('CLI commands', () => {
+  it('jobs --json lists every job with its effective schedule', async () => {
+    const r = await runCli(['jobs', '--json'], { RELAY_JOBS__JOBS__CANARY__ENABLED: 'true', RELAY_JOBS__JOBS__CANARY__EVERY: '2s' });
+    expect(r.code).toBe(0);
+    const jobs = JSON.parse(r.stdout) as Array<{ name: string; enabled: boolean; schedule: string }>;
+    expect(jobs.find((j) => j.name === 'canary')).toMatchObject({ enabled: true, schedule: 'every 2s' });
+    const table = await runCli(['jobs'], {});
+    expect(table.stdout).toMatch(/^JOB\s+ENABLED/);
+  });
+
+  it('config check prints a summary, secrets redacted', async () => {
+    const r = await runCli(['config', 'check', '--print'], { RELAY_JOBS_ADMIN_TOKEN: 'super-secret-admin-token' });
+    expect(r.code).toBe(0);
+    expect(r.stdout).toMatch(/config ok: embedded mode/);
+    expect(r.stdout).not.toContain('super-secret-admin-token');
+  });
+
+  it('migrate applies once, then reports up to date', async () => {
+    const dir = tmp();
+    expect((await runCli(['migrate'], { RELAY_JOBS_DATA_DIR: dir })).stdout).toMatch(/applied 1_core/);
+    expect((await runCli(['migrate'], { RELAY_JOBS_DATA_DIR: dir })).stdout).toMatch(/up to date/);
+  });
+
+  it('embedded service: a second process on the data dir is refused, `run` goes through the service, SIGTERM exits 0', async () => {
+    const dir = tmp();
+    const port = String(await freePort());
+    const svc = ServiceProcess.start('embedded', { RELAY_JOBS_DATA_DIR: dir, RELAY_JOBS_HTTP_PORT: port, RELAY_JOBS__JOBS__CANARY__SLEEP: '100ms' });
+    try {
+      await svc.waitForLine(/relay-jobs started/);
+      const second = await runCli(['start'], { RELAY_JOBS_DATA_DIR: dir, RELAY_JOBS_HTTP_PORT: String(await freePort()) });
+      expectUserError(second, /is in use by another relay-jobs process \(pid \d+, http port \d+\)/);
+      const run = await runCli(['run', 'canary'], { RELAY_JOBS_DATA_DIR: dir, RELAY_JOBS_HTTP_PORT: port });
+      expect(run.code).toBe(0);
+      expect(JSON.parse(run.stdout)).toMatchObject({ job: 'canary', status: 'ok', items: 1 });
+    } finally {
+      const t0 = Date.now();
+      svc.proc.kill('SIGTERM');
+      expect(await svc.exited).toBe(0);
+      expect(Date.now() - t0).toBeLessThan(10_000);
+    }
+    expect(svc.lines.some((l) => /shutdown complete/.test(l))).toBe(true);
+    // Every log line is one JSON object.
+    for (const l of svc.lines.filter((x) => x.trim())) expect(() => JSON.parse(l)).not.toThrow();
+    // The data dir is free again.
+    expect((await runCli(['migrate'], { RELAY_JOBS_DATA_DIR: dir })).code).toBe(0);
+  });
+});

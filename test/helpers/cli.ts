@@ -1,0 +1,61 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+
+export const CLI = fileURLToPath(new URL('../../dist/cli/main.js', import.meta.url));
+
+/** Environment for a child: the parent's PATH etc., without any RELAY_JOBS_* / DATABASE_URL / REDIS_URL leaking in. */
+export function cleanEnv(extra: Record<string, string>): NodeJS.ProcessEnv {
+  const env: NodeJS.ProcessEnv = {};
+  for (const [k, v] of Object.entries(process.env)) if (!k.startsWith('RELAY_JOBS') && k !== 'DATABASE_URL' && k !== 'REDIS_URL') env[k] = v;
+  return { ...env, ...extra };
+}
+
+export function runCli(args: string[], env: Record<string, string>, timeoutMs = 20_000): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  return new Promise((resolve, reject) => {
+    const p = spawn(process.execPath, [CLI, ...args], { env: cleanEnv(env), stdio: ['ignore', 'pipe', 'pipe'] });
+    let stdout = '';
+    let stderr = '';
+    p.stdout.on('data', (d) => (stdout += d));
+    p.stderr.on('data', (d) => (stderr += d));
+    const t = setTimeout(() => {
+      p.kill('SIGKILL');
+      reject(new Error(`relay-jobs ${args.join(' ')} did not exit within ${timeoutMs}ms\n${stdout}\n${stderr}`));
+    }, timeoutMs);
+    p.on('exit', (code) => {
+      clearTimeout(t);
+      resolve({ code, stdout, stderr });
+    });
+  });
+}
+
+/** A `relay-jobs start` child with its log lines collected. */
+export class ServiceProcess {
+  readonly lines: string[] = [];
+  readonly exited: Promise<number | null>;
+  constructor(readonly name: string, readonly proc: ChildProcess) {
+    let buf = '';
+    proc.stdout!.on('data', (d) => {
+      buf += d;
+      const parts = buf.split('\n');
+      buf = parts.pop()!;
+      this.lines.push(...parts);
+    });
+    proc.stderr!.on('data', (d) => this.lines.push(`[stderr] ${d}`));
+    this.exited = new Promise((resolve) => proc.on('exit', (code) => resolve(code)));
+  }
+
+  static start(name: string, env: Record<string, string>): ServiceProcess {
+    return new ServiceProcess(name, spawn(process.execPath, [CLI, 'start'], { env: cleanEnv(env), stdio: ['ignore', 'pipe', 'pipe'] }));
+  }
+
+  async waitForLine(pattern: RegExp, timeoutMs = 20_000): Promise<string> {
+    const deadline = Date.now() + timeoutMs;
+    for (;;) {
+      const hit = this.lines.find((l) => pattern.test(l));
+      if (hit) return hit;
+      if (Date.now() > deadline) throw new Error(`${this.name}: no log line matching ${pattern} within ${timeoutMs}ms:\n${this.lines.slice(-20).join('\n')}`);
+      if (this.proc.exitCode !== null) throw new Error(`${this.name} exited with ${this.proc.exitCode}:\n${this.lines.slice(-20).join('\n')}`);
+      await new Promise((r) => setTimeout(r, 50));
+    }
+  }
+}

@@ -1,0 +1,98 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { mkdtempSync } from 'node:fs';
+import { join } from 'node:path';
+import { tmpdir } from 'node:os';
+import type { FastifyInstance } from 'fastify';
+import { loadConfig } from '../src/config/load.js';
+import { Runtime } from '../src/app/runtime.js';
+import { buildHttpServer } from '../src/http/server.js';
+import { silentLogger } from '../src/telemetry/logger.js';
+
+const TOKEN = 'test-admin-token-0123456789';
+
+describe('HTTP API (embedded runtime)', () => {
+  let rt: Runtime;
+  let http: FastifyInstance;
+  const auth = { authorization: `Bearer ${TOKEN}` };
+  beforeAll(async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'rj-http-'));
+    const config = loadConfig({
+      env: { RELAY_JOBS_DATA_DIR: dir, RELAY_JOBS_ADMIN_TOKEN: TOKEN, RELAY_JOBS__JOBS__CANARY__SLEEP: '400ms', RELAY_JOBS__SHUTDOWN__GRACE: '2s' },
+    });
+    rt = await Runtime.create(config, { logger: silentLogger() });
+    http = buildHttpServer(rt);
+    rt.start({ close: () => http.close() });
+  });
+  afterAll(async () => {
+    await rt.shutdown();
+  });
+
+  it('healthz and readyz answer without a token; metrics are Prometheus text', async () => {
+    expect((await http.inject('/healthz')).json()).toMatchObject({ status: 'ok', mode: 'embedded' });
+    const ready = await http.inject('/readyz');
+    expect(ready.statusCode).toBe(200);
+    expect(ready.json()).toEqual({ ready: true, checks: { shutdown: 'ok', database: 'ok' } });
+    const m = await http.inject('/metrics');
+    expect(m.headers['content-type']).toMatch(/text\/plain/);
+    expect(m.body).toMatch(/# TYPE relay_jobs_rounds_total counter/);
+  });
+
+  it('the admin API needs the token and says so', async () => {
+    const none = await http.inject('/api/v1/jobs');
+    expect(none.statusCode).toBe(401);
+    expect(none.json().error.message).toMatch(/Authorization: Bearer/);
+    expect((await http.inject({ url: '/api/v1/jobs', headers: { authorization: 'Bearer wrong' } })).statusCode).toBe(401);
+  });
+
+  it('lists jobs with schedule, health and last run', async () => {
+    const res = await http.inject({ url: '/api/v1/jobs', headers: auth });
+    expect(res.statusCode).toBe(200);
+    const jobs = res.json().jobs as Array<Record<string, unknown>>;
+    expect(jobs.map((j) => j.name)).toEqual(['session_cleanup', 'canary']);
+    expect(jobs.find((j) => j.name === 'canary')).toMatchObject({ enabled: false, health: 'disabled', scope: 'cluster' });
+    expect(jobs.find((j) => j.name === 'session_cleanup')).toMatchObject({ enabled: true, schedule: { every: '1h' } });
+  });
+
+  it('runs a job on demand: 202 with the run id, 409 while it is running, the record when done', async () => {
+    const first = await http.inject({ method: 'POST', url: '/api/v1/jobs/canary/run', headers: auth });
+    expect(first.statusCode).toBe(202);
+    const { run_id, poll } = first.json();
+    const busy = await http.inject({ method: 'POST', url: '/api/v1/jobs/canary/run', headers: auth });
+    expect(busy.statusCode).toBe(409);
+    expect(busy.json().error.message).toMatch(/lease held by embedded|lock \(memory\) held/);
+    let run: Record<string, unknown> = {};
+    for (let i = 0; i < 50 && run.status !== 'ok'; i++) {
+      await new Promise((r) => setTimeout(r, 50));
+      run = (await http.inject({ url: poll, headers: auth })).json().run;
+    }
+    expect(run).toMatchObject({ id: run_id, status: 'ok', items: 1, trigger: 'manual' });
+    expect((await http.inject({ method: 'POST', url: '/api/v1/jobs/nope/run', headers: auth })).statusCode).toBe(404);
+    const detail = (await http.inject({ url: '/api/v1/jobs/canary', headers: auth })).json();
+    expect(detail.runs.some((r: { status: string }) => r.status === 'skipped_not_leader')).toBe(true);
+  });
+
+  it('admin sessions: create, use, revoke; session_cleanup deletes expired ones', async () => {
+    const created = await http.inject({ method: 'POST', url: '/api/v1/sessions', headers: auth });
+    expect(created.statusCode).toBe(201);
+    const { token } = created.json();
+    const bySession = { authorization: `Bearer ${token}` };
+    expect((await http.inject({ url: '/api/v1/instances', headers: bySession })).json().instances[0]).toMatchObject({ instance_id: 'embedded', alive: true });
+    expect((await http.inject({ method: 'DELETE', url: '/api/v1/sessions/current', headers: bySession })).statusCode).toBe(204);
+    expect((await http.inject({ url: '/api/v1/jobs', headers: bySession })).statusCode).toBe(401);
+
+    for (let i = 0; i < 3; i++) await rt.sessions.create(60);
+    await rt.db.query(`UPDATE admin_sessions SET expires_at = now() - interval '1 second'`);
+    await rt.sessions.create(60); // still valid
+    const report = await rt.runNow('session_cleanup');
+    expect(report.ran && report.outcome).toMatchObject({ status: 'ok', items: 3 });
+    const left = await rt.db.query('SELECT count(*)::int AS n FROM admin_sessions');
+    expect(Number(left.rows[0]!.n)).toBe(1);
+  });
+
+  it('readiness is false from the moment shutdown begins', async () => {
+    const done = rt.shutdown('test');
+    expect(rt.isShuttingDown).toBe(true);
+    await done;
+    expect((await rt.metrics.registry.getSingleMetricAsString('relay_jobs_ready'))).toMatch(/relay_jobs_ready 0/);
+  });
+});
