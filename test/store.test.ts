@@ -116,3 +116,19 @@ describe.each(BACKENDS)('store on $name', (backend) => {
     expect(await sessions.verify(s.token)).toBe(false);
   });
 });
+
+describe('migrations on PostgreSQL', () => {
+  it('replicas starting together apply each migration exactly once', async () => {
+    const { freshDatabase } = await import('./helpers/services.js');
+    const { PgDb } = await import('../src/store/pg-db.js');
+    const fresh = await freshDatabase();
+    const dbs = await Promise.all(Array.from({ length: 4 }, () => PgDb.connect({ url: fresh.url, poolSize: 2, connectTimeoutMs: 5000 })));
+    try {
+      const applied = await Promise.all(dbs.map((d) => migrate(d)));
+      expect(applied.map((a) => a.length).sort()).toEqual([0, 0, 0, 1]);
+    } finally {
+      await Promise.all(dbs.map((d) => d.close()));
+      await fresh.drop();
+    }
+  });
+});

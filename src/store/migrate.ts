@@ -6,9 +6,10 @@ import { MIGRATIONS, type Migration } from './migrations/index.js';
  * replicas starting together apply each migration once and the others wait, then see it done.
  */
 export async function migrate(db: Db, migrations: Migration[] = MIGRATIONS): Promise<Migration[]> {
-  await db.exec(`CREATE TABLE IF NOT EXISTS schema_migrations (version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())`);
   return db.tx(async (q) => {
+    // The lock comes first: even CREATE TABLE IF NOT EXISTS races when replicas start together.
     await q.query(`SELECT pg_advisory_xact_lock(hashtextextended('relay-jobs:migrate', 0))`);
+    await q.query(`CREATE TABLE IF NOT EXISTS schema_migrations (version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())`);
     const { rows } = await q.query<{ version: number }>('SELECT version FROM schema_migrations');
     const applied = new Set(rows.map((r) => Number(r.version)));
     const pending = migrations.filter((m) => !applied.has(m.version)).sort((a, b) => a.version - b.version);
