@@ -115,3 +115,14 @@ describe('job settings', () => {
     expect(a.find((j) => j.name === 'canary')!.settings.enabled).toBe(false);
   });
 });
+
+describe('config.example.yaml', () => {
+  it('is valid and documents the defaults it shows', () => {
+    const file = new URL('../config.example.yaml', import.meta.url).pathname;
+    const c = loadConfig({ env: { RELAY_JOBS_CONFIG: file } });
+    const d = loadConfig({ env: {} });
+    expect({ ...c, source: null }).toEqual({ ...d, jobs: c.jobs, source: null });
+    const jobs = buildJobs(c);
+    expect(jobs.map((j) => [j.name, j.settings.enabled])).toEqual([['session_cleanup', true], ['canary', false]]);
+  });
+});

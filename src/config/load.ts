@@ -30,6 +30,16 @@ function setPath(tree: Tree, path: string[], value: unknown): void {
   node[path[path.length - 1]!] = value;
 }
 
+/** `key:` with nothing after it (or a section whose keys are all commented out) means "not set". */
+function dropNulls(tree: Tree): Tree {
+  const out: Tree = {};
+  for (const [k, v] of Object.entries(tree)) {
+    if (v === null) continue;
+    out[k] = typeof v === 'object' && !Array.isArray(v) ? dropNulls(v as Tree) : v;
+  }
+  return out;
+}
+
 /** `RELAY_JOBS__JOBS__CANARY__EVERY=1s` values are YAML scalars, so `true` and `3` keep their types. */
 function parseEnvScalar(raw: string): unknown {
   try {
@@ -72,7 +82,7 @@ export function loadConfig(opts: LoadOptions = {}): Config {
     }
     if (parsed !== null && parsed !== undefined) {
       if (typeof parsed !== 'object' || Array.isArray(parsed)) throw new ConfigError([`${file}: expected a mapping of sections at the top level`]);
-      tree = parsed as Tree;
+      tree = dropNulls(parsed as Tree);
     }
   }
 
