@@ -97,9 +97,10 @@ export class Runtime {
     const keys = { prefix: config.redis.key_prefix, env: config.instance.env };
     let lock: LeaderLock;
     if (redis) {
-      lock = new FallbackLeaderLock(new RedisLeaderLock(redis, keys, instanceId), new PgAdvisoryLock(db, keys), (err) => {
+      lock = new FallbackLeaderLock(new RedisLeaderLock(redis, keys, instanceId), new PgAdvisoryLock(db, keys), (err, job) => {
         this.metrics.dependencyUp.set({ dependency: 'redis' }, 0);
-        log.warn({ err: err.message }, 'redis error: falling back to the PostgreSQL advisory lock for this round');
+        this.metrics.lockFallback.inc({ job });
+        log.warn({ job, err: err.message }, 'redis error: falling back to the PostgreSQL advisory lock for this round');
       });
     } else {
       lock = new MemoryLeaderLock(clock, instanceId);

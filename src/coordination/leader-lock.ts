@@ -111,14 +111,14 @@ export class FallbackLeaderLock implements LeaderLock {
   constructor(
     private readonly primary: LeaderLock,
     private readonly fallback: LeaderLock,
-    private readonly onPrimaryError: (err: Error) => void,
+    private readonly onPrimaryError: (err: Error, job: string) => void,
   ) {}
 
   async acquire(job: string, ttlMs: number): Promise<Acquisition> {
     try {
       return await this.primary.acquire(job, ttlMs);
     } catch (err) {
-      this.onPrimaryError(err as Error);
+      this.onPrimaryError(err as Error, job);
       return this.fallback.acquire(job, ttlMs);
     }
   }

@@ -32,6 +32,14 @@ export interface RoundOutcome {
 
 const MS = (p: string) => `make_interval(secs => ${p}::double precision / 1000)`;
 
+// Shared tail of both claims: a round still running when its lease could be taken over is dead; record it so.
+const AFTER_CLAIM = `), abandon AS (
+  UPDATE job_runs SET status = 'failed', finished_at = clock_timestamp(),
+         error = 'abandoned: its instance stopped renewing the lease (killed or partitioned)'
+   WHERE job_name = $1 AND scope = 'cluster' AND status = 'running' AND EXISTS (SELECT 1 FROM claim)
+)
+INSERT INTO job_runs (job_name, slot, scope, trigger, instance_id, fencing_token, status, lock_backend, deadline_at)`;
+
 // $1 job, $2 slot, $3 instance, $4 lease ms, $5 lock backend, $6 timeout ms, $7 tolerated future ms
 const CLAIM_SCHEDULED = `
 WITH claim AS (
@@ -43,12 +51,7 @@ WITH claim AS (
      AND (lease_until IS NULL OR lease_until <= clock_timestamp())
      AND $2::timestamptz <= clock_timestamp() + ${MS('$7')}
   RETURNING fencing_token
-), abandon AS (
-  UPDATE job_runs SET status = 'failed', finished_at = clock_timestamp(),
-         error = 'abandoned: its instance stopped renewing the lease (killed or partitioned)'
-   WHERE job_name = $1 AND scope = 'cluster' AND status = 'running' AND EXISTS (SELECT 1 FROM claim)
-)
-INSERT INTO job_runs (job_name, slot, scope, trigger, instance_id, fencing_token, status, lock_backend, deadline_at)
+${AFTER_CLAIM}
 SELECT $1, $2::timestamptz, 'cluster', 'schedule', $3, claim.fencing_token, 'running', $5, clock_timestamp() + ${MS('$6')}
   FROM claim
 RETURNING id, fencing_token, slot`;
@@ -61,12 +64,7 @@ WITH claim AS (
          lease_until = clock_timestamp() + ${MS('$3')}, updated_at = clock_timestamp()
    WHERE job_name = $1 AND (lease_until IS NULL OR lease_until <= clock_timestamp())
   RETURNING fencing_token
-), abandon AS (
-  UPDATE job_runs SET status = 'failed', finished_at = clock_timestamp(),
-         error = 'abandoned: its instance stopped renewing the lease (killed or partitioned)'
-   WHERE job_name = $1 AND scope = 'cluster' AND status = 'running' AND EXISTS (SELECT 1 FROM claim)
-)
-INSERT INTO job_runs (job_name, slot, scope, trigger, instance_id, fencing_token, status, lock_backend, deadline_at)
+${AFTER_CLAIM}
 SELECT $1, date_trunc('milliseconds', clock_timestamp()), 'cluster', 'manual', $2, claim.fencing_token, 'running', $4, clock_timestamp() + ${MS('$5')}
   FROM claim
 RETURNING id, fencing_token, slot`;
