@@ -62,7 +62,8 @@ describe.each(BACKENDS)('RoundRunner on $name', (backend) => {
       }, { timeoutMs: 150, lockTtlMs: 1000 }),
     };
     await r.slotClaims.ensureJobs(Object.values(jobs).map((j) => j.name));
-    const slot = new Date(Math.floor(Date.now() / 1000) * 1000);
+    // Past slots: a slot more than 500 ms ahead of the database clock would be refused.
+    const slot = new Date(Math.floor(Date.now() / 1000) * 1000 - 10_000);
     const out = await Promise.all(Object.values(jobs).map((j) => r.run(j, slot)));
     const status = out.map((o) => (o.ran ? o.outcome.status : 'skipped'));
     expect(status).toEqual(['ok', 'no_work', 'failed', 'timed_out']);
@@ -129,5 +130,26 @@ describe.each(BACKENDS)('RoundRunner on $name', (backend) => {
     setTimeout(() => stop.abort(), 100);
     const rep = await p;
     expect(rep.ran && rep.outcome).toMatchObject({ status: 'failed', error: 'process is shutting down' });
+  });
+});
+
+describe('instance-scoped rounds', () => {
+  it('run on every replica for the same slot, each with its own token and record, no lease', async () => {
+    const [pglite] = BACKENDS.filter((b) => b.name === 'pglite');
+    const { db, cleanup } = await pglite!.open();
+    try {
+      const j: JobDefinition = { ...job('per_instance', async () => ({ items: 1 })), scope: 'instance' };
+      const a = runner(db, 'a');
+      const b = runner(db, 'b');
+      await a.slotClaims.ensureJobs(['per_instance']);
+      const slot = new Date(Math.floor(Date.now() / 1000) * 1000);
+      const [ra, rb] = await Promise.all([a.run(j, slot), b.run(j, slot)]);
+      expect(ra.ran && rb.ran).toBe(true);
+      if (ra.ran && rb.ran) expect(ra.token).not.toBe(rb.token);
+      const recs = await new RunRecords(db).recent('per_instance');
+      expect(recs.map((r) => [r.instance_id, r.status, r.scope]).sort()).toEqual([['a', 'ok', 'instance'], ['b', 'ok', 'instance']]);
+    } finally {
+      await cleanup();
+    }
   });
 });

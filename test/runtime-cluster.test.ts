@@ -1,0 +1,64 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { Writable } from 'node:stream';
+import { loadConfig } from '../src/config/load.js';
+import { Runtime } from '../src/app/runtime.js';
+import { createLogger } from '../src/telemetry/logger.js';
+import { systemClock, type Clock } from '../src/time/clock.js';
+import { REDIS_URL, dropRedisPrefix, freshDatabase, uniqueName } from './helpers/services.js';
+
+function capture() {
+  const lines: Array<Record<string, unknown>> = [];
+  const stream = new Writable({
+    write(chunk, _enc, cb) {
+      for (const l of String(chunk).split('\n')) if (l.trim()) lines.push(JSON.parse(l));
+      cb();
+    },
+  });
+  return { lines, stream };
+}
+
+describe('cluster runtime start-up checks (real PostgreSQL and Redis)', () => {
+  let db: Awaited<ReturnType<typeof freshDatabase>>;
+  const prefix = uniqueName('rjrt');
+  beforeAll(async () => {
+    db = await freshDatabase();
+  });
+  afterAll(async () => {
+    await dropRedisPrefix(prefix);
+    await db.drop();
+  });
+
+  it('warns about the connection budget and clock skew, exports the skew, never logs the password', async () => {
+    const url = new URL(db.url);
+    url.password = 'not-a-real-secret';
+    const config = loadConfig({
+      env: {
+        DATABASE_URL: url.toString(), // trust auth ignores the password; the logs must too
+        REDIS_URL,
+        RELAY_JOBS_INSTANCE_ID: 'skewed',
+        RELAY_JOBS_ENV: 'test',
+        RELAY_JOBS__REDIS__KEY_PREFIX: prefix,
+        RELAY_JOBS__DATABASE__POOL_SIZE: '10',
+        RELAY_JOBS__CLUSTER__EXPECTED_REPLICAS: '50',
+      },
+    });
+    const out = capture();
+    // This replica's clock runs 10 s fast.
+    const fast: Clock = { ...systemClock, now: () => Date.now() + 10_000 };
+    const rt = await Runtime.create(config, { clock: fast, logger: createLogger({ level: 'info', instanceId: 'skewed', env: 'test', destination: out.stream }) });
+    try {
+      const warnings = out.lines.filter((l) => l.level === 'warn').map((l) => String(l.msg));
+      expect(warnings.some((m) => /database\.pool_size \(10\) × cluster\.expected_replicas \(50\) = 500 exceeds the server's \d+ usable connections/.test(m))).toBe(true);
+      expect(warnings.some((m) => /clock is 10\d\d\dms off the database clock/.test(m) || /clock is 9\d\d\dms off/.test(m))).toBe(true);
+      const skew = await rt.metrics.registry.getSingleMetricAsString('relay_jobs_clock_skew_seconds');
+      const value = Number(/^relay_jobs_clock_skew_seconds (\S+)$/m.exec(skew)![1]);
+      expect(value).toBeGreaterThan(9.5);
+      expect(value).toBeLessThan(10.5);
+      // Slots are computed on the database clock despite the fast local clock.
+      expect(Math.abs(rt.scheduler.clusterNow() - Date.now())).toBeLessThan(500);
+      expect(JSON.stringify(out.lines)).not.toContain('not-a-real-secret');
+    } finally {
+      await rt.shutdown();
+    }
+  });
+});
