@@ -1,0 +1,17 @@
+/**
+ * relay-jobs as a library: embed the runtime in a gateway process, or build on its parts.
+ *
+ *   const config = loadConfig();
+ *   const rt = await Runtime.create(config);
+ *   rt.start();
+ *   ...
+ *   await rt.shutdown();
+ */
+export { loadConfig, type Config, type Mode } from './config/load.js';
+export { UserError, ConfigError } from './config/errors.js';
+export { Runtime, type RuntimeOptions, type JobView } from './app/runtime.js';
+export { buildHttpServer } from './http/server.js';
+export { WorkerPool, type OverflowPolicy, type SubmitOutcome, type PoolStats } from './workers/worker-pool.js';
+export type { JobDefinition, JobContext, JobResult, JobScope } from './scheduler/job.js';
+export type { Health, HealthVerdict } from './scheduler/health.js';
+export { systemClock, ManualClock, type Clock } from './time/clock.js';
