@@ -13,10 +13,12 @@ describe('leader locks on real Redis and PostgreSQL', () => {
   let redis: Redis;
   let db: PgDb;
   let drop: () => Promise<void>;
+  let dbUrl: string;
   beforeAll(async () => {
     redis = await connectRedis(REDIS_URL, 1000, 2000);
     const fresh = await freshDatabase();
     drop = fresh.drop;
+    dbUrl = fresh.url;
     db = await PgDb.connect({ url: fresh.url, poolSize: 5, connectTimeoutMs: 2000 });
   });
   afterAll(async () => {
@@ -72,6 +74,25 @@ describe('leader locks on real Redis and PostgreSQL', () => {
     const again = await lock.acquire('job', 0);
     expect(again.acquired).toBe(true);
     if (again.acquired) await again.handle.release();
+  });
+
+  it('pinning and releasing one pooled connection many times leaves no listeners behind', async () => {
+    const one = await PgDb.connect({ url: dbUrl, poolSize: 1, connectTimeoutMs: 2000 });
+    const warnings: string[] = [];
+    const onWarning = (w: Error) => warnings.push(w.name);
+    process.on('warning', onWarning);
+    try {
+      const lock = new PgAdvisoryLock(one, { prefix, env: 'pins' });
+      for (let i = 0; i < 15; i++) {
+        const got = await lock.acquire('job', 0);
+        if (got.acquired) await got.handle.release();
+      }
+      await new Promise((r) => setTimeout(r, 10));
+      expect(warnings).not.toContain('MaxListenersExceededWarning');
+    } finally {
+      process.off('warning', onWarning);
+      await one.close();
+    }
   });
 
   it('falls back to the advisory lock on a Redis error, not when the lock is merely held', async () => {

@@ -1,8 +1,6 @@
-import { existsSync, readFileSync } from 'node:fs';
-import { join } from 'node:path';
 import type { Config } from '../config/load.js';
 import { UserError } from '../config/errors.js';
-import { Runtime } from '../app/runtime.js';
+import { Runtime, readEmbeddedAdminToken } from '../app/runtime.js';
 import { buildJobs } from '../jobs/index.js';
 import { DataDirLock } from '../store/data-dir-lock.js';
 import { createLogger } from '../telemetry/logger.js';
@@ -25,8 +23,8 @@ export async function runJob(config: Config, name: string): Promise<number> {
   const known = buildJobs(config).map((j) => j.name);
   if (!known.includes(name)) throw new UserError(`unknown job "${name}"; known jobs: ${known.join(', ')}`);
   if (config.mode === 'embedded') {
-    const owner = DataDirLock.owner(config.database.data_dir);
-    if (owner && owner.pid !== process.pid && isAlive(owner.pid)) return runViaService(config, name, owner.http_port ?? config.http.port);
+    const owner = DataDirLock.liveOwner(config.database.data_dir);
+    if (owner) return runViaService(config, name, owner.http_port ?? config.http.port);
   }
   const cliConfig: Config = config.mode === 'cluster' ? { ...config, instance: { ...config.instance, id: `${config.instance.id}-cli-${process.pid}`.slice(0, 64) } } : config;
   const rt = await Runtime.create(cliConfig, { register: false, logger: createLogger({ level: 'warn', instanceId: cliConfig.instance.id, env: cliConfig.instance.env, destination: process.stderr as never }) });
@@ -42,18 +40,8 @@ export async function runJob(config: Config, name: string): Promise<number> {
   }
 }
 
-function isAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
-}
-
 async function runViaService(config: Config, name: string, port: number): Promise<number> {
-  const tokenFile = join(config.database.data_dir, 'admin-token');
-  const token = config.http.admin_token ?? (existsSync(tokenFile) ? readFileSync(tokenFile, 'utf8').trim() : undefined);
+  const token = config.http.admin_token ?? readEmbeddedAdminToken(config.database.data_dir);
   if (!token) throw new UserError(`a relay-jobs service owns ${config.database.data_dir} but no admin token is available (set RELAY_JOBS_ADMIN_TOKEN)`);
   const base = `http://127.0.0.1:${port}/api/v1/jobs/${encodeURIComponent(name)}`;
   const headers = { authorization: `Bearer ${token}` };

@@ -62,7 +62,7 @@ export class LeaseKeeper {
       if (this.stopped) return;
       if (!ok) return this.lose('lease taken over: a newer round holds the job');
       this.armDeadline(attemptStart);
-    } catch (err) {
+    } catch {
       // Unknown outcome: keep the old trust window; the next tick tries again.
     } finally {
       this.renewing = false;

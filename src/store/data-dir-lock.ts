@@ -36,8 +36,8 @@ export class DataDirLock {
         return new DataDirLock(path);
       } catch (err) {
         if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
-        const owner = DataDirLock.owner(dataDir);
-        if (owner && owner.pid !== process.pid && alive(owner.pid)) {
+        const owner = DataDirLock.liveOwner(dataDir);
+        if (owner) {
           const port = owner.http_port ? `, http port ${owner.http_port}` : '';
           throw new UserError(
             `data directory ${resolve(dataDir)} is in use by another relay-jobs process (pid ${owner.pid}${port}); stop it first or set RELAY_JOBS_DATA_DIR to another directory`,
@@ -55,6 +55,12 @@ export class DataDirLock {
     } catch {
       return null;
     }
+  }
+
+  /** The process that owns the directory now, if it is another live one. */
+  static liveOwner(dataDir: string): DataDirOwner | null {
+    const owner = DataDirLock.owner(dataDir);
+    return owner && owner.pid !== process.pid && alive(owner.pid) ? owner : null;
   }
 
   release(): void {

@@ -63,9 +63,18 @@ export class PgDb implements Db {
   async pin(): Promise<PinnedConnection> {
     const client = await this.pool.connect();
     // A pinned client that errors while idle (server restart) must not crash the process.
-    client.on('error', () => undefined);
+    // The listener goes with the pin: pool clients are reused, and listeners must not pile up on them.
+    const ignore = () => undefined;
+    client.on('error', ignore);
     const q = wrapClient(client, this.stats);
-    return { query: q.query, exec: q.exec, release: (destroy?: boolean) => client.release(destroy ? true : undefined) };
+    return {
+      query: q.query,
+      exec: q.exec,
+      release: (destroy?: boolean) => {
+        client.off('error', ignore);
+        client.release(destroy ? true : undefined);
+      },
+    };
   }
 
   async ping(): Promise<void> {
