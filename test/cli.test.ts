@@ -3,7 +3,7 @@ import { mkdtempSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { tmpdir } from 'node:os';
 import { runCli, ServiceProcess } from './helpers/cli.js';
-import { freePort, freshDatabase, REDIS_URL } from './helpers/services.js';
+import { freePort, freshDatabase, REDIS_URL, TEST_MASTER_KEY } from './helpers/services.js';
 
 function tmp(): string {
   return mkdtempSync(join(tmpdir(), 'rj-cli-'));
@@ -39,7 +39,7 @@ describe('CLI bad input', () => {
 
   it('start: unreachable PostgreSQL and unreachable Redis are one-line errors', async () => {
     const dead = await freePort();
-    const base = { RELAY_JOBS_INSTANCE_ID: 'a', RELAY_JOBS_ENV: 'test', RELAY_JOBS__DATABASE__CONNECT_TIMEOUT: '2s' };
+    const base = { RELAY_JOBS_INSTANCE_ID: 'a', RELAY_JOBS_ENV: 'test', RELAY_JOBS__DATABASE__CONNECT_TIMEOUT: '2s', RELAY_JOBS_MASTER_KEY: TEST_MASTER_KEY };
     expectUserError(
       await runCli(['start'], { ...base, DATABASE_URL: `postgres://postgres:hunter2@127.0.0.1:${dead}/x`, REDIS_URL }),
       /cannot connect to PostgreSQL at postgres:\/\/postgres:\*\*\*@127\.0\.0\.1:\d+\/x \(DATABASE_URL\): connection refused/,
@@ -55,7 +55,7 @@ describe('CLI bad input', () => {
   });
 
   it('run: an unknown job is named with the list of known ones', async () => {
-    expectUserError(await runCli(['run', 'nope'], { RELAY_JOBS_DATA_DIR: tmp() }), /unknown job "nope"; known jobs: session_cleanup, canary/);
+    expectUserError(await runCli(['run', 'nope'], { RELAY_JOBS_DATA_DIR: tmp() }), /unknown job "nope"; known jobs: token_refresh, account_expiry, proxy_expiry, session_cleanup, canary/);
   });
 });
 

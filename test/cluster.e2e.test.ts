@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import pg from 'pg';
 import { ServiceProcess } from './helpers/cli.js';
-import { PrivateRedis, freePort, freshDatabase, uniqueName } from './helpers/services.js';
+import { PrivateRedis, TEST_MASTER_KEY, freePort, freshDatabase, uniqueName } from './helpers/services.js';
 
 /**
  * Invariants 1, 2 and 4 with real processes: three `relay-jobs start` replicas share a canary
@@ -55,6 +55,7 @@ describe('cluster of three real replicas', () => {
           RELAY_JOBS_ENV: 'e2e',
           RELAY_JOBS_HTTP_PORT: String(port),
           RELAY_JOBS_ADMIN_TOKEN: 'e2e-admin-token-0123456789',
+          RELAY_JOBS_MASTER_KEY: TEST_MASTER_KEY,
           RELAY_JOBS__REDIS__KEY_PREFIX: prefix,
           RELAY_JOBS__REDIS__COMMAND_TIMEOUT: '300ms',
           RELAY_JOBS__DATABASE__POOL_SIZE: '5',
@@ -155,7 +156,7 @@ describe('cluster of three real replicas', () => {
     // Skipped rounds are recorded with the reason, so "not leader" is never mistaken for "stuck".
     const skips = await client.query(`SELECT note FROM job_runs WHERE job_name = 'canary' AND status = 'skipped_not_leader' LIMIT 50`);
     expect(skips.rows.length).toBeGreaterThan(0);
-    for (const s of skips.rows) expect(s.note).toMatch(/held by|already claimed|lease held/);
+    for (const s of skips.rows) expect(s.note).toMatch(/held by|already claimed|lease held|claim lost to a concurrent replica/);
 
     const stopped = await client.query(`SELECT instance_id FROM instances WHERE stopped_at IS NOT NULL ORDER BY instance_id`);
     expect(stopped.rows.map((r) => r.instance_id)).toEqual(survivors.map((r) => r.name).sort());

@@ -1,21 +1,11 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { Writable } from 'node:stream';
 import { loadConfig } from '../src/config/load.js';
 import { Runtime } from '../src/app/runtime.js';
 import { createLogger } from '../src/telemetry/logger.js';
 import { systemClock, type Clock } from '../src/time/clock.js';
-import { REDIS_URL, dropRedisPrefix, freshDatabase, uniqueName } from './helpers/services.js';
+import { captureLogs } from './helpers/log-capture.js';
+import { REDIS_URL, TEST_MASTER_KEY, dropRedisPrefix, freshDatabase, uniqueName } from './helpers/services.js';
 
-function capture() {
-  const lines: Array<Record<string, unknown>> = [];
-  const stream = new Writable({
-    write(chunk, _enc, cb) {
-      for (const l of String(chunk).split('\n')) if (l.trim()) lines.push(JSON.parse(l));
-      cb();
-    },
-  });
-  return { lines, stream };
-}
 
 describe('cluster runtime start-up checks (real PostgreSQL and Redis)', () => {
   let db: Awaited<ReturnType<typeof freshDatabase>>;
@@ -35,6 +25,7 @@ describe('cluster runtime start-up checks (real PostgreSQL and Redis)', () => {
       env: {
         DATABASE_URL: url.toString(), // trust auth ignores the password; the logs must too
         REDIS_URL,
+        RELAY_JOBS_MASTER_KEY: TEST_MASTER_KEY,
         RELAY_JOBS_INSTANCE_ID: 'skewed',
         RELAY_JOBS_ENV: 'test',
         RELAY_JOBS__REDIS__KEY_PREFIX: prefix,
@@ -42,7 +33,7 @@ describe('cluster runtime start-up checks (real PostgreSQL and Redis)', () => {
         RELAY_JOBS__CLUSTER__EXPECTED_REPLICAS: '50',
       },
     });
-    const out = capture();
+    const out = captureLogs();
     // This replica's clock runs 10 s fast.
     const fast: Clock = { ...systemClock, now: () => Date.now() + 10_000 };
     const rt = await Runtime.create(config, { clock: fast, logger: createLogger({ level: 'info', instanceId: 'skewed', env: 'test', destination: out.stream }) });

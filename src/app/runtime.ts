@@ -24,6 +24,17 @@ import { Metrics } from '../telemetry/metrics.js';
 import { createLogger, type Logger } from '../telemetry/logger.js';
 import { systemClock, type Clock, type Random } from '../time/clock.js';
 import { VERSION } from '../version.js';
+import { UserError } from '../config/errors.js';
+import { SecretBox } from '../store/secret-box.js';
+import { Accounts } from '../store/accounts.js';
+import { Proxies } from '../store/proxies.js';
+import { RefreshLeases } from '../coordination/refresh-lease.js';
+import { OAuthClient } from '../upstream/oauth-client.js';
+import { resolveProviders } from '../upstream/oauth-providers.js';
+import { Refresher } from '../jobs/accounts/refresher.js';
+import { TokenRefreshService } from '../jobs/accounts/token-refresh.js';
+import { TokenApi } from '../jobs/accounts/token-api.js';
+import { JobServices, type Services } from '../jobs/services.js';
 
 export interface RuntimeOptions {
   clock?: Clock;
@@ -72,6 +83,9 @@ export class Runtime {
   readonly sessions: AdminSessions;
   readonly registry: InstanceRegistry;
   readonly records: RunRecords;
+  readonly services: Services;
+  private readonly leases: RefreshLeases;
+  private readonly oauth = new OAuthClient();
   private readonly runner: RoundRunner;
   private readonly pools: WorkerPool<unknown>[] = [];
   private readonly shutdownController = new AbortController();
@@ -92,6 +106,8 @@ export class Runtime {
     readonly clock: Clock,
     random: Random,
     readonly jobs: JobDefinition[],
+    box: SecretBox,
+    jobServices: JobServices,
   ) {
     const instanceId = config.instance.id;
     const keys = { prefix: config.redis.key_prefix, env: config.instance.env };
@@ -117,6 +133,12 @@ export class Runtime {
       lastSlot: (job) => runner.slotClaims.lastSlot(job),
     });
     this.sessions = new AdminSessions(db);
+    this.leases = new RefreshLeases(db, redis, keys, instanceId, config.auth.refresh_lease_ttl, (err) => {
+      this.metrics.refreshLockRedisErrors.inc();
+      log.warn({ err: err.message }, 'redis error: refresh lock taken with the PostgreSQL lease alone');
+    });
+    this.services = this.buildServices(box, random);
+    jobServices.bind(this.services);
     this.registry = new InstanceRegistry(db, clock, {
       instanceId,
       env: config.instance.env,
@@ -127,10 +149,46 @@ export class Runtime {
     });
   }
 
+  private buildServices(box: SecretBox, random: Random): Services {
+    const { config, db, clock, log, metrics } = this;
+    const a = config.auth;
+    const accounts = new Accounts(db, box);
+    const proxies = new Proxies(db, box);
+    const providers = resolveProviders(config).providers;
+    const refresher = new Refresher({
+      accounts,
+      leases: this.leases,
+      oauth: this.oauth,
+      providers,
+      clock,
+      log,
+      metrics,
+      concurrency: a.refresh_concurrency,
+      requestTimeoutMs: a.refresh_request_timeout,
+      leaseTtlMs: a.refresh_lease_ttl,
+      recoveryDelayMs: a.refresh_recovery_delay,
+    });
+    const tokenRefresh = new TokenRefreshService(
+      accounts,
+      refresher,
+      { enabled: a.refresh_enabled, marginMs: a.refresh_margin_seconds * 1000, maxAttempts: a.refresh_max_attempts, backoffBaseMs: a.refresh_backoff_base, backoffMaxMs: a.refresh_backoff_max, recoveryDelayMs: a.refresh_recovery_delay },
+      clock,
+      random,
+      log,
+      metrics,
+    );
+    const tokens = new TokenApi(accounts, tokenRefresh, clock, { marginMs: a.refresh_margin_seconds * 1000, waitMs: a.hot_path_wait, cooldownMs: a.oauth_401_cooldown }, metrics, log);
+    return { accounts, proxies, tokenRefresh, tokens, metrics, providers };
+  }
+
   static async create(config: Config, opts: RuntimeOptions = {}): Promise<Runtime> {
     const clock = opts.clock ?? systemClock;
     const log = opts.logger ?? createLogger({ level: config.logging.level, instanceId: config.instance.id, env: config.instance.env });
-    const jobs = buildJobs(config); // config errors before any connection
+    const jobServices = new JobServices();
+    const jobs = buildJobs(config, jobServices); // config errors before any connection
+    if (config.mode === 'cluster' && !config.security.master_key) {
+      throw new UserError('RELAY_JOBS_MASTER_KEY is not set: cluster mode encrypts account credentials with it; give every replica the same 32 random bytes in base64 (e.g. `openssl rand -base64 32`)');
+    }
     let db: Db | null = null;
     let redis: Redis | null = null;
     let dirLock: DataDirLock | null = null;
@@ -146,7 +204,9 @@ export class Runtime {
         const applied = await migrate(db);
         if (applied.length) log.info({ migrations: applied.map((m) => `${m.version}_${m.name}`) }, 'migrations applied');
       }
-      const rt = new Runtime(config, db, redis, dirLock, log, clock, opts.random ?? Math.random, jobs);
+      const box = config.security.master_key ? SecretBox.fromBase64(config.security.master_key) : SecretBox.forDataDir(config.database.data_dir);
+      await checkMasterKey(db, box);
+      const rt = new Runtime(config, db, redis, dirLock, log, clock, opts.random ?? Math.random, jobs, box, jobServices);
       rt.adminToken = config.http.admin_token ?? (config.mode === 'embedded' ? embeddedAdminToken(config.database.data_dir, log) : undefined);
       if (!rt.adminToken) log.warn('RELAY_JOBS_ADMIN_TOKEN is not set: the /api/v1 admin API answers 401 until it is');
       await rt.runtimeChecks();
@@ -312,6 +372,10 @@ export class Runtime {
     this.shutdownController.abort();
     const busy = await this.scheduler.stop(Math.max(0, deadline - Date.now()));
     if (busy.length) this.log.warn({ jobs: busy }, 'shutdown: rounds still running after the grace period; their leases will expire');
+    const refreshing = await this.services.tokenRefresh.stop(Math.max(1000, deadline - Date.now()));
+    if (refreshing) this.log.warn({ refreshes: refreshing }, 'shutdown: token refreshes still running after the grace period');
+    await this.leases.releaseAll();
+    await this.oauth.close();
     for (const pool of this.pools) {
       const { drained, remaining } = await pool.stopAndWait(Math.max(1000, deadline - Date.now()));
       if (!drained) this.log.error({ remaining }, 'shutdown: a worker pool did not drain before the deadline');
@@ -321,6 +385,15 @@ export class Runtime {
     await this.db.close().catch((err) => this.log.warn({ err: (err as Error).message }, 'closing the database failed'));
     this.dataDirLock?.release();
     this.log.info('shutdown complete');
+  }
+}
+
+/** Every replica must seal with the same key: the first start records the key's fingerprint, later starts compare. */
+async function checkMasterKey(db: Db, box: SecretBox): Promise<void> {
+  await db.query(`INSERT INTO secret_keys (purpose, fingerprint) VALUES ('master', $1) ON CONFLICT (purpose) DO NOTHING`, [box.fingerprint]);
+  const { rows } = await db.query<{ fingerprint: string }>(`SELECT fingerprint FROM secret_keys WHERE purpose = 'master'`);
+  if (rows[0]!.fingerprint !== box.fingerprint) {
+    throw new UserError('RELAY_JOBS_MASTER_KEY does not match the key this database was encrypted with: every replica needs the same key (a new key cannot read stored credentials)');
   }
 }
 

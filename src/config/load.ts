@@ -15,6 +15,7 @@ export const ENV_KEYS: Record<string, string[]> = {
   RELAY_JOBS_DATA_DIR: ['database', 'data_dir'],
   RELAY_JOBS_HTTP_PORT: ['http', 'port'],
   RELAY_JOBS_ADMIN_TOKEN: ['http', 'admin_token'],
+  RELAY_JOBS_MASTER_KEY: ['security', 'master_key'],
 };
 const OVERRIDE_PREFIX = 'RELAY_JOBS__';
 
@@ -142,6 +143,8 @@ export function redactConfig(config: Config): unknown {
   return {
     ...config,
     http: { ...config.http, admin_token: config.http.admin_token ? '***' : undefined },
+    security: { master_key: config.security.master_key ? '***' : undefined },
+    oauth: { providers: Object.fromEntries(Object.entries(config.oauth.providers).map(([k, p]) => [k, { ...p, client_secret: p.client_secret ? '***' : undefined }])) },
     database: { ...config.database, url: config.database.url && redactUrl(config.database.url) },
     redis: { ...config.redis, url: config.redis.url && redactUrl(config.redis.url) },
   };

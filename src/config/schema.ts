@@ -31,6 +31,30 @@ const jobBase = {
 export const jobSettingsSchema = z.object(jobBase).strict();
 export type JobSettingsInput = z.infer<typeof jobSettingsSchema>;
 
+const AUTH_DEFAULTS = {
+  refresh_margin_seconds: 300,
+  refresh_enabled: true,
+  refresh_concurrency: 2,
+  refresh_max_attempts: 5,
+  refresh_backoff_base: 5000,
+  refresh_backoff_max: 300_000,
+  refresh_recovery_delay: 600_000,
+  refresh_request_timeout: 15_000,
+  refresh_lease_ttl: 300_000,
+  oauth_401_cooldown: 600_000,
+  hot_path_wait: 10_000,
+};
+
+/** An OAuth token endpoint. Built-in platforms have defaults (see upstream/oauth-providers.ts); any key here overrides them. */
+const providerSchema = z
+  .object({
+    token_url: z.string().url('expected an http(s) URL').regex(/^https?:\/\//, 'expected an http(s) URL').optional(),
+    client_id: z.string().min(1).optional(),
+    client_secret: z.string().min(1).optional(),
+    max_per_second: z.coerce.number().positive().optional(),
+  })
+  .strict();
+
 export const configSchema = z
   .object({
     instance: z.object({ id: z.string().regex(/^[A-Za-z0-9._:-]{1,64}$/, 'expected 1-64 characters of letters, digits, . _ : -').optional(), env: z.string().regex(/^[a-z0-9_-]{1,32}$/, 'expected 1-32 characters of a-z, 0-9, _ or -').optional() }).strict().default({}),
@@ -69,9 +93,30 @@ export const configSchema = z
     logging: z.object({ level: z.enum(['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent']).default('info') }).strict().default({ level: 'info' }),
     // Seed keys (codex-proxy-rs config.yaml). `auth.*` is read by token_refresh.
     auth: z
-      .object({ refresh_margin_seconds: positiveInt.default(300), refresh_enabled: z.boolean().default(true), refresh_concurrency: positiveInt.default(2) })
+      .object({
+        refresh_margin_seconds: positiveInt.default(300),
+        refresh_enabled: z.boolean().default(true),
+        refresh_concurrency: positiveInt.default(2),
+        // Ours, beyond the seed: retry, recovery and the hot path's guard.
+        refresh_max_attempts: positiveInt.default(5),
+        refresh_backoff_base: positiveDuration.default(5000),
+        refresh_backoff_max: positiveDuration.default(300_000),
+        refresh_recovery_delay: positiveDuration.default(600_000),
+        refresh_request_timeout: positiveDuration.default(15_000),
+        refresh_lease_ttl: positiveDuration.default(300_000),
+        oauth_401_cooldown: positiveDuration.default(600_000),
+        hot_path_wait: positiveDuration.default(10_000),
+      })
       .strict()
-      .default({ refresh_margin_seconds: 300, refresh_enabled: true, refresh_concurrency: 2 }),
+      .default(AUTH_DEFAULTS),
+    oauth: z
+      .object({ providers: z.record(z.string().regex(/^[a-z0-9_-]{1,32}$/, 'expected a platform name of 1-32 characters a-z, 0-9, _ or -'), providerSchema).default({}) })
+      .strict()
+      .default({ providers: {} }),
+    security: z
+      .object({ master_key: z.string().refine((k) => Buffer.from(k, 'base64').length === 32 && /^[A-Za-z0-9+/=_-]+$/.test(k), 'expected 32 random bytes in base64 (e.g. `openssl rand -base64 32`)').optional() })
+      .strict()
+      .default({}),
     admin: z
       .object({ session_cleanup_interval_secs: positiveInt.default(3600), session_ttl_minutes: positiveInt.default(1440) })
       .strict()
@@ -79,6 +124,9 @@ export const configSchema = z
     jobs: z
       .object({
         session_cleanup: jobSettingsSchema.optional(),
+        token_refresh: jobSettingsSchema.optional(),
+        account_expiry: jobSettingsSchema.optional(),
+        proxy_expiry: z.object({ ...jobBase, expiring_soon: positiveDuration.optional() }).strict().optional(),
         canary: z.object({ ...jobBase, sleep: duration.optional() }).strict().optional(),
       })
       .strict()

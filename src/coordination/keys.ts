@@ -15,3 +15,8 @@ export function leaderKey(ks: KeySpace, job: string): string {
 export function advisoryLockName(ks: KeySpace, job: string): string {
   return `${ks.prefix}:${ks.env}:job:${job}`;
 }
+
+/** The per-account refresh lock (`oauth:refresh_lock:{account}` in the issue), shared with the hot path. */
+export function refreshLockKey(ks: KeySpace, accountId: number): string {
+  return `${ks.prefix}:${ks.env}:oauth:refresh_lock:{${accountId}}`;
+}

@@ -1,6 +1,8 @@
 import Fastify, { type FastifyInstance } from 'fastify';
 import type { Runtime } from '../app/runtime.js';
 import { requireAdmin, bearer } from './auth.js';
+import { registerAccountRoutes } from './accounts-routes.js';
+import { BadRequest } from './validation.js';
 
 const notFound = (what: string) => ({ error: { code: 'not_found', message: what } });
 
@@ -9,6 +11,7 @@ export function buildHttpServer(rt: Runtime): FastifyInstance {
   const app = Fastify({ logger: false, bodyLimit: 1024 * 1024, forceCloseConnections: 'idle' });
 
   app.setErrorHandler((err: Error & { statusCode?: number }, _req, reply) => {
+    if (err instanceof BadRequest) return void reply.code(400).send({ error: { code: 'invalid', message: err.message, fields: err.fields } });
     const status = err.statusCode && err.statusCode < 500 ? err.statusCode : 500;
     if (status === 500) rt.log.error({ err: err.message }, 'http handler failed');
     void reply.code(status).send({ error: { code: status === 500 ? 'internal' : 'bad_request', message: status === 500 ? 'internal error; see the service log' : err.message } });
@@ -55,6 +58,8 @@ export function buildHttpServer(rt: Runtime): FastifyInstance {
         if ('reason' in started) return reply.code(409).send({ error: { code: 'busy', message: `job ${job.name} not started: ${started.reason}` } });
         return reply.code(202).send({ run_id: started.runId, fencing_token: started.token, status: 'running', poll: `/api/v1/jobs/${job.name}/runs/${started.runId}` });
       });
+
+      registerAccountRoutes(api, rt);
 
       api.get('/instances', async () => ({ instances: await rt.instances() }));
 

@@ -3,21 +3,27 @@ import type { Config } from '../config/load.js';
 import type { JobDefinition } from '../scheduler/job.js';
 import { sessionCleanupJob } from './admin/session-cleanup.js';
 import { canaryJob } from './canary/canary.js';
+import { tokenRefreshJob } from './accounts/token-refresh.js';
+import { accountExpiryJob } from './accounts/account-expiry.js';
+import { proxyExpiryJob } from './accounts/proxy-expiry.js';
+import { JobServices } from './services.js';
+import { resolveProviders } from '../upstream/oauth-providers.js';
 
-const FACTORIES: Array<(config: Config) => JobDefinition> = [sessionCleanupJob, canaryJob];
+const FACTORIES: Array<(config: Config, services: JobServices) => JobDefinition> = [tokenRefreshJob, accountExpiryJob, proxyExpiryJob, sessionCleanupJob, canaryJob];
 
 /** Every job this build knows, enabled or not, in the order `relay-jobs jobs` lists them. Reports every job's config errors at once. */
-export function buildJobs(config: Config): JobDefinition[] {
+export function buildJobs(config: Config, services: JobServices = new JobServices()): JobDefinition[] {
   const jobs: JobDefinition[] = [];
   const problems: string[] = [];
   for (const factory of FACTORIES) {
     try {
-      jobs.push(factory(config));
+      jobs.push(factory(config, services));
     } catch (err) {
       if (err instanceof ConfigError) problems.push(...err.problems);
       else throw err;
     }
   }
+  problems.push(...resolveProviders(config).problems);
   if (problems.length) throw new ConfigError(problems);
   return jobs;
 }

@@ -33,6 +33,22 @@ export class Metrics {
   readonly poolSyncFallback = new Counter({ name: 'relay_jobs_pool_sync_fallback_total', help: 'Tasks run inline because the pool was full or stopped', labelNames: ['pool'], registers: [this.registry] });
   readonly poolFailed = new Counter({ name: 'relay_jobs_pool_failed_total', help: 'Tasks that threw', labelNames: ['pool'], registers: [this.registry] });
 
+  readonly refreshTotal = new Counter({ name: 'relay_jobs_token_refresh_total', help: 'Token refresh requests by platform, trigger, result (refreshed, transient, permanent, config, superseded, lease_held, skipped) and reason', labelNames: ['platform', 'trigger', 'result', 'reason'], registers: [this.registry] });
+  readonly refreshLockContention = new Counter({ name: 'relay_jobs_token_refresh_lock_contention_total', help: 'Refreshes that found the account\'s refresh lock held, by where (redis, postgres)', labelNames: ['held_in'], registers: [this.registry] });
+  readonly refreshLockRedisErrors = new Counter({ name: 'relay_jobs_token_refresh_lock_redis_errors_total', help: 'Refresh locks taken with the PostgreSQL lease alone because Redis failed', registers: [this.registry] });
+  readonly refreshWait = new Histogram({ name: 'relay_jobs_token_refresh_wait_seconds', help: 'Time from a refresh request to its provider call (concurrency slot, rate limit, lock), or to another replica\'s refresh for the hot path', labelNames: ['trigger'], buckets: [0.001, 0.01, 0.05, 0.1, 0.5, 1, 5, 30, 120], registers: [this.registry] });
+  readonly refreshCallDuration = new Histogram({ name: 'relay_jobs_token_refresh_call_seconds', help: 'Duration of refresh calls to the OAuth provider', labelNames: ['platform'], buckets: [0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 15], registers: [this.registry] });
+  readonly rotationPersistFailures = new Counter({ name: 'relay_jobs_token_rotation_persist_failures_total', help: 'Failed writes of refreshed credentials (retried: the old refresh token is already dead)', registers: [this.registry] });
+  readonly unauthorizedCooldowns = new Counter({ name: 'relay_jobs_oauth_401_cooldowns_total', help: 'Accounts put into the OAuth 401 cooldown', labelNames: ['platform'], registers: [this.registry] });
+  readonly refreshScheduled = new Gauge({ name: 'relay_jobs_token_refresh_scheduled', help: 'Accounts with a refresh timer in this process', registers: [this.registry] });
+  readonly refreshInFlight = new Gauge({ name: 'relay_jobs_token_refresh_in_flight', help: 'Refreshes requested and not finished in this process (waiting or running)', registers: [this.registry] });
+  readonly accountsByStatus = new Gauge({ name: 'relay_jobs_accounts', help: 'Accounts by status', labelNames: ['status'], registers: [this.registry] });
+  readonly accountsRefreshFailing = new Gauge({ name: 'relay_jobs_accounts_refresh_failing', help: 'Accounts whose last refresh attempt failed', registers: [this.registry] });
+  readonly accountsAutoPaused = new Counter({ name: 'relay_jobs_accounts_auto_paused_total', help: 'Accounts made unschedulable by account_expiry', registers: [this.registry] });
+  readonly proxyAccountsMoved = new Counter({ name: 'relay_jobs_proxy_accounts_moved_total', help: 'Account moves by proxy_expiry (to a fallback) and back (restored)', labelNames: ['direction'], registers: [this.registry] });
+  readonly proxiesExpiringSoon = new Gauge({ name: 'relay_jobs_proxies_expiring_soon', help: 'Active proxies expiring within jobs.proxy_expiry.expiring_soon', registers: [this.registry] });
+  readonly proxiesExpired = new Gauge({ name: 'relay_jobs_proxies_expired', help: 'Proxies in status expired', registers: [this.registry] });
+
   constructor(opts: { defaultMetrics?: boolean } = {}) {
     if (opts.defaultMetrics) collectDefaultMetrics({ register: this.registry, prefix: 'relay_jobs_process_' });
   }

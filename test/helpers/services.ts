@@ -99,3 +99,6 @@ export class PrivateRedis {
     });
   }
 }
+
+/** A fixed master key for cluster-mode tests (never used outside tests). */
+export const TEST_MASTER_KEY = Buffer.alloc(32, 7).toString('base64');

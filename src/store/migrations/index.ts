@@ -1,4 +1,5 @@
 import { sql as core } from './001_core.js';
+import { sql as accounts } from './002_accounts.js';
 
 export interface Migration {
   version: number;
@@ -7,4 +8,7 @@ export interface Migration {
 }
 
 /** Numbered, append-only. Never edit a migration that has shipped; add the next number. */
-export const MIGRATIONS: Migration[] = [{ version: 1, name: 'core', sql: core }];
+export const MIGRATIONS: Migration[] = [
+  { version: 1, name: 'core', sql: core },
+  { version: 2, name: 'accounts', sql: accounts },
+];

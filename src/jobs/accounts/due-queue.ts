@@ -1,0 +1,135 @@
+import type { Clock, TimerHandle } from '../../time/clock.js';
+
+export type DueKind = 'refresh' | 'retry' | 'recovery' | 'recheck';
+
+export interface DueEntry {
+  id: number;
+  at: number;
+  kind: DueKind;
+  /** The token version the entry was computed from; a newer version makes it moot. */
+  version: number;
+}
+
+/** Timers are re-armed at least this often, so a far-away due time never overflows setTimeout. */
+const MAX_TIMER_MS = 3_600_000;
+
+/**
+ * When each account is next due, for any number of accounts, on one timer. A binary min-heap
+ * of entries plus a map from account to its current entry; rescheduling pushes a new entry and
+ * the old one is skipped when it surfaces (lazy deletion), so every operation is O(log n) and
+ * the memory is one small object per account. codex-proxy-rs spawned one task per account
+ * instead (see bench/token-refresh.ts for the comparison).
+ */
+export class DueQueue {
+  private heap: DueEntry[] = [];
+  private readonly current = new Map<number, DueEntry>();
+  private timer: TimerHandle | null = null;
+  private timerAt = Infinity;
+  private stopped = false;
+
+  constructor(private readonly clock: Clock, private readonly onDue: (entry: DueEntry) => void) {}
+
+  get size(): number {
+    return this.current.size;
+  }
+
+  get(id: number): DueEntry | undefined {
+    return this.current.get(id);
+  }
+
+  schedule(entry: DueEntry): void {
+    if (this.stopped) return;
+    this.current.set(entry.id, entry);
+    this.push(entry);
+    if (this.heap.length > 4 * this.current.size + 1024) this.compact();
+    if (entry.at < this.timerAt) this.arm();
+  }
+
+  cancel(id: number): void {
+    this.current.delete(id);
+  }
+
+  stop(): void {
+    this.stopped = true;
+    if (this.timer) this.clock.clearTimeout(this.timer);
+    this.timer = null;
+    this.heap = [];
+    this.current.clear();
+  }
+
+  private fire(): void {
+    this.timer = null;
+    this.timerAt = Infinity;
+    const now = this.clock.now();
+    const due: DueEntry[] = [];
+    while (this.heap.length && this.heap[0]!.at <= now) {
+      const e = this.pop()!;
+      if (this.current.get(e.id) === e) {
+        this.current.delete(e.id);
+        due.push(e);
+      }
+    }
+    this.arm();
+    for (const e of due) this.onDue(e);
+  }
+
+  private arm(): void {
+    if (this.stopped) return;
+    while (this.heap.length && this.current.get(this.heap[0]!.id) !== this.heap[0]) this.pop();
+    const top = this.heap[0];
+    if (!top) {
+      if (this.timer) this.clock.clearTimeout(this.timer);
+      this.timer = null;
+      this.timerAt = Infinity;
+      return;
+    }
+    if (this.timer && this.timerAt <= top.at) return;
+    if (this.timer) this.clock.clearTimeout(this.timer);
+    const delay = Math.min(MAX_TIMER_MS, Math.max(0, top.at - this.clock.now()));
+    this.timerAt = this.clock.now() + delay;
+    this.timer = this.clock.setTimeout(() => this.fire(), delay);
+  }
+
+  private compact(): void {
+    this.heap = [...this.current.values()];
+    for (let i = (this.heap.length >> 1) - 1; i >= 0; i--) this.down(i);
+  }
+
+  private push(e: DueEntry): void {
+    const h = this.heap;
+    h.push(e);
+    let i = h.length - 1;
+    while (i > 0) {
+      const p = (i - 1) >> 1;
+      if (h[p]!.at <= e.at) break;
+      h[i] = h[p]!;
+      i = p;
+    }
+    h[i] = e;
+  }
+
+  private pop(): DueEntry | undefined {
+    const h = this.heap;
+    const top = h[0];
+    const last = h.pop();
+    if (h.length && last) {
+      h[0] = last;
+      this.down(0);
+    }
+    return top;
+  }
+
+  private down(i: number): void {
+    const h = this.heap;
+    const e = h[i]!;
+    for (;;) {
+      let c = 2 * i + 1;
+      if (c >= h.length) break;
+      if (c + 1 < h.length && h[c + 1]!.at < h[c]!.at) c++;
+      if (h[c]!.at >= e.at) break;
+      h[i] = h[c]!;
+      i = c;
+    }
+    h[i] = e;
+  }
+}

@@ -1,0 +1,34 @@
+import type { Accounts } from '../store/accounts.js';
+import type { Proxies } from '../store/proxies.js';
+import type { Metrics } from '../telemetry/metrics.js';
+import type { TokenRefreshService } from './accounts/token-refresh.js';
+import type { TokenApi } from './accounts/token-api.js';
+import type { OAuthProvider } from '../upstream/oauth-providers.js';
+
+/** What jobs use beyond their JobContext: repositories and long-lived services the runtime builds. */
+export interface Services {
+  accounts: Accounts;
+  proxies: Proxies;
+  tokenRefresh: TokenRefreshService;
+  tokens: TokenApi;
+  metrics: Metrics;
+  /** OAuth providers by platform (built-in merged with `oauth.providers`). */
+  providers: Map<string, OAuthProvider>;
+}
+
+/**
+ * Jobs are built (and their config checked) before any connection exists; the services they
+ * use are bound once the runtime has connected. A round can only run after that.
+ */
+export class JobServices {
+  private value: Services | null = null;
+
+  bind(value: Services): void {
+    this.value = value;
+  }
+
+  get(): Services {
+    if (!this.value) throw new Error('job services used before the runtime bound them');
+    return this.value;
+  }
+}
