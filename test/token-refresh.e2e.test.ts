@@ -1,0 +1,135 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import pg from 'pg';
+import { ServiceProcess } from './helpers/cli.js';
+import { PrivateRedis, TEST_MASTER_KEY, freePort, freshDatabase, uniqueName } from './helpers/services.js';
+import { FakeOAuthServer } from './fixtures/oauth-server.js';
+import { SecretBox } from '../src/store/secret-box.js';
+import { jwtExpiry } from '../src/upstream/jwt.js';
+
+/**
+ * The token-refresh acceptance test with real processes: three `relay-jobs start` replicas and
+ * a burst of hot-path token requests share 500 accounts whose tokens live 12 seconds, for
+ * several refresh cycles, with Redis stopped for a third of the run. The OAuth server counts:
+ * no refresh token is ever presented twice, none is lost, and every account ends active with
+ * the refresh token the server considers live.
+ */
+const ACCOUNTS = 500;
+const LIFETIME_S = 12;
+const RUN_MS = 30_000;
+const ADMIN = 'e2e-refresh-admin-token-0123';
+
+describe('token refresh across three real replicas', () => {
+  let db: Awaited<ReturnType<typeof freshDatabase>>;
+  let redis: PrivateRedis;
+  let oauth: FakeOAuthServer;
+  let sql: pg.Client;
+  const replicas: ServiceProcess[] = [];
+  const ports: number[] = [];
+
+  beforeAll(async () => {
+    db = await freshDatabase();
+    redis = await PrivateRedis.start();
+    oauth = await FakeOAuthServer.start({ lifetimeSec: LIFETIME_S, clientId: 'e2e-client' });
+    sql = new pg.Client({ connectionString: db.url });
+    await sql.connect();
+  });
+  afterAll(async () => {
+    for (const r of replicas) if (r.proc.exitCode === null) r.proc.kill('SIGKILL');
+    await sql.end();
+    await oauth.close();
+    await redis.stop();
+    await db.drop();
+  });
+
+  it('no refresh token used twice, none lost, every account active, hot path always served', async () => {
+    const prefix = uniqueName('rjtok');
+    for (let i = 0; i < 3; i++) {
+      const port = await freePort();
+      ports.push(port);
+      replicas.push(
+        ServiceProcess.start(`t${i}`, {
+          DATABASE_URL: db.url,
+          REDIS_URL: redis.url,
+          RELAY_JOBS_INSTANCE_ID: `t${i}`,
+          RELAY_JOBS_ENV: 'e2e',
+          RELAY_JOBS_HTTP_PORT: String(port),
+          RELAY_JOBS_ADMIN_TOKEN: ADMIN,
+          RELAY_JOBS_MASTER_KEY: TEST_MASTER_KEY,
+          RELAY_JOBS__REDIS__KEY_PREFIX: prefix,
+          RELAY_JOBS__REDIS__COMMAND_TIMEOUT: '300ms',
+          RELAY_JOBS__DATABASE__POOL_SIZE: '8',
+          RELAY_JOBS__OAUTH__PROVIDERS__OPENAI__TOKEN_URL: oauth.tokenUrl,
+          RELAY_JOBS__OAUTH__PROVIDERS__OPENAI__CLIENT_ID: 'e2e-client',
+          RELAY_JOBS__OAUTH__PROVIDERS__OPENAI__MAX_PER_SECOND: '500',
+          RELAY_JOBS__AUTH__REFRESH_MARGIN_SECONDS: '6',
+          RELAY_JOBS__AUTH__REFRESH_CONCURRENCY: '8',
+          RELAY_JOBS__AUTH__REFRESH_REQUEST_TIMEOUT: '3s',
+          RELAY_JOBS__JOBS__TOKEN_REFRESH__EVERY: '1s',
+          RELAY_JOBS__JOBS__TOKEN_REFRESH__JITTER: '0s',
+        }),
+      );
+    }
+    await Promise.all(replicas.map((r) => r.waitForLine(/relay-jobs started/)));
+    const api = (i: number, path: string, body?: unknown) =>
+      fetch(`http://127.0.0.1:${ports[i % 3]}/api/v1${path}`, { method: 'POST', headers: { authorization: `Bearer ${ADMIN}`, 'content-type': 'application/json' }, body: JSON.stringify(body ?? {}) });
+
+    // Staggered first expiries (2-12 s), as after a real import.
+    const accounts = Array.from({ length: ACCOUNTS }, (_, i) => ({ platform: 'openai', name: `acct-${i}`, credentials: oauth.issue(`acct-${i}`, 2 + (i % 11)) }));
+    const imported = await api(0, '/accounts/import', { accounts });
+    expect(imported.status, await imported.clone().text()).toBe(201);
+    const ids: number[] = (await imported.json()).ids;
+
+    // The hot path: eight callers asking random replicas for random accounts' tokens, all run long.
+    const started = Date.now();
+    let stop = false;
+    const served = { ok: 0, failed: [] as string[], expired: 0 };
+    const caller = async (n: number) => {
+      for (let k = 0; !stop; k++) {
+        const id = ids[(n * 7919 + k * 104_729) % ids.length]!;
+        const res = await api(n + k, `/accounts/${id}/token`);
+        if (res.status !== 200) served.failed.push(`${res.status} ${await res.text()}`);
+        else {
+          const t = await res.json();
+          served.ok++;
+          if ((jwtExpiry(t.access_token)?.getTime() ?? 0) <= Date.now()) served.expired++;
+        }
+        await new Promise((r) => setTimeout(r, 20));
+      }
+    };
+    const callers = Array.from({ length: 8 }, (_, n) => caller(n));
+
+    await new Promise((r) => setTimeout(r, RUN_MS / 3));
+    await redis.stop();
+    await new Promise((r) => setTimeout(r, RUN_MS / 3));
+    await redis.start();
+    await new Promise((r) => setTimeout(r, RUN_MS / 3));
+    stop = true;
+    await Promise.all(callers);
+
+    // Every replica gets SIGTERM; in-flight refreshes finish and are stored before exit.
+    for (const r of replicas) r.proc.kill('SIGTERM');
+    const codes = await Promise.all(replicas.map((r) => r.exited));
+    expect(codes).toEqual([0, 0, 0]);
+
+    const elapsed = (Date.now() - started) / 1000;
+    // Several cycles: each account refreshed about every 6 s.
+    expect(oauth.successes).toBeGreaterThan(ACCOUNTS * 3);
+    expect(oauth.reuses, 'a refresh token was presented twice').toBe(0);
+    expect(oauth.unknown, 'a refresh token the server never issued was presented').toBe(0);
+    expect(served.failed.slice(0, 5)).toEqual([]);
+    expect(served.expired).toBe(0);
+    expect(served.ok).toBeGreaterThan(100);
+
+    const box = SecretBox.fromBase64(TEST_MASTER_KEY);
+    const { rows } = await sql.query(`SELECT id, name, status, credentials_sealed, token_expires_at, refresh_failures FROM accounts ORDER BY id`);
+    expect(rows).toHaveLength(ACCOUNTS);
+    const notActive = rows.filter((r) => r.status !== 'active').map((r) => `${r.name}:${r.status}`);
+    expect(notActive).toEqual([]);
+    // None lost: each stored refresh token is the one the server considers live for that account.
+    const lost = rows.filter((r) => JSON.parse(box.open(r.credentials_sealed, 'account-credentials')).refresh_token !== oauth.liveTokenOf(r.name)).map((r) => r.name);
+    expect(lost).toEqual([]);
+    const leases = await sql.query(`SELECT count(*)::int AS n FROM account_refresh_leases`);
+    expect(leases.rows[0].n).toBe(0);
+    console.log(`token e2e: ${oauth.successes} refreshes in ${elapsed.toFixed(1)} s, ${served.ok} hot-path tokens served, redis down ${RUN_MS / 3000} s`);
+  }, 120_000);
+});
