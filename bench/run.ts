@@ -25,12 +25,14 @@ async function main() {
   for (const s of sched) console.log(`| ${s.design} | ${s.accounts} | ${s.heapMiB.toFixed(1)} | ${s.p50LateMs} | ${s.p99LateMs} | ${s.maxLateMs} |`);
   console.log(`\nratio (heap, DueQueue / per-account timers): ${(sched[1]!.heapMiB / sched[0]!.heapMiB).toFixed(2)}x`);
 
-  const tp = await benchRefreshThroughput(Number(process.env.BENCH_REFRESHES ?? 3000));
+  const { results: tp, lateness } = await benchRefreshThroughput(Number(process.env.BENCH_REFRESHES ?? 3000));
   console.log('\n## Sustained refreshes against the loopback OAuth server (concurrency 8)\n');
   console.log('| path | refreshes | seconds | refreshes/s |');
   console.log('|---|---|---|---|');
   for (const t of tp) console.log(`| ${t.path} | ${t.refreshes} | ${t.seconds.toFixed(2)} | ${t.perSecond.toFixed(0)} |`);
   console.log(`\nratio (refreshes/s, relay-jobs / bare calls): ${(tp[1]!.perSecond / tp[0]!.perSecond).toFixed(2)}x`);
+  console.log(`\n## Refresh lateness (stored − due), ${lateness.accounts} accounts due over ${lateness.windowS} s\n`);
+  console.log(`p50 ${lateness.p50Ms} ms, p99 ${lateness.p99Ms} ms, max ${lateness.maxMs} ms`);
 }
 
 main().catch((err) => {

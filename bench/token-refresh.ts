@@ -98,6 +98,14 @@ export async function benchScheduler(n = 100_000, windowMs = 20_000): Promise<Sc
   return results;
 }
 
+export interface LatenessStats {
+  accounts: number;
+  windowS: number;
+  p50Ms: number;
+  p99Ms: number;
+  maxMs: number;
+}
+
 export interface ThroughputStats {
   path: string;
   refreshes: number;
@@ -105,7 +113,8 @@ export interface ThroughputStats {
   perSecond: number;
 }
 
-export async function benchRefreshThroughput(n = 3000, concurrency = 8): Promise<ThroughputStats[]> {
+export async function benchRefreshThroughput(n = 3000, concurrency = 8): Promise<{ results: ThroughputStats[]; lateness: LatenessStats }> {
+  let lateness: LatenessStats | undefined;
   const oauth = await FakeOAuthServer.start({ clientId: 'bench' });
   const fresh = await freshDatabase();
   const prefix = uniqueName('rjbenchtok');
@@ -161,8 +170,29 @@ export async function benchRefreshThroughput(n = 3000, concurrency = 8): Promise
       if (bad.length) throw new Error(`${bad.length} refreshes did not succeed: ${JSON.stringify(bad[0])}`);
       if (oauth.reuses) throw new Error('refresh token reused');
       results.push({ path: 'relay-jobs Refresher (lock + lease + CAS write)', refreshes: n, seconds: s, perSecond: n / s });
+
+      // Lateness of whole refreshes: accounts due spread over a window at about half the rate
+      // measured above; each sample is (refresh stored) − (due time).
+      const windowMs = 10_000;
+      const count = Math.min(ids.length, Math.floor((results[1]!.perSecond / 2) * (windowMs / 1000)));
+      const late: number[] = [];
+      let resolve!: () => void;
+      const all = new Promise<void>((r) => (resolve = r));
+      const q = new DueQueue(systemClock, (e) => {
+        void refresher.request(e.id, 'schedule', 2).then((o) => {
+          if (o.result !== 'refreshed') throw new Error(`lateness run: ${JSON.stringify(o)}`);
+          late.push(Date.now() - e.at);
+          if (late.length === count) resolve();
+        });
+      });
+      const start = Date.now() + 200;
+      for (let i = 0; i < count; i++) q.schedule({ id: ids[i]!, at: start + Math.floor((i * windowMs) / count), kind: 'refresh', version: 2 });
+      await all;
+      q.stop();
+      late.sort((a, b) => a - b);
+      lateness = { accounts: count, windowS: windowMs / 1000, p50Ms: pct(late, 0.5), p99Ms: pct(late, 0.99), maxMs: late.at(-1)! };
     }
-    return results;
+    return { results, lateness: lateness! };
   } finally {
     await client.close();
     redis.disconnect();

@@ -4,6 +4,8 @@
  *   const config = loadConfig();
  *   const rt = await Runtime.create(config);
  *   rt.start();
+ *   const { access_token } = await rt.services.tokens.getAccessToken(accountId); // hot path
+ *   await rt.services.tokens.reportUnauthorized(accountId, tokenVersion);        // upstream 401
  *   ...
  *   await rt.shutdown();
  */
@@ -15,3 +17,7 @@ export { WorkerPool, type OverflowPolicy, type SubmitOutcome, type PoolStats } f
 export type { JobDefinition, JobContext, JobResult, JobScope } from './scheduler/job.js';
 export type { Health, HealthVerdict } from './scheduler/health.js';
 export { systemClock, ManualClock, type Clock } from './time/clock.js';
+export { AccountUnavailable, type AccessToken, type UnauthorizedReport } from './jobs/accounts/token-api.js';
+export type { RefreshOutcome, RefreshTrigger } from './jobs/accounts/refresher.js';
+export type { AccountView, AccountStatus } from './store/accounts.js';
+export type { ProxyView } from './store/proxies.js';

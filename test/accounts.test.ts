@@ -359,6 +359,41 @@ describe('accounts and token refresh (real PostgreSQL, Redis, OAuth server)', ()
     expect((await get(a.id)).temp_unschedulable_reason).toBe('oauth_401');
   });
 
+  it('a failing store after a rotation is retried until the new credentials land, and counted', async () => {
+    const a = await createAccount('store-fails');
+    // The database refuses credential writes for this account until the flag row is gone.
+    await sql.query(`CREATE TABLE IF NOT EXISTS fail_writes (account_id bigint PRIMARY KEY)`);
+    await sql.query(`CREATE OR REPLACE FUNCTION refuse_writes() RETURNS trigger LANGUAGE plpgsql AS $$
+      BEGIN IF NEW.token_version > OLD.token_version AND EXISTS (SELECT 1 FROM fail_writes WHERE account_id = NEW.id) THEN RAISE EXCEPTION 'disk full (test)'; END IF; RETURN NEW; END $$`);
+    await sql.query(`CREATE TRIGGER refuse_writes BEFORE UPDATE ON accounts FOR EACH ROW EXECUTE FUNCTION refuse_writes()`);
+    await sql.query(`INSERT INTO fail_writes VALUES ($1)`, [a.id]);
+    const failuresBefore = (await rt.metrics.rotationPersistFailures.get()).values[0]?.value ?? 0;
+    try {
+      let done = false;
+      const p = rt.services.tokenRefresh.refreshNow(a.id, 'admin', a.token_version).finally(() => (done = true));
+      // Let it fail a few times (the retry sleeps run on the manual clock), then heal the store.
+      for (let i = 0; i < 40 && ((await rt.metrics.rotationPersistFailures.get()).values[0]?.value ?? 0) < failuresBefore + 3; i++) {
+        await clock.advance(1000);
+        await new Promise((r) => setTimeout(r, 20));
+      }
+      expect(done).toBe(false);
+      await sql.query(`DELETE FROM fail_writes`);
+      for (let i = 0; i < 40 && !done; i++) {
+        await clock.advance(6000);
+        await new Promise((r) => setTimeout(r, 20));
+      }
+      expect((await p).result).toBe('refreshed');
+      expect((await rt.metrics.rotationPersistFailures.get()).values[0]!.value).toBeGreaterThanOrEqual(failuresBefore + 3);
+      // The rotated token landed: the stored refresh token is the server's live one, and it works.
+      expect((await get(a.id)).token_version).toBe(2);
+      expect((await rt.services.tokenRefresh.refreshNow(a.id, 'admin', 2)).result).toBe('refreshed');
+      expect(oauth.reuses).toBe(0);
+      expect(logs.lines.some((l) => l.account_id === a.id && /could not store refreshed credentials/.test(String(l.msg)))).toBe(true);
+    } finally {
+      await sql.query(`DROP TRIGGER refuse_writes ON accounts`);
+    }
+  });
+
   it('refresh calls go through the account\'s proxy', async () => {
     const proxy = await ConnectProxy.start();
     try {
@@ -477,5 +512,37 @@ describe('accounts and token refresh (real PostgreSQL, Redis, OAuth server)', ()
     expect(text.length).toBeGreaterThan(0);
     expect(text).not.toMatch(/rt_[0-9a-f]{24}/);
     expect(text).not.toMatch(/eyJ[A-Za-z0-9_-]{10,}\.eyJ/);
+  });
+});
+
+describe('accounts in embedded mode (PGlite, key in the data directory)', () => {
+  it('creates the master key 0600, refreshes through the in-process lock, and reads the credentials back after a restart', async () => {
+    const { mkdtempSync, statSync, readFileSync } = await import('node:fs');
+    const { join } = await import('node:path');
+    const { tmpdir } = await import('node:os');
+    const { silentLogger } = await import('../src/telemetry/logger.js');
+    const dir = mkdtempSync(join(tmpdir(), 'rj-acc-'));
+    const oauth = await FakeOAuthServer.start({ clientId: 'embedded-client' });
+    const env = { RELAY_JOBS_DATA_DIR: dir, RELAY_JOBS__OAUTH__PROVIDERS__OPENAI__TOKEN_URL: oauth.tokenUrl, RELAY_JOBS__OAUTH__PROVIDERS__OPENAI__CLIENT_ID: 'embedded-client' };
+    try {
+      let rt = await Runtime.create(loadConfig({ env }), { logger: silentLogger() });
+      const keyFile = join(dir, 'master-key');
+      expect(statSync(keyFile).mode & 0o777).toBe(0o600);
+      const creds = oauth.issue('embedded', 3600);
+      const a = await rt.services.accounts.create({ platform: 'openai', name: 'embedded', credentials: creds, tokenExpiresAt: new Date(Date.now() + 3600_000) });
+      expect((await rt.services.tokenRefresh.refreshNow(a.id, 'admin', a.token_version)).result).toBe('refreshed');
+      const token = (await rt.services.tokens.getAccessToken(a.id)).access_token;
+      await rt.shutdown();
+      const key = readFileSync(keyFile, 'utf8');
+      rt = await Runtime.create(loadConfig({ env }), { logger: silentLogger() });
+      expect((await rt.services.tokens.getAccessToken(a.id)).access_token).toBe(token);
+      expect(readFileSync(keyFile, 'utf8')).toBe(key);
+      await rt.shutdown();
+      // Another key for the same data: refused at start, not garbage later.
+      const other = Buffer.alloc(32, 9).toString('base64');
+      await expect(Runtime.create(loadConfig({ env: { ...env, RELAY_JOBS_MASTER_KEY: other } }), { logger: silentLogger() })).rejects.toThrow(/does not match the key this database was encrypted with/);
+    } finally {
+      await oauth.close();
+    }
   });
 });

@@ -54,6 +54,13 @@ describe('CLI bad input', () => {
     }
   });
 
+  it('start: cluster mode without a master key, or with a malformed one, is refused before connecting', async () => {
+    const base = { RELAY_JOBS_INSTANCE_ID: 'a', RELAY_JOBS_ENV: 'test', DATABASE_URL: 'postgres://postgres@127.0.0.1:1/x', REDIS_URL };
+    expectUserError(await runCli(['start'], base), /RELAY_JOBS_MASTER_KEY is not set: cluster mode encrypts account credentials/);
+    expectUserError(await runCli(['config', 'check'], { ...base, RELAY_JOBS_MASTER_KEY: 'short' }), /security\.master_key \(RELAY_JOBS_MASTER_KEY\): expected 32 random bytes/);
+    expectUserError(await runCli(['config', 'check'], { RELAY_JOBS__OAUTH__PROVIDERS__MYCORP__CLIENT_ID: 'x' }), /oauth\.providers\.mycorp: a platform that is not built in needs both token_url and client_id/);
+  });
+
   it('run: an unknown job is named with the list of known ones', async () => {
     expectUserError(await runCli(['run', 'nope'], { RELAY_JOBS_DATA_DIR: tmp() }), /unknown job "nope"; known jobs: token_refresh, account_expiry, proxy_expiry, session_cleanup, canary/);
   });

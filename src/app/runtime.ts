@@ -253,6 +253,10 @@ export class Runtime {
   start(ingress?: Ingress): void {
     this.ingress = ingress ?? null;
     this.scheduler.start();
+    // Arm the refresh schedule now rather than at the first token_refresh round; never awaited.
+    if (this.jobs.some((j) => j.name === 'token_refresh' && j.settings.enabled)) {
+      void this.services.tokenRefresh.sync().catch((err) => this.log.warn({ err: (err as Error).message }, 'initial token refresh sync failed; the next token_refresh round retries'));
+    }
     this.metrics.ready.set(1);
     void this.heartbeat();
   }
