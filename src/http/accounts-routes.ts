@@ -3,14 +3,12 @@ import { z } from 'zod';
 import type { Runtime } from '../app/runtime.js';
 import { ACCOUNT_STATUSES, type Credentials } from '../store/accounts.js';
 import { jwtExpiry } from '../upstream/jwt.js';
-import { AccountUnavailable } from '../jobs/accounts/token-api.js';
-import { restoreProxy } from '../jobs/accounts/proxy-expiry.js';
 import { BadRequest, parseBody, parseId, sendError, type FieldError } from './validation.js';
 
 const MAX_TOKEN = 16 * 1024;
 const token = z.string().min(1, 'expected a non-empty string').max(MAX_TOKEN, `expected at most ${MAX_TOKEN} characters`);
-const when = z.iso.datetime({ offset: true, message: 'expected an ISO 8601 date-time such as 2027-01-31T00:00:00Z' });
-const id = z.number().int().positive();
+export const when = z.iso.datetime({ offset: true, message: 'expected an ISO 8601 date-time such as 2027-01-31T00:00:00Z' });
+export const id = z.number().int().positive();
 
 const credentialsSchema = z
   .object({ access_token: token, refresh_token: token.optional().nullable(), id_token: token.optional().nullable(), expires_at: when.optional() })
@@ -40,18 +38,6 @@ const patchAccountSchema = z
 const importSchema = z.object({ accounts: z.array(z.unknown()).min(1, 'expected at least one account').max(5000, 'expected at most 5000 accounts per import') }).strict();
 const unauthorizedSchema = z.object({ token_version: z.number().int().positive().optional() }).strict();
 
-const proxyUrl = z.string().max(2048).regex(/^https?:\/\/[^\s/]+/, 'expected an http:// or https:// proxy URL');
-const newProxySchema = z
-  .object({
-    name: z.string().min(1).max(200),
-    url: proxyUrl,
-    expires_at: when.optional().nullable(),
-    fallback_mode: z.enum(['none', 'proxy', 'direct']).optional(),
-    backup_proxy_id: id.optional().nullable(),
-  })
-  .strict();
-const patchProxySchema = newProxySchema.partial().extend({ status: z.enum(['active', 'disabled']).optional() }).strict();
-
 const listQuery = z
   .object({
     status: z.enum(ACCOUNT_STATUSES).optional(),
@@ -61,7 +47,7 @@ const listQuery = z
   })
   .strict();
 
-const date = (v: string | null | undefined) => (v === undefined ? undefined : v === null ? null : new Date(v));
+export const date = (v: string | null | undefined) => (v === undefined ? undefined : v === null ? null : new Date(v));
 
 function tokenExpiry(c: z.infer<typeof credentialsSchema>): { at: Date | null; warning?: string } {
   if (c.expires_at) return { at: new Date(c.expires_at) };
@@ -73,7 +59,7 @@ function creds(c: z.infer<typeof credentialsSchema>): Credentials {
   return { access_token: c.access_token, refresh_token: c.refresh_token ?? null, id_token: c.id_token ?? null };
 }
 
-/** Accounts and proxies admin API, plus the hot path's token and 401 endpoints. No response ever carries a credential except `POST accounts/:id/token`. */
+/** Accounts admin API, plus the hot path's token and 401 endpoints. No response ever carries a credential except `POST accounts/:id/token`. */
 export function registerAccountRoutes(api: FastifyInstance, rt: Runtime): void {
   const { accounts, proxies, tokenRefresh, tokens, providers } = rt.services;
 
@@ -187,76 +173,13 @@ export function registerAccountRoutes(api: FastifyInstance, rt: Runtime): void {
   api.post<{ Params: { id: string } }>('/accounts/:id/token', async (req, reply) => {
     const n = parseId(req.params.id);
     if (!n) return sendError(reply, 404, 'not_found', `no account ${req.params.id}`);
-    try {
-      const t = await tokens.getAccessToken(n);
-      return reply.header('cache-control', 'no-store').send(t);
-    } catch (err) {
-      if (err instanceof AccountUnavailable) return sendUnavailable(reply, err);
-      throw err;
-    }
+    return reply.header('cache-control', 'no-store').send(await tokens.getAccessToken(n));
   });
 
   api.post<{ Params: { id: string } }>('/accounts/:id/unauthorized', async (req, reply) => {
     const n = parseId(req.params.id);
     const body = parseBody(unauthorizedSchema, req.body);
     if (!n) return sendError(reply, 404, 'not_found', `no account ${req.params.id}`);
-    try {
-      return await tokens.reportUnauthorized(n, body.token_version);
-    } catch (err) {
-      if (err instanceof AccountUnavailable) return sendUnavailable(reply, err);
-      throw err;
-    }
+    return tokens.reportUnauthorized(n, body.token_version);
   });
-
-  async function checkBackup(backup: number | null | undefined, self: number | null): Promise<void> {
-    if (backup === undefined || backup === null) return;
-    if (backup === self) throw new BadRequest([{ field: 'backup_proxy_id', message: 'a proxy cannot be its own backup' }]);
-    if (!(await proxies.exists(backup))) throw new BadRequest([{ field: 'backup_proxy_id', message: `no proxy ${backup}` }]);
-  }
-
-  api.post('/proxies', async (req, reply) => {
-    const b = parseBody(newProxySchema, req.body);
-    await checkBackup(b.backup_proxy_id, null);
-    const view = await proxies.create({ name: b.name, url: b.url, expiresAt: date(b.expires_at), fallbackMode: b.fallback_mode, backupProxyId: b.backup_proxy_id });
-    rt.log.info({ proxy_id: view.id }, 'proxy created');
-    return reply.code(201).send(view);
-  });
-
-  api.get('/proxies', async () => ({ proxies: await proxies.list() }));
-
-  api.get<{ Params: { id: string } }>('/proxies/:id', async (req, reply) => {
-    const n = parseId(req.params.id);
-    const view = n && (await proxies.get(n));
-    return view || sendError(reply, 404, 'not_found', `no proxy ${req.params.id}`);
-  });
-
-  api.patch<{ Params: { id: string } }>('/proxies/:id', async (req, reply) => {
-    const n = parseId(req.params.id);
-    const b = parseBody(patchProxySchema, req.body);
-    if (!n || !(await proxies.exists(n))) return sendError(reply, 404, 'not_found', `no proxy ${req.params.id}`);
-    await checkBackup(b.backup_proxy_id, n);
-    const view = await proxies.update(n, { name: b.name, url: b.url, expiresAt: date(b.expires_at), fallbackMode: b.fallback_mode, backupProxyId: b.backup_proxy_id, status: b.status });
-    rt.log.info({ proxy_id: n, fields: Object.keys(b) }, 'proxy updated');
-    return view;
-  });
-
-  api.post<{ Params: { id: string } }>('/proxies/:id/restore', async (req, reply) => {
-    const n = parseId(req.params.id);
-    const view = n && (await proxies.get(n));
-    if (!view) return sendError(reply, 404, 'not_found', `no proxy ${req.params.id}`);
-    if (view.expires_at && Date.parse(view.expires_at) <= Date.now()) {
-      return sendError(reply, 409, 'proxy_expired', `proxy ${n} expired at ${view.expires_at}; set a later expires_at first (PATCH /api/v1/proxies/${n})`);
-    }
-    if (view.status === 'disabled') return sendError(reply, 409, 'proxy_disabled', `proxy ${n} is disabled; enable it first`);
-    const moved = await restoreProxy(rt.db, proxies, n, 'manual');
-    rt.metrics.proxyAccountsMoved.inc({ direction: 'restored' }, moved.length);
-    rt.log.info({ proxy_id: n, accounts_restored: moved.length }, 'proxy restored by hand');
-    return { restored: moved.length, account_ids: moved, proxy: await proxies.get(n) };
-  });
-}
-
-const UNAVAILABLE_STATUS = { not_found: 404, unavailable: 409, no_refresh_token: 409, refresh_failed: 502, timeout: 504 } as const;
-
-function sendUnavailable(reply: import('fastify').FastifyReply, err: AccountUnavailable) {
-  return reply.code(UNAVAILABLE_STATUS[err.code]).send({ error: { code: err.code, message: err.message, status: err.status ?? null } });
 }

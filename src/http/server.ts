@@ -2,7 +2,12 @@ import Fastify, { type FastifyInstance } from 'fastify';
 import type { Runtime } from '../app/runtime.js';
 import { requireAdmin, bearer } from './auth.js';
 import { registerAccountRoutes } from './accounts-routes.js';
+import { registerProxyRoutes } from './proxies-routes.js';
+import { AccountUnavailable } from '../jobs/accounts/token-api.js';
 import { BadRequest } from './validation.js';
+
+/** The hot path's refusals: unknown account, not serving, refresh failed, no new token in time. */
+const UNAVAILABLE_STATUS = { not_found: 404, unavailable: 409, no_refresh_token: 409, refresh_failed: 502, timeout: 504 } as const;
 
 const notFound = (what: string) => ({ error: { code: 'not_found', message: what } });
 
@@ -12,6 +17,7 @@ export function buildHttpServer(rt: Runtime): FastifyInstance {
 
   app.setErrorHandler((err: Error & { statusCode?: number }, _req, reply) => {
     if (err instanceof BadRequest) return void reply.code(400).send({ error: { code: 'invalid', message: err.message, fields: err.fields } });
+    if (err instanceof AccountUnavailable) return void reply.code(UNAVAILABLE_STATUS[err.code]).send({ error: { code: err.code, message: err.message, status: err.status ?? null } });
     const status = err.statusCode && err.statusCode < 500 ? err.statusCode : 500;
     if (status === 500) rt.log.error({ err: err.message }, 'http handler failed');
     void reply.code(status).send({ error: { code: status === 500 ? 'internal' : 'bad_request', message: status === 500 ? 'internal error; see the service log' : err.message } });
@@ -60,6 +66,7 @@ export function buildHttpServer(rt: Runtime): FastifyInstance {
       });
 
       registerAccountRoutes(api, rt);
+      registerProxyRoutes(api, rt);
 
       api.get('/instances', async () => ({ instances: await rt.instances() }));
 

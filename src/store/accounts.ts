@@ -1,6 +1,7 @@
 import type { Db, Queryable } from './db.js';
 import { num, toDate } from './db.js';
 import type { SecretBox } from './secret-box.js';
+import { SetClause } from './set-clause.js';
 
 export const ACCOUNT_STATUSES = ['active', 'quota_exhausted', 'refreshing', 'expired', 'error', 'disabled', 'banned'] as const;
 export type AccountStatus = (typeof ACCOUNT_STATUSES)[number];
@@ -151,33 +152,20 @@ export class Accounts {
 
   /** An admin edit. New credentials bump the version and clear the refresh failure state. */
   async update(id: number, p: AccountPatch): Promise<AccountView | null> {
-    const sets: string[] = [];
-    const params: unknown[] = [id];
-    const set = (col: string, v: unknown) => {
-      params.push(v);
-      sets.push(`${col} = $${params.length}`);
-    };
-    if (p.name !== undefined) set('name', p.name);
-    if (p.proxyId !== undefined) {
-      set('proxy_id', p.proxyId);
-      sets.push('proxy_fallback_origin_id = NULL');
-    }
-    if (p.expiresAt !== undefined) set('expires_at', p.expiresAt);
-    if (p.autoPauseOnExpired !== undefined) set('auto_pause_on_expired', p.autoPauseOnExpired);
-    if (p.schedulable !== undefined) set('schedulable', p.schedulable);
-    if (p.status !== undefined) {
-      set('status', p.status);
-      sets.push('status_reason = NULL', 'status_before_refresh = NULL');
-    }
+    const c = new SetClause(id);
+    if (p.name !== undefined) c.set('name', p.name);
+    if (p.proxyId !== undefined) c.set('proxy_id', p.proxyId).raw('proxy_fallback_origin_id = NULL');
+    if (p.expiresAt !== undefined) c.set('expires_at', p.expiresAt);
+    if (p.autoPauseOnExpired !== undefined) c.set('auto_pause_on_expired', p.autoPauseOnExpired);
+    if (p.schedulable !== undefined) c.set('schedulable', p.schedulable);
+    if (p.status !== undefined) c.set('status', p.status).raw('status_reason = NULL').raw('status_before_refresh = NULL');
     if (p.credentials) {
-      set('credentials_sealed', this.seal(p.credentials.value));
-      set('has_refresh_token', Boolean(p.credentials.value.refresh_token));
-      set('token_expires_at', p.credentials.tokenExpiresAt);
-      sets.push('token_version = token_version + 1', 'refresh_failures = 0', 'last_refresh_error = NULL');
-      if (p.status === undefined) sets.push(`status = CASE WHEN status IN ('expired', 'error', 'refreshing') THEN 'active' ELSE status END`, 'status_reason = NULL');
+      c.set('credentials_sealed', this.seal(p.credentials.value)).set('has_refresh_token', Boolean(p.credentials.value.refresh_token)).set('token_expires_at', p.credentials.tokenExpiresAt);
+      c.raw('token_version = token_version + 1').raw('refresh_failures = 0').raw('last_refresh_error = NULL');
+      if (p.status === undefined) c.raw(`status = CASE WHEN status IN ('expired', 'error', 'refreshing') THEN 'active' ELSE status END`).raw('status_reason = NULL');
     }
-    if (!sets.length) return this.get(id);
-    const { rows } = await this.db.query(`UPDATE accounts SET ${sets.join(', ')}, updated_at = clock_timestamp() WHERE id = $1 RETURNING ${VIEW_COLUMNS}`, params);
+    if (c.empty) return this.get(id);
+    const { rows } = await this.db.query(`UPDATE accounts SET ${c} WHERE id = $1 RETURNING ${VIEW_COLUMNS}`, c.params);
     return rows[0] ? toView(rows[0]) : null;
   }
 

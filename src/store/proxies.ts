@@ -1,6 +1,7 @@
 import type { Db, Queryable } from './db.js';
 import { num, toDate } from './db.js';
 import type { SecretBox } from './secret-box.js';
+import { SetClause } from './set-clause.js';
 import { redactUrl } from '../config/load.js';
 
 export type FallbackMode = 'none' | 'proxy' | 'direct';
@@ -92,25 +93,14 @@ export class Proxies {
 
   /** An edit. A renewed expiry on an expired proxy does not reactivate it here: proxy_expiry does, and moves its accounts back. */
   async update(id: number, p: ProxyInput): Promise<ProxyView | null> {
-    const sets: string[] = [];
-    const params: unknown[] = [id];
-    const set = (col: string, v: unknown) => {
-      params.push(v);
-      sets.push(`${col} = $${params.length}`);
-    };
-    if (p.name !== undefined) set('name', p.name);
-    if (p.url !== undefined) {
-      set('url_sealed', this.box.seal(p.url, URL_PURPOSE));
-      set('url_display', redactUrl(p.url));
-    }
-    if (p.expiresAt !== undefined) set('expires_at', p.expiresAt);
-    if (p.fallbackMode !== undefined) set('fallback_mode', p.fallbackMode);
-    if (p.backupProxyId !== undefined) set('backup_proxy_id', p.backupProxyId);
-    if (p.status !== undefined) set('status', p.status);
-    if (sets.length) {
-      const { rowCount } = await this.db.query(`UPDATE proxies SET ${sets.join(', ')}, updated_at = clock_timestamp() WHERE id = $1`, params);
-      if (rowCount === 0) return null;
-    }
+    const c = new SetClause(id);
+    if (p.name !== undefined) c.set('name', p.name);
+    if (p.url !== undefined) c.set('url_sealed', this.box.seal(p.url, URL_PURPOSE)).set('url_display', redactUrl(p.url));
+    if (p.expiresAt !== undefined) c.set('expires_at', p.expiresAt);
+    if (p.fallbackMode !== undefined) c.set('fallback_mode', p.fallbackMode);
+    if (p.backupProxyId !== undefined) c.set('backup_proxy_id', p.backupProxyId);
+    if (p.status !== undefined) c.set('status', p.status);
+    if (!c.empty && (await this.db.query(`UPDATE proxies SET ${c} WHERE id = $1`, c.params)).rowCount === 0) return null;
     return this.get(id);
   }
 
