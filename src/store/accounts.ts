@@ -224,7 +224,7 @@ export class Accounts {
     const { rowCount } = await this.db.query(
       `UPDATE accounts SET status_before_refresh = CASE WHEN status = 'refreshing' THEN COALESCE(status_before_refresh, 'active') ELSE status END,
          status = 'refreshing', last_refresh_attempt_at = clock_timestamp(), updated_at = clock_timestamp()
-       WHERE id = $1 AND token_version = $2 AND status IN ('active', 'quota_exhausted', 'refreshing', 'expired')`,
+       WHERE id = $1 AND token_version = $2 AND status IN ('active', 'quota_exhausted', 'refreshing', 'expired', 'error')`,
       [id, version],
     );
     return rowCount === 1;

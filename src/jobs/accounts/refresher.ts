@@ -117,7 +117,7 @@ export class Refresher {
     if (!lease.acquired) {
       metrics.refreshLockContention.inc({ held_in: lease.heldIn });
       log.debug({ account_id: id, trigger, held_in: lease.heldIn }, 'refresh lease held by another process: skipped');
-      return this.count('?', trigger, { result: 'lease_held', heldIn: lease.heldIn });
+      return this.count('unknown', trigger, { result: 'lease_held', heldIn: lease.heldIn });
     }
     const abort = new AbortController();
     const keeper = new LeaseKeeper({
@@ -131,7 +131,7 @@ export class Refresher {
     let marked: AccountSecrets | null = null;
     try {
       const acct = await this.o.accounts.openSecrets(id);
-      if (!acct) return this.count('?', trigger, { result: 'skipped', reason: 'gone' });
+      if (!acct) return this.count('unknown', trigger, { result: 'skipped', reason: 'gone' });
       if (expectedVersion !== undefined && acct.tokenVersion !== expectedVersion) {
         return this.count(acct.platform, trigger, { result: 'superseded', version: acct.tokenVersion, tokenExpiresAt: acct.tokenExpiresAt });
       }
@@ -158,14 +158,17 @@ export class Refresher {
       metrics.refreshWait.observe({ trigger }, (this.o.clock.now() - requested) / 1000);
       log.info({ account_id: id, platform: acct.platform, trigger }, 'Starting token refresh');
       const started = this.o.clock.now();
-      const reply = await this.o.oauth.refresh(provider, acct.credentials.refresh_token, { proxyUrl: acct.proxyUrl, timeoutMs: this.o.requestTimeoutMs, signal: abort.signal, nowMs: () => this.o.clock.now() });
+      abort.signal.throwIfAborted();
+      // No abort signal on the call itself: once the request may have reached the provider, a
+      // rotated refresh token exists only in its reply, so the reply is always awaited and stored.
+      const reply = await this.o.oauth.refresh(provider, acct.credentials.refresh_token, { proxyUrl: acct.proxyUrl, timeoutMs: this.o.requestTimeoutMs, nowMs: () => this.o.clock.now() });
       metrics.refreshCallDuration.observe({ platform: acct.platform }, (this.o.clock.now() - started) / 1000);
       const outcome = await this.settle(acct, reply);
       marked = null;
       return this.count(acct.platform, trigger, outcome);
     } catch (err) {
       if (abort.signal.aborted || this.stopController.signal.aborted) {
-        return this.count('?', trigger, { result: 'skipped', reason: 'stopped' });
+        return this.count('unknown', trigger, { result: 'skipped', reason: 'stopped' });
       }
       throw err;
     } finally {
