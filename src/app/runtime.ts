@@ -35,6 +35,15 @@ import { Refresher } from '../jobs/accounts/refresher.js';
 import { TokenRefreshService } from '../jobs/accounts/token-refresh.js';
 import { TokenApi } from '../jobs/accounts/token-api.js';
 import { JobServices, type Services } from '../jobs/services.js';
+import { UsageStore } from '../store/usage.js';
+import { Rollups } from '../store/rollups.js';
+import { CleanupTasks } from '../store/cleanup-tasks.js';
+import { Idempotency } from '../store/idempotency.js';
+import { QuotaUsage } from '../store/quota-usage.js';
+import { UsageWriter } from '../jobs/usage/usage-writer.js';
+import { UsageIngest } from '../jobs/usage/usage-ingest.js';
+import { PlatformQuota } from '../jobs/usage/platform-quota.js';
+import { MemoryQuotaCounters, RedisQuotaCounters } from '../coordination/quota-counters.js';
 
 export interface RuntimeOptions {
   clock?: Clock;
@@ -178,7 +187,25 @@ export class Runtime {
       metrics,
     );
     const tokens = new TokenApi(accounts, tokenRefresh, clock, { marginMs: a.refresh_margin_seconds * 1000, waitMs: a.hot_path_wait, cooldownMs: a.oauth_401_cooldown }, metrics, log);
-    return { accounts, proxies, tokenRefresh, tokens, metrics, providers };
+    const u = config.usage;
+    const usageStore = new UsageStore(db);
+    const usageWriter = new UsageWriter(usageStore, { batchSize: u.batch_size, queueLimit: u.queue_limit, overflow: u.overflow, spillDir: join(config.database.data_dir, 'spill') }, metrics, log);
+    const counters = this.redis ? new RedisQuotaCounters(this.redis, { prefix: config.redis.key_prefix, env: config.instance.env }) : new MemoryQuotaCounters();
+    return {
+      accounts,
+      proxies,
+      tokenRefresh,
+      tokens,
+      metrics,
+      providers,
+      usageStore,
+      usageWriter,
+      usage: new UsageIngest(usageWriter, clock, u.retention, u.max_events_per_request),
+      rollups: new Rollups(db, u.timezone),
+      cleanupTasks: new CleanupTasks(db),
+      idempotency: new Idempotency(db, config.idempotency.ttl, config.idempotency.lock),
+      quota: new PlatformQuota(counters, new QuotaUsage(db), config.quota.flush_batch, metrics, log),
+    };
   }
 
   static async create(config: Config, opts: RuntimeOptions = {}): Promise<Runtime> {
@@ -211,6 +238,7 @@ export class Runtime {
       if (!rt.adminToken) log.warn('RELAY_JOBS_ADMIN_TOKEN is not set: the /api/v1 admin API answers 401 until it is');
       await rt.runtimeChecks();
       await rt.runner.slotClaims.ensureJobs(jobs.map((j) => j.name));
+      await rt.prepareUsage();
       if (opts.register !== false) await rt.registry.register();
       return rt;
     } catch (err) {
@@ -219,6 +247,15 @@ export class Runtime {
       dirLock?.release();
       throw err;
     }
+  }
+
+  /** Partitions for today and the days ahead, and any usage spilled by an earlier exit. */
+  private async prepareUsage(): Promise<void> {
+    const day = 86_400_000;
+    const today = Math.floor(this.clock.now() / day) * day;
+    await this.services.usageStore.ensurePartitions(Array.from({ length: this.config.usage.partitions_ahead + 1 }, (_, i) => today + i * day));
+    const replayed = await this.services.usageWriter.replaySpills();
+    if (replayed) this.log.info({ rows: replayed }, 'usage spilled by an earlier exit was written');
   }
 
   /** The seed's multi-instance checks that need the servers: connection budget and clock skew. */
@@ -380,6 +417,14 @@ export class Runtime {
     if (refreshing) this.log.warn({ refreshes: refreshing }, 'shutdown: token refreshes still running after the grace period');
     await this.leases.releaseAll();
     await this.oauth.close();
+    // Invariant 4: every accepted usage event and quota increment is stored before the connections close.
+    const spilled = await this.services.usageWriter.stop(Math.max(2000, deadline - Date.now()));
+    if (spilled) this.log.error({ spilled }, 'shutdown: usage events spilled to the data directory; written at the next start');
+    const flushed = await this.services.quota.flushAll().catch((err) => {
+      this.log.error({ err: (err as Error).message }, 'shutdown: final quota flush failed; the counters keep the values and stay dirty');
+      return null;
+    });
+    if (flushed?.flushed) this.log.info({ flushed: flushed.flushed }, 'shutdown: quota counters flushed');
     for (const pool of this.pools) {
       const { drained, remaining } = await pool.stopAndWait(Math.max(1000, deadline - Date.now()));
       if (!drained) this.log.error({ remaining }, 'shutdown: a worker pool did not drain before the deadline');

@@ -31,6 +31,23 @@ const jobBase = {
 export const jobSettingsSchema = z.object(jobBase).strict();
 export type JobSettingsInput = z.infer<typeof jobSettingsSchema>;
 
+const DAY = 86_400_000;
+const USAGE_DEFAULTS = {
+  batch_size: 1000,
+  queue_limit: 100_000,
+  overflow: 'sync' as const,
+  max_events_per_request: 5000,
+  retention: 90 * DAY,
+  hourly_retention: 180 * DAY,
+  daily_retention: 730 * DAY,
+  delete_batch: 5000,
+  timezone: 'UTC',
+  lookback: 2 * 3_600_000,
+  partitions_ahead: 3,
+  cleanup_every: 6 * 3_600_000,
+  task_timeout: 30 * 60_000,
+};
+
 const AUTH_DEFAULTS = {
   refresh_margin_seconds: 300,
   refresh_enabled: true,
@@ -113,6 +130,26 @@ export const configSchema = z
       .object({ providers: z.record(z.string().regex(/^[a-z0-9_-]{1,32}$/, 'expected a platform name of 1-32 characters a-z, 0-9, _ or -'), providerSchema).default({}) })
       .strict()
       .default({ providers: {} }),
+    usage: z
+      .object({
+        batch_size: positiveInt.default(1000),
+        queue_limit: positiveInt.default(100_000),
+        overflow: z.enum(['sync', 'drop']).default('sync'),
+        max_events_per_request: positiveInt.default(5000),
+        retention: positiveDuration.default(90 * DAY),
+        hourly_retention: positiveDuration.default(180 * DAY),
+        daily_retention: positiveDuration.default(730 * DAY),
+        delete_batch: positiveInt.default(5000),
+        timezone: z.string().default('UTC'),
+        lookback: positiveDuration.default(2 * 3_600_000),
+        partitions_ahead: positiveInt.default(3),
+        cleanup_every: positiveDuration.default(6 * 3_600_000),
+        task_timeout: positiveDuration.default(30 * 60_000),
+      })
+      .strict()
+      .default(USAGE_DEFAULTS),
+    idempotency: z.object({ ttl: positiveDuration.default(DAY), lock: positiveDuration.default(60_000) }).strict().default({ ttl: DAY, lock: 60_000 }),
+    quota: z.object({ flush_batch: positiveInt.default(1000) }).strict().default({ flush_batch: 1000 }),
     security: z
       .object({ master_key: z.string().refine((k) => Buffer.from(k, 'base64').length === 32 && /^[A-Za-z0-9+/=_-]+$/.test(k), 'expected 32 random bytes in base64 (e.g. `openssl rand -base64 32`)').optional() })
       .strict()
@@ -127,6 +164,10 @@ export const configSchema = z
         token_refresh: jobSettingsSchema.optional(),
         account_expiry: jobSettingsSchema.optional(),
         proxy_expiry: z.object({ ...jobBase, expiring_soon: positiveDuration.optional() }).strict().optional(),
+        dashboard_aggregation: jobSettingsSchema.optional(),
+        usage_cleanup: jobSettingsSchema.optional(),
+        idempotency_cleanup: jobSettingsSchema.optional(),
+        platform_quota_flusher: jobSettingsSchema.optional(),
         canary: z.object({ ...jobBase, sleep: duration.optional() }).strict().optional(),
       })
       .strict()

@@ -20,3 +20,12 @@ export function advisoryLockName(ks: KeySpace, job: string): string {
 export function refreshLockKey(ks: KeySpace, accountId: number): string {
   return `${ks.prefix}:${ks.env}:oauth:refresh_lock:{${accountId}}`;
 }
+
+/** A user's usage counter for one platform, and the set of counters changed since the last flush. */
+export function quotaCounterKey(ks: KeySpace, member: string): string {
+  return `${ks.prefix}:${ks.env}:quota:${member}`;
+}
+
+export function quotaDirtyKey(ks: KeySpace): string {
+  return `${ks.prefix}:${ks.env}:quota:dirty`;
+}

@@ -3,7 +3,7 @@ import type { Redis } from 'ioredis';
 import type { Clock } from '../time/clock.js';
 import type { Db, PinnedConnection } from '../store/db.js';
 import { advisoryLockName, leaderKey, type KeySpace } from './keys.js';
-import { lockScripts } from './redis-scripts.js';
+import { redisScripts } from './redis-scripts.js';
 
 export type LockBackend = 'redis' | 'postgres' | 'memory';
 
@@ -31,7 +31,7 @@ export class RedisLeaderLock implements LeaderLock {
   private readonly scripts;
 
   constructor(private readonly redis: Redis, private readonly keys: KeySpace, private readonly instanceId: string) {
-    this.scripts = lockScripts(redis);
+    this.scripts = redisScripts(redis);
   }
 
   async acquire(job: string, ttlMs: number): Promise<Acquisition> {

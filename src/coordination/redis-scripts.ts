@@ -13,12 +13,24 @@ export interface LockScripts {
   compareAndExtend(key: string, owner: string, ttlMs: number): Promise<number>;
 }
 
-const scripts = { compareAndDelete: load('compare-and-delete-1.lua'), compareAndExtend: load('compare-and-extend-1.lua') };
+export interface QuotaScripts {
+  quotaIncr(counterKey: string, dirtyKey: string, amount: number, member: string): Promise<[number, number]>;
+  quotaSeed(counterKey: string, used: number, epoch: number): Promise<number>;
+  quotaReset(counterKey: string, dirtyKey: string, member: string, storedEpoch: number): Promise<number>;
+}
+
+const scripts = {
+  compareAndDelete: load('compare-and-delete-1.lua'),
+  compareAndExtend: load('compare-and-extend-1.lua'),
+  quotaIncr: load('quota-incr-2.lua'),
+  quotaSeed: load('quota-seed-1.lua'),
+  quotaReset: load('quota-reset-2.lua'),
+};
 
 /** Registers the scripts on a client (ioredis sends EVALSHA and falls back to EVAL after a Redis restart). */
-export function lockScripts(redis: Redis): LockScripts {
+export function redisScripts(redis: Redis): LockScripts & QuotaScripts {
   for (const [name, def] of Object.entries(scripts)) {
     if (!(name in redis)) redis.defineCommand(name, def);
   }
-  return redis as unknown as LockScripts;
+  return redis as unknown as LockScripts & QuotaScripts;
 }

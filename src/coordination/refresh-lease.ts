@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import type { Redis } from 'ioredis';
 import type { Db } from '../store/db.js';
 import { refreshLockKey, type KeySpace } from './keys.js';
-import { lockScripts, type LockScripts } from './redis-scripts.js';
+import { redisScripts, type LockScripts } from './redis-scripts.js';
 
 export interface RefreshLeaseHandle {
   /** Which locks were taken: Redis is skipped (and counted) while it is down. */
@@ -48,7 +48,7 @@ export class RefreshLeases {
     private readonly onRedisError: (err: Error) => void = () => undefined,
   ) {
     this.owner = `${instanceId}:${process.pid}:${randomBytes(6).toString('hex')}`;
-    this.scripts = redis ? lockScripts(redis) : null;
+    this.scripts = redis ? redisScripts(redis) : null;
   }
 
   async acquire(accountId: number): Promise<RefreshLeaseResult> {

@@ -3,6 +3,10 @@ import type { Runtime } from '../app/runtime.js';
 import { requireAdmin, bearer } from './auth.js';
 import { registerAccountRoutes } from './accounts-routes.js';
 import { registerProxyRoutes } from './proxies-routes.js';
+import { registerUsageRoutes } from './usage-routes.js';
+import { InvalidUsage } from '../jobs/usage/usage-ingest.js';
+import { UsageQueueFull } from '../jobs/usage/usage-writer.js';
+import { IdempotencyConflict } from '../store/idempotency.js';
 import { AccountUnavailable } from '../jobs/accounts/token-api.js';
 import { BadRequest } from './validation.js';
 
@@ -17,6 +21,9 @@ export function buildHttpServer(rt: Runtime): FastifyInstance {
 
   app.setErrorHandler((err: Error & { statusCode?: number }, _req, reply) => {
     if (err instanceof BadRequest) return void reply.code(400).send({ error: { code: 'invalid', message: err.message, fields: err.fields } });
+    if (err instanceof InvalidUsage) return void reply.code(400).send({ error: { code: 'invalid', message: err.message, fields: err.fields } });
+    if (err instanceof UsageQueueFull) return void reply.code(503).send({ error: { code: 'queue_full', message: err.message } });
+    if (err instanceof IdempotencyConflict) return void reply.code(409).send({ error: { code: 'idempotency_conflict', message: err.message } });
     if (err instanceof AccountUnavailable) return void reply.code(UNAVAILABLE_STATUS[err.code]).send({ error: { code: err.code, message: err.message, status: err.status ?? null } });
     const status = err.statusCode && err.statusCode < 500 ? err.statusCode : 500;
     if (status === 500) rt.log.error({ err: err.message }, 'http handler failed');
@@ -67,6 +74,7 @@ export function buildHttpServer(rt: Runtime): FastifyInstance {
 
       registerAccountRoutes(api, rt);
       registerProxyRoutes(api, rt);
+      registerUsageRoutes(api, rt);
 
       api.get('/instances', async () => ({ instances: await rt.instances() }));
 

@@ -7,9 +7,23 @@ import { tokenRefreshJob } from './accounts/token-refresh.js';
 import { accountExpiryJob } from './accounts/account-expiry.js';
 import { proxyExpiryJob } from './accounts/proxy-expiry.js';
 import { JobServices } from './services.js';
+import { dashboardAggregationJob } from './usage/dashboard-aggregation.js';
+import { usageCleanupJob } from './usage/usage-cleanup.js';
+import { idempotencyCleanupJob } from './usage/idempotency-cleanup.js';
+import { platformQuotaFlusherJob } from './usage/platform-quota.js';
 import { resolveProviders } from '../upstream/oauth-providers.js';
 
-const FACTORIES: Array<(config: Config, services: JobServices) => JobDefinition> = [tokenRefreshJob, accountExpiryJob, proxyExpiryJob, sessionCleanupJob, canaryJob];
+const FACTORIES: Array<(config: Config, services: JobServices) => JobDefinition> = [
+  tokenRefreshJob,
+  accountExpiryJob,
+  proxyExpiryJob,
+  dashboardAggregationJob,
+  usageCleanupJob,
+  idempotencyCleanupJob,
+  platformQuotaFlusherJob,
+  sessionCleanupJob,
+  canaryJob,
+];
 
 /** Every job this build knows, enabled or not, in the order `relay-jobs jobs` lists them. Reports every job's config errors at once. */
 export function buildJobs(config: Config, services: JobServices = new JobServices()): JobDefinition[] {

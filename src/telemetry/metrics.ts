@@ -49,6 +49,20 @@ export class Metrics {
   readonly proxiesExpiringSoon = new Gauge({ name: 'relay_jobs_proxies_expiring_soon', help: 'Active proxies expiring within jobs.proxy_expiry.expiring_soon', registers: [this.registry] });
   readonly proxiesExpired = new Gauge({ name: 'relay_jobs_proxies_expired', help: 'Proxies in status expired', registers: [this.registry] });
 
+  readonly usageWaiting = new Gauge({ name: 'relay_jobs_usage_waiting', help: 'Usage events queued for the writer', registers: [this.registry] });
+  readonly usageRunning = new Gauge({ name: 'relay_jobs_usage_running', help: 'Usage events in the batch being written', registers: [this.registry] });
+  readonly usageWritten = new Counter({ name: 'relay_jobs_usage_written_total', help: 'Usage rows stored', registers: [this.registry] });
+  readonly usageDuplicates = new Counter({ name: 'relay_jobs_usage_duplicates_total', help: 'Usage events skipped because their request id was already stored', registers: [this.registry] });
+  readonly usageDropped = new Counter({ name: 'relay_jobs_usage_dropped_total', help: 'Usage events refused by a full queue (usage.overflow: drop)', registers: [this.registry] });
+  readonly usageSyncFallback = new Counter({ name: 'relay_jobs_usage_sync_fallback_total', help: 'Usage events written inline because the queue was full or stopping', registers: [this.registry] });
+  readonly usageFailedBatches = new Counter({ name: 'relay_jobs_usage_failed_batches_total', help: 'Usage batch writes that failed and were retried', registers: [this.registry] });
+  readonly usageSpilled = new Counter({ name: 'relay_jobs_usage_spilled_total', help: 'Usage events written to a spill file at exit because the database could not take them', registers: [this.registry] });
+  readonly usageBatchSeconds = new Histogram({ name: 'relay_jobs_usage_batch_seconds', help: 'Duration of usage batch writes', buckets: [0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5], registers: [this.registry] });
+  readonly usageDeleted = new Counter({ name: 'relay_jobs_usage_deleted_total', help: 'Rows deleted by usage cleanup, by kind (raw_partition, raw_batch, hourly, daily, request_ids, task)', labelNames: ['kind'], registers: [this.registry] });
+  readonly usageCleanupSeconds = new Histogram({ name: 'relay_jobs_usage_cleanup_seconds', help: 'Duration of usage cleanup rounds and tasks', labelNames: ['kind'], buckets: [0.1, 1, 10, 60, 300, 1800], registers: [this.registry] });
+  readonly aggregationWatermark = new Gauge({ name: 'relay_jobs_usage_aggregation_watermark_seconds', help: 'Hours before this time are covered by the rollups', registers: [this.registry] });
+  readonly quotaFlush = new Counter({ name: 'relay_jobs_quota_flush_total', help: 'Quota counter keys by outcome (dirty, flushed, stale, re_added, lost, errors)', labelNames: ['outcome'], registers: [this.registry] });
+
   constructor(opts: { defaultMetrics?: boolean } = {}) {
     if (opts.defaultMetrics) collectDefaultMetrics({ register: this.registry, prefix: 'relay_jobs_process_' });
   }

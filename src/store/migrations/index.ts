@@ -1,5 +1,6 @@
 import { sql as core } from './001_core.js';
 import { sql as accounts } from './002_accounts.js';
+import { sql as usage } from './003_usage.js';
 
 export interface Migration {
   version: number;
@@ -11,4 +12,5 @@ export interface Migration {
 export const MIGRATIONS: Migration[] = [
   { version: 1, name: 'core', sql: core },
   { version: 2, name: 'accounts', sql: accounts },
+  { version: 3, name: 'usage', sql: usage },
 ];

@@ -1,0 +1,140 @@
+import type { FastifyInstance } from 'fastify';
+import { z } from 'zod';
+import type { Runtime } from '../app/runtime.js';
+import { GROUPS } from '../store/rollups.js';
+import { requestHash } from '../store/idempotency.js';
+import { rebuildRange } from '../jobs/usage/dashboard-aggregation.js';
+import { BadRequest, parseBody, parseId, sendError } from './validation.js';
+
+const when = z.iso.datetime({ offset: true, message: 'expected an ISO 8601 date-time such as 2026-11-30T00:00:00Z' });
+const textId = z.union([z.string().min(1).max(128), z.number().int().nonnegative()]).transform(String);
+const range = <T extends z.ZodRawShape>(shape: T) =>
+  z
+    .object({ from: when, to: when, ...shape })
+    .strict()
+    .refine((r) => Date.parse((r as { to: string }).to) > Date.parse((r as { from: string }).from), { message: 'to must be after from', path: ['to'] });
+
+const usageBody = z.object({ events: z.array(z.unknown(), { message: 'expected an array of usage events' }) }).strict();
+const dashboardQuery = range({
+  granularity: z.enum(['hour', 'day']).default('hour'),
+  group_by: z.enum(Object.keys(GROUPS) as [keyof typeof GROUPS]).default('none'),
+  user_id: z.string().optional(),
+  account_id: z.string().optional(),
+  platform: z.string().optional(),
+  model: z.string().optional(),
+});
+const cleanupBody = range({ user_id: textId.optional().nullable(), account_id: textId.optional().nullable() });
+const idemKey = { scope: z.string().min(1).max(100), key: z.string().min(1).max(200) };
+const beginBody = z
+  .object({ ...idemKey, request: z.unknown().optional(), request_hash: z.string().regex(/^[0-9a-f]{16,128}$/, 'expected a hex digest').optional() })
+  .strict()
+  .refine((b) => (b.request === undefined) !== (b.request_hash === undefined), { message: 'give exactly one of request (the body, hashed here) or request_hash', path: ['request'] });
+const completeBody = z
+  .object({ ...idemKey, request: z.unknown().optional(), request_hash: z.string().optional(), response: z.unknown(), status_code: z.number().int().min(100).max(599).optional() })
+  .strict()
+  .refine((b) => (b.request === undefined) !== (b.request_hash === undefined), { message: 'give exactly one of request or request_hash', path: ['request'] });
+const incrementsBody = z
+  .object({
+    increments: z
+      .array(z.object({ user_id: textId, platform: z.string().min(1).max(64), amount: z.number().int('expected a whole number').min(0, 'expected 0 or more (usage only grows; use reset)').max(1e15) }).strict())
+      .min(1)
+      .max(10_000),
+  })
+  .strict();
+
+interface Recompute {
+  id: number;
+  from: string;
+  to: string;
+  status: 'running' | 'done' | 'failed';
+  chunks_done: number;
+  chunks: number;
+  rows: number;
+  error: string | null;
+}
+
+/** Usage ingestion, dashboard reads, recompute, range cleanups, idempotency and platform quota. */
+export function registerUsageRoutes(api: FastifyInstance, rt: Runtime): void {
+  const s = rt.services;
+  const recomputes = new Map<number, Recompute>();
+  let nextRecompute = 1;
+
+  // A 2xx means every event of the body is stored (committed), not merely queued.
+  api.post('/usage', { bodyLimit: 16 * 1024 * 1024 }, async (req) => {
+    const { events } = parseBody(usageBody, req.body);
+    return s.usage.accept(events);
+  });
+
+  api.get('/dashboard/usage', async (req) => {
+    const q = parseBody(dashboardQuery, req.query, 'query');
+    const points = await s.rollups.query({ from: new Date(q.from), to: new Date(q.to), granularity: q.granularity, groupBy: q.group_by, userId: q.user_id, accountId: q.account_id, platform: q.platform, model: q.model });
+    return { granularity: q.granularity, group_by: q.group_by, timezone: rt.config.usage.timezone, points };
+  });
+
+  // Rebuilds the rollups of a range without moving the watermark; runs in the background with progress.
+  api.post('/usage/recompute', async (req, reply) => {
+    const b = parseBody(range({}), req.body);
+    const job: Recompute = { id: nextRecompute++, from: b.from, to: b.to, status: 'running', chunks_done: 0, chunks: 0, rows: 0, error: null };
+    recomputes.set(job.id, job);
+    void rebuildRange(s.rollups, new Date(b.from), new Date(b.to), (p) => {
+      job.chunks = p.chunks;
+      job.chunks_done = p.chunk;
+      job.rows += p.rows;
+      rt.log.info({ recompute_id: job.id, chunk: p.chunk, chunks: p.chunks, rows: p.rows }, 'usage recompute progress');
+    }).then(
+      () => (job.status = 'done'),
+      (err: Error) => {
+        job.status = 'failed';
+        job.error = err.message;
+        rt.log.error({ recompute_id: job.id, err: err.message }, 'usage recompute failed');
+      },
+    );
+    return reply.code(202).send({ ...job, poll: `/api/v1/usage/recompute/${job.id}` });
+  });
+  api.get<{ Params: { id: string } }>('/usage/recompute/:id', async (req, reply) => {
+    const job = recomputes.get(parseId(req.params.id) ?? 0);
+    return job ?? sendError(reply, 404, 'not_found', `no recompute ${req.params.id} on this replica`);
+  });
+
+  api.post('/usage/cleanup-tasks', async (req, reply) => {
+    const b = parseBody(cleanupBody, req.body);
+    const task = await s.cleanupTasks.create({ userId: b.user_id ?? null, accountId: b.account_id ?? null, from: new Date(b.from), to: new Date(b.to) });
+    rt.log.info({ task_id: task.id, user_id: task.user_id, account_id: task.account_id }, 'usage cleanup task created');
+    return reply.code(201).send(task);
+  });
+  api.get('/usage/cleanup-tasks', async () => ({ tasks: await s.cleanupTasks.list() }));
+  api.get<{ Params: { id: string } }>('/usage/cleanup-tasks/:id', async (req, reply) => {
+    const t = await s.cleanupTasks.get(parseId(req.params.id) ?? 0);
+    return t ?? sendError(reply, 404, 'not_found', `no cleanup task ${req.params.id}`);
+  });
+  api.post<{ Params: { id: string } }>('/usage/cleanup-tasks/:id/cancel', async (req, reply) => {
+    const id = parseId(req.params.id) ?? 0;
+    const t = await s.cleanupTasks.get(id);
+    if (!t) return sendError(reply, 404, 'not_found', `no cleanup task ${req.params.id}`);
+    if (!(await s.cleanupTasks.cancel(id))) return sendError(reply, 409, 'finished', `cleanup task ${id} is already ${t.status}`);
+    return s.cleanupTasks.get(id);
+  });
+
+  api.post('/idempotency/begin', async (req) => {
+    const b = parseBody(beginBody, req.body);
+    return s.idempotency.begin(b.scope, b.key, b.request_hash ?? requestHash(b.request));
+  });
+  api.post('/idempotency/complete', async (req, reply) => {
+    const b = parseBody(completeBody, req.body);
+    const ok = await s.idempotency.complete(b.scope, b.key, b.request_hash ?? requestHash(b.request), b.response, b.status_code ?? null);
+    if (!ok) return sendError(reply, 409, 'not_in_progress', `no operation in progress under scope ${JSON.stringify(b.scope)} key ${JSON.stringify(b.key)} with this request; begin it first`);
+    return { completed: true };
+  });
+
+  api.post('/quota/usage', async (req) => {
+    const b = parseBody(incrementsBody, req.body);
+    const results = [];
+    for (const i of b.increments) results.push({ user_id: i.user_id, platform: i.platform, ...(await s.quota.increment(i.user_id, i.platform, i.amount)) });
+    return { results };
+  });
+  api.get<{ Params: { user: string } }>('/quota/:user', async (req) => ({ user_id: req.params.user, platforms: await s.quota.store.list(req.params.user) }));
+  api.post<{ Params: { user: string; platform: string } }>('/quota/:user/:platform/reset', async (req) => {
+    if (!req.params.platform) throw new BadRequest([{ field: 'platform', message: 'expected a platform' }]);
+    return { user_id: req.params.user, platform: req.params.platform, used: 0, epoch: await s.quota.reset(req.params.user, req.params.platform) };
+  });
+}

@@ -1,0 +1,122 @@
+import { resolveJobSettings } from '../../config/job-settings.js';
+import type { Config } from '../../config/load.js';
+import type { JobDefinition } from '../../scheduler/job.js';
+import { parseMember, quotaMember, type QuotaCounters } from '../../coordination/quota-counters.js';
+import type { QuotaUsage } from '../../store/quota-usage.js';
+import type { Logger } from '../../telemetry/logger.js';
+import type { Metrics } from '../../telemetry/metrics.js';
+import type { JobServices } from '../services.js';
+
+export interface FlushResult {
+  dirty: number;
+  flushed: number;
+  stale: number;
+  reAdded: number;
+}
+
+/**
+ * Per-user platform usage: the hot path adds to a counter (Redis, or memory in embedded mode)
+ * and marks it dirty; the flusher pops dirty counters in batches and writes their absolute
+ * values to PostgreSQL in one upsert per batch. A counter is seeded from PostgreSQL the first
+ * time it is seen, so a Redis that lost its data does not count from zero; a reset bumps the
+ * counter's epoch, which makes every older snapshot lose in the upsert.
+ */
+export class PlatformQuota {
+  constructor(
+    private readonly counters: QuotaCounters,
+    readonly store: QuotaUsage,
+    private readonly batch: number,
+    private readonly metrics: Metrics,
+    private readonly log: Logger,
+  ) {}
+
+  async increment(userId: string, platform: string, amount: number): Promise<{ used: number }> {
+    const member = quotaMember(userId, platform);
+    const r = await this.counters.increment(member, amount);
+    if (r.seeded) return { used: r.used };
+    const stored = await this.store.get(userId, platform);
+    await this.counters.seed(member, stored?.used ?? 0, stored?.epoch ?? 0);
+    const [now] = await this.counters.read([member]);
+    return { used: now?.used ?? r.used };
+  }
+
+  /** Admin reset to zero; visible in PostgreSQL at once. Returns the new epoch. */
+  async reset(userId: string, platform: string): Promise<number> {
+    const stored = await this.store.get(userId, platform);
+    const epoch = await this.counters.reset(quotaMember(userId, platform), stored?.epoch ?? 0);
+    await this.store.upsert([{ user_id: userId, platform, used: 0, epoch }]);
+    this.log.info({ user_id: userId, platform, epoch }, 'platform quota reset');
+    return epoch;
+  }
+
+  /** One batch: pop, read, upsert. On any error the popped keys go back into the dirty set. */
+  async flushOnce(): Promise<FlushResult> {
+    const members = await this.counters.popDirty(this.batch);
+    const result: FlushResult = { dirty: members.length, flushed: 0, stale: 0, reAdded: 0 };
+    if (!members.length) return result;
+    this.metrics.quotaFlush.inc({ outcome: 'dirty' }, members.length);
+    try {
+      const values = await this.counters.read(members);
+      const unseeded = values.filter((v) => v && !v.seeded).map((v) => v!.member);
+      for (const m of unseeded) {
+        const { userId, platform } = parseMember(m);
+        const stored = await this.store.get(userId, platform);
+        await this.counters.seed(m, stored?.used ?? 0, stored?.epoch ?? 0);
+      }
+      const rows = values.filter((v) => v && v.seeded).map((v) => ({ ...parseMember(v!.member), used: v!.used, epoch: v!.epoch }));
+      const written = await this.store.upsert(rows.map((r) => ({ user_id: r.userId, platform: r.platform, used: r.used, epoch: r.epoch })));
+      result.flushed = written;
+      result.stale = rows.length - written;
+      if (unseeded.length) result.reAdded += await this.readd(unseeded);
+      this.metrics.quotaFlush.inc({ outcome: 'flushed' }, written);
+      this.metrics.quotaFlush.inc({ outcome: 'stale' }, result.stale);
+      return result;
+    } catch (err) {
+      this.metrics.quotaFlush.inc({ outcome: 'errors' });
+      result.reAdded += await this.readd(members);
+      throw err;
+    }
+  }
+
+  /** Flushes until no dirty counter is left (or `maxBatches`); the final flush at shutdown. */
+  async flushAll(maxBatches = 10_000): Promise<FlushResult> {
+    const total: FlushResult = { dirty: 0, flushed: 0, stale: 0, reAdded: 0 };
+    for (let i = 0; i < maxBatches; i++) {
+      const r = await this.flushOnce();
+      total.dirty += r.dirty;
+      total.flushed += r.flushed;
+      total.stale += r.stale;
+      total.reAdded += r.reAdded;
+      if (r.dirty === 0 || r.dirty === r.reAdded) break;
+    }
+    return total;
+  }
+
+  private async readd(members: string[]): Promise<number> {
+    try {
+      await this.counters.markDirty(members);
+      this.metrics.quotaFlush.inc({ outcome: 're_added' }, members.length);
+      return members.length;
+    } catch (err) {
+      // The counters still hold the values; only the dirty marks are gone (the next increment sets them again).
+      this.metrics.quotaFlush.inc({ outcome: 'lost' }, members.length);
+      this.log.error({ keys: members.length, err: (err as Error).message }, 'could not put quota keys back into the dirty set; their next increment marks them again');
+      return 0;
+    }
+  }
+}
+
+/** platform_quota_flusher: on every replica (SPOP hands each dirty key to one of them), every 2 s. */
+export function platformQuotaFlusherJob(config: Config, services: JobServices): JobDefinition {
+  return {
+    name: 'platform_quota_flusher',
+    description: 'Writes dirty per-user platform usage counters to PostgreSQL in batches',
+    scope: 'instance',
+    settings: resolveJobSettings('platform_quota_flusher', { enabled: true, every: 2000, timeout: 60_000 }, config.jobs.platform_quota_flusher),
+    async run(ctx) {
+      const r = await services.get().quota.flushAll(1000);
+      if (r.stale) ctx.log.info({ stale: r.stale }, 'quota snapshots older than the stored value were skipped (a reset or a newer flush won)');
+      return { items: r.flushed, note: r.dirty ? `${r.dirty} dirty, ${r.flushed} flushed, ${r.stale} stale, ${r.reAdded} re-added` : undefined };
+    },
+  };
+}

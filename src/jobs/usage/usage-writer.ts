@@ -1,0 +1,178 @@
+import { appendFileSync, mkdirSync, readdirSync, readFileSync, unlinkSync } from 'node:fs';
+import { join } from 'node:path';
+import type { UsageRow, UsageStore } from '../../store/usage.js';
+import type { Logger } from '../../telemetry/logger.js';
+import type { Metrics } from '../../telemetry/metrics.js';
+
+export interface UsageWriterOptions {
+  batchSize: number;
+  queueLimit: number;
+  overflow: 'sync' | 'drop';
+  /** Where events that could not be written before exit are kept, to be written at the next start. */
+  spillDir: string;
+}
+
+export type RecordOutcome = 'enqueued' | 'sync_fallback' | 'dropped';
+
+/** The queue is full and the overflow policy is `drop`: the events were not accepted. */
+export class UsageQueueFull extends Error {
+  constructor(readonly waiting: number) {
+    super(`usage queue full (${waiting} events waiting, usage.queue_limit); retry later`);
+    this.name = 'UsageQueueFull';
+  }
+}
+
+interface Item {
+  row: UsageRow;
+  /** Set on the last row of a `write` call: resolved once that row is committed. */
+  done?: (err?: Error) => void;
+}
+
+const MAX_BACKOFF_MS = 5000;
+
+/**
+ * Batches usage events into one multi-row statement each, on one lane, in arrival order.
+ * - `write(rows)` (the HTTP API) resolves only after the rows are committed, so a 2xx means stored.
+ * - `record(row)` (the library's hot path) returns at once; the row is written with the next batch.
+ * - Queue full: `sync` writes the caller's rows inline (default); `drop` refuses them, counted.
+ * - A database error keeps the batch at the head of the queue and retries with backoff; nothing
+ *   is skipped. At shutdown the queue is drained; what cannot be written before the deadline is
+ *   spilled to `spillDir` and written at the next start (request ids make that idempotent).
+ */
+export class UsageWriter {
+  private queue: Item[] = [];
+  private pumping: Promise<void> | null = null;
+  private stopping = false;
+  private deadline = Infinity;
+
+  constructor(private readonly store: UsageStore, private readonly o: UsageWriterOptions, private readonly metrics: Metrics, private readonly log: Logger) {}
+
+  get waiting(): number {
+    return this.queue.length;
+  }
+
+  record(row: UsageRow): RecordOutcome | Promise<RecordOutcome> {
+    if (this.queue.length >= this.o.queueLimit || this.stopping) {
+      if (this.o.overflow === 'drop' && !this.stopping) {
+        this.metrics.usageDropped.inc();
+        return 'dropped';
+      }
+      this.metrics.usageSyncFallback.inc();
+      return this.insertWithRetry([row]).then(() => 'sync_fallback' as const);
+    }
+    this.queue.push({ row });
+    this.kick();
+    return 'enqueued';
+  }
+
+  async write(rows: UsageRow[]): Promise<RecordOutcome> {
+    if (!rows.length) return 'enqueued';
+    if (this.queue.length + rows.length > this.o.queueLimit || this.stopping) {
+      if (this.o.overflow === 'drop' && !this.stopping) {
+        this.metrics.usageDropped.inc(rows.length);
+        throw new UsageQueueFull(this.queue.length);
+      }
+      this.metrics.usageSyncFallback.inc(rows.length);
+      await this.insertWithRetry(rows);
+      return 'sync_fallback';
+    }
+    const committed = new Promise<void>((resolve, reject) => {
+      for (let i = 0; i < rows.length; i++) this.queue.push(i === rows.length - 1 ? { row: rows[i]!, done: (err) => (err ? reject(err) : resolve()) } : { row: rows[i]! });
+    });
+    this.kick();
+    await committed;
+    return 'enqueued';
+  }
+
+  private kick(): void {
+    this.metrics.usageWaiting.set(this.queue.length);
+    this.pumping ??= this.pump().finally(() => {
+      this.pumping = null;
+      if (this.queue.length) this.kick();
+    });
+  }
+
+  private async pump(): Promise<void> {
+    while (this.queue.length) {
+      const batch = this.queue.slice(0, this.o.batchSize);
+      this.metrics.usageRunning.set(batch.length);
+      try {
+        await this.insertWithRetry(batch.map((i) => i.row));
+      } catch (err) {
+        // Only after the shutdown deadline: spill the whole queue; the waiting writers hear "not stored".
+        this.spill(this.queue.map((i) => i.row));
+        for (const i of this.queue) i.done?.(err as Error);
+        this.queue = [];
+        break;
+      }
+      this.queue.splice(0, batch.length);
+      for (const i of batch) i.done?.();
+      this.metrics.usageRunning.set(0);
+      this.metrics.usageWaiting.set(this.queue.length);
+    }
+    this.metrics.usageRunning.set(0);
+  }
+
+  private async insertWithRetry(rows: UsageRow[]): Promise<number> {
+    for (let attempt = 1; ; attempt++) {
+      const t = performance.now();
+      try {
+        const inserted = await this.store.insert(rows);
+        this.metrics.usageBatchSeconds.observe((performance.now() - t) / 1000);
+        this.metrics.usageWritten.inc(inserted);
+        if (inserted < rows.length) this.metrics.usageDuplicates.inc(rows.length - inserted);
+        return inserted;
+      } catch (err) {
+        this.metrics.usageFailedBatches.inc();
+        this.log.warn({ rows: rows.length, attempt, err: (err as Error).message }, 'usage batch write failed; retrying (the batch is kept)');
+        const wait = Math.min(MAX_BACKOFF_MS, 50 * 2 ** Math.min(attempt, 7));
+        if (Date.now() + wait > this.deadline) throw err;
+        await new Promise((r) => setTimeout(r, wait));
+      }
+    }
+  }
+
+  /** Drains the queue, retrying until `deadlineMs` from now; then spills what is left. Returns rows spilled. */
+  async stop(deadlineMs: number): Promise<number> {
+    this.stopping = true;
+    this.deadline = Date.now() + deadlineMs;
+    const before = this.queue.length;
+    while (this.pumping) await this.pumping;
+    const spilled = this.queue.length;
+    if (spilled) {
+      this.spill(this.queue.map((i) => i.row));
+      this.queue = [];
+    }
+    if (before) this.log.info({ drained: before - spilled, spilled }, 'usage writer drained');
+    return spilled;
+  }
+
+  private spill(rows: UsageRow[]): void {
+    if (!rows.length) return;
+    mkdirSync(this.o.spillDir, { recursive: true });
+    const file = join(this.o.spillDir, `usage-${Date.now()}-${process.pid}.jsonl`);
+    appendFileSync(file, rows.map((r) => JSON.stringify(r)).join('\n') + '\n', { mode: 0o600 });
+    this.metrics.usageSpilled.inc(rows.length);
+    this.log.error({ rows: rows.length, file }, 'usage events could not be written before exit; kept in a spill file, written at the next start');
+  }
+
+  /** Writes spill files left by an earlier exit, then deletes them. Repeated request ids are skipped, so a partial earlier replay is harmless. */
+  async replaySpills(): Promise<number> {
+    let files: string[];
+    try {
+      files = readdirSync(this.o.spillDir).filter((f) => /^usage-.*\.jsonl$/.test(f)).sort();
+    } catch {
+      return 0;
+    }
+    let total = 0;
+    for (const f of files) {
+      const path = join(this.o.spillDir, f);
+      const rows = readFileSync(path, 'utf8').split('\n').filter(Boolean).map((l) => JSON.parse(l) as UsageRow);
+      for (let i = 0; i < rows.length; i += this.o.batchSize) await this.store.insert(rows.slice(i, i + this.o.batchSize));
+      unlinkSync(path);
+      total += rows.length;
+      this.log.info({ file: path, rows: rows.length }, 'usage spill file written and removed');
+    }
+    return total;
+  }
+}

@@ -1,0 +1,91 @@
+import type { Db } from './db.js';
+import { num, toDate } from './db.js';
+
+export interface CleanupTask {
+  id: number;
+  user_id: string | null;
+  account_id: string | null;
+  range_start: string;
+  range_end: string;
+  status: 'pending' | 'running' | 'done' | 'cancelled' | 'failed';
+  claimed_by: string | null;
+  heartbeat_at: string | null;
+  deleted_rows: number;
+  error: string | null;
+  created_at: string;
+  finished_at: string | null;
+}
+
+const iso = (v: unknown) => toDate(v)?.toISOString() ?? null;
+function toTask(r: Record<string, unknown>): CleanupTask {
+  return {
+    id: num(r.id),
+    user_id: (r.user_id as string) ?? null,
+    account_id: (r.account_id as string) ?? null,
+    range_start: iso(r.range_start)!,
+    range_end: iso(r.range_end)!,
+    status: r.status as CleanupTask['status'],
+    claimed_by: (r.claimed_by as string) ?? null,
+    heartbeat_at: iso(r.heartbeat_at),
+    deleted_rows: num(r.deleted_rows),
+    error: (r.error as string) ?? null,
+    created_at: iso(r.created_at)!,
+    finished_at: iso(r.finished_at),
+  };
+}
+
+/**
+ * Admin-requested range deletions of raw usage, as claimable rows: claimed with SKIP LOCKED, kept
+ * alive by a heartbeat per batch, reclaimed when a replica's heartbeat is older than the task
+ * timeout, cancelled by setting the status (the worker sees it at its next batch).
+ */
+export class CleanupTasks {
+  constructor(private readonly db: Db) {}
+
+  async create(t: { userId: string | null; accountId: string | null; from: Date; to: Date }): Promise<CleanupTask> {
+    const { rows } = await this.db.query(`INSERT INTO usage_cleanup_tasks (user_id, account_id, range_start, range_end) VALUES ($1, $2, $3, $4) RETURNING *`, [t.userId, t.accountId, t.from, t.to]);
+    return toTask(rows[0]!);
+  }
+
+  async get(id: number): Promise<CleanupTask | null> {
+    const { rows } = await this.db.query(`SELECT * FROM usage_cleanup_tasks WHERE id = $1`, [id]);
+    return rows[0] ? toTask(rows[0]) : null;
+  }
+
+  async list(limit = 100): Promise<CleanupTask[]> {
+    const { rows } = await this.db.query(`SELECT * FROM usage_cleanup_tasks ORDER BY id DESC LIMIT $1`, [limit]);
+    return rows.map(toTask);
+  }
+
+  /** Cancels a pending or running task; false when it had already ended. */
+  async cancel(id: number): Promise<boolean> {
+    const { rowCount } = await this.db.query(`UPDATE usage_cleanup_tasks SET status = 'cancelled', finished_at = clock_timestamp() WHERE id = $1 AND status IN ('pending', 'running')`, [id]);
+    return rowCount === 1;
+  }
+
+  /** The oldest pending task, or a running one whose owner stopped beating. */
+  async claim(owner: string, timeoutMs: number): Promise<CleanupTask | null> {
+    const { rows } = await this.db.query(
+      `UPDATE usage_cleanup_tasks SET status = 'running', claimed_by = $1, heartbeat_at = clock_timestamp()
+       WHERE id = (SELECT id FROM usage_cleanup_tasks
+                   WHERE status = 'pending' OR (status = 'running' AND heartbeat_at < clock_timestamp() - $2 * interval '1 millisecond')
+                   ORDER BY created_at LIMIT 1 FOR UPDATE SKIP LOCKED)
+       RETURNING *`,
+      [owner, timeoutMs],
+    );
+    return rows[0] ? toTask(rows[0]) : null;
+  }
+
+  /** Records progress; false when the task was cancelled or claimed by someone else meanwhile. */
+  async heartbeat(id: number, owner: string, deleted: number): Promise<boolean> {
+    const { rowCount } = await this.db.query(
+      `UPDATE usage_cleanup_tasks SET heartbeat_at = clock_timestamp(), deleted_rows = $3 WHERE id = $1 AND claimed_by = $2 AND status = 'running'`,
+      [id, owner, deleted],
+    );
+    return rowCount === 1;
+  }
+
+  async finish(id: number, owner: string, deleted: number): Promise<void> {
+    await this.db.query(`UPDATE usage_cleanup_tasks SET status = 'done', deleted_rows = $3, finished_at = clock_timestamp() WHERE id = $1 AND claimed_by = $2 AND status = 'running'`, [id, owner, deleted]);
+  }
+}
