@@ -70,7 +70,7 @@ export class Rollups {
     const daily = f.granularity === 'day';
     const t = daily ? 'day' : 'bucket';
     const group = GROUPS[f.groupBy];
-    const range = daily ? `day >= ($1 AT TIME ZONE $7)::date AND day < ($2 AT TIME ZONE $7)::date` : `bucket >= $1 AND bucket < $2`;
+    const range = daily ? `day >= ($1 AT TIME ZONE $7)::date AND day <= (($2::timestamptz - interval '1 microsecond') AT TIME ZONE $7)::date` : `bucket >= $1 AND bucket < $2`;
     const { rows } = await this.db.query(
       `SELECT ${daily ? 'day::text' : 'bucket'} AS t, ${group ?? 'NULL'} AS key, ${SUMS}
        FROM ${daily ? 'usage_daily' : 'usage_hourly'}

@@ -66,9 +66,10 @@ export class UsageStore {
     await this.db.tx(async (q) => {
       await q.query(`SELECT pg_advisory_xact_lock(hashtext('relay-jobs:usage_partitions'))`);
       const existing = new Set((await this.partitions(q)).map((p) => p.name));
-      for (const day of dayStarts) {
+      for (const day of new Set(dayStarts)) {
         const name = partitionName(day);
         if (!existing.has(name)) {
+          existing.add(name);
           await q.query(`CREATE TABLE ${name} PARTITION OF usage_logs FOR VALUES FROM ('${new Date(day).toISOString()}') TO ('${new Date(day + DAY_MS).toISOString()}')`);
           created.push(name);
         }

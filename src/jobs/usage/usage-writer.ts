@@ -44,6 +44,7 @@ export class UsageWriter {
   private pumping: Promise<void> | null = null;
   private stopping = false;
   private deadline = Infinity;
+  private gaveUp = false;
 
   constructor(private readonly store: UsageStore, private readonly o: UsageWriterOptions, private readonly metrics: Metrics, private readonly log: Logger) {}
 
@@ -88,7 +89,7 @@ export class UsageWriter {
     this.metrics.usageWaiting.set(this.queue.length);
     this.pumping ??= this.pump().finally(() => {
       this.pumping = null;
-      if (this.queue.length) this.kick();
+      if (this.queue.length && !this.gaveUp) this.kick();
     });
   }
 
@@ -98,11 +99,8 @@ export class UsageWriter {
       this.metrics.usageRunning.set(batch.length);
       try {
         await this.insertWithRetry(batch.map((i) => i.row));
-      } catch (err) {
-        // Only after the shutdown deadline: spill the whole queue; the waiting writers hear "not stored".
-        this.spill(this.queue.map((i) => i.row));
-        for (const i of this.queue) i.done?.(err as Error);
-        this.queue = [];
+      } catch {
+        this.gaveUp = true; // only past the shutdown deadline: stop() spills what is left
         break;
       }
       this.queue.splice(0, batch.length);
@@ -141,6 +139,8 @@ export class UsageWriter {
     const spilled = this.queue.length;
     if (spilled) {
       this.spill(this.queue.map((i) => i.row));
+      // Callers still waiting hear "not stored now"; the spill is written at the next start, and a retry is deduplicated.
+      for (const i of this.queue) i.done?.(new Error('usage not stored before shutdown; kept in a spill file and written at the next start'));
       this.queue = [];
     }
     if (before) this.log.info({ drained: before - spilled, spilled }, 'usage writer drained');
