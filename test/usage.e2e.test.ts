@@ -1,0 +1,100 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import pg from 'pg';
+import { ServiceProcess } from './helpers/cli.js';
+import { PrivateRedis, TEST_MASTER_KEY, freePort, freshDatabase, uniqueName } from './helpers/services.js';
+
+/**
+ * Invariant 4 with a real process: a replica takes a steady stream of usage batches and quota
+ * increments from eight clients and gets SIGTERM in the middle. Every usage event it answered
+ * 2xx for is in usage_logs exactly once, and every acknowledged quota increment is in
+ * PostgreSQL after it exits.
+ */
+const ADMIN = 'e2e-usage-admin-token-0123';
+
+describe('usage and quota survive SIGTERM mid-stream', () => {
+  let db: Awaited<ReturnType<typeof freshDatabase>>;
+  let redis: PrivateRedis;
+  let sql: pg.Client;
+  let svc: ServiceProcess | null = null;
+
+  beforeAll(async () => {
+    db = await freshDatabase();
+    redis = await PrivateRedis.start();
+    sql = new pg.Client({ connectionString: db.url });
+    await sql.connect();
+  });
+  afterAll(async () => {
+    if (svc && svc.proc.exitCode === null) svc.proc.kill('SIGKILL');
+    await sql.end();
+    await redis.stop();
+    await db.drop();
+  });
+
+  it('every 2xx-acknowledged event stored once, every acknowledged increment flushed', async () => {
+    const port = await freePort();
+    svc = ServiceProcess.start('u0', {
+      DATABASE_URL: db.url,
+      REDIS_URL: redis.url,
+      RELAY_JOBS_INSTANCE_ID: 'u0',
+      RELAY_JOBS_ENV: 'e2e',
+      RELAY_JOBS_HTTP_PORT: String(port),
+      RELAY_JOBS_ADMIN_TOKEN: ADMIN,
+      RELAY_JOBS_MASTER_KEY: TEST_MASTER_KEY,
+      RELAY_JOBS__REDIS__KEY_PREFIX: uniqueName('rjuse2e'),
+      RELAY_JOBS__USAGE__BATCH_SIZE: '50',
+      RELAY_JOBS__JOBS__PLATFORM_QUOTA_FLUSHER__EVERY: '500ms',
+      RELAY_JOBS__SHUTDOWN__GRACE: '10s',
+    });
+    await svc.waitForLine(/relay-jobs started/);
+    const url = (p: string) => `http://127.0.0.1:${port}/api/v1${p}`;
+    const headers = { authorization: `Bearer ${ADMIN}`, 'content-type': 'application/json' };
+    const acked = new Set<string>();
+    const attempted = new Set<string>();
+    const quotaAcked = new Map<string, number>();
+    const quotaAttempted = new Map<string, number>();
+    let stop = false;
+    let n = 0;
+    const client = async (c: number) => {
+      while (!stop) {
+        const events = Array.from({ length: 20 }, () => ({ request_id: `c${c}-${n++}`, user_id: `user-${c}`, platform: 'openai', model: 'gpt-5', input_tokens: 3, output_tokens: 4, cost: '0.0001' }));
+        for (const e of events) attempted.add(e.request_id);
+        const user = `quser-${c}`;
+        quotaAttempted.set(user, (quotaAttempted.get(user) ?? 0) + 1);
+        try {
+          const [u, q] = await Promise.all([
+            fetch(url('/usage'), { method: 'POST', headers, body: JSON.stringify({ events }) }),
+            fetch(url('/quota/usage'), { method: 'POST', headers, body: JSON.stringify({ increments: [{ user_id: user, platform: 'openai', amount: 1 }] }) }),
+          ]);
+          if (u.ok) for (const e of events) acked.add(e.request_id);
+          if (q.ok) quotaAcked.set(user, (quotaAcked.get(user) ?? 0) + 1);
+        } catch {
+          await new Promise((r) => setTimeout(r, 20)); // refused while shutting down: not acknowledged
+        }
+      }
+    };
+    const clients = Array.from({ length: 8 }, (_, c) => client(c));
+    await new Promise((r) => setTimeout(r, 3000));
+    svc.proc.kill('SIGTERM');
+    const code = await svc.exited;
+    stop = true;
+    await Promise.all(clients);
+    expect(code).toBe(0);
+    expect(acked.size).toBeGreaterThan(1000);
+
+    const ids = [...acked];
+    const { rows } = await sql.query(`SELECT request_id, count(*)::int AS n FROM usage_logs WHERE request_id = ANY($1) GROUP BY request_id`, [ids]);
+    expect(rows.length, 'acknowledged events missing from usage_logs').toBe(ids.length);
+    expect(rows.filter((r) => r.n !== 1)).toEqual([]);
+    // Nothing was stored that nobody sent.
+    const total = Number((await sql.query(`SELECT count(*) AS n FROM usage_logs`)).rows[0].n);
+    expect(total).toBeGreaterThanOrEqual(ids.length);
+    expect(total).toBeLessThanOrEqual(attempted.size);
+
+    const quota = new Map((await sql.query(`SELECT user_id, used FROM platform_quota_usage`)).rows.map((r) => [r.user_id, Number(r.used)]));
+    for (const [user, ackedCount] of quotaAcked) {
+      expect(quota.get(user), user).toBeGreaterThanOrEqual(ackedCount);
+      expect(quota.get(user), user).toBeLessThanOrEqual(quotaAttempted.get(user)!);
+    }
+    expect(svc.lines.some((l) => /usage writer drained|shutdown complete/.test(l))).toBe(true);
+  }, 60_000);
+});
