@@ -100,17 +100,17 @@ export class UsageStore {
     return n;
   }
 
-  /** Deletes up to `limit` rows matching the filter; one short transaction. */
+  /**
+   * Deletes about `limit` of the oldest rows matching the filter, in one short transaction: the
+   * batch is bounded by the created_at of the limit-th row, so it is an index range delete (ties
+   * on that timestamp may add a few rows).
+   */
   async deleteBatch(f: { before?: Date; from?: Date; to?: Date; userId?: string | null; accountId?: string | null }, limit: number): Promise<{ deleted: number; earliest: Date | null }> {
+    const where = `($1::timestamptz IS NULL OR created_at < $1) AND ($2::timestamptz IS NULL OR created_at >= $2) AND ($3::timestamptz IS NULL OR created_at < $3)
+      AND ($4::text IS NULL OR user_id = $4) AND ($5::text IS NULL OR account_id = $5)`;
     const { rows } = await this.db.query<{ n: string; earliest: unknown }>(
-      `WITH doomed AS (
-         SELECT id, created_at FROM usage_logs
-         WHERE ($1::timestamptz IS NULL OR created_at < $1) AND ($2::timestamptz IS NULL OR created_at >= $2) AND ($3::timestamptz IS NULL OR created_at < $3)
-           AND ($4::text IS NULL OR user_id = $4) AND ($5::text IS NULL OR account_id = $5)
-         ORDER BY created_at, id LIMIT $6
-       ), gone AS (
-         DELETE FROM usage_logs u USING doomed d WHERE u.id = d.id AND u.created_at = d.created_at RETURNING u.created_at
-       )
+      `WITH edge AS (SELECT created_at FROM usage_logs WHERE ${where} ORDER BY created_at OFFSET $6 - 1 LIMIT 1),
+       gone AS (DELETE FROM usage_logs WHERE ${where} AND created_at <= coalesce((SELECT created_at FROM edge), 'infinity') RETURNING created_at)
        SELECT count(*) AS n, min(created_at) AS earliest FROM gone`,
       [f.before ?? null, f.from ?? null, f.to ?? null, f.userId ?? null, f.accountId ?? null, limit],
     );

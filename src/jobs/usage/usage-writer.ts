@@ -22,11 +22,20 @@ export class UsageQueueFull extends Error {
   }
 }
 
+/** One `write` call: settled when all of its rows are committed (they may land in several batches, on several lanes). */
+interface Request {
+  remaining: number;
+  resolve: () => void;
+  reject: (err: Error) => void;
+}
+
 interface Item {
   row: UsageRow;
-  /** Set on the last row of a `write` call: resolved once that row is committed. */
-  done?: (err?: Error) => void;
+  req?: Request;
 }
+
+/** Batches written at once; two keep PostgreSQL busy while the next batch is being built. */
+const LANES = 2;
 
 const MAX_BACKOFF_MS = 5000;
 
@@ -41,7 +50,8 @@ const MAX_BACKOFF_MS = 5000;
  */
 export class UsageWriter {
   private queue: Item[] = [];
-  private pumping: Promise<void> | null = null;
+  private lanes = 0;
+  private idle: Array<() => void> = [];
   private stopping = false;
   private deadline = Infinity;
   private gaveUp = false;
@@ -78,7 +88,8 @@ export class UsageWriter {
       return 'sync_fallback';
     }
     const committed = new Promise<void>((resolve, reject) => {
-      for (let i = 0; i < rows.length; i++) this.queue.push(i === rows.length - 1 ? { row: rows[i]!, done: (err) => (err ? reject(err) : resolve()) } : { row: rows[i]! });
+      const req: Request = { remaining: rows.length, resolve, reject };
+      for (const row of rows) this.queue.push({ row, req });
     });
     this.kick();
     await committed;
@@ -87,28 +98,33 @@ export class UsageWriter {
 
   private kick(): void {
     this.metrics.usageWaiting.set(this.queue.length);
-    this.pumping ??= this.pump().finally(() => {
-      this.pumping = null;
-      if (this.queue.length && !this.gaveUp) this.kick();
-    });
+    while (this.lanes < LANES && this.queue.length && !this.gaveUp) {
+      this.lanes++;
+      void this.lane().finally(() => {
+        this.lanes--;
+        if (this.queue.length && !this.gaveUp) this.kick();
+        else if (this.lanes === 0) for (const wake of this.idle.splice(0)) wake();
+      });
+    }
   }
 
-  private async pump(): Promise<void> {
-    while (this.queue.length) {
-      const batch = this.queue.slice(0, this.o.batchSize);
-      this.metrics.usageRunning.set(batch.length);
+  private async lane(): Promise<void> {
+    while (this.queue.length && !this.gaveUp) {
+      const batch = this.queue.splice(0, this.o.batchSize);
+      this.metrics.usageRunning.inc(batch.length);
       try {
         await this.insertWithRetry(batch.map((i) => i.row));
       } catch {
-        this.gaveUp = true; // only past the shutdown deadline: stop() spills what is left
+        // Only past the shutdown deadline: give the batch back; stop() spills what is left.
+        this.gaveUp = true;
+        this.queue.unshift(...batch);
         break;
+      } finally {
+        this.metrics.usageRunning.dec(batch.length);
       }
-      this.queue.splice(0, batch.length);
-      for (const i of batch) i.done?.();
-      this.metrics.usageRunning.set(0);
+      for (const i of batch) if (i.req && --i.req.remaining === 0) i.req.resolve();
       this.metrics.usageWaiting.set(this.queue.length);
     }
-    this.metrics.usageRunning.set(0);
   }
 
   private async insertWithRetry(rows: UsageRow[]): Promise<number> {
@@ -135,12 +151,13 @@ export class UsageWriter {
     this.stopping = true;
     this.deadline = Date.now() + deadlineMs;
     const before = this.queue.length;
-    while (this.pumping) await this.pumping;
+    if (this.lanes > 0) await new Promise<void>((r) => this.idle.push(r));
     const spilled = this.queue.length;
     if (spilled) {
       this.spill(this.queue.map((i) => i.row));
       // Callers still waiting hear "not stored now"; the spill is written at the next start, and a retry is deduplicated.
-      for (const i of this.queue) i.done?.(new Error('usage not stored before shutdown; kept in a spill file and written at the next start'));
+      const err = new Error('usage not stored before shutdown; kept in a spill file and written at the next start');
+      for (const i of this.queue) i.req?.reject(err);
       this.queue = [];
     }
     if (before) this.log.info({ drained: before - spilled, spilled }, 'usage writer drained');
