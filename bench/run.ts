@@ -32,6 +32,10 @@ async function usage() {
 
 async function main() {
   if (process.env.BENCH_ONLY === 'usage') return usage();
+  if (process.env.BENCH_ONLY === 'cleanup') {
+    for (const c of await benchCleanup(Number(process.env.BENCH_CLEANUP_ROWS ?? 1_000_000))) console.log(`| ${c.method} | ${c.rows} | ${c.seconds.toFixed(2)} | ${c.rowsPerSec.toFixed(0)} | ${c.longestTxMs.toFixed(0)} |`);
+    return;
+  }
   const rounds = Number(process.env.BENCH_ROUNDS ?? 2000);
   console.log(`machine: ${cpus().length} × ${cpus()[0]?.model ?? 'cpu'}, ${(totalmem() / 2 ** 30).toFixed(0)} GiB, Node ${process.version}, ${new Date().toISOString()}`);
   const { baseline, full } = await benchCoordination(rounds);

@@ -123,10 +123,11 @@ export async function benchCleanup(rows: number, days = 10): Promise<Array<{ met
         } else if (method === 'one big DELETE (baseline)') {
           deleted = (await timed(() => db.query(`DELETE FROM usage_logs WHERE created_at < $1`, [new Date(end)]))).rowCount;
         } else {
-          for (;;) {
-            const r = await timed(() => store.deleteBatch({ before: new Date(end) }, 5000));
+          for (let from: Date | undefined; ; ) {
+            const r = await timed(() => store.deleteBatch({ before: new Date(end), from }, 5000));
             deleted += r.deleted;
             if (r.deleted < 5000) break;
+            from = r.latest ?? from;
           }
         }
         const seconds = (performance.now() - t) / 1000;

@@ -6,6 +6,8 @@
  *   rt.start();
  *   const { access_token } = await rt.services.tokens.getAccessToken(accountId); // hot path
  *   await rt.services.tokens.reportUnauthorized(accountId, tokenVersion);        // upstream 401
+ *   rt.services.usage.record({ request_id, user_id, platform, model, input_tokens, output_tokens, cost });
+ *   await rt.services.quota.increment(userId, platform, amount);
  *   ...
  *   await rt.shutdown();
  */
@@ -21,3 +23,7 @@ export { AccountUnavailable, type AccessToken, type UnauthorizedReport } from '.
 export type { RefreshOutcome, RefreshTrigger } from './jobs/accounts/refresher.js';
 export type { AccountView, AccountStatus } from './store/accounts.js';
 export type { ProxyView } from './store/proxies.js';
+export { InvalidUsage } from './jobs/usage/usage-ingest.js';
+export { UsageQueueFull, type RecordOutcome } from './jobs/usage/usage-writer.js';
+export type { UsageEventInput } from './jobs/usage/usage-event.js';
+export { IdempotencyConflict, requestHash, type BeginResult } from './store/idempotency.js';

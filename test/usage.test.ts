@@ -309,3 +309,33 @@ describe('usage data lifecycle (real PostgreSQL and Redis)', () => {
     expect((await post('/api/v1/quota/usage', { increments: [{ user_id: 'q3', platform: 'openai', amount: -5 }] })).json().error.message).toMatch(/increments\.0\.amount: expected 0 or more/);
   });
 });
+
+describe('usage and quota in embedded mode (PGlite, in-process counters)', () => {
+  it('stores usage in day partitions, aggregates it, and keeps quota counters across a clean restart', async () => {
+    const { mkdtempSync } = await import('node:fs');
+    const { join } = await import('node:path');
+    const { tmpdir } = await import('node:os');
+    const dir = mkdtempSync(join(tmpdir(), 'rj-usage-'));
+    const env = { RELAY_JOBS_DATA_DIR: dir };
+    let rt = await Runtime.create(loadConfig({ env }), { logger: silentLogger() });
+    try {
+      const now = Date.now();
+      const events = Array.from({ length: 30 }, (_, i) => ({ request_id: `e-${i}`, user_id: 'emb', platform: 'openai', model: 'm', input_tokens: 1, output_tokens: 2, cost: '0.01', created_at: new Date(now - (i % 3) * HOUR).toISOString() }));
+      expect(await rt.services.usage.accept(events)).toMatchObject({ accepted: 30 });
+      expect(await rt.services.usage.record({ ...events[0], request_id: 'e-lib' })).toBe('enqueued');
+      await rt.services.quota.increment('emb', 'openai', 40);
+      await rt.services.quota.increment('emb', 'openai', 2);
+      expect((await rt.runNow('dashboard_aggregation')).outcome).toMatchObject({ status: 'ok' });
+      const { rows } = await rt.db.query<{ n: string; cost: string }>(`SELECT sum(requests) AS n, sum(cost)::text AS cost FROM usage_hourly WHERE user_id = 'emb'`);
+      expect(Number(rows[0]!.n)).toBe(31);
+      expect(rows[0]!.cost).toBe('0.3100000000');
+      await rt.shutdown(); // final flush of the in-process counters
+      rt = await Runtime.create(loadConfig({ env }), { logger: silentLogger() });
+      expect((await rt.services.quota.store.get('emb', 'openai'))?.used).toBe(42);
+      // A fresh process seeds its counter from the stored value instead of counting from zero.
+      expect(await rt.services.quota.increment('emb', 'openai', 1)).toEqual({ used: 43 });
+    } finally {
+      await rt.shutdown();
+    }
+  });
+});

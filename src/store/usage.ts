@@ -103,18 +103,20 @@ export class UsageStore {
   /**
    * Deletes about `limit` of the oldest rows matching the filter, in one short transaction: the
    * batch is bounded by the created_at of the limit-th row, so it is an index range delete (ties
-   * on that timestamp may add a few rows).
+   * on that timestamp may add a few rows). Callers pass the previous batch's `latest` as `from`,
+   * so each batch's index scan starts past the dead entries of the batches before it (without
+   * that, a 10-million-row delete slows down quadratically until vacuum runs).
    */
-  async deleteBatch(f: { before?: Date; from?: Date; to?: Date; userId?: string | null; accountId?: string | null }, limit: number): Promise<{ deleted: number; earliest: Date | null }> {
+  async deleteBatch(f: { before?: Date; from?: Date; to?: Date; userId?: string | null; accountId?: string | null }, limit: number): Promise<{ deleted: number; earliest: Date | null; latest: Date | null }> {
     const where = `($1::timestamptz IS NULL OR created_at < $1) AND ($2::timestamptz IS NULL OR created_at >= $2) AND ($3::timestamptz IS NULL OR created_at < $3)
       AND ($4::text IS NULL OR user_id = $4) AND ($5::text IS NULL OR account_id = $5)`;
-    const { rows } = await this.db.query<{ n: string; earliest: unknown }>(
+    const { rows } = await this.db.query<{ n: string; earliest: unknown; latest: unknown }>(
       `WITH edge AS (SELECT created_at FROM usage_logs WHERE ${where} ORDER BY created_at OFFSET $6 - 1 LIMIT 1),
        gone AS (DELETE FROM usage_logs WHERE ${where} AND created_at <= coalesce((SELECT created_at FROM edge), 'infinity') RETURNING created_at)
-       SELECT count(*) AS n, min(created_at) AS earliest FROM gone`,
+       SELECT count(*) AS n, min(created_at) AS earliest, max(created_at) AS latest FROM gone`,
       [f.before ?? null, f.from ?? null, f.to ?? null, f.userId ?? null, f.accountId ?? null, limit],
     );
-    return { deleted: num(rows[0]!.n), earliest: toDate(rows[0]!.earliest) };
+    return { deleted: num(rows[0]!.n), earliest: toDate(rows[0]!.earliest), latest: toDate(rows[0]!.latest) };
   }
 
   /** Old entries of the request-id index (kept as long as the raw rows they guard). */

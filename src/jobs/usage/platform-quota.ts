@@ -106,13 +106,13 @@ export class PlatformQuota {
   }
 }
 
-/** platform_quota_flusher: on every replica (SPOP hands each dirty key to one of them), every 2 s. */
+/** platform_quota_flusher: on every replica (SPOP hands each dirty key to one of them), every 5 s. */
 export function platformQuotaFlusherJob(config: Config, services: JobServices): JobDefinition {
   return {
     name: 'platform_quota_flusher',
     description: 'Writes dirty per-user platform usage counters to PostgreSQL in batches',
     scope: 'instance',
-    settings: resolveJobSettings('platform_quota_flusher', { enabled: true, every: 2000, timeout: 60_000 }, config.jobs.platform_quota_flusher),
+    settings: resolveJobSettings('platform_quota_flusher', { enabled: true, every: 5000, timeout: 60_000 }, config.jobs.platform_quota_flusher),
     async run(ctx) {
       const r = await services.get().quota.flushAll(1000);
       if (r.stale) ctx.log.info({ stale: r.stale }, 'quota snapshots older than the stored value were skipped (a reset or a newer flush won)');

@@ -49,12 +49,13 @@ async function retentionSweep(ctx: JobContext, s: Services, config: Config): Pro
       ctx.log.info({ partition: p.name, rows: n }, 'usage partition dropped');
     }
   }
-  for (;;) {
+  for (let from: Date | undefined; ; ) {
     ctx.signal.throwIfAborted();
-    const { deleted: n } = await s.usageStore.deleteBatch({ before: cutoff }, u.delete_batch);
-    s.metrics.usageDeleted.inc({ kind: 'raw_batch' }, n);
-    deleted += n;
-    if (n < u.delete_batch) break;
+    const r = await s.usageStore.deleteBatch({ before: cutoff, from }, u.delete_batch);
+    s.metrics.usageDeleted.inc({ kind: 'raw_batch' }, r.deleted);
+    deleted += r.deleted;
+    if (r.deleted < u.delete_batch) break;
+    from = r.latest ?? from;
   }
   for (;;) {
     const n = await s.usageStore.deleteRequestIds(cutoff, u.delete_batch);
@@ -79,16 +80,16 @@ async function runTask(ctx: JobContext, s: Services, config: Config): Promise<nu
   const started = performance.now();
   ctx.log.info({ task_id: task.id, user_id: task.user_id, account_id: task.account_id, from: task.range_start, to: task.range_end }, 'usage cleanup task claimed');
   let deleted = task.deleted_rows;
-  let earliest: Date | null = null;
+  let from = new Date(task.range_start);
   for (;;) {
     ctx.signal.throwIfAborted();
     if (!(await s.cleanupTasks.heartbeat(task.id, ctx.instanceId, deleted))) {
       ctx.log.info({ task_id: task.id, deleted }, 'usage cleanup task cancelled or taken over; stopping');
       return deleted - task.deleted_rows;
     }
-    const r = await s.usageStore.deleteBatch({ from: new Date(task.range_start), to: new Date(task.range_end), userId: task.user_id, accountId: task.account_id }, config.usage.delete_batch);
+    const r = await s.usageStore.deleteBatch({ from, to: new Date(task.range_end), userId: task.user_id, accountId: task.account_id }, config.usage.delete_batch);
     deleted += r.deleted;
-    if (r.earliest && (!earliest || r.earliest < earliest)) earliest = r.earliest;
+    if (r.latest && r.latest > from) from = r.latest;
     s.metrics.usageDeleted.inc({ kind: 'task' }, r.deleted);
     if (r.deleted < config.usage.delete_batch) break;
   }

@@ -1,21 +1,8 @@
 import { z } from 'zod';
+import type { UsageRow } from '../../store/usage.js';
 
 /** One usage record as stored: ids are the gateway's own, as text; cost is an exact decimal string. */
-export interface UsageEvent {
-  request_id: string;
-  user_id: string;
-  api_key_id: string | null;
-  account_id: string | null;
-  platform: string;
-  model: string;
-  input_tokens: number;
-  output_tokens: number;
-  cache_tokens: number;
-  cost: string;
-  latency_ms: number | null;
-  status_code: number | null;
-  created_at: string;
-}
+export type UsageEvent = UsageRow;
 
 const ID = z.union([z.string().min(1).max(128), z.number().int().nonnegative().max(Number.MAX_SAFE_INTEGER)], { message: 'expected a string of 1-128 characters or a non-negative integer' }).transform(String);
 const TOKENS = z.number({ message: 'expected a whole number of tokens' }).int('expected a whole number of tokens').min(0, 'expected 0 or more').max(1e12);
