@@ -44,6 +44,12 @@ import { UsageWriter } from '../jobs/usage/usage-writer.js';
 import { UsageIngest } from '../jobs/usage/usage-ingest.js';
 import { PlatformQuota } from '../jobs/usage/platform-quota.js';
 import { MemoryQuotaCounters, RedisQuotaCounters } from '../coordination/quota-counters.js';
+import { Billing } from '../store/billing.js';
+import { Notifications } from '../store/notifications.js';
+import { Notifier } from '../jobs/billing/notifier.js';
+import { Payments } from '../jobs/billing/payments.js';
+import { SmtpChannel, WebhookChannel, type Channel } from '../upstream/notifier.js';
+import { GenericJsonProvider, type PaymentProvider } from '../upstream/payment-provider.js';
 
 export interface RuntimeOptions {
   clock?: Clock;
@@ -205,7 +211,23 @@ export class Runtime {
       cleanupTasks: new CleanupTasks(db),
       idempotency: new Idempotency(db, config.idempotency.ttl, config.idempotency.lock),
       quota: new PlatformQuota(counters, new QuotaUsage(db), config.quota.flush_batch, metrics, log),
+      ...this.buildBilling(),
     };
+  }
+
+  private buildBilling(): Pick<Services, 'billing' | 'notifications' | 'notifier' | 'payments'> {
+    const { config, db, clock, log, metrics } = this;
+    const n = config.notify;
+    const channels = new Map<string, Channel>();
+    if (n.smtp) channels.set('email', new SmtpChannel(n.smtp, n.send_timeout));
+    if (n.webhook) channels.set('webhook', new WebhookChannel(n.webhook, n.send_timeout));
+    const notifications = new Notifications(db);
+    const notifier = new Notifier(notifications, channels, { perSecond: n.per_second, maxAttempts: n.max_attempts, retryBaseMs: n.retry_base, batch: n.batch, leaseMs: Math.max(60_000, n.send_timeout * 3) }, clock, metrics, log);
+    const providers = new Map<string, PaymentProvider>(
+      Object.entries(config.payments.providers).map(([name, c]) => [name, new GenericJsonProvider(name, c, config.payments.request_timeout, config.payments.webhook_tolerance)]),
+    );
+    const billing = new Billing(db);
+    return { billing, notifications, notifier, payments: new Payments(billing, providers, clock, metrics, log) };
   }
 
   static async create(config: Config, opts: RuntimeOptions = {}): Promise<Runtime> {
@@ -425,6 +447,7 @@ export class Runtime {
       return null;
     });
     if (flushed?.flushed) this.log.info({ flushed: flushed.flushed }, 'shutdown: quota counters flushed');
+    this.services.notifier.close();
     for (const pool of this.pools) {
       const { drained, remaining } = await pool.stopAndWait(Math.max(1000, deadline - Date.now()));
       if (!drained) this.log.error({ remaining }, 'shutdown: a worker pool did not drain before the deadline');

@@ -144,6 +144,8 @@ export function redactConfig(config: Config): unknown {
     ...config,
     http: { ...config.http, admin_token: config.http.admin_token ? '***' : undefined },
     security: { master_key: config.security.master_key ? '***' : undefined },
+    payments: { ...config.payments, providers: Object.fromEntries(Object.entries(config.payments.providers).map(([k, p]) => [k, { ...p, api_key: p.api_key ? '***' : undefined, webhook_secret: '***' }])) },
+    notify: { ...config.notify, smtp: config.notify.smtp && { ...config.notify.smtp, pass: config.notify.smtp.pass ? '***' : undefined }, webhook: config.notify.webhook && { ...config.notify.webhook, secret: config.notify.webhook.secret ? '***' : undefined } },
     oauth: { providers: Object.fromEntries(Object.entries(config.oauth.providers).map(([k, p]) => [k, { ...p, client_secret: p.client_secret ? '***' : undefined }])) },
     database: { ...config.database, url: config.database.url && redactUrl(config.database.url) },
     redis: { ...config.redis, url: config.redis.url && redactUrl(config.redis.url) },

@@ -150,6 +150,41 @@ export const configSchema = z
       .default(USAGE_DEFAULTS),
     idempotency: z.object({ ttl: positiveDuration.default(DAY), lock: positiveDuration.default(60_000) }).strict().default({ ttl: DAY, lock: 60_000 }),
     quota: z.object({ flush_batch: positiveInt.default(1000) }).strict().default({ flush_batch: 1000 }),
+    billing: z
+      .object({
+        currency: z.string().regex(/^[A-Z]{3}$/, 'expected a three-letter currency code such as CNY').default('CNY'),
+        reminder_days: z.array(positiveInt).min(1).default([7, 3, 1]),
+        order_ttl: positiveDuration.default(30 * 60_000),
+      })
+      .strict()
+      .default({ currency: 'CNY', reminder_days: [7, 3, 1], order_ttl: 30 * 60_000 }),
+    payments: z
+      .object({
+        providers: z
+          .record(
+            z.string().regex(/^[a-z0-9_-]{1,32}$/, 'expected a provider name of 1-32 characters a-z, 0-9, _ or -'),
+            z.object({ base_url: z.string().regex(/^https?:\/\//, 'expected an http(s) URL'), api_key: z.string().min(1).optional(), webhook_secret: z.string().min(16, 'expected at least 16 characters') }).strict(),
+          )
+          .default({}),
+        webhook_tolerance: positiveDuration.default(300_000),
+        request_timeout: positiveDuration.default(10_000),
+        reconcile_window: positiveDuration.default(30 * 60_000),
+        batch: positiveInt.default(100),
+      })
+      .strict()
+      .default({ providers: {}, webhook_tolerance: 300_000, request_timeout: 10_000, reconcile_window: 30 * 60_000, batch: 100 }),
+    notify: z
+      .object({
+        smtp: z.object({ host: z.string().min(1), port: port.default(587), secure: z.boolean().default(false), user: z.string().optional(), pass: z.string().optional(), from: z.string().min(3) }).strict().optional(),
+        webhook: z.object({ url: z.string().regex(/^https?:\/\//, 'expected an http(s) URL'), secret: z.string().min(16).optional() }).strict().optional(),
+        per_second: z.coerce.number().positive().default(5),
+        max_attempts: positiveInt.default(5),
+        retry_base: positiveDuration.default(60_000),
+        send_timeout: positiveDuration.default(10_000),
+        batch: positiveInt.default(100),
+      })
+      .strict()
+      .default({ per_second: 5, max_attempts: 5, retry_base: 60_000, send_timeout: 10_000, batch: 100 }),
     security: z
       .object({ master_key: z.string().refine((k) => Buffer.from(k, 'base64').length === 32 && /^[A-Za-z0-9+/=_-]+$/.test(k), 'expected 32 random bytes in base64 (e.g. `openssl rand -base64 32`)').optional() })
       .strict()
@@ -168,6 +203,8 @@ export const configSchema = z
         usage_cleanup: jobSettingsSchema.optional(),
         idempotency_cleanup: jobSettingsSchema.optional(),
         platform_quota_flusher: jobSettingsSchema.optional(),
+        subscription_expiry: jobSettingsSchema.optional(),
+        payment_order_expiry: jobSettingsSchema.optional(),
         canary: z.object({ ...jobBase, sleep: duration.optional() }).strict().optional(),
       })
       .strict()

@@ -4,6 +4,7 @@ import { requireAdmin, bearer } from './auth.js';
 import { registerAccountRoutes } from './accounts-routes.js';
 import { registerProxyRoutes } from './proxies-routes.js';
 import { registerUsageRoutes } from './usage-routes.js';
+import { registerBillingRoutes, registerPaymentWebhook } from './billing-routes.js';
 import { InvalidUsage } from '../jobs/usage/usage-ingest.js';
 import { UsageQueueFull } from '../jobs/usage/usage-writer.js';
 import { IdempotencyConflict } from '../store/idempotency.js';
@@ -38,6 +39,7 @@ export function buildHttpServer(rt: Runtime): FastifyInstance {
   });
   app.get('/metrics', async (_req, reply) => reply.type(rt.metrics.registry.contentType).send(await rt.metrics.registry.metrics()));
 
+  registerPaymentWebhook(app, rt);
   void app.register(
     async (api) => {
       api.addHook('preHandler', requireAdmin(rt));
@@ -75,6 +77,7 @@ export function buildHttpServer(rt: Runtime): FastifyInstance {
       registerAccountRoutes(api, rt);
       registerProxyRoutes(api, rt);
       registerUsageRoutes(api, rt);
+      registerBillingRoutes(api, rt);
 
       api.get('/instances', async () => ({ instances: await rt.instances() }));
 

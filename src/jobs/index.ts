@@ -11,12 +11,16 @@ import { dashboardAggregationJob } from './usage/dashboard-aggregation.js';
 import { usageCleanupJob } from './usage/usage-cleanup.js';
 import { idempotencyCleanupJob } from './usage/idempotency-cleanup.js';
 import { platformQuotaFlusherJob } from './usage/platform-quota.js';
+import { subscriptionExpiryJob } from './billing/subscription-expiry.js';
+import { paymentOrderExpiryJob } from './billing/payment-order-expiry.js';
 import { resolveProviders } from '../upstream/oauth-providers.js';
 
 const FACTORIES: Array<(config: Config, services: JobServices) => JobDefinition> = [
   tokenRefreshJob,
   accountExpiryJob,
   proxyExpiryJob,
+  subscriptionExpiryJob,
+  paymentOrderExpiryJob,
   dashboardAggregationJob,
   usageCleanupJob,
   idempotencyCleanupJob,

@@ -11,6 +11,10 @@ import type { Idempotency } from '../store/idempotency.js';
 import type { UsageWriter } from './usage/usage-writer.js';
 import type { UsageIngest } from './usage/usage-ingest.js';
 import type { PlatformQuota } from './usage/platform-quota.js';
+import type { Billing } from '../store/billing.js';
+import type { Notifications } from '../store/notifications.js';
+import type { Notifier } from './billing/notifier.js';
+import type { Payments } from './billing/payments.js';
 
 /** What jobs use beyond their JobContext: repositories and long-lived services the runtime builds. */
 export interface Services {
@@ -28,6 +32,10 @@ export interface Services {
   cleanupTasks: CleanupTasks;
   idempotency: Idempotency;
   quota: PlatformQuota;
+  billing: Billing;
+  notifications: Notifications;
+  notifier: Notifier;
+  payments: Payments;
 }
 
 /**

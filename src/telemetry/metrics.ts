@@ -63,6 +63,16 @@ export class Metrics {
   readonly aggregationWatermark = new Gauge({ name: 'relay_jobs_usage_aggregation_watermark_seconds', help: 'Hours before this time are covered by the rollups', registers: [this.registry] });
   readonly quotaFlush = new Counter({ name: 'relay_jobs_quota_flush_total', help: 'Quota counter keys by outcome (dirty, flushed, stale, re_added, lost, errors)', labelNames: ['outcome'], registers: [this.registry] });
 
+  readonly notifySent = new Counter({ name: 'relay_jobs_notifications_sent_total', help: 'Notifications delivered', labelNames: ['channel', 'template'], registers: [this.registry] });
+  readonly notifyFailures = new Counter({ name: 'relay_jobs_notification_failures_total', help: 'Notification attempts that failed', labelNames: ['channel'], registers: [this.registry] });
+  readonly notifyChannelUp = new Gauge({ name: 'relay_jobs_notification_channel_up', help: '1 when the channel\'s last attempt succeeded', labelNames: ['channel'], registers: [this.registry] });
+  readonly subscriptionsExpired = new Counter({ name: 'relay_jobs_subscriptions_expired_total', help: 'Subscriptions set expired', registers: [this.registry] });
+  readonly remindersQueued = new Counter({ name: 'relay_jobs_subscription_reminders_queued_total', help: 'Reminder intents recorded', labelNames: ['days'], registers: [this.registry] });
+  readonly ordersPaid = new Counter({ name: 'relay_jobs_payment_orders_paid_total', help: 'Orders marked paid, by source (webhook, reconcile, expiry_check)', labelNames: ['source'], registers: [this.registry] });
+  readonly ordersExpired = new Counter({ name: 'relay_jobs_payment_orders_expired_total', help: 'Orders expired after a last check at the provider', registers: [this.registry] });
+  readonly providerFailures = new Counter({ name: 'relay_jobs_payment_provider_failures_total', help: 'Provider queries or closes that failed (retried next round)', labelNames: ['provider'], registers: [this.registry] });
+  readonly webhooksRejected = new Counter({ name: 'relay_jobs_payment_webhooks_rejected_total', help: 'Webhooks refused, by reason', labelNames: ['provider', 'reason'], registers: [this.registry] });
+
   constructor(opts: { defaultMetrics?: boolean } = {}) {
     if (opts.defaultMetrics) collectDefaultMetrics({ register: this.registry, prefix: 'relay_jobs_process_' });
   }

@@ -1,0 +1,112 @@
+import type { Notifications, Delivery } from '../../store/notifications.js';
+import type { Channel } from '../../upstream/notifier.js';
+import type { Clock } from '../../time/clock.js';
+import type { Logger } from '../../telemetry/logger.js';
+import type { Metrics } from '../../telemetry/metrics.js';
+import { RateLimiter } from '../../workers/rate-limiter.js';
+
+/** Message templates: `{{name}}` is replaced by the delivery's params. */
+export const TEMPLATES: Record<string, { subject: string; text: string }> = {
+  subscription_reminder: {
+    subject: 'Your {{plan}} subscription expires in {{days}} day(s)',
+    text: 'Hello,\n\nyour {{plan}} subscription ends on {{expires_at}} ({{days}} day(s) from now). Renew it to keep your access.\n',
+  },
+};
+
+export function render(template: string, params: Record<string, unknown>): { subject: string; text: string } {
+  const t = TEMPLATES[template];
+  if (!t) throw new Error(`unknown template ${template}`);
+  const fill = (s: string) => s.replace(/\{\{(\w+)\}\}/g, (_, k: string) => String(params[k] ?? ''));
+  return { subject: fill(t.subject), text: fill(t.text) };
+}
+
+export interface ChannelHealth {
+  up: boolean;
+  last_error: string | null;
+  last_failure_at: string | null;
+  last_success_at: string | null;
+}
+
+export interface NotifierSettings {
+  perSecond: number;
+  maxAttempts: number;
+  retryBaseMs: number;
+  batch: number;
+  leaseMs: number;
+}
+
+/**
+ * Sends due deliveries from the outbox. Per channel: a rate limit, and a circuit for the round —
+ * the first failure of a channel puts its remaining deliveries back for later instead of trying
+ * each one against a broken server. Failed deliveries back off (base × 4^(attempt−1)), so a
+ * broken SMTP server is not hammered every minute; after `maxAttempts` a delivery is `failed`.
+ * A `precheck` lets the owner of a delivery cancel it (a renewed subscription needs no reminder).
+ */
+export class Notifier {
+  private readonly limiters = new Map<string, RateLimiter>();
+  readonly health = new Map<string, ChannelHealth>();
+
+  constructor(
+    private readonly store: Notifications,
+    readonly channels: Map<string, Channel>,
+    private readonly s: NotifierSettings,
+    private readonly clock: Clock,
+    private readonly metrics: Metrics,
+    private readonly log: Logger,
+  ) {
+    for (const name of channels.keys()) this.health.set(name, { up: true, last_error: null, last_failure_at: null, last_success_at: null });
+  }
+
+  async deliverDue(owner: string, precheck: (d: Delivery) => Promise<string | null>, signal?: AbortSignal): Promise<{ sent: number; failed: number; skipped: number; deferred: number }> {
+    const out = { sent: 0, failed: 0, skipped: 0, deferred: 0 };
+    const down = new Set<string>();
+    const due = await this.store.claim(owner, this.s.batch, this.s.leaseMs);
+    for (const d of due) {
+      if (signal?.aborted || down.has(d.channel)) {
+        await this.store.release(d.id, signal?.aborted ? 0 : this.s.retryBaseMs);
+        out.deferred++;
+        continue;
+      }
+      const skip = await precheck(d);
+      const channel = this.channels.get(d.channel);
+      if (skip || !channel) {
+        await this.store.skipped(d.id, skip ?? `channel ${d.channel} is not configured`);
+        out.skipped++;
+        continue;
+      }
+      let limiter = this.limiters.get(d.channel);
+      if (!limiter) this.limiters.set(d.channel, (limiter = new RateLimiter(this.clock, this.s.perSecond)));
+      await limiter.take();
+      const { subject, text } = render(d.template, d.params);
+      try {
+        await channel.send({ to: d.recipient, subject, text, messageId: `<${d.dedup_key.replace(/[^A-Za-z0-9.:_-]/g, '_')}@relay-jobs>`, dedupKey: d.dedup_key });
+        await this.store.sent(d.id, owner);
+        this.mark(d.channel, null);
+        this.metrics.notifySent.inc({ channel: d.channel, template: d.template });
+        out.sent++;
+      } catch (err) {
+        const msg = (err as Error).message;
+        const retryMs = this.s.retryBaseMs * 4 ** Math.min(d.attempts, 6);
+        const state = await this.store.failed(d.id, msg, retryMs, this.s.maxAttempts);
+        this.mark(d.channel, msg);
+        down.add(d.channel);
+        this.metrics.notifyFailures.inc({ channel: d.channel });
+        this.log.warn({ channel: d.channel, delivery_id: d.id, attempt: d.attempts + 1, retry_in_s: state === 'retry' ? retryMs / 1000 : null, err: msg }, state === 'retry' ? 'notification failed; retried later' : 'notification failed for good');
+        out.failed++;
+      }
+    }
+    return out;
+  }
+
+  private mark(channel: string, error: string | null): void {
+    const h = this.health.get(channel)!;
+    const now = new Date(this.clock.now()).toISOString();
+    if (error) Object.assign(h, { up: false, last_error: error, last_failure_at: now });
+    else Object.assign(h, { up: true, last_success_at: now });
+    this.metrics.notifyChannelUp.set({ channel }, error ? 0 : 1);
+  }
+
+  close(): void {
+    for (const c of this.channels.values()) c.close();
+  }
+}

@@ -1,0 +1,138 @@
+import type { Billing } from '../../store/billing.js';
+import { ProviderError, type PaymentProvider } from '../../upstream/payment-provider.js';
+import type { Clock } from '../../time/clock.js';
+import type { Logger } from '../../telemetry/logger.js';
+import type { Metrics } from '../../telemetry/metrics.js';
+
+export interface WebhookAnswer {
+  status: number;
+  body: Record<string, unknown>;
+}
+
+export interface RoundCounts {
+  checked: number;
+  paid: number;
+  expired: number;
+  providerErrors: number;
+}
+
+/**
+ * Payment orders against their providers: webhooks (verified, then paid exactly once), the
+ * reconcile pass (a missed webhook still credits the user) and the expire pass (a last check at
+ * the provider, a close there, then a conditional `pending → expired`). An order is never
+ * expired on a failed or unreadable provider answer.
+ */
+export class Payments {
+  constructor(
+    private readonly billing: Billing,
+    readonly providers: Map<string, PaymentProvider>,
+    private readonly clock: Clock,
+    private readonly metrics: Metrics,
+    private readonly log: Logger,
+  ) {}
+
+  private async reject(provider: string, orderId: number | null, status: number, reason: string, code: string, detail: Record<string, unknown> = {}): Promise<WebhookAnswer> {
+    this.metrics.webhooksRejected.inc({ provider, reason: code });
+    await this.billing.event(this.billing.db, orderId, provider, 'webhook_rejected', null, null, 'webhook', { reason, ...detail });
+    this.log.warn({ provider, order_id: orderId, reason }, 'payment webhook rejected');
+    return { status, body: { error: { code, message: reason } } };
+  }
+
+  async webhook(providerName: string, rawBody: string, headers: Record<string, string | string[] | undefined>): Promise<WebhookAnswer> {
+    const provider = this.providers.get(providerName);
+    if (!provider) return this.reject(providerName, null, 404, `unknown payment provider ${JSON.stringify(providerName)}`, 'unknown_provider');
+    const v = provider.verifyWebhook(rawBody, headers, this.clock.now());
+    if (!v.ok) return this.reject(providerName, null, 401, v.reason, 'unverified');
+    const order = await this.billing.orderByProviderId(providerName, v.event.provider_order_id);
+    if (!order) return this.reject(providerName, null, 404, `unknown order ${v.event.provider_order_id}`, 'unknown_order', { provider_order_id: v.event.provider_order_id });
+    const r = await this.billing.markPaid(order.id, 'webhook', v.event.amount, { event_id: v.event.event_id });
+    if (r.changed) {
+      this.metrics.ordersPaid.inc({ source: 'webhook' });
+      this.log.info({ order_id: order.id, provider: providerName, amount: order.amount }, 'order paid (webhook)');
+      return { status: 200, body: { result: 'paid', order_id: order.id } };
+    }
+    if (r.reason === 'already_paid') return { status: 200, body: { result: 'already_paid', order_id: order.id } };
+    this.metrics.webhooksRejected.inc({ provider: providerName, reason: r.reason });
+    const message = r.reason === 'amount_mismatch' ? `amount ${v.event.amount} does not match order ${order.id} (${order.amount})` : `order ${order.id} is ${order.status} and cannot be paid`;
+    return { status: r.reason === 'amount_mismatch' ? 400 : 409, body: { error: { code: r.reason, message } } };
+  }
+
+  /** Asks the provider about one order; paid → credited. Returns the provider's status, or null when it could not be asked. */
+  private async check(orderId: number, source: string): Promise<'paid' | 'pending' | 'closed' | 'not_found' | null> {
+    const order = await this.billing.order(orderId);
+    if (!order || order.status !== 'pending') return null;
+    const provider = this.providers.get(order.provider);
+    try {
+      if (!provider) throw new ProviderError(order.provider, 'not configured (payments.providers)');
+      const q = await provider.queryOrder(order.provider_order_id);
+      await this.billing.checked(orderId);
+      if (q.status === 'paid') {
+        const r = await this.billing.markPaid(orderId, source, q.amount);
+        if (r.changed) {
+          this.metrics.ordersPaid.inc({ source });
+          this.log.info({ order_id: orderId, provider: order.provider, source }, 'order paid (found at the provider)');
+        }
+      }
+      return q.status;
+    } catch (err) {
+      if (!(err instanceof ProviderError)) throw err;
+      await this.billing.checkFailed(orderId);
+      this.metrics.providerFailures.inc({ provider: order.provider });
+      this.log.warn({ order_id: orderId, provider: order.provider, err: err.message }, 'payment provider check failed; retried next round');
+      return null;
+    }
+  }
+
+  async reconcile(windowMs: number, batch: number, signal?: AbortSignal): Promise<RoundCounts> {
+    const c: RoundCounts = { checked: 0, paid: 0, expired: 0, providerErrors: 0 };
+    for (const id of await this.billing.reconcileCandidates(windowMs, batch)) {
+      signal?.throwIfAborted();
+      const s = await this.check(id, 'reconcile');
+      if (s === null) c.providerErrors++;
+      else c.checked++;
+      if (s === 'paid') c.paid++;
+    }
+    return c;
+  }
+
+  async expire(batch: number, signal?: AbortSignal): Promise<RoundCounts> {
+    const c: RoundCounts = { checked: 0, paid: 0, expired: 0, providerErrors: 0 };
+    for (const id of await this.billing.expiryCandidates(batch)) {
+      signal?.throwIfAborted();
+      const s = await this.check(id, 'expiry_check');
+      if (s === null) {
+        c.providerErrors++;
+        continue;
+      }
+      c.checked++;
+      if (s === 'paid') {
+        c.paid++;
+        continue;
+      }
+      const order = (await this.billing.order(id))!;
+      if (s === 'pending') {
+        // Close it at the provider first, so it cannot be paid after we call it expired.
+        let closed: 'closed' | 'paid' | 'not_found';
+        try {
+          closed = await this.providers.get(order.provider)!.closeOrder(order.provider_order_id);
+        } catch (err) {
+          if (!(err instanceof ProviderError)) throw err;
+          this.metrics.providerFailures.inc({ provider: order.provider });
+          c.providerErrors++;
+          continue;
+        }
+        if (closed === 'paid') {
+          const r = await this.billing.markPaid(id, 'expiry_check', null, { at: 'close' });
+          if (r.changed) this.metrics.ordersPaid.inc({ source: 'expiry_check' });
+          c.paid++;
+          continue;
+        }
+      }
+      if (await this.billing.expireOrder(id, { provider_status: s })) {
+        this.metrics.ordersExpired.inc();
+        c.expired++;
+      }
+    }
+    return c;
+  }
+}

@@ -1,0 +1,84 @@
+import type { Db } from './db.js';
+import { num, toDate } from './db.js';
+
+export interface Delivery {
+  id: number;
+  dedup_key: string;
+  channel: string;
+  recipient: string;
+  template: string;
+  params: Record<string, unknown>;
+  status: 'pending' | 'sending' | 'sent' | 'failed' | 'skipped';
+  attempts: number;
+  last_error: string | null;
+  created_at: string;
+  sent_at: string | null;
+}
+
+function toDelivery(r: Record<string, unknown>): Delivery {
+  return {
+    id: num(r.id),
+    dedup_key: String(r.dedup_key),
+    channel: String(r.channel),
+    recipient: String(r.recipient),
+    template: String(r.template),
+    params: r.params as Record<string, unknown>,
+    status: r.status as Delivery['status'],
+    attempts: num(r.attempts),
+    last_error: (r.last_error as string) ?? null,
+    created_at: toDate(r.created_at)!.toISOString(),
+    sent_at: toDate(r.sent_at)?.toISOString() ?? null,
+  };
+}
+
+/**
+ * The notification outbox and delivery log. An intent is a row (unique `dedup_key`) written
+ * before anything is sent; a sender claims due rows with SKIP LOCKED and a lease, and records
+ * the result after. A sender that dies mid-send leaves a `sending` row whose lease lapses, and
+ * the row is sent again with the same message id.
+ */
+export class Notifications {
+  constructor(private readonly db: Db) {}
+
+  async claim(owner: string, limit: number, leaseMs: number): Promise<Delivery[]> {
+    const { rows } = await this.db.query(
+      `UPDATE notification_deliveries SET status = 'sending', claimed_by = $1, claimed_until = clock_timestamp() + $3 * interval '1 millisecond'
+       WHERE id IN (SELECT id FROM notification_deliveries
+                    WHERE (status = 'pending' AND next_attempt_at <= clock_timestamp()) OR (status = 'sending' AND claimed_until < clock_timestamp())
+                    ORDER BY next_attempt_at, id LIMIT $2 FOR UPDATE SKIP LOCKED)
+       RETURNING *`,
+      [owner, limit, leaseMs],
+    );
+    return rows.map(toDelivery).sort((a, b) => a.id - b.id);
+  }
+
+  async sent(id: number, owner: string): Promise<void> {
+    await this.db.query(`UPDATE notification_deliveries SET status = 'sent', sent_at = clock_timestamp(), attempts = attempts + 1, last_error = NULL WHERE id = $1 AND claimed_by = $2`, [id, owner]);
+  }
+
+  async skipped(id: number, reason: string): Promise<void> {
+    await this.db.query(`UPDATE notification_deliveries SET status = 'skipped', last_error = $2 WHERE id = $1`, [id, reason]);
+  }
+
+  /** A failed attempt: retried after `retryMs`, or failed for good after `maxAttempts`. */
+  async failed(id: number, error: string, retryMs: number, maxAttempts: number): Promise<'retry' | 'failed'> {
+    const { rows } = await this.db.query<{ status: string }>(
+      `UPDATE notification_deliveries SET attempts = attempts + 1, last_error = $2,
+         status = CASE WHEN attempts + 1 >= $4 THEN 'failed' ELSE 'pending' END,
+         next_attempt_at = clock_timestamp() + $3 * interval '1 millisecond', claimed_by = NULL, claimed_until = NULL
+       WHERE id = $1 RETURNING status`,
+      [id, error.slice(0, 500), retryMs, maxAttempts],
+    );
+    return rows[0]?.status === 'failed' ? 'failed' : 'retry';
+  }
+
+  /** Puts a claimed row back untouched (its channel is down this round). */
+  async release(id: number, delayMs: number): Promise<void> {
+    await this.db.query(`UPDATE notification_deliveries SET status = 'pending', claimed_by = NULL, claimed_until = NULL, next_attempt_at = clock_timestamp() + $2 * interval '1 millisecond' WHERE id = $1`, [id, delayMs]);
+  }
+
+  async list(f: { status?: string; limit: number }): Promise<Delivery[]> {
+    const { rows } = await this.db.query(`SELECT * FROM notification_deliveries WHERE ($1::text IS NULL OR status = $1) ORDER BY id DESC LIMIT $2`, [f.status ?? null, f.limit]);
+    return rows.map(toDelivery);
+  }
+}

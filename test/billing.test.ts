@@ -1,0 +1,219 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { FastifyInstance } from 'fastify';
+import pg from 'pg';
+import { loadConfig } from '../src/config/load.js';
+import { Runtime } from '../src/app/runtime.js';
+import { buildHttpServer } from '../src/http/server.js';
+import { silentLogger } from '../src/telemetry/logger.js';
+import { FakePaymentProvider } from './fixtures/payment-provider.js';
+import { TestSmtpServer } from './fixtures/smtp-server.js';
+import { REDIS_URL, TEST_MASTER_KEY, dropRedisPrefix, freshDatabase, uniqueName } from './helpers/services.js';
+
+const ADMIN = 'billing-admin-token-0123456789';
+const auth = { authorization: `Bearer ${ADMIN}` };
+const DAY = 86_400_000;
+
+/** Subscriptions, payment orders and notifications against real PostgreSQL, Redis, a loopback payment provider and a real SMTP server. */
+describe('billing: subscriptions, payment orders, reminders', () => {
+  let db: Awaited<ReturnType<typeof freshDatabase>>;
+  let sql: pg.Client;
+  let rt: Runtime;
+  let http: FastifyInstance;
+  let provider: FakePaymentProvider;
+  let smtp: TestSmtpServer;
+  const prefix = uniqueName('rjbill');
+  const post = (url: string, payload: unknown) => http.inject({ method: 'POST', url, headers: auth, payload: payload as object });
+  const get = async (url: string) => (await http.inject({ url, headers: auth })).json();
+  const webhookUrl = () => `${http.listeningOrigin}/api/v1/payments/webhook/fakepay`;
+  let userId: number;
+
+  beforeAll(async () => {
+    db = await freshDatabase();
+    sql = new pg.Client({ connectionString: db.url });
+    await sql.connect();
+    provider = await FakePaymentProvider.start();
+    smtp = await TestSmtpServer.start();
+    const config = loadConfig({
+      env: {
+        DATABASE_URL: db.url,
+        REDIS_URL,
+        RELAY_JOBS_INSTANCE_ID: 'bill-1',
+        RELAY_JOBS_ENV: 'test',
+        RELAY_JOBS_ADMIN_TOKEN: ADMIN,
+        RELAY_JOBS_MASTER_KEY: TEST_MASTER_KEY,
+        RELAY_JOBS__REDIS__KEY_PREFIX: prefix,
+        RELAY_JOBS__PAYMENTS__PROVIDERS__FAKEPAY__BASE_URL: provider.url,
+        RELAY_JOBS__PAYMENTS__PROVIDERS__FAKEPAY__WEBHOOK_SECRET: provider.secret,
+        RELAY_JOBS__NOTIFY__SMTP__HOST: '127.0.0.1',
+        RELAY_JOBS__NOTIFY__SMTP__PORT: String(smtp.port),
+        RELAY_JOBS__NOTIFY__SMTP__FROM: 'billing@relay.test',
+        RELAY_JOBS__NOTIFY__SEND_TIMEOUT: '2s',
+        RELAY_JOBS__NOTIFY__PER_SECOND: '100',
+      },
+    });
+    rt = await Runtime.create(config, { logger: silentLogger() });
+    http = buildHttpServer(rt);
+    await http.listen({ port: 0, host: '127.0.0.1' });
+    userId = (await post('/api/v1/billing/users', { email: 'alice@example.test' })).json().id;
+  });
+  afterAll(async () => {
+    await rt.shutdown();
+    await http.close();
+    await provider.close();
+    await smtp.close();
+    await sql.end();
+    await db.drop();
+    await dropRedisPrefix(prefix);
+  });
+
+  const order = async (amount: number, extra: Record<string, unknown> = {}) => {
+    const o = (await post('/api/v1/billing/orders', { user_id: userId, amount, provider: 'fakepay', purpose: 'balance', ...extra })).json();
+    provider.open(o.provider_order_id, amount);
+    return o as { id: number; provider_order_id: string; status: string };
+  };
+  const balance = async () => (await get(`/api/v1/billing/users/${userId}`)).balance as number;
+
+  it('a signed webhook marks the order paid and credits the balance exactly once; replays change nothing', async () => {
+    const before = await balance();
+    const o = await order(1999);
+    provider.pay(o.provider_order_id);
+    const first = await provider.sendWebhook(webhookUrl(), o.provider_order_id);
+    expect(first).toMatchObject({ status: 200, body: { result: 'paid' } });
+    const again = await provider.sendWebhook(webhookUrl(), o.provider_order_id);
+    expect(again).toMatchObject({ status: 200, body: { result: 'already_paid' } });
+    expect(await balance()).toBe(before + 1999);
+    const view = await get(`/api/v1/billing/orders/${o.id}`);
+    expect(view.status).toBe('paid');
+    expect(view.events.map((e: { event: string }) => e.event)).toEqual(['created', 'paid', 'paid_again_ignored']);
+  });
+
+  it('refuses unsigned, mis-signed, stale, unknown and mismatched webhooks with a reason, changing nothing but the audit trail', async () => {
+    const before = await balance();
+    const o = await order(500);
+    provider.pay(o.provider_order_id);
+    const raw = await fetch(webhookUrl(), { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ provider_order_id: o.provider_order_id, status: 'paid', amount: 500, event_id: 'x' }) });
+    expect(raw.status).toBe(401);
+    expect((await raw.json()).error.message).toMatch(/missing X-Timestamp or X-Signature/);
+    expect(await provider.sendWebhook(webhookUrl(), o.provider_order_id, { secret: 'forged-secret-0123456789' })).toMatchObject({ status: 401, body: { error: { message: 'bad signature' } } });
+    expect(await provider.sendWebhook(webhookUrl(), o.provider_order_id, { timestamp: Math.floor(Date.now() / 1000) - 3600 })).toMatchObject({ status: 401, body: { error: { message: expect.stringMatching(/outside the 300s tolerance/) } } });
+    expect(await provider.sendWebhook(webhookUrl(), 'ro_does_not_exist', { amount: 5 })).toMatchObject({ status: 404, body: { error: { code: 'unknown_order' } } });
+    expect(await provider.sendWebhook(webhookUrl(), o.provider_order_id, { amount: 5000 })).toMatchObject({ status: 400, body: { error: { code: 'amount_mismatch' } } });
+    expect(await provider.sendWebhook(`${http.listeningOrigin}/api/v1/payments/webhook/nopay`, o.provider_order_id)).toMatchObject({ status: 404 });
+    expect(await balance()).toBe(before);
+    const view = await get(`/api/v1/billing/orders/${o.id}`);
+    expect(view.status).toBe('pending');
+    expect(view.events.map((e: { event: string }) => e.event)).toContain('amount_mismatch');
+    const rejected = await sql.query(`SELECT count(*)::int AS n FROM payment_order_events WHERE event = 'webhook_rejected'`);
+    expect(rejected.rows[0].n).toBeGreaterThanOrEqual(4);
+  });
+
+  it('reconcile credits a paid order whose webhook was lost; expiry closes and expires unpaid ones; a payment at the moment of closing wins', async () => {
+    await rt.runNow('payment_order_expiry'); // settles what earlier tests left (their order paid at the provider is credited now)
+    const before = await balance();
+    const lost = await order(300);
+    provider.pay(lost.provider_order_id); // webhook never sent
+    const unpaid = await order(400, { expires_at: new Date(Date.now() + 1500).toISOString() });
+    const racing = await order(700, { expires_at: new Date(Date.now() + 1500).toISOString() });
+    provider.payOnClose.add(racing.provider_order_id);
+    expect((await rt.runNow('payment_order_expiry')).outcome).toMatchObject({ status: 'ok' });
+    expect((await get(`/api/v1/billing/orders/${lost.id}`)).status).toBe('paid');
+    expect((await get(`/api/v1/billing/orders/${unpaid.id}`)).status).toBe('pending');
+    await new Promise((r) => setTimeout(r, 1600));
+    await rt.runNow('payment_order_expiry');
+    expect((await get(`/api/v1/billing/orders/${unpaid.id}`)).status).toBe('expired');
+    expect(provider.orders.get(unpaid.provider_order_id)!.status).toBe('closed');
+    const r = await get(`/api/v1/billing/orders/${racing.id}`);
+    expect(r.status).toBe('paid');
+    expect(r.events.map((e: { source: string }) => e.source)).toContain('expiry_check');
+    expect(await balance()).toBe(before + 300 + 700);
+    // A webhook for the order we expired is a late payment the provider took: credited, audited, not both.
+    provider.orders.get(unpaid.provider_order_id)!.status = 'paid';
+    expect((await provider.sendWebhook(webhookUrl(), unpaid.provider_order_id)).body).toMatchObject({ result: 'paid' });
+    const late = await get(`/api/v1/billing/orders/${unpaid.id}`);
+    expect(late.status).toBe('paid');
+    expect(late.events.map((e: { event: string }) => e.event)).toContain('paid_after_expiry');
+    expect(await balance()).toBe(before + 300 + 700 + 400);
+  });
+
+  it('never expires an order the provider could not confirm unpaid (failures, garbage); retried next round', async () => {
+    const o = await order(250, { expires_at: new Date(Date.now() - 1000).toISOString() });
+    provider.failQueries = 10;
+    const r = await rt.runNow('payment_order_expiry');
+    expect(r.outcome?.status).toBe('failed');
+    expect((await get(`/api/v1/billing/orders/${o.id}`)).status).toBe('pending');
+    provider.failQueries = 0;
+    provider.garbageQueries = 10;
+    await rt.runNow('payment_order_expiry');
+    expect((await get(`/api/v1/billing/orders/${o.id}`)).status).toBe('pending');
+    provider.garbageQueries = 0;
+    const failures = (await rt.metrics.providerFailures.get()).values.find((v) => v.labels.provider === 'fakepay')!.value;
+    expect(failures).toBeGreaterThanOrEqual(2);
+    await rt.runNow('payment_order_expiry');
+    expect((await get(`/api/v1/billing/orders/${o.id}`)).status).toBe('expired');
+  });
+
+  it('a subscription order activates a subscription, the next one extends it', async () => {
+    const plan = (await post('/api/v1/billing/plans', { name: 'Pro', price: 9900, duration_days: 30 })).json();
+    const u = (await post('/api/v1/billing/users', { email: 'bob@example.test' })).json();
+    const pay = async () => {
+      const o = (await post('/api/v1/billing/orders', { user_id: u.id, amount: 9900, provider: 'fakepay', purpose: 'subscription', plan_id: plan.id })).json();
+      provider.open(o.provider_order_id, 9900);
+      provider.pay(o.provider_order_id);
+      expect((await provider.sendWebhook(webhookUrl(), o.provider_order_id)).status).toBe(200);
+    };
+    await pay();
+    let subs = (await get(`/api/v1/billing/users/${u.id}`)).subscriptions;
+    expect(subs).toHaveLength(1);
+    const firstEnd = Date.parse(subs[0].expires_at);
+    await pay();
+    subs = (await get(`/api/v1/billing/users/${u.id}`)).subscriptions;
+    expect(subs).toHaveLength(1);
+    expect(Date.parse(subs[0].expires_at) - firstEnd).toBe(30 * DAY);
+    expect((await post('/api/v1/billing/orders', { user_id: u.id, amount: 1.5, provider: 'fakepay', purpose: 'balance' })).json().error.message).toMatch(/amount: expected an integer amount in minor units/);
+    expect((await post('/api/v1/billing/orders', { user_id: u.id, amount: 100, provider: 'fakepay', purpose: 'subscription' })).json().error.message).toMatch(/plan_id: a subscription order needs plan_id/);
+    expect((await post('/api/v1/billing/orders', { user_id: 999999, amount: 100, provider: 'nopay', purpose: 'balance' })).json().error.fields.map((f: { field: string }) => f.field)).toEqual(['provider', 'user_id']);
+  });
+
+  it('subscription_expiry expires ended subscriptions and sends one reminder per window, once, skipping renewed ones; a broken SMTP server backs off', async () => {
+    const plan = (await post('/api/v1/billing/plans', { name: 'Basic', price: 100, duration_days: 30 })).json();
+    const u = (await post('/api/v1/billing/users', { email: 'carol@example.test' })).json();
+    const sub = async (endsInMs: number) => (await post('/api/v1/billing/subscriptions', { user_id: u.id, plan_id: plan.id, starts_at: new Date(Date.now() - 20 * DAY).toISOString(), expires_at: new Date(Date.now() + endsInMs).toISOString() })).json();
+    const ended = await sub(-60_000 + 20 * DAY - 20 * DAY + 1000);
+    const in5 = await sub(5 * DAY);
+    const in2 = await sub(2 * DAY);
+    const in12h = await sub(DAY / 2);
+    const in10 = await sub(10 * DAY);
+    await new Promise((r) => setTimeout(r, 1100));
+    const mails = () => smtp.received.filter((m) => m.to.includes('carol@example.test'));
+    const first = await rt.runNow('subscription_expiry');
+    expect((await get(`/api/v1/billing/subscriptions/${ended.id}`)).status, JSON.stringify(first)).toBe('expired');
+    expect(mails().map((m) => m.subject).sort(), JSON.stringify(first)).toEqual(['Your Basic subscription expires in 1 day(s)', 'Your Basic subscription expires in 3 day(s)', 'Your Basic subscription expires in 7 day(s)']);
+    expect(new Set(mails().map((m) => m.messageId)).size).toBe(3);
+    await rt.runNow('subscription_expiry');
+    expect(mails()).toHaveLength(3);
+    void in5;
+    void in2;
+    void in12h;
+    void in10;
+
+    // SMTP breaks: the reminder fails once, backs off, and is not retried every round.
+    smtp.broken = true;
+    const in6 = await sub(6 * DAY);
+    const attemptsBefore = smtp.attempts;
+    const r1 = await rt.runNow('subscription_expiry');
+    expect(r1.outcome?.note).toMatch(/email down/);
+    expect(smtp.attempts).toBe(attemptsBefore + 1);
+    await rt.runNow('subscription_expiry');
+    expect(smtp.attempts).toBe(attemptsBefore + 1);
+    expect((await get('/api/v1/notifications/channels')).channels.email).toMatchObject({ up: false });
+    const failing = (await get('/api/v1/notifications?status=pending')).deliveries.find((d: { params: { subscription_id: number } }) => d.params.subscription_id === in6.id);
+    expect(failing).toMatchObject({ attempts: 1, last_error: expect.stringMatching(/451/) });
+    // Renewed while the reminder waits: it is skipped, never sent.
+    await sql.query(`UPDATE subscriptions SET expires_at = expires_at + interval '30 days' WHERE id = $1`, [in6.id]);
+    smtp.broken = false;
+    await sql.query(`UPDATE notification_deliveries SET next_attempt_at = clock_timestamp() WHERE status = 'pending'`);
+    await rt.runNow('subscription_expiry');
+    expect(mails()).toHaveLength(3);
+    expect((await get('/api/v1/notifications?status=skipped')).deliveries.some((d: { params: { subscription_id: number } }) => d.params.subscription_id === in6.id)).toBe(true);
+  });
+});
