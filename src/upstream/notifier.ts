@@ -21,7 +21,10 @@ export class SmtpChannel implements Channel {
   private readonly transport;
 
   constructor(private readonly c: { host: string; port: number; secure: boolean; user?: string; pass?: string; from: string }, timeoutMs: number) {
+    // Pooled: one SMTP session carries many messages instead of a handshake per message.
     this.transport = nodemailer.createTransport({
+      pool: true,
+      maxConnections: 2,
       host: c.host,
       port: c.port,
       secure: c.secure,

@@ -32,8 +32,12 @@ export interface NotifierSettings {
   maxAttempts: number;
   retryBaseMs: number;
   batch: number;
-  leaseMs: number;
+  /** One send's timeout; a claim's lease covers a chunk of sends at this worst case. */
+  sendTimeoutMs: number;
 }
+
+/** Deliveries claimed at a time: small, so the lease stays short and a dead sender's rows come back soon. */
+const CHUNK = 10;
 
 /**
  * Sends due deliveries from the outbox. Per channel: a rate limit, and a circuit for the round —
@@ -60,7 +64,16 @@ export class Notifier {
   async deliverDue(owner: string, precheck: (d: Delivery) => Promise<string | null>, signal?: AbortSignal): Promise<{ sent: number; failed: number; skipped: number; deferred: number }> {
     const out = { sent: 0, failed: 0, skipped: 0, deferred: 0 };
     const down = new Set<string>();
-    const due = await this.store.claim(owner, this.s.batch, this.s.leaseMs);
+    for (let done = 0; done < this.s.batch && !signal?.aborted && down.size < this.channels.size; ) {
+      const due = await this.store.claim(owner, Math.min(CHUNK, this.s.batch - done), this.s.sendTimeoutMs * (CHUNK + 2));
+      if (!due.length) break;
+      done += due.length;
+      await this.deliver(due, owner, precheck, down, out, signal);
+    }
+    return out;
+  }
+
+  private async deliver(due: Delivery[], owner: string, precheck: (d: Delivery) => Promise<string | null>, down: Set<string>, out: { sent: number; failed: number; skipped: number; deferred: number }, signal?: AbortSignal): Promise<void> {
     for (const d of due) {
       if (signal?.aborted || down.has(d.channel)) {
         await this.store.release(d.id, signal?.aborted ? 0 : this.s.retryBaseMs);
@@ -95,7 +108,6 @@ export class Notifier {
         out.failed++;
       }
     }
-    return out;
   }
 
   private mark(channel: string, error: string | null): void {

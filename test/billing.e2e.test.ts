@@ -1,0 +1,175 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import pg from 'pg';
+import { ServiceProcess } from './helpers/cli.js';
+import { PrivateRedis, TEST_MASTER_KEY, freePort, freshDatabase, uniqueName } from './helpers/services.js';
+import { FakePaymentProvider } from './fixtures/payment-provider.js';
+import { TestSmtpServer } from './fixtures/smtp-server.js';
+
+/**
+ * Billing with real processes: three replicas, 1,000 subscriptions inside a reminder window and
+ * 1,000 orders (paid with a webhook, some replayed; paid with the webhook lost; paid at the moment
+ * of closing; unpaid), replicas SIGKILLed during the rounds and restarted. Every reminder reaches
+ * the SMTP server (one Message-ID each), every paid order is credited once, every unpaid one
+ * expires, and the balances add up to the paid orders.
+ */
+const N = 1000;
+const ADMIN = 'e2e-billing-admin-token-01';
+
+describe('billing across three real replicas with SIGKILL', () => {
+  let db: Awaited<ReturnType<typeof freshDatabase>>;
+  let redis: PrivateRedis;
+  let sql: pg.Client;
+  let provider: FakePaymentProvider;
+  let smtp: TestSmtpServer;
+  const replicas: ServiceProcess[] = [];
+
+  beforeAll(async () => {
+    db = await freshDatabase();
+    redis = await PrivateRedis.start();
+    provider = await FakePaymentProvider.start();
+    smtp = await TestSmtpServer.start();
+    sql = new pg.Client({ connectionString: db.url });
+    await sql.connect();
+  });
+  afterAll(async () => {
+    for (const r of replicas) if (r.proc.exitCode === null) r.proc.kill('SIGKILL');
+    await sql.end();
+    await provider.close();
+    await smtp.close();
+    await redis.stop();
+    await db.drop();
+  });
+
+  it('reminders once, paid orders credited once, unpaid expired, money conserved', async () => {
+    const prefix = uniqueName('rjbille2e');
+    const ports = await Promise.all([0, 1, 2].map(() => freePort()));
+    const env = (i: number) => ({
+      DATABASE_URL: db.url,
+      REDIS_URL: redis.url,
+      RELAY_JOBS_INSTANCE_ID: `b${i}`,
+      RELAY_JOBS_ENV: 'e2e',
+      RELAY_JOBS_HTTP_PORT: String(ports[i]),
+      RELAY_JOBS_ADMIN_TOKEN: ADMIN,
+      RELAY_JOBS_MASTER_KEY: TEST_MASTER_KEY,
+      RELAY_JOBS__REDIS__KEY_PREFIX: prefix,
+      RELAY_JOBS__PAYMENTS__PROVIDERS__FAKEPAY__BASE_URL: provider.url,
+      RELAY_JOBS__PAYMENTS__PROVIDERS__FAKEPAY__WEBHOOK_SECRET: provider.secret,
+      RELAY_JOBS__PAYMENTS__BATCH: '200',
+      RELAY_JOBS__NOTIFY__SMTP__HOST: '127.0.0.1',
+      RELAY_JOBS__NOTIFY__SMTP__PORT: String(smtp.port),
+      RELAY_JOBS__NOTIFY__SMTP__FROM: 'billing@relay.test',
+      RELAY_JOBS__NOTIFY__SEND_TIMEOUT: '300ms',
+      RELAY_JOBS__NOTIFY__PER_SECOND: '1000',
+      RELAY_JOBS__NOTIFY__BATCH: '150',
+      RELAY_JOBS__JOBS__SUBSCRIPTION_EXPIRY__EVERY: '1s',
+      RELAY_JOBS__JOBS__PAYMENT_ORDER_EXPIRY__EVERY: '1s',
+      RELAY_JOBS__JOBS__SUBSCRIPTION_EXPIRY__TIMEOUT: '5s',
+      RELAY_JOBS__JOBS__PAYMENT_ORDER_EXPIRY__TIMEOUT: '5s',
+      RELAY_JOBS__CLUSTER__INSTANCE_HEARTBEAT: '300ms',
+      RELAY_JOBS__LOGGING__LEVEL: 'warn',
+    });
+    // Schema first (one replica migrates), then the data, then the cluster.
+    replicas[0] = ServiceProcess.start('b0', env(0));
+    await waitHealthy(ports[0]!);
+    await sql.query(`INSERT INTO plans (name, price, duration_days) VALUES ('Pro', 9900, 30)`);
+    await sql.query(`INSERT INTO billing_users (email) SELECT 'user' || g || '@example.test' FROM generate_series(1, $1) g`, [N]);
+    // Each subscription ends inside exactly one reminder window (0.2 to 6.8 days from now).
+    await sql.query(
+      `INSERT INTO subscriptions (user_id, plan_id, starts_at, expires_at)
+       SELECT g, 1, clock_timestamp() - interval '20 days', clock_timestamp() + (0.2 + (g % 67) * 0.1) * interval '1 day' FROM generate_series(1, $1) g`,
+      [N],
+    );
+    const kinds = ['webhook', 'lost', 'unpaid', 'on_close'] as const;
+    const orders = Array.from({ length: N }, (_, i) => ({ id: `po-${i}`, user: (i % N) + 1, amount: 100 + ((i * 37) % 900), kind: kinds[i % 10 < 4 ? 0 : i % 10 < 6 ? 1 : i % 10 < 9 ? 2 : 3] }));
+    for (const o of orders) provider.open(o.id, o.amount);
+    await sql.query(
+      `INSERT INTO payment_orders (user_id, amount, currency, provider, provider_order_id, purpose, expires_at)
+       SELECT (x->>'user')::bigint, (x->>'amount')::bigint, 'CNY', 'fakepay', x->>'id', 'balance', clock_timestamp() + (2 + (row_number() OVER ()) % 5) * interval '1 second'
+       FROM jsonb_array_elements($1::jsonb) x`,
+      [JSON.stringify(orders)],
+    );
+    for (const o of orders) {
+      if (o.kind === 'webhook' || o.kind === 'lost') provider.pay(o.id);
+      if (o.kind === 'on_close') provider.payOnClose.add(o.id);
+    }
+    for (let i = 1; i < 3; i++) replicas[i] = ServiceProcess.start(`b${i}`, env(i));
+    await Promise.all([1, 2].map((i) => waitHealthy(ports[i]!)));
+
+    // Webhooks arrive over time at random replicas, a fifth of them twice.
+    const hooks = (async () => {
+      const w = orders.filter((o) => o.kind === 'webhook');
+      for (const [k, o] of w.entries()) {
+        const url = `http://127.0.0.1:${ports[k % 3]}/api/v1/payments/webhook/fakepay`;
+        for (let t = 0; t < (k % 5 === 0 ? 2 : 1); t++) await provider.sendWebhook(url, o.id).catch(() => undefined);
+        if (k % 20 === 0) await new Promise((r) => setTimeout(r, 50));
+      }
+    })();
+
+    // SIGKILL replicas in the middle of their rounds, restart them a moment later.
+    let kills = 0;
+    for (const victim of [1, 2, 0]) {
+      await new Promise((r) => setTimeout(r, 1500));
+      replicas[victim]!.proc.kill('SIGKILL');
+      await replicas[victim]!.exited;
+      kills++;
+      // The same instance id may start again once its old heartbeat is three beats stale.
+      await new Promise((r) => setTimeout(r, 1200));
+      replicas[victim] = ServiceProcess.start(`b${victim}`, env(victim));
+    }
+    await hooks;
+
+    // Wait for the work to finish: no pending order, every reminder sent.
+    const deadline = Date.now() + 60_000;
+    for (;;) {
+      const { rows } = await sql.query(
+        `SELECT (SELECT count(*) FROM payment_orders WHERE status = 'pending')::int AS pending,
+                (SELECT count(*) FROM notification_deliveries WHERE status = 'sent')::int AS sent,
+                (SELECT count(*) FROM notification_deliveries)::int AS queued`,
+      );
+      if ((rows[0].pending === 0 && rows[0].sent === N) || Date.now() > deadline) break;
+      await new Promise((r) => setTimeout(r, 500));
+    }
+    const stats = await sql.query(`SELECT status, count(*)::int AS n, max(last_error) AS err, max(attempts) AS attempts FROM notification_deliveries GROUP BY status`);
+    const runs = await sql.query(`SELECT job_name, status, count(*)::int AS n, max(error) AS err FROM job_runs GROUP BY 1, 2 ORDER BY 1, 2`);
+    console.log(JSON.stringify(stats.rows), JSON.stringify(runs.rows));
+    for (const r of replicas) r.proc.kill('SIGTERM');
+    const codes = await Promise.all(replicas.map((r) => r.exited));
+    expect(codes).toEqual([0, 0, 0]);
+
+    // Reminders: one Message-ID per subscription; a resend after a kill between SMTP accept and
+    // the "sent" record carries the same Message-ID (counted, bounded by the kills).
+    const ids = smtp.received.map((m) => m.messageId);
+    const distinct = new Set(ids);
+    expect(distinct.size).toBe(N);
+    const dupes = ids.length - distinct.size;
+    expect(dupes).toBeLessThanOrEqual(kills);
+    const perSub = await sql.query(`SELECT (params->>'subscription_id')::int AS s, count(*)::int AS n FROM notification_deliveries WHERE status = 'sent' GROUP BY 1 HAVING count(*) <> 1`);
+    expect(perSub.rows).toEqual([]);
+
+    // Orders: paid exactly when the provider says so, each credited once, the rest expired.
+    const { rows } = await sql.query(`SELECT provider_order_id AS id, status FROM payment_orders`);
+    const status = new Map(rows.map((r) => [r.id, r.status]));
+    for (const o of orders) expect(status.get(o.id), `${o.id} (${o.kind})`).toBe(o.kind === 'unpaid' ? 'expired' : 'paid');
+    const credits = await sql.query(`SELECT order_id, count(*)::int AS n FROM payment_order_events WHERE event IN ('paid', 'paid_after_expiry') GROUP BY order_id HAVING count(*) <> 1`);
+    expect(credits.rows).toEqual([]);
+    const money = await sql.query(
+      `SELECT (SELECT coalesce(sum(balance), 0) FROM billing_users)::bigint AS balances, (SELECT coalesce(sum(amount), 0) FROM payment_orders WHERE status = 'paid')::bigint AS paid`,
+    );
+    expect(Number(money.rows[0].balances)).toBe(Number(money.rows[0].paid));
+    const expectedPaid = orders.filter((o) => o.kind !== 'unpaid').reduce((s, o) => s + o.amount, 0);
+    expect(Number(money.rows[0].paid)).toBe(expectedPaid);
+    console.log(`billing e2e: ${smtp.received.length} mails (${dupes} resent after a kill), ${orders.filter((o) => o.kind !== 'unpaid').length} orders paid, ${kills} SIGKILLs`);
+  }, 120_000);
+});
+
+async function waitHealthy(port: number): Promise<void> {
+  for (let i = 0; i < 200; i++) {
+    try {
+      if ((await fetch(`http://127.0.0.1:${port}/readyz`)).ok) return;
+    } catch {
+      /* not up yet */
+    }
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  throw new Error(`replica on port ${port} never became ready`);
+}
