@@ -27,3 +27,4 @@ export { InvalidUsage } from './jobs/usage/usage-ingest.js';
 export { UsageQueueFull, type RecordOutcome } from './jobs/usage/usage-writer.js';
 export type { UsageEventInput } from './jobs/usage/usage-event.js';
 export { IdempotencyConflict, requestHash, type BeginResult } from './store/idempotency.js';
+export { signWebhook, GenericJsonProvider, ProviderError, type PaymentProvider } from './upstream/payment-provider.js';
