@@ -115,6 +115,7 @@ describe('billing across three real replicas with SIGKILL', () => {
       // The same instance id may start again once its old heartbeat is three beats stale.
       await new Promise((r) => setTimeout(r, 1200));
       replicas[victim] = ServiceProcess.start(`b${victim}`, env(victim));
+      await waitHealthy(ports[victim]!);
     }
     await hooks;
 

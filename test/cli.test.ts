@@ -113,3 +113,18 @@ describe('CLI commands', () => {
     expect((await runCli(['migrate'], { RELAY_JOBS_DATA_DIR: dir })).code).toBe(0);
   });
 });
+
+describe('signals during start-up', () => {
+  it('SIGTERM while the service is still starting ends it cleanly with exit 0', async () => {
+    const { ServiceProcess } = await import('./helpers/cli.js');
+    const { mkdtempSync } = await import('node:fs');
+    const { join } = await import('node:path');
+    const { tmpdir } = await import('node:os');
+    const dir = mkdtempSync(join(tmpdir(), 'rj-early-'));
+    const svc = ServiceProcess.start('early', { RELAY_JOBS_DATA_DIR: dir, RELAY_JOBS_HTTP_PORT: String(await freePort()) });
+    await svc.waitForLine(/migrations applied/); // inside Runtime.create, before the HTTP server exists
+    svc.proc.kill('SIGTERM');
+    expect(await svc.exited).toBe(0);
+    expect(svc.lines.join('\n')).toMatch(/shutdown complete/);
+  });
+});
