@@ -5,6 +5,8 @@ import { loadConfig } from '../src/config/load.js';
 import { Runtime } from '../src/app/runtime.js';
 import { buildHttpServer } from '../src/http/server.js';
 import { silentLogger } from '../src/telemetry/logger.js';
+import { createServer } from 'node:http';
+import { createHmac } from 'node:crypto';
 import { FakePaymentProvider } from './fixtures/payment-provider.js';
 import { TestSmtpServer } from './fixtures/smtp-server.js';
 import { REDIS_URL, TEST_MASTER_KEY, dropRedisPrefix, freshDatabase, uniqueName } from './helpers/services.js';
@@ -26,6 +28,8 @@ describe('billing: subscriptions, payment orders, reminders', () => {
   const get = async (url: string) => (await http.inject({ url, headers: auth })).json();
   const webhookUrl = () => `${http.listeningOrigin}/api/v1/payments/webhook/fakepay`;
   let userId: number;
+  let hookServer: import('node:http').Server;
+  const hooks: Array<{ headers: import('node:http').IncomingHttpHeaders; body: { key: string; to: string; subject: string } }> = [];
 
   beforeAll(async () => {
     db = await freshDatabase();
@@ -33,6 +37,17 @@ describe('billing: subscriptions, payment orders, reminders', () => {
     await sql.connect();
     provider = await FakePaymentProvider.start();
     smtp = await TestSmtpServer.start();
+    hookServer = createServer((req, res) => {
+      let body = '';
+      req.on('data', (c) => (body += c));
+      req.on('end', () => {
+        hooks.push({ headers: req.headers, body: JSON.parse(body) });
+        res.writeHead(204);
+        res.end();
+      });
+    });
+    await new Promise<void>((r) => hookServer.listen(0, '127.0.0.1', r));
+    const hookPort = (hookServer.address() as { port: number }).port;
     const config = loadConfig({
       env: {
         DATABASE_URL: db.url,
@@ -49,6 +64,9 @@ describe('billing: subscriptions, payment orders, reminders', () => {
         RELAY_JOBS__NOTIFY__SMTP__FROM: 'billing@relay.test',
         RELAY_JOBS__NOTIFY__SEND_TIMEOUT: '2s',
         RELAY_JOBS__NOTIFY__PER_SECOND: '100',
+        RELAY_JOBS__NOTIFY__WEBHOOK__URL: `http://127.0.0.1:${hookPort}/hook`,
+        RELAY_JOBS__NOTIFY__WEBHOOK__SECRET: 'notify-hook-secret-0123456789',
+        RELAY_JOBS__PAYMENTS__RETRY_BASE: '1500ms',
       },
     });
     rt = await Runtime.create(config, { logger: silentLogger() });
@@ -61,6 +79,7 @@ describe('billing: subscriptions, payment orders, reminders', () => {
     await http.close();
     await provider.close();
     await smtp.close();
+    await new Promise((r) => hookServer.close(r));
     await sql.end();
     await db.drop();
     await dropRedisPrefix(prefix);
@@ -141,11 +160,18 @@ describe('billing: subscriptions, payment orders, reminders', () => {
     const r = await rt.runNow('payment_order_expiry');
     expect(r.outcome?.status).toBe('failed');
     expect((await get(`/api/v1/billing/orders/${o.id}`)).status).toBe('pending');
+    // Backoff: the next round, right away, does not ask again (retry_base 1.5 s).
+    const queries = provider.queries;
+    await rt.runNow('payment_order_expiry');
+    expect(provider.queries).toBe(queries);
+    await new Promise((res) => setTimeout(res, 1600));
     provider.failQueries = 0;
     provider.garbageQueries = 10;
     await rt.runNow('payment_order_expiry');
+    expect(provider.queries).toBe(queries + 1);
     expect((await get(`/api/v1/billing/orders/${o.id}`)).status).toBe('pending');
     provider.garbageQueries = 0;
+    await new Promise((res) => setTimeout(res, 3100));
     const failures = (await rt.metrics.providerFailures.get()).values.find((v) => v.labels.provider === 'fakepay')!.value;
     expect(failures).toBeGreaterThanOrEqual(2);
     await rt.runNow('payment_order_expiry');
@@ -215,5 +241,27 @@ describe('billing: subscriptions, payment orders, reminders', () => {
     await rt.runNow('subscription_expiry');
     expect(mails()).toHaveLength(3);
     expect((await get('/api/v1/notifications?status=skipped')).deliveries.some((d: { params: { subscription_id: number } }) => d.params.subscription_id === in6.id)).toBe(true);
+
+    // The webhook channel got the same three reminders, plus the one for the 6-day subscription
+    // (sent before the renewal: only e-mail was down), each once, signed, keyed.
+    const mine = hooks.filter((h) => h.body.to === String(u.id));
+    expect(mine).toHaveLength(4);
+    expect(new Set(mine.map((h) => h.body.key)).size).toBe(4);
+    expect(mine.some((h) => h.body.key.startsWith(`reminder:${in6.id}:7d:`))).toBe(true);
+    for (const h of mine) {
+      expect(h.headers['idempotency-key']).toBe(h.body.key);
+      const raw = JSON.stringify(h.body);
+      expect(h.headers['x-signature']).toBe(createHmac('sha256', 'notify-hook-secret-0123456789').update(`${h.headers['x-timestamp']}.${raw}`).digest('hex'));
+    }
+
+    // Settings: reminders switched off by an admin queue nothing new.
+    const put = await http.inject({ method: 'PUT', url: '/api/v1/notifications/settings', headers: auth, payload: { reminders_enabled: false } });
+    expect(put.json()).toEqual({ reminders_enabled: false, reminder_days: [7, 3, 1] });
+    expect((await http.inject({ method: 'PUT', url: '/api/v1/notifications/settings', headers: auth, payload: { reminder_days: [0] } })).json().error.message).toMatch(/reminder_days\.0/);
+    await sub(4 * DAY);
+    const queued = await sql.query(`SELECT count(*)::int AS n FROM notification_deliveries`);
+    await rt.runNow('subscription_expiry');
+    expect((await sql.query(`SELECT count(*)::int AS n FROM notification_deliveries`)).rows[0].n).toBe(queued.rows[0].n);
+    await http.inject({ method: 'PUT', url: '/api/v1/notifications/settings', headers: auth, payload: { reminders_enabled: true } });
   });
 });

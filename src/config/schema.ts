@@ -170,9 +170,10 @@ export const configSchema = z
         request_timeout: positiveDuration.default(10_000),
         reconcile_window: positiveDuration.default(30 * 60_000),
         batch: positiveInt.default(100),
+        retry_base: positiveDuration.default(60_000),
       })
       .strict()
-      .default({ providers: {}, webhook_tolerance: 300_000, request_timeout: 10_000, reconcile_window: 30 * 60_000, batch: 100 }),
+      .default({ providers: {}, webhook_tolerance: 300_000, request_timeout: 10_000, reconcile_window: 30 * 60_000, batch: 100, retry_base: 60_000 }),
     notify: z
       .object({
         smtp: z.object({ host: z.string().min(1), port: port.default(587), secure: z.boolean().default(false), user: z.string().optional(), pass: z.string().optional(), from: z.string().min(3) }).strict().optional(),

@@ -7,6 +7,9 @@ const row = (r: Record<string, unknown>) => {
   return out;
 };
 
+/** An order whose provider checks keep failing waits base × 2^(failures − 1), at most 32 × base, between checks. */
+const BACKOFF = `(check_failures = 0 OR last_checked_at <= clock_timestamp() - $3 * power(2, least(check_failures - 1, 5)) * interval '1 millisecond')`;
+
 export interface Order {
   id: number;
   user_id: number;
@@ -173,18 +176,19 @@ export class Billing {
   }
 
   /** Pending orders to ask the provider about: recent ones and those about to expire, least recently checked first. */
-  async reconcileCandidates(windowMs: number, limit: number): Promise<number[]> {
+  async reconcileCandidates(windowMs: number, limit: number, retryBaseMs: number): Promise<number[]> {
     const { rows } = await this.db.query(
       `SELECT id FROM payment_orders WHERE status = 'pending' AND expires_at > clock_timestamp()
          AND (created_at > clock_timestamp() - $1 * interval '1 millisecond' OR expires_at <= clock_timestamp() + interval '5 minutes')
+         AND ${BACKOFF}
        ORDER BY last_checked_at NULLS FIRST, id LIMIT $2`,
-      [windowMs, limit],
+      [windowMs, limit, retryBaseMs],
     );
     return rows.map((r) => num(r.id));
   }
 
-  async expiryCandidates(limit: number): Promise<number[]> {
-    const { rows } = await this.db.query(`SELECT id FROM payment_orders WHERE status = 'pending' AND expires_at <= clock_timestamp() ORDER BY expires_at, id LIMIT $1`, [limit]);
+  async expiryCandidates(limit: number, retryBaseMs: number): Promise<number[]> {
+    const { rows } = await this.db.query(`SELECT id FROM payment_orders WHERE status = 'pending' AND expires_at <= clock_timestamp() AND ${BACKOFF.replace(/\$3/g, () => '$2')} ORDER BY expires_at, id LIMIT $1`, [limit, retryBaseMs]);
     return rows.map((r) => num(r.id));
   }
 }

@@ -77,6 +77,19 @@ export class Notifications {
     await this.db.query(`UPDATE notification_deliveries SET status = 'pending', claimed_by = NULL, claimed_until = NULL, next_attempt_at = clock_timestamp() + $2 * interval '1 millisecond' WHERE id = $1`, [id, delayMs]);
   }
 
+  async settings(): Promise<Record<string, unknown>> {
+    const { rows } = await this.db.query<{ key: string; value: unknown }>(`SELECT key, value FROM notification_settings`);
+    return Object.fromEntries(rows.map((r) => [r.key, r.value]));
+  }
+
+  async putSettings(values: Record<string, unknown>): Promise<void> {
+    await this.db.tx(async (q) => {
+      for (const [k, v] of Object.entries(values)) {
+        await q.query(`INSERT INTO notification_settings (key, value) VALUES ($1, $2::jsonb) ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value, updated_at = clock_timestamp()`, [k, JSON.stringify(v)]);
+      }
+    });
+  }
+
   async list(f: { status?: string; limit: number }): Promise<Delivery[]> {
     const { rows } = await this.db.query(`SELECT * FROM notification_deliveries WHERE ($1::text IS NULL OR status = $1) ORDER BY id DESC LIMIT $2`, [f.status ?? null, f.limit]);
     return rows.map(toDelivery);

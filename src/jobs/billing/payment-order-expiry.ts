@@ -17,8 +17,9 @@ export function paymentOrderExpiryJob(config: Config, services: JobServices): Jo
     settings: resolveJobSettings('payment_order_expiry', { enabled: true, every: 60_000, timeout: 5 * 60_000 }, config.jobs.payment_order_expiry),
     async run(ctx) {
       const { payments } = services.get();
-      const r = await payments.reconcile(config.payments.reconcile_window, config.payments.batch, ctx.signal);
-      const e = await payments.expire(config.payments.batch, ctx.signal);
+      const p = config.payments;
+      const r = await payments.reconcile(p.reconcile_window, p.batch, p.retry_base, ctx.signal);
+      const e = await payments.expire(p.batch, p.retry_base, ctx.signal);
       const errors = r.providerErrors + e.providerErrors;
       if (errors && r.checked + e.checked === 0) throw new Error(`every provider check failed (${errors}); no order was changed, retried next round`);
       return { items: r.paid + e.paid + e.expired, note: `reconciled ${r.checked} (${r.paid} paid), expiry checks ${e.checked} (${e.paid} paid, ${e.expired} expired), ${errors} provider errors` };

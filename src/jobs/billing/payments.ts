@@ -83,9 +83,9 @@ export class Payments {
     }
   }
 
-  async reconcile(windowMs: number, batch: number, signal?: AbortSignal): Promise<RoundCounts> {
+  async reconcile(windowMs: number, batch: number, retryBaseMs: number, signal?: AbortSignal): Promise<RoundCounts> {
     const c: RoundCounts = { checked: 0, paid: 0, expired: 0, providerErrors: 0 };
-    for (const id of await this.billing.reconcileCandidates(windowMs, batch)) {
+    for (const id of await this.billing.reconcileCandidates(windowMs, batch, retryBaseMs)) {
       signal?.throwIfAborted();
       const s = await this.check(id, 'reconcile');
       if (s === null) c.providerErrors++;
@@ -95,9 +95,9 @@ export class Payments {
     return c;
   }
 
-  async expire(batch: number, signal?: AbortSignal): Promise<RoundCounts> {
+  async expire(batch: number, retryBaseMs: number, signal?: AbortSignal): Promise<RoundCounts> {
     const c: RoundCounts = { checked: 0, paid: 0, expired: 0, providerErrors: 0 };
-    for (const id of await this.billing.expiryCandidates(batch)) {
+    for (const id of await this.billing.expiryCandidates(batch, retryBaseMs)) {
       signal?.throwIfAborted();
       const s = await this.check(id, 'expiry_check');
       if (s === null) {

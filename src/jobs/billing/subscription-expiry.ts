@@ -35,8 +35,14 @@ async function stillDue(db: Db, d: Delivery): Promise<string | null> {
  * reminder per window) are recorded as intents in the outbox, then due notifications are sent.
  * Correct by construction: the unique intent key, not a lock, keeps a reminder single.
  */
+/** Reminder settings: the admin's (`PUT /api/v1/notifications/settings`) over the config file's. */
+export async function reminderSettings(config: Config, services: JobServices): Promise<{ reminders_enabled: boolean; reminder_days: number[] }> {
+  const stored = await services.get().notifications.settings();
+  const days = Array.isArray(stored.reminder_days) ? (stored.reminder_days as number[]) : config.billing.reminder_days;
+  return { reminders_enabled: stored.reminders_enabled !== false, reminder_days: [...new Set(days)].sort((a, b) => b - a) };
+}
+
 export function subscriptionExpiryJob(config: Config, services: JobServices): JobDefinition {
-  const days = [...new Set(config.billing.reminder_days)].sort((a, b) => b - a);
   return {
     name: 'subscription_expiry',
     description: 'Expires subscriptions past their end, records expiry reminders once per window, sends due notifications',
@@ -50,7 +56,8 @@ export function subscriptionExpiryJob(config: Config, services: JobServices): Jo
         ctx.log.info({ expired }, 'subscriptions expired');
       }
       let queued = 0;
-      for (const channel of s.notifier.channels.keys() as Iterable<'email' | 'webhook'>) {
+      const { reminders_enabled, reminder_days: days } = await reminderSettings(config, services);
+      for (const channel of (reminders_enabled ? s.notifier.channels.keys() : []) as Iterable<'email' | 'webhook'>) {
         for (let i = 0; i < days.length; i++) {
           const n = (await ctx.db.query(QUEUE_REMINDERS(channel), [days[i], days[i + 1] ?? 0])).rowCount;
           if (n) s.metrics.remindersQueued.inc({ days: String(days[i]) }, n);

@@ -85,5 +85,12 @@ CREATE TABLE notification_deliveries (
   created_at      timestamptz NOT NULL DEFAULT clock_timestamp(),
   sent_at         timestamptz
 );
+-- Admin-editable notification settings (override the config file's defaults).
+CREATE TABLE notification_settings (
+  key        text PRIMARY KEY,
+  value      jsonb NOT NULL,
+  updated_at timestamptz NOT NULL DEFAULT clock_timestamp()
+);
+
 CREATE INDEX notification_deliveries_due ON notification_deliveries (next_attempt_at) WHERE status IN ('pending', 'sending');
 `;
