@@ -75,7 +75,7 @@ describe('accounts and token refresh (real PostgreSQL, Redis, OAuth server)', ()
     const creds = oauth.issue(name, lifetimeSec);
     const res = await http.inject({ method: 'POST', url: '/api/v1/accounts', headers: auth, payload: { platform: 'openai', name, credentials: creds, ...extra } });
     expect(res.statusCode, res.body).toBe(201);
-    return { ...res.json(), creds } as { id: number; token_version: number; creds: { access_token: string; refresh_token: string }; [k: string]: unknown };
+    return { ...res.json(), creds } as { id: number; token_version: number; token_expires_at: string | null; creds: { access_token: string; refresh_token: string }; [k: string]: unknown };
   }
   const get = async (id: number) => (await http.inject({ url: `/api/v1/accounts/${id}`, headers: auth })).json();
   const post = (url: string, payload?: unknown) => http.inject({ method: 'POST', url, headers: auth, payload: payload as object });

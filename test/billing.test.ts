@@ -9,6 +9,7 @@ import { createServer } from 'node:http';
 import { createHmac } from 'node:crypto';
 import { FakePaymentProvider } from './fixtures/payment-provider.js';
 import { TestSmtpServer } from './fixtures/smtp-server.js';
+import { outcomeOf } from './helpers/rounds.js';
 import { REDIS_URL, TEST_MASTER_KEY, dropRedisPrefix, freshDatabase, uniqueName } from './helpers/services.js';
 
 const ADMIN = 'billing-admin-token-0123456789';
@@ -134,7 +135,7 @@ describe('billing: subscriptions, payment orders, reminders', () => {
     const unpaid = await order(400, { expires_at: new Date(Date.now() + 1500).toISOString() });
     const racing = await order(700, { expires_at: new Date(Date.now() + 1500).toISOString() });
     provider.payOnClose.add(racing.provider_order_id);
-    expect((await rt.runNow('payment_order_expiry')).outcome).toMatchObject({ status: 'ok' });
+    expect(outcomeOf(await rt.runNow('payment_order_expiry'))).toMatchObject({ status: 'ok' });
     expect((await get(`/api/v1/billing/orders/${lost.id}`)).status).toBe('paid');
     expect((await get(`/api/v1/billing/orders/${unpaid.id}`)).status).toBe('pending');
     await new Promise((r) => setTimeout(r, 1600));
@@ -158,7 +159,7 @@ describe('billing: subscriptions, payment orders, reminders', () => {
     const o = await order(250, { expires_at: new Date(Date.now() - 1000).toISOString() });
     provider.failQueries = 10;
     const r = await rt.runNow('payment_order_expiry');
-    expect(r.outcome?.status).toBe('failed');
+    expect(outcomeOf(r)?.status).toBe('failed');
     expect((await get(`/api/v1/billing/orders/${o.id}`)).status).toBe('pending');
     // Backoff: the next round, right away, does not ask again (retry_base 1.5 s).
     const queries = provider.queries;
@@ -227,7 +228,7 @@ describe('billing: subscriptions, payment orders, reminders', () => {
     const in6 = await sub(6 * DAY);
     const attemptsBefore = smtp.attempts;
     const r1 = await rt.runNow('subscription_expiry');
-    expect(r1.outcome?.note).toMatch(/email down/);
+    expect(outcomeOf(r1)?.note).toMatch(/email down/);
     expect(smtp.attempts).toBe(attemptsBefore + 1);
     await rt.runNow('subscription_expiry');
     expect(smtp.attempts).toBe(attemptsBefore + 1);

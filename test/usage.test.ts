@@ -10,6 +10,7 @@ import { UsageStore } from '../src/store/usage.js';
 import { Metrics } from '../src/telemetry/metrics.js';
 import { silentLogger } from '../src/telemetry/logger.js';
 import { captureLogs } from './helpers/log-capture.js';
+import { outcomeOf } from './helpers/rounds.js';
 import { REDIS_URL, TEST_MASTER_KEY, dropRedisPrefix, freshDatabase, uniqueName } from './helpers/services.js';
 
 const ADMIN = 'usage-admin-token-0123456789';
@@ -325,7 +326,7 @@ describe('usage and quota in embedded mode (PGlite, in-process counters)', () =>
       expect(await rt.services.usage.record({ ...events[0], request_id: 'e-lib' })).toBe('enqueued');
       await rt.services.quota.increment('emb', 'openai', 40);
       await rt.services.quota.increment('emb', 'openai', 2);
-      expect((await rt.runNow('dashboard_aggregation')).outcome).toMatchObject({ status: 'ok' });
+      expect(outcomeOf(await rt.runNow('dashboard_aggregation'))).toMatchObject({ status: 'ok' });
       const { rows } = await rt.db.query<{ n: string; cost: string }>(`SELECT sum(requests) AS n, sum(cost)::text AS cost FROM usage_hourly WHERE user_id = 'emb'`);
       expect(Number(rows[0]!.n)).toBe(31);
       expect(rows[0]!.cost).toBe('0.3100000000');
