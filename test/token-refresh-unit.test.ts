@@ -171,6 +171,20 @@ describe('concurrency and rate limits', () => {
     await a;
     expect(order).toEqual(['urgent', 'normal']);
   });
+  it('a promoted waiter overtakes the normal queue', async () => {
+    const s = new Semaphore(1);
+    await s.acquire();
+    const order: string[] = [];
+    void s.ticket().granted.then(() => order.push('first normal'));
+    const late = s.ticket();
+    void late.granted.then(() => order.push('promoted'));
+    late.promote();
+    s.release();
+    await new Promise((r) => setImmediate(r));
+    s.release();
+    await new Promise((r) => setImmediate(r));
+    expect(order).toEqual(['promoted', 'first normal']);
+  });
   it('the rate limiter lets a burst through, then one permit per 1/rate seconds', async () => {
     const clock = new ManualClock(NOW);
     const rl = new RateLimiter(clock, 2);

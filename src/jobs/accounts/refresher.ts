@@ -55,7 +55,7 @@ const AUTO_REFRESHABLE: ReadonlySet<AccountStatus> = new Set(['active', 'quota_e
  * twice. Every write compares and bumps the version.
  */
 export class Refresher {
-  private readonly inFlight = new Map<number, Promise<RefreshOutcome>>();
+  private readonly inFlight = new Map<number, { outcome: Promise<RefreshOutcome>; promote: () => void }>();
   private readonly slots: Semaphore;
   private readonly limiters = new Map<string, RateLimiter>();
   private readonly stopController = new AbortController();
@@ -76,28 +76,33 @@ export class Refresher {
   /** Refreshes `id` if its token version is still `expectedVersion` (any version when omitted). */
   request(id: number, trigger: RefreshTrigger, expectedVersion?: number): Promise<RefreshOutcome> {
     const existing = this.inFlight.get(id);
-    if (existing) return existing;
-    const p = this.run(id, trigger, expectedVersion).finally(() => {
+    if (existing) {
+      // A hot-path caller joining a scheduled refresh that still waits for a slot moves it up.
+      if (URGENT.has(trigger)) existing.promote();
+      return existing.outcome;
+    }
+    const ticket = this.slots.ticket(URGENT.has(trigger));
+    const outcome = this.run(id, trigger, expectedVersion, ticket.granted).finally(() => {
       this.inFlight.delete(id);
       this.o.metrics.refreshInFlight.set(this.inFlight.size);
     });
-    this.inFlight.set(id, p);
+    this.inFlight.set(id, { outcome, promote: ticket.promote });
     this.o.metrics.refreshInFlight.set(this.inFlight.size);
-    return p;
+    return outcome;
   }
 
   /** No new provider calls; running refreshes finish (their results must be stored). */
   async stop(deadlineMs: number): Promise<number> {
     this.stopController.abort();
     const end = Date.now() + deadlineMs;
-    while (this.inFlight.size && Date.now() < end) await Promise.race([Promise.allSettled([...this.inFlight.values()]), new Promise((r) => setTimeout(r, 50))]);
+    while (this.inFlight.size && Date.now() < end) await Promise.race([Promise.allSettled([...this.inFlight.values()].map((f) => f.outcome)), new Promise((r) => setTimeout(r, 50))]);
     this.gaveUp = this.inFlight.size > 0;
     return this.inFlight.size;
   }
 
-  private async run(id: number, trigger: RefreshTrigger, expectedVersion?: number): Promise<RefreshOutcome> {
+  private async run(id: number, trigger: RefreshTrigger, expectedVersion: number | undefined, slot: Promise<void>): Promise<RefreshOutcome> {
     const requested = this.o.clock.now();
-    await this.slots.acquire(URGENT.has(trigger));
+    await slot;
     try {
       if (this.stopController.signal.aborted) return { result: 'skipped', reason: 'stopped' };
       const outcome = await this.guarded(id, trigger, expectedVersion, requested);
