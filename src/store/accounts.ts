@@ -1,5 +1,5 @@
 import type { Db, Queryable } from './db.js';
-import { num, toDate } from './db.js';
+import { iso, num, toDate } from './db.js';
 import type { SecretBox } from './secret-box.js';
 import { SetClause } from './set-clause.js';
 
@@ -88,7 +88,6 @@ const VIEW_COLUMNS = `id, platform, name, status, status_reason, schedulable, ex
   temp_unschedulable_reason, proxy_id, proxy_fallback_origin_id, has_refresh_token, token_expires_at, token_version,
   last_refresh_attempt_at, last_refresh_success_at, refresh_failures, last_refresh_error, created_at, updated_at`;
 
-const iso = (v: unknown) => toDate(v)?.toISOString() ?? null;
 const optNum = (v: unknown) => (v === null || v === undefined ? null : num(v));
 
 function toView(r: Record<string, unknown>): AccountView {

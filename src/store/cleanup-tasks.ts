@@ -1,5 +1,5 @@
 import type { Db } from './db.js';
-import { num, toDate } from './db.js';
+import { iso, num } from './db.js';
 
 export interface CleanupTask {
   id: number;
@@ -16,7 +16,6 @@ export interface CleanupTask {
   finished_at: string | null;
 }
 
-const iso = (v: unknown) => toDate(v)?.toISOString() ?? null;
 function toTask(r: Record<string, unknown>): CleanupTask {
   return {
     id: num(r.id),

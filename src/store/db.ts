@@ -39,3 +39,8 @@ export function toDate(v: unknown): Date | null {
   if (v === null || v === undefined) return null;
   return v instanceof Date ? v : new Date(String(v));
 }
+
+/** A timestamp column as ISO text for API views, null stays null. */
+export function iso(v: unknown): string | null {
+  return toDate(v)?.toISOString() ?? null;
+}

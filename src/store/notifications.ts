@@ -1,5 +1,5 @@
 import type { Db } from './db.js';
-import { num, toDate } from './db.js';
+import { iso, num } from './db.js';
 
 export interface Delivery {
   id: number;
@@ -26,8 +26,8 @@ function toDelivery(r: Record<string, unknown>): Delivery {
     status: r.status as Delivery['status'],
     attempts: num(r.attempts),
     last_error: (r.last_error as string) ?? null,
-    created_at: toDate(r.created_at)!.toISOString(),
-    sent_at: toDate(r.sent_at)?.toISOString() ?? null,
+    created_at: iso(r.created_at)!,
+    sent_at: iso(r.sent_at),
   };
 }
 

@@ -1,5 +1,5 @@
 import type { Db, Queryable } from './db.js';
-import { num, toDate } from './db.js';
+import { iso, num, toDate } from './db.js';
 import type { SecretBox } from './secret-box.js';
 import { SetClause } from './set-clause.js';
 import { redactUrl } from '../config/load.js';
@@ -46,7 +46,6 @@ const VIEW = `p.id, p.name, p.url_display, p.status, p.expires_at, p.fallback_mo
   (SELECT count(*) FROM accounts a WHERE a.proxy_id = p.id) AS accounts,
   (SELECT count(*) FROM accounts a WHERE a.proxy_fallback_origin_id = p.id) AS fallback_accounts`;
 
-const iso = (v: unknown) => toDate(v)?.toISOString() ?? null;
 
 function toView(r: Record<string, unknown>): ProxyView {
   return {

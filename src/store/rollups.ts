@@ -71,13 +71,14 @@ export class Rollups {
     const t = daily ? 'day' : 'bucket';
     const group = GROUPS[f.groupBy];
     const range = daily ? `day >= ($1 AT TIME ZONE $7)::date AND day <= (($2::timestamptz - interval '1 microsecond') AT TIME ZONE $7)::date` : `bucket >= $1 AND bucket < $2`;
+    const params: unknown[] = [f.from, f.to, f.userId ?? null, f.accountId ?? null, f.platform ?? null, f.model ?? null];
+    if (daily) params.push(this.timezone);
     const { rows } = await this.db.query(
       `SELECT ${daily ? 'day::text' : 'bucket'} AS t, ${group ?? 'NULL'} AS key, ${SUMS}
        FROM ${daily ? 'usage_daily' : 'usage_hourly'}
        WHERE ${range} AND ($3::text IS NULL OR user_id = $3) AND ($4::text IS NULL OR account_id = $4) AND ($5::text IS NULL OR platform = $5) AND ($6::text IS NULL OR model = $6)
-         AND $7::text IS NOT NULL
        GROUP BY ${t}${group ? `, ${group}` : ''} ORDER BY ${t}${group ? `, ${group}` : ''}`,
-      [f.from, f.to, f.userId ?? null, f.accountId ?? null, f.platform ?? null, f.model ?? null, this.timezone],
+      params,
     );
     return rows.map((r) => ({
       t: daily ? String(r.t) : toDate(r.t)!.toISOString(),
@@ -94,14 +95,12 @@ export class Rollups {
 
   /** Deletes rollup rows older than `before`, in short batches; returns rows deleted. */
   async deleteOlder(table: 'usage_hourly' | 'usage_daily', before: Date, batch: number): Promise<number> {
-    const col = table === 'usage_hourly' ? 'bucket' : 'day';
-    const cutoff = table === 'usage_hourly' ? '$1::timestamptz' : '($1::timestamptz AT TIME ZONE $3)::date';
+    const hourly = table === 'usage_hourly';
+    const cutoff = hourly ? 'bucket < $1::timestamptz' : 'day < ($1::timestamptz AT TIME ZONE $3)::date';
+    const params: unknown[] = hourly ? [before, batch] : [before, batch, this.timezone];
     let total = 0;
     for (;;) {
-      const { rowCount } = await this.db.query(
-        `DELETE FROM ${table} WHERE ctid IN (SELECT ctid FROM ${table} WHERE ${col} < ${cutoff} LIMIT $2)${table === 'usage_hourly' ? ' AND $3::text IS NOT NULL' : ''}`,
-        [before, batch, this.timezone],
-      );
+      const { rowCount } = await this.db.query(`DELETE FROM ${table} WHERE ctid IN (SELECT ctid FROM ${table} WHERE ${cutoff} LIMIT $2)`, params);
       total += rowCount;
       if (rowCount < batch) return total;
     }
