@@ -3,7 +3,6 @@ import { z } from 'zod';
 import type { Runtime } from '../app/runtime.js';
 import { BadRequest, parseBody, parseId, sendError } from './validation.js';
 import { reminderSettings } from '../jobs/billing/subscription-expiry.js';
-import type { JobServices } from '../jobs/services.js';
 
 const when = z.iso.datetime({ offset: true, message: 'expected an ISO 8601 date-time such as 2026-12-31T00:00:00Z' });
 const money = z.number({ message: 'expected an integer amount in minor units (cents, fen)' }).int('expected an integer amount in minor units (cents, fen)');
@@ -89,8 +88,7 @@ export function registerBillingRoutes(api: FastifyInstance, rt: Runtime): void {
   });
   api.get('/notifications/channels', async () => ({ channels: Object.fromEntries(notifier.health) }));
 
-  const services = { get: () => rt.services } as JobServices;
-  api.get('/notifications/settings', async () => reminderSettings(rt.config, services));
+  api.get('/notifications/settings', async () => reminderSettings(rt.config, notifications));
   api.put('/notifications/settings', async (req) => {
     const b = parseBody(
       z.object({ reminders_enabled: z.boolean().optional(), reminder_days: z.array(z.number().int().min(1).max(365)).min(1).max(10).optional() }).strict(),
@@ -98,7 +96,7 @@ export function registerBillingRoutes(api: FastifyInstance, rt: Runtime): void {
     );
     await notifications.putSettings(b);
     rt.log.info({ settings: b }, 'notification settings changed');
-    return reminderSettings(rt.config, services);
+    return reminderSettings(rt.config, notifications);
   });
 }
 

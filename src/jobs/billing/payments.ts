@@ -1,4 +1,4 @@
-import type { Billing } from '../../store/billing.js';
+import type { Billing, Order } from '../../store/billing.js';
 import { ProviderError, type PaymentProvider } from '../../upstream/payment-provider.js';
 import type { Clock } from '../../time/clock.js';
 import type { Logger } from '../../telemetry/logger.js';
@@ -57,8 +57,8 @@ export class Payments {
     return { status: r.reason === 'amount_mismatch' ? 400 : 409, body: { error: { code: r.reason, message } } };
   }
 
-  /** Asks the provider about one order; paid → credited. Returns the provider's status, or null when it could not be asked. */
-  private async check(orderId: number, source: string): Promise<'paid' | 'pending' | 'closed' | 'not_found' | null> {
+  /** Asks the provider about one order; paid → credited. Returns the provider's status and the order as read, or null when it could not be asked. */
+  private async check(orderId: number, source: string): Promise<{ status: 'paid' | 'pending' | 'closed' | 'not_found'; order: Order } | null> {
     const order = await this.billing.order(orderId);
     if (!order || order.status !== 'pending') return null;
     const provider = this.providers.get(order.provider);
@@ -73,7 +73,7 @@ export class Payments {
           this.log.info({ order_id: orderId, provider: order.provider, source }, 'order paid (found at the provider)');
         }
       }
-      return q.status;
+      return { status: q.status, order };
     } catch (err) {
       if (!(err instanceof ProviderError)) throw err;
       await this.billing.checkFailed(orderId);
@@ -87,10 +87,10 @@ export class Payments {
     const c: RoundCounts = { checked: 0, paid: 0, expired: 0, providerErrors: 0 };
     for (const id of await this.billing.reconcileCandidates(windowMs, batch, retryBaseMs)) {
       signal?.throwIfAborted();
-      const s = await this.check(id, 'reconcile');
-      if (s === null) c.providerErrors++;
+      const r = await this.check(id, 'reconcile');
+      if (r === null) c.providerErrors++;
       else c.checked++;
-      if (s === 'paid') c.paid++;
+      if (r?.status === 'paid') c.paid++;
     }
     return c;
   }
@@ -99,17 +99,17 @@ export class Payments {
     const c: RoundCounts = { checked: 0, paid: 0, expired: 0, providerErrors: 0 };
     for (const id of await this.billing.expiryCandidates(batch, retryBaseMs)) {
       signal?.throwIfAborted();
-      const s = await this.check(id, 'expiry_check');
-      if (s === null) {
+      const r = await this.check(id, 'expiry_check');
+      if (r === null) {
         c.providerErrors++;
         continue;
       }
       c.checked++;
+      const { status: s, order } = r;
       if (s === 'paid') {
         c.paid++;
         continue;
       }
-      const order = (await this.billing.order(id))!;
       if (s === 'pending') {
         // Close it at the provider first, so it cannot be paid after we call it expired.
         let closed: 'closed' | 'paid' | 'not_found';

@@ -2,7 +2,7 @@ import { resolveJobSettings } from '../../config/job-settings.js';
 import type { Config } from '../../config/load.js';
 import type { JobDefinition } from '../../scheduler/job.js';
 import type { Db } from '../../store/db.js';
-import type { Delivery } from '../../store/notifications.js';
+import type { Delivery, Notifications } from '../../store/notifications.js';
 import type { JobServices } from '../services.js';
 
 // One statement per (window, channel): the reminder intent for every active subscription whose
@@ -36,8 +36,8 @@ async function stillDue(db: Db, d: Delivery): Promise<string | null> {
  * Correct by construction: the unique intent key, not a lock, keeps a reminder single.
  */
 /** Reminder settings: the admin's (`PUT /api/v1/notifications/settings`) over the config file's. */
-export async function reminderSettings(config: Config, services: JobServices): Promise<{ reminders_enabled: boolean; reminder_days: number[] }> {
-  const stored = await services.get().notifications.settings();
+export async function reminderSettings(config: Config, notifications: Notifications): Promise<{ reminders_enabled: boolean; reminder_days: number[] }> {
+  const stored = await notifications.settings();
   const days = Array.isArray(stored.reminder_days) ? (stored.reminder_days as number[]) : config.billing.reminder_days;
   return { reminders_enabled: stored.reminders_enabled !== false, reminder_days: [...new Set(days)].sort((a, b) => b - a) };
 }
@@ -56,7 +56,7 @@ export function subscriptionExpiryJob(config: Config, services: JobServices): Jo
         ctx.log.info({ expired }, 'subscriptions expired');
       }
       let queued = 0;
-      const { reminders_enabled, reminder_days: days } = await reminderSettings(config, services);
+      const { reminders_enabled, reminder_days: days } = await reminderSettings(config, s.notifications);
       for (const channel of (reminders_enabled ? s.notifier.channels.keys() : []) as Iterable<'email' | 'webhook'>) {
         for (let i = 0; i < days.length; i++) {
           const n = (await ctx.db.query(QUEUE_REMINDERS(channel), [days[i], days[i + 1] ?? 0])).rowCount;
