@@ -243,6 +243,12 @@ describe('accounts and token refresh (real PostgreSQL, Redis, OAuth server)', ()
     const b = await createAccount('left-expired');
     await sql.query(`UPDATE accounts SET status = 'refreshing', status_before_refresh = 'active' WHERE id = $1`, [a.id]);
     await sql.query(`UPDATE accounts SET status = 'expired' WHERE id = $1`, [b.id]);
+    // A restart keeps the backoff: the failure count and last attempt are on the account.
+    const c = await createAccount('failing-before-restart');
+    const d = await createAccount('exhausted-before-restart');
+    const lastAttempt = new Date(clock.now());
+    await sql.query(`UPDATE accounts SET refresh_failures = 2, last_refresh_attempt_at = $2 WHERE id = $1`, [c.id, lastAttempt]);
+    await sql.query(`UPDATE accounts SET refresh_failures = 5, last_refresh_attempt_at = $2 WHERE id = $1`, [d.id, lastAttempt]);
     const { TokenRefreshService } = await import('../src/jobs/accounts/token-refresh.js');
     const fresh = new TokenRefreshService(rt.services.accounts, rt.services.tokenRefresh.refresher, { enabled: true, marginMs: MARGIN_S * 1000, maxAttempts: 5, backoffBaseMs: 5000, backoffMaxMs: 300_000, recoveryDelayMs: 600_000 }, clock, () => 0.5, logs.logger, rt.metrics);
     try {
@@ -250,6 +256,8 @@ describe('accounts and token refresh (real PostgreSQL, Redis, OAuth server)', ()
       expect(fresh.queue.get(a.id)).toMatchObject({ kind: 'recovery' });
       expect(fresh.queue.get(b.id)).toMatchObject({ kind: 'recovery' });
       expect(fresh.queue.get(b.id)!.at - clock.now()).toBeGreaterThanOrEqual(30_000 * 0.8);
+      expect(fresh.queue.get(c.id)).toMatchObject({ kind: 'retry', at: lastAttempt.getTime() + 15_000 });
+      expect(fresh.queue.get(d.id)).toMatchObject({ kind: 'recovery', at: lastAttempt.getTime() + 600_000 });
       const out = await fresh.refreshNow(b.id, 'recovery', b.token_version);
       expect(out.result).toBe('refreshed');
       expect((await get(b.id)).status).toBe('active');
@@ -299,13 +307,20 @@ describe('accounts and token refresh (real PostgreSQL, Redis, OAuth server)', ()
 
   it('a refresh token rejected because a peer already rotated it is not a failure', async () => {
     const a = await createAccount('peer-won');
-    // The provider answers slowly; meanwhile another writer stores new credentials (bumping the version).
+    // The provider holds our call; meanwhile another writer stores new credentials (bumping the
+    // version), then the provider rejects the old refresh token.
     oauth.fail('invalid_grant', 1, (rt) => rt === a.creds.refresh_token);
+    const hold = oauth.hold((rt) => rt === a.creds.refresh_token);
+    const calls = () => oauth.requests.filter((r) => r.refresh_token === a.creds.refresh_token).length;
     const slow = rt.services.tokenRefresh.refreshNow(a.id, 'admin', a.token_version);
-    await sql.query(`UPDATE accounts SET token_version = token_version + 1 WHERE id = $1`, [a.id]);
+    await vi.waitFor(() => expect(calls()).toBe(1));
+    const peer = oauth.issue('peer-won');
+    await rt.services.accounts.update(a.id, { credentials: { value: peer, tokenExpiresAt: new Date(Date.now() + 3600_000) } });
+    hold.release();
     const out = await slow;
-    expect(['superseded']).toContain(out.result);
-    expect((await get(a.id)).status).toBe('active');
+    expect(out).toMatchObject({ result: 'superseded', version: 2 });
+    const view = await get(a.id);
+    expect(view).toMatchObject({ status: 'active', token_version: 2, status_reason: null, refresh: { consecutive_failures: 0, last_error: null } });
   });
 
   it('hot path: a valid token without a call; an expired one refreshed once for a burst of callers', async () => {
