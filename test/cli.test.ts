@@ -26,7 +26,7 @@ describe('CLI bad input', () => {
   const cases: Array<[string, Record<string, string>, RegExp]> = [
     ['malformed YAML', { RELAY_JOBS_CONFIG: yaml('jobs: [\n') }, /malformed YAML/],
     ['unknown key', { RELAY_JOBS_CONFIG: yaml('jobs:\n  canary:\n    evry: 1s\n') }, /jobs\.canary\.evry .*unknown key/],
-    ['unknown job', { RELAY_JOBS_CONFIG: yaml('jobs:\n  nightly_magic:\n    every: 1h\n') }, /jobs\.nightly_magic .*unknown key/],
+    ['unknown job', { RELAY_JOBS_CONFIG: yaml('jobs:\n  nightly_magic:\n    every: 1h\n') }, /jobs\.nightly_magic .*unknown job/],
     ['wrong type', { RELAY_JOBS_CONFIG: yaml('jobs:\n  canary:\n    enabled: maybe\n') }, /jobs\.canary\.enabled/],
     ['negative duration', { RELAY_JOBS__JOBS__CANARY__EVERY: '-5s' }, /jobs\.canary\.every \(RELAY_JOBS__JOBS__CANARY__EVERY\): expected a duration/],
     ['lock TTL shorter than the timeout', { RELAY_JOBS__JOBS__CANARY__TIMEOUT: '10s', RELAY_JOBS__JOBS__CANARY__LOCK_TTL: '5s' }, /jobs\.canary\.lock_ttl \(5s\) must be longer than jobs\.canary\.timeout \(10s\)/],

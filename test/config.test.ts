@@ -6,7 +6,7 @@ import { loadConfig, redactConfig } from '../src/config/load.js';
 import { parseDuration } from '../src/config/duration.js';
 import { resolveJobSettings } from '../src/config/job-settings.js';
 import { ConfigError } from '../src/config/errors.js';
-import { buildJobs } from '../src/jobs/index.js';
+import { buildJobs, checkJobSections } from '../src/jobs/registry.js';
 
 function yamlFile(text: string): string {
   const dir = mkdtempSync(join(tmpdir(), 'rj-cfg-'));
@@ -54,7 +54,7 @@ describe('loadConfig', () => {
     const file = yamlFile('http:\n  port: 9000\njobs:\n  canary:\n    every: 5s\n    enabled: false\n');
     const c = loadConfig({ env: { RELAY_JOBS_CONFIG: file, RELAY_JOBS_HTTP_PORT: '9100', RELAY_JOBS__JOBS__CANARY__EVERY: '1s', RELAY_JOBS__JOBS__CANARY__ENABLED: 'true' } });
     expect(c.http.port).toBe(9100);
-    expect(c.jobs.canary).toMatchObject({ every: 1000, enabled: true });
+    expect(buildJobs(c).find((j) => j.name === 'canary')!.settings).toMatchObject({ schedule: { everyMs: 1000 }, enabled: true });
   });
 
   it('cluster mode needs both URLs, an instance id and an env name', () => {
@@ -69,7 +69,7 @@ describe('loadConfig', () => {
 
   it('names the key, the source and the expected form for each bad value', () => {
     const file = yamlFile('jobs:\n  canary:\n    every: -5s\n    timeout: soon\n    colour: blue\nhttp:\n  port: "http"\n');
-    const p = problems(() => loadConfig({ env: { RELAY_JOBS_CONFIG: file } }));
+    const p = problems(() => loadConfig({ env: { RELAY_JOBS_CONFIG: file }, checkJobs: checkJobSections() }));
     const text = p.join('\n');
     expect(text).toMatch(/jobs\.canary\.every .*expected a duration/);
     expect(text).toMatch(/jobs\.canary\.timeout .*got "soon"/);
@@ -79,9 +79,10 @@ describe('loadConfig', () => {
   });
 
   it('reports env overrides by variable name and unknown sections', () => {
-    const p = problems(() => loadConfig({ env: { RELAY_JOBS__JOBS__CANARY__TIMEOUT: 'x', RELAY_JOBS__NOPE__KEY: '1' } }));
+    const p = problems(() => loadConfig({ env: { RELAY_JOBS__JOBS__CANARY__TIMEOUT: 'x', RELAY_JOBS__NOPE__KEY: '1', RELAY_JOBS__JOBS__CANRY__EVERY: '1s' }, checkJobs: checkJobSections() }));
     expect(p.join('\n')).toMatch(/jobs\.canary\.timeout \(RELAY_JOBS__JOBS__CANARY__TIMEOUT\)/);
     expect(p.join('\n')).toMatch(/nope .*unknown key/);
+    expect(p.join('\n')).toMatch(/jobs\.canry \(RELAY_JOBS__JOBS__CANRY__EVERY\): unknown job; did you mean canary\?/);
   });
 
   it('reports malformed YAML with its line', () => {

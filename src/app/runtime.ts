@@ -17,9 +17,9 @@ import { RoundRunner, type RoundReport } from '../scheduler/round-runner.js';
 import { RunRecords, type RunRecord } from '../scheduler/run-records.js';
 import { InstanceRegistry, type InstanceInfo } from '../scheduler/instance-registry.js';
 import { judgeHealth, type HealthVerdict } from '../scheduler/health.js';
-import type { JobDefinition } from '../scheduler/job.js';
 import { WorkerPool, type WorkerPoolOptions } from '../workers/worker-pool.js';
-import { buildJobs } from '../jobs/index.js';
+import { buildJobs, type AnyJobModule } from '../jobs/registry.js';
+import type { BuiltJob } from '../jobs/define-job.js';
 import { Metrics } from '../telemetry/metrics.js';
 import { createLogger, type Logger } from '../telemetry/logger.js';
 import { systemClock, type Clock, type Random } from '../time/clock.js';
@@ -32,9 +32,9 @@ import { RefreshLeases } from '../coordination/refresh-lease.js';
 import { OAuthClient } from '../upstream/oauth-client.js';
 import { resolveProviders } from '../upstream/oauth-providers.js';
 import { Refresher } from '../jobs/accounts/refresher.js';
-import { TokenRefreshService } from '../jobs/accounts/token-refresh.js';
+import { TokenRefreshService } from '../jobs/accounts/token-refresh-service.js';
 import { TokenApi } from '../jobs/accounts/token-api.js';
-import { JobServices, type Services } from '../jobs/services.js';
+import type { Services } from '../jobs/services.js';
 import { UsageStore } from '../store/usage.js';
 import { Rollups } from '../store/rollups.js';
 import { CleanupTasks } from '../store/cleanup-tasks.js';
@@ -57,6 +57,8 @@ export interface RuntimeOptions {
   logger?: Logger;
   /** False for one-shot CLI commands: no row in `instances`, no heartbeat. */
   register?: boolean;
+  /** A library user's own jobs, declared with `defineJob`, run beside the built-in ones. */
+  jobs?: readonly AnyJobModule[];
 }
 
 /** What takes requests in: closed right after readiness goes false, before pools drain. */
@@ -120,9 +122,9 @@ export class Runtime {
     readonly log: Logger,
     readonly clock: Clock,
     random: Random,
-    readonly jobs: JobDefinition[],
+    readonly jobs: BuiltJob[],
     box: SecretBox,
-    jobServices: JobServices,
+    bindServices: (s: Services) => void,
   ) {
     const instanceId = config.instance.id;
     const keys = { prefix: config.redis.key_prefix, env: config.instance.env };
@@ -153,7 +155,7 @@ export class Runtime {
       log.warn({ err: err.message }, 'redis error: refresh lock taken with the PostgreSQL lease alone');
     });
     this.services = this.buildServices(box, random);
-    jobServices.bind(this.services);
+    bindServices(this.services);
     this.registry = new InstanceRegistry(db, clock, {
       instanceId,
       env: config.instance.env,
@@ -233,8 +235,16 @@ export class Runtime {
   static async create(config: Config, opts: RuntimeOptions = {}): Promise<Runtime> {
     const clock = opts.clock ?? systemClock;
     const log = opts.logger ?? createLogger({ level: config.logging.level, instanceId: config.instance.id, env: config.instance.env });
-    const jobServices = new JobServices();
-    const jobs = buildJobs(config, jobServices); // config errors before any connection
+    // Jobs are built (their config checked) before any connection; their services are bound once connected.
+    let bound: Services | null = null;
+    const jobs = buildJobs(
+      config,
+      () => {
+        if (!bound) throw new Error('job services used before the runtime bound them');
+        return bound;
+      },
+      opts.jobs,
+    );
     if (config.mode === 'cluster' && !config.security.master_key) {
       throw new UserError('RELAY_JOBS_MASTER_KEY is not set: cluster mode encrypts account credentials with it; give every replica the same 32 random bytes in base64 (e.g. `openssl rand -base64 32`)');
     }
@@ -255,7 +265,7 @@ export class Runtime {
       }
       const box = config.security.master_key ? SecretBox.fromBase64(config.security.master_key) : SecretBox.forDataDir(config.database.data_dir);
       await checkMasterKey(db, box);
-      const rt = new Runtime(config, db, redis, dirLock, log, clock, opts.random ?? Math.random, jobs, box, jobServices);
+      const rt = new Runtime(config, db, redis, dirLock, log, clock, opts.random ?? Math.random, jobs, box, (s) => (bound = s));
       rt.adminToken = config.http.admin_token ?? (config.mode === 'embedded' ? embeddedAdminToken(config.database.data_dir, log) : undefined);
       if (!rt.adminToken) log.warn('RELAY_JOBS_ADMIN_TOKEN is not set: the /api/v1 admin API answers 401 until it is');
       await rt.runtimeChecks();
@@ -312,10 +322,7 @@ export class Runtime {
   start(ingress?: Ingress): void {
     this.ingress = ingress ?? null;
     this.scheduler.start();
-    // Arm the refresh schedule now rather than at the first token_refresh round; never awaited.
-    if (this.jobs.some((j) => j.name === 'token_refresh' && j.settings.enabled)) {
-      void this.services.tokenRefresh.sync().catch((err) => this.log.warn({ err: (err as Error).message }, 'initial token refresh sync failed; the next token_refresh round retries'));
-    }
+    for (const job of this.jobs) if (job.settings.enabled) void job.start?.(this.log.child({ job: job.name }));
     this.metrics.ready.set(1);
     void this.heartbeat();
   }
@@ -435,8 +442,11 @@ export class Runtime {
     this.shutdownController.abort();
     const busy = await this.scheduler.stop(Math.max(0, deadline - Date.now()));
     if (busy.length) this.log.warn({ jobs: busy }, 'shutdown: rounds still running after the grace period; their leases will expire');
-    const refreshing = await this.services.tokenRefresh.stop(Math.max(1000, deadline - Date.now()));
-    if (refreshing) this.log.warn({ refreshes: refreshing }, 'shutdown: token refreshes still running after the grace period');
+    for (const job of [...this.jobs].reverse()) {
+      if (!job.stop || !job.settings.enabled) continue;
+      const left = await job.stop(Math.max(1000, deadline - Date.now())).catch((err) => this.log.error({ job: job.name, err: (err as Error).message }, 'shutdown: stopping the job failed'));
+      if (left) this.log.warn({ job: job.name, still_running: left }, 'shutdown: work still running after the grace period');
+    }
     await this.leases.releaseAll();
     await this.oauth.close();
     // Invariant 4: every accepted usage event and quota increment is stored before the connections close.

@@ -3,7 +3,7 @@ import { Command } from 'commander';
 import { UserError } from '../config/errors.js';
 import { loadConfig, redactConfig, type Config } from '../config/load.js';
 import { formatDuration } from '../config/duration.js';
-import { buildJobs } from '../jobs/index.js';
+import { buildJobs, checkJobSections } from '../jobs/registry.js';
 import { VERSION } from '../version.js';
 import { startService } from './start.js';
 import { runJob } from './run.js';
@@ -11,7 +11,7 @@ import { migrateCommand } from './migrate.js';
 
 function config(cmd: Command): Config {
   const file = (cmd.optsWithGlobals() as { config?: string }).config;
-  return loadConfig({ file });
+  return loadConfig({ file, checkJobs: checkJobSections() });
 }
 
 const program = new Command()

@@ -1,10 +1,11 @@
 import { readFileSync } from 'node:fs';
 import { parse as parseYaml, YAMLParseError } from 'yaml';
-import { configSchema, type ConfigFile } from './schema.js';
+import { configSchema, formatIssues, type ConfigFile } from './schema.js';
 import { ConfigError } from './errors.js';
 
 export type Mode = 'embedded' | 'cluster';
-export type Config = ConfigFile & { mode: Mode; instance: { id: string; env: string }; source: { file?: string } };
+/** `source.keys`: where each key set by a variable came from (the file otherwise), for error messages. */
+export type Config = ConfigFile & { mode: Mode; instance: { id: string; env: string }; source: { file?: string; keys: Map<string, string> } };
 
 /** Pinned environment variables (DESIGN.md) and the config path each one sets. */
 export const ENV_KEYS: Record<string, string[]> = {
@@ -54,6 +55,11 @@ function parseEnvScalar(raw: string): unknown {
 export interface LoadOptions {
   env?: NodeJS.ProcessEnv;
   file?: string;
+  /**
+   * Checks the raw `jobs:` section (the job registry knows each job's keys; config/ does not),
+   * so that job problems are reported together with every other one. `from` names a key's source.
+   */
+  checkJobs?: (jobs: Record<string, unknown>, from: (key: string) => string) => string[];
 }
 
 /**
@@ -101,17 +107,11 @@ export function loadConfig(opts: LoadOptions = {}): Config {
     sources.set(path.join('.'), name);
   }
 
+  const from = (key: string) => keySource(sources, file, key);
   const result = configSchema.safeParse(tree);
-  if (!result.success) {
-    const problems = result.error.issues.map((issue) => {
-      const keys = issue.code === 'unrecognized_keys' ? issue.keys.map((k) => [...issue.path, k].join('.')) : [issue.path.join('.')];
-      const key = keys.join(', ') || '(top level)';
-      const from = sources.get(keys[0]!) ?? (file ? file : 'defaults');
-      const message = issue.code === 'unrecognized_keys' ? 'unknown key' : issue.message;
-      return `${key} (${from}): ${message}`;
-    });
-    throw new ConfigError(problems);
-  }
+  const jobs = tree.jobs && typeof tree.jobs === 'object' && !Array.isArray(tree.jobs) ? (tree.jobs as Record<string, unknown>) : {};
+  const problems = [...(result.success ? [] : formatIssues(result.error.issues, [], from)), ...(opts.checkJobs?.(jobs, from) ?? [])];
+  if (!result.success || problems.length) throw new ConfigError(problems);
   return finish(result.data, file, sources);
 }
 
@@ -134,8 +134,14 @@ function finish(data: ConfigFile, file: string | undefined, sources: Map<string,
     ...data,
     mode,
     instance: { id: data.instance.id ?? 'embedded', env: data.instance.env ?? 'local' },
-    source: { file },
+    source: { file, keys: sources },
   };
+}
+
+/** Where a key (or, for a section, the first key under it) was set: a variable's name, else the file, else defaults. */
+export function keySource(sources: Map<string, string>, file: string | undefined, key: string): string {
+  const own = sources.get(key) ?? [...sources].find(([k]) => k.startsWith(`${key}.`))?.[1];
+  return own ?? file ?? 'defaults';
 }
 
 /** The configuration with every secret replaced, for `config check` and logs. */

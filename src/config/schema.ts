@@ -6,7 +6,7 @@ import { DURATION_FORM, parseDuration } from './duration.js';
  * names the key, because a typo silently ignored is a job silently misconfigured.
  * Durations become milliseconds here; job defaults live with the jobs (see resolveJob).
  */
-const duration = z.union([z.string(), z.number()]).transform((value, ctx) => {
+export const duration = z.union([z.string(), z.number()]).transform((value, ctx) => {
   const ms = parseDuration(value);
   if (ms === null) {
     ctx.addIssue({ code: 'custom', message: `expected ${DURATION_FORM}, got ${JSON.stringify(value)}` });
@@ -14,11 +14,12 @@ const duration = z.union([z.string(), z.number()]).transform((value, ctx) => {
   }
   return ms;
 });
-const positiveDuration = duration.refine((ms) => ms > 0, { message: 'expected a duration greater than zero' });
+export const positiveDuration = duration.refine((ms) => ms > 0, { message: 'expected a duration greater than zero' });
 const port = z.coerce.number().int().min(0).max(65535);
-const positiveInt = z.coerce.number().int().positive();
+export const positiveInt = z.coerce.number().int().positive();
 
-const jobBase = {
+/** The keys every job has under `jobs.<name>`; a job adds its own (see jobs/define-job.ts). */
+export const jobBase = {
   enabled: z.boolean().optional(),
   every: positiveDuration.optional(),
   cron: z.string().min(1).optional(),
@@ -194,23 +195,27 @@ export const configSchema = z
       .object({ session_cleanup_interval_secs: positiveInt.default(3600), session_ttl_minutes: positiveInt.default(1440) })
       .strict()
       .default({ session_cleanup_interval_secs: 3600, session_ttl_minutes: 1440 }),
+    // Each job validates its own section (common keys + its options) against its declaration;
+    // an unknown job name is reported by the job registry with the known names.
     jobs: z
-      .object({
-        session_cleanup: jobSettingsSchema.optional(),
-        token_refresh: jobSettingsSchema.optional(),
-        account_expiry: jobSettingsSchema.optional(),
-        proxy_expiry: z.object({ ...jobBase, expiring_soon: positiveDuration.optional() }).strict().optional(),
-        dashboard_aggregation: jobSettingsSchema.optional(),
-        usage_cleanup: jobSettingsSchema.optional(),
-        idempotency_cleanup: jobSettingsSchema.optional(),
-        platform_quota_flusher: jobSettingsSchema.optional(),
-        subscription_expiry: jobSettingsSchema.optional(),
-        payment_order_expiry: jobSettingsSchema.optional(),
-        canary: z.object({ ...jobBase, sleep: duration.optional() }).strict().optional(),
-      })
-      .strict()
+      .record(z.string(), z.record(z.string(), z.unknown()))
       .default({}),
   })
   .strict();
 
 export type ConfigFile = z.infer<typeof configSchema>;
+
+/**
+ * zod issues as config problems: `key (source): message`, the key a dotted path under `prefix`.
+ * `from` names where a key's value came from (file, variable); unknown keys say so plainly.
+ */
+export function formatIssues(issues: z.core.$ZodIssue[], prefix: Array<string | number> = [], from: (key: string) => string | undefined = () => undefined): string[] {
+  return issues.map((issue) => {
+    const path = [...prefix, ...issue.path].map(String);
+    const keys = issue.code === 'unrecognized_keys' ? issue.keys.map((k) => [...path, k].join('.')) : [path.join('.')];
+    const key = keys.join(', ') || '(top level)';
+    const source = from(keys[0]!);
+    const message = issue.code === 'unrecognized_keys' ? 'unknown key' : issue.message;
+    return source ? `${key} (${source}): ${message}` : `${key}: ${message}`;
+  });
+}

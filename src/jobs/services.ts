@@ -1,7 +1,7 @@
 import type { Accounts } from '../store/accounts.js';
 import type { Proxies } from '../store/proxies.js';
 import type { Metrics } from '../telemetry/metrics.js';
-import type { TokenRefreshService } from './accounts/token-refresh.js';
+import type { TokenRefreshService } from './accounts/token-refresh-service.js';
 import type { TokenApi } from './accounts/token-api.js';
 import type { OAuthProvider } from '../upstream/oauth-providers.js';
 import type { UsageStore } from '../store/usage.js';
@@ -36,21 +36,4 @@ export interface Services {
   notifications: Notifications;
   notifier: Notifier;
   payments: Payments;
-}
-
-/**
- * Jobs are built (and their config checked) before any connection exists; the services they
- * use are bound once the runtime has connected. A round can only run after that.
- */
-export class JobServices {
-  private value: Services | null = null;
-
-  bind(value: Services): void {
-    this.value = value;
-  }
-
-  get(): Services {
-    if (!this.value) throw new Error('job services used before the runtime bound them');
-    return this.value;
-  }
 }

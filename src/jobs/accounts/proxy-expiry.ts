@@ -1,10 +1,8 @@
-import { resolveJobSettings } from '../../config/job-settings.js';
-import type { Config } from '../../config/load.js';
-import type { JobDefinition } from '../../scheduler/job.js';
+import { positiveDuration } from '../../config/schema.js';
+import { defineJob } from '../define-job.js';
 import { recordOutbox, type ProxyLink, type Proxies } from '../../store/proxies.js';
 import type { Db } from '../../store/db.js';
 import type { Logger } from '../../telemetry/logger.js';
-import type { JobServices } from '../services.js';
 
 export type FallbackTarget = { kind: 'direct' } | { kind: 'proxy'; id: number } | { kind: 'none'; reason: string };
 
@@ -64,15 +62,15 @@ async function expireOne(db: Db, proxies: Proxies, id: number, log: Logger): Pro
  * remembering their original proxy; when that proxy is renewed (its expiry moved into the
  * future), its accounts return automatically. Proxies expiring soon are a metric.
  */
-export function proxyExpiryJob(config: Config, services: JobServices): JobDefinition {
-  const soonMs = config.jobs.proxy_expiry?.expiring_soon ?? 7 * 86_400_000;
-  return {
+export const proxyExpiryJob = defineJob({
     name: 'proxy_expiry',
     description: 'Expires proxies past their date, moves their accounts to the fallback, and moves them back when the proxy is renewed',
     scope: 'cluster',
-    settings: resolveJobSettings('proxy_expiry', { enabled: true, every: 60_000, timeout: 60_000 }, config.jobs.proxy_expiry),
-    async run(ctx) {
-      const { proxies, metrics } = services.get();
+    options: { expiring_soon: positiveDuration.optional() },
+    defaults: { enabled: true, every: '1m', timeout: '1m' },
+    needs: ['proxies', 'metrics'],
+    async run(ctx, { proxies, metrics }, o) {
+      const soonMs = o.expiring_soon ?? 7 * 86_400_000;
       let items = 0;
       const notes: string[] = [];
       for (const id of await proxies.dueForExpiry()) {
@@ -98,5 +96,4 @@ export function proxyExpiryJob(config: Config, services: JobServices): JobDefini
       metrics.proxiesExpired.set(expired);
       return { items, note: notes.join('; ') || undefined };
     },
-  };
-}
+});

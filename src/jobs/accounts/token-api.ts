@@ -2,7 +2,7 @@ import type { Logger } from '../../telemetry/logger.js';
 import type { Metrics } from '../../telemetry/metrics.js';
 import { sleep, type Clock } from '../../time/clock.js';
 import type { Accounts, AccountStatus } from '../../store/accounts.js';
-import type { TokenRefreshService } from './token-refresh.js';
+import type { TokenRefreshService } from './token-refresh-service.js';
 import type { RefreshOutcome } from './refresher.js';
 
 export type UnavailableCode = 'not_found' | 'unavailable' | 'no_refresh_token' | 'refresh_failed' | 'timeout';

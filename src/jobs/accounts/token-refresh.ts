@@ -1,171 +1,4 @@
-import { resolveJobSettings } from '../../config/job-settings.js';
-import type { Config } from '../../config/load.js';
-import type { JobDefinition } from '../../scheduler/job.js';
-import type { Logger } from '../../telemetry/logger.js';
-import type { Metrics } from '../../telemetry/metrics.js';
-import type { Clock, Random } from '../../time/clock.js';
-import type { Accounts, RefreshCandidate } from '../../store/accounts.js';
-import { DueQueue, type DueEntry } from './due-queue.js';
-import type { Refresher, RefreshOutcome, RefreshTrigger } from './refresher.js';
-import { backoffDelay, jitter, nextRefreshAt } from './refresh-timing.js';
-import type { JobServices } from '../services.js';
-
-export interface TokenRefreshSettings {
-  enabled: boolean;
-  marginMs: number;
-  maxAttempts: number;
-  backoffBaseMs: number;
-  backoffMaxMs: number;
-  recoveryDelayMs: number;
-}
-
-/** Seconds between the staggered crash-recovery attempts at start (codex-proxy-rs: 30 s + 2 s × i). */
-const RECOVERY_FIRST_MS = 30_000;
-const RECOVERY_STEP_MS = 2_000;
-/** How long after `lease_held` this process looks again (the holder will have bumped the version by then). */
-const RECHECK_MS = 60_000;
-/** Rows written just before a sync may carry an `updated_at` a little older than the sync's own read. */
-const SYNC_OVERLAP_MS = 10_000;
-
-/**
- * The refresh scheduler of one process: knows when every eligible account is next due (one
- * timer for all, see DueQueue), hands due accounts to the Refresher guard, and turns each
- * outcome into the next due time: success → from the new expiry; transient → backoff, then a
- * recovery attempt every `recovery_delay` after the last attempt; permanent → nothing (the
- * account's status says why). Every replica runs one; the per-account lease decides who calls
- * the provider and the others see a new token version and move on.
- */
-export class TokenRefreshService {
-  readonly queue: DueQueue;
-  private since: Date | null = null;
-  private loadedOnce = false;
-  private stopped = false;
-
-  constructor(
-    private readonly accounts: Accounts,
-    readonly refresher: Refresher,
-    private readonly s: TokenRefreshSettings,
-    private readonly clock: Clock,
-    private readonly random: Random,
-    private readonly log: Logger,
-    private readonly metrics: Metrics,
-  ) {
-    this.queue = new DueQueue(clock, (e) => void this.fire(e));
-  }
-
-  /** Reads accounts changed since the last sync and (re)arms their timers. Never refreshes inline. */
-  async sync(signal?: AbortSignal): Promise<{ armed: number; seen: number }> {
-    const first = !this.loadedOnce;
-    const since = this.since && new Date(this.since.getTime() - SYNC_OVERLAP_MS);
-    const { rows, dbNow } = await this.accounts.candidates(since);
-    let armed = 0;
-    let recoveries = 0;
-    for (const c of rows) {
-      signal?.throwIfAborted();
-      if (this.refresher.isInFlight(c.id)) continue;
-      const entry = this.plan(c, first, () => recoveries++);
-      const existing = this.queue.get(c.id);
-      if (!entry) {
-        if (existing) this.queue.cancel(c.id);
-        continue;
-      }
-      if (existing && existing.version === entry.version && !first) continue;
-      this.queue.schedule(entry);
-      armed++;
-      if (entry.kind === 'refresh') this.log.debug({ account_id: c.id, delay_secs: Math.round((entry.at - this.clock.now()) / 1000) }, 'Refresh scheduled');
-      else if (entry.kind === 'recovery') this.log.info({ account_id: c.id, delay_secs: Math.round((entry.at - this.clock.now()) / 1000) }, 'Expired account, scheduling recovery attempt');
-    }
-    this.since = dbNow;
-    this.loadedOnce = true;
-    this.metrics.refreshScheduled.set(this.queue.size);
-    const { byStatus, failing } = await this.accounts.countByStatus();
-    for (const st of ['active', 'quota_exhausted', 'refreshing', 'expired', 'error', 'disabled', 'banned']) this.metrics.accountsByStatus.set({ status: st }, byStatus.get(st) ?? 0);
-    this.metrics.accountsRefreshFailing.set(failing);
-    return { armed, seen: rows.length };
-  }
-
-  /** The next due entry for an account, or null when automatic refresh does not apply. */
-  private plan(c: RefreshCandidate, atStart: boolean, nextRecoveryIndex: () => number): DueEntry | null {
-    if (!this.s.enabled || !c.hasRefreshToken) return null;
-    const now = this.clock.now();
-    if (c.status === 'expired') {
-      // Crash recovery: an expired account that still has a refresh token gets one staggered attempt per process start.
-      if (!atStart) return null;
-      return { id: c.id, kind: 'recovery', version: c.tokenVersion, at: now + jitter(RECOVERY_FIRST_MS + RECOVERY_STEP_MS * nextRecoveryIndex(), this.random) };
-    }
-    if (c.status !== 'active' && c.status !== 'quota_exhausted' && c.status !== 'refreshing') return null;
-    if (c.status === 'refreshing' && atStart) {
-      // Left by a dead process (or a live peer, whose lease will make this a skip).
-      return { id: c.id, kind: 'recovery', version: c.tokenVersion, at: now + jitter(RECOVERY_FIRST_MS / 10 + RECOVERY_STEP_MS * nextRecoveryIndex(), this.random) };
-    }
-    if (c.failures > 0 && c.lastAttemptAt) {
-      const wait = c.failures >= this.s.maxAttempts ? jitter(this.s.recoveryDelayMs, this.random) : backoffDelay(c.failures, this.s.backoffBaseMs, this.s.backoffMaxMs, this.random);
-      return { id: c.id, kind: c.failures >= this.s.maxAttempts ? 'recovery' : 'retry', version: c.tokenVersion, at: Math.max(now, c.lastAttemptAt.getTime() + wait) };
-    }
-    if (!c.tokenExpiresAt) return null;
-    return { id: c.id, kind: 'refresh', version: c.tokenVersion, at: nextRefreshAt(now, c.tokenExpiresAt.getTime(), this.s.marginMs, this.random) };
-  }
-
-  private async fire(e: DueEntry): Promise<void> {
-    if (this.stopped) return;
-    const trigger: RefreshTrigger = e.kind === 'refresh' || e.kind === 'recheck' ? 'schedule' : e.kind;
-    const outcome = await this.refresher.request(e.id, trigger, e.version);
-    this.afterOutcome(e.id, e.version, outcome);
-  }
-
-  /** Any caller's outcome (hot path and admin included) feeds the same schedule. */
-  afterOutcome(id: number, version: number, o: RefreshOutcome): void {
-    if (this.stopped || !this.s.enabled) return;
-    const now = this.clock.now();
-    switch (o.result) {
-      case 'refreshed':
-      case 'superseded':
-        if (o.tokenExpiresAt) {
-          const at = nextRefreshAt(now, o.tokenExpiresAt.getTime(), this.s.marginMs, this.random);
-          this.queue.schedule({ id, kind: 'refresh', version: o.version, at });
-          if (o.result === 'refreshed') this.log.info({ account_id: id, delay_secs: Math.round((at - now) / 1000) }, 'Next refresh scheduled');
-        } else this.queue.cancel(id);
-        break;
-      case 'lease_held':
-        this.queue.schedule({ id, kind: 'recheck', version, at: now + jitter(RECHECK_MS, this.random) });
-        break;
-      case 'transient': {
-        const exhausted = o.failures >= this.s.maxAttempts;
-        const delay = exhausted ? jitter(this.s.recoveryDelayMs, this.random) : backoffDelay(o.failures, this.s.backoffBaseMs, this.s.backoffMaxMs, this.random, o.retryAfterMs);
-        this.queue.schedule({ id, kind: exhausted ? 'recovery' : 'retry', version, at: now + delay });
-        const fields = { account_id: id, attempt: o.failures, max_attempts: this.s.maxAttempts, delay_secs: Math.round(delay / 1000), error: `${o.reason}: ${o.detail}` };
-        if (exhausted) this.log.error(fields, 'All refresh attempts exhausted; recovery attempt scheduled');
-        else this.log.warn(fields, 'Refresh attempt failed, retrying');
-        break;
-      }
-      case 'config':
-      case 'skipped':
-        if (o.result === 'skipped' && o.reason !== 'recently_attempted') {
-          if (o.reason !== 'stopped') this.queue.cancel(id);
-          break;
-        }
-        this.queue.schedule({ id, kind: 'recovery', version, at: now + jitter(this.s.recoveryDelayMs, this.random) });
-        break;
-      case 'permanent':
-        this.queue.cancel(id);
-        break;
-    }
-    this.metrics.refreshScheduled.set(this.queue.size);
-  }
-
-  /** Refresh through the guard now and keep the schedule in step with the result. */
-  async refreshNow(id: number, trigger: RefreshTrigger, expectedVersion: number): Promise<RefreshOutcome> {
-    const outcome = await this.refresher.request(id, trigger, expectedVersion);
-    this.afterOutcome(id, expectedVersion, outcome);
-    return outcome;
-  }
-
-  async stop(deadlineMs: number): Promise<number> {
-    this.stopped = true;
-    this.queue.stop();
-    return this.refresher.stop(deadlineMs);
-  }
-}
+import { defineJob } from '../define-job.js';
 
 /**
  * token_refresh: on every replica (scope `instance`), each round syncs the refresh schedule
@@ -173,15 +6,19 @@ export class TokenRefreshService {
  * refreshes themselves run on the schedule's timers, never inside the round, so start-up
  * never waits on them.
  */
-export function tokenRefreshJob(config: Config, services: JobServices): JobDefinition {
-  return {
-    name: 'token_refresh',
-    description: 'Keeps the OAuth refresh schedule in step with the accounts table; refreshes run on per-account due times',
-    scope: 'instance',
-    settings: resolveJobSettings('token_refresh', { enabled: config.auth.refresh_enabled, every: 30_000, timeout: 60_000, jitter: 2_000 }, config.jobs.token_refresh),
-    async run(ctx) {
-      const { armed, seen } = await services.get().tokenRefresh.sync(ctx.signal);
-      return { items: armed, note: `${seen} accounts read, ${armed} timers armed` };
-    },
-  };
-}
+export const tokenRefreshJob = defineJob({
+  name: 'token_refresh',
+  description: 'Keeps the OAuth refresh schedule in step with the accounts table; refreshes run on per-account due times',
+  scope: 'instance',
+  defaults: (config) => ({ enabled: config.auth.refresh_enabled, every: '30s', timeout: '1m', jitter: '2s' }),
+  needs: ['tokenRefresh'],
+  // Arm the refresh schedule at start rather than at the first round; never awaited.
+  onStart({ tokenRefresh }, log) {
+    void tokenRefresh.sync().catch((err) => log.warn({ err: (err as Error).message }, 'initial token refresh sync failed; the next token_refresh round retries'));
+  },
+  onStop: ({ tokenRefresh }, withinMs) => tokenRefresh.stop(withinMs),
+  async run(ctx, { tokenRefresh }) {
+    const { armed, seen } = await tokenRefresh.sync(ctx.signal);
+    return { items: armed, note: `${seen} accounts read, ${armed} timers armed` };
+  },
+});

@@ -1,7 +1,4 @@
-import { resolveJobSettings } from '../../config/job-settings.js';
-import type { Config } from '../../config/load.js';
-import type { JobDefinition } from '../../scheduler/job.js';
-import type { JobServices } from '../services.js';
+import { defineJob } from '../define-job.js';
 
 /**
  * payment_order_expiry: reconcile first (pending orders created recently or about to expire are
@@ -9,20 +6,18 @@ import type { JobServices } from '../services.js';
  * past its expiry is checked one last time, closed at the provider, and only then set expired,
  * conditionally). Provider failures are counted and retried next round.
  */
-export function paymentOrderExpiryJob(config: Config, services: JobServices): JobDefinition {
-  return {
-    name: 'payment_order_expiry',
-    description: 'Reconciles pending payment orders with their provider, then expires unpaid ones past their expiry',
-    scope: 'cluster',
-    settings: resolveJobSettings('payment_order_expiry', { enabled: true, every: 60_000, timeout: 5 * 60_000 }, config.jobs.payment_order_expiry),
-    async run(ctx) {
-      const { payments } = services.get();
-      const p = config.payments;
-      const r = await payments.reconcile(p.reconcile_window, p.batch, p.retry_base, ctx.signal);
-      const e = await payments.expire(p.batch, p.retry_base, ctx.signal);
-      const errors = r.providerErrors + e.providerErrors;
-      if (errors && r.checked + e.checked === 0) throw new Error(`every provider check failed (${errors}); no order was changed, retried next round`);
-      return { items: r.paid + e.paid + e.expired, note: `reconciled ${r.checked} (${r.paid} paid), expiry checks ${e.checked} (${e.paid} paid, ${e.expired} expired), ${errors} provider errors` };
-    },
-  };
-}
+export const paymentOrderExpiryJob = defineJob({
+  name: 'payment_order_expiry',
+  description: 'Reconciles pending payment orders with their provider, then expires unpaid ones past their expiry',
+  scope: 'cluster',
+  defaults: { enabled: true, every: '1m', timeout: '5m' },
+  needs: ['payments'],
+  async run(ctx, { payments }, _o, config) {
+    const p = config.payments;
+    const r = await payments.reconcile(p.reconcile_window, p.batch, p.retry_base, ctx.signal);
+    const e = await payments.expire(p.batch, p.retry_base, ctx.signal);
+    const errors = r.providerErrors + e.providerErrors;
+    if (errors && r.checked + e.checked === 0) throw new Error(`every provider check failed (${errors}); no order was changed, retried next round`);
+    return { items: r.paid + e.paid + e.expired, note: `reconciled ${r.checked} (${r.paid} paid), expiry checks ${e.checked} (${e.paid} paid, ${e.expired} expired), ${errors} provider errors` };
+  },
+});

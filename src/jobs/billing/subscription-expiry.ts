@@ -1,9 +1,7 @@
-import { resolveJobSettings } from '../../config/job-settings.js';
 import type { Config } from '../../config/load.js';
-import type { JobDefinition } from '../../scheduler/job.js';
 import type { Db } from '../../store/db.js';
 import type { Delivery, Notifications } from '../../store/notifications.js';
-import type { JobServices } from '../services.js';
+import { defineJob } from '../define-job.js';
 
 // One statement per (window, channel): the reminder intent for every active subscription whose
 // end falls inside the window. The key names the subscription, the window and the period end, so
@@ -42,14 +40,13 @@ export async function reminderSettings(config: Config, notifications: Notificati
   return { reminders_enabled: stored.reminders_enabled !== false, reminder_days: [...new Set(days)].sort((a, b) => b - a) };
 }
 
-export function subscriptionExpiryJob(config: Config, services: JobServices): JobDefinition {
-  return {
+export const subscriptionExpiryJob = defineJob({
     name: 'subscription_expiry',
     description: 'Expires subscriptions past their end, records expiry reminders once per window, sends due notifications',
     scope: 'cluster',
-    settings: resolveJobSettings('subscription_expiry', { enabled: true, every: 60_000, timeout: 5 * 60_000 }, config.jobs.subscription_expiry),
-    async run(ctx) {
-      const s = services.get();
+    defaults: { enabled: true, every: '1m', timeout: '5m' },
+    needs: ['billing', 'notifications', 'notifier', 'metrics'],
+    async run(ctx, s, _o, config) {
       const expired = await s.billing.expireSubscriptions();
       if (expired) {
         s.metrics.subscriptionsExpired.inc(expired);
@@ -68,5 +65,4 @@ export function subscriptionExpiryJob(config: Config, services: JobServices): Jo
       const down = [...s.notifier.health].filter(([, h]) => !h.up).map(([c, h]) => `${c} down: ${h.last_error}`);
       return { items: expired + queued + d.sent, note: `${expired} expired, ${queued} reminders queued, ${d.sent} sent, ${d.failed} failed, ${d.skipped} skipped, ${d.deferred} deferred${down.length ? `; ${down.join('; ')}` : ''}` };
     },
-  };
-}
+});

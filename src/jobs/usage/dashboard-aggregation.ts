@@ -1,9 +1,5 @@
-import { resolveJobSettings } from '../../config/job-settings.js';
-import { ConfigError } from '../../config/errors.js';
-import type { Config } from '../../config/load.js';
-import type { JobContext, JobDefinition } from '../../scheduler/job.js';
+import { defineJob } from '../define-job.js';
 import type { Rollups } from '../../store/rollups.js';
-import type { JobServices } from '../services.js';
 
 const HOUR = 3_600_000;
 /** A backfill is done in chunks of this much raw time, each its own transaction, with progress. */
@@ -55,17 +51,14 @@ export async function rebuildRange(rollups: Rollups, from: Date, to: Date, onChu
  * that lost its lease cannot move it, and it only moves forward, only after its hours are built.
  * The first round backfills from the oldest raw row, a day per transaction, logging progress.
  */
-export function dashboardAggregationJob(config: Config, services: JobServices): JobDefinition {
-  if (!wholeHourZone(config.usage.timezone)) {
-    throw new ConfigError([`usage.timezone: ${JSON.stringify(config.usage.timezone)} is not a time zone with a whole-hour UTC offset; daily rollups are built from hourly buckets`]);
-  }
-  return {
+export const dashboardAggregationJob = defineJob({
     name: 'dashboard_aggregation',
     description: 'Rebuilds hourly and daily usage rollups from the watermark minus the lookback window, then advances the watermark',
     scope: 'cluster',
-    settings: resolveJobSettings('dashboard_aggregation', { enabled: true, every: 60_000, timeout: 10 * 60_000 }, config.jobs.dashboard_aggregation),
-    async run(ctx: JobContext) {
-      const { rollups, usageStore, metrics } = services.get();
+    defaults: { enabled: true, every: '1m', timeout: '10m' },
+    needs: ['rollups', 'usageStore', 'metrics'],
+    check: (config) => (wholeHourZone(config.usage.timezone) ? [] : [`usage.timezone: ${JSON.stringify(config.usage.timezone)} is not a time zone with a whole-hour UTC offset; daily rollups are built from hourly buckets`]),
+    async run(ctx, { rollups, usageStore, metrics }, _o, config) {
       const currentHour = floorHour(ctx.clock.now());
       const wm = await ctx.cursor.read<string>(WATERMARK_KEY);
       let from: number;
@@ -96,5 +89,4 @@ export function dashboardAggregationJob(config: Config, services: JobServices): 
       );
       return { items: rows, note: `rebuilt ${new Date(floorHour(from)).toISOString()} → ${new Date(currentHour + HOUR).toISOString()}, watermark ${new Date(watermark).toISOString()}` };
     },
-  };
-}
+});

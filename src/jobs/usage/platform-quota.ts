@@ -1,11 +1,7 @@
-import { resolveJobSettings } from '../../config/job-settings.js';
-import type { Config } from '../../config/load.js';
-import type { JobDefinition } from '../../scheduler/job.js';
 import { parseMember, quotaMember, type QuotaCounters } from '../../coordination/quota-counters.js';
 import type { QuotaUsage } from '../../store/quota-usage.js';
 import type { Logger } from '../../telemetry/logger.js';
 import type { Metrics } from '../../telemetry/metrics.js';
-import type { JobServices } from '../services.js';
 
 export interface FlushResult {
   dirty: number;
@@ -104,19 +100,4 @@ export class PlatformQuota {
       return 0;
     }
   }
-}
-
-/** platform_quota_flusher: on every replica (SPOP hands each dirty key to one of them), every 5 s. */
-export function platformQuotaFlusherJob(config: Config, services: JobServices): JobDefinition {
-  return {
-    name: 'platform_quota_flusher',
-    description: 'Writes dirty per-user platform usage counters to PostgreSQL in batches',
-    scope: 'instance',
-    settings: resolveJobSettings('platform_quota_flusher', { enabled: true, every: 5000, timeout: 60_000 }, config.jobs.platform_quota_flusher),
-    async run(ctx) {
-      const r = await services.get().quota.flushAll(1000);
-      if (r.stale) ctx.log.info({ stale: r.stale }, 'quota snapshots older than the stored value were skipped (a reset or a newer flush won)');
-      return { items: r.flushed, note: r.dirty ? `${r.dirty} dirty, ${r.flushed} flushed, ${r.stale} stale, ${r.reAdded} re-added` : undefined };
-    },
-  };
 }

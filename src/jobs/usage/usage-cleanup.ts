@@ -1,8 +1,10 @@
-import { resolveJobSettings } from '../../config/job-settings.js';
 import type { Config } from '../../config/load.js';
-import type { JobContext, JobDefinition } from '../../scheduler/job.js';
+import type { JobContext } from '../../scheduler/job.js';
+import { defineJob } from '../define-job.js';
 import { utcDayStart } from '../../store/usage.js';
-import type { Services, JobServices } from '../services.js';
+import type { Services } from '../services.js';
+
+type Deps = Pick<Services, 'usageStore' | 'rollups' | 'cleanupTasks' | 'metrics'>;
 import { WATERMARK_JOB, WATERMARK_KEY, rebuildRange } from './dashboard-aggregation.js';
 
 const DAY = 86_400_000;
@@ -19,7 +21,7 @@ export class UnaggregatedUsage extends Error {
   }
 }
 
-async function watermark(s: Services): Promise<Date | null> {
+async function watermark(s: Deps): Promise<Date | null> {
   const { rows } = await s.usageStore.db.query<{ value: string }>(`SELECT value FROM job_cursors WHERE job_name = $1 AND key = $2`, [WATERMARK_JOB, WATERMARK_KEY]);
   return rows[0] ? new Date(rows[0].value) : null;
 }
@@ -31,7 +33,7 @@ async function watermark(s: Services): Promise<Date | null> {
  * created ahead. Raw rows the aggregation has not covered are never deleted: the round fails
  * with the reason instead, so the job's health turns red.
  */
-async function retentionSweep(ctx: JobContext, s: Services, config: Config): Promise<number> {
+async function retentionSweep(ctx: JobContext, s: Deps, config: Config): Promise<number> {
   const u = config.usage;
   const now = ctx.clock.now();
   const cutoff = new Date(now - u.retention);
@@ -74,7 +76,7 @@ async function retentionSweep(ctx: JobContext, s: Services, config: Config): Pro
 }
 
 /** Admin range cleanups: one claimed task per round (SKIP LOCKED; a dead replica's task is reclaimed after `usage.task_timeout`). */
-async function runTask(ctx: JobContext, s: Services, config: Config): Promise<number> {
+async function runTask(ctx: JobContext, s: Deps, config: Config): Promise<number> {
   const task = await s.cleanupTasks.claim(ctx.instanceId, config.usage.task_timeout);
   if (!task) return 0;
   const started = performance.now();
@@ -102,21 +104,19 @@ async function runTask(ctx: JobContext, s: Services, config: Config): Promise<nu
 }
 
 /** usage_cleanup: admin range tasks every round (every minute); the retention sweep every `usage.cleanup_every`. */
-export function usageCleanupJob(config: Config, services: JobServices): JobDefinition {
-  return {
-    name: 'usage_cleanup',
-    description: 'Deletes raw usage past retention (never unaggregated rows), old rollups and request ids, runs admin range cleanups, creates partitions ahead',
-    scope: 'cluster',
-    settings: resolveJobSettings('usage_cleanup', { enabled: true, every: 60_000, timeout: 30 * 60_000 }, config.jobs.usage_cleanup),
-    async run(ctx) {
-      const s = services.get();
-      let items = await runTask(ctx, s, config);
-      const last = await ctx.cursor.read<number>(LAST_SWEEP);
-      if (!last || ctx.clock.now() - last >= config.usage.cleanup_every || ctx.trigger === 'manual') {
-        items += await retentionSweep(ctx, s, config);
-        await ctx.cursor.write(LAST_SWEEP, ctx.clock.now());
-      }
-      return { items };
-    },
-  };
-}
+export const usageCleanupJob = defineJob({
+  name: 'usage_cleanup',
+  description: 'Deletes raw usage past retention (never unaggregated rows), old rollups and request ids, runs admin range cleanups, creates partitions ahead',
+  scope: 'cluster',
+  defaults: { enabled: true, every: '1m', timeout: '30m' },
+  needs: ['usageStore', 'rollups', 'cleanupTasks', 'metrics'],
+  async run(ctx, s, _o, config) {
+    let items = await runTask(ctx, s, config);
+    const last = await ctx.cursor.read<number>(LAST_SWEEP);
+    if (!last || ctx.clock.now() - last >= config.usage.cleanup_every || ctx.trigger === 'manual') {
+      items += await retentionSweep(ctx, s, config);
+      await ctx.cursor.write(LAST_SWEEP, ctx.clock.now());
+    }
+    return { items };
+  },
+});

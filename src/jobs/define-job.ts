@@ -1,0 +1,113 @@
+import { z } from 'zod';
+import { ConfigError } from '../config/errors.js';
+import { parseDuration } from '../config/duration.js';
+import { resolveJobSettings, type JobDefaults } from '../config/job-settings.js';
+import { jobBase, formatIssues } from '../config/schema.js';
+import { keySource, type Config } from '../config/load.js';
+import type { JobContext, JobDefinition, JobResult, JobScope } from '../scheduler/job.js';
+import type { Logger } from '../telemetry/logger.js';
+import type { Services } from './services.js';
+
+/** A job's default schedule and limits, durations written as in the config (`30s`, `5m`). */
+export interface JobDefaultsSpec {
+  enabled: boolean;
+  every?: string;
+  cron?: string;
+  timezone?: string;
+  timeout: string;
+  lockTtl?: string;
+  jitter?: string;
+}
+
+type Deps<K extends keyof Services> = Pick<Services, K>;
+
+/**
+ * One declaration per job. `needs` names the services the job uses (typed: `deps` holds those
+ * and nothing else); `options` is the zod shape of the job's own keys under `jobs.<name>`, next
+ * to the common ones (`enabled`, `every`, `cron`, `timezone`, `timeout`, `lock_ttl`, `jitter`).
+ * A job that owns a long-lived service starts and stops it with `onStart`/`onStop`; the runtime
+ * calls them once per process, in registry order (stop in reverse).
+ */
+export interface JobModule<K extends keyof Services = keyof Services, O extends z.ZodRawShape = z.ZodRawShape> {
+  name: string;
+  description: string;
+  scope: JobScope;
+  defaults: JobDefaultsSpec | ((config: Config, options: z.infer<z.ZodObject<O>>) => JobDefaultsSpec);
+  options?: O;
+  needs: readonly K[];
+  /** Cross-key config rules of this job; each problem names its key. */
+  check?(config: Config): string[];
+  onStart?(deps: Deps<K>, log: Logger): void | Promise<void>;
+  /** Returns how many pieces of work were still running at the deadline (0 when drained). */
+  onStop?(deps: Deps<K>, withinMs: number): Promise<number | void>;
+  run(ctx: JobContext, deps: Deps<K>, options: z.infer<z.ZodObject<O>>, config: Config): Promise<JobResult>;
+}
+
+export function defineJob<K extends keyof Services, O extends z.ZodRawShape = Record<never, never>>(module: JobModule<K, O>): JobModule<K, O> {
+  return module;
+}
+
+/** Resolves the late-bound services of a job (jobs are built before any connection exists). */
+export type ServicesRef = () => Services;
+
+/** A built job: the scheduler's definition plus its lifecycle hooks, bound to the runtime's services. */
+export interface BuiltJob extends JobDefinition {
+  start?(log: Logger): void | Promise<void>;
+  stop?(withinMs: number): Promise<number | void>;
+}
+
+function ms(key: string, value: string | undefined, problems: string[]): number | undefined {
+  if (value === undefined) return undefined;
+  const parsed = parseDuration(value);
+  if (parsed === null) problems.push(`${key}: the job's own default ${JSON.stringify(value)} is not a duration`);
+  return parsed ?? undefined;
+}
+
+/** `jobs.<name>` checked against the common keys and the job's own options; problems name `jobs.<name>.<key>`. */
+export function parseJobSection(
+  module: Pick<JobModule, 'name' | 'options'>,
+  raw: unknown,
+  from: (key: string) => string | undefined,
+): { ok: true; data: Record<string, unknown> } | { ok: false; problems: string[] } {
+  const parsed = z
+    .object({ ...jobBase, ...(module.options ?? {}) })
+    .strict()
+    .safeParse(raw ?? {});
+  return parsed.success ? { ok: true, data: parsed.data as Record<string, unknown> } : { ok: false, problems: formatIssues(parsed.error.issues, ['jobs', module.name], from) };
+}
+
+/**
+ * Validates `jobs.<name>` against the job's schema and resolves its settings. Throws a
+ * ConfigError naming every offending key (`jobs.<name>.<key>`).
+ */
+export function buildJob<K extends keyof Services, O extends z.ZodRawShape>(module: JobModule<K, O>, config: Config, services: ServicesRef): BuiltJob {
+  const parsed = parseJobSection(module, config.jobs[module.name], (k) => keySource(config.source.keys, config.source.file, k));
+  if (!parsed.ok) throw new ConfigError(parsed.problems);
+  const { enabled, every, cron, timezone, timeout, lock_ttl, jitter, ...rest } = parsed.data;
+  const options = rest as z.infer<z.ZodObject<O>>;
+  const spec = typeof module.defaults === 'function' ? module.defaults(config, options) : module.defaults;
+  const problems: string[] = [];
+  const key = `jobs.${module.name}`;
+  const defaults: JobDefaults = {
+    enabled: spec.enabled,
+    every: ms(key, spec.every, problems),
+    cron: spec.cron,
+    timezone: spec.timezone,
+    timeout: ms(key, spec.timeout, problems)!,
+    lockTtl: ms(key, spec.lockTtl, problems),
+    jitter: ms(key, spec.jitter, problems),
+  };
+  problems.push(...(module.check?.(config) ?? []));
+  if (problems.length) throw new ConfigError(problems);
+  const settings = resolveJobSettings(module.name, defaults, { enabled, every, cron, timezone, timeout, lock_ttl, jitter } as Parameters<typeof resolveJobSettings>[2]);
+  const deps = () => services() as Deps<K>;
+  return {
+    name: module.name,
+    description: module.description,
+    scope: module.scope,
+    settings,
+    run: (ctx) => module.run(ctx, deps(), options, config),
+    start: module.onStart && ((log) => module.onStart!(deps(), log)),
+    stop: module.onStop && ((withinMs) => module.onStop!(deps(), withinMs)),
+  };
+}

@@ -1,0 +1,110 @@
+import { ConfigError } from '../config/errors.js';
+import { keySource, type Config } from '../config/load.js';
+import { resolveProviders } from '../upstream/oauth-providers.js';
+import { buildJob, parseJobSection, type BuiltJob, type JobModule, type ServicesRef } from './define-job.js';
+import { tokenRefreshJob } from './accounts/token-refresh.js';
+import { accountExpiryJob } from './accounts/account-expiry.js';
+import { proxyExpiryJob } from './accounts/proxy-expiry.js';
+import { subscriptionExpiryJob } from './billing/subscription-expiry.js';
+import { paymentOrderExpiryJob } from './billing/payment-order-expiry.js';
+import { dashboardAggregationJob } from './usage/dashboard-aggregation.js';
+import { usageCleanupJob } from './usage/usage-cleanup.js';
+import { idempotencyCleanupJob } from './usage/idempotency-cleanup.js';
+import { platformQuotaFlusherJob } from './usage/platform-quota-flusher.js';
+import { sessionCleanupJob } from './admin/session-cleanup.js';
+import { canaryJob } from './canary/canary.js';
+
+// eslint-disable-next-line @typescript-eslint/no-explicit-any -- a list of jobs with different needs and options
+export type AnyJobModule = JobModule<any, any>;
+
+/** The one list of jobs this build knows, in the order `relay-jobs jobs` lists them. Adding a job is one line here. */
+export const JOBS: readonly AnyJobModule[] = [
+  tokenRefreshJob,
+  accountExpiryJob,
+  proxyExpiryJob,
+  subscriptionExpiryJob,
+  paymentOrderExpiryJob,
+  dashboardAggregationJob,
+  usageCleanupJob,
+  idempotencyCleanupJob,
+  platformQuotaFlusherJob,
+  sessionCleanupJob,
+  canaryJob,
+];
+
+const unbound: ServicesRef = () => {
+  throw new Error('job services used before the runtime bound them');
+};
+
+/**
+ * Every job, enabled or not: the registry's plus a library user's `extra` jobs. Reports every
+ * job's config problems at once, and any `jobs.<name>` that names no job (with a suggestion).
+ */
+export function buildJobs(config: Config, services: ServicesRef = unbound, extra: readonly AnyJobModule[] = []): BuiltJob[] {
+  const modules = [...JOBS, ...extra];
+  const problems: string[] = [];
+  const names = new Set<string>();
+  for (const m of modules) {
+    if (names.has(m.name)) problems.push(`job ${JSON.stringify(m.name)} is defined twice`);
+    names.add(m.name);
+  }
+  problems.push(...unknownJobs(config.jobs, [...names], (k) => keySource(config.source.keys, config.source.file, k)));
+  const jobs: BuiltJob[] = [];
+  for (const m of modules) {
+    try {
+      jobs.push(buildJob(m, config, services));
+    } catch (err) {
+      if (err instanceof ConfigError) problems.push(...err.problems);
+      else throw err;
+    }
+  }
+  problems.push(...resolveProviders(config).problems);
+  if (problems.length) throw new ConfigError(problems);
+  return jobs;
+}
+
+function unknownJobs(section: Record<string, unknown>, known: string[], from: (key: string) => string | undefined): string[] {
+  return Object.keys(section)
+    .filter((name) => !known.includes(name))
+    .map((name) => {
+      const near = closest(name, known);
+      const source = from(`jobs.${name}`);
+      return `jobs.${name}${source ? ` (${source})` : ''}: unknown job${near ? `; did you mean ${near}?` : ''} (known: ${known.join(', ')})`;
+    });
+}
+
+/**
+ * `loadConfig`'s `checkJobs`: the shape of every `jobs.<name>` section (known name, known keys,
+ * valid values), so job problems are reported with every other config problem.
+ */
+export function checkJobSections(extra: readonly AnyJobModule[] = []): (section: Record<string, unknown>, from: (key: string) => string) => string[] {
+  return (section, from) => {
+    const modules = [...JOBS, ...extra];
+    const problems = unknownJobs(section, modules.map((m) => m.name), from);
+    for (const m of modules) {
+      const r = parseJobSection(m, section[m.name], from);
+      if (!r.ok) problems.push(...r.problems);
+    }
+    return problems;
+  };
+}
+
+/** The known name within edit distance 2 of `name`, if any. */
+export function closest(name: string, known: string[]): string | undefined {
+  let best: { name: string; d: number } | undefined;
+  for (const k of known) {
+    const d = editDistance(name, k);
+    if (d <= 2 && (!best || d < best.d)) best = { name: k, d };
+  }
+  return best?.name;
+}
+
+function editDistance(a: string, b: string): number {
+  let prev = Array.from({ length: b.length + 1 }, (_, i) => i);
+  for (let i = 1; i <= a.length; i++) {
+    const cur = [i];
+    for (let j = 1; j <= b.length; j++) cur[j] = Math.min(prev[j]! + 1, cur[j - 1]! + 1, prev[j - 1]! + (a[i - 1] === b[j - 1] ? 0 : 1));
+    prev = cur;
+  }
+  return prev[b.length]!;
+}
