@@ -1,6 +1,7 @@
 import type { Config } from '../config/load.js';
 import { UserError } from '../config/errors.js';
-import { Runtime, readEmbeddedAdminToken } from '../app/runtime.js';
+import { Runtime } from '../app/runtime.js';
+import { readEmbeddedAdminToken } from '../app/admin-token.js';
 import { buildJobs } from '../jobs/registry.js';
 import { DataDirLock } from '../store/data-dir-lock.js';
 import { createLogger } from '../telemetry/logger.js';

@@ -39,6 +39,10 @@ export class WorkerPool<T> {
     if (!(opts.concurrency >= 1) || !(opts.queueLimit >= 0)) throw new Error(`worker pool ${opts.name}: concurrency must be >= 1 and queueLimit >= 0`);
   }
 
+  get name(): string {
+    return this.opts.name;
+  }
+
   get isStopped(): boolean {
     return this.stopped;
   }

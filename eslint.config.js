@@ -1,0 +1,30 @@
+import js from '@eslint/js';
+import tseslint from 'typescript-eslint';
+
+// Reading the clock: only src/time/ may; everything else takes the injected Clock.
+const CLOCK = [
+  { selector: "CallExpression[callee.object.name='Date'][callee.property.name='now']", message: 'read time from the injected Clock (src/time/clock.ts), not Date.now()' },
+  { selector: "NewExpression[callee.name='Date'][arguments.length=0]", message: 'read time from the injected Clock (src/time/clock.ts), not new Date()' },
+];
+// SQL lives in src/store/ and src/coordination/ as named statements.
+const SQL_START = '/^\\s*(SELECT|INSERT|UPDATE|DELETE|WITH|CREATE|ALTER|DROP|TRUNCATE)\\s/i';
+const SQL = [
+  { selector: `Literal[value=${SQL_START}]`, message: 'SQL belongs in src/store/ or src/coordination/ (a named statement in a repository)' },
+  { selector: `TemplateLiteral > TemplateElement:first-child[value.raw=${SQL_START}]`, message: 'SQL belongs in src/store/ or src/coordination/ (a named statement in a repository)' },
+];
+
+export default tseslint.config(
+  { ignores: ['dist/', 'node_modules/', 'docs/api/', 'coverage/', 'data/', 'web/dist/'] },
+  js.configs.recommended,
+  ...tseslint.configs.recommended,
+  {
+    rules: {
+      '@typescript-eslint/no-unused-vars': ['error', { argsIgnorePattern: '^_', varsIgnorePattern: '^_', destructuredArrayIgnorePattern: '^_', ignoreRestSiblings: true }],
+      '@typescript-eslint/no-non-null-assertion': 'off',
+      'no-constant-condition': ['error', { checkLoops: false }],
+    },
+  },
+  { files: ['src/**/*.ts'], ignores: ['src/time/**'], rules: { 'no-restricted-syntax': ['error', ...CLOCK] } },
+  { files: ['src/**/*.ts'], ignores: ['src/time/**', 'src/store/**', 'src/coordination/**'], rules: { 'no-restricted-syntax': ['error', ...CLOCK, ...SQL] } },
+  { files: ['src/store/**/*.ts', 'src/coordination/**/*.ts'], rules: { 'no-restricted-syntax': ['error', ...CLOCK] } },
+);

@@ -1,0 +1,76 @@
+import type { Redis } from 'ioredis';
+import type { Config } from '../config/load.js';
+import { UserError } from '../config/errors.js';
+import type { Db } from '../store/db.js';
+import { PgDb } from '../store/pg-db.js';
+import { PgliteDb } from '../store/pglite-db.js';
+import { DataDirLock } from '../store/data-dir-lock.js';
+import { migrate } from '../store/migrate.js';
+import { SecretBox } from '../store/secret-box.js';
+import { checkMasterKey, connectionBudget } from '../store/server-checks.js';
+import { connectRedis } from '../coordination/redis-client.js';
+import type { Logger } from '../telemetry/logger.js';
+
+/** The connections a runtime owns: PostgreSQL (or PGlite), Redis in cluster mode, the data-dir lock in embedded mode. */
+export interface Backends {
+  db: Db;
+  redis: Redis | null;
+  box: SecretBox;
+  dataDirLock: DataDirLock | null;
+  /** Closes whatever is open, in reverse order of opening; never throws. */
+  close(log: Logger): Promise<void>;
+}
+
+/**
+ * Connects, migrates, and checks what needs the servers (master key, connection budget).
+ * Every failure is a one-line UserError; whatever was opened is closed again before it throws.
+ */
+export async function openBackends(config: Config, log: Logger): Promise<Backends> {
+  if (config.mode === 'cluster' && !config.security.master_key) {
+    throw new UserError('RELAY_JOBS_MASTER_KEY is not set: cluster mode encrypts account credentials with it; give every replica the same 32 random bytes in base64 (e.g. `openssl rand -base64 32`)');
+  }
+  let db: Db | null = null;
+  let redis: Redis | null = null;
+  let dataDirLock: DataDirLock | null = null;
+  const close = async (l: Logger) => {
+    if (redis) await redis.quit().catch(() => redis!.disconnect());
+    await db?.close().catch((err) => l.warn({ err: (err as Error).message }, 'closing the database failed'));
+    dataDirLock?.release();
+  };
+  try {
+    if (config.mode === 'cluster') {
+      db = await PgDb.connect({ url: config.database.url!, poolSize: config.database.pool_size, connectTimeoutMs: config.database.connect_timeout, onError: (err) => log.warn({ err: err.message }, 'idle PostgreSQL connection failed') });
+      redis = await connectRedis(config.redis.url!, config.redis.command_timeout, config.database.connect_timeout);
+    } else {
+      dataDirLock = DataDirLock.acquire(config.database.data_dir, { httpPort: config.http.port });
+      db = await PgliteDb.open(config.database.data_dir);
+    }
+    if (config.database.auto_migrate) {
+      const applied = await migrate(db);
+      if (applied.length) log.info({ migrations: applied.map((m) => `${m.version}_${m.name}`) }, 'migrations applied');
+    }
+    const box = config.security.master_key ? SecretBox.fromBase64(config.security.master_key) : SecretBox.forDataDir(config.database.data_dir);
+    await checkMasterKey(db, box.fingerprint);
+    if (config.mode === 'cluster') await warnConnectionBudget(db, config, log);
+    return { db, redis, box, dataDirLock, close };
+  } catch (err) {
+    redis?.disconnect();
+    redis = null;
+    await close(log);
+    throw err;
+  }
+}
+
+/** The seed's rule: pool size × replicas within the server's max_connections. */
+async function warnConnectionBudget(db: Db, config: Config, log: Logger): Promise<void> {
+  const budget = await connectionBudget(db);
+  const { pool_size } = config.database;
+  const { expected_replicas } = config.cluster;
+  const need = pool_size * expected_replicas;
+  if (need > budget) {
+    log.warn(
+      { pool_size, expected_replicas, max_connections: budget },
+      `database.pool_size (${pool_size}) × cluster.expected_replicas (${expected_replicas}) = ${need} exceeds the server's ${budget} usable connections; lower the pool size or raise max_connections`,
+    );
+  }
+}

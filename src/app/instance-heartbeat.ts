@@ -1,0 +1,76 @@
+import type { Config } from '../config/load.js';
+import { formatDuration } from '../config/duration.js';
+import type { InstanceRegistry } from '../scheduler/instance-registry.js';
+import type { RunRecords } from '../scheduler/run-records.js';
+import type { Metrics } from '../telemetry/metrics.js';
+import type { Logger } from '../telemetry/logger.js';
+import type { Clock } from '../time/clock.js';
+import { HEALTH_STATES, type JobView } from './job-views.js';
+
+const PRUNE_EVERY_MS = 3_600_000;
+
+/**
+ * The replica's beat, every `cluster.instance_heartbeat`: measures clock skew against the
+ * database (the scheduler corrects its slots by it), refreshes the `instances` row (and notices
+ * another process with this instance id), exports job health, and prunes old `job_runs`.
+ */
+export class InstanceHeartbeat {
+  private timer: ReturnType<typeof setTimeout> | null = null;
+  private stopped = false;
+  private lastPrune = 0;
+  /** What the scheduler adds to this replica's clock to get the database's. */
+  offsetMs = 0;
+
+  constructor(
+    private readonly deps: { config: Config; registry: InstanceRegistry; records: RunRecords; metrics: Metrics; log: Logger; clock: Clock; views: () => Promise<JobView[]> },
+  ) {}
+
+  async measureSkew(atStart = false): Promise<void> {
+    const { registry, metrics, log, config } = this.deps;
+    const skew = await registry.measureSkew();
+    this.offsetMs = -skew;
+    metrics.clockSkew.set(skew / 1000);
+    if (Math.abs(skew) > config.cluster.max_clock_skew) {
+      log.warn(
+        { clock_skew_ms: Math.round(skew), max_clock_skew_ms: config.cluster.max_clock_skew },
+        `${atStart ? 'at start: ' : ''}this replica's clock is ${Math.round(skew)}ms off the database clock (cluster.max_clock_skew ${formatDuration(config.cluster.max_clock_skew)}); slots use the database clock, but fix NTP`,
+      );
+    }
+  }
+
+  start(): void {
+    void this.beat();
+  }
+
+  stop(): void {
+    this.stopped = true;
+    if (this.timer) clearTimeout(this.timer);
+  }
+
+  private async beat(): Promise<void> {
+    if (this.stopped) return;
+    const { registry, records, metrics, log, config, clock } = this.deps;
+    try {
+      await this.measureSkew();
+      const mine = await registry.beat(-this.offsetMs);
+      metrics.instanceConflict.set(mine ? 0 : 1);
+      if (!mine) {
+        log.error(
+          { instance_id: config.instance.id },
+          `INSTANCE ID CONFLICT: another live process registered instance id "${config.instance.id}"; two replicas share one id. Give each replica its own RELAY_JOBS_INSTANCE_ID`,
+        );
+      }
+      for (const view of await this.deps.views()) {
+        for (const h of HEALTH_STATES) metrics.jobHealth.set({ job: view.name, health: h }, view.health === h ? 1 : 0);
+      }
+      if (clock.now() - this.lastPrune > PRUNE_EVERY_MS) {
+        this.lastPrune = clock.now();
+        const pruned = await records.prune(config.scheduler.run_retention);
+        if (pruned) log.info({ pruned }, 'old job_runs records pruned');
+      }
+    } catch (err) {
+      log.warn({ err: (err as Error).message }, 'instance heartbeat failed');
+    }
+    if (!this.stopped) this.timer = setTimeout(() => void this.beat(), config.cluster.instance_heartbeat);
+  }
+}

@@ -1,0 +1,58 @@
+import { formatDuration } from '../config/duration.js';
+import { judgeHealth, type HealthVerdict } from '../scheduler/health.js';
+import type { InstanceRegistry } from '../scheduler/instance-registry.js';
+import type { RunRecord, RunRecords } from '../scheduler/run-records.js';
+import type { Scheduler } from '../scheduler/scheduler.js';
+import type { BuiltJob } from '../jobs/define-job.js';
+
+export const HEALTH_STATES = ['healthy', 'idle', 'late', 'stuck', 'failing', 'disabled'] as const;
+
+/** A job as the API, the CLI and the heartbeat's gauges show it: settings, cluster-wide health, last run. */
+export interface JobView {
+  name: string;
+  description: string;
+  scope: string;
+  enabled: boolean;
+  schedule: { every?: string; cron?: string; timezone?: string };
+  timeout: string;
+  lock_ttl: string;
+  jitter: string;
+  health: HealthVerdict['health'];
+  health_reason: string;
+  expected_by: string | null;
+  next_attempt: string | null;
+  last_slot: string | null;
+  lease_holder: string | null;
+  last_run: RunRecord | null;
+  last_success_at: string | null;
+}
+
+export async function jobViews(p: { jobs: readonly BuiltJob[]; records: RunRecords; registry: InstanceRegistry; scheduler: Scheduler; startedAt: Date; abortGraceMs: number }): Promise<JobView[]> {
+  const snapshots = await p.records.snapshots();
+  // Health of a job that never ran counts from the start of the cluster's current life: the oldest live replica's start.
+  const live = (await p.registry.list()).filter((i) => i.alive);
+  const since = live.reduce((min, i) => (i.started_at < min ? i.started_at : min), p.startedAt);
+  return p.jobs.map((job) => {
+    const snap = snapshots.get(job.name);
+    const verdict = judgeHealth({ settings: job.settings, snapshot: snap, since, abortGraceMs: p.abortGraceMs });
+    const s = job.settings.schedule;
+    return {
+      name: job.name,
+      description: job.description,
+      scope: job.scope,
+      enabled: job.settings.enabled,
+      schedule: s.kind === 'every' ? { every: formatDuration(s.everyMs) } : { cron: s.expr, timezone: s.timezone },
+      timeout: formatDuration(job.settings.timeoutMs),
+      lock_ttl: formatDuration(job.settings.lockTtlMs),
+      jitter: formatDuration(job.settings.jitterMs),
+      health: verdict.health,
+      health_reason: verdict.reason,
+      expected_by: verdict.expectedBy?.toISOString() ?? null,
+      next_attempt: p.scheduler.nextAttempt(job.name)?.toISOString() ?? null,
+      last_slot: snap?.lastSlot?.toISOString() ?? null,
+      lease_holder: snap?.leaseUntil && snap.leaseUntil > snap.dbNow ? snap.holder : null,
+      last_run: snap?.lastRun ?? null,
+      last_success_at: snap?.lastSuccessAt?.toISOString() ?? null,
+    };
+  });
+}

@@ -1,0 +1,21 @@
+import { UserError } from '../config/errors.js';
+import type { Db } from './db.js';
+
+const CONNECTION_BUDGET = `SELECT current_setting('max_connections') AS max_connections, current_setting('superuser_reserved_connections') AS reserved`;
+const RECORD_KEY = `INSERT INTO secret_keys (purpose, fingerprint) VALUES ('master', $1) ON CONFLICT (purpose) DO NOTHING`;
+const READ_KEY = `SELECT fingerprint FROM secret_keys WHERE purpose = 'master'`;
+
+/** Connections the server lets ordinary roles open: max_connections less the superuser reserve. */
+export async function connectionBudget(db: Db): Promise<number> {
+  const { rows } = await db.query<{ max_connections: string; reserved: string }>(CONNECTION_BUDGET);
+  return Number(rows[0]!.max_connections) - Number(rows[0]!.reserved);
+}
+
+/** Every replica must seal with the same key: the first start records the key's fingerprint, later starts compare. */
+export async function checkMasterKey(db: Db, fingerprint: string): Promise<void> {
+  await db.query(RECORD_KEY, [fingerprint]);
+  const { rows } = await db.query<{ fingerprint: string }>(READ_KEY);
+  if (rows[0]!.fingerprint !== fingerprint) {
+    throw new UserError('RELAY_JOBS_MASTER_KEY does not match the key this database was encrypted with: every replica needs the same key (a new key cannot read stored credentials)');
+  }
+}
