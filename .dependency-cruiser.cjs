@@ -1,6 +1,6 @@
 /**
  * Layering of src/ (see docs/architecture.md): imports only point down this list.
- *   cli, http  →  app  →  jobs  →  scheduler  →  coordination  →  store, upstream, workers  →  config, telemetry, time
+ *   cli, http  →  app  →  jobs  →  scheduler  →  coordination  →  store, upstream, workers  →  config, telemetry, time  →  errors
  * Type-only imports count: a circle through types is still a circle.
  */
 const layers = [
@@ -11,6 +11,7 @@ const layers = [
   ['coordination'],
   ['store', 'upstream', 'workers'],
   ['config', 'telemetry', 'time'],
+  ['errors'],
 ];
 
 const rules = [];

@@ -23,7 +23,7 @@ export { AccountUnavailable, type AccessToken, type UnauthorizedReport } from '.
 export type { RefreshOutcome, RefreshTrigger } from './jobs/accounts/refresher.js';
 export type { AccountView, AccountStatus } from './store/accounts.js';
 export type { ProxyView } from './store/proxies.js';
-export { InvalidUsage } from './jobs/usage/usage-ingest.js';
+export { AppError, InvalidInput, NotFound, Conflict, type ErrorKind, type FieldError } from './errors/app-error.js';
 export { UsageQueueFull, type RecordOutcome } from './jobs/usage/usage-writer.js';
 export type { UsageEventInput } from './jobs/usage/usage-event.js';
 export { IdempotencyConflict, requestHash, type BeginResult } from './store/idempotency.js';

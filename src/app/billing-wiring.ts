@@ -5,7 +5,7 @@ import { Payments } from '../jobs/billing/payments.js';
 import { SmtpChannel, WebhookChannel, type Channel } from '../upstream/notifier.js';
 import { GenericJsonProvider, type PaymentProvider } from '../upstream/payment-provider.js';
 import type { Services } from '../jobs/services.js';
-import type { WiringContext, Wired } from './services-wiring.js';
+import type { WiringContext, Wired } from './wiring.js';
 
 export function buildBilling(w: WiringContext): Wired<Pick<Services, 'billing' | 'notifications' | 'notifier' | 'payments'>> {
   const { config, db, clock, log, metrics } = w;

@@ -1,10 +1,10 @@
 import type { Db } from '../store/db.js';
 import { num } from '../store/db.js';
+import { AppError } from '../errors/app-error.js';
 
-export class FencedWriteRefused extends Error {
+export class FencedWriteRefused extends AppError {
   constructor(readonly job: string, readonly key: string, readonly token: number) {
-    super(`fenced write refused: ${job}/${key} with fencing token ${token}; a newer round of ${job} holds a newer token`);
-    this.name = 'FencedWriteRefused';
+    super('conflict', 'fenced_write_refused', `fenced write refused: ${job}/${key} with fencing token ${token}; a newer round of ${job} holds a newer token`);
   }
 }
 

@@ -1,9 +1,10 @@
+import { InvalidInput } from '../errors/app-error.js';
 import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
 import type { Runtime } from '../app/runtime.js';
 import { ACCOUNT_STATUSES, type Credentials } from '../store/accounts.js';
 import { jwtExpiry } from '../upstream/jwt.js';
-import { BadRequest, parseBody, parseId, sendError, type FieldError } from './validation.js';
+import { parseBody, parseId, sendError, type FieldError } from './validation.js';
 
 const MAX_TOKEN = 16 * 1024;
 const token = z.string().min(1, 'expected a non-empty string').max(MAX_TOKEN, `expected at most ${MAX_TOKEN} characters`);
@@ -84,7 +85,7 @@ export function registerAccountRoutes(api: FastifyInstance, rt: Runtime): void {
   api.post('/accounts', async (req, reply) => {
     const body = parseBody(newAccountSchema, req.body);
     const errors = await checkRefs(body);
-    if (errors.length) throw new BadRequest(errors);
+    if (errors.length) throw new InvalidInput(errors);
     const { input, warning } = toNew(body);
     const view = await accounts.create(input);
     rt.log.info({ account_id: view.id, platform: view.platform }, 'account created');
@@ -101,11 +102,11 @@ export function registerAccountRoutes(api: FastifyInstance, rt: Runtime): void {
         errors.push(...(await checkRefs(b, `accounts.${i}`)));
         parsed.push(b);
       } catch (err) {
-        if (err instanceof BadRequest) errors.push(...err.fields);
+        if (err instanceof InvalidInput) errors.push(...(err.fields ?? []));
         else throw err;
       }
     }
-    if (errors.length) throw new BadRequest(errors);
+    if (errors.length) throw new InvalidInput(errors);
     const created = await rt.db.tx(async (q) => {
       const ids: number[] = [];
       for (const [i, b] of parsed.entries()) {
@@ -135,7 +136,7 @@ export function registerAccountRoutes(api: FastifyInstance, rt: Runtime): void {
     const body = parseBody(patchAccountSchema, req.body);
     if (!n || !(await accounts.get(n))) return sendError(reply, 404, 'not_found', `no account ${req.params.id}`);
     const errors = await checkRefs(body);
-    if (errors.length) throw new BadRequest(errors);
+    if (errors.length) throw new InvalidInput(errors);
     const exp = body.credentials && tokenExpiry(body.credentials);
     const view = await accounts.update(n, {
       name: body.name,

@@ -1,7 +1,8 @@
+import { InvalidInput } from '../errors/app-error.js';
 import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
 import type { Runtime } from '../app/runtime.js';
-import { BadRequest, parseBody, parseId, sendError } from './validation.js';
+import { parseBody, parseId, sendError } from './validation.js';
 import { reminderSettings } from '../jobs/billing/subscription-expiry.js';
 
 const when = z.iso.datetime({ offset: true, message: 'expected an ISO 8601 date-time such as 2026-12-31T00:00:00Z' });
@@ -40,10 +41,10 @@ export function registerBillingRoutes(api: FastifyInstance, rt: Runtime): void {
     const b = parseBody(subBody, req.body);
     const [user, plan] = await Promise.all([billing.user(b.user_id), billing.plan(b.plan_id)]);
     const errors = [...(user ? [] : [{ field: 'user_id', message: `no user ${b.user_id}` }]), ...(plan ? [] : [{ field: 'plan_id', message: `no plan ${b.plan_id}` }])];
-    if (errors.length) throw new BadRequest(errors);
+    if (errors.length) throw new InvalidInput(errors);
     const starts = b.starts_at ? new Date(b.starts_at) : new Date();
     const expires = b.expires_at ? new Date(b.expires_at) : new Date(starts.getTime() + (plan!.duration_days as number) * 86_400_000);
-    if (expires <= starts) throw new BadRequest([{ field: 'expires_at', message: 'must be after starts_at' }]);
+    if (expires <= starts) throw new InvalidInput([{ field: 'expires_at', message: 'must be after starts_at' }]);
     return reply.code(201).send(await billing.createSubscription({ userId: b.user_id, planId: b.plan_id, startsAt: starts, expiresAt: expires }));
   });
   api.get<{ Params: { id: string } }>('/billing/subscriptions/:id', async (req, reply) => {
@@ -63,7 +64,7 @@ export function registerBillingRoutes(api: FastifyInstance, rt: Runtime): void {
     if (!payments.providers.has(b.provider)) errors.push({ field: 'provider', message: `unknown payment provider ${JSON.stringify(b.provider)}; configure payments.providers.${b.provider}` });
     if (!(await billing.user(b.user_id))) errors.push({ field: 'user_id', message: `no user ${b.user_id}` });
     if (b.plan_id && !(await billing.plan(b.plan_id))) errors.push({ field: 'plan_id', message: `no plan ${b.plan_id}` });
-    if (errors.length) throw new BadRequest(errors);
+    if (errors.length) throw new InvalidInput(errors);
     const order = await billing.createOrder({
       userId: b.user_id,
       amount: b.amount,

@@ -1,9 +1,10 @@
+import { InvalidInput } from '../errors/app-error.js';
 import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
 import type { Runtime } from '../app/runtime.js';
 import { restoreProxy } from '../jobs/accounts/proxy-expiry.js';
 import { date, id, when } from './accounts-routes.js';
-import { BadRequest, parseBody, parseId, sendError } from './validation.js';
+import { parseBody, parseId, sendError } from './validation.js';
 
 const proxyUrl = z.string().max(2048).regex(/^https?:\/\/[^\s/]+/, 'expected an http:// or https:// proxy URL');
 const newProxySchema = z
@@ -23,8 +24,8 @@ export function registerProxyRoutes(api: FastifyInstance, rt: Runtime): void {
 
   async function checkBackup(backup: number | null | undefined, self: number | null): Promise<void> {
     if (backup === undefined || backup === null) return;
-    if (backup === self) throw new BadRequest([{ field: 'backup_proxy_id', message: 'a proxy cannot be its own backup' }]);
-    if (!(await proxies.exists(backup))) throw new BadRequest([{ field: 'backup_proxy_id', message: `no proxy ${backup}` }]);
+    if (backup === self) throw new InvalidInput([{ field: 'backup_proxy_id', message: 'a proxy cannot be its own backup' }]);
+    if (!(await proxies.exists(backup))) throw new InvalidInput([{ field: 'backup_proxy_id', message: `no proxy ${backup}` }]);
   }
 
   api.post('/proxies', async (req, reply) => {

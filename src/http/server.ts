@@ -1,35 +1,20 @@
 import Fastify, { type FastifyInstance } from 'fastify';
 import type { Runtime } from '../app/runtime.js';
 import { requireAdmin, bearer } from './auth.js';
+import { errorBody, handleError } from './errors.js';
 import { registerAccountRoutes } from './accounts-routes.js';
 import { registerProxyRoutes } from './proxies-routes.js';
 import { registerUsageRoutes } from './usage-routes.js';
 import { registerBillingRoutes, registerPaymentWebhook } from './billing-routes.js';
-import { InvalidUsage } from '../jobs/usage/usage-ingest.js';
-import { UsageQueueFull } from '../jobs/usage/usage-writer.js';
-import { IdempotencyConflict } from '../store/idempotency.js';
-import { AccountUnavailable } from '../jobs/accounts/token-api.js';
-import { BadRequest } from './validation.js';
 
 /** The hot path's refusals: unknown account, not serving, refresh failed, no new token in time. */
-const UNAVAILABLE_STATUS = { not_found: 404, unavailable: 409, no_refresh_token: 409, refresh_failed: 502, timeout: 504 } as const;
-
-const notFound = (what: string) => ({ error: { code: 'not_found', message: what } });
+const notFound = (what: string) => errorBody('not_found', what);
 
 /** Probes, metrics and the admin API. Routes call the runtime; they know no SQL and no Redis keys. */
 export function buildHttpServer(rt: Runtime): FastifyInstance {
   const app = Fastify({ logger: false, bodyLimit: 1024 * 1024, forceCloseConnections: 'idle' });
 
-  app.setErrorHandler((err: Error & { statusCode?: number }, _req, reply) => {
-    if (err instanceof BadRequest) return void reply.code(400).send({ error: { code: 'invalid', message: err.message, fields: err.fields } });
-    if (err instanceof InvalidUsage) return void reply.code(400).send({ error: { code: 'invalid', message: err.message, fields: err.fields } });
-    if (err instanceof UsageQueueFull) return void reply.code(503).send({ error: { code: 'queue_full', message: err.message } });
-    if (err instanceof IdempotencyConflict) return void reply.code(409).send({ error: { code: 'idempotency_conflict', message: err.message } });
-    if (err instanceof AccountUnavailable) return void reply.code(UNAVAILABLE_STATUS[err.code]).send({ error: { code: err.code, message: err.message, status: err.status ?? null } });
-    const status = err.statusCode && err.statusCode < 500 ? err.statusCode : 500;
-    if (status === 500) rt.log.error({ err: err.message }, 'http handler failed');
-    void reply.code(status).send({ error: { code: status === 500 ? 'internal' : 'bad_request', message: status === 500 ? 'internal error; see the service log' : err.message } });
-  });
+  app.setErrorHandler(handleError(rt.log));
   app.setNotFoundHandler((req, reply) => void reply.code(404).send(notFound(`no route ${req.method} ${req.url}`)));
 
   app.get('/healthz', async () => ({ status: 'ok', instance_id: rt.config.instance.id, mode: rt.config.mode }));

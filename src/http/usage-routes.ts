@@ -1,10 +1,11 @@
+import { InvalidInput } from '../errors/app-error.js';
 import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
 import type { Runtime } from '../app/runtime.js';
 import { GROUPS } from '../store/rollups.js';
 import { requestHash } from '../store/idempotency.js';
 import { rebuildRange } from '../jobs/usage/dashboard-aggregation.js';
-import { BadRequest, parseBody, parseId, sendError } from './validation.js';
+import { parseBody, parseId, sendError } from './validation.js';
 
 const when = z.iso.datetime({ offset: true, message: 'expected an ISO 8601 date-time such as 2026-11-30T00:00:00Z' });
 const textId = z.union([z.string().min(1).max(128), z.number().int().nonnegative()]).transform(String);
@@ -134,7 +135,7 @@ export function registerUsageRoutes(api: FastifyInstance, rt: Runtime): void {
   });
   api.get<{ Params: { user: string } }>('/quota/:user', async (req) => ({ user_id: req.params.user, platforms: await s.quota.store.list(req.params.user) }));
   api.post<{ Params: { user: string; platform: string } }>('/quota/:user/:platform/reset', async (req) => {
-    if (!req.params.platform) throw new BadRequest([{ field: 'platform', message: 'expected a platform' }]);
+    if (!req.params.platform) throw new InvalidInput([{ field: 'platform', message: 'expected a platform' }]);
     return { user_id: req.params.user, platform: req.params.platform, used: 0, epoch: await s.quota.reset(req.params.user, req.params.platform) };
   });
 }

@@ -1,24 +1,15 @@
 import type { FastifyReply } from 'fastify';
 import type { z } from 'zod';
 
-export interface FieldError {
-  field: string;
-  message: string;
-}
+import { InvalidInput } from '../errors/app-error.js';
+import { errorBody } from './errors.js';
 
-/** A request the client got wrong: 400 with every offending field named. */
-export class BadRequest extends Error {
-  readonly statusCode = 400;
-  constructor(readonly fields: FieldError[]) {
-    super(fields.map((f) => `${f.field}: ${f.message}`).join('; '));
-    this.name = 'BadRequest';
-  }
-}
+export type { FieldError } from '../errors/app-error.js';
 
 export function parseBody<S extends z.ZodType>(schema: S, body: unknown, prefix = ''): z.infer<S> {
   const r = schema.safeParse(body ?? {});
   if (r.success) return r.data;
-  throw new BadRequest(
+  throw new InvalidInput(
     r.error.issues.map((i) => {
       const path = [prefix, ...i.path.map(String)].filter(Boolean).join('.');
       if (i.code === 'unrecognized_keys') return { field: [path, ...i.keys].filter(Boolean).join('.'), message: `unknown field${i.keys.length > 1 ? 's' : ''} ${i.keys.join(', ')}` };
@@ -35,5 +26,5 @@ export function parseId(raw: string): number | null {
 }
 
 export function sendError(reply: FastifyReply, status: number, code: string, message: string) {
-  return reply.code(status).send({ error: { code, message } });
+  return reply.code(status).send(errorBody(code, message));
 }

@@ -1,3 +1,4 @@
+import { Conflict } from '../errors/app-error.js';
 import { createHash } from 'node:crypto';
 import type { Db } from './db.js';
 import { num, toDate } from './db.js';
@@ -8,10 +9,9 @@ export type BeginResult =
   | { state: 'replay'; response: unknown; status_code: number | null };
 
 /** The same key came back with a different request: never replayed, never run. */
-export class IdempotencyConflict extends Error {
+export class IdempotencyConflict extends Conflict {
   constructor(scope: string, key: string) {
-    super(`idempotency key ${JSON.stringify(key)} in scope ${JSON.stringify(scope)} was first used with a different request body; use a new key for a new request`);
-    this.name = 'IdempotencyConflict';
+    super('idempotency_conflict', `idempotency key ${JSON.stringify(key)} in scope ${JSON.stringify(scope)} was first used with a different request body; use a new key for a new request`);
   }
 }
 

@@ -1,4 +1,5 @@
 import type { Config } from '../config/load.js';
+import { AppError } from '../errors/app-error.js';
 
 export interface OAuthProvider {
   platform: string;
@@ -18,10 +19,9 @@ const BUILT_IN: Record<string, { token_url: string; client_id: string }> = {
 
 const DEFAULT_MAX_PER_SECOND = 10;
 
-export class UnknownPlatform extends Error {
+export class UnknownPlatform extends AppError {
   constructor(readonly platform: string, known: string[]) {
-    super(`unknown platform ${JSON.stringify(platform)}: expected one of ${known.join(', ')}, or configure oauth.providers.${platform}.token_url and .client_id`);
-    this.name = 'UnknownPlatform';
+    super('invalid', 'unknown_platform', `unknown platform ${JSON.stringify(platform)}: expected one of ${known.join(', ')}, or configure oauth.providers.${platform}.token_url and .client_id`);
   }
 }
 

@@ -1,12 +1,12 @@
 import { createHmac, timingSafeEqual } from 'node:crypto';
+import { AppError } from '../errors/app-error.js';
 
 export type ProviderOrderStatus = 'paid' | 'pending' | 'closed' | 'not_found';
 
 /** The provider could not be asked (network, 5xx, a reply we cannot read): try again next round, change nothing. */
-export class ProviderError extends Error {
+export class ProviderError extends AppError {
   constructor(readonly provider: string, message: string) {
-    super(`payment provider ${provider}: ${message}`);
-    this.name = 'ProviderError';
+    super('upstream_failed', 'provider_error', `payment provider ${provider}: ${message}`);
   }
 }
 

@@ -1,3 +1,4 @@
+import { AppError, type ErrorKind } from '../../errors/app-error.js';
 import type { Logger } from '../../telemetry/logger.js';
 import type { Metrics } from '../../telemetry/metrics.js';
 import { sleep, type Clock } from '../../time/clock.js';
@@ -8,10 +9,11 @@ import type { RefreshOutcome } from './refresher.js';
 export type UnavailableCode = 'not_found' | 'unavailable' | 'no_refresh_token' | 'refresh_failed' | 'timeout';
 
 /** Why the hot path cannot have a token for an account; `code` is stable, `message` names the account and the cause. */
-export class AccountUnavailable extends Error {
-  constructor(readonly accountId: number, readonly code: UnavailableCode, message: string, readonly status?: AccountStatus) {
-    super(message);
-    this.name = 'AccountUnavailable';
+const KIND: Record<UnavailableCode, ErrorKind> = { not_found: 'not_found', unavailable: 'conflict', no_refresh_token: 'conflict', refresh_failed: 'upstream_failed', timeout: 'timeout' };
+
+export class AccountUnavailable extends AppError {
+  constructor(readonly accountId: number, override readonly code: UnavailableCode, message: string, readonly status?: AccountStatus) {
+    super(KIND[code], code, message, undefined, status ? { status } : undefined);
   }
 }
 

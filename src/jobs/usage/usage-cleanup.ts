@@ -6,18 +6,20 @@ import type { Services } from '../services.js';
 
 type Deps = Pick<Services, 'usageStore' | 'rollups' | 'cleanupTasks' | 'metrics'>;
 import { WATERMARK_JOB, WATERMARK_KEY, rebuildRange } from './dashboard-aggregation.js';
+import { AppError } from '../../errors/app-error.js';
 
 const DAY = 86_400_000;
 const LAST_SWEEP = 'last_retention_sweep';
 
 /** The cleanup would delete raw rows the rollups do not cover yet: refused, and the round fails. */
-export class UnaggregatedUsage extends Error {
+export class UnaggregatedUsage extends AppError {
   constructor(cutoff: Date, watermark: Date | null) {
     super(
+      'conflict',
+      'unaggregated_usage',
       `refusing to delete raw usage before ${cutoff.toISOString()}: dashboard_aggregation has only covered hours before ${watermark?.toISOString() ?? '(nothing yet)'}; ` +
         'fix the aggregation (GET /api/v1/jobs/dashboard_aggregation) and the next round deletes',
     );
-    this.name = 'UnaggregatedUsage';
   }
 }
 

@@ -1,19 +1,8 @@
+import { InvalidInput, type FieldError } from '../../errors/app-error.js';
 import type { Clock } from '../../time/clock.js';
 import type { UsageWriter, RecordOutcome } from './usage-writer.js';
 import { normalizeUsage, usageEventSchema, type UsageEvent } from './usage-event.js';
 
-export interface UsageFieldError {
-  field: string;
-  message: string;
-}
-
-/** Usage input that cannot be stored; every offending field is named (`events.3.cost`). */
-export class InvalidUsage extends Error {
-  constructor(readonly fields: UsageFieldError[]) {
-    super(fields.slice(0, 20).map((f) => `${f.field}: ${f.message}`).join('; ') + (fields.length > 20 ? `; and ${fields.length - 20} more` : ''));
-    this.name = 'InvalidUsage';
-  }
-}
 
 /**
  * Validation in front of the writer, shared by the library (`record`) and the HTTP API
@@ -24,8 +13,8 @@ export class UsageIngest {
   constructor(private readonly writer: UsageWriter, private readonly clock: Clock, private readonly retentionMs: number, private readonly maxPerRequest: number) {}
 
   validate(events: unknown[], prefix = 'events'): UsageEvent[] {
-    if (events.length > this.maxPerRequest) throw new InvalidUsage([{ field: prefix, message: `expected at most ${this.maxPerRequest} events per request (usage.max_events_per_request), got ${events.length}` }]);
-    const errors: UsageFieldError[] = [];
+    if (events.length > this.maxPerRequest) throw new InvalidInput([{ field: prefix, message: `expected at most ${this.maxPerRequest} events per request (usage.max_events_per_request), got ${events.length}` }]);
+    const errors: FieldError[] = [];
     const rows: UsageEvent[] = [];
     const now = this.clock.now();
     events.forEach((e, i) => {
@@ -41,7 +30,7 @@ export class UsageIngest {
       if (typeof row === 'string') errors.push({ field: `${prefix}.${i}.created_at`, message: row });
       else rows.push(row);
     });
-    if (errors.length) throw new InvalidUsage(errors);
+    if (errors.length) throw new InvalidInput(errors);
     return rows;
   }
 

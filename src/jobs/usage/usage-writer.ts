@@ -1,3 +1,4 @@
+import { AppError } from '../../errors/app-error.js';
 import { appendFileSync, mkdirSync, readdirSync, readFileSync, unlinkSync } from 'node:fs';
 import { join } from 'node:path';
 import type { UsageRow, UsageStore } from '../../store/usage.js';
@@ -15,10 +16,9 @@ export interface UsageWriterOptions {
 export type RecordOutcome = 'enqueued' | 'sync_fallback' | 'dropped';
 
 /** The queue is full and the overflow policy is `drop`: the events were not accepted. */
-export class UsageQueueFull extends Error {
+export class UsageQueueFull extends AppError {
   constructor(readonly waiting: number) {
-    super(`usage queue full (${waiting} events waiting, usage.queue_limit); retry later`);
-    this.name = 'UsageQueueFull';
+    super('unavailable', 'queue_full', `usage queue full (${waiting} events waiting, usage.queue_limit); retry later`);
   }
 }
 

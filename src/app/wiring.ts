@@ -1,0 +1,29 @@
+import type { Redis } from 'ioredis';
+import type { Config } from '../config/load.js';
+import type { Db } from '../store/db.js';
+import type { SecretBox } from '../store/secret-box.js';
+import type { Metrics } from '../telemetry/metrics.js';
+import type { Logger } from '../telemetry/logger.js';
+import type { Clock, Random } from '../time/clock.js';
+import type { Stoppable } from './shutdown-ladder.js';
+
+/** What every area's wiring gets: the connections and the runtime's shared parts. */
+export interface WiringContext {
+  config: Config;
+  db: Db;
+  redis: Redis | null;
+  box: SecretBox;
+  clock: Clock;
+  random: Random;
+  log: Logger;
+  metrics: Metrics;
+}
+
+/** An area's services, and the shutdown rungs that stop them (run after the jobs' own onStop hooks). */
+export interface Wired<T> {
+  services: T;
+  rungs: Stoppable[];
+  /** Runs once after connecting, before the scheduler starts (e.g. replaying what an earlier exit spilled). */
+  prepare?: () => Promise<void>;
+}
+
