@@ -13,7 +13,7 @@ import { Rollups } from '../src/store/rollups.js';
 import { QuotaUsage } from '../src/store/quota-usage.js';
 import { UsageWriter } from '../src/jobs/usage/usage-writer.js';
 import { PlatformQuota } from '../src/jobs/usage/platform-quota.js';
-import { rebuildRange } from '../src/jobs/usage/dashboard-aggregation.js';
+import { rebuildRange } from '../src/jobs/usage/rollup-rebuild.js';
 import { RedisQuotaCounters, quotaMember } from '../src/coordination/quota-counters.js';
 import { Metrics } from '../src/telemetry/metrics.js';
 import { silentLogger } from '../src/telemetry/logger.js';

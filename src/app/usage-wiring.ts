@@ -2,6 +2,8 @@ import { join } from 'node:path';
 import { UsageStore } from '../store/usage.js';
 import { Rollups } from '../store/rollups.js';
 import { CleanupTasks } from '../store/cleanup-tasks.js';
+import { RecomputeTasks } from '../store/recompute-tasks.js';
+import { Recomputes } from '../jobs/usage/recomputes.js';
 import { Idempotency } from '../store/idempotency.js';
 import { QuotaUsage } from '../store/quota-usage.js';
 import { MemoryQuotaCounters, RedisQuotaCounters } from '../coordination/quota-counters.js';
@@ -11,10 +13,11 @@ import { PlatformQuota } from '../jobs/usage/platform-quota.js';
 import type { Services } from '../jobs/services.js';
 import type { WiringContext, Wired } from './wiring.js';
 
-export function buildUsage(w: WiringContext): Wired<Pick<Services, 'usageStore' | 'usageWriter' | 'usage' | 'rollups' | 'cleanupTasks' | 'idempotency' | 'quota'>> {
+export function buildUsage(w: WiringContext): Wired<Pick<Services, 'usageStore' | 'usageWriter' | 'usage' | 'rollups' | 'cleanupTasks' | 'recomputes' | 'idempotency' | 'quota'>> {
   const { config, db, redis, clock, log, metrics } = w;
   const u = config.usage;
   const usageStore = new UsageStore(db);
+  const rollups = new Rollups(db, u.timezone);
   const usageWriter = new UsageWriter(usageStore, { batchSize: u.batch_size, queueLimit: u.queue_limit, overflow: u.overflow, spillDir: join(config.database.data_dir, 'spill') }, metrics, log);
   const counters = redis ? new RedisQuotaCounters(redis, { prefix: config.redis.key_prefix, env: config.instance.env }) : new MemoryQuotaCounters();
   const quota = new PlatformQuota(counters, new QuotaUsage(db), config.quota.flush_batch, metrics, log);
@@ -23,8 +26,9 @@ export function buildUsage(w: WiringContext): Wired<Pick<Services, 'usageStore' 
       usageStore,
       usageWriter,
       usage: new UsageIngest(usageWriter, clock, u.retention, u.max_events_per_request),
-      rollups: new Rollups(db, u.timezone),
+      rollups,
       cleanupTasks: new CleanupTasks(db),
+      recomputes: new Recomputes(new RecomputeTasks(db), rollups, u.task_timeout),
       idempotency: new Idempotency(db, config.idempotency.ttl, config.idempotency.lock),
       quota,
     },

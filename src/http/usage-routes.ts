@@ -4,7 +4,6 @@ import { z } from 'zod';
 import type { Runtime } from '../app/runtime.js';
 import { GROUPS } from '../store/rollups.js';
 import { requestHash } from '../store/idempotency.js';
-import { rebuildRange } from '../jobs/usage/dashboard-aggregation.js';
 import { parseBody, parseId, sendError } from './validation.js';
 
 const when = z.iso.datetime({ offset: true, message: 'expected an ISO 8601 date-time such as 2026-11-30T00:00:00Z' });
@@ -43,22 +42,9 @@ const incrementsBody = z
   })
   .strict();
 
-interface Recompute {
-  id: number;
-  from: string;
-  to: string;
-  status: 'running' | 'done' | 'failed';
-  chunks_done: number;
-  chunks: number;
-  rows: number;
-  error: string | null;
-}
-
 /** Usage ingestion, dashboard reads, recompute, range cleanups, idempotency and platform quota. */
 export function registerUsageRoutes(api: FastifyInstance, rt: Runtime): void {
   const s = rt.services;
-  const recomputes = new Map<number, Recompute>();
-  let nextRecompute = 1;
 
   // A 2xx means every event of the body is stored (committed), not merely queued.
   api.post('/usage', { bodyLimit: 16 * 1024 * 1024 }, async (req) => {
@@ -72,29 +58,26 @@ export function registerUsageRoutes(api: FastifyInstance, rt: Runtime): void {
     return { granularity: q.granularity, group_by: q.group_by, timezone: rt.config.usage.timezone, points };
   });
 
-  // Rebuilds the rollups of a range without moving the watermark; runs in the background with progress.
+  // Rebuilds the rollups of a range without moving the watermark: a task that dashboard_aggregation
+  // rounds run a day at a time with stored progress; a round is asked for now so it starts at once.
   api.post('/usage/recompute', async (req, reply) => {
     const b = parseBody(range({}), req.body);
-    const job: Recompute = { id: nextRecompute++, from: b.from, to: b.to, status: 'running', chunks_done: 0, chunks: 0, rows: 0, error: null };
-    recomputes.set(job.id, job);
-    void rebuildRange(s.rollups, new Date(b.from), new Date(b.to), (p) => {
-      job.chunks = p.chunks;
-      job.chunks_done = p.chunk;
-      job.rows += p.rows;
-      rt.log.info({ recompute_id: job.id, chunk: p.chunk, chunks: p.chunks, rows: p.rows }, 'usage recompute progress');
-    }).then(
-      () => (job.status = 'done'),
-      (err: Error) => {
-        job.status = 'failed';
-        job.error = err.message;
-        rt.log.error({ recompute_id: job.id, err: err.message }, 'usage recompute failed');
-      },
-    );
-    return reply.code(202).send({ ...job, poll: `/api/v1/usage/recompute/${job.id}` });
+    const task = await s.recomputes.request(new Date(b.from), new Date(b.to));
+    rt.log.info({ recompute_id: task.id, from: task.from, to: task.to, chunks: task.chunks }, 'usage recompute requested');
+    void rt.runNow('dashboard_aggregation').catch(() => undefined);
+    return reply.code(202).send({ ...task, poll: `/api/v1/usage/recompute/${task.id}` });
   });
+  api.get('/usage/recompute', async () => ({ recomputes: await s.recomputes.tasks.list() }));
   api.get<{ Params: { id: string } }>('/usage/recompute/:id', async (req, reply) => {
-    const job = recomputes.get(parseId(req.params.id) ?? 0);
-    return job ?? sendError(reply, 404, 'not_found', `no recompute ${req.params.id} on this replica`);
+    const task = await s.recomputes.tasks.get(parseId(req.params.id) ?? 0);
+    return task ?? sendError(reply, 404, 'not_found', `no recompute ${req.params.id}`);
+  });
+  api.post<{ Params: { id: string } }>('/usage/recompute/:id/cancel', async (req, reply) => {
+    const id = parseId(req.params.id) ?? 0;
+    const task = await s.recomputes.tasks.get(id);
+    if (!task) return sendError(reply, 404, 'not_found', `no recompute ${req.params.id}`);
+    if (!(await s.recomputes.tasks.cancel(id))) return sendError(reply, 409, 'finished', `recompute ${id} is already ${task.status}`);
+    return s.recomputes.tasks.get(id);
   });
 
   api.post('/usage/cleanup-tasks', async (req, reply) => {

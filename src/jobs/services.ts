@@ -11,6 +11,7 @@ import type { Idempotency } from '../store/idempotency.js';
 import type { UsageWriter } from './usage/usage-writer.js';
 import type { UsageIngest } from './usage/usage-ingest.js';
 import type { PlatformQuota } from './usage/platform-quota.js';
+import type { Recomputes } from './usage/recomputes.js';
 import type { Billing } from '../store/billing.js';
 import type { Notifications } from '../store/notifications.js';
 import type { Notifier } from './billing/notifier.js';
@@ -30,6 +31,7 @@ export interface Services {
   usage: UsageIngest;
   rollups: Rollups;
   cleanupTasks: CleanupTasks;
+  recomputes: Recomputes;
   idempotency: Idempotency;
   quota: PlatformQuota;
   billing: Billing;

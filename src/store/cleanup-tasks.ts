@@ -1,5 +1,6 @@
 import type { Db } from './db.js';
 import { iso, num } from './db.js';
+import { RangeTaskTable, type RangeTaskStatus } from './range-tasks.js';
 
 export interface CleanupTask {
   id: number;
@@ -7,7 +8,7 @@ export interface CleanupTask {
   account_id: string | null;
   range_start: string;
   range_end: string;
-  status: 'pending' | 'running' | 'done' | 'cancelled' | 'failed';
+  status: RangeTaskStatus;
   claimed_by: string | null;
   heartbeat_at: string | null;
   deleted_rows: number;
@@ -33,46 +34,15 @@ function toTask(r: Record<string, unknown>): CleanupTask {
   };
 }
 
-/**
- * Admin-requested range deletions of raw usage, as claimable rows: claimed with SKIP LOCKED, kept
- * alive by a heartbeat per batch, reclaimed when a replica's heartbeat is older than the task
- * timeout, cancelled by setting the status (the worker sees it at its next batch).
- */
-export class CleanupTasks {
-  constructor(private readonly db: Db) {}
+/** Admin-requested range deletions of raw usage (see RangeTaskTable for the claim rules). */
+export class CleanupTasks extends RangeTaskTable<CleanupTask> {
+  constructor(db: Db) {
+    super(db, 'usage_cleanup_tasks', toTask);
+  }
 
   async create(t: { userId: string | null; accountId: string | null; from: Date; to: Date }): Promise<CleanupTask> {
     const { rows } = await this.db.query(`INSERT INTO usage_cleanup_tasks (user_id, account_id, range_start, range_end) VALUES ($1, $2, $3, $4) RETURNING *`, [t.userId, t.accountId, t.from, t.to]);
     return toTask(rows[0]!);
-  }
-
-  async get(id: number): Promise<CleanupTask | null> {
-    const { rows } = await this.db.query(`SELECT * FROM usage_cleanup_tasks WHERE id = $1`, [id]);
-    return rows[0] ? toTask(rows[0]) : null;
-  }
-
-  async list(limit = 100): Promise<CleanupTask[]> {
-    const { rows } = await this.db.query(`SELECT * FROM usage_cleanup_tasks ORDER BY id DESC LIMIT $1`, [limit]);
-    return rows.map(toTask);
-  }
-
-  /** Cancels a pending or running task; false when it had already ended. */
-  async cancel(id: number): Promise<boolean> {
-    const { rowCount } = await this.db.query(`UPDATE usage_cleanup_tasks SET status = 'cancelled', finished_at = clock_timestamp() WHERE id = $1 AND status IN ('pending', 'running')`, [id]);
-    return rowCount === 1;
-  }
-
-  /** The oldest pending task, or a running one whose owner stopped beating. */
-  async claim(owner: string, timeoutMs: number): Promise<CleanupTask | null> {
-    const { rows } = await this.db.query(
-      `UPDATE usage_cleanup_tasks SET status = 'running', claimed_by = $1, heartbeat_at = clock_timestamp()
-       WHERE id = (SELECT id FROM usage_cleanup_tasks
-                   WHERE status = 'pending' OR (status = 'running' AND heartbeat_at < clock_timestamp() - $2 * interval '1 millisecond')
-                   ORDER BY created_at LIMIT 1 FOR UPDATE SKIP LOCKED)
-       RETURNING *`,
-      [owner, timeoutMs],
-    );
-    return rows[0] ? toTask(rows[0]) : null;
   }
 
   /** Records progress; false when the task was cancelled or claimed by someone else meanwhile. */

@@ -1,48 +1,5 @@
 import { defineJob } from '../define-job.js';
-import type { Rollups } from '../../store/rollups.js';
-
-const HOUR = 3_600_000;
-/** A backfill is done in chunks of this much raw time, each its own transaction, with progress. */
-const CHUNK = 24 * HOUR;
-export const WATERMARK_JOB = 'dashboard_aggregation';
-export const WATERMARK_KEY = 'watermark';
-
-const floorHour = (ms: number) => Math.floor(ms / HOUR) * HOUR;
-
-/** Time zones whose offset is not a whole number of hours cannot be built from hourly buckets. */
-export function wholeHourZone(tz: string): boolean {
-  for (const month of [0, 6]) {
-    const d = new Date(Date.UTC(2026, month, 15, 12));
-    const local = new Date(d.toLocaleString('en-US', { timeZone: tz }));
-    const utc = new Date(d.toLocaleString('en-US', { timeZone: 'UTC' }));
-    if ((local.getTime() - utc.getTime()) % HOUR !== 0) return false;
-  }
-  return true;
-}
-
-export interface RebuildProgress {
-  chunk: number;
-  chunks: number;
-  from: Date;
-  to: Date;
-  rows: number;
-}
-
-/** Rebuilds hourly then daily rollups over [from, to) in chunks; `onChunk` sees each chunk (progress, watermark). */
-export async function rebuildRange(rollups: Rollups, from: Date, to: Date, onChunk: (p: RebuildProgress) => Promise<void> | void, signal?: AbortSignal): Promise<number> {
-  const start = floorHour(from.getTime());
-  const end = to.getTime();
-  const chunks = Math.max(1, Math.ceil((end - start) / CHUNK));
-  let rows = 0;
-  for (let i = 0, a = start; a < end; i++, a += CHUNK) {
-    signal?.throwIfAborted();
-    const b = Math.min(a + CHUNK, end);
-    const n = (await rollups.rebuildHours(new Date(a), new Date(b))) + (await rollups.rebuildDays(new Date(a), new Date(b)));
-    rows += n;
-    await onChunk({ chunk: i + 1, chunks, from: new Date(a), to: new Date(b), rows: n });
-  }
-  return rows;
-}
+import { floorHour, HOUR, rebuildRange, wholeHourZone, WATERMARK_KEY } from './rollup-rebuild.js';
 
 /**
  * dashboard_aggregation: rebuilds the hours from (watermark − lookback) up to the current hour,
@@ -56,9 +13,9 @@ export const dashboardAggregationJob = defineJob({
     description: 'Rebuilds hourly and daily usage rollups from the watermark minus the lookback window, then advances the watermark',
     scope: 'cluster',
     defaults: { enabled: true, every: '1m', timeout: '10m' },
-    needs: ['rollups', 'usageStore', 'metrics'],
+    needs: ['rollups', 'usageStore', 'metrics', 'recomputes'],
     check: (config) => (wholeHourZone(config.usage.timezone) ? [] : [`usage.timezone: ${JSON.stringify(config.usage.timezone)} is not a time zone with a whole-hour UTC offset; daily rollups are built from hourly buckets`]),
-    async run(ctx, { rollups, usageStore, metrics }, _o, config) {
+    async run(ctx, { rollups, usageStore, metrics, recomputes }, _o, config) {
       const currentHour = floorHour(ctx.clock.now());
       const wm = await ctx.cursor.read<string>(WATERMARK_KEY);
       let from: number;
@@ -67,7 +24,8 @@ export const dashboardAggregationJob = defineJob({
         const oldest = await usageStore.oldest();
         if (!oldest) {
           await ctx.cursor.write(WATERMARK_KEY, new Date(currentHour).toISOString());
-          return { items: 0, note: 'no usage yet; watermark set to the current hour' };
+          const recomputed = await recomputes.runOne(ctx);
+          return { items: recomputed, note: `no usage yet; watermark set to the current hour${recomputed ? `; recompute rebuilt ${recomputed} rows` : ''}` };
         }
         from = oldest.getTime();
       }
@@ -87,6 +45,9 @@ export const dashboardAggregationJob = defineJob({
         },
         ctx.signal,
       );
-      return { items: rows, note: `rebuilt ${new Date(floorHour(from)).toISOString()} → ${new Date(currentHour + HOUR).toISOString()}, watermark ${new Date(watermark).toISOString()}` };
+      // Then at most one admin recompute per round (bounded, resumable; see recomputes.ts).
+      const recomputed = await recomputes.runOne(ctx);
+      const note = `rebuilt ${new Date(floorHour(from)).toISOString()} → ${new Date(currentHour + HOUR).toISOString()}, watermark ${new Date(watermark).toISOString()}`;
+      return { items: rows + recomputed, note: recomputed ? `${note}; recompute rebuilt ${recomputed} rows` : note };
     },
 });

@@ -5,7 +5,7 @@ import { utcDayStart } from '../../store/usage.js';
 import type { Services } from '../services.js';
 
 type Deps = Pick<Services, 'usageStore' | 'rollups' | 'cleanupTasks' | 'metrics'>;
-import { WATERMARK_JOB, WATERMARK_KEY, rebuildRange } from './dashboard-aggregation.js';
+import { WATERMARK_JOB, WATERMARK_KEY, rebuildRange } from './rollup-rebuild.js';
 import { AppError } from '../../errors/app-error.js';
 
 const DAY = 86_400_000;
