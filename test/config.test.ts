@@ -1,12 +1,13 @@
 import { describe, expect, it } from 'vitest';
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { tmpdir } from 'node:os';
 import { loadConfig, redactConfig } from '../src/config/load.js';
 import { parseDuration } from '../src/config/duration.js';
 import { resolveJobSettings } from '../src/config/job-settings.js';
 import { ConfigError } from '../src/config/errors.js';
-import { buildJobs, checkJobSections } from '../src/jobs/registry.js';
+import { buildJobs, checkJobSections, JOBS } from '../src/jobs/registry.js';
+import { parse as parseYaml } from 'yaml';
 
 function yamlFile(text: string): string {
   const dir = mkdtempSync(join(tmpdir(), 'rj-cfg-'));
@@ -118,12 +119,25 @@ describe('job settings', () => {
 });
 
 describe('config.example.yaml', () => {
+  const file = new URL('../config.example.yaml', import.meta.url).pathname;
+
   it('is valid and documents the defaults it shows', () => {
-    const file = new URL('../config.example.yaml', import.meta.url).pathname;
-    const c = loadConfig({ env: { RELAY_JOBS_CONFIG: file } });
+    const c = loadConfig({ env: { RELAY_JOBS_CONFIG: file }, checkJobs: checkJobSections() });
     const d = loadConfig({ env: {} });
     expect({ ...c, source: null }).toEqual({ ...d, jobs: c.jobs, source: null });
-    const jobs = buildJobs(c);
-    expect(jobs.map((j) => [j.name, j.settings.enabled])).toEqual([['token_refresh', true], ['account_expiry', true], ['proxy_expiry', true], ['subscription_expiry', true], ['payment_order_expiry', true], ['dashboard_aggregation', true], ['usage_cleanup', true], ['idempotency_cleanup', true], ['platform_quota_flusher', true], ['session_cleanup', true], ['canary', false]]);
+    // Every job shown with its defaults: the example's settings are exactly what an empty config gives.
+    const shown = buildJobs(c).map((j) => [j.name, j.settings]);
+    expect(shown).toEqual(buildJobs(d).map((j) => [j.name, j.settings]));
+  });
+
+  it('has a section for every job in the registry, in registry order, and for nothing else', () => {
+    const example = parseYaml(readFileSync(file, 'utf8')) as { jobs: Record<string, Record<string, unknown>> };
+    expect(Object.keys(example.jobs)).toEqual(JOBS.map((j) => j.name));
+    for (const job of JOBS) {
+      // Each job-specific option is shown (set or commented) next to the common keys.
+      const text = readFileSync(file, 'utf8');
+      const section = text.slice(text.indexOf(`\n  ${job.name}:\n`));
+      for (const key of Object.keys(job.options ?? {})) expect(section, `jobs.${job.name}.${key}`).toMatch(new RegExp(`\\n\\s+#?\\s*${key}:`));
+    }
   });
 });

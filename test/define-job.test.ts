@@ -1,0 +1,97 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { z } from 'zod';
+import pg from 'pg';
+import { loadConfig, type Config } from '../src/config/load.js';
+import { ConfigError } from '../src/config/errors.js';
+import { Runtime } from '../src/app/runtime.js';
+import { defineJob } from '../src/jobs/define-job.js';
+import { buildJobs, checkJobSections } from '../src/jobs/registry.js';
+import { captureLogs } from './helpers/log-capture.js';
+import { REDIS_URL, TEST_MASTER_KEY, dropRedisPrefix, freshDatabase, uniqueName } from './helpers/services.js';
+
+const events: string[] = [];
+
+/** A library user's job: one declaration, its own option, the services it needs, lifecycle hooks. */
+const toyJob = defineJob({
+  name: 'toy_greeter',
+  description: 'Says hello once per slot, cluster-wide',
+  scope: 'cluster',
+  options: { greeting: z.string().min(1).default('hello') },
+  defaults: { enabled: true, every: '1s', timeout: '5s' },
+  needs: ['metrics'],
+  onStart: () => void events.push('start'),
+  onStop: async () => void events.push('stop'),
+  async run(ctx, { metrics }, o) {
+    expect(metrics.registry).toBeDefined();
+    await ctx.cursor.write('last_greeting', `${o.greeting} @ ${ctx.slot.toISOString()}`);
+    return { items: 1, note: `${o.greeting} from ${ctx.instanceId}` };
+  },
+});
+
+describe('defineJob: a job added by a library user runs through the cluster path', () => {
+  let db: Awaited<ReturnType<typeof freshDatabase>>;
+  let sql: pg.Client;
+  const runtimes: Runtime[] = [];
+  const prefix = uniqueName('rjtoy');
+  const env = (id: string, extra: Record<string, string> = {}) => ({
+    DATABASE_URL: db.url,
+    REDIS_URL,
+    RELAY_JOBS_INSTANCE_ID: id,
+    RELAY_JOBS_ENV: 'test',
+    RELAY_JOBS_MASTER_KEY: TEST_MASTER_KEY,
+    RELAY_JOBS__REDIS__KEY_PREFIX: prefix,
+    RELAY_JOBS__DATABASE__POOL_SIZE: '3',
+    RELAY_JOBS__CLUSTER__EXPECTED_REPLICAS: '1',
+    ...extra,
+  });
+
+  beforeAll(async () => {
+    db = await freshDatabase();
+    sql = new pg.Client({ connectionString: db.url });
+    await sql.connect();
+  });
+  afterAll(async () => {
+    await Promise.all(runtimes.map((r) => r.shutdown()));
+    await sql.end();
+    await db.drop();
+    await dropRedisPrefix(prefix);
+  });
+
+  it('validates its options with the key path, and an unknown key, like every other job', () => {
+    const bad = (extra: Record<string, string>) => {
+      try {
+        buildJobs(loadConfig({ env: env('x', extra), checkJobs: checkJobSections([toyJob]) }), undefined, [toyJob]);
+      } catch (err) {
+        if (err instanceof ConfigError) return err.problems.join('\n');
+        throw err;
+      }
+      return '';
+    };
+    expect(bad({ RELAY_JOBS__JOBS__TOY_GREETER__GREETING: '' })).toMatch(/jobs\.toy_greeter\.greeting \(RELAY_JOBS__JOBS__TOY_GREETER__GREETING\)/);
+    expect(bad({ RELAY_JOBS__JOBS__TOY_GREETER__COLOUR: 'red' })).toMatch(/jobs\.toy_greeter\.colour.*unknown key/);
+    expect(bad({ RELAY_JOBS__JOBS__TOY_GRETER__EVERY: '1s' })).toMatch(/jobs\.toy_greter.*did you mean toy_greeter/);
+    // Without the job, its section is an unknown job.
+    expect(() => loadConfig({ env: env('x', { RELAY_JOBS__JOBS__TOY_GREETER__GREETING: 'hi' }), checkJobs: checkJobSections() })).toThrow(/jobs\.toy_greeter.*unknown job/);
+  });
+
+  it('two replicas run each 1 s slot once between them, with the option, hooks and services bound', async () => {
+    const logs = captureLogs('toy');
+    for (const id of ['toy-a', 'toy-b']) {
+      const config: Config = loadConfig({ env: env(id, { RELAY_JOBS__JOBS__TOY_GREETER__GREETING: 'bonjour' }), checkJobs: checkJobSections([toyJob]) });
+      const rt = await Runtime.create(config, { jobs: [toyJob], logger: logs.logger });
+      runtimes.push(rt);
+      rt.start();
+    }
+    expect(events.filter((e) => e === 'start')).toHaveLength(2);
+    const okRounds = async () => Number((await sql.query(`SELECT count(*) AS n FROM job_runs WHERE job_name = 'toy_greeter' AND status = 'ok'`)).rows[0].n);
+    await expect.poll(okRounds, { timeout: 60_000, interval: 250 }).toBeGreaterThanOrEqual(4);
+    const dupes = await sql.query(`SELECT slot, count(*) AS n FROM job_runs WHERE job_name = 'toy_greeter' AND status NOT IN ('skipped_not_leader') GROUP BY slot HAVING count(*) > 1`);
+    expect(dupes.rows).toEqual([]);
+    const notes = await sql.query(`SELECT DISTINCT note FROM job_runs WHERE job_name = 'toy_greeter' AND status = 'ok'`);
+    for (const r of notes.rows) expect(r.note).toMatch(/^bonjour from toy-[ab]$/);
+    const cursor = await sql.query(`SELECT value FROM job_cursors WHERE job_name = 'toy_greeter' AND key = 'last_greeting'`);
+    expect(cursor.rows[0].value).toMatch(/^bonjour @ /);
+    await Promise.all(runtimes.map((r) => r.shutdown()));
+    expect(events.filter((e) => e === 'stop')).toHaveLength(2);
+  });
+});
