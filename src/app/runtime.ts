@@ -1,7 +1,7 @@
 import type { Redis } from 'ioredis';
 import type { Config } from '../config/load.js';
 import type { Db } from '../store/db.js';
-import { AdminSessions } from '../store/admin-sessions.js';
+import type { AdminSessions } from '../store/admin-sessions.js';
 import { FallbackLeaderLock, MemoryLeaderLock, PgAdvisoryLock, RedisLeaderLock, type LeaderLock } from '../coordination/leader-lock.js';
 import { Scheduler } from '../scheduler/scheduler.js';
 import { RoundRunner, type RoundReport } from '../scheduler/round-runner.js';
@@ -81,7 +81,6 @@ export class Runtime {
     const instanceId = config.instance.id;
     const runner = (this.runner = new RoundRunner({ db, clock, lock: this.leaderLock(), log, metrics: this.metrics, instanceId, toleratedFutureMs: 500, shutdown: this.shutdownController.signal }));
     this.records = new RunRecords(db);
-    this.sessions = new AdminSessions(db);
     this.registry = new InstanceRegistry(db, clock, {
       instanceId,
       env: config.instance.env,
@@ -102,6 +101,7 @@ export class Runtime {
     });
     const wired = wireServices({ config, db, redis, box: backends.box, clock, random, log, metrics: this.metrics });
     this.services = wired.services;
+    this.sessions = wired.services.sessions;
     this.serviceRungs = wired.rungs;
     this.prepare = wired.prepare!;
     bindServices(this.services);

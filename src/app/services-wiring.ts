@@ -1,4 +1,6 @@
 import type { Services } from '../jobs/services.js';
+import { AdminSessions } from '../store/admin-sessions.js';
+import { CanaryRuns } from '../store/canary-runs.js';
 import type { WiringContext, Wired } from './wiring.js';
 import { buildAccounts } from './accounts-wiring.js';
 import { buildUsage } from './usage-wiring.js';
@@ -8,7 +10,7 @@ import { buildBilling } from './billing-wiring.js';
 export function wireServices(w: WiringContext): Wired<Services> {
   const parts = [buildAccounts(w), buildUsage(w), buildBilling(w)];
   return {
-    services: Object.assign({ metrics: w.metrics }, ...parts.map((p) => p.services)) as Services,
+    services: Object.assign({ metrics: w.metrics, sessions: new AdminSessions(w.db), canaryRuns: new CanaryRuns(w.db) }, ...parts.map((p) => p.services)) as Services,
     rungs: parts.flatMap((p) => p.rungs),
     prepare: async () => {
       for (const p of parts) await p.prepare?.();

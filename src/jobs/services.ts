@@ -1,4 +1,6 @@
 import type { Accounts } from '../store/accounts.js';
+import type { AdminSessions } from '../store/admin-sessions.js';
+import type { CanaryRuns } from '../store/canary-runs.js';
 import type { Proxies } from '../store/proxies.js';
 import type { Metrics } from '../telemetry/metrics.js';
 import type { TokenRefreshService } from './accounts/token-refresh-service.js';
@@ -19,6 +21,8 @@ import type { Payments } from './billing/payments.js';
 
 /** What jobs use beyond their JobContext: repositories and long-lived services the runtime builds. */
 export interface Services {
+  sessions: AdminSessions;
+  canaryRuns: CanaryRuns;
   accounts: Accounts;
   proxies: Proxies;
   tokenRefresh: TokenRefreshService;

@@ -5,8 +5,16 @@ import { toDate } from './db.js';
 const hash = (token: string) => createHash('sha256').update(token).digest('hex');
 
 /** Admin sessions (codex-proxy-rs `admin_sessions`): only a hash of each token is stored. */
+// Small batches keep each transaction short however many sessions expired at once.
+const DELETE_EXPIRED = `DELETE FROM admin_sessions WHERE id IN (SELECT id FROM admin_sessions WHERE expires_at <= clock_timestamp() LIMIT $1)`;
+
 export class AdminSessions {
   constructor(private readonly db: Db) {}
+
+  /** Deletes up to `batch` expired sessions; returns how many. */
+  async deleteExpired(batch: number): Promise<number> {
+    return (await this.db.query(DELETE_EXPIRED, [batch])).rowCount;
+  }
 
   async create(ttlMinutes: number): Promise<{ id: string; token: string; expiresAt: Date }> {
     const token = randomBytes(32).toString('base64url');

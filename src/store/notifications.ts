@@ -37,8 +37,35 @@ function toDelivery(r: Record<string, unknown>): Delivery {
  * the result after. A sender that dies mid-send leaves a `sending` row whose lease lapses, and
  * the row is sent again with the same message id.
  */
+// One statement per (window, channel): the reminder intent for every active subscription whose
+// end falls inside the window. The key names the subscription, the window and the period end, so
+// each is recorded once, and a renewed subscription (new period end) is a new key.
+const QUEUE_REMINDERS = (channel: 'email' | 'webhook') => `
+INSERT INTO notification_deliveries (dedup_key, channel, recipient, template, params)
+SELECT 'reminder:' || s.id || ':' || $1::int || 'd:' || to_char(s.expires_at AT TIME ZONE 'UTC', 'YYYYMMDD"T"HH24MISS.US') || ':${channel}', '${channel}',
+       ${channel === 'email' ? 'u.email' : 'u.id::text'}, 'subscription_reminder',
+       jsonb_build_object('subscription_id', s.id, 'period_end', s.expires_at, 'days', $1::int, 'plan', p.name,
+                          'expires_at', to_char(s.expires_at AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI "UTC"'))
+FROM subscriptions s JOIN billing_users u ON u.id = s.user_id JOIN plans p ON p.id = s.plan_id
+WHERE s.status = 'active' AND s.expires_at > clock_timestamp() + $2::int * interval '1 day' AND s.expires_at <= clock_timestamp() + $1::int * interval '1 day'
+  ${channel === 'email' ? 'AND u.email IS NOT NULL' : ''}
+ON CONFLICT (dedup_key) DO NOTHING`;
+const REMINDER_STILL_DUE = `SELECT 1 FROM subscriptions WHERE id = $1 AND status = 'active' AND expires_at = $2::timestamptz AND expires_at > clock_timestamp()`;
+
 export class Notifications {
   constructor(private readonly db: Db) {}
+
+  /** Records the reminder intents of one window (`days` before the end, down to `nextDays`) for a channel; returns how many were new. */
+  async queueReminders(channel: 'email' | 'webhook', days: number, nextDays: number): Promise<number> {
+    return (await this.db.query(QUEUE_REMINDERS(channel), [days, nextDays])).rowCount;
+  }
+
+  /** A reminder whose subscription was renewed, cancelled or has expired is not sent: the reason, or null when still due. */
+  async reminderStillDue(d: Delivery): Promise<string | null> {
+    if (d.template !== 'subscription_reminder') return null;
+    const { rowCount } = await this.db.query(REMINDER_STILL_DUE, [d.params.subscription_id, d.params.period_end]);
+    return rowCount === 1 ? null : 'subscription renewed, cancelled or ended since the reminder was queued';
+  }
 
   async claim(owner: string, limit: number, leaseMs: number): Promise<Delivery[]> {
     const { rows } = await this.db.query(

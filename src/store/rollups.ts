@@ -27,8 +27,18 @@ export interface UsagePoint {
  * lookback, a recompute) is idempotent and late events are counted the next time their hour is
  * rebuilt. Daily rows are built from hourly ones in the configured time zone (whole-hour offsets).
  */
+/** Where dashboard_aggregation keeps its watermark: every hour before it is built into the rollups. */
+export const AGGREGATION_WATERMARK = { job: 'dashboard_aggregation', key: 'watermark' } as const;
+const READ_WATERMARK = `SELECT value FROM job_cursors WHERE job_name = $1 AND key = $2`;
+
 export class Rollups {
   constructor(private readonly db: Db, private readonly timezone: string) {}
+
+  /** The aggregation's watermark as committed (only fenced writes move it, only forward); null before the first round. */
+  async coveredUntil(): Promise<Date | null> {
+    const { rows } = await this.db.query<{ value: string }>(READ_WATERMARK, [AGGREGATION_WATERMARK.job, AGGREGATION_WATERMARK.key]);
+    return rows[0] ? new Date(rows[0].value) : null;
+  }
 
   /** Rebuilds hours in [from, to) from raw usage; returns the rollup rows written. */
   async rebuildHours(from: Date, to: Date): Promise<number> {

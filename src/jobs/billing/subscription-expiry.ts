@@ -1,31 +1,6 @@
 import type { Config } from '../../config/load.js';
-import type { Db } from '../../store/db.js';
 import type { Delivery, Notifications } from '../../store/notifications.js';
 import { defineJob } from '../define-job.js';
-
-// One statement per (window, channel): the reminder intent for every active subscription whose
-// end falls inside the window. The key names the subscription, the window and the period end, so
-// each is recorded once, and a renewed subscription (new period end) is a new key.
-const QUEUE_REMINDERS = (channel: 'email' | 'webhook') => `
-INSERT INTO notification_deliveries (dedup_key, channel, recipient, template, params)
-SELECT 'reminder:' || s.id || ':' || $1::int || 'd:' || to_char(s.expires_at AT TIME ZONE 'UTC', 'YYYYMMDD"T"HH24MISS.US') || ':${channel}', '${channel}',
-       ${channel === 'email' ? 'u.email' : 'u.id::text'}, 'subscription_reminder',
-       jsonb_build_object('subscription_id', s.id, 'period_end', s.expires_at, 'days', $1::int, 'plan', p.name,
-                          'expires_at', to_char(s.expires_at AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI "UTC"'))
-FROM subscriptions s JOIN billing_users u ON u.id = s.user_id JOIN plans p ON p.id = s.plan_id
-WHERE s.status = 'active' AND s.expires_at > clock_timestamp() + $2::int * interval '1 day' AND s.expires_at <= clock_timestamp() + $1::int * interval '1 day'
-  ${channel === 'email' ? 'AND u.email IS NOT NULL' : ''}
-ON CONFLICT (dedup_key) DO NOTHING`;
-
-/** A reminder whose subscription was renewed, cancelled or has expired is not sent. */
-async function stillDue(db: Db, d: Delivery): Promise<string | null> {
-  if (d.template !== 'subscription_reminder') return null;
-  const { rowCount } = await db.query(`SELECT 1 FROM subscriptions WHERE id = $1 AND status = 'active' AND expires_at = $2::timestamptz AND expires_at > clock_timestamp()`, [
-    d.params.subscription_id,
-    d.params.period_end,
-  ]);
-  return rowCount === 1 ? null : 'subscription renewed, cancelled or ended since the reminder was queued';
-}
 
 /**
  * subscription_expiry: active subscriptions past their end become `expired` (one statement);
@@ -56,12 +31,12 @@ export const subscriptionExpiryJob = defineJob({
       const { reminders_enabled, reminder_days: days } = await reminderSettings(config, s.notifications);
       for (const channel of (reminders_enabled ? s.notifier.channels.keys() : []) as Iterable<'email' | 'webhook'>) {
         for (let i = 0; i < days.length; i++) {
-          const n = (await ctx.db.query(QUEUE_REMINDERS(channel), [days[i], days[i + 1] ?? 0])).rowCount;
+          const n = await s.notifications.queueReminders(channel, days[i]!, days[i + 1] ?? 0);
           if (n) s.metrics.remindersQueued.inc({ days: String(days[i]) }, n);
           queued += n;
         }
       }
-      const d = await s.notifier.deliverDue(ctx.instanceId, (x) => stillDue(ctx.db, x), ctx.signal);
+      const d = await s.notifier.deliverDue(ctx.instanceId, (x) => s.notifications.reminderStillDue(x), ctx.signal);
       const down = [...s.notifier.health].filter(([, h]) => !h.up).map(([c, h]) => `${c} down: ${h.last_error}`);
       return { items: expired + queued + d.sent, note: `${expired} expired, ${queued} reminders queued, ${d.sent} sent, ${d.failed} failed, ${d.skipped} skipped, ${d.deferred} deferred${down.length ? `; ${down.join('; ')}` : ''}` };
     },

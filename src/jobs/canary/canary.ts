@@ -2,8 +2,6 @@ import { duration } from '../../config/schema.js';
 import { sleep } from '../../time/clock.js';
 import { defineJob } from '../define-job.js';
 
-const MARK = 'INSERT INTO canary_runs (slot, instance_id, fencing_token, phase) VALUES ($1::timestamptz, $2, $3, $4)';
-
 /**
  * A synthetic job that proves the scheduler is alive and coordinated. Each round writes a
  * `start` row, sleeps `jobs.canary.sleep` so that an overlap would be visible, advances a fenced
@@ -15,14 +13,13 @@ export const canaryJob = defineJob({
   scope: 'cluster',
   options: { sleep: duration.optional() },
   defaults: (_config, o) => ({ enabled: false, every: '1m', timeout: `${Math.max(10_000, (o.sleep ?? 500) * 2)}ms` }),
-  needs: [],
-  async run(ctx, _deps, o) {
+  needs: ['canaryRuns'],
+  async run(ctx, { canaryRuns }, o) {
     const sleepMs = o.sleep ?? 500;
-    const slot = ctx.slot.toISOString();
-    await ctx.db.query(MARK, [slot, ctx.instanceId, ctx.fencingToken, 'start']);
+    await canaryRuns.mark(ctx.slot, ctx.instanceId, ctx.fencingToken, 'start');
     if (!(await sleep(ctx.clock, sleepMs, ctx.signal))) throw ctx.signal.reason;
-    await ctx.cursor.write('last_slot', slot);
-    await ctx.db.query(MARK, [slot, ctx.instanceId, ctx.fencingToken, 'end']);
+    await ctx.cursor.write('last_slot', ctx.slot.toISOString());
+    await canaryRuns.mark(ctx.slot, ctx.instanceId, ctx.fencingToken, 'end');
     return { items: 1, note: `slept ${sleepMs}ms` };
   },
 });

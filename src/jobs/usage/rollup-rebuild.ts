@@ -1,10 +1,9 @@
-import type { Rollups } from '../../store/rollups.js';
+import { AGGREGATION_WATERMARK, type Rollups } from '../../store/rollups.js';
 
 export const HOUR = 3_600_000;
 /** A backfill is done in chunks of this much raw time, each its own transaction, with progress. */
 export const CHUNK = 24 * HOUR;
-export const WATERMARK_JOB = 'dashboard_aggregation';
-export const WATERMARK_KEY = 'watermark';
+export const WATERMARK_KEY = AGGREGATION_WATERMARK.key;
 
 export const floorHour = (ms: number) => Math.floor(ms / HOUR) * HOUR;
 

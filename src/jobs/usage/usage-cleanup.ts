@@ -5,7 +5,7 @@ import { utcDayStart } from '../../store/usage.js';
 import type { Services } from '../services.js';
 
 type Deps = Pick<Services, 'usageStore' | 'rollups' | 'cleanupTasks' | 'metrics'>;
-import { WATERMARK_JOB, WATERMARK_KEY, rebuildRange } from './rollup-rebuild.js';
+import { rebuildRange } from './rollup-rebuild.js';
 import { AppError } from '../../errors/app-error.js';
 
 const DAY = 86_400_000;
@@ -23,11 +23,6 @@ export class UnaggregatedUsage extends AppError {
   }
 }
 
-async function watermark(s: Deps): Promise<Date | null> {
-  const { rows } = await s.usageStore.db.query<{ value: string }>(`SELECT value FROM job_cursors WHERE job_name = $1 AND key = $2`, [WATERMARK_JOB, WATERMARK_KEY]);
-  return rows[0] ? new Date(rows[0].value) : null;
-}
-
 /**
  * Retention (every `usage.cleanup_every`): raw usage older than `usage.retention` (whole UTC days
  * dropped as partitions, the partial day deleted in batches of `usage.delete_batch`), the request
@@ -39,7 +34,7 @@ async function retentionSweep(ctx: JobContext, s: Deps, config: Config): Promise
   const u = config.usage;
   const now = ctx.clock.now();
   const cutoff = new Date(now - u.retention);
-  const wm = await watermark(s);
+  const wm = await s.rollups.coveredUntil();
   // The seed's rule: rows in [watermark, cutoff) are not in any rollup yet; deleting them would lose them for good.
   if ((!wm || wm < cutoff) && (await s.usageStore.any(wm, cutoff))) throw new UnaggregatedUsage(cutoff, wm);
   const started = performance.now();
