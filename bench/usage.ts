@@ -147,7 +147,7 @@ export async function benchAggregation(sizes: number[]): Promise<Array<{ rows: n
         const rollups = new Rollups(db, 'UTC');
         const end = Math.floor(Date.now() / 3_600_000) * 3_600_000;
         await fill(db, store, rows, 7, end);
-        let t = performance.now();
+        const t = performance.now();
         await rebuildRange(rollups, new Date(end - 7 * DAY), new Date(end), () => undefined);
         const aggregateS = (performance.now() - t) / 1000;
         await db.query(`ANALYZE usage_hourly`);
@@ -166,7 +166,6 @@ export async function benchAggregation(sizes: number[]): Promise<Array<{ rows: n
         const dashRawMs = await median(() =>
           db.query(`SELECT date_trunc('hour', created_at, 'UTC') AS t, model, count(*), sum(input_tokens), sum(output_tokens), sum(cost) FROM usage_logs WHERE created_at >= $1 AND created_at < $2 GROUP BY 1, 2 ORDER BY 1, 2`, [from, to]),
         );
-        t = performance.now();
         return { rows, aggregateS, dashRollupMs, dashRawMs };
       }),
     );

@@ -66,7 +66,7 @@ export class PgAdvisoryLock implements LeaderLock {
   async acquire(job: string, _ttlMs: number): Promise<Acquisition> {
     const name = advisoryLockName(this.keys, job);
     const conn: PinnedConnection = await this.db.pin();
-    let ok = false;
+    let ok: boolean;
     try {
       const { rows } = await conn.query<{ ok: boolean }>('SELECT pg_try_advisory_lock(hashtextextended($1, 0)) AS ok', [name]);
       ok = rows[0]!.ok === true;

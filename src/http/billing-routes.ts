@@ -42,7 +42,7 @@ export function registerBillingRoutes(api: FastifyInstance, rt: Runtime): void {
     const [user, plan] = await Promise.all([billing.user(b.user_id), billing.plan(b.plan_id)]);
     const errors = [...(user ? [] : [{ field: 'user_id', message: `no user ${b.user_id}` }]), ...(plan ? [] : [{ field: 'plan_id', message: `no plan ${b.plan_id}` }])];
     if (errors.length) throw new InvalidInput(errors);
-    const starts = b.starts_at ? new Date(b.starts_at) : new Date();
+    const starts = new Date(b.starts_at ? Date.parse(b.starts_at) : rt.clock.now());
     const expires = b.expires_at ? new Date(b.expires_at) : new Date(starts.getTime() + (plan!.duration_days as number) * 86_400_000);
     if (expires <= starts) throw new InvalidInput([{ field: 'expires_at', message: 'must be after starts_at' }]);
     return reply.code(201).send(await billing.createSubscription({ userId: b.user_id, planId: b.plan_id, startsAt: starts, expiresAt: expires }));
@@ -73,7 +73,7 @@ export function registerBillingRoutes(api: FastifyInstance, rt: Runtime): void {
       providerOrderId: b.provider_order_id ?? null,
       purpose: b.purpose,
       planId: b.plan_id ?? null,
-      expiresAt: b.expires_at ? new Date(b.expires_at) : new Date(Date.now() + rt.config.billing.order_ttl),
+      expiresAt: b.expires_at ? new Date(b.expires_at) : new Date(rt.clock.now() + rt.config.billing.order_ttl),
     });
     return reply.code(201).send(order);
   });

@@ -58,7 +58,7 @@ export function registerProxyRoutes(api: FastifyInstance, rt: Runtime): void {
     const n = parseId(req.params.id);
     const view = n && (await proxies.get(n));
     if (!view) return sendError(reply, 404, 'not_found', `no proxy ${req.params.id}`);
-    if (view.expires_at && Date.parse(view.expires_at) <= Date.now()) {
+    if (view.expires_at && Date.parse(view.expires_at) <= rt.clock.now()) {
       return sendError(reply, 409, 'proxy_expired', `proxy ${n} expired at ${view.expires_at}; set a later expires_at first (PATCH /api/v1/proxies/${n})`);
     }
     if (view.status === 'disabled') return sendError(reply, 409, 'proxy_disabled', `proxy ${n} is disabled; enable it first`);

@@ -1,6 +1,7 @@
 import type { JobSettings } from '../config/job-settings.js';
 import type { JobSnapshot } from './run-records.js';
 import { Schedule } from './schedule.js';
+import { systemClock } from '../time/clock.js';
 
 export type Health = 'healthy' | 'idle' | 'late' | 'stuck' | 'failing' | 'disabled';
 
@@ -27,7 +28,7 @@ export interface HealthVerdict {
 export function judgeHealth(p: { settings: JobSettings; snapshot: JobSnapshot | undefined; since: Date; abortGraceMs: number; now?: Date }): HealthVerdict {
   const { settings, snapshot } = p;
   if (!settings.enabled) return { health: 'disabled', reason: 'disabled in config', expectedBy: null };
-  const now = (p.now ?? snapshot?.dbNow ?? new Date()).getTime();
+  const now = (p.now ?? snapshot?.dbNow ?? new Date(systemClock.now())).getTime();
   const last = snapshot?.lastRun ?? null;
 
   if (last?.status === 'running') {

@@ -1,6 +1,7 @@
 import { mkdirSync, openSync, readFileSync, rmSync, writeSync, closeSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { UserError } from '../config/errors.js';
+import { systemClock } from '../time/clock.js';
 
 export interface DataDirOwner {
   pid: number;
@@ -27,7 +28,7 @@ export class DataDirLock {
   static acquire(dataDir: string, info: { httpPort?: number } = {}): DataDirLock {
     mkdirSync(dataDir, { recursive: true });
     const path = join(dataDir, 'relay-jobs.lock');
-    const body = JSON.stringify({ pid: process.pid, http_port: info.httpPort, started_at: new Date().toISOString() } satisfies DataDirOwner);
+    const body = JSON.stringify({ pid: process.pid, http_port: info.httpPort, started_at: new Date(systemClock.now()).toISOString() } satisfies DataDirOwner);
     for (let attempt = 0; attempt < 2; attempt++) {
       try {
         const fd = openSync(path, 'wx', 0o600);

@@ -1,5 +1,6 @@
 import { createHmac } from 'node:crypto';
 import nodemailer from 'nodemailer';
+import { systemClock } from '../time/clock.js';
 
 export interface OutgoingMessage {
   to: string;
@@ -53,7 +54,7 @@ export class WebhookChannel implements Channel {
 
   async send(m: OutgoingMessage): Promise<void> {
     const body = JSON.stringify({ key: m.dedupKey, to: m.to, subject: m.subject, text: m.text });
-    const ts = String(Math.floor(Date.now() / 1000));
+    const ts = String(Math.floor(systemClock.now() / 1000));
     const res = await fetch(this.c.url, {
       method: 'POST',
       headers: {

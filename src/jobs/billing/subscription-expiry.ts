@@ -1,5 +1,5 @@
 import type { Config } from '../../config/load.js';
-import type { Delivery, Notifications } from '../../store/notifications.js';
+import type { Notifications } from '../../store/notifications.js';
 import { defineJob } from '../define-job.js';
 
 /**
