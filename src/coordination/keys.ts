@@ -1,6 +1,9 @@
 /**
- * Every Redis key lives under `<prefix>:<env>:` so staging and production never share a lock,
- * and carries a hash tag (`{...}`) so a job's keys land on one slot of a Redis Cluster.
+ * Every Redis key lives under `<prefix>:<env>:` so staging and production never share a lock.
+ * Lock keys carry a hash tag (`{job:<name>}`, `{<account>}`); they are single-key, so a Redis
+ * Cluster is fine for them. The quota scripts touch two keys (a counter and the dirty set) that
+ * are NOT tagged alike: quota counters need a single Redis node (or Sentinel), not Redis
+ * Cluster, which would answer CROSSSLOT. Tagging them would move live counters on upgrade.
  */
 export interface KeySpace {
   prefix: string;
