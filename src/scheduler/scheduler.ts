@@ -4,6 +4,7 @@ import type { Logger } from '../telemetry/logger.js';
 import type { JobDefinition } from './job.js';
 import type { RoundReport, RoundRunner } from './round-runner.js';
 import { Schedule } from './schedule.js';
+import { retry } from '../time/retry.js';
 
 export interface SchedulerDeps {
   jobs: JobDefinition[];
@@ -88,14 +89,16 @@ export class Scheduler {
     const log = this.deps.log.child({ job: job.name });
     const schedule = new Schedule(job.settings.schedule);
     let last: number | null = null;
-    for (let attempt = 0; !stop.aborted; attempt++) {
-      try {
-        last = (await this.deps.lastSlot(job.name))?.getTime() ?? null;
-        break;
-      } catch (err) {
-        log.warn({ err: (err as Error).message }, 'cannot read the last slot yet; retrying');
-        await sleep(clock, Math.min(1000 * 2 ** attempt, 30_000), stop);
-      }
+    try {
+      last = await retry(async () => (await this.deps.lastSlot(job.name))?.getTime() ?? null, {
+        baseMs: 1000,
+        maxMs: 30_000,
+        clock,
+        signal: stop,
+        onRetry: (err) => log.warn({ err: (err as Error).message }, 'cannot read the last slot yet; retrying'),
+      });
+    } catch {
+      return; // stopped before the database answered
     }
     log.info({ schedule: schedule.describe(), scope: job.scope }, 'job loop started');
     while (!stop.aborted) {
