@@ -198,7 +198,7 @@ export const configSchema = z
         notify_min_severity: z.enum(['info', 'warning', 'critical']).default('info'),
         alert_recipients: z.array(z.string().min(3)).default([]),
         timezone: z.string().default('UTC'),
-        retention_days: z.record(z.string().regex(/^[a-z_]{1,40}$/), z.number().int('expected a whole number of days')).default(OPS_RETENTION),
+        retention_days: z.record(z.string().regex(/^[a-z_]{1,40}$/), z.number().int('expected a whole number of days').min(-1, 'expected -1 (skip), 0 (empty) or a number of days')).default(OPS_RETENTION),
       })
       .strict()
       .default({ bucket: 60_000, alert_interval: 60_000, notify_min_severity: 'info', alert_recipients: [], timezone: 'UTC', retention_days: OPS_RETENTION }),
