@@ -129,7 +129,7 @@ describe('ops plane across three real replicas with SIGKILL', () => {
     const rule = await (await call('POST', '/ops/alert-rules', { name: 'errors-e2e', metric: 'error_rate', operator: '>', threshold: 0.5, window: `${BUCKET_S}s`, sustained: SUSTAINED, severity: 'critical' }))!.json();
     const state = async () => (await sql.query(`SELECT streak, event_id FROM ops_alert_state WHERE rule_id = $1`, [rule.id])).rows[0] as { streak: number; event_id: string | null } | undefined;
     const streaks: number[] = [];
-    const watch = setInterval(() => void state().then((s) => s && s.event_id === null && streaks.push(s.streak)), 50);
+    const watch = setInterval(() => void state().then((s) => s && s.event_id === null && streaks.push(s.streak), () => undefined), 50);
 
     await waitFor('streak 2', async () => ((await state())?.streak ?? 0) >= 2);
     const victimId = (await sql.query(`SELECT instance_id FROM job_runs WHERE job_name = 'ops_alert_evaluator' AND status <> 'skipped_not_leader' ORDER BY id DESC LIMIT 1`)).rows[0].instance_id as string;
