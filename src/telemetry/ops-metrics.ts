@@ -10,6 +10,9 @@ export class OpsMetrics {
   readonly reportsQueued: Counter;
   readonly cleanupDeleted: Counter;
   readonly cleanupFailures: Counter;
+  readonly outboxLag: Gauge;
+  readonly notificationBacklog: Gauge;
+  readonly lastBucket: Gauge;
 
   constructor(registry: Registry) {
     const registers = [registry];
@@ -21,5 +24,8 @@ export class OpsMetrics {
     this.reportsQueued = new Counter({ name: 'relay_jobs_ops_reports_total', help: 'Report occurrences recorded, by outcome (queued, skipped_empty)', labelNames: ['outcome'], registers });
     this.cleanupDeleted = new Counter({ name: 'relay_jobs_ops_cleanup_deleted_total', help: 'Rows deleted by ops_cleanup, by target', labelNames: ['target'], registers });
     this.cleanupFailures = new Counter({ name: 'relay_jobs_ops_cleanup_failures_total', help: 'ops_cleanup targets that failed in a round', labelNames: ['target'], registers });
+    this.outboxLag = new Gauge({ name: 'relay_jobs_ops_outbox_lag_seconds', help: 'Age of the oldest pending notification, at the last collection on this replica', registers });
+    this.notificationBacklog = new Gauge({ name: 'relay_jobs_ops_notification_backlog', help: 'Pending and sending notifications, at the last collection on this replica', registers });
+    this.lastBucket = new Gauge({ name: 'relay_jobs_ops_last_bucket_timestamp_seconds', help: 'Start of the last ops bucket this replica collected', registers });
   }
 }

@@ -20,6 +20,9 @@ export const opsMetricsJob = defineJob({
     const { metrics, instances, errors } = await ops.collector.collect(from, new Date(to));
     const written = await ops.series.write(from, b / 1000, metrics, instances, ctx.fencingToken);
     m.ops.collectSeconds.observe((ctx.clock.now() - t0) / 1000);
+    m.ops.lastBucket.set(from.getTime() / 1000);
+    if (typeof metrics.outbox_lag_seconds === 'number') m.ops.outboxLag.set(metrics.outbox_lag_seconds);
+    if (typeof metrics.notification_backlog === 'number') m.ops.notificationBacklog.set(metrics.notification_backlog);
     if (errors.length) {
       m.ops.collectErrors.inc(errors.length);
       ctx.log.warn({ errors }, 'ops_metrics: some series could not be read (stored as unknown)');
