@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createServer, type Server } from 'node:http';
 import pg from 'pg';
-import { ServiceProcess } from './helpers/cli.js';
+import { ServiceProcess, runCli } from './helpers/cli.js';
 import { PrivateRedis, TEST_MASTER_KEY, freePort, freshDatabase, uniqueName } from './helpers/services.js';
 
 /**
@@ -27,7 +27,7 @@ async function waitFor<T>(what: string, fn: () => Promise<T | undefined | null |
 }
 
 async function waitHealthy(port: number): Promise<void> {
-  await waitFor(`replica on ${port} ready`, async () => fetch(`http://127.0.0.1:${port}/readyz`).then((r) => r.ok, () => false), 30_000);
+  await waitFor(`replica on ${port} ready`, async () => fetch(`http://127.0.0.1:${port}/readyz`).then((r) => r.ok, () => false), 90_000);
 }
 
 describe('ops plane across three real replicas with SIGKILL', () => {
@@ -149,6 +149,9 @@ describe('ops plane across three real replicas with SIGKILL', () => {
     expect(span, `a restarted streak would need ${SUSTAINED + 1} or more buckets`).toBeLessThanOrEqual(SUSTAINED);
     replicas[victim] = ServiceProcess.start(`o${victim}`, env(victim));
     await waitHealthy(ports[victim]!);
+    // The CLI's overview shows the firing alert.
+    const status = await runCli(['ops', 'status', '--json'], { ...env(0), RELAY_JOBS_INSTANCE_ID: 'ocli', RELAY_JOBS_HTTP_PORT: '0' }, 90_000);
+    expect(JSON.parse(status.stdout).firing_alerts.map((e: { rule_name: string }) => e.rule_name)).toContain('errors-e2e');
 
     // Healthy traffic: it resolves, once.
     errorShare = 0;
