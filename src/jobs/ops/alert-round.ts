@@ -19,7 +19,7 @@ export interface AlertRoundInput {
 /**
  * One evaluation of every enabled rule over the window ending at the newest stored bucket. The
  * newest bucket is unknown when older than three buckets plus one interval (the collector
- * stopped). Rules whose state did not change write nothing; the others write through the fenced
+ * stopped). Rules whose streak did not move write nothing; the others write through the fenced
  * `OpsAlerts.apply`.
  */
 export async function evaluateAlerts(i: AlertRoundInput): Promise<{ rules: number; fired: number; resolved: number; firing: number; bucket: Date | null }> {
@@ -43,7 +43,9 @@ export async function evaluateAlerts(i: AlertRoundInput): Promise<{ rules: numbe
     const value = fresh ? fold(rule.metric, inWindow, bucketMs / 1000) : null;
     const { state, transition } = step(spec, s, { bucket: fresh?.getTime() ?? null, value }, now);
     if (state.firing) out.firing++;
-    if (transition === 'none' && state.streak === s.streak && state.lastBucket === s.lastBucket) continue;
+    // Nothing to store when the streak did not move: a rule that stays at 0 writes nothing (its
+    // last_bucket only guards increments, and a breaching bucket always writes).
+    if (transition === 'none' && state.streak === s.streak) continue;
     const base = { job: i.job, token: i.token, ruleId: rule.id, streak: state.streak, lastBucket: state.lastBucket === null ? null : new Date(state.lastBucket), resolvedAt: state.resolvedAt === null ? null : new Date(state.resolvedAt) };
     if (transition === 'fire') {
       const silence = silencedBy(spec, silences, now);
