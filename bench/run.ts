@@ -3,6 +3,7 @@ import { cpus, totalmem } from 'node:os';
 import { benchCoordination } from './coordination.js';
 import { benchRefreshThroughput, benchScheduler } from './token-refresh.js';
 import { benchAggregation, benchCleanup, benchIngest, benchQuotaFlush } from './usage.js';
+import { benchAlertEvaluation, benchCollector } from './ops.js';
 
 const fmt = (n: number) => n.toFixed(3);
 
@@ -30,7 +31,21 @@ async function usage() {
   console.log(`\nratio: ${(q.flushPerSec / q.perKeyPerSec).toFixed(1)}x`);
 }
 
+async function ops() {
+  const sizes = (process.env.BENCH_OPS_ROWS ?? '1000000,10000000').split(',').map(Number);
+  const col = await benchCollector(sizes);
+  console.log('\n## Ops collector: one bucket of 1,000 rows in a table of N usage rows\n');
+  console.log('| usage rows | bucket aggregate, index (ms) | same, index scans off (ms, baseline) | whole collector round (ms) |\n|---|---|---|---|');
+  for (const c of col) console.log(`| ${c.rows} | ${c.indexMs.toFixed(2)} | ${c.seqScanMs.toFixed(1)} | ${c.roundMs.toFixed(2)} |`);
+  if (col.length > 1) console.log(`\nratio (index, largest / smallest table): ${(col.at(-1)!.indexMs / col[0]!.indexMs).toFixed(2)}x`);
+  const ev = await benchAlertEvaluation((process.env.BENCH_OPS_RULES ?? '1,1000').split(',').map(Number));
+  console.log('\n## Alert evaluation round\n');
+  console.log('| rules | every state changing (ms) | steady, nothing to write (ms) |\n|---|---|---|');
+  for (const e of ev) console.log(`| ${e.rules} | ${e.changingMs.toFixed(1)} | ${e.steadyMs.toFixed(1)} |`);
+}
+
 async function main() {
+  if (process.env.BENCH_ONLY === 'ops') return ops();
   if (process.env.BENCH_ONLY === 'usage') return usage();
   if (process.env.BENCH_ONLY === 'cleanup') {
     for (const c of await benchCleanup(Number(process.env.BENCH_CLEANUP_ROWS ?? 1_000_000))) console.log(`| ${c.method} | ${c.rows} | ${c.seconds.toFixed(2)} | ${c.rowsPerSec.toFixed(0)} | ${c.longestTxMs.toFixed(0)} |`);
@@ -64,6 +79,7 @@ async function main() {
   console.log(`\n## Refresh lateness (stored − due), ${lateness.accounts} accounts due over ${lateness.windowS} s\n`);
   console.log(`p50 ${lateness.p50Ms} ms, p99 ${lateness.p99Ms} ms, max ${lateness.maxMs} ms`);
   await usage();
+  await ops();
 }
 
 main().catch((err) => {

@@ -99,7 +99,7 @@ export class Runtime {
       clockOffsetMs: () => this.heartbeat.offsetMs,
       lastSlot: (job) => runner.slotClaims.lastSlot(job),
     });
-    const wired = wireServices({ config, db, redis, box: backends.box, clock, random, log, metrics: this.metrics });
+    const wired = wireServices({ config, db, redis, box: backends.box, clock, random, log, metrics: this.metrics, runtime: this });
     this.services = wired.services;
     this.sessions = wired.services.sessions;
     this.serviceRungs = wired.rungs;

@@ -6,6 +6,16 @@ import type { Metrics } from '../telemetry/metrics.js';
 import type { Logger } from '../telemetry/logger.js';
 import type { Clock, Random } from '../time/clock.js';
 import type { Stoppable } from './shutdown-ladder.js';
+import type { InstanceInfo } from '../scheduler/instance-registry.js';
+import type { Services } from '../jobs/services.js';
+import type { JobView } from './job-views.js';
+
+/** What an area may read from the running runtime, lazily (at use, never while wiring). */
+export interface RuntimeView {
+  jobViews(): Promise<JobView[]>;
+  instances(): Promise<InstanceInfo[]>;
+  readonly services: Services;
+}
 
 /** What every area's wiring gets: the connections and the runtime's shared parts. */
 export interface WiringContext {
@@ -17,6 +27,7 @@ export interface WiringContext {
   random: Random;
   log: Logger;
   metrics: Metrics;
+  runtime: RuntimeView;
 }
 
 /** An area's services, and the shutdown rungs that stop them (run after the jobs' own onStop hooks). */

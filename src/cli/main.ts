@@ -8,6 +8,7 @@ import { VERSION } from '../version.js';
 import { startService } from './start.js';
 import { runJob } from './run.js';
 import { migrateCommand } from './migrate.js';
+import { opsStatus } from './ops-status.js';
 
 function config(cmd: Command): Config {
   const file = (cmd.optsWithGlobals() as { config?: string }).config;
@@ -60,6 +61,16 @@ program
   .description('run one round of a job now, through the same lock and slot claim, and print the outcome')
   .action(async (job: string, _opts, cmd: Command) => {
     process.exitCode = await runJob(config(cmd), job);
+  });
+
+program
+  .command('ops')
+  .description('the operations plane')
+  .command('status')
+  .description('print the ops overview: health score and its parts, firing alerts, jobs by health, instances (exit 1 when the score is under 50)')
+  .option('--json', 'print JSON')
+  .action(async (opts: { json?: boolean }, cmd: Command) => {
+    process.exitCode = await opsStatus(config(cmd), Boolean(opts.json));
   });
 
 program

@@ -49,6 +49,9 @@ const USAGE_DEFAULTS = {
   task_timeout: 30 * 60_000,
 };
 
+/** ops_cleanup targets and their default retention in days (0 empties the target, negative skips it). */
+export const OPS_RETENTION: Record<string, number> = { ops_metrics_minute: 7, ops_metrics_hourly: 90, ops_metrics_daily: 730, ops_alert_events: 90, notification_deliveries: 30, job_runs: 30, canary_runs: 7 };
+
 const AUTH_DEFAULTS = {
   refresh_margin_seconds: 300,
   refresh_enabled: true,
@@ -187,6 +190,18 @@ export const configSchema = z
       })
       .strict()
       .default({ per_second: 5, max_attempts: 5, retry_base: 60_000, send_timeout: 10_000, batch: 100 }),
+    ops: z
+      .object({
+        // The collector's bucket: one ops_metrics row per bucket, cluster-wide.
+        bucket: duration.refine((ms) => ms >= 1000 && ms <= 3_600_000, { message: 'expected a duration from 1s to 1h' }).default(60_000),
+        alert_interval: positiveDuration.default(60_000),
+        notify_min_severity: z.enum(['info', 'warning', 'critical']).default('info'),
+        alert_recipients: z.array(z.string().min(3)).default([]),
+        timezone: z.string().default('UTC'),
+        retention_days: z.record(z.string().regex(/^[a-z_]{1,40}$/), z.number().int('expected a whole number of days').min(-1, 'expected -1 (skip), 0 (empty) or a number of days')).default(OPS_RETENTION),
+      })
+      .strict()
+      .default({ bucket: 60_000, alert_interval: 60_000, notify_min_severity: 'info', alert_recipients: [], timezone: 'UTC', retention_days: OPS_RETENTION }),
     security: z
       .object({ master_key: z.string().refine((k) => Buffer.from(k, 'base64').length === 32 && /^[A-Za-z0-9+/=_-]+$/.test(k), 'expected 32 random bytes in base64 (e.g. `openssl rand -base64 32`)').optional() })
       .strict()

@@ -1,12 +1,8 @@
 import type { Db } from '../store/db.js';
 import { num } from '../store/db.js';
-import { AppError } from '../errors/app-error.js';
+import { FencedWriteRefused } from '../errors/app-error.js';
 
-export class FencedWriteRefused extends AppError {
-  constructor(readonly job: string, readonly key: string, readonly token: number) {
-    super('conflict', 'fenced_write_refused', `fenced write refused: ${job}/${key} with fencing token ${token}; a newer round of ${job} holds a newer token`);
-  }
-}
+export { FencedWriteRefused };
 
 // The write succeeds only if the token is at least the job's latest grant and the cursor's stored token.
 // $1 job, $2 key, $3 value json, $4 token

@@ -6,6 +6,7 @@ import { registerAccountRoutes } from './accounts-routes.js';
 import { registerProxyRoutes } from './proxies-routes.js';
 import { registerUsageRoutes } from './usage-routes.js';
 import { registerBillingRoutes, registerPaymentWebhook } from './billing-routes.js';
+import { registerOpsRoutes } from './ops-routes.js';
 
 /** The hot path's refusals: unknown account, not serving, refresh failed, no new token in time. */
 const notFound = (what: string) => errorBody('not_found', what);
@@ -63,6 +64,7 @@ export function buildHttpServer(rt: Runtime): FastifyInstance {
       registerProxyRoutes(api, rt);
       registerUsageRoutes(api, rt);
       registerBillingRoutes(api, rt);
+      registerOpsRoutes(api, rt);
 
       api.get('/instances', async () => ({ instances: await rt.instances() }));
 

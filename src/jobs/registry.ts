@@ -13,6 +13,11 @@ import { idempotencyCleanupJob } from './usage/idempotency-cleanup.js';
 import { platformQuotaFlusherJob } from './usage/platform-quota-flusher.js';
 import { sessionCleanupJob } from './admin/session-cleanup.js';
 import { canaryJob } from './canary/canary.js';
+import { opsMetricsJob } from './ops/ops-metrics.js';
+import { opsAggregationJob } from './ops/ops-aggregation.js';
+import { opsCleanupJob } from './ops/ops-cleanup.js';
+import { opsAlertEvaluatorJob } from './ops/ops-alert-evaluator.js';
+import { scheduledReportsJob } from './ops/scheduled-reports.js';
 
 // eslint-disable-next-line @typescript-eslint/no-explicit-any -- a list of jobs with different needs and options
 export type AnyJobModule = JobModule<any, any>;
@@ -29,6 +34,11 @@ export const JOBS: readonly AnyJobModule[] = [
   idempotencyCleanupJob,
   platformQuotaFlusherJob,
   sessionCleanupJob,
+  opsMetricsJob,
+  opsAggregationJob,
+  opsCleanupJob,
+  opsAlertEvaluatorJob,
+  scheduledReportsJob,
   canaryJob,
 ];
 

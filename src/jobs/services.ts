@@ -18,6 +18,7 @@ import type { Billing } from '../store/billing.js';
 import type { Notifications } from '../store/notifications.js';
 import type { Notifier } from './billing/notifier.js';
 import type { Payments } from './billing/payments.js';
+import type { Ops } from './ops/ops-services.js';
 
 /** What jobs use beyond their JobContext: repositories and long-lived services the runtime builds. */
 export interface Services {
@@ -42,4 +43,6 @@ export interface Services {
   notifications: Notifications;
   notifier: Notifier;
   payments: Payments;
+  /** The ops plane: series, alert rules and events, reports, retention, collector. */
+  ops: Ops;
 }

@@ -88,7 +88,7 @@ export class Scheduler {
     const stop = this.stopController.signal;
     const log = this.deps.log.child({ job: job.name });
     const schedule = new Schedule(job.settings.schedule);
-    let last: number | null = null;
+    let last: number | null;
     try {
       last = await retry(async () => (await this.deps.lastSlot(job.name))?.getTime() ?? null, {
         baseMs: 1000,

@@ -67,14 +67,16 @@ export class Notifications {
     return rowCount === 1 ? null : 'subscription renewed, cancelled or ended since the reminder was queued';
   }
 
-  async claim(owner: string, limit: number, leaseMs: number): Promise<Delivery[]> {
+  /** Due deliveries, optionally only of some templates (each area sends its own on its own cadence). */
+  async claim(owner: string, limit: number, leaseMs: number, templates: string[] | null = null): Promise<Delivery[]> {
     const { rows } = await this.db.query(
       `UPDATE notification_deliveries SET status = 'sending', claimed_by = $1, claimed_until = clock_timestamp() + $3 * interval '1 millisecond'
        WHERE id IN (SELECT id FROM notification_deliveries
-                    WHERE (status = 'pending' AND next_attempt_at <= clock_timestamp()) OR (status = 'sending' AND claimed_until < clock_timestamp())
+                    WHERE ((status = 'pending' AND next_attempt_at <= clock_timestamp()) OR (status = 'sending' AND claimed_until < clock_timestamp()))
+                      AND ($4::text[] IS NULL OR template = ANY($4::text[]))
                     ORDER BY next_attempt_at, id LIMIT $2 FOR UPDATE SKIP LOCKED)
        RETURNING *`,
-      [owner, limit, leaseMs],
+      [owner, limit, leaseMs, templates],
     );
     return rows.map(toDelivery).sort((a, b) => a.id - b.id);
   }

@@ -6,6 +6,8 @@ export interface OutgoingMessage {
   to: string;
   subject: string;
   text: string;
+  /** An HTML alternative (mail only; the webhook carries the text). */
+  html?: string;
   /** Stable per delivery intent, so a message resent after a crash carries the same id. */
   messageId: string;
   dedupKey: string;
@@ -39,7 +41,7 @@ export class SmtpChannel implements Channel {
   }
 
   async send(m: OutgoingMessage): Promise<void> {
-    await this.transport.sendMail({ from: this.c.from, to: m.to, subject: m.subject, text: m.text, messageId: m.messageId, headers: { 'X-Relay-Jobs-Key': m.dedupKey } });
+    await this.transport.sendMail({ from: this.c.from, to: m.to, subject: m.subject, text: m.text, html: m.html, messageId: m.messageId, headers: { 'X-Relay-Jobs-Key': m.dedupKey } });
   }
 
   close(): void {

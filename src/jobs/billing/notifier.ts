@@ -11,6 +11,9 @@ export const TEMPLATES: Record<string, { subject: string; text: string }> = {
     subject: 'Your {{plan}} subscription expires in {{days}} day(s)',
     text: 'Hello,\n\nyour {{plan}} subscription ends on {{expires_at}} ({{days}} day(s) from now). Renew it to keep your access.\n',
   },
+  // The ops plane renders its own messages (alerts, reports) and passes them whole.
+  ops_alert: { subject: '{{subject}}', text: '{{text}}' },
+  ops_report: { subject: '{{subject}}', text: '{{text}}' },
 };
 
 export function render(template: string, params: Record<string, unknown>): { subject: string; text: string } {
@@ -61,11 +64,11 @@ export class Notifier {
     for (const name of channels.keys()) this.health.set(name, { up: true, last_error: null, last_failure_at: null, last_success_at: null });
   }
 
-  async deliverDue(owner: string, precheck: (d: Delivery) => Promise<string | null>, signal?: AbortSignal): Promise<{ sent: number; failed: number; skipped: number; deferred: number }> {
+  async deliverDue(owner: string, precheck: (d: Delivery) => Promise<string | null>, signal?: AbortSignal, templates: string[] | null = null): Promise<{ sent: number; failed: number; skipped: number; deferred: number }> {
     const out = { sent: 0, failed: 0, skipped: 0, deferred: 0 };
     const down = new Set<string>();
     for (let done = 0; done < this.s.batch && !signal?.aborted && down.size < this.channels.size; ) {
-      const due = await this.store.claim(owner, Math.min(CHUNK, this.s.batch - done), this.s.sendTimeoutMs * (CHUNK + 2));
+      const due = await this.store.claim(owner, Math.min(CHUNK, this.s.batch - done), this.s.sendTimeoutMs * (CHUNK + 2), templates);
       if (!due.length) break;
       done += due.length;
       await this.deliver(due, owner, precheck, down, out, signal);
@@ -92,7 +95,7 @@ export class Notifier {
       await limiter.take();
       const { subject, text } = render(d.template, d.params);
       try {
-        await channel.send({ to: d.recipient, subject, text, messageId: `<${d.dedup_key.replace(/[^A-Za-z0-9.:_-]/g, '_')}@relay-jobs>`, dedupKey: d.dedup_key });
+        await channel.send({ to: d.recipient, subject, text, html: typeof d.params.html === 'string' ? d.params.html : undefined, messageId: `<${d.dedup_key.replace(/[^A-Za-z0-9.:_-]/g, '_')}@relay-jobs>`, dedupKey: d.dedup_key });
         await this.store.sent(d.id, owner);
         this.mark(d.channel, null);
         this.metrics.notifySent.inc({ channel: d.channel, template: d.template });

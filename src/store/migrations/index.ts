@@ -3,6 +3,7 @@ import { sql as accounts } from './002_accounts.js';
 import { sql as usage } from './003_usage.js';
 import { sql as billing } from './004_billing.js';
 import { sql as recomputeTasks } from './013_recompute_tasks.js';
+import { sql as ops } from './006_ops.js';
 
 export interface Migration {
   version: number;
@@ -17,4 +18,5 @@ export const MIGRATIONS: Migration[] = [
   { version: 3, name: 'usage', sql: usage },
   { version: 4, name: 'billing', sql: billing },
   { version: 13, name: 'recompute_tasks', sql: recomputeTasks },
+  { version: 6, name: 'ops', sql: ops },
 ];

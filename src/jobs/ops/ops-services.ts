@@ -1,0 +1,17 @@
+import type { OpsMetricsStore } from '../../store/ops-metrics.js';
+import type { OpsAlerts } from '../../store/ops-alerts.js';
+import type { OpsReports } from '../../store/ops-reports.js';
+import type { OpsRetention } from '../../store/ops-retention.js';
+import type { OpsCollector } from './ops-collector.js';
+
+/** The ops plane's repositories and collector, one key of `Services`. */
+export interface Ops {
+  series: OpsMetricsStore;
+  alerts: OpsAlerts;
+  reports: OpsReports;
+  retention: OpsRetention;
+  collector: OpsCollector;
+}
+
+/** Templates the ops jobs send from the shared outbox. */
+export const OPS_TEMPLATES = ['ops_alert', 'ops_report'];

@@ -1,0 +1,250 @@
+import type { Db, Queryable } from './db.js';
+import { iso, num, toDate } from './db.js';
+import { FencedWriteRefused } from '../errors/app-error.js';
+
+export interface AlertRule {
+  id: number;
+  name: string;
+  metric: string;
+  operator: '>' | '>=' | '<' | '<=' | '==' | '!=';
+  threshold: number;
+  window_seconds: number;
+  sustained: number;
+  severity: 'info' | 'warning' | 'critical';
+  cooldown_seconds: number;
+  labels: Record<string, string>;
+  enabled: boolean;
+  notify: boolean;
+  created_at: string;
+  updated_at: string;
+}
+export type RuleInput = Omit<AlertRule, 'id' | 'created_at' | 'updated_at'>;
+
+export interface AlertEvent {
+  id: number;
+  rule_id: number;
+  rule_name: string;
+  metric: string;
+  severity: string;
+  state: 'firing' | 'resolved';
+  value: number | null;
+  threshold: number;
+  labels: Record<string, string>;
+  silenced: boolean;
+  fired_at: string;
+  resolved_at: string | null;
+}
+
+export interface StoredState {
+  rule_id: number;
+  streak: number;
+  last_bucket: Date | null;
+  event_id: number | null;
+  resolved_at: Date | null;
+}
+
+export interface SilenceRow {
+  id: number;
+  rule_id: number | null;
+  matchers: Record<string, string>;
+  starts_at: string;
+  ends_at: string;
+  reason: string;
+  author: string;
+  created_at: string;
+}
+
+/** An outbox intent written in the same transaction as the transition it announces. */
+export interface Intent {
+  dedupKey: string;
+  channel: string;
+  recipient: string;
+  template: string;
+  params: Record<string, unknown>;
+}
+
+const RULE_COLS = ['name', 'metric', 'operator', 'threshold', 'window_seconds', 'sustained', 'severity', 'cooldown_seconds', 'labels', 'enabled', 'notify'] as const;
+
+function toRule(r: Record<string, unknown>): AlertRule {
+  return {
+    id: num(r.id),
+    name: String(r.name),
+    metric: String(r.metric),
+    operator: r.operator as AlertRule['operator'],
+    threshold: num(r.threshold),
+    window_seconds: num(r.window_seconds),
+    sustained: num(r.sustained),
+    severity: r.severity as AlertRule['severity'],
+    cooldown_seconds: num(r.cooldown_seconds),
+    labels: (r.labels as Record<string, string>) ?? {},
+    enabled: Boolean(r.enabled),
+    notify: Boolean(r.notify),
+    created_at: iso(r.created_at)!,
+    updated_at: iso(r.updated_at)!,
+  };
+}
+
+function toEvent(r: Record<string, unknown>): AlertEvent {
+  return {
+    id: num(r.id),
+    rule_id: num(r.rule_id),
+    rule_name: String(r.rule_name),
+    metric: String(r.metric),
+    severity: String(r.severity),
+    state: r.state as AlertEvent['state'],
+    value: r.value === null ? null : num(r.value),
+    threshold: num(r.threshold),
+    labels: r.labels as Record<string, string>,
+    silenced: Boolean(r.silenced),
+    fired_at: iso(r.fired_at)!,
+    resolved_at: iso(r.resolved_at),
+  };
+}
+
+function toSilence(r: Record<string, unknown>): SilenceRow {
+  return {
+    id: num(r.id),
+    rule_id: r.rule_id === null ? null : num(r.rule_id),
+    matchers: r.matchers as Record<string, string>,
+    starts_at: iso(r.starts_at)!,
+    ends_at: iso(r.ends_at)!,
+    reason: String(r.reason),
+    author: String(r.author),
+    created_at: iso(r.created_at)!,
+  };
+}
+
+const asParam = (k: (typeof RULE_COLS)[number], v: unknown) => (k === 'labels' ? JSON.stringify(v) : v);
+
+/** Alert rules, their fenced evaluation state, events and silences. */
+export class OpsAlerts {
+  constructor(private readonly db: Db) {}
+
+  async createRule(r: RuleInput): Promise<AlertRule> {
+    const { rows } = await this.db.query(
+      `INSERT INTO ops_alert_rules (${RULE_COLS.join(', ')}) VALUES (${RULE_COLS.map((c, i) => `$${i + 1}${c === 'labels' ? '::jsonb' : ''}`).join(', ')}) RETURNING *`,
+      RULE_COLS.map((c) => asParam(c, r[c])),
+    );
+    return toRule(rows[0]!);
+  }
+
+  async updateRule(id: number, patch: Partial<RuleInput>): Promise<AlertRule | null> {
+    const keys = RULE_COLS.filter((c) => patch[c] !== undefined);
+    if (!keys.length) return this.rule(id);
+    const { rows } = await this.db.query(
+      `UPDATE ops_alert_rules SET ${keys.map((c, i) => `${c} = $${i + 2}${c === 'labels' ? '::jsonb' : ''}`).join(', ')}, updated_at = clock_timestamp() WHERE id = $1 RETURNING *`,
+      [id, ...keys.map((c) => asParam(c, patch[c]))],
+    );
+    return rows[0] ? toRule(rows[0]) : null;
+  }
+
+  async deleteRule(id: number): Promise<boolean> {
+    return (await this.db.query(`DELETE FROM ops_alert_rules WHERE id = $1`, [id])).rowCount === 1;
+  }
+
+  async rule(id: number): Promise<AlertRule | null> {
+    const { rows } = await this.db.query(`SELECT * FROM ops_alert_rules WHERE id = $1`, [id]);
+    return rows[0] ? toRule(rows[0]) : null;
+  }
+
+  async rules(onlyEnabled = false): Promise<AlertRule[]> {
+    const { rows } = await this.db.query(`SELECT * FROM ops_alert_rules WHERE ($1::boolean IS FALSE OR enabled) ORDER BY id`, [onlyEnabled]);
+    return rows.map(toRule);
+  }
+
+  async states(): Promise<Map<number, StoredState>> {
+    const { rows } = await this.db.query<Record<string, unknown>>(`SELECT rule_id, streak, last_bucket, event_id, resolved_at FROM ops_alert_state`);
+    return new Map(
+      rows.map((r) => [
+        num(r.rule_id),
+        { rule_id: num(r.rule_id), streak: num(r.streak), last_bucket: toDate(r.last_bucket), event_id: r.event_id === null ? null : num(r.event_id), resolved_at: toDate(r.resolved_at) },
+      ]),
+    );
+  }
+
+  /**
+   * Stores one rule's new state, and on a transition its event and notification intents, in one
+   * transaction fenced by the round's token: the job's token row is read FOR SHARE, so a newer
+   * round cannot be granted while this commits, and a round whose token is stale writes nothing.
+   */
+  async apply(
+    a: { job: string; token: number; ruleId: number; streak: number; lastBucket: Date | null; resolvedAt: Date | null },
+    transition: { kind: 'fire'; rule: AlertRule; value: number; bucket: Date; silenced: boolean } | { kind: 'resolve'; eventId: number; value: number | null } | null,
+    intents: (eventId: number) => Intent[],
+  ): Promise<number | null> {
+    return this.db.tx(async (q) => {
+      const fence = await q.query<{ fencing_token: unknown }>(`SELECT fencing_token FROM job_state WHERE job_name = $1 FOR SHARE`, [a.job]);
+      if (!fence.rows[0] || num(fence.rows[0].fencing_token) > a.token) throw new FencedWriteRefused(a.job, `alert_state:${a.ruleId}`, a.token);
+      let eventId: number | null = null;
+      if (transition?.kind === 'fire') {
+        const r = transition.rule;
+        const { rows } = await q.query<{ id: unknown }>(
+          `INSERT INTO ops_alert_events (rule_id, rule_name, metric, severity, state, value, threshold, labels, silenced, fired_bucket, fencing_token)
+           VALUES ($1, $2, $3, $4, 'firing', $5, $6, $7::jsonb, $8, $9, $10) RETURNING id`,
+          [r.id, r.name, r.metric, r.severity, transition.value, r.threshold, JSON.stringify(r.labels), transition.silenced, transition.bucket, a.token],
+        );
+        eventId = num(rows[0]!.id);
+      } else if (transition?.kind === 'resolve') {
+        await q.query(`UPDATE ops_alert_events SET state = 'resolved', resolved_at = clock_timestamp() WHERE id = $1 AND state = 'firing'`, [transition.eventId]);
+        eventId = transition.eventId;
+      }
+      const stateEvent = transition?.kind === 'fire' ? eventId : transition?.kind === 'resolve' ? null : undefined;
+      const { rowCount } = await q.query(
+        `INSERT INTO ops_alert_state (rule_id, streak, last_bucket, event_id, resolved_at, fencing_token) VALUES ($1, $2, $3, $4, $5, $6)
+         ON CONFLICT (rule_id) DO UPDATE SET streak = EXCLUDED.streak, last_bucket = EXCLUDED.last_bucket,
+           event_id = CASE WHEN $7::boolean THEN EXCLUDED.event_id ELSE ops_alert_state.event_id END,
+           resolved_at = EXCLUDED.resolved_at, fencing_token = EXCLUDED.fencing_token, updated_at = clock_timestamp()
+         WHERE ops_alert_state.fencing_token <= EXCLUDED.fencing_token`,
+        [a.ruleId, a.streak, a.lastBucket, stateEvent ?? null, a.resolvedAt, a.token, stateEvent !== undefined],
+      );
+      if (rowCount !== 1) throw new FencedWriteRefused(a.job, `alert_state:${a.ruleId}`, a.token);
+      if (eventId !== null) await insertIntents(q, intents(eventId));
+      return eventId;
+    });
+  }
+
+  async events(f: { state?: 'firing' | 'resolved'; limit: number }): Promise<AlertEvent[]> {
+    const { rows } = await this.db.query(`SELECT * FROM ops_alert_events WHERE ($1::text IS NULL OR state = $1) ORDER BY id DESC LIMIT $2`, [f.state ?? null, f.limit]);
+    return rows.map(toEvent);
+  }
+
+  async event(id: number): Promise<AlertEvent | null> {
+    const { rows } = await this.db.query(`SELECT * FROM ops_alert_events WHERE id = $1`, [id]);
+    return rows[0] ? toEvent(rows[0]) : null;
+  }
+
+  async createSilence(s: Omit<SilenceRow, 'id' | 'created_at'>): Promise<SilenceRow> {
+    const { rows } = await this.db.query(
+      `INSERT INTO ops_silences (rule_id, matchers, starts_at, ends_at, reason, author) VALUES ($1, $2::jsonb, $3, $4, $5, $6) RETURNING *`,
+      [s.rule_id, JSON.stringify(s.matchers), s.starts_at, s.ends_at, s.reason, s.author],
+    );
+    return toSilence(rows[0]!);
+  }
+
+  /** Silences not yet ended (or every one with `all`). */
+  async silences(all = false): Promise<SilenceRow[]> {
+    const { rows } = await this.db.query(`SELECT * FROM ops_silences WHERE $1::boolean OR ends_at > clock_timestamp() ORDER BY id`, [all]);
+    return rows.map(toSilence);
+  }
+
+  async deleteSilence(id: number): Promise<boolean> {
+    return (await this.db.query(`DELETE FROM ops_silences WHERE id = $1`, [id])).rowCount === 1;
+  }
+}
+
+/** Outbox rows; a key already present is the same intent recorded before (nothing is sent twice). */
+export async function insertIntents(q: Queryable, intents: Intent[]): Promise<number> {
+  let n = 0;
+  for (const i of intents) {
+    n += (
+      await q.query(`INSERT INTO notification_deliveries (dedup_key, channel, recipient, template, params) VALUES ($1, $2, $3, $4, $5::jsonb) ON CONFLICT (dedup_key) DO NOTHING`, [
+        i.dedupKey,
+        i.channel,
+        i.recipient,
+        i.template,
+        JSON.stringify(i.params),
+      ])
+    ).rowCount;
+  }
+  return n;
+}
