@@ -15,6 +15,9 @@ import type { Billing } from '../store/billing.js';
 import type { Notifications } from '../store/notifications.js';
 import type { Notifier } from './billing/notifier.js';
 import type { Payments } from './billing/payments.js';
+import type { SchedulerSnapshot } from './scheduler/scheduler-snapshot-service.js';
+import type { OutboxConsumer } from './scheduler/outbox-consumer.js';
+import type { SchedulerOutbox } from '../store/scheduler-outbox.js';
 
 /** What jobs use beyond their JobContext: repositories and long-lived services the runtime builds. */
 export interface Services {
@@ -36,4 +39,8 @@ export interface Services {
   notifications: Notifications;
   notifier: Notifier;
   payments: Payments;
+  /** The scheduler snapshot's read side (the gateway's routing cache), its outbox consumer and the outbox. */
+  schedulerSnapshot: SchedulerSnapshot;
+  snapshotConsumer: OutboxConsumer;
+  schedulerOutbox: SchedulerOutbox;
 }
