@@ -5,8 +5,8 @@ import { parseBody } from './validation.js';
 
 const querySchema = z
   .object({
-    platform: z.string({ required_error: 'required: the platform whose schedulable accounts to list' }).regex(/^[a-z0-9_-]{1,32}$/, 'expected a platform name of 1-32 characters a-z, 0-9, _ or -'),
-    group: z.string().regex(/^[A-Za-z0-9_.:-]{0,64}$/, 'expected a group name of at most 64 characters A-Z, a-z, 0-9, _ . : or -').optional(),
+    platform: z.string({ error: (iss) => (iss.input === undefined ? 'required: the platform whose schedulable accounts to list' : 'expected one value') }).regex(/^[a-z0-9_-]{1,32}$/, 'expected a platform name of 1-32 characters a-z, 0-9, _ or -'),
+    group: z.string({ error: 'expected one value' }).regex(/^[A-Za-z0-9_.:-]{0,64}$/, 'expected a group name of at most 64 characters A-Z, a-z, 0-9, _ . : or -').optional(),
   })
   .strict();
 
@@ -17,7 +17,7 @@ const querySchema = z
  */
 export function registerSchedulerRoutes(api: FastifyInstance, rt: Runtime): void {
   api.get('/scheduler/accounts', async (req) => {
-    const q = parseBody(querySchema, req.query, 'query');
+    const q = parseBody(querySchema, req.query);
     const answer = await rt.services.schedulerSnapshot.accounts(q.platform, q.group ?? '');
     return { ...answer, count: answer.accounts.length };
   });
