@@ -40,8 +40,8 @@ describe('scheduler outbox: recorded with the change, deduplicated, claimed (rea
   });
 
   const pending = async (id: number) =>
-    Number((await db.query(`SELECT count(*) AS n FROM scheduler_outbox WHERE dedup_key = $1 AND claim_token IS NULL AND consumed_at IS NULL`, [`account:${id}`])).rows[0]!.n);
-  const version = async (id: number) => Number((await db.query(`SELECT sched_version FROM accounts WHERE id = $1`, [id])).rows[0]!.sched_version);
+    Number((await db.query<{ n: string }>(`SELECT count(*) AS n FROM scheduler_outbox WHERE dedup_key = $1 AND claim_token IS NULL AND consumed_at IS NULL`, [`account:${id}`])).rows[0]!.n);
+  const version = async (id: number) => Number((await db.query<{ sched_version: string }>(`SELECT sched_version FROM accounts WHERE id = $1`, [id])).rows[0]!.sched_version);
   const drain = async () => {
     const batch = await outbox.claim('drain', 60_000, 10_000);
     await outbox.ack(batch.map((e) => e.id), 'drain');
@@ -65,14 +65,14 @@ describe('scheduler outbox: recorded with the change, deduplicated, claimed (rea
 
   it('is written in the same transaction: a rolled-back change leaves no event', async () => {
     await drain();
-    const before = Number((await db.query(`SELECT count(*) AS n FROM scheduler_outbox WHERE consumed_at IS NULL`)).rows[0]!.n);
+    const before = Number((await db.query<{ n: string }>(`SELECT count(*) AS n FROM scheduler_outbox WHERE consumed_at IS NULL`)).rows[0]!.n);
     await expect(
       db.tx(async (q) => {
         await accounts.create({ platform: 'openai', name: 'rolled-back', credentials: creds, tokenExpiresAt: null }, q);
         throw new Error('abort the transaction');
       }),
     ).rejects.toThrow('abort the transaction');
-    expect(Number((await db.query(`SELECT count(*) AS n FROM scheduler_outbox WHERE consumed_at IS NULL`)).rows[0]!.n)).toBe(before);
+    expect(Number((await db.query<{ n: string }>(`SELECT count(*) AS n FROM scheduler_outbox WHERE consumed_at IS NULL`)).rows[0]!.n)).toBe(before);
   });
 
   it('every write that changes schedulability records an event; writes routing does not see record none', async () => {
@@ -123,7 +123,7 @@ describe('scheduler outbox: recorded with the change, deduplicated, claimed (rea
     const a = await newAccount('mover', 'openai');
     await db.query(`UPDATE accounts SET platform = 'claude' WHERE id = $1`, [a.id]);
     await db.query(`UPDATE accounts SET sched_group = 'vip' WHERE id = $1`, [a.id]);
-    const { rows } = await db.query(`SELECT payload FROM scheduler_outbox WHERE dedup_key = $1 AND consumed_at IS NULL`, [`account:${a.id}`]);
+    const { rows } = await db.query<{ payload: unknown }>(`SELECT payload FROM scheduler_outbox WHERE dedup_key = $1 AND consumed_at IS NULL`, [`account:${a.id}`]);
     expect(rows).toHaveLength(1);
     expect((rows[0]!.payload as { left: unknown }).left).toEqual([['openai', ''], ['claude', '']]);
   });
@@ -209,12 +209,12 @@ describe.each(['redis', 'memory'] as const)('snapshot buckets (%s): the epoch ru
 
   it('an older version never replaces a newer one; tombstones hide; only complete buckets are served', async () => {
     expect(await buckets.apply(b, [row(1, 5, true)], 1)).toBe(-1); // not opened: nothing written
-    const gen = await buckets.open(b, 'g1', false, 1);
-    expect(await buckets.open(b, 'g2', false, 1)).toBe(gen);
+    const gen = await buckets.open(b, 'g1', false, 1, 0);
+    expect(await buckets.open(b, 'g2', false, 1, 0)).toBe(gen);
     expect(await buckets.apply(b, [row(1, 5, true, 10), row(2, 3, true, 5)], 2)).toBe(2);
     expect((await buckets.read(b)).state).toBe('incomplete');
-    expect(await buckets.complete(b, 'other-gen', 3)).toBe(false);
-    expect(await buckets.complete(b, gen, 3)).toBe(true);
+    expect(await buckets.complete(b, 'other-gen', 3, 0)).toBe(false);
+    expect(await buckets.complete(b, gen, 3, 4)).toBe(true);
     expect(await buckets.apply(b, [row(1, 4, false), row(2, 3, false)], 4)).toBe(0); // older and equal: refused
     let r = await buckets.read(b);
     expect(r.state === 'ok' && r.entries.map((e) => e.id)).toEqual([2, 1]); // priority order
@@ -231,13 +231,13 @@ describe.each(['redis', 'memory'] as const)('snapshot buckets (%s): the epoch ru
 
   it('a corrupt field makes the bucket unservable; reset discards it', async () => {
     const c = { platform: 'openai', group: 'corrupt' };
-    const gen = await buckets.open(c, 'g1', false, 1);
+    const gen = await buckets.open(c, 'g1', false, 1, 0);
     await buckets.apply(c, [row(1, 1, true)], 1);
-    await buckets.complete(c, gen, 1);
+    await buckets.complete(c, gen, 1, 0);
     if (redis) await redis.hset((buckets as RedisSnapshotBuckets).key(c), 'a:7', 'not a version');
     else (buckets as MemorySnapshotBuckets).poke(c, 'a:7', 'not a version');
     expect((await buckets.read(c)).state).toBe('corrupt');
-    await buckets.open(c, 'g2', true, 2);
+    await buckets.open(c, 'g2', true, 2, 0);
     expect((await buckets.read(c)).state).toBe('incomplete');
   });
 

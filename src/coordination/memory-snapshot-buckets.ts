@@ -18,13 +18,13 @@ export class MemorySnapshotBuckets implements SnapshotBuckets {
     return JSON.stringify([b.platform, b.group]);
   }
 
-  async open(b: BucketId, gen: string, reset: boolean, nowMs: number): Promise<string> {
+  async open(b: BucketId, gen: string, reset: boolean, nowMs: number, floor: number): Promise<string> {
     const name = this.name(b);
     if (reset) this.buckets.delete(name);
     this.registry.add(name);
     const existing = this.buckets.get(name);
     if (existing?.get('_gen')) return existing.get('_gen')!;
-    this.buckets.set(name, new Map([['_gen', gen], ['_epoch', '0'], ['_rev', '0'], ['_opened_at', String(nowMs)]]));
+    this.buckets.set(name, new Map([['_gen', gen], ['_epoch', String(floor)], ['_rev', '0'], ['_opened_at', String(nowMs)]]));
     return gen;
   }
 
@@ -48,10 +48,10 @@ export class MemorySnapshotBuckets implements SnapshotBuckets {
     return written;
   }
 
-  async complete(b: BucketId, gen: string, nowMs: number): Promise<boolean> {
+  async complete(b: BucketId, gen: string, nowMs: number, floor: number): Promise<boolean> {
     const h = this.buckets.get(this.name(b));
     if (h?.get('_gen') !== gen) return false;
-    h.set('_complete', '1').set('_built_at', String(nowMs)).set('_rev', String(Number(h.get('_rev')) + 1));
+    h.set('_epoch', String(Math.max(Number(h.get('_epoch')) || 0, floor))).set('_complete', '1').set('_built_at', String(nowMs)).set('_rev', String(Number(h.get('_rev')) + 1));
     return true;
   }
 

@@ -20,9 +20,9 @@ export interface QuotaScripts {
 }
 
 export interface SnapshotScripts {
-  snapshotOpen(bucketKey: string, registryKey: string, gen: string, reset: '0' | '1', member: string, nowMs: number): Promise<string>;
+  snapshotOpen(bucketKey: string, registryKey: string, gen: string, reset: '0' | '1', member: string, nowMs: number, floor: number): Promise<string>;
   snapshotApply(bucketKey: string, nowMs: number, ...fieldValues: string[]): Promise<number>;
-  snapshotComplete(bucketKey: string, gen: string, nowMs: number): Promise<number>;
+  snapshotComplete(bucketKey: string, gen: string, nowMs: number, floor: number): Promise<number>;
 }
 
 const scripts = {

@@ -24,10 +24,11 @@ export interface BucketHead {
 export interface SnapshotBuckets {
   readonly backend: 'redis' | 'memory';
   /** Creates the bucket (incomplete) unless it exists; `reset` discards it first. Returns its generation. */
-  open(b: BucketId, gen: string, reset: boolean, nowMs: number): Promise<string>;
+  open(b: BucketId, gen: string, reset: boolean, nowMs: number, floor: number): Promise<string>;
   /** Writes the rows newer than the stored entries; -1 when the bucket does not exist. */
   apply(b: BucketId, rows: RoutingRow[], nowMs: number): Promise<number>;
-  complete(b: BucketId, gen: string, nowMs: number): Promise<boolean>;
+  /** Marks the bucket complete if it is still generation `gen`, raising its epoch to at least `floor`. */
+  complete(b: BucketId, gen: string, nowMs: number, floor: number): Promise<boolean>;
   head(b: BucketId): Promise<BucketHead | null>;
   /** Epoch and write times of a complete bucket (no entries), for the metrics. */
   meta(b: BucketId): Promise<{ epoch: number; builtAt: number; writtenAt: number } | null>;
@@ -103,8 +104,8 @@ export class RedisSnapshotBuckets implements SnapshotBuckets {
     return `${this.base}:buckets`;
   }
 
-  async open(b: BucketId, gen: string, reset: boolean, nowMs: number): Promise<string> {
-    return String(await this.scripts.snapshotOpen(this.key(b), this.registry, gen, reset ? '1' : '0', JSON.stringify([b.platform, b.group]), nowMs));
+  async open(b: BucketId, gen: string, reset: boolean, nowMs: number, floor: number): Promise<string> {
+    return String(await this.scripts.snapshotOpen(this.key(b), this.registry, gen, reset ? '1' : '0', JSON.stringify([b.platform, b.group]), nowMs, floor));
   }
 
   async apply(b: BucketId, rows: RoutingRow[], nowMs: number): Promise<number> {
@@ -114,8 +115,8 @@ export class RedisSnapshotBuckets implements SnapshotBuckets {
     return Number(await this.scripts.snapshotApply(this.key(b), nowMs, ...args));
   }
 
-  async complete(b: BucketId, gen: string, nowMs: number): Promise<boolean> {
-    return (await this.scripts.snapshotComplete(this.key(b), gen, nowMs)) === 1;
+  async complete(b: BucketId, gen: string, nowMs: number, floor: number): Promise<boolean> {
+    return (await this.scripts.snapshotComplete(this.key(b), gen, nowMs, floor)) === 1;
   }
 
   async head(b: BucketId): Promise<BucketHead | null> {

@@ -80,6 +80,11 @@ export class RoutingAccounts {
     return rows.map((r) => ({ platform: String(r.platform), group: String(r.g) }));
   }
 
+  /** The version counter now: every version assigned so far is at most this (an epoch floor). */
+  async currentVersion(): Promise<number> {
+    return num((await this.db.query(`SELECT last_value AS v FROM scheduler_snapshot_version`)).rows[0]!.v);
+  }
+
   /** A version newer than any an account has had so far (tombstones of deleted accounts use it). */
   async nextVersion(): Promise<number> {
     return num((await this.db.query(`SELECT nextval('scheduler_snapshot_version') AS v`)).rows[0]!.v);

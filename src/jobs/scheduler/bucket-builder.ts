@@ -66,11 +66,12 @@ export class BucketBuilder {
 
   /** Builds one bucket; `reset` first discards what the store holds there (corrupt). Returns the rows read. */
   async buildBucket(b: BucketId, reset: boolean, signal?: AbortSignal): Promise<RoutingRow[]> {
-    const gen = await this.buckets.open(b, this.gen(), reset, this.clock.now());
+    const floor = await this.routing.currentVersion();
+    const gen = await this.buckets.open(b, this.gen(), reset, this.clock.now(), floor);
     const rows = await this.routing.bucket(b, signal);
     if ((await this.applyRows(b, rows)) >= 0) {
       await this.sweep(b, new Set(rows.map((r) => r.id)));
-      await this.buckets.complete(b, gen, this.clock.now());
+      await this.buckets.complete(b, gen, this.clock.now(), floor);
     }
     return rows;
   }
@@ -83,8 +84,9 @@ export class BucketBuilder {
   async rebuildAll(chunk: number, between: () => Promise<void>, signal?: AbortSignal): Promise<{ accounts: number; buckets: number; epoch: number }> {
     const list = new Map<string, BucketId>();
     for (const b of [...(await this.routing.buckets()), ...(await this.buckets.known())]) list.set(bucketName(b), b);
+    const floor = await this.routing.currentVersion();
     const gens = new Map<string, string>();
-    for (const [k, b] of list) gens.set(k, await this.buckets.open(b, this.gen(), false, this.clock.now()));
+    for (const [k, b] of list) gens.set(k, await this.buckets.open(b, this.gen(), false, this.clock.now(), floor));
     const seen = new Map<string, Set<number>>([...list.keys()].map((k) => [k, new Set<number>()]));
     let afterId = 0;
     let accounts = 0;
@@ -108,8 +110,8 @@ export class BucketBuilder {
     for (const [k, b] of list) {
       signal?.throwIfAborted();
       await this.sweep(b, seen.get(k)!);
-      await this.buckets.complete(b, gens.get(k)!, this.clock.now());
+      await this.buckets.complete(b, gens.get(k)!, this.clock.now(), floor);
     }
-    return { accounts, buckets: list.size, epoch };
+    return { accounts, buckets: list.size, epoch: Math.max(epoch, floor) };
   }
 }

@@ -81,11 +81,12 @@ export class SchedulerSnapshot {
 
   private async fromPostgres(b: BucketId, found: BucketRead['state'] | 'error'): Promise<SchedulerAccounts> {
     this.metrics.reads.inc({ source: 'postgres' });
+    const floor = await this.routing.currentVersion();
     const rows = await this.routing.bucket(b);
     // An unknown platform or group is an empty answer, and never creates a bucket.
     if (rows.length && found !== 'error') this.repair(b, found === 'corrupt');
     const entries = rows.flatMap((r) => (r.entry ? [r.entry] : [])).sort(routingOrder);
-    return { ...b, source: 'postgres', epoch: rows.reduce((m, r) => Math.max(m, r.version), 0), age_seconds: 0, accounts: available(entries, this.clock.now()) };
+    return { ...b, source: 'postgres', epoch: rows.reduce((m, r) => Math.max(m, r.version), floor), age_seconds: 0, accounts: available(entries, this.clock.now()) };
   }
 
   /** Rebuilds one bucket in the background; `reset` discards a corrupt value first. */
