@@ -217,7 +217,7 @@ export class OutboxConsumer {
 
   private async rebuild(): Promise<void> {
     const token = this.token();
-    const lease = Math.max(this.o.claimTtlMs, 60_000);
+    const lease = Math.max(2 * this.o.claimTtlMs, 10_000); // extended after every chunk
     const ev = await this.outbox.claimRebuild(token, lease);
     if (!ev) return;
     const reason = String(ev.payload.reason ?? 'manual');
