@@ -112,14 +112,18 @@ describe('scheduler snapshot: three real replicas, a SIGKILL and a Redis that co
     const regressions: string[] = [];
     let snapshotAnswers = 0;
     const sources: Record<string, number> = {};
+    const errors = new Set<string>();
     let watching = true;
     const watcher = (async () => {
       while (watching) {
         for (const r of replicas) {
-          if (r.proc.proc.exitCode !== null) continue;
+          if (r.proc.proc.exitCode !== null || r.proc.proc.killed) continue;
           for (const p of PLATFORMS)
             for (const g of GROUPS) {
-              const a = await read(r.port, p, g).catch(() => null);
+              const a = await read(r.port, p, g).catch((err: Error) => {
+                errors.add(`${r.proc.name} ${err.message} ${String((err as { cause?: { code?: string } }).cause?.code)} exit=${r.proc.proc.exitCode}`);
+                return null;
+              });
               sources[a?.source ?? 'error'] = (sources[a?.source ?? 'error'] ?? 0) + 1;
               if (!a || a.source !== 'snapshot') continue;
               snapshotAnswers++;
@@ -212,7 +216,7 @@ describe('scheduler snapshot: three real replicas, a SIGKILL and a Redis that co
     expect(regressions).toEqual([]);
     expect(snapshotAnswers).toBeGreaterThan(0);
     const rebuilds = (await client.query(`SELECT last_rebuild_reason FROM scheduler_snapshot_state`)).rows[0].last_rebuild_reason;
-    console.log(`scheduler snapshot e2e: ${made} changes, converged ${convergedAt - lastChange} ms after the last change; last rebuild: ${rebuilds}; answers watched by source ${JSON.stringify(sources)}`);
+    console.log(`scheduler snapshot e2e: ${made} changes, converged ${convergedAt - lastChange} ms after the last change; last rebuild: ${rebuilds}; answers watched by source ${JSON.stringify(sources)} ${[...errors].join('; ')}`);
 
     for (const r of survivors) r.proc.proc.kill('SIGTERM');
     expect(await Promise.all(survivors.map((r) => r.proc.exited))).toEqual([0, 0]);
