@@ -3,6 +3,7 @@ import { cpus, totalmem } from 'node:os';
 import { benchCoordination } from './coordination.js';
 import { benchRefreshThroughput, benchScheduler } from './token-refresh.js';
 import { benchAggregation, benchCleanup, benchIngest, benchQuotaFlush } from './usage.js';
+import { benchOutbox, benchReads, benchRebuild, benchVisibility } from './scheduler-snapshot.js';
 
 const fmt = (n: number) => n.toFixed(3);
 
@@ -30,7 +31,36 @@ async function usage() {
   console.log(`\nratio: ${(q.flushPerSec / q.perKeyPerSec).toFixed(1)}x`);
 }
 
+async function snapshot() {
+  const accounts = Number(process.env.BENCH_SNAPSHOT_ACCOUNTS ?? 6000);
+  console.log(`\n## Scheduler snapshot reads (one bucket of ${accounts / 3} accounts, 2,000 reads per path)\n`);
+  console.log('| path | p50 ms | p99 ms |\n|---|---|---|');
+  const reads = await benchReads(accounts);
+  for (const r of reads) console.log(`| ${r.path} | ${r.p50Ms.toFixed(3)} | ${r.p99Ms.toFixed(3)} |`);
+  console.log(`\nratio (p50, PostgreSQL / snapshot): ${(reads[0]!.p50Ms / reads[1]!.p50Ms).toFixed(1)}x`);
+
+  const rate = Number(process.env.BENCH_SNAPSHOT_RATE ?? 1000);
+  const vis = await benchVisibility(10_000, rate, Number(process.env.BENCH_SNAPSHOT_SECONDS ?? 10), Number(process.env.BENCH_SNAPSHOT_POLL ?? 1000));
+  console.log(`\n## Change-to-visible latency (${rate} changes/s for 10 s over 10,000 accounts, three consumers)\n`);
+  console.log(`| changes | p50 ms | p99 ms |\n|---|---|---|\n| ${vis.changes} | ${vis.p50Ms.toFixed(0)} | ${vis.p99Ms.toFixed(0)} |`);
+
+  console.log('\n## Full rebuild from PostgreSQL into an empty Redis (chunks of 2,000)\n');
+  console.log('| accounts | seconds | longest chunk ms |\n|---|---|---|');
+  for (const n of (process.env.BENCH_REBUILD ?? '10000,100000').split(',').map(Number)) {
+    const r = await benchRebuild(n);
+    console.log(`| ${r.accounts} | ${r.seconds.toFixed(2)} | ${r.longestChunkMs.toFixed(0)} |`);
+  }
+
+  const events = Number(process.env.BENCH_OUTBOX_EVENTS ?? 20_000);
+  console.log(`\n## Outbox throughput (${events} events, three consumers)\n`);
+  console.log('| design | events/s | events applied |\n|---|---|---|');
+  const ob = await benchOutbox(events);
+  for (const o of ob) console.log(`| ${o.design} | ${o.eventsPerSec.toFixed(0)} | ${o.applications} |`);
+  console.log(`\nratio (events/s, relay-jobs / Sub2API): ${(ob[0]!.eventsPerSec / ob[1]!.eventsPerSec).toFixed(2)}x`);
+}
+
 async function main() {
+  if (process.env.BENCH_ONLY === 'snapshot') return snapshot();
   if (process.env.BENCH_ONLY === 'usage') return usage();
   if (process.env.BENCH_ONLY === 'cleanup') {
     for (const c of await benchCleanup(Number(process.env.BENCH_CLEANUP_ROWS ?? 1_000_000))) console.log(`| ${c.method} | ${c.rows} | ${c.seconds.toFixed(2)} | ${c.rowsPerSec.toFixed(0)} | ${c.longestTxMs.toFixed(0)} |`);
@@ -64,6 +94,7 @@ async function main() {
   console.log(`\n## Refresh lateness (stored − due), ${lateness.accounts} accounts due over ${lateness.windowS} s\n`);
   console.log(`p50 ${lateness.p50Ms} ms, p99 ${lateness.p99Ms} ms, max ${lateness.maxMs} ms`);
   await usage();
+  await snapshot();
 }
 
 main().catch((err) => {

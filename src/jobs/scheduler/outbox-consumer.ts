@@ -89,8 +89,11 @@ export class OutboxConsumer {
 
   async stop(withinMs: number): Promise<number> {
     this.stopping.abort(new Error('scheduler snapshot consumer stopping'));
+    const deadline = new AbortController();
     const all = Promise.all([this.loop, this.rebuilding, this.snapshot.settled()]).then(() => 0);
-    return Promise.race([all, sleep(this.clock, withinMs).then(() => 1)]);
+    const left = await Promise.race([all, sleep(this.clock, withinMs, deadline.signal).then(() => 1)]);
+    deadline.abort();
+    return left;
   }
 
   private token(): string {
