@@ -173,6 +173,18 @@ describe('scheduler snapshot: consumer, read API, repair (cluster runtime, real 
     for (const p of ['openai', 'claude']) expect((await get(`?platform=${p}`)).json()).toMatchObject({ source: 'snapshot', accounts: (await truth(p)).map((id) => expect.objectContaining({ id })) });
   });
 
+  it('the round fails (health failing) while the outbox lag is past snapshot.lag_bound, and passes again once it is consumed', async () => {
+    // An event held by a claim that has not expired, 20 s old: nobody may consume it yet.
+    await rt.db.query(`INSERT INTO scheduler_outbox (event_type, payload, created_at, claim_token, claimed_until) VALUES ('account_changed', '{"account_id": 1, "left": []}', now() - interval '20 seconds', 'stuck', now() + interval '1 hour')`);
+    const failed = await rt.runNow('scheduler_snapshot');
+    expect(failed.ran && failed.outcome).toMatchObject({ status: 'failed' });
+    expect(JSON.stringify(failed)).toMatch(/lag .* is at or past snapshot.lag_bound/);
+    await rt.db.query(`UPDATE scheduler_outbox SET claimed_until = now() - interval '1 second' WHERE claim_token = 'stuck'`);
+    const ok = await rt.runNow('scheduler_snapshot');
+    expect(ok.ran && ok.outcome.status).toMatch(/ok|no_work/);
+    expect((await rt.services.schedulerOutbox.stats()).backlog).toBe(0);
+  });
+
   it('a batch that fails to apply leaves the watermark and is retried; the acknowledgement is retried on a fresh deadline', async () => {
     const key = (rt.services.schedulerSnapshot.buckets as RedisSnapshotBuckets).key({ platform: 'openai', group: '' });
     const watermark = (await rt.services.schedulerOutbox.state()).watermark;
