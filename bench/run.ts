@@ -4,6 +4,7 @@ import { benchCoordination } from './coordination.js';
 import { benchRefreshThroughput, benchScheduler } from './token-refresh.js';
 import { benchAggregation, benchCleanup, benchIngest, benchQuotaFlush } from './usage.js';
 import { benchAlertEvaluation, benchCollector } from './ops.js';
+import { benchOutbox, benchReads, benchRebuild, benchVisibility } from './scheduler-snapshot.js';
 
 const fmt = (n: number) => n.toFixed(3);
 
@@ -44,8 +45,38 @@ async function ops() {
   for (const e of ev) console.log(`| ${e.rules} | ${e.changingMs.toFixed(1)} | ${e.steadyMs.toFixed(1)} |`);
 }
 
+async function snapshot() {
+  const accounts = Number(process.env.BENCH_SNAPSHOT_ACCOUNTS ?? 6000);
+  const n = Number(process.env.BENCH_SNAPSHOT_READS ?? 1000);
+  console.log(`\n## Scheduler snapshot reads (one bucket of ${accounts / 3} accounts, ${n} reads per path)\n`);
+  console.log('| path | p50 ms | p99 ms |\n|---|---|---|');
+  const reads = await benchReads(accounts, n);
+  for (const r of reads) console.log(`| ${r.path} | ${r.p50Ms.toFixed(3)} | ${r.p99Ms.toFixed(3)} |`);
+  console.log(`\nratio (p50, PostgreSQL / snapshot): ${(reads[0]!.p50Ms / reads[1]!.p50Ms).toFixed(1)}x`);
+
+  const rate = Number(process.env.BENCH_SNAPSHOT_RATE ?? 1000);
+  const vis = await benchVisibility(10_000, rate, Number(process.env.BENCH_SNAPSHOT_SECONDS ?? 10), Number(process.env.BENCH_SNAPSHOT_POLL ?? 1000));
+  console.log(`\n## Change-to-visible latency (${rate} changes/s for 10 s over 10,000 accounts, three consumers)\n`);
+  console.log(`| changes | achieved changes/s | p50 ms | p99 ms |\n|---|---|---|---|\n| ${vis.changes} | ${(vis.changes / Number(process.env.BENCH_SNAPSHOT_SECONDS ?? 10)).toFixed(0)} | ${vis.p50Ms.toFixed(0)} | ${vis.p99Ms.toFixed(0)} |`);
+
+  console.log('\n## Full rebuild from PostgreSQL into an empty Redis (chunks of 2,000)\n');
+  console.log('| accounts | seconds | longest chunk ms |\n|---|---|---|');
+  for (const n of (process.env.BENCH_REBUILD ?? '10000,100000').split(',').map(Number)) {
+    const r = await benchRebuild(n);
+    console.log(`| ${r.accounts} | ${r.seconds.toFixed(2)} | ${r.longestChunkMs.toFixed(0)} |`);
+  }
+
+  const events = Number(process.env.BENCH_OUTBOX_EVENTS ?? 20_000);
+  console.log(`\n## Outbox throughput (${events} events, three consumers)\n`);
+  console.log('| design | events/s | events applied |\n|---|---|---|');
+  const ob = await benchOutbox(events);
+  for (const o of ob) console.log(`| ${o.design} | ${o.eventsPerSec.toFixed(0)} | ${o.applications} |`);
+  console.log(`\nratio (events/s, relay-jobs / Sub2API): ${(ob[0]!.eventsPerSec / ob[1]!.eventsPerSec).toFixed(2)}x`);
+}
+
 async function main() {
   if (process.env.BENCH_ONLY === 'ops') return ops();
+  if (process.env.BENCH_ONLY === 'snapshot') return snapshot();
   if (process.env.BENCH_ONLY === 'usage') return usage();
   if (process.env.BENCH_ONLY === 'cleanup') {
     for (const c of await benchCleanup(Number(process.env.BENCH_CLEANUP_ROWS ?? 1_000_000))) console.log(`| ${c.method} | ${c.rows} | ${c.seconds.toFixed(2)} | ${c.rowsPerSec.toFixed(0)} | ${c.longestTxMs.toFixed(0)} |`);
@@ -80,6 +111,7 @@ async function main() {
   console.log(`p50 ${lateness.p50Ms} ms, p99 ${lateness.p99Ms} ms, max ${lateness.maxMs} ms`);
   await usage();
   await ops();
+  await snapshot();
 }
 
 main().catch((err) => {

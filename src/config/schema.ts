@@ -33,6 +33,18 @@ export const jobSettingsSchema = z.object(jobBase).strict();
 export type JobSettingsInput = z.infer<typeof jobSettingsSchema>;
 
 const DAY = 86_400_000;
+const SNAPSHOT_DEFAULTS = {
+  poll_interval: 1000,
+  batch_size: 200,
+  claim_ttl: 30_000,
+  lag_bound: 10_000,
+  lag_polls: 3,
+  backlog_limit: 10_000,
+  rebuild_every: 300_000,
+  rebuild_backoff_base: 5_000,
+  rebuild_backoff_max: 300_000,
+  rebuild_chunk: 2000,
+};
 const USAGE_DEFAULTS = {
   batch_size: 1000,
   queue_limit: 100_000,
@@ -154,6 +166,21 @@ export const configSchema = z
       .default(USAGE_DEFAULTS),
     idempotency: z.object({ ttl: positiveDuration.default(DAY), lock: positiveDuration.default(60_000) }).strict().default({ ttl: DAY, lock: 60_000 }),
     quota: z.object({ flush_batch: positiveInt.default(1000) }).strict().default({ flush_batch: 1000 }),
+    snapshot: z
+      .object({
+        poll_interval: positiveDuration.default(1000),
+        batch_size: positiveInt.default(200),
+        claim_ttl: positiveDuration.default(30_000),
+        lag_bound: positiveDuration.default(10_000),
+        lag_polls: positiveInt.default(3),
+        backlog_limit: positiveInt.default(10_000),
+        rebuild_every: positiveDuration.default(300_000),
+        rebuild_backoff_base: positiveDuration.default(5_000),
+        rebuild_backoff_max: positiveDuration.default(300_000),
+        rebuild_chunk: positiveInt.default(2000),
+      })
+      .strict()
+      .default(SNAPSHOT_DEFAULTS),
     billing: z
       .object({
         currency: z.string().regex(/^[A-Z]{3}$/, 'expected a three-letter currency code such as CNY').default('CNY'),

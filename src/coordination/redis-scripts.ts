@@ -19,18 +19,27 @@ export interface QuotaScripts {
   quotaReset(counterKey: string, dirtyKey: string, member: string, storedEpoch: number): Promise<number>;
 }
 
+export interface SnapshotScripts {
+  snapshotOpen(bucketKey: string, registryKey: string, gen: string, reset: '0' | '1', member: string, nowMs: number, floor: number): Promise<string>;
+  snapshotApply(bucketKey: string, nowMs: number, ...fieldValues: string[]): Promise<number>;
+  snapshotComplete(bucketKey: string, gen: string, nowMs: number, floor: number): Promise<number>;
+}
+
 const scripts = {
   compareAndDelete: load('compare-and-delete-1.lua'),
   compareAndExtend: load('compare-and-extend-1.lua'),
   quotaIncr: load('quota-incr-2.lua'),
   quotaSeed: load('quota-seed-1.lua'),
   quotaReset: load('quota-reset-2.lua'),
+  snapshotOpen: load('snapshot-open-2.lua'),
+  snapshotApply: load('snapshot-apply-1.lua'),
+  snapshotComplete: load('snapshot-complete-1.lua'),
 };
 
 /** Registers the scripts on a client (ioredis sends EVALSHA and falls back to EVAL after a Redis restart). */
-export function redisScripts(redis: Redis): LockScripts & QuotaScripts {
+export function redisScripts(redis: Redis): LockScripts & QuotaScripts & SnapshotScripts {
   for (const [name, def] of Object.entries(scripts)) {
     if (!(name in redis)) redis.defineCommand(name, def);
   }
-  return redis as unknown as LockScripts & QuotaScripts;
+  return redis as unknown as LockScripts & QuotaScripts & SnapshotScripts;
 }

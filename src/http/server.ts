@@ -7,6 +7,7 @@ import { registerProxyRoutes } from './proxies-routes.js';
 import { registerUsageRoutes } from './usage-routes.js';
 import { registerBillingRoutes, registerPaymentWebhook } from './billing-routes.js';
 import { registerOpsRoutes } from './ops-routes.js';
+import { registerSchedulerRoutes } from './scheduler-routes.js';
 
 /** The hot path's refusals: unknown account, not serving, refresh failed, no new token in time. */
 const notFound = (what: string) => errorBody('not_found', what);
@@ -65,6 +66,7 @@ export function buildHttpServer(rt: Runtime): FastifyInstance {
       registerUsageRoutes(api, rt);
       registerBillingRoutes(api, rt);
       registerOpsRoutes(api, rt);
+      registerSchedulerRoutes(api, rt);
 
       api.get('/instances', async () => ({ instances: await rt.instances() }));
 

@@ -18,6 +18,7 @@ import { opsAggregationJob } from './ops/ops-aggregation.js';
 import { opsCleanupJob } from './ops/ops-cleanup.js';
 import { opsAlertEvaluatorJob } from './ops/ops-alert-evaluator.js';
 import { scheduledReportsJob } from './ops/scheduled-reports.js';
+import { schedulerSnapshotJob } from './scheduler/scheduler-snapshot.js';
 
 // eslint-disable-next-line @typescript-eslint/no-explicit-any -- a list of jobs with different needs and options
 export type AnyJobModule = JobModule<any, any>;
@@ -39,6 +40,7 @@ export const JOBS: readonly AnyJobModule[] = [
   opsCleanupJob,
   opsAlertEvaluatorJob,
   scheduledReportsJob,
+  schedulerSnapshotJob,
   canaryJob,
 ];
 

@@ -19,6 +19,9 @@ import type { Notifications } from '../store/notifications.js';
 import type { Notifier } from './billing/notifier.js';
 import type { Payments } from './billing/payments.js';
 import type { Ops } from './ops/ops-services.js';
+import type { SchedulerSnapshot } from './scheduler/scheduler-snapshot-service.js';
+import type { OutboxConsumer } from './scheduler/outbox-consumer.js';
+import type { SchedulerOutbox } from '../store/scheduler-outbox.js';
 
 /** What jobs use beyond their JobContext: repositories and long-lived services the runtime builds. */
 export interface Services {
@@ -45,4 +48,8 @@ export interface Services {
   payments: Payments;
   /** The ops plane: series, alert rules and events, reports, retention, collector. */
   ops: Ops;
+  /** The scheduler snapshot's read side (the gateway's routing cache), its outbox consumer and the outbox. */
+  schedulerSnapshot: SchedulerSnapshot;
+  snapshotConsumer: OutboxConsumer;
+  schedulerOutbox: SchedulerOutbox;
 }

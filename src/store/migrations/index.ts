@@ -4,6 +4,7 @@ import { sql as usage } from './003_usage.js';
 import { sql as billing } from './004_billing.js';
 import { sql as recomputeTasks } from './013_recompute_tasks.js';
 import { sql as ops } from './006_ops.js';
+import { sql as schedulerSnapshot } from './007_scheduler_snapshot.js';
 
 export interface Migration {
   version: number;
@@ -19,4 +20,5 @@ export const MIGRATIONS: Migration[] = [
   { version: 4, name: 'billing', sql: billing },
   { version: 13, name: 'recompute_tasks', sql: recomputeTasks },
   { version: 6, name: 'ops', sql: ops },
+  { version: 7, name: 'scheduler_snapshot', sql: schedulerSnapshot },
 ];

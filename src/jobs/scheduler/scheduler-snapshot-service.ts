@@ -1,0 +1,131 @@
+import type { BucketHead, BucketRead, SnapshotBuckets } from '../../coordination/snapshot-buckets.js';
+import { routingOrder } from '../../coordination/snapshot-buckets.js';
+import type { BucketId, RoutingAccounts, RoutingEntry } from '../../store/routing-accounts.js';
+import type { SchedulerMetrics } from '../../telemetry/scheduler-metrics.js';
+import type { Logger } from '../../telemetry/logger.js';
+import type { Clock } from '../../time/clock.js';
+import { BucketBuilder, bucketName } from './bucket-builder.js';
+
+/** The answer of the read API: the schedulable accounts of a bucket, in routing order. */
+export interface SchedulerAccounts {
+  platform: string;
+  group: string;
+  /** `snapshot` when served from the snapshot, `postgres` when the snapshot missed. */
+  source: 'snapshot' | 'postgres';
+  /** The highest account version the answer reflects (never decreases for a bucket). */
+  epoch: number;
+  /** Seconds since the bucket was last written or rebuilt; 0 for a PostgreSQL answer. */
+  age_seconds: number;
+  accounts: RoutingEntry[];
+}
+
+type Ok = Extract<BucketRead, { state: 'ok' }>;
+
+/** A temporary cooldown ends with time, without a write: filtered at read time. */
+function available(entries: RoutingEntry[], nowMs: number): RoutingEntry[] {
+  return entries.filter((e) => e.temp_unschedulable_until === null || Date.parse(e.temp_unschedulable_until) <= nowMs);
+}
+
+/**
+ * The read side of the scheduler snapshot (the gateway's hot path). A read checks the bucket's
+ * head (generation and revision, one round trip) and serves its decoded copy while unchanged;
+ * a missing, incomplete or corrupt bucket is never served: the answer comes from PostgreSQL and
+ * the bucket is rebuilt in the background (one repair per bucket at a time, cluster-wide).
+ */
+export class SchedulerSnapshot {
+  private readonly cache = new Map<string, Ok>();
+  private readonly repairing = new Map<string, Promise<void>>();
+  readonly builder: BucketBuilder;
+
+  constructor(
+    readonly buckets: SnapshotBuckets,
+    private readonly routing: RoutingAccounts,
+    private readonly clock: Clock,
+    private readonly metrics: SchedulerMetrics,
+    private readonly log: Logger,
+    private readonly instanceId: string,
+  ) {
+    this.builder = new BucketBuilder(buckets, routing, clock);
+  }
+
+  /** The library call beside `GET /api/v1/scheduler/accounts`. `group` '' is the accounts with no group. */
+  async accounts(platform: string, group = ''): Promise<SchedulerAccounts> {
+    const b = { platform, group };
+    const key = bucketName(b);
+    let found: BucketRead['state'] | 'error';
+    try {
+      const cached = this.cache.get(key);
+      const head = cached ? await this.buckets.head(b) : null;
+      let read: BucketRead = cached && head && sameHead(head, cached.head) ? cached : await this.buckets.read(b);
+      found = read.state;
+      if (read.state === 'ok') {
+        this.cache.set(key, read);
+        return this.fromSnapshot(b, read);
+      }
+      this.cache.delete(key);
+      read = read as Exclude<BucketRead, Ok>;
+      if (read.state === 'corrupt') this.log.warn({ bucket: key, detail: read.detail }, 'scheduler snapshot bucket is corrupt: not served; rebuilding it');
+    } catch (err) {
+      found = 'error';
+      this.log.warn({ bucket: key, err: (err as Error).message }, 'scheduler snapshot unreadable: answering from PostgreSQL');
+    }
+    return this.fromPostgres(b, found);
+  }
+
+  private fromSnapshot(b: BucketId, r: Ok): SchedulerAccounts {
+    this.metrics.reads.inc({ source: 'snapshot' });
+    const now = this.clock.now();
+    const at = Math.max(r.builtAt, r.writtenAt);
+    return { ...b, source: 'snapshot', epoch: r.epoch, age_seconds: Math.max(0, (now - at) / 1000), accounts: available(r.entries, now) };
+  }
+
+  private async fromPostgres(b: BucketId, found: BucketRead['state'] | 'error'): Promise<SchedulerAccounts> {
+    this.metrics.reads.inc({ source: 'postgres' });
+    const floor = await this.routing.currentVersion();
+    const rows = await this.routing.bucket(b);
+    // An unknown platform or group is an empty answer, and never creates a bucket.
+    if (rows.length && found !== 'error') this.repair(b, found === 'corrupt');
+    const entries = rows.flatMap((r) => (r.entry ? [r.entry] : [])).sort(routingOrder);
+    return { ...b, source: 'postgres', epoch: rows.reduce((m, r) => Math.max(m, r.version), floor), age_seconds: 0, accounts: available(entries, this.clock.now()) };
+  }
+
+  /** Rebuilds one bucket in the background; `reset` discards a corrupt value first. */
+  repair(b: BucketId, reset: boolean): Promise<void> {
+    const key = bucketName(b);
+    const running = this.repairing.get(key);
+    if (running) return running;
+    const p = (async () => {
+      const owner = `${this.instanceId}:${process.pid}`;
+      if (!(await this.buckets.tryLock(`repair:${key}`, owner, 30_000))) return;
+      try {
+        await this.builder.buildBucket(b, reset);
+        this.metrics.repairs.inc({ found: reset ? 'corrupt' : 'missing' });
+      } finally {
+        await this.buckets.unlock(`repair:${key}`, owner);
+      }
+    })()
+      .catch((err) => this.log.warn({ bucket: key, err: (err as Error).message }, 'scheduler snapshot repair failed; the next read retries'))
+      .finally(() => this.repairing.delete(key));
+    this.repairing.set(key, p);
+    return p;
+  }
+
+  /** Repairs in flight (tests and shutdown wait on them). */
+  async settled(): Promise<void> {
+    await Promise.all(this.repairing.values());
+  }
+
+  /** Age and epoch of every known bucket, for the metrics. */
+  async bucketGauges(): Promise<{ bucket: string; epoch: number; ageSeconds: number }[]> {
+    const out: { bucket: string; epoch: number; ageSeconds: number }[] = [];
+    for (const b of await this.buckets.known()) {
+      const r = await this.buckets.meta(b);
+      if (r) out.push({ bucket: bucketName(b), epoch: r.epoch, ageSeconds: Math.max(0, (this.clock.now() - Math.max(r.builtAt, r.writtenAt)) / 1000) });
+    }
+    return out;
+  }
+}
+
+function sameHead(a: BucketHead, b: BucketHead): boolean {
+  return a.gen === b.gen && a.rev === b.rev;
+}
