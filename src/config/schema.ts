@@ -220,7 +220,7 @@ export const configSchema = z
           })
           .strict()
           .default({ request_timeout: 30_000, lookup_pages: 20 }),
-        prices: z.record(z.string().regex(/^[A-Za-z0-9._-]{1,64}$/, 'expected a model name of 1-64 characters of letters, digits, . _ -'), z.number().int('expected an integer price in minor units per image').min(0)).default({}),
+        prices: z.record(z.string().regex(/^[A-Za-z0-9._-]{1,64}$/, 'expected a model name of 1-64 characters of letters, digits, . _ -'), z.coerce.number().int('expected an integer price in minor units per image').min(0, 'expected a price of 0 or more minor units')).default({}),
         max_prompts: positiveInt.default(500),
         max_prompt_chars: positiveInt.default(4000),
         max_n: positiveInt.default(4),

@@ -33,7 +33,7 @@ export function registerImageBatchRoutes(api: FastifyInstance, rt: Runtime): voi
     const b = parseBody(body, req.body);
     try {
       const r = await s.submit(key, b);
-      return reply.code(r.kind === 'created' ? 202 : 200).header('location', `/api/v1/image-batches/${r.batch.id}`).send({ ...view(r.batch), replayed: r.kind === 'replay' });
+      return reply.code(202).header('location', `/api/v1/image-batches/${r.batch.id}`).send({ ...view(r.batch), replayed: r.kind === 'replay' });
     } catch (err) {
       if (!(err instanceof SubmitRejected)) throw err;
       return reply.code(err.status).send({ error: { code: err.code, message: err.message, ...(err.field ? { fields: [{ field: err.field, message: err.message }] } : {}), ...err.detail } });

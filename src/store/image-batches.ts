@@ -80,6 +80,8 @@ export class ImageBatches {
     const holdAmount = b.prompts.length * b.n * b.pricePerImage;
     if (!Number.isSafeInteger(holdAmount)) throw new RangeError('hold amount exceeds the safe integer range');
     return this.db.tx<SubmitResult>(async (q) => {
+      // The user row locked first: submits of one user are serialised, and an unknown user is an answer, not a foreign-key error.
+      if (!(await q.query(`SELECT 1 FROM billing_users WHERE id = $1 FOR UPDATE`, [b.userId])).rows[0]) return { kind: 'no_user' };
       const { rows } = await q.query(
         `INSERT INTO image_batches (user_id, idempotency_key, request_hash, model, size, n, prompts, image_count, price_per_image, hold_amount)
          VALUES ($1, $2, $3, $4, $5, $6, $7::jsonb, $8, $9, $10) ON CONFLICT (user_id, idempotency_key) DO NOTHING RETURNING *`,

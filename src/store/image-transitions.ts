@@ -63,7 +63,13 @@ export class BatchTransitions {
   async finish(lease: BatchLease | null, id: number, from: readonly BatchState[], to: 'completed' | 'failed' | 'cancelled', money: Settlement, reason: string | null, patch: { succeeded?: number; failed?: number } = {}): Promise<ImageBatch | null> {
     return this.db
       .tx(async (q) => {
-        const params: unknown[] = [id, from, to, reason, money.step === 'capture' ? money.cost : 0, patch.succeeded ?? null, patch.failed ?? null];
+        const cost = money.step === 'capture' ? money.cost : 0;
+        const current = await q.query(`SELECT hold_amount FROM image_batches WHERE id = $1 FOR UPDATE`, [id]);
+        if (!current.rows[0]) return null;
+        const hold = num(current.rows[0].hold_amount);
+        // Cost is checked against the hold before anything moves (and by CHECK captured <= hold_amount).
+        if (!Number.isSafeInteger(cost) || cost < 0 || cost > hold) throw new Error(`batch ${id}: capture ${cost} is outside 0..${hold}`);
+        const params: unknown[] = [id, from, to, reason, cost, patch.succeeded ?? null, patch.failed ?? null];
         const guard = lease ? ` AND ${LEASE_HELD('$1', '$8', '$9')}` : '';
         if (lease) params.push(lease.fence, lease.owner);
         const { rows } = await q.query(
@@ -73,10 +79,6 @@ export class BatchTransitions {
           params,
         );
         if (!rows[0]) return null;
-        const hold = num(rows[0].hold_amount);
-        const cost = money.step === 'capture' ? money.cost : 0;
-        // Cost is checked against the hold before anything moves (and by CHECK captured <= hold_amount).
-        if (!Number.isSafeInteger(cost) || cost < 0 || cost > hold) throw new Error(`batch ${id}: capture ${cost} is outside 0..${hold}`);
         const claimed = await q.query(`INSERT INTO image_batch_money (batch_id, step, amount, refunded) VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING RETURNING 1`, [id, money.step, money.step === 'capture' ? cost : hold, hold - cost]);
         if (claimed.rowCount !== 1) throw new AlreadySettled();
         await q.query(`UPDATE billing_users SET frozen_balance = frozen_balance - $2, balance = balance + $3, updated_at = clock_timestamp() WHERE id = $1`, [num(rows[0].user_id), hold, hold - cost]);

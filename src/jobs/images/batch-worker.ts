@@ -24,6 +24,8 @@ export interface WorkerOptions {
 export class BatchWorker {
   private running = new Set<Promise<void>>();
   private stopped = true;
+  /** Set by stop(): batches in hand go back to the queue after their current step. */
+  private draining = false;
   private timer: NodeJS.Timeout | null = null;
   private wake: (() => void) | null = null;
   private loopDone: Promise<void> = Promise.resolve();
@@ -51,6 +53,7 @@ export class BatchWorker {
   /** Stops claiming and waits up to `withinMs` for batches in hand; returns how many were still running. */
   async stop(withinMs: number): Promise<number> {
     this.stopped = true;
+    this.draining = true;
     this.wake?.();
     await this.loopDone;
     const deadline = new Promise<'late'>((r) => (this.timer = setTimeout(() => r('late'), withinMs)));
@@ -127,7 +130,7 @@ export class BatchWorker {
         const outcome = await this.driver!.step(l, b, this.clock.now());
         this.metrics.steps.inc({ outcome: outcome.kind });
         if (outcome.kind === 'done') return;
-        if (outcome.kind === 'later' || this.stopped || lost) {
+        if (outcome.kind === 'later' || this.draining || lost) {
           await this.queue.requeue(l, outcome.kind === 'later' ? outcome.delayMs : 0);
           return;
         }
