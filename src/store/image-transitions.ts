@@ -93,17 +93,19 @@ export class BatchTransitions {
   }
 
   /**
-   * Batches stuck before the provider knew them (created/uploading, no create ever sent, no
-   * live lease, untouched for `staleMs`): failed and released. Returns their ids.
+   * Batches stuck before the provider knew them (created/uploading, no create ever sent,
+   * untouched for `staleMs`) that the queue will not move on: no queue row, or a row claimed
+   * `maxClaims` times without leaving these states (a batch that crashes its worker every time).
+   * A batch merely waiting its turn in the queue is not stuck. Failed and released; returns their ids.
    */
-  async failStuck(staleMs: number, limit: number): Promise<number[]> {
+  async failStuck(staleMs: number, maxClaims: number, limit: number): Promise<number[]> {
     const { rows } = await this.db.query(
       `SELECT b.id FROM image_batches b LEFT JOIN image_batch_queue q ON q.batch_id = b.id
        WHERE b.state IN ('created', 'uploading') AND b.provider_batch_id IS NULL AND b.create_sent_at IS NULL
          AND b.updated_at < clock_timestamp() - $1 * interval '1 millisecond'
-         AND (q.batch_id IS NULL OR q.status <> 'active' OR q.locked_until < clock_timestamp())
+         AND (q.batch_id IS NULL OR (q.attempts >= $3 AND (q.status <> 'active' OR q.locked_until < clock_timestamp())))
        ORDER BY b.updated_at LIMIT $2`,
-      [staleMs, limit],
+      [staleMs, limit, maxClaims],
     );
     const done: number[] = [];
     for (const r of rows) {

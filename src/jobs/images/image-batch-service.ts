@@ -10,6 +10,9 @@ import { requestHash } from '../../store/idempotency.js';
 import { objectPrefix } from './batch-indexer.js';
 import type { BatchWorker } from './batch-worker.js';
 
+/** Claims of a batch still before submission after which recovery gives up on it. */
+const STUCK_AFTER_CLAIMS = 50;
+
 export interface SubmitRequest {
   user_id: number;
   model: string;
@@ -79,7 +82,7 @@ export class ImageBatchService {
     await this.queue.moveDue();
     const stale = await this.queue.recoverStale();
     if (stale) this.metrics.staleRecovered.inc(stale);
-    const stuck = await this.transitions.failStuck(this.image.stale_timeout, 100);
+    const stuck = await this.transitions.failStuck(this.image.stale_timeout, STUCK_AFTER_CLAIMS, 100);
     if (stuck.length) {
       this.metrics.stuckFailed.inc(stuck.length);
       this.log.warn({ batches: stuck }, 'image batches stuck before submission failed; holds released');
