@@ -203,6 +203,29 @@ describe('image batches', () => {
     expect(done.events.find((e: { to: string }) => e.to === 'submitted').reason).toMatch(/provider batch batch_/);
   });
 
+  it('a 429 on the lookup after a lost create reply does not allow a second create (found by the chaos test)', async () => {
+    const user = await newUser(100);
+    const b = (await submit('lost-429', { user_id: user, model: 'img_small', prompts: ['x'] })).json();
+    fake.faults.pLoseCreateReply = 1;
+    fake.faults.lostReplyHoldMs = 3000;
+    const w = svc().worker;
+    for (let i = 0; i < 20 && (await svc().batches.get(b.id))!.create_sent_at === null; i++) {
+      await w.tick();
+      await w.idle();
+    }
+    expect(fake.createsByOurId.get(String(b.id))).toBe(1);
+    fake.faults.pLoseCreateReply = 0;
+    fake.faults.p429 = 1;
+    fake.faults.retryAfterSeconds = 0;
+    await sql.query(`UPDATE image_batch_queue SET status = 'ready', run_at = clock_timestamp() WHERE batch_id = $1 AND status = 'delayed'`, [b.id]);
+    await w.tick();
+    await w.idle();
+    expect((await svc().batches.get(b.id))!.create_sent_at).not.toBeNull();
+    fake.faults.p429 = 0;
+    expect((await drive(b.id)).state).toBe('completed');
+    expect(fake.createsByOurId.get(String(b.id))).toBe(1);
+  });
+
   it('a create that never reached the provider (5xx, ambiguous) is looked up, not resent, and after the stale timeout fails and releases', async () => {
     const user = await newUser(100);
     const b = (await submit('s5-1', { user_id: user, model: 'img_small', prompts: ['x', 'y'] })).json();

@@ -55,12 +55,9 @@ export class BatchDriver {
   private async providerFailed(l: BatchLease, b: ImageBatch, err: ImageProviderError): Promise<StepOutcome> {
     const errors = b.errors + 1;
     const delayMs = err.retryAfterMs ?? this.o.retryDelayMs;
-    // A permanent refusal before the provider has our batch: nothing will change by retrying.
-    if (err.kind === 'http_4xx' && !b.provider_batch_id && b.state === 'uploading') return this.end(l, b, 'failed', `provider refused the batch: ${err.message}`);
     if (errors >= this.o.maxErrors) return this.end(l, b, 'failed', `gave up after ${errors} provider errors; last: ${err.message}`);
-    const patch = b.state === 'uploading' && b.create_sent_at && err.definite && !b.provider_batch_id ? { errors, create_sent_at: null } : { errors };
     this.log.warn({ batch: b.id, state: b.state, kind: err.kind, errors, retry_in_ms: delayMs }, 'image provider call failed; retrying later');
-    const moved = await this.t.move(l, b.id, b.state, b.state, { ...patch, reason: err.message });
+    const moved = await this.t.move(l, b.id, b.state, b.state, { errors, reason: err.message });
     return moved ? { kind: 'later', delayMs } : { kind: 'done' };
   }
 
@@ -106,14 +103,31 @@ export class BatchDriver {
     if (!fileId) {
       const jsonl = inputJsonl(b);
       await this.store.put(`${objectPrefix(b.id)}input.jsonl`, jsonl);
-      fileId = await this.provider.upload(`relay-batch-${b.id}.jsonl`, jsonl);
+      try {
+        fileId = await this.provider.upload(`relay-batch-${b.id}.jsonl`, jsonl);
+      } catch (err) {
+        // The provider refuses our input for good (4xx, not 429): retrying changes nothing.
+        if (err instanceof ImageProviderError && err.kind === 'http_4xx') return this.end(l, b, 'failed', `provider refused the input: ${err.message}`);
+        throw err;
+      }
       if (!(await this.t.move(l, b.id, 'uploading', 'uploading', { input_file_id: fileId }))) return { kind: 'done' };
     }
     // Committed before the create is sent (invariant: never submitted twice).
     const marked = await this.t.move(l, b.id, 'uploading', 'uploading', { create_sent_at: 'now' });
     if (!marked || marked.cancel_requested) return marked ? { kind: 'again' } : { kind: 'done' };
     this.metrics.creates.inc();
-    const created = await this.provider.create(fileId, b.id);
+    let created: ProviderBatch;
+    try {
+      created = await this.provider.create(fileId, b.id);
+    } catch (err) {
+      // Only a definite refusal OF THE CREATE (4xx/429: the provider did not act) allows sending it
+      // again; an error of any other call, or an ambiguous one, leaves create_sent_at for the lookup.
+      if (err instanceof ImageProviderError && err.definite) {
+        if (err.kind === 'http_4xx') return this.end(l, b, 'failed', `provider refused the batch: ${err.message}`);
+        if (!(await this.t.move(l, b.id, 'uploading', 'uploading', { create_sent_at: null }))) return { kind: 'done' };
+      }
+      throw err;
+    }
     return this.submitted(l, b, created);
   }
 
