@@ -3,6 +3,7 @@ import { cpus, totalmem } from 'node:os';
 import { benchCoordination } from './coordination.js';
 import { benchRefreshThroughput, benchScheduler } from './token-refresh.js';
 import { benchAggregation, benchCleanup, benchIngest, benchQuotaFlush } from './usage.js';
+import { benchImageBatches } from './image-batches.js';
 
 const fmt = (n: number) => n.toFixed(3);
 
@@ -30,7 +31,16 @@ async function usage() {
   console.log(`\nratio: ${(q.flushPerSec / q.perKeyPerSec).toFixed(1)}x`);
 }
 
+async function images() {
+  const r = await benchImageBatches(Number(process.env.BENCH_IMAGE_BATCHES ?? 500), Number(process.env.BENCH_IMAGE_CLAIMS ?? 5000));
+  console.log('\n## Image batches (one BatchWorker, concurrency 8, loopback Batch API at 0 latency)\n');
+  console.log(`| measure | value |\n|---|---|\n| batches driven to completed | ${r.batches} in ${r.seconds.toFixed(2)} s |\n| batches/s per replica | ${r.batchesPerSec.toFixed(1)} |\n| PostgreSQL statements per batch | ${r.statementsPerBatch.toFixed(1)} |`);
+  console.log(`\n| claim (4 claimers, ${r.claims} rows, one per claim) | claims/s |\n|---|---|\n| bare SKIP LOCKED claim (baseline) | ${r.bareClaimPerSec.toFixed(0)} |\n| ImageQueue.claim (SKIP LOCKED + lease + fence) | ${r.claimPerSec.toFixed(0)} |`);
+  console.log(`\nratio (ImageQueue / bare): ${(r.claimPerSec / r.bareClaimPerSec).toFixed(2)}x`);
+}
+
 async function main() {
+  if (process.env.BENCH_ONLY === 'images') return images();
   if (process.env.BENCH_ONLY === 'usage') return usage();
   if (process.env.BENCH_ONLY === 'cleanup') {
     for (const c of await benchCleanup(Number(process.env.BENCH_CLEANUP_ROWS ?? 1_000_000))) console.log(`| ${c.method} | ${c.rows} | ${c.seconds.toFixed(2)} | ${c.rowsPerSec.toFixed(0)} | ${c.longestTxMs.toFixed(0)} |`);
@@ -64,6 +74,7 @@ async function main() {
   console.log(`\n## Refresh lateness (stored − due), ${lateness.accounts} accounts due over ${lateness.windowS} s\n`);
   console.log(`p50 ${lateness.p50Ms} ms, p99 ${lateness.p99Ms} ms, max ${lateness.maxMs} ms`);
   await usage();
+  await images();
 }
 
 main().catch((err) => {
