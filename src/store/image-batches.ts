@@ -96,7 +96,7 @@ export class ImageBatches {
         `UPDATE billing_users SET balance = balance - $2, frozen_balance = frozen_balance + $2, updated_at = clock_timestamp() WHERE id = $1 AND balance >= $2 RETURNING balance`,
         [b.userId, holdAmount],
       );
-      if (held.rowCount !== 1) {
+      if (held.rows.length !== 1) {
         const user = (await q.query(`SELECT balance FROM billing_users WHERE id = $1`, [b.userId])).rows[0];
         throw new SubmitRefused(user ? { kind: 'insufficient', balance: num(user.balance), shortfall: holdAmount - num(user.balance) } : { kind: 'no_user' });
       }

@@ -80,7 +80,7 @@ export class BatchTransitions {
         );
         if (!rows[0]) return null;
         const claimed = await q.query(`INSERT INTO image_batch_money (batch_id, step, amount, refunded) VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING RETURNING 1`, [id, money.step, money.step === 'capture' ? cost : hold, hold - cost]);
-        if (claimed.rowCount !== 1) throw new AlreadySettled();
+        if (claimed.rows.length !== 1) throw new AlreadySettled();
         await q.query(`UPDATE billing_users SET frozen_balance = frozen_balance - $2, balance = balance + $3, updated_at = clock_timestamp() WHERE id = $1`, [num(rows[0].user_id), hold, hold - cost]);
         await q.query(`DELETE FROM image_batch_queue WHERE batch_id = $1`, [id]);
         await recordEvent(q, id, rows[0].old as BatchState, to, reason);
@@ -131,7 +131,7 @@ export class BatchTransitions {
   async saveResults(lease: BatchLease, id: number, results: Array<{ idx: number; status: 'succeeded' | 'failed'; images: number; objectKeys: string[]; error: string | null }>): Promise<boolean> {
     return this.db.tx(async (q) => {
       const held = await q.query(`SELECT 1 FROM image_batches WHERE id = $1 AND state = 'indexing' AND ${LEASE_HELD('$1', '$2', '$3')} FOR UPDATE`, [id, lease.fence, lease.owner]);
-      if (held.rowCount !== 1) return false;
+      if (held.rows.length !== 1) return false; // rows, not rowCount: PGlite counts a SELECT … FOR UPDATE as 0 affected rows
       await q.query(`DELETE FROM image_batch_results WHERE batch_id = $1`, [id]);
       for (const r of results) {
         await q.query(`INSERT INTO image_batch_results (batch_id, idx, status, images, object_keys, error) VALUES ($1, $2, $3, $4, $5::jsonb, $6)`, [id, r.idx, r.status, r.images, JSON.stringify(r.objectKeys), r.error]);
