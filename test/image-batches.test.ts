@@ -249,7 +249,7 @@ describe('image batches', () => {
     expect(await money(user)).toEqual({ balance: 100, frozen: 0 });
   });
 
-  it('a 429 with Retry-After delays the batch by that long; a definite refusal allows the create to be sent again', async () => {
+  it('a 429 with Retry-After delays the batch by that long (status delayed), then it completes', async () => {
     const user = await newUser(100);
     const b = (await submit('r429', { user_id: user, model: 'img_small', prompts: ['x'] })).json();
     fake.faults.p429 = 1;
