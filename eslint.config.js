@@ -7,7 +7,8 @@ const CLOCK = [
   { selector: "NewExpression[callee.name='Date'][arguments.length=0]", message: 'read time from the injected Clock (src/time/clock.ts), not new Date()' },
 ];
 // SQL lives in src/store/ and src/coordination/ as named statements.
-const SQL_START = '/^\\s*(SELECT|INSERT|UPDATE|DELETE|WITH|CREATE|ALTER|DROP|TRUNCATE)\\s/i';
+// SQL is written in upper case here, so English text ("create sent at …") does not match.
+const SQL_START = '/^\\s*(SELECT|INSERT|UPDATE|DELETE|WITH|CREATE|ALTER|DROP|TRUNCATE)\\s/';
 const SQL = [
   { selector: `Literal[value=${SQL_START}]`, message: 'SQL belongs in src/store/ or src/coordination/ (a named statement in a repository)' },
   { selector: `TemplateLiteral > TemplateElement:first-child[value.raw=${SQL_START}]`, message: 'SQL belongs in src/store/ or src/coordination/ (a named statement in a repository)' },

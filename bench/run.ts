@@ -5,6 +5,7 @@ import { benchRefreshThroughput, benchScheduler } from './token-refresh.js';
 import { benchAggregation, benchCleanup, benchIngest, benchQuotaFlush } from './usage.js';
 import { benchAlertEvaluation, benchCollector } from './ops.js';
 import { benchOutbox, benchReads, benchRebuild, benchVisibility } from './scheduler-snapshot.js';
+import { benchImageBatches } from './image-batches.js';
 
 const fmt = (n: number) => n.toFixed(3);
 
@@ -74,9 +75,18 @@ async function snapshot() {
   console.log(`\nratio (events/s, relay-jobs / Sub2API): ${(ob[0]!.eventsPerSec / ob[1]!.eventsPerSec).toFixed(2)}x`);
 }
 
+async function images() {
+  const r = await benchImageBatches(Number(process.env.BENCH_IMAGE_BATCHES ?? 500), Number(process.env.BENCH_IMAGE_CLAIMS ?? 5000));
+  console.log('\n## Image batches (one BatchWorker, concurrency 8, loopback Batch API at 0 latency)\n');
+  console.log(`| measure | value |\n|---|---|\n| batches driven to completed | ${r.batches} in ${r.seconds.toFixed(2)} s |\n| batches/s per replica | ${r.batchesPerSec.toFixed(1)} |\n| PostgreSQL statements per batch | ${r.statementsPerBatch.toFixed(1)} |`);
+  console.log(`\n| claim (4 claimers, ${r.claims} rows, one per claim) | claims/s |\n|---|---|\n| bare SKIP LOCKED claim (baseline) | ${r.bareClaimPerSec.toFixed(0)} |\n| ImageQueue.claim (SKIP LOCKED + lease + fence) | ${r.claimPerSec.toFixed(0)} |`);
+  console.log(`\nratio (ImageQueue / bare): ${(r.claimPerSec / r.bareClaimPerSec).toFixed(2)}x`);
+}
+
 async function main() {
   if (process.env.BENCH_ONLY === 'ops') return ops();
   if (process.env.BENCH_ONLY === 'snapshot') return snapshot();
+  if (process.env.BENCH_ONLY === 'images') return images();
   if (process.env.BENCH_ONLY === 'usage') return usage();
   if (process.env.BENCH_ONLY === 'cleanup') {
     for (const c of await benchCleanup(Number(process.env.BENCH_CLEANUP_ROWS ?? 1_000_000))) console.log(`| ${c.method} | ${c.rows} | ${c.seconds.toFixed(2)} | ${c.rowsPerSec.toFixed(0)} | ${c.longestTxMs.toFixed(0)} |`);
@@ -112,6 +122,7 @@ async function main() {
   await usage();
   await ops();
   await snapshot();
+  await images();
 }
 
 main().catch((err) => {

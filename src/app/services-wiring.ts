@@ -7,10 +7,11 @@ import { buildUsage } from './usage-wiring.js';
 import { buildBilling } from './billing-wiring.js';
 import { buildOps } from './ops-wiring.js';
 import { schedulerWiring } from './scheduler-wiring.js';
+import { buildImages } from './images-wiring.js';
 
 /** Every area's services and their shutdown rungs, in the order they stop. Adding an area is one line here. */
 export function wireServices(w: WiringContext): Wired<Services> {
-  const parts = [buildAccounts(w), buildUsage(w), buildBilling(w), buildOps(w), schedulerWiring(w)];
+  const parts = [buildAccounts(w), buildUsage(w), buildBilling(w), buildOps(w), schedulerWiring(w), buildImages(w)];
   return {
     services: Object.assign({ metrics: w.metrics, sessions: new AdminSessions(w.db), canaryRuns: new CanaryRuns(w.db) }, ...parts.map((p) => p.services)) as Services,
     rungs: parts.flatMap((p) => p.rungs),

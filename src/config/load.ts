@@ -153,6 +153,7 @@ export function redactConfig(config: Config): unknown {
     payments: { ...config.payments, providers: Object.fromEntries(Object.entries(config.payments.providers).map(([k, p]) => [k, { ...p, api_key: p.api_key ? '***' : undefined, webhook_secret: '***' }])) },
     notify: { ...config.notify, smtp: config.notify.smtp && { ...config.notify.smtp, pass: config.notify.smtp.pass ? '***' : undefined }, webhook: config.notify.webhook && { ...config.notify.webhook, secret: config.notify.webhook.secret ? '***' : undefined } },
     oauth: { providers: Object.fromEntries(Object.entries(config.oauth.providers).map(([k, p]) => [k, { ...p, client_secret: p.client_secret ? '***' : undefined }])) },
+    image: { ...config.image, provider: { ...config.image.provider, api_key: config.image.provider.api_key ? '***' : undefined } },
     database: { ...config.database, url: config.database.url && redactUrl(config.database.url) },
     redis: { ...config.redis, url: config.redis.url && redactUrl(config.redis.url) },
   };

@@ -63,6 +63,22 @@ const USAGE_DEFAULTS = {
 
 /** ops_cleanup targets and their default retention in days (0 empties the target, negative skips it). */
 export const OPS_RETENTION: Record<string, number> = { ops_metrics_minute: 7, ops_metrics_hourly: 90, ops_metrics_daily: 730, ops_alert_events: 90, notification_deliveries: 30, job_runs: 30, canary_runs: 7 };
+const IMAGE_DEFAULTS = {
+  provider: { request_timeout: 30_000, lookup_pages: 20 },
+  prices: {},
+  max_prompts: 500,
+  max_prompt_chars: 4000,
+  max_n: 4,
+  concurrency: 4,
+  poll_interval: 10_000,
+  claim_interval: 1000,
+  lease: 60_000,
+  retry_delay: 60_000,
+  stale_timeout: 600_000,
+  max_errors: 20,
+  input_retention: DAY,
+  output_retention: 3 * DAY,
+};
 
 const AUTH_DEFAULTS = {
   refresh_margin_seconds: 300,
@@ -233,6 +249,35 @@ export const configSchema = z
       .object({ master_key: z.string().refine((k) => Buffer.from(k, 'base64').length === 32 && /^[A-Za-z0-9+/=_-]+$/.test(k), 'expected 32 random bytes in base64 (e.g. `openssl rand -base64 32`)').optional() })
       .strict()
       .default({}),
+    // Paid image batches through an OpenAI-compatible Batch API (batch_image_worker, /api/v1/image-batches).
+    image: z
+      .object({
+        provider: z
+          .object({
+            base_url: z.string().regex(/^https?:\/\/.+\/v1\/?$/, 'expected an http(s) URL ending in /v1').optional(),
+            api_key: z.string().min(1).optional(),
+            request_timeout: positiveDuration.default(30_000),
+            lookup_pages: positiveInt.default(20),
+          })
+          .strict()
+          .default({ request_timeout: 30_000, lookup_pages: 20 }),
+        prices: z.record(z.string().regex(/^[A-Za-z0-9._-]{1,64}$/, 'expected a model name of 1-64 characters of letters, digits, . _ -'), z.coerce.number().int('expected an integer price in minor units per image').min(0, 'expected a price of 0 or more minor units')).default({}),
+        max_prompts: positiveInt.default(500),
+        max_prompt_chars: positiveInt.default(4000),
+        max_n: positiveInt.default(4),
+        concurrency: positiveInt.default(4),
+        poll_interval: positiveDuration.default(10_000),
+        claim_interval: positiveDuration.default(1000),
+        lease: positiveDuration.default(60_000),
+        retry_delay: positiveDuration.default(60_000),
+        stale_timeout: positiveDuration.default(600_000),
+        max_errors: positiveInt.default(20),
+        input_retention: positiveDuration.refine((ms) => ms <= 7 * DAY, 'at most 7d').default(DAY),
+        output_retention: positiveDuration.refine((ms) => ms <= 7 * DAY, 'at most 7d').default(3 * DAY),
+        storage_dir: z.string().min(1).optional(),
+      })
+      .strict()
+      .default(IMAGE_DEFAULTS),
     admin: z
       .object({ session_cleanup_interval_secs: positiveInt.default(3600), session_ttl_minutes: positiveInt.default(1440) })
       .strict()

@@ -8,6 +8,7 @@ import { registerUsageRoutes } from './usage-routes.js';
 import { registerBillingRoutes, registerPaymentWebhook } from './billing-routes.js';
 import { registerOpsRoutes } from './ops-routes.js';
 import { registerSchedulerRoutes } from './scheduler-routes.js';
+import { registerImageBatchRoutes } from './image-batches-routes.js';
 
 /** The hot path's refusals: unknown account, not serving, refresh failed, no new token in time. */
 const notFound = (what: string) => errorBody('not_found', what);
@@ -67,6 +68,7 @@ export function buildHttpServer(rt: Runtime): FastifyInstance {
       registerBillingRoutes(api, rt);
       registerOpsRoutes(api, rt);
       registerSchedulerRoutes(api, rt);
+      registerImageBatchRoutes(api, rt);
 
       api.get('/instances', async () => ({ instances: await rt.instances() }));
 

@@ -19,6 +19,7 @@ import { opsCleanupJob } from './ops/ops-cleanup.js';
 import { opsAlertEvaluatorJob } from './ops/ops-alert-evaluator.js';
 import { scheduledReportsJob } from './ops/scheduled-reports.js';
 import { schedulerSnapshotJob } from './scheduler/scheduler-snapshot.js';
+import { batchImageWorkerJob } from './images/batch-image-worker.js';
 
 // eslint-disable-next-line @typescript-eslint/no-explicit-any -- a list of jobs with different needs and options
 export type AnyJobModule = JobModule<any, any>;
@@ -41,6 +42,7 @@ export const JOBS: readonly AnyJobModule[] = [
   opsAlertEvaluatorJob,
   scheduledReportsJob,
   schedulerSnapshotJob,
+  batchImageWorkerJob,
   canaryJob,
 ];
 

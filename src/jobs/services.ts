@@ -22,6 +22,7 @@ import type { Ops } from './ops/ops-services.js';
 import type { SchedulerSnapshot } from './scheduler/scheduler-snapshot-service.js';
 import type { OutboxConsumer } from './scheduler/outbox-consumer.js';
 import type { SchedulerOutbox } from '../store/scheduler-outbox.js';
+import type { ImageBatchService } from './images/image-batch-service.js';
 
 /** What jobs use beyond their JobContext: repositories and long-lived services the runtime builds. */
 export interface Services {
@@ -52,4 +53,5 @@ export interface Services {
   schedulerSnapshot: SchedulerSnapshot;
   snapshotConsumer: OutboxConsumer;
   schedulerOutbox: SchedulerOutbox;
+  imageBatches: ImageBatchService;
 }

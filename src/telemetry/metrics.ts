@@ -1,6 +1,7 @@
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import { OpsMetrics } from './ops-metrics.js';
 import { SchedulerMetrics } from './scheduler-metrics.js';
+import { ImagesMetrics } from './images-metrics.js';
 
 /**
  * Every metric the runtime exposes on /metrics, on a registry of its own (several runtimes in one
@@ -9,6 +10,7 @@ import { SchedulerMetrics } from './scheduler-metrics.js';
 export class Metrics {
   readonly registry = new Registry();
   readonly ops = new OpsMetrics(this.registry);
+  readonly images = new ImagesMetrics(this.registry);
 
   readonly roundsTotal = new Counter({ name: 'relay_jobs_rounds_total', help: 'Rounds by outcome', labelNames: ['job', 'status', 'lock_backend'], registers: [this.registry] });
   readonly roundDuration = new Histogram({

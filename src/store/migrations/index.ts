@@ -5,6 +5,7 @@ import { sql as billing } from './004_billing.js';
 import { sql as recomputeTasks } from './013_recompute_tasks.js';
 import { sql as ops } from './006_ops.js';
 import { sql as schedulerSnapshot } from './007_scheduler_snapshot.js';
+import { sql as imageBatches } from './010_image_batches.js';
 
 export interface Migration {
   version: number;
@@ -21,4 +22,5 @@ export const MIGRATIONS: Migration[] = [
   { version: 13, name: 'recompute_tasks', sql: recomputeTasks },
   { version: 6, name: 'ops', sql: ops },
   { version: 7, name: 'scheduler_snapshot', sql: schedulerSnapshot },
+  { version: 10, name: 'image_batches', sql: imageBatches },
 ];
