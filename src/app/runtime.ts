@@ -48,6 +48,7 @@ import { Billing } from '../store/billing.js';
 import { Notifications } from '../store/notifications.js';
 import { Notifier } from '../jobs/billing/notifier.js';
 import { Payments } from '../jobs/billing/payments.js';
+import { buildProbes } from './probes-wiring.js';
 import { SmtpChannel, WebhookChannel, type Channel } from '../upstream/notifier.js';
 import { GenericJsonProvider, type PaymentProvider } from '../upstream/payment-provider.js';
 
@@ -214,6 +215,7 @@ export class Runtime {
       idempotency: new Idempotency(db, config.idempotency.ttl, config.idempotency.lock),
       quota: new PlatformQuota(counters, new QuotaUsage(db), config.quota.flush_batch, metrics, log),
       ...this.buildBilling(),
+      ...buildProbes({ config, db, clock, log, metrics, box, random }, accounts, tokens),
     };
   }
 

@@ -15,6 +15,12 @@ import type { Billing } from '../store/billing.js';
 import type { Notifications } from '../store/notifications.js';
 import type { Notifier } from './billing/notifier.js';
 import type { Payments } from './billing/payments.js';
+import type { Monitors } from '../store/monitors.js';
+import type { MonitorHistory } from '../store/monitor-history.js';
+import type { AccountTests } from '../store/account-tests.js';
+import type { MonitorRunner } from './probes/monitor-runner.js';
+import type { AccountTestRunner } from './probes/account-test-runner.js';
+import type { Random } from '../time/clock.js';
 
 /** What jobs use beyond their JobContext: repositories and long-lived services the runtime builds. */
 export interface Services {
@@ -36,4 +42,11 @@ export interface Services {
   notifications: Notifications;
   notifier: Notifier;
   payments: Payments;
+  monitors: Monitors;
+  monitorHistory: MonitorHistory;
+  monitorRunner: MonitorRunner;
+  accountTests: AccountTests;
+  accountTestRunner: AccountTestRunner;
+  /** Jitter for monitor phases (injectable). */
+  probeRandom: Random;
 }
