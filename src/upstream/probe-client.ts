@@ -66,14 +66,14 @@ export class ProbeClient {
       return { ok: errorClass === null, status, latencyMs: elapsed(), ttfbMs: ttfb, errorClass, detail: errorClass ? `${errorClass}${status ? ` (HTTP ${status})` : ''}` : null };
     } catch (err) {
       const e = err as Error & { code?: string; cause?: { code?: string } };
-      const code = e.code ?? e.cause?.code ?? '';
+      const code = String(e.code ?? e.cause?.code ?? '');
       const timedOut = timeout.aborted || e.name === 'TimeoutError' || code === 'UND_ERR_HEADERS_TIMEOUT' || code === 'UND_ERR_BODY_TIMEOUT';
       let errorClass: ErrorClass;
       if (timedOut) errorClass = 'timeout';
       else if (status !== null) errorClass = classifyStatus(status) ?? 'bad_body';
       else if (CONNECT_CODES.has(code) || e.name === 'SocketError' || e.name === 'ConnectTimeoutError') errorClass = 'connect';
       else errorClass = signal?.aborted ? 'timeout' : 'connect';
-      return { ok: false, status, latencyMs: elapsed(), ttfbMs: ttfb, errorClass, detail: `${errorClass}: ${(code || e.name).slice(0, 60)}` };
+      return { ok: false, status, latencyMs: elapsed(), ttfbMs: ttfb, errorClass, detail: `${errorClass}: ${String(code || e.name).slice(0, 60)}` };
     }
   }
 
