@@ -145,9 +145,11 @@ describe('fleet probes (real PostgreSQL, loopback upstream)', () => {
     up.set('m-slow', { latencyMs: 300 });
     up.set('m-500', { mode: 500 });
     up.set('m-hang', { mode: 'hang' });
+    up.set('m-long', { mode: 'hang' });
     const ids: Record<string, number> = {};
-    for (const key of ['m-fast', 'm-slow', 'm-500', 'm-hang']) {
-      const res = await post('/api/v1/monitors', monitor(key));
+    for (const key of ['m-fast', 'm-slow', 'm-500', 'm-hang', 'm-long']) {
+      // m-long hangs longer than its interval: its lease must hold the next claim back.
+      const res = await post('/api/v1/monitors', monitor(key, key === 'm-long' ? { timeout: '2500ms' } : {}));
       expect(res.statusCode, res.body).toBe(201);
       ids[key] = res.json().id;
     }
@@ -156,6 +158,7 @@ describe('fleet probes (real PostgreSQL, loopback upstream)', () => {
     await waitFor('six probes of the fast monitor', () => up.count('m-fast') >= 6);
     await waitFor('four probes of the hanging monitor', () => up.count('m-hang') >= 4);
     const elapsed = Date.now() - started;
+    expect(up.count('m-long')).toBeLessThanOrEqual(Math.ceil(elapsed / 2500) + 1);
     for (const key of ['m-fast', 'm-slow', 'm-500', 'm-hang']) {
       // At most one probe per 1 s slot since the monitor became due (+1 for the slot in progress).
       expect(up.count(key), key).toBeLessThanOrEqual(Math.ceil(elapsed / 1000) + 2);
@@ -163,7 +166,7 @@ describe('fleet probes (real PostgreSQL, loopback upstream)', () => {
       expect(new Set(slots).size, `${key}: a slot probed twice`).toBe(slots.length);
     }
     expect(up.overlaps).toBe(0);
-    await waitFor('results stored', async () => (await sql.query(`SELECT count(DISTINCT monitor_id)::int AS n FROM monitor_results`)).rows[0].n === 4);
+    await waitFor('results stored', async () => (await sql.query(`SELECT count(DISTINCT monitor_id)::int AS n FROM monitor_results`)).rows[0].n === 5);
     const last = async (key: string) => (await http.inject({ url: `/api/v1/monitors/${ids[key]}`, headers: auth })).json().last_probe;
     await waitFor('last probes', async () => (await last('m-hang')).error_class === 'timeout' && (await last('m-500')).error_class === '5xx');
     expect(await last('m-fast')).toMatchObject({ status: 200, error_class: null });

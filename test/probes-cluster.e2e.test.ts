@@ -1,0 +1,162 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import pg from 'pg';
+import { ServiceProcess } from './helpers/cli.js';
+import { PrivateRedis, TEST_MASTER_KEY, freePort, freshDatabase, uniqueName } from './helpers/services.js';
+import { ChatUpstream, type ProbeHit } from './fixtures/chat-upstream.js';
+
+/**
+ * Once per interval, cluster-wide, with real processes: three `relay-jobs start` replicas share
+ * a few hundred monitors at a 2 s interval and account-test plans due every 2 s; one replica is
+ * SIGKILLed mid-run and Redis is stopped for a few seconds. The loopback upstream's own records
+ * are the evidence for the probes; the result table's unique occurrence is the evidence for tests.
+ */
+const MONITORS = 240;
+const INTERVAL = 2000;
+const TIMEOUT = 1000;
+const GRACE = 1000;
+const PLANS = 6;
+const ADMIN = 'probes-e2e-admin-token-0123456789';
+
+describe('fleet probes across three real replicas', () => {
+  let db: Awaited<ReturnType<typeof freshDatabase>>;
+  let redis: PrivateRedis;
+  let client: pg.Client;
+  let up: ChatUpstream;
+  const replicas: ServiceProcess[] = [];
+  const ports: number[] = [];
+
+  beforeAll(async () => {
+    db = await freshDatabase();
+    redis = await PrivateRedis.start();
+    client = new pg.Client({ connectionString: db.url });
+    await client.connect();
+    up = await ChatUpstream.start();
+    up.setDefault({ mode: 'ok', latencyMs: [20, 300] });
+  });
+  afterAll(async () => {
+    for (const r of replicas) if (r.proc.exitCode === null) r.proc.kill('SIGKILL');
+    await up.close();
+    await client.end();
+    await redis.stop();
+    await db.drop();
+  });
+
+  const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+  const api = (i: number, path: string, body?: unknown) =>
+    fetch(`http://127.0.0.1:${ports[i]}/api/v1${path}`, { method: body ? 'POST' : 'GET', headers: { authorization: `Bearer ${ADMIN}`, 'content-type': 'application/json' }, body: body ? JSON.stringify(body) : undefined });
+
+  it('each monitor once per interval, never twice, never overlapping; survivors take over a killed replica within an interval; each test occurrence stored once', async () => {
+    const prefix = uniqueName('rjprb');
+    for (let i = 0; i < 3; i++) {
+      const port = await freePort();
+      ports.push(port);
+      replicas.push(
+        ServiceProcess.start(`p${i}`, {
+          DATABASE_URL: db.url,
+          REDIS_URL: redis.url,
+          RELAY_JOBS_INSTANCE_ID: `p${i}`,
+          RELAY_JOBS_ENV: 'e2e',
+          RELAY_JOBS_HTTP_PORT: String(port),
+          RELAY_JOBS_ADMIN_TOKEN: ADMIN,
+          RELAY_JOBS_MASTER_KEY: TEST_MASTER_KEY,
+          RELAY_JOBS__REDIS__KEY_PREFIX: prefix,
+          RELAY_JOBS__REDIS__COMMAND_TIMEOUT: '300ms',
+          RELAY_JOBS__DATABASE__POOL_SIZE: '4',
+          RELAY_JOBS__CLUSTER__INSTANCE_HEARTBEAT: '1s',
+          RELAY_JOBS__SHUTDOWN__GRACE: '5s',
+          RELAY_JOBS__LOGGING__LEVEL: 'warn',
+          RELAY_JOBS__CHANNEL_MONITOR__MIN_INTERVAL: '1s',
+          RELAY_JOBS__CHANNEL_MONITOR__POLL_INTERVAL: '200ms',
+          RELAY_JOBS__CHANNEL_MONITOR__LEASE_GRACE: `${GRACE}ms`,
+          RELAY_JOBS__CHANNEL_MONITOR__ACCOUNT_BASE_URL: up.url,
+          RELAY_JOBS__SCHEDULED_ACCOUNT_TEST__POLL_INTERVAL: '200ms',
+          RELAY_JOBS__SCHEDULED_ACCOUNT_TEST__TIMEOUT: `${TIMEOUT}ms`,
+          RELAY_JOBS__JOBS__SESSION_CLEANUP__ENABLED: 'false',
+        }),
+      );
+    }
+    for (let i = 0; i < 3; i++) await waitHealthy(i);
+
+    // Monitors with phases spread over one interval; plans on their own accounts, due every 2 s.
+    const created = await Promise.all(
+      Array.from({ length: MONITORS }, (_, m) => api(m % 3, '/monitors', { name: `m${m}`, base_url: up.url, model: 'gpt-probe', api_key: `key-${m}`, interval: `${INTERVAL}ms`, timeout: `${TIMEOUT}ms`, jitter: `${INTERVAL}ms` })),
+    );
+    expect(created.map((r) => r.status).filter((s) => s !== 201)).toEqual([]);
+    for (let p = 0; p < PLANS; p++) {
+      const acct = await api(p % 3, '/accounts', { platform: 'openai', name: `acct${p}`, credentials: { access_token: `plan-token-${p}` } });
+      expect(acct.status, await acct.clone().text()).toBe(201);
+      const plan = await api(p % 3, '/account-tests', { account_id: ((await acct.json()) as { id: number }).id, cron: '*/2 * * * * *', model: 'gpt-test', max_results: 1000 });
+      expect(plan.status, await plan.clone().text()).toBe(201);
+    }
+    const t0 = Date.now() + INTERVAL; // every monitor is due within its first interval
+    await sleep(INTERVAL + 5000);
+
+    // SIGKILL one replica mid-probe (the upstream holds probes 20-300 ms, so some are in flight).
+    const victim = replicas[1]!;
+    victim.proc.kill('SIGKILL');
+    await victim.exited;
+    const killedAt = Date.now();
+    await sleep(5000);
+
+    // Redis down for four seconds: the claim lives in PostgreSQL, so probing goes on.
+    await redis.stop();
+    const redisDownAt = Date.now();
+    await sleep(4000);
+    await redis.start();
+    const redisUpAt = Date.now();
+    await sleep(4000);
+    const t1 = Date.now();
+    for (const r of replicas) if (r !== victim) r.proc.kill('SIGTERM');
+    expect(await Promise.all(replicas.filter((r) => r !== victim).map((r) => r.exited))).toEqual([0, 0]);
+
+    // ---- the evidence (the upstream's own records) ----
+    expect(up.overlaps, 'a monitor probed while its previous probe was still open').toBe(0);
+    const slots = Math.floor((t1 - t0) / INTERVAL);
+    const counts: number[] = [];
+    let pickedUp = 0;
+    for (let m = 0; m < MONITORS; m++) {
+      const hits = (up.hits.get(`key-${m}`) ?? []).filter((h) => h.start >= t0 && h.start < t1);
+      const seen = new Set(hits.map((h) => h.slot));
+      expect(seen.size, `monitor ${m}: a slot probed twice`).toBe(hits.length);
+      for (let i = 1; i < hits.length; i++) expect(hits[i]!.start, `monitor ${m} overlapped itself`).toBeGreaterThanOrEqual(hits[i - 1]!.end ?? Infinity);
+      // ±1 at the edges of the window; a probe in flight on the killed replica is lost with its lease (timeout + grace).
+      expect(hits.length, `monitor ${m}: ${hits.length} probes in ${slots} intervals`).toBeLessThanOrEqual(slots + 1);
+      expect(hits.length, `monitor ${m}: ${hits.length} probes in ${slots} intervals`).toBeGreaterThanOrEqual(slots - 1 - Math.ceil((TIMEOUT + GRACE) / INTERVAL));
+      counts.push(hits.length);
+      // Survivors pick it up: a probe starts within one interval of the kill (plus the lease for one in flight there, plus slack on a loaded machine).
+      if (hits.some((h: ProbeHit) => h.start > killedAt && h.start <= killedAt + INTERVAL + TIMEOUT + GRACE + 1500)) pickedUp++;
+    }
+    expect(pickedUp).toBe(MONITORS);
+    // Redis was down, and probing went on at the same rate.
+    const during = [...up.hits.entries()].filter(([k]) => k.startsWith('key-')).flatMap(([, h]) => h).filter((h) => h.start >= redisDownAt && h.start < redisUpAt).length;
+    expect(during).toBeGreaterThanOrEqual(Math.floor(((redisUpAt - redisDownAt) / INTERVAL - 1) * MONITORS * 0.9));
+    const spread = await client.query(`SELECT instance_id, count(*)::int AS n FROM monitor_results GROUP BY instance_id ORDER BY instance_id`);
+    expect(spread.rows.map((r) => r.instance_id)).toEqual(['p0', 'p1', 'p2']);
+    console.log(`probes per monitor in ${slots} intervals: min ${Math.min(...counts)} max ${Math.max(...counts)}; by replica ${JSON.stringify(spread.rows)}; during Redis outage ${during}`);
+
+    // Account tests: one stored result per occurrence, next_run_at moved on every time.
+    const dup = await client.query(`SELECT plan_id, occurrence, count(*) FROM account_test_results GROUP BY 1, 2 HAVING count(*) > 1`);
+    expect(dup.rows).toEqual([]);
+    const perPlan = await client.query(
+      `SELECT plan_id, count(*)::int AS n, extract(epoch FROM max(occurrence) - min(occurrence))::int AS span FROM account_test_results GROUP BY plan_id ORDER BY plan_id`,
+    );
+    expect(perPlan.rows).toHaveLength(PLANS);
+    for (const p of perPlan.rows) {
+      // Every 2 s occurrence between the first and last stored ran, except those whose runner was killed mid-test.
+      expect(p.n, `plan ${p.plan_id}`).toBeGreaterThanOrEqual(p.span / 2 + 1 - 2);
+      expect(p.n, `plan ${p.plan_id}`).toBeLessThanOrEqual(p.span / 2 + 1);
+    }
+  }, 180_000);
+
+  async function waitHealthy(i: number): Promise<void> {
+    for (let k = 0; k < 300; k++) {
+      try {
+        if ((await fetch(`http://127.0.0.1:${ports[i]}/healthz`)).ok) return;
+      } catch {
+        /* not yet */
+      }
+      await sleep(100);
+    }
+    throw new Error(`replica p${i} never answered /healthz`);
+  }
+});
