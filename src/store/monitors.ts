@@ -64,6 +64,7 @@ export interface ProbeRecord {
   latencyMs: number;
   ttfbMs: number | null;
   errorClass: string | null;
+  missed: number;
 }
 
 const VIEW = `id, name, base_url, model, account_id, api_key_sealed IS NOT NULL AS has_api_key, interval_ms, timeout_ms, jitter_ms, enabled, labels,
@@ -194,17 +195,17 @@ export class Monitors {
     const col = <T>(f: (p: ProbeRecord) => T) => batch.map(f);
     const { rows } = await this.db.query(
       `WITH r AS (
-         SELECT * FROM unnest($2::bigint[], $3::bigint[], $4::timestamptz[], $5::timestamptz[], $6::boolean[], $7::int[], $8::int[], $9::int[], $10::text[])
-           AS t(monitor_id, fence, scheduled_for, started_at, ok, status, latency_ms, ttfb_ms, error_class)),
+         SELECT * FROM unnest($2::bigint[], $3::bigint[], $4::timestamptz[], $5::timestamptz[], $6::boolean[], $7::int[], $8::int[], $9::int[], $10::text[], $11::int[])
+           AS t(monitor_id, fence, scheduled_for, started_at, ok, status, latency_ms, ttfb_ms, error_class, missed)),
        rel AS (
          UPDATE monitors m SET lease_owner = NULL, lease_until = NULL, last_probe_at = r.started_at, last_status = r.status,
            last_error_class = r.error_class, last_latency_ms = r.latency_ms
          FROM r WHERE m.id = r.monitor_id AND m.fence = r.fence RETURNING m.id)
-       INSERT INTO monitor_results (monitor_id, fence, scheduled_for, started_at, ok, status, latency_ms, ttfb_ms, error_class, instance_id, fenced_out)
+       INSERT INTO monitor_results (monitor_id, fence, scheduled_for, started_at, ok, status, latency_ms, ttfb_ms, error_class, instance_id, fenced_out, missed)
        SELECT r.monitor_id, r.fence, r.scheduled_for, r.started_at, r.ok, r.status, r.latency_ms, r.ttfb_ms, r.error_class, $1,
-         NOT EXISTS (SELECT 1 FROM rel WHERE rel.id = r.monitor_id) FROM r
+         NOT EXISTS (SELECT 1 FROM rel WHERE rel.id = r.monitor_id), r.missed FROM r
        RETURNING fenced_out`,
-      [owner, col((p) => p.monitorId), col((p) => p.fence), col((p) => p.scheduledFor), col((p) => p.startedAt), col((p) => p.ok), col((p) => p.status), col((p) => p.latencyMs), col((p) => p.ttfbMs), col((p) => p.errorClass)],
+      [owner, col((p) => p.monitorId), col((p) => p.fence), col((p) => p.scheduledFor), col((p) => p.startedAt), col((p) => p.ok), col((p) => p.status), col((p) => p.latencyMs), col((p) => p.ttfbMs), col((p) => p.errorClass), col((p) => p.missed)],
     );
     return rows.filter((r) => Boolean(r.fenced_out)).length;
   }

@@ -50,6 +50,8 @@ export class ProbeClient {
     try {
       const headers: Record<string, string> = { authorization: `Bearer ${t.apiKey}`, 'content-type': 'application/json', 'user-agent': 'relay-jobs-probe' };
       if (t.slot) headers['x-relay-probe-slot'] = t.slot.toISOString();
+      // When this client gives up: an upstream (or a test) can tell a request it read too late from one still awaited.
+      headers['x-relay-probe-deadline'] = new Date(Date.now() + t.timeoutMs).toISOString();
       const res = await request(chatUrl(t.baseUrl), {
         method: 'POST',
         headers,

@@ -5,6 +5,7 @@ import type { AccountTests, ClaimedPlan, TestOutcome } from '../../store/account
 import type { ProbeClient } from '../../upstream/probe-client.js';
 import type { AccountProbeAuth } from './account-probe-auth.js';
 import { nextOccurrence } from './plan-schedule.js';
+import { MIN_PROBE_MS, leaseLeftMs } from './monitor-runner.js';
 
 export interface AccountTestSettings {
   instanceId: string;
@@ -66,8 +67,9 @@ export class AccountTestRunner {
       this.log.warn({ err: (err as Error).message }, 'account test claim failed; retrying at the next poll');
       return 0;
     }
+    const seenAt = this.clock.now();
     for (const p of claimed) {
-      const run = this.run(p).finally(() => this.running.delete(run));
+      const run = this.run(p, seenAt).finally(() => this.running.delete(run));
       this.running.add(run);
     }
     return claimed.length;
@@ -91,12 +93,19 @@ export class AccountTestRunner {
     }, ms);
   }
 
-  private async run(p: ClaimedPlan): Promise<void> {
+  private async run(p: ClaimedPlan, seenAt: number): Promise<void> {
     const startedLocal = this.clock.now();
     let out: TestOutcome;
     try {
       const a = await this.auth.resolve(p.accountId, { allowUnhealthy: true });
-      const r = await this.client.probe({ baseUrl: this.s.baseUrl, apiKey: a.token, proxyUrl: a.proxyUrl, model: p.model, timeoutMs: this.s.timeoutMs, slot: p.occurrence }, this.abort.signal);
+      // Within the lease or not at all: a test sent after the lease ended could overlap the next claimer's.
+      const timeoutMs = Math.min(this.s.timeoutMs, leaseLeftMs(this.s.timeoutMs + this.s.leaseGraceMs, seenAt, this.clock.now(), this.s.leaseGraceMs));
+      if (timeoutMs < MIN_PROBE_MS) {
+        this.metrics.probes.tests.inc({ result: 'abandoned', class: 'none' });
+        this.log.warn({ plan_id: p.id, lease_left_ms: timeoutMs }, 'account test not sent: its lease ran out first; the occurrence runs again when the lease ends');
+        return;
+      }
+      const r = await this.client.probe({ baseUrl: this.s.baseUrl, apiKey: a.token, proxyUrl: a.proxyUrl, model: p.model, timeoutMs, slot: p.occurrence }, this.abort.signal);
       out = { startedAt: new Date(startedLocal), ok: r.ok, status: r.status, latencyMs: r.latencyMs, ttfbMs: r.ttfbMs, errorClass: r.errorClass };
     } catch (err) {
       this.log.warn({ plan_id: p.id, account_id: p.accountId, err: (err as Error).message }, 'account test could not start');

@@ -22,6 +22,14 @@ interface Task {
   seenAt: number;
 }
 
+/** A probe with less lease than this left is not sent. */
+export const MIN_PROBE_MS = 100;
+
+/** Lease left for the work, on the local clock, keeping half the grace as a margin for event-loop lag. */
+export function leaseLeftMs(leaseMs: number, seenAt: number, now: number, graceMs: number): number {
+  return leaseMs - Math.max(0, now - seenAt) - graceMs / 2;
+}
+
 /** Results waiting for the next write beyond this are dropped oldest-first (counted): the database is down for long. */
 const MAX_PENDING = 50_000;
 
@@ -130,18 +138,23 @@ export class MonitorRunner {
     this.metrics.probes.lateness.observe(lateness / 1000);
     if (lateness > this.s.lateAfterMs) this.metrics.probes.late.inc();
     this.metrics.probes.inFlight.set(this.pool.stats.running);
-    // Cut the probe well inside the lease, so the next claim can never overlap it.
-    const leaseLeft = m.leaseUntil.getTime() - m.claimedAt.getTime() - sinceClaim - this.s.leaseGraceMs / 2;
-    const timeoutMs = Math.max(1, Math.min(m.timeoutMs, leaseLeft));
     let result: ProbeResult;
     try {
       const target = m.accountId !== null ? await this.accountTarget(m) : { baseUrl: m.baseUrl!, apiKey: m.apiKey!, proxyUrl: null };
+      // Cut the probe well inside the lease (measured now, after any credential fetch), so the
+      // next claim can never overlap it; a lease nearly gone means no probe at all.
+      const timeoutMs = Math.min(m.timeoutMs, leaseLeftMs(m.leaseUntil.getTime() - m.claimedAt.getTime(), seenAt, this.clock.now(), this.s.leaseGraceMs));
+      if (timeoutMs < MIN_PROBE_MS) {
+        this.metrics.probes.abandoned.inc();
+        this.log.warn({ monitor_id: m.id, lease_left_ms: timeoutMs }, 'probe not sent: its lease ran out before it could start (this replica is stalled); the monitor is due again when the lease ends');
+        return;
+      }
       result = await this.client.probe({ ...target, model: m.model, timeoutMs, slot: m.scheduledFor }, signal);
     } catch (err) {
       result = { ok: false, status: null, latencyMs: Math.round(this.clock.now() - startedLocal), ttfbMs: null, errorClass: 'auth', detail: (err as Error).message.slice(0, 200) };
     }
     this.metrics.probes.probes.inc({ result: result.ok ? 'ok' : 'failed', class: result.errorClass ?? 'none' });
-    this.pending.push({ monitorId: m.id, fence: m.fence, scheduledFor: m.scheduledFor, startedAt, ok: result.ok, status: result.status, latencyMs: result.latencyMs, ttfbMs: result.ttfbMs, errorClass: result.errorClass });
+    this.pending.push({ monitorId: m.id, fence: m.fence, scheduledFor: m.scheduledFor, startedAt, ok: result.ok, status: result.status, latencyMs: result.latencyMs, ttfbMs: result.ttfbMs, errorClass: result.errorClass, missed: m.missed });
     if (this.pending.length > MAX_PENDING) {
       const dropped = this.pending.splice(0, this.pending.length - MAX_PENDING).length;
       this.metrics.probes.claimErrors.inc({ what: 'results_dropped' }, dropped);

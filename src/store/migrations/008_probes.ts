@@ -44,6 +44,8 @@ CREATE TABLE monitor_results (
   ttfb_ms       integer,
   error_class   text,
   instance_id   text NOT NULL,
+  -- Whole intervals that passed unprobed before this probe's claim (pool full, replicas down): recorded, never silent.
+  missed        integer NOT NULL DEFAULT 0,
   -- True when the lease had already passed to another claim when the result arrived.
   fenced_out    boolean NOT NULL DEFAULT false
 );
