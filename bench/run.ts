@@ -3,6 +3,7 @@ import { cpus, totalmem } from 'node:os';
 import { benchCoordination } from './coordination.js';
 import { benchRefreshThroughput, benchScheduler } from './token-refresh.js';
 import { benchAggregation, benchCleanup, benchIngest, benchQuotaFlush } from './usage.js';
+import { benchProbes, printProbes } from './probes.js';
 
 const fmt = (n: number) => n.toFixed(3);
 
@@ -30,7 +31,15 @@ async function usage() {
   console.log(`\nratio: ${(q.flushPerSec / q.perKeyPerSec).toFixed(1)}x`);
 }
 
+async function probes() {
+  const monitors = Number(process.env.BENCH_MONITORS ?? 10_000);
+  const intervalS = Number(process.env.BENCH_MONITOR_INTERVAL_S ?? 60);
+  const windowS = Number(process.env.BENCH_MONITOR_WINDOW_S ?? 60);
+  printProbes(await benchProbes(monitors, intervalS, windowS), monitors, intervalS, windowS);
+}
+
 async function main() {
+  if (process.env.BENCH_ONLY === 'probes') return probes();
   if (process.env.BENCH_ONLY === 'usage') return usage();
   if (process.env.BENCH_ONLY === 'cleanup') {
     for (const c of await benchCleanup(Number(process.env.BENCH_CLEANUP_ROWS ?? 1_000_000))) console.log(`| ${c.method} | ${c.rows} | ${c.seconds.toFixed(2)} | ${c.rowsPerSec.toFixed(0)} | ${c.longestTxMs.toFixed(0)} |`);
@@ -64,6 +73,7 @@ async function main() {
   console.log(`\n## Refresh lateness (stored − due), ${lateness.accounts} accounts due over ${lateness.windowS} s\n`);
   console.log(`p50 ${lateness.p50Ms} ms, p99 ${lateness.p99Ms} ms, max ${lateness.maxMs} ms`);
   await usage();
+  await probes();
 }
 
 main().catch((err) => {
