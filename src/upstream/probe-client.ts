@@ -45,8 +45,17 @@ export class ProbeClient {
     const elapsed = () => Math.round(this.now() - started);
     let ttfb: number | null = null;
     let status: number | null = null;
-    const timeout = AbortSignal.timeout(t.timeoutMs);
-    const both = signal ? AbortSignal.any([signal, timeout]) : timeout;
+    // One controller per probe: the caller's signal (shared by a whole pool) gets one listener, removed after.
+    const ctl = new AbortController();
+    let timedOutFlag = false;
+    const timer = setTimeout(() => {
+      timedOutFlag = true;
+      ctl.abort(new Error('probe timeout'));
+    }, t.timeoutMs);
+    const onAbort = () => ctl.abort(signal?.reason);
+    signal?.addEventListener('abort', onAbort, { once: true });
+    const timeout = { get aborted(): boolean { return timedOutFlag; } };
+    const both = ctl.signal;
     try {
       const headers: Record<string, string> = { authorization: `Bearer ${t.apiKey}`, 'content-type': 'application/json', 'user-agent': 'relay-jobs-probe' };
       if (t.slot) headers['x-relay-probe-slot'] = t.slot.toISOString();
@@ -76,6 +85,9 @@ export class ProbeClient {
       else if (CONNECT_CODES.has(code) || e.name === 'SocketError' || e.name === 'ConnectTimeoutError') errorClass = 'connect';
       else errorClass = signal?.aborted ? 'timeout' : 'connect';
       return { ok: false, status, latencyMs: elapsed(), ttfbMs: ttfb, errorClass, detail: `${errorClass}: ${String(code || e.name).slice(0, 60)}` };
+    } finally {
+      clearTimeout(timer);
+      signal?.removeEventListener('abort', onAbort);
     }
   }
 
