@@ -6,6 +6,7 @@ import { benchAggregation, benchCleanup, benchIngest, benchQuotaFlush } from './
 import { benchAlertEvaluation, benchCollector } from './ops.js';
 import { benchOutbox, benchReads, benchRebuild, benchVisibility } from './scheduler-snapshot.js';
 import { benchImageBatches } from './image-batches.js';
+import { benchProbes, printProbes } from './probes.js';
 
 const fmt = (n: number) => n.toFixed(3);
 
@@ -83,10 +84,18 @@ async function images() {
   console.log(`\nratio (ImageQueue / bare): ${(r.claimPerSec / r.bareClaimPerSec).toFixed(2)}x`);
 }
 
+async function probes() {
+  const monitors = Number(process.env.BENCH_MONITORS ?? 10_000);
+  const intervalS = Number(process.env.BENCH_MONITOR_INTERVAL_S ?? 60);
+  const windowS = Number(process.env.BENCH_MONITOR_WINDOW_S ?? 60);
+  printProbes(await benchProbes(monitors, intervalS, windowS), monitors, intervalS, windowS);
+}
+
 async function main() {
   if (process.env.BENCH_ONLY === 'ops') return ops();
   if (process.env.BENCH_ONLY === 'snapshot') return snapshot();
   if (process.env.BENCH_ONLY === 'images') return images();
+  if (process.env.BENCH_ONLY === 'probes') return probes();
   if (process.env.BENCH_ONLY === 'usage') return usage();
   if (process.env.BENCH_ONLY === 'cleanup') {
     for (const c of await benchCleanup(Number(process.env.BENCH_CLEANUP_ROWS ?? 1_000_000))) console.log(`| ${c.method} | ${c.rows} | ${c.seconds.toFixed(2)} | ${c.rowsPerSec.toFixed(0)} | ${c.longestTxMs.toFixed(0)} |`);
@@ -123,6 +132,7 @@ async function main() {
   await ops();
   await snapshot();
   await images();
+  await probes();
 }
 
 main().catch((err) => {

@@ -8,10 +8,12 @@ import { buildBilling } from './billing-wiring.js';
 import { buildOps } from './ops-wiring.js';
 import { schedulerWiring } from './scheduler-wiring.js';
 import { buildImages } from './images-wiring.js';
+import { buildProbes } from './probes-wiring.js';
 
 /** Every area's services and their shutdown rungs, in the order they stop. Adding an area is one line here. */
 export function wireServices(w: WiringContext): Wired<Services> {
-  const parts = [buildAccounts(w), buildUsage(w), buildBilling(w), buildOps(w), schedulerWiring(w), buildImages(w)];
+  const accounts = buildAccounts(w);
+  const parts = [accounts, buildUsage(w), buildBilling(w), buildOps(w), schedulerWiring(w), buildImages(w), buildProbes(w, accounts.services)];
   return {
     services: Object.assign({ metrics: w.metrics, sessions: new AdminSessions(w.db), canaryRuns: new CanaryRuns(w.db) }, ...parts.map((p) => p.services)) as Services,
     rungs: parts.flatMap((p) => p.rungs),

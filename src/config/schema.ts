@@ -80,6 +80,19 @@ const IMAGE_DEFAULTS = {
   output_retention: 3 * DAY,
 };
 
+const PROBE_DEFAULTS = {
+  min_interval: 15_000,
+  raw_retention: 2 * DAY,
+  rollup_retention: 30 * DAY,
+  pool_size: 64,
+  claim_batch: 50,
+  poll_interval: 250,
+  lease_grace: 5000,
+  late_after: 1000,
+  default_timeout: 10_000,
+  account_base_url: 'https://api.openai.com',
+};
+
 const AUTH_DEFAULTS = {
   refresh_margin_seconds: 300,
   refresh_enabled: true,
@@ -245,6 +258,25 @@ export const configSchema = z
       })
       .strict()
       .default({ bucket: 60_000, alert_interval: 60_000, notify_min_severity: 'info', alert_recipients: [], timezone: 'UTC', retention_days: OPS_RETENTION }),
+    channel_monitor: z
+      .object({
+        min_interval: positiveDuration.default(15_000),
+        raw_retention: positiveDuration.default(2 * DAY),
+        rollup_retention: positiveDuration.default(30 * DAY),
+        pool_size: positiveInt.default(64),
+        claim_batch: positiveInt.default(50),
+        poll_interval: positiveDuration.default(250),
+        lease_grace: positiveDuration.default(5000),
+        late_after: positiveDuration.default(1000),
+        default_timeout: positiveDuration.default(10_000),
+        account_base_url: z.string().regex(/^https?:\/\/[^\s/]+/, 'expected an http(s) URL').default('https://api.openai.com'),
+      })
+      .strict()
+      .default(PROBE_DEFAULTS),
+    scheduled_account_test: z
+      .object({ concurrency: positiveInt.default(10), poll_interval: positiveDuration.default(1000), timeout: positiveDuration.default(30_000) })
+      .strict()
+      .default({ concurrency: 10, poll_interval: 1000, timeout: 30_000 }),
     security: z
       .object({ master_key: z.string().refine((k) => Buffer.from(k, 'base64').length === 32 && /^[A-Za-z0-9+/=_-]+$/.test(k), 'expected 32 random bytes in base64 (e.g. `openssl rand -base64 32`)').optional() })
       .strict()

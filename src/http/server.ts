@@ -9,6 +9,7 @@ import { registerBillingRoutes, registerPaymentWebhook } from './billing-routes.
 import { registerOpsRoutes } from './ops-routes.js';
 import { registerSchedulerRoutes } from './scheduler-routes.js';
 import { registerImageBatchRoutes } from './image-batches-routes.js';
+import { registerProbeRoutes } from './probes-routes.js';
 
 /** The hot path's refusals: unknown account, not serving, refresh failed, no new token in time. */
 const notFound = (what: string) => errorBody('not_found', what);
@@ -69,6 +70,7 @@ export function buildHttpServer(rt: Runtime): FastifyInstance {
       registerOpsRoutes(api, rt);
       registerSchedulerRoutes(api, rt);
       registerImageBatchRoutes(api, rt);
+      registerProbeRoutes(api, rt);
 
       api.get('/instances', async () => ({ instances: await rt.instances() }));
 

@@ -20,6 +20,8 @@ import { opsAlertEvaluatorJob } from './ops/ops-alert-evaluator.js';
 import { scheduledReportsJob } from './ops/scheduled-reports.js';
 import { schedulerSnapshotJob } from './scheduler/scheduler-snapshot.js';
 import { batchImageWorkerJob } from './images/batch-image-worker.js';
+import { channelMonitorJob } from './probes/channel-monitor.js';
+import { scheduledAccountTestJob } from './probes/scheduled-account-test.js';
 
 // eslint-disable-next-line @typescript-eslint/no-explicit-any -- a list of jobs with different needs and options
 export type AnyJobModule = JobModule<any, any>;
@@ -43,6 +45,8 @@ export const JOBS: readonly AnyJobModule[] = [
   scheduledReportsJob,
   schedulerSnapshotJob,
   batchImageWorkerJob,
+  channelMonitorJob,
+  scheduledAccountTestJob,
   canaryJob,
 ];
 

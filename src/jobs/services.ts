@@ -23,6 +23,12 @@ import type { SchedulerSnapshot } from './scheduler/scheduler-snapshot-service.j
 import type { OutboxConsumer } from './scheduler/outbox-consumer.js';
 import type { SchedulerOutbox } from '../store/scheduler-outbox.js';
 import type { ImageBatchService } from './images/image-batch-service.js';
+import type { Monitors } from '../store/monitors.js';
+import type { MonitorHistory } from '../store/monitor-history.js';
+import type { AccountTests } from '../store/account-tests.js';
+import type { MonitorRunner } from './probes/monitor-runner.js';
+import type { AccountTestRunner } from './probes/account-test-runner.js';
+import type { Random } from '../time/clock.js';
 
 /** What jobs use beyond their JobContext: repositories and long-lived services the runtime builds. */
 export interface Services {
@@ -54,4 +60,11 @@ export interface Services {
   snapshotConsumer: OutboxConsumer;
   schedulerOutbox: SchedulerOutbox;
   imageBatches: ImageBatchService;
+  monitors: Monitors;
+  monitorHistory: MonitorHistory;
+  monitorRunner: MonitorRunner;
+  accountTests: AccountTests;
+  accountTestRunner: AccountTestRunner;
+  /** Jitter for monitor phases (injectable). */
+  probeRandom: Random;
 }

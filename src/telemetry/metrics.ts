@@ -2,6 +2,7 @@ import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom
 import { OpsMetrics } from './ops-metrics.js';
 import { SchedulerMetrics } from './scheduler-metrics.js';
 import { ImagesMetrics } from './images-metrics.js';
+import { ProbesMetrics } from './probes-metrics.js';
 
 /**
  * Every metric the runtime exposes on /metrics, on a registry of its own (several runtimes in one
@@ -77,6 +78,7 @@ export class Metrics {
   readonly ordersExpired = new Counter({ name: 'relay_jobs_payment_orders_expired_total', help: 'Orders expired after a last check at the provider', registers: [this.registry] });
   readonly providerFailures = new Counter({ name: 'relay_jobs_payment_provider_failures_total', help: 'Provider queries or closes that failed (retried next round)', labelNames: ['provider'], registers: [this.registry] });
   readonly webhooksRejected = new Counter({ name: 'relay_jobs_payment_webhooks_rejected_total', help: 'Webhooks refused, by reason', labelNames: ['provider', 'reason'], registers: [this.registry] });
+  readonly probes = new ProbesMetrics(this.registry);
 
   readonly scheduler = new SchedulerMetrics(this.registry);
 

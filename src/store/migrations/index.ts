@@ -6,6 +6,7 @@ import { sql as recomputeTasks } from './013_recompute_tasks.js';
 import { sql as ops } from './006_ops.js';
 import { sql as schedulerSnapshot } from './007_scheduler_snapshot.js';
 import { sql as imageBatches } from './010_image_batches.js';
+import { sql as probes } from './008_probes.js';
 
 export interface Migration {
   version: number;
@@ -23,4 +24,5 @@ export const MIGRATIONS: Migration[] = [
   { version: 6, name: 'ops', sql: ops },
   { version: 7, name: 'scheduler_snapshot', sql: schedulerSnapshot },
   { version: 10, name: 'image_batches', sql: imageBatches },
+  { version: 8, name: 'probes', sql: probes },
 ];

@@ -1,0 +1,178 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import pg from 'pg';
+import { ServiceProcess } from './helpers/cli.js';
+import { PrivateRedis, TEST_MASTER_KEY, freePort, freshDatabase, uniqueName } from './helpers/services.js';
+import { ChatUpstream, type ProbeHit } from './fixtures/chat-upstream.js';
+
+/**
+ * Once per interval, cluster-wide, with real processes: three `relay-jobs start` replicas share
+ * a few hundred monitors at a 2 s interval and account-test plans due every 2 s; one replica is
+ * SIGKILLed mid-run and Redis is stopped for a few seconds. The loopback upstream's own records
+ * are the evidence for the probes; the result table's unique occurrence is the evidence for tests.
+ */
+const MONITORS = 200;
+const INTERVAL = 2000;
+const TIMEOUT = 1000;
+const GRACE = 2000;
+const PLANS = 6;
+const ADMIN = 'probes-e2e-admin-token-0123456789';
+
+describe('fleet probes across three real replicas', () => {
+  let db: Awaited<ReturnType<typeof freshDatabase>>;
+  let redis: PrivateRedis;
+  let client: pg.Client;
+  let up: ChatUpstream;
+  const replicas: ServiceProcess[] = [];
+  const ports: number[] = [];
+
+  beforeAll(async () => {
+    db = await freshDatabase();
+    redis = await PrivateRedis.start();
+    client = new pg.Client({ connectionString: db.url });
+    await client.connect();
+    up = await ChatUpstream.start();
+    up.setDefault({ mode: 'ok', latencyMs: [20, 300] });
+  });
+  afterAll(async () => {
+    for (const r of replicas) if (r.proc.exitCode === null) r.proc.kill('SIGKILL');
+    await up.close();
+    await client.end();
+    await redis.stop();
+    await db.drop();
+  });
+
+  const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+  const api = (i: number, path: string, body?: unknown) =>
+    fetch(`http://127.0.0.1:${ports[i]}/api/v1${path}`, { method: body ? 'POST' : 'GET', headers: { authorization: `Bearer ${ADMIN}`, 'content-type': 'application/json' }, body: body ? JSON.stringify(body) : undefined });
+
+  it('each monitor once per interval, never twice, never overlapping; survivors take over a killed replica within an interval; each test occurrence stored once', async () => {
+    const prefix = uniqueName('rjprb');
+    for (let i = 0; i < 3; i++) {
+      const port = await freePort();
+      ports.push(port);
+      replicas.push(
+        ServiceProcess.start(`p${i}`, {
+          DATABASE_URL: db.url,
+          REDIS_URL: redis.url,
+          RELAY_JOBS_INSTANCE_ID: `p${i}`,
+          RELAY_JOBS_ENV: 'e2e',
+          RELAY_JOBS_HTTP_PORT: String(port),
+          RELAY_JOBS_ADMIN_TOKEN: ADMIN,
+          RELAY_JOBS_MASTER_KEY: TEST_MASTER_KEY,
+          RELAY_JOBS__REDIS__KEY_PREFIX: prefix,
+          RELAY_JOBS__REDIS__COMMAND_TIMEOUT: '300ms',
+          RELAY_JOBS__DATABASE__POOL_SIZE: '4',
+          RELAY_JOBS__CLUSTER__INSTANCE_HEARTBEAT: '1s',
+          RELAY_JOBS__SHUTDOWN__GRACE: '5s',
+          RELAY_JOBS__LOGGING__LEVEL: 'warn',
+          RELAY_JOBS__CHANNEL_MONITOR__MIN_INTERVAL: '1s',
+          RELAY_JOBS__CHANNEL_MONITOR__POLL_INTERVAL: '200ms',
+          RELAY_JOBS__CHANNEL_MONITOR__LEASE_GRACE: `${GRACE}ms`,
+          RELAY_JOBS__CHANNEL_MONITOR__ACCOUNT_BASE_URL: up.url,
+          RELAY_JOBS__SCHEDULED_ACCOUNT_TEST__POLL_INTERVAL: '200ms',
+          RELAY_JOBS__SCHEDULED_ACCOUNT_TEST__TIMEOUT: `${TIMEOUT}ms`,
+          RELAY_JOBS__JOBS__SESSION_CLEANUP__ENABLED: 'false',
+        }),
+      );
+    }
+    for (let i = 0; i < 3; i++) await waitHealthy(i);
+
+    // Monitors with phases spread over one interval; plans on their own accounts, due every 2 s.
+    const created = await Promise.all(
+      Array.from({ length: MONITORS }, (_, m) => api(m % 3, '/monitors', { name: `m${m}`, base_url: up.url, model: 'gpt-probe', api_key: `key-${m}`, interval: `${INTERVAL}ms`, timeout: `${TIMEOUT}ms`, jitter: `${INTERVAL}ms` })),
+    );
+    const failed = created.filter((r) => r.status !== 201);
+    expect(failed.length, `${failed.length} creates failed: ${failed[0] && (await failed[0].text())} ${replicas.flatMap((r) => r.lines.filter((l) => l.includes('failed')).slice(-3)).join('\n')}`).toBe(0);
+    for (let p = 0; p < PLANS; p++) {
+      const acct = await api(p % 3, '/accounts', { platform: 'openai', name: `acct${p}`, credentials: { access_token: `plan-token-${p}` } });
+      expect(acct.status, await acct.clone().text()).toBe(201);
+      const plan = await api(p % 3, '/account-tests', { account_id: ((await acct.json()) as { id: number }).id, cron: '*/2 * * * * *', model: 'gpt-test', max_results: 1000 });
+      expect(plan.status, await plan.clone().text()).toBe(201);
+    }
+    const t0 = Date.now() + INTERVAL; // every monitor is due within its first interval
+    await sleep(INTERVAL + 5000);
+
+    // SIGKILL one replica mid-probe (the upstream holds probes 20-300 ms, so some are in flight).
+    const victim = replicas[1]!;
+    victim.proc.kill('SIGKILL');
+    await victim.exited;
+    const killedAt = Date.now();
+    await sleep(5000);
+
+    // Redis down for four seconds: the claim lives in PostgreSQL, so probing goes on.
+    await redis.stop();
+    const redisDownAt = Date.now();
+    await sleep(4000);
+    await redis.start();
+    const redisUpAt = Date.now();
+    await sleep(4000);
+    const t1 = Date.now();
+    for (const r of replicas) if (r !== victim) r.proc.kill('SIGTERM');
+    expect(await Promise.all(replicas.filter((r) => r !== victim).map((r) => r.exited))).toEqual([0, 0]);
+
+    // ---- the evidence (the upstream's own records) ----
+    const overlaps = up.overlapping.filter((o) => o.next.start >= t0 && o.next.start < t1);
+    const gone = [...up.hits.values()].flat().filter((h) => h.gone).length;
+    expect(overlaps.length, `a monitor or plan probed while its previous probe was still open (kill at ${killedAt - t0} ms, t0 ${t0}): ${JSON.stringify(overlaps)}`).toBe(0);
+    const slots = Math.floor((t1 - t0) / INTERVAL);
+    // Slots that passed unprobed are recorded on the next probe's row (`missed`): on a loaded machine some are, and they must be accounted for, never silent.
+    const missedRows = await client.query(
+      `SELECT m.name, COALESCE(sum(r.missed), 0)::int AS missed FROM monitors m LEFT JOIN monitor_results r ON r.monitor_id = m.id
+         AND r.scheduled_for >= to_timestamp($1 / 1000.0) AND r.scheduled_for < to_timestamp($2 / 1000.0) GROUP BY m.name`,
+      [t0, t1],
+    );
+    const missed = new Map<string, number>(missedRows.rows.map((r) => [r.name as string, r.missed as number]));
+    const counts: number[] = [];
+    let pickedUp = 0;
+    for (let m = 0; m < MONITORS; m++) {
+      // A slot belongs to the window by its due time (a late probe of an earlier slot is not this window's).
+      const hits = (up.hits.get(`key-${m}`) ?? []).filter((h) => Date.parse(h.slot!) >= t0 && Date.parse(h.slot!) < t1);
+      const seen = new Set(hits.map((h) => h.slot));
+      expect(seen.size, `monitor ${m}: a slot probed twice`).toBe(hits.length);
+      // ±1 at the edges of the window; a probe in flight on the killed replica is lost with its lease (timeout + grace).
+      expect(hits.length, `monitor ${m}: ${hits.length} probes in ${slots} intervals`).toBeLessThanOrEqual(slots + 1);
+      const accounted = hits.length + missed.get(`m${m}`)!;
+      expect(accounted, `monitor ${m}: ${hits.length} probes + ${missed.get(`m${m}`)} recorded missed in ${slots} intervals`).toBeGreaterThanOrEqual(slots - 1 - Math.ceil((TIMEOUT + GRACE) / INTERVAL));
+      counts.push(hits.length);
+      // Survivors pick it up: a probe starts within one interval of the kill (plus the lease for one in flight there, plus slack on a loaded machine).
+      if (hits.some((h: ProbeHit) => h.start > killedAt && h.start <= killedAt + INTERVAL + TIMEOUT + GRACE + 3000)) pickedUp++;
+    }
+    expect(pickedUp).toBe(MONITORS);
+    // Redis was down, and probing went on at the same rate.
+    const during = [...up.hits.entries()].filter(([k]) => k.startsWith('key-')).flatMap(([, h]) => h).filter((h) => h.start >= redisDownAt && h.start < redisUpAt).length;
+    // (Every slot in the window, the outage included, is already accounted for per monitor above.)
+    expect(during).toBeGreaterThan(0);
+    const spread = await client.query(`SELECT instance_id, count(*)::int AS n FROM monitor_results GROUP BY instance_id ORDER BY instance_id`);
+    expect(spread.rows.map((r) => r.instance_id)).toEqual(['p0', 'p1', 'p2']);
+    const histogram = counts.reduce<Record<number, number>>((a, n) => ((a[n] = (a[n] ?? 0) + 1), a), {});
+    const totalMissed = [...missed.values()].reduce((a, b) => a + b, 0);
+    console.log(`probes per monitor in ${slots} intervals: ${JSON.stringify(histogram)}; recorded missed ${totalMissed}; requests the upstream read after their client hung up ${gone}; overlaps before the window ${up.overlaps - overlaps.length}; by replica ${JSON.stringify(spread.rows)}; during Redis outage ${during}`);
+
+    // Account tests: one stored result per occurrence, next_run_at moved on every time.
+    const dup = await client.query(`SELECT plan_id, occurrence, count(*) FROM account_test_results GROUP BY 1, 2 HAVING count(*) > 1`);
+    expect(dup.rows).toEqual([]);
+    const perPlan = await client.query(
+      `SELECT plan_id, count(*)::int AS n, extract(epoch FROM max(occurrence) - min(occurrence))::int AS span FROM account_test_results GROUP BY plan_id ORDER BY plan_id`,
+    );
+    expect(perPlan.rows).toHaveLength(PLANS);
+    for (const p of perPlan.rows) {
+      // At most one result per 2 s occurrence (occurrences missed while no replica could run them are skipped, not run in a burst).
+      expect(p.n, `plan ${p.plan_id}`).toBeGreaterThanOrEqual(3);
+      expect(p.n, `plan ${p.plan_id}`).toBeLessThanOrEqual(p.span / 2 + 1);
+    }
+    const planHits = [...up.hits.entries()].filter(([k]) => k.startsWith('plan-token-')).flatMap(([, h]) => h);
+    console.log(`account tests: ${JSON.stringify(perPlan.rows)}; upstream saw ${planHits.length} test requests`);
+  }, 180_000);
+
+  async function waitHealthy(i: number): Promise<void> {
+    for (let k = 0; k < 300; k++) {
+      try {
+        if ((await fetch(`http://127.0.0.1:${ports[i]}/healthz`)).ok) return;
+      } catch {
+        /* not yet */
+      }
+      await sleep(100);
+    }
+    throw new Error(`replica p${i} never answered /healthz`);
+  }
+});

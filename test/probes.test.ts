@@ -1,0 +1,253 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { FastifyInstance } from 'fastify';
+import pg from 'pg';
+import { loadConfig } from '../src/config/load.js';
+import { Runtime } from '../src/app/runtime.js';
+import { buildHttpServer } from '../src/http/server.js';
+import { ProbeClient } from '../src/upstream/probe-client.js';
+import { ChatUpstream } from './fixtures/chat-upstream.js';
+import { captureLogs } from './helpers/log-capture.js';
+import { REDIS_URL, TEST_MASTER_KEY, dropRedisPrefix, freePort, freshDatabase, uniqueName } from './helpers/services.js';
+
+const ADMIN = 'probes-admin-token-0123456789';
+const auth = { authorization: `Bearer ${ADMIN}` };
+
+async function waitFor<T>(what: string, fn: () => Promise<T | undefined | false> | T | undefined | false, timeoutMs = 30_000): Promise<T> {
+  const end = Date.now() + timeoutMs;
+  for (;;) {
+    const v = await fn();
+    if (v) return v;
+    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
+/**
+ * Channel monitors and scheduled account tests on real PostgreSQL, against a real chat-completions
+ * upstream on loopback. Time is real (probes are real HTTP), so every wait polls for its condition.
+ */
+describe('fleet probes (real PostgreSQL, loopback upstream)', () => {
+  let db: Awaited<ReturnType<typeof freshDatabase>>;
+  let sql: pg.Client;
+  let up: ChatUpstream;
+  let rt: Runtime;
+  let http: FastifyInstance;
+  let logs: ReturnType<typeof captureLogs>;
+  const prefix = uniqueName('rjprobe');
+
+  beforeAll(async () => {
+    db = await freshDatabase();
+    sql = new pg.Client({ connectionString: db.url });
+    await sql.connect();
+    up = await ChatUpstream.start();
+    logs = captureLogs('probe-1');
+    const config = loadConfig({
+      env: {
+        DATABASE_URL: db.url,
+        REDIS_URL,
+        RELAY_JOBS_INSTANCE_ID: 'probe-1',
+        RELAY_JOBS_ENV: 'test',
+        RELAY_JOBS_ADMIN_TOKEN: ADMIN,
+        RELAY_JOBS_MASTER_KEY: TEST_MASTER_KEY,
+        RELAY_JOBS__REDIS__KEY_PREFIX: prefix,
+        RELAY_JOBS__DATABASE__POOL_SIZE: '4',
+        RELAY_JOBS__CHANNEL_MONITOR__MIN_INTERVAL: '1s',
+        RELAY_JOBS__CHANNEL_MONITOR__POLL_INTERVAL: '100ms',
+        RELAY_JOBS__CHANNEL_MONITOR__LEASE_GRACE: '1s',
+        RELAY_JOBS__CHANNEL_MONITOR__ACCOUNT_BASE_URL: up.url,
+        RELAY_JOBS__SCHEDULED_ACCOUNT_TEST__POLL_INTERVAL: '200ms',
+        RELAY_JOBS__SCHEDULED_ACCOUNT_TEST__TIMEOUT: '2s',
+      },
+    });
+    rt = await Runtime.create(config, { logger: logs.logger });
+    http = buildHttpServer(rt);
+  });
+  afterAll(async () => {
+    await rt.services.monitorRunner.stop(2000);
+    await rt.services.accountTestRunner.stop(2000);
+    await rt.shutdown();
+    await http.close();
+    await up.close();
+    await sql.end();
+    await db.drop();
+    await dropRedisPrefix(prefix);
+  });
+
+  const post = (url: string, payload: unknown) => http.inject({ method: 'POST', url, headers: auth, payload: payload as object });
+  const patch = (url: string, payload: unknown) => http.inject({ method: 'PATCH', url, headers: auth, payload: payload as object });
+  const monitor = (key: string, extra: Record<string, unknown> = {}) => ({ name: key, base_url: up.url, model: 'gpt-probe', api_key: key, interval: '1s', timeout: '800ms', ...extra });
+  const fields = (res: { json: () => { error: { fields: Array<{ field: string }> } } }) => res.json().error.fields.map((f) => f.field);
+
+  it('refuses bad monitors and plans with 400 naming the field', async () => {
+    const acct = await rt.services.accounts.create({ platform: 'openai', name: 'bad-input', credentials: { access_token: 'tok-bad' }, tokenExpiresAt: null });
+    const cases: Array<[string, unknown, string]> = [
+      ['/api/v1/monitors', monitor('k', { base_url: 'not a url' }), 'base_url'],
+      ['/api/v1/monitors', monitor('k', { base_url: 'ftp://example.com' }), 'base_url'],
+      ['/api/v1/monitors', monitor('k', { interval: '500ms' }), 'interval'],
+      ['/api/v1/monitors', monitor('k', { interval: 'often' }), 'interval'],
+      ['/api/v1/monitors', { name: 'a', model: 'm', interval: '1s', account_id: 999_999 }, 'account_id'],
+      ['/api/v1/monitors', { name: 'a', model: 'm', interval: '1s', base_url: up.url }, 'api_key'],
+      ['/api/v1/monitors', monitor('k', { jitter: '5s' }), 'jitter'],
+      ['/api/v1/monitors', monitor('k', { colour: 'red' }), 'colour'],
+      ['/api/v1/account-tests', { account_id: acct.id, cron: '0 0 30 2 *', model: 'm' }, 'cron'],
+      ['/api/v1/account-tests', { account_id: acct.id, cron: 'whenever', model: 'm' }, 'cron'],
+      ['/api/v1/account-tests', { account_id: acct.id, cron: '* * * * *', timezone: 'Mars/Olympus', model: 'm' }, 'timezone'],
+      ['/api/v1/account-tests', { account_id: 999_999, cron: '* * * * *', model: 'm' }, 'account_id'],
+    ];
+    for (const [url, body, field] of cases) {
+      const res = await post(url, body);
+      expect(res.statusCode, `${JSON.stringify(body)} → ${res.body}`).toBe(400);
+      expect(fields(res)).toContain(field);
+    }
+    expect(await sql.query(`SELECT count(*)::int AS n FROM monitors`).then((r) => r.rows[0].n)).toBe(0);
+  });
+
+  it('keeps the api key write-only: sealed at rest, never in a response or a log', async () => {
+    const secret = 'sk-secret-write-only-0123456789';
+    const res = await post('/api/v1/monitors', monitor(secret, { name: 'write-only', enabled: false }));
+    expect(res.statusCode, res.body).toBe(201);
+    expect(res.json()).toMatchObject({ has_api_key: true, enabled: false, interval_ms: 1000 });
+    const id = res.json().id;
+    for (const body of [res.body, (await http.inject({ url: `/api/v1/monitors/${id}`, headers: auth })).body, (await http.inject({ url: '/api/v1/monitors', headers: auth })).body]) expect(body).not.toContain(secret);
+    const row = (await sql.query(`SELECT api_key_sealed FROM monitors WHERE id = $1`, [id])).rows[0];
+    expect(row.api_key_sealed).toMatch(/^v1:/);
+    expect(logs.text()).not.toContain(secret);
+    expect((await http.inject({ method: 'DELETE', url: `/api/v1/monitors/${id}`, headers: auth })).statusCode).toBe(204);
+  });
+
+  it('classifies garbage, hangs, resets, 401, 429 and 5xx without crashing', async () => {
+    const client = new ProbeClient();
+    const cases: Array<[string, Parameters<ChatUpstream['set']>[1], string | null]> = [
+      ['c-ok', { mode: 'ok' }, null],
+      ['c-garbage', { mode: 'garbage' }, 'bad_body'],
+      ['c-hang', { mode: 'hang' }, 'timeout'],
+      ['c-reset', { mode: 'reset' }, 'connect'],
+      ['c-401', { mode: 401 }, 'auth'],
+      ['c-403', { mode: 403 }, 'auth'],
+      ['c-429', { mode: 429 }, 'rate_limited'],
+      ['c-503', { mode: 503 }, '5xx'],
+      ['c-400', { mode: 400 }, 'http_4xx'],
+    ];
+    for (const [key, b, cls] of cases) {
+      up.set(key, b);
+      const r = await client.probe({ baseUrl: up.url, apiKey: key, model: 'm', timeoutMs: 500 });
+      expect(r.errorClass, key).toBe(cls);
+      expect(r.ok).toBe(cls === null);
+      if (cls === null) expect(r.ttfbMs).not.toBeNull();
+    }
+    const closed = await freePort();
+    const refused = await client.probe({ baseUrl: `http://127.0.0.1:${closed}`, apiKey: 'x', model: 'm', timeoutMs: 500 });
+    expect(refused.errorClass).toBe('connect');
+    await client.close();
+  });
+
+  it('probes each monitor once per interval, never overlapping itself, and records status, latency and class', async () => {
+    up.set('m-slow', { latencyMs: 300 });
+    up.set('m-500', { mode: 500 });
+    up.set('m-hang', { mode: 'hang' });
+    up.set('m-long', { mode: 'hang' });
+    const ids: Record<string, number> = {};
+    for (const key of ['m-fast', 'm-slow', 'm-500', 'm-hang', 'm-long']) {
+      // m-long hangs longer than its interval: its lease must hold the next claim back.
+      const res = await post('/api/v1/monitors', monitor(key, key === 'm-long' ? { timeout: '2500ms' } : {}));
+      expect(res.statusCode, res.body).toBe(201);
+      ids[key] = res.json().id;
+    }
+    const started = Date.now();
+    rt.services.monitorRunner.start();
+    await waitFor('six probes of the fast monitor', () => up.count('m-fast') >= 6);
+    await waitFor('four probes of the hanging monitor', () => up.count('m-hang') >= 4);
+    const elapsed = Date.now() - started;
+    expect(up.count('m-long')).toBeLessThanOrEqual(Math.ceil(elapsed / 2500) + 1);
+    for (const key of ['m-fast', 'm-slow', 'm-500', 'm-hang']) {
+      // At most one probe per 1 s slot since the monitor became due (+1 for the slot in progress).
+      expect(up.count(key), key).toBeLessThanOrEqual(Math.ceil(elapsed / 1000) + 2);
+      const slots = up.hits.get(key)!.map((h) => h.slot);
+      expect(new Set(slots).size, `${key}: a slot probed twice`).toBe(slots.length);
+    }
+    expect(up.overlaps).toBe(0);
+    await waitFor('results stored', async () => (await sql.query(`SELECT count(DISTINCT monitor_id)::int AS n FROM monitor_results`)).rows[0].n === 5);
+    const last = async (key: string) => (await http.inject({ url: `/api/v1/monitors/${ids[key]}`, headers: auth })).json().last_probe;
+    await waitFor('last probes', async () => (await last('m-hang')).error_class === 'timeout' && (await last('m-500')).error_class === '5xx');
+    expect(await last('m-fast')).toMatchObject({ status: 200, error_class: null });
+    const slow = (await sql.query(`SELECT min(latency_ms)::int AS lat, min(ttfb_ms)::int AS ttfb FROM monitor_results WHERE monitor_id = $1`, [ids['m-slow']])).rows[0];
+    expect(slow.lat).toBeGreaterThanOrEqual(300);
+    expect(slow.ttfb).toBeGreaterThanOrEqual(300);
+    expect((await sql.query(`SELECT count(*)::int AS n FROM monitor_results WHERE fenced_out`)).rows[0].n).toBe(0);
+  });
+
+  it('takes edits and deletes at the next claim', async () => {
+    const ids = (await sql.query(`SELECT id, name FROM monitors WHERE name LIKE 'm-%'`)).rows as Array<{ id: number; name: string }>;
+    const fast = ids.find((r) => r.name === 'm-fast')!.id;
+    expect((await patch(`/api/v1/monitors/${fast}`, { enabled: false })).statusCode).toBe(200);
+    for (const r of ids) if (r.name !== 'm-fast') expect((await http.inject({ method: 'DELETE', url: `/api/v1/monitors/${r.id}`, headers: auth })).statusCode).toBe(204);
+    // Anything already claimed finishes (at most the hanging one's 800 ms); after that, silence.
+    await new Promise((r) => setTimeout(r, 1500));
+    const before = up.total;
+    await new Promise((r) => setTimeout(r, 2500));
+    expect(up.total).toBe(before);
+    // Re-enabled with another model: probed again, with the new model.
+    expect((await patch(`/api/v1/monitors/${fast}`, { enabled: true, model: 'gpt-other' })).statusCode).toBe(200);
+    await waitFor('probe with the new model', () => up.hits.get('m-fast')!.at(-1)!.model === 'gpt-other');
+    await patch(`/api/v1/monitors/${fast}`, { enabled: false });
+  });
+
+  it('probes through an upstream account: its access token, not a stored key', async () => {
+    const acct = await rt.services.accounts.create({ platform: 'openai', name: 'probe-acct', credentials: { access_token: 'acct-access-token-1' }, tokenExpiresAt: null });
+    const res = await post('/api/v1/monitors', { name: 'via-account', model: 'gpt-probe', account_id: acct.id, interval: '1s' });
+    expect(res.statusCode, res.body).toBe(201);
+    expect(res.json()).toMatchObject({ account_id: acct.id, has_api_key: false, base_url: null });
+    await waitFor('a probe with the account token', () => up.count('acct-access-token-1') >= 2);
+    await http.inject({ method: 'DELETE', url: `/api/v1/monitors/${res.json().id}`, headers: auth });
+  });
+
+  it('serves history: raw probes for short ranges, minute rollups from the fenced watermark for long ones', async () => {
+    const id = (await sql.query(`SELECT id FROM monitors WHERE name = 'm-fast'`)).rows[0].id as number;
+    // Pretend the probes happened a few minutes ago, so complete minutes exist to roll up.
+    await sql.query(`UPDATE monitor_results SET started_at = started_at - interval '5 minutes'`);
+    const h = rt.services.monitorHistory;
+    const r1 = await h.rollUp(10, { trailingMs: 600_000, bootstrapMs: 3_600_000, maxSpanMs: 86_400_000 });
+    expect(r1.rows).toBeGreaterThan(0);
+    await expect(h.rollUp(9, { trailingMs: 600_000, bootstrapMs: 3_600_000, maxSpanMs: 86_400_000 })).rejects.toThrow(/newer fence/);
+    const from = new Date(Date.now() - 6 * 3_600_000).toISOString();
+    const long = (await http.inject({ url: `/api/v1/monitors/${id}/history?from=${encodeURIComponent(from)}`, headers: auth })).json();
+    expect(long.resolution).toBe('minute');
+    const probes = long.points.reduce((s: number, p: { probes: number }) => s + p.probes, 0);
+    const stored = (await sql.query(`SELECT count(*)::int AS n FROM monitor_results WHERE monitor_id = $1`, [id])).rows[0].n;
+    expect(probes).toBe(stored);
+    expect(long.points[0]).toMatchObject({ availability: expect.any(Number), p50_ms: expect.any(Number) });
+    const shortFrom = new Date(Date.now() - 3_600_000).toISOString();
+    const short = (await http.inject({ url: `/api/v1/monitors/${id}/history?from=${encodeURIComponent(shortFrom)}`, headers: auth })).json();
+    expect(short.resolution).toBe('raw');
+    expect(short.points.length).toBe(stored);
+    const bad = await http.inject({ url: `/api/v1/monitors/${id}/history?from=yesterday`, headers: auth });
+    expect(bad.statusCode).toBe(400);
+    expect(fields(bad)).toContain('from');
+  });
+
+  it('scheduled account tests: one result per occurrence, pruned to max_results, auto-recover only after a pass (audited)', async () => {
+    const acct = await rt.services.accounts.create({ platform: 'openai', name: 'broken', credentials: { access_token: 'acct-test-token' }, tokenExpiresAt: null, status: 'error' });
+    await sql.query(`UPDATE accounts SET status_reason = 'upstream said no', temp_unschedulable_until = now() + interval '1 hour', temp_unschedulable_reason = 'rate_limited' WHERE id = $1`, [acct.id]);
+    up.set('acct-test-token', { mode: 500 });
+    const res = await post('/api/v1/account-tests', { account_id: acct.id, cron: '* * * * * *', model: 'gpt-test', max_results: 3, auto_recover: true });
+    expect(res.statusCode, res.body).toBe(201);
+    const plan = res.json().id as number;
+    rt.services.accountTestRunner.start();
+    await waitFor('three failed tests', async () => (await sql.query(`SELECT count(*)::int AS n FROM account_test_results WHERE plan_id = $1`, [plan])).rows[0].n >= 3);
+    expect((await rt.services.accounts.get(acct.id))!.status).toBe('error');
+    up.set('acct-test-token', { mode: 'ok' });
+    await waitFor('recovered', async () => (await rt.services.accounts.get(acct.id))!.status === 'active');
+    const a = (await rt.services.accounts.get(acct.id))!;
+    expect(a).toMatchObject({ status: 'active', status_reason: null, temp_unschedulable_until: null });
+    const view = (await http.inject({ url: `/api/v1/account-tests/${plan}`, headers: auth })).json();
+    expect(view.results.length).toBeLessThanOrEqual(3);
+    expect(view.results.find((r: { recovered: boolean }) => r.recovered)).toMatchObject({ ok: true });
+    const audit = (await http.inject({ url: `/api/v1/account-tests/${plan}/audit`, headers: auth })).json().audit;
+    expect(audit).toHaveLength(1);
+    expect(audit[0]).toMatchObject({ action: 'auto_recover', detail: { plan_id: plan, previous: { status: 'error', temp_unschedulable_reason: 'rate_limited' } } });
+    expect(up.hits.get('acct-test-token')!.every((h) => h.model === 'gpt-test')).toBe(true);
+    const occurrences = up.hits.get('acct-test-token')!.map((h) => h.slot);
+    expect(new Set(occurrences).size).toBe(occurrences.length);
+    await patch(`/api/v1/account-tests/${plan}`, { enabled: false });
+  });
+});
