@@ -16,7 +16,6 @@ import { OpsCollector } from '../src/jobs/ops/ops-collector.js';
 import { evaluateAlerts } from '../src/jobs/ops/alert-round.js';
 import { SERIES_NAMES } from '../src/jobs/ops/catalogue.js';
 import { loadConfig } from '../src/config/load.js';
-import { systemClock } from '../src/time/clock.js';
 import { silentLogger } from '../src/telemetry/logger.js';
 import { freshDatabase } from '../test/helpers/services.js';
 
@@ -81,7 +80,7 @@ export async function benchCollector(sizes: number[]): Promise<Array<{ rows: num
             await q.query(`SELECT count(*), percentile_cont(0.95) WITHIN GROUP (ORDER BY latency_ms) FROM usage_logs WHERE created_at >= $1 AND created_at < $2`, [from, to]);
           }),
         );
-        const collector = new OpsCollector(ops, { jobHealth: async () => [], instances: async () => [], pingDb: () => db.ping(), pingRedis: null, usageQueue: () => 0, dbPoolInUse: () => null }, systemClock);
+        const collector = new OpsCollector(ops, { jobHealth: async () => [], instances: async () => [], pingDb: () => db.ping(), pingRedis: null, usageQueue: () => 0, dbPoolInUse: () => null });
         const roundMs = await timeIt(10, () => collector.collect(from, to).then((c) => ops.write(from, 60, c.metrics, c.instances, 1)));
         collector.close();
         return { rows: rows + 1000, indexMs, seqScanMs, roundMs };

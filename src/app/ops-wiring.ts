@@ -11,7 +11,7 @@ import { OpsCollector } from '../jobs/ops/ops-collector.js';
  * runtime lazily (job health, instances, the usage writer), at collection time.
  */
 export function buildOpsServices(rt: Runtime): Pick<Services, 'ops'> {
-  const { db, clock } = rt;
+  const { db } = rt;
   const series = new OpsMetricsStore(db);
   const collector = new OpsCollector(
     series,
@@ -23,7 +23,6 @@ export function buildOpsServices(rt: Runtime): Pick<Services, 'ops'> {
       usageQueue: () => rt.services.usageWriter.waiting,
       dbPoolInUse: () => null,
     },
-    clock,
   );
   return { ops: { series, alerts: new OpsAlerts(db), reports: new OpsReports(db), retention: new OpsRetention(db), collector } };
 }
