@@ -203,6 +203,26 @@ export class OpsAlerts {
     });
   }
 
+  /**
+   * Streak moves without a transition, for many rules in one statement (a round over 1,000
+   * rules writes once, not 1,000 times), under the same fence as `apply`.
+   */
+  async applyStreaks(job: string, token: number, rows: Array<{ ruleId: number; streak: number; lastBucket: Date | null }>): Promise<void> {
+    if (!rows.length) return;
+    await this.db.tx(async (q) => {
+      const fence = await q.query<{ fencing_token: unknown }>(`SELECT fencing_token FROM job_state WHERE job_name = $1 FOR SHARE`, [job]);
+      if (!fence.rows[0] || num(fence.rows[0].fencing_token) > token) throw new FencedWriteRefused(job, 'alert_state', token);
+      const { rowCount } = await q.query(
+        `INSERT INTO ops_alert_state (rule_id, streak, last_bucket, fencing_token)
+         SELECT x.rule_id, x.streak, x.last_bucket, $2 FROM jsonb_to_recordset($1::jsonb) AS x(rule_id bigint, streak integer, last_bucket timestamptz)
+         ON CONFLICT (rule_id) DO UPDATE SET streak = EXCLUDED.streak, last_bucket = EXCLUDED.last_bucket, fencing_token = EXCLUDED.fencing_token, updated_at = clock_timestamp()
+         WHERE ops_alert_state.fencing_token <= EXCLUDED.fencing_token`,
+        [JSON.stringify(rows.map((r) => ({ rule_id: r.ruleId, streak: r.streak, last_bucket: r.lastBucket?.toISOString() ?? null }))), token],
+      );
+      if (rowCount !== rows.length) throw new FencedWriteRefused(job, 'alert_state', token);
+    });
+  }
+
   async events(f: { state?: 'firing' | 'resolved'; limit: number }): Promise<AlertEvent[]> {
     const { rows } = await this.db.query(`SELECT * FROM ops_alert_events WHERE ($1::text IS NULL OR state = $1) ORDER BY id DESC LIMIT $2`, [f.state ?? null, f.limit]);
     return rows.map(toEvent);
