@@ -10,6 +10,7 @@ import { migrate } from '../src/store/migrate.js';
 import { UsageStore, utcDayStart } from '../src/store/usage.js';
 import { OpsMetricsStore } from '../src/store/ops-metrics.js';
 import { OpsAlerts } from '../src/store/ops-alerts.js';
+import { OpsSilences } from '../src/store/ops-silences.js';
 import { OpsReports } from '../src/store/ops-reports.js';
 import { OpsRetention } from '../src/store/ops-retention.js';
 import { OpsCollector } from '../src/jobs/ops/ops-collector.js';
@@ -97,7 +98,7 @@ export async function benchAlertEvaluation(counts: number[]): Promise<Array<{ ru
     out.push(
       await withDb(async (db) => {
         const config = loadConfig({ env: {} });
-        const ops = { series: new OpsMetricsStore(db), alerts: new OpsAlerts(db), reports: new OpsReports(db), retention: new OpsRetention(db), collector: null as never };
+        const ops = { series: new OpsMetricsStore(db), alerts: new OpsAlerts(db), silences: new OpsSilences(db), reports: new OpsReports(db), retention: new OpsRetention(db), collector: null as never };
         await db.query(`INSERT INTO job_state (job_name, fencing_token) VALUES ('ops_alert_evaluator', 1)`);
         const metrics = ['error_rate', 'request_count', 'p95_latency_ms', 'accounts_error', 'qps', 'outbox_lag_seconds'];
         for (let i = 0; i < n; i++) {

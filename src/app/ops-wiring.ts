@@ -2,6 +2,7 @@ import type { Runtime } from './runtime.js';
 import type { Services } from '../jobs/services.js';
 import { OpsMetricsStore } from '../store/ops-metrics.js';
 import { OpsAlerts } from '../store/ops-alerts.js';
+import { OpsSilences } from '../store/ops-silences.js';
 import { OpsReports } from '../store/ops-reports.js';
 import { OpsRetention } from '../store/ops-retention.js';
 import { OpsCollector } from '../jobs/ops/ops-collector.js';
@@ -24,5 +25,5 @@ export function buildOpsServices(rt: Runtime): Pick<Services, 'ops'> {
       dbPoolInUse: () => null,
     },
   );
-  return { ops: { series, alerts: new OpsAlerts(db), reports: new OpsReports(db), retention: new OpsRetention(db), collector } };
+  return { ops: { series, alerts: new OpsAlerts(db), silences: new OpsSilences(db), reports: new OpsReports(db), retention: new OpsRetention(db), collector } };
 }

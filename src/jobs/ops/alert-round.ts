@@ -28,7 +28,7 @@ export async function evaluateAlerts(i: AlertRoundInput): Promise<{ rules: numbe
   const channels = [...i.channels];
   const rules = await ops.alerts.rules(true);
   const states = await ops.alerts.states();
-  const silences = await ops.alerts.silences();
+  const silences = await ops.silences.list();
   const latest = await ops.series.latest();
   const fresh = latest && latest.bucket.getTime() + bucketMs * 3 + config.ops.alert_interval >= now ? latest.bucket : null;
   const maxWindow = Math.max(0, ...rules.map((r) => r.window_seconds * 1000));
