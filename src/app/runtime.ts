@@ -12,7 +12,7 @@ import { migrate } from '../store/migrate.js';
 import { AdminSessions } from '../store/admin-sessions.js';
 import { connectRedis } from '../coordination/redis-client.js';
 import { FallbackLeaderLock, MemoryLeaderLock, PgAdvisoryLock, RedisLeaderLock, type LeaderLock } from '../coordination/leader-lock.js';
-import { Scheduler } from '../scheduler/scheduler.js';
+import { Scheduler, manyListeners } from '../scheduler/scheduler.js';
 import { RoundRunner, type RoundReport } from '../scheduler/round-runner.js';
 import { RunRecords, type RunRecord } from '../scheduler/run-records.js';
 import { InstanceRegistry, type InstanceInfo } from '../scheduler/instance-registry.js';
@@ -106,7 +106,7 @@ export class Runtime {
   private readonly oauth = new OAuthClient();
   private readonly runner: RoundRunner;
   private readonly pools: WorkerPool<unknown>[] = [];
-  private readonly shutdownController = new AbortController();
+  private readonly shutdownController = manyListeners(new AbortController());
   private offsetMs = 0;
   private heartbeatTimer: NodeJS.Timeout | null = null;
   private lastPrune = 0;
