@@ -10,13 +10,13 @@ import { migrate } from '../src/store/migrate.js';
 import { UsageStore, utcDayStart } from '../src/store/usage.js';
 import { OpsMetricsStore } from '../src/store/ops-metrics.js';
 import { OpsAlerts } from '../src/store/ops-alerts.js';
+import { OpsSilences } from '../src/store/ops-silences.js';
 import { OpsReports } from '../src/store/ops-reports.js';
 import { OpsRetention } from '../src/store/ops-retention.js';
 import { OpsCollector } from '../src/jobs/ops/ops-collector.js';
 import { evaluateAlerts } from '../src/jobs/ops/alert-round.js';
 import { SERIES_NAMES } from '../src/jobs/ops/catalogue.js';
 import { loadConfig } from '../src/config/load.js';
-import { systemClock } from '../src/time/clock.js';
 import { silentLogger } from '../src/telemetry/logger.js';
 import { freshDatabase } from '../test/helpers/services.js';
 
@@ -81,7 +81,7 @@ export async function benchCollector(sizes: number[]): Promise<Array<{ rows: num
             await q.query(`SELECT count(*), percentile_cont(0.95) WITHIN GROUP (ORDER BY latency_ms) FROM usage_logs WHERE created_at >= $1 AND created_at < $2`, [from, to]);
           }),
         );
-        const collector = new OpsCollector(ops, { jobHealth: async () => [], instances: async () => [], pingDb: () => db.ping(), pingRedis: null, usageQueue: () => 0, dbPoolInUse: () => null }, systemClock);
+        const collector = new OpsCollector(ops, { jobHealth: async () => [], instances: async () => [], pingDb: () => db.ping(), pingRedis: null, usageQueue: () => 0, dbPoolInUse: () => null });
         const roundMs = await timeIt(10, () => collector.collect(from, to).then((c) => ops.write(from, 60, c.metrics, c.instances, 1)));
         collector.close();
         return { rows: rows + 1000, indexMs, seqScanMs, roundMs };
@@ -98,7 +98,7 @@ export async function benchAlertEvaluation(counts: number[]): Promise<Array<{ ru
     out.push(
       await withDb(async (db) => {
         const config = loadConfig({ env: {} });
-        const ops = { series: new OpsMetricsStore(db), alerts: new OpsAlerts(db), reports: new OpsReports(db), retention: new OpsRetention(db), collector: null as never };
+        const ops = { series: new OpsMetricsStore(db), alerts: new OpsAlerts(db), silences: new OpsSilences(db), reports: new OpsReports(db), retention: new OpsRetention(db), collector: null as never };
         await db.query(`INSERT INTO job_state (job_name, fencing_token) VALUES ('ops_alert_evaluator', 1)`);
         const metrics = ['error_rate', 'request_count', 'p95_latency_ms', 'accounts_error', 'qps', 'outbox_lag_seconds'];
         for (let i = 0; i < n; i++) {

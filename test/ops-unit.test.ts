@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { step, silencedBy, breaches, atLeast, type AlertState, type RuleSpec, type Silence } from '../src/jobs/ops/alert-logic.js';
 import { fold, percentile, bucketStart } from '../src/jobs/ops/catalogue.js';
-import { cronProblem, occurrencesBetween, previousOccurrence } from '../src/jobs/ops/report-schedule.js';
+import { cronProblem, nextOccurrences, occurrencesBetween, previousOccurrence } from '../src/jobs/ops/report-schedule.js';
 import { chooseGranularity } from '../src/jobs/ops/granularity.js';
 
 const MIN = 60_000;
@@ -126,10 +126,15 @@ describe('report occurrences (croner, time zones)', () => {
     expect(occ.length).toBeGreaterThanOrEqual(3);
   });
 
-  it('only the newest missed occurrence is due; the list is capped', () => {
-    const occ = occurrencesBetween('* * * * *', 'UTC', new Date('2026-11-30T00:00:00Z'), new Date('2026-11-30T05:00:00Z'), 10);
+  it('only the newest missed occurrence is due; the list is capped; a long downtime still finds the newest', () => {
+    const occ = occurrencesBetween('* * * * *', 'UTC', new Date('2026-11-30T00:00:00Z'), new Date('2026-11-30T05:00:30Z'), 10);
     expect(occ).toHaveLength(10);
+    expect(occ[0]!.toISOString()).toBe('2026-11-30T00:01:00.000Z');
     expect(occ.at(-1)!.toISOString()).toBe('2026-11-30T05:00:00.000Z');
+    const secs = occurrencesBetween('* * * * * *', 'UTC', new Date('2026-11-01T00:00:00Z'), new Date('2026-11-30T05:00:00.5Z'));
+    expect(secs.at(-1)!.toISOString()).toBe('2026-11-30T05:00:00.000Z');
+    expect(occurrencesBetween('0 * * * *', 'UTC', new Date('2026-11-30T05:00:00Z'), new Date('2026-11-30T05:59:59Z'))).toEqual([]);
+    expect(nextOccurrences('0 9 * * *', 'Asia/Shanghai', new Date('2026-11-30T00:00:00Z'), 2).map((d) => d.toISOString())).toEqual(['2026-11-30T01:00:00.000Z', '2026-12-01T01:00:00.000Z']);
     expect(previousOccurrence('0 * * * *', 'UTC', new Date('2026-11-30T05:00:00Z'))!.toISOString()).toBe('2026-11-30T04:00:00.000Z');
   });
 

@@ -180,6 +180,7 @@ describe('ops plane', () => {
     // A round with a token older than the job's newest cannot write the state.
     const { rows } = await sql.query(`SELECT fencing_token FROM job_state WHERE job_name = 'ops_alert_evaluator'`);
     await expect(rt.services.ops.alerts.apply({ job: 'ops_alert_evaluator', token: Number(rows[0].fencing_token) - 1, ruleId: rule.id, streak: 0, lastBucket: null, resolvedAt: null }, null, () => [])).rejects.toBeInstanceOf(FencedWriteRefused);
+    await expect(rt.services.ops.alerts.applyStreaks('ops_alert_evaluator', Number(rows[0].fencing_token) - 1, [{ ruleId: rule.id, streak: 0, lastBucket: null }])).rejects.toBeInstanceOf(FencedWriteRefused);
     expect(await streak()).toBe(3);
 
     await put(3, 1);

@@ -2,6 +2,7 @@ import type { WiringContext, Wired } from './wiring.js';
 import type { Services } from '../jobs/services.js';
 import { OpsMetricsStore } from '../store/ops-metrics.js';
 import { OpsAlerts } from '../store/ops-alerts.js';
+import { OpsSilences } from '../store/ops-silences.js';
 import { OpsReports } from '../store/ops-reports.js';
 import { OpsRetention } from '../store/ops-retention.js';
 import { OpsCollector } from '../jobs/ops/ops-collector.js';
@@ -11,7 +12,7 @@ import { OpsCollector } from '../jobs/ops/ops-collector.js';
  * runtime lazily (job health, instances, the usage writer), at collection time.
  */
 export function buildOps(w: WiringContext): Wired<Pick<Services, 'ops'>> {
-  const { db, clock, redis, runtime: rt } = w;
+  const { db, redis, runtime: rt } = w;
   const series = new OpsMetricsStore(db);
   const collector = new OpsCollector(
     series,
@@ -23,7 +24,6 @@ export function buildOps(w: WiringContext): Wired<Pick<Services, 'ops'>> {
       usageQueue: () => rt.services.usageWriter.waiting,
       dbPoolInUse: () => null,
     },
-    clock,
   );
-  return { services: { ops: { series, alerts: new OpsAlerts(db), reports: new OpsReports(db), retention: new OpsRetention(db), collector } }, rungs: [] };
+  return { services: { ops: { series, alerts: new OpsAlerts(db), silences: new OpsSilences(db), reports: new OpsReports(db), retention: new OpsRetention(db), collector } }, rungs: [] };
 }

@@ -3,7 +3,7 @@ import type { Config } from '../config/load.js';
 import type { Db } from '../store/db.js';
 import type { AdminSessions } from '../store/admin-sessions.js';
 import { FallbackLeaderLock, MemoryLeaderLock, PgAdvisoryLock, RedisLeaderLock, type LeaderLock } from '../coordination/leader-lock.js';
-import { Scheduler } from '../scheduler/scheduler.js';
+import { Scheduler, manyListeners } from '../scheduler/scheduler.js';
 import { RoundRunner, type RoundReport } from '../scheduler/round-runner.js';
 import { RunRecords } from '../scheduler/run-records.js';
 import { InstanceRegistry, type InstanceInfo } from '../scheduler/instance-registry.js';
@@ -61,7 +61,7 @@ export class Runtime {
   private readonly serviceRungs: Stoppable[];
   private readonly prepare: () => Promise<void>;
   private readonly pools: WorkerPool<unknown>[] = [];
-  private readonly shutdownController = new AbortController();
+  private readonly shutdownController = manyListeners(new AbortController());
   private shuttingDown: Promise<void> | null = null;
   private ingress: Ingress | null = null;
 

@@ -61,7 +61,7 @@ function isUniqueViolation(err: unknown): boolean {
 
 /** Alert rules (CRUD), alert events, silences. */
 export function registerOpsAlertRoutes(api: FastifyInstance, rt: Runtime): void {
-  const alerts = rt.services.ops.alerts;
+  const { alerts, silences } = rt.services.ops;
 
   api.get('/ops/alert-rules', async () => ({ rules: (await alerts.rules()).map(ruleView) }));
   api.get<{ Params: { id: string } }>('/ops/alert-rules/:id', async (req, reply) => {
@@ -102,17 +102,17 @@ export function registerOpsAlertRoutes(api: FastifyInstance, rt: Runtime): void 
     return { events: await alerts.events({ state: q.state, limit: q.limit }) };
   });
 
-  api.get('/ops/silences', async (req) => ({ silences: await alerts.silences((req.query as { all?: string }).all === 'true') }));
+  api.get('/ops/silences', async (req) => ({ silences: await silences.list((req.query as { all?: string }).all === 'true') }));
   api.post('/ops/silences', async (req, reply) => {
     const b = parseBody(silenceBody, req.body);
     const starts = b.starts_at ?? new Date(rt.clock.now()).toISOString();
     if (Date.parse(b.ends_at) <= Date.parse(starts)) throw new InvalidInput([{ field: 'ends_at', message: 'must be after starts_at' }]);
     if (b.rule_id === null && !Object.keys(b.matchers).length) throw new InvalidInput([{ field: 'matchers', message: 'give rule_id or at least one label matcher (a silence of everything is not allowed)' }]);
     if (b.rule_id !== null && !(await alerts.rule(b.rule_id))) throw new InvalidInput([{ field: 'rule_id', message: `no alert rule ${b.rule_id}` }]);
-    return reply.code(201).send(await alerts.createSilence({ rule_id: b.rule_id, matchers: b.matchers, starts_at: starts, ends_at: b.ends_at, reason: b.reason, author: b.author }));
+    return reply.code(201).send(await silences.create({ rule_id: b.rule_id, matchers: b.matchers, starts_at: starts, ends_at: b.ends_at, reason: b.reason, author: b.author }));
   });
   api.delete<{ Params: { id: string } }>('/ops/silences/:id', async (req, reply) => {
-    if (!(await alerts.deleteSilence(parseId(req.params.id) ?? 0))) return sendError(reply, 404, 'not_found', `no silence ${req.params.id}`);
+    if (!(await silences.delete(parseId(req.params.id) ?? 0))) return sendError(reply, 404, 'not_found', `no silence ${req.params.id}`);
     return reply.code(204).send();
   });
 }

@@ -4,7 +4,7 @@ import type { Runtime } from '../app/runtime.js';
 import { REPORT_KINDS, type ReportInput } from '../store/ops-reports.js';
 import { CLEANUP_TARGETS } from '../store/ops-retention.js';
 import { chooseGranularity } from '../jobs/ops/granularity.js';
-import { cronProblem, occurrencesBetween } from '../jobs/ops/report-schedule.js';
+import { cronProblem, nextOccurrences } from '../jobs/ops/report-schedule.js';
 import { overview } from '../jobs/ops/overview.js';
 import { registerOpsAlertRoutes } from './ops-alert-routes.js';
 import { parseBody, parseId, sendError } from './validation.js';
@@ -61,7 +61,7 @@ export function registerOpsRoutes(api: FastifyInstance, rt: Runtime): void {
     const r = await ops.reports.get(parseId(req.params.id) ?? 0);
     if (!r) return sendError(reply, 404, 'not_found', `no report ${req.params.id}`);
     const now = new Date(rt.clock.now());
-    return { ...r, next: occurrencesBetween(r.cron, r.timezone, now, new Date(now.getTime() + 8 * 86_400_000), 5).slice(0, 5).map((d) => d.toISOString()), runs: await ops.reports.runs(r.id) };
+    return { ...r, next: nextOccurrences(r.cron, r.timezone, now, 5).map((d) => d.toISOString()), runs: await ops.reports.runs(r.id) };
   });
   api.post('/ops/reports', async (req, reply) => {
     const b = parseBody(reportCreate, req.body);

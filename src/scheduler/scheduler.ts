@@ -1,3 +1,4 @@
+import { setMaxListeners } from 'node:events';
 import type { Clock, Random } from '../time/clock.js';
 import { sleep } from '../time/clock.js';
 import type { Logger } from '../telemetry/logger.js';
@@ -26,7 +27,8 @@ const MAX_SLEEP_MS = 60_000;
  * Replicas run identical loops; the round runner decides who actually runs a slot.
  */
 export class Scheduler {
-  private readonly stopController = new AbortController();
+  // One listener per job loop (sleeps wait on it): as many as jobs, not a leak.
+  private readonly stopController = manyListeners(new AbortController());
   private readonly loops = new Map<string, Promise<void>>();
   private readonly inFlight = new Set<Promise<RoundReport>>();
   private readonly nextFire = new Map<string, number>();
@@ -120,4 +122,10 @@ export class Scheduler {
     }
     this.nextFire.delete(job.name);
   }
+}
+
+/** A controller whose signal is awaited by every job loop or round at once: no MaxListeners warning past 10 jobs. */
+export function manyListeners(c: AbortController): AbortController {
+  setMaxListeners(1000, c.signal);
+  return c;
 }

@@ -19,8 +19,8 @@ export interface AlertRoundInput {
 /**
  * One evaluation of every enabled rule over the window ending at the newest stored bucket. The
  * newest bucket is unknown when older than three buckets plus one interval (the collector
- * stopped). Rules whose streak did not move write nothing; the others write through the fenced
- * `OpsAlerts.apply`.
+ * stopped). Rules whose streak did not move write nothing; streak moves are written together in
+ * one fenced statement, transitions each in their own fenced transaction (`OpsAlerts.apply`).
  */
 export async function evaluateAlerts(i: AlertRoundInput): Promise<{ rules: number; fired: number; resolved: number; firing: number; bucket: Date | null }> {
   const { ops, config, now } = i;
@@ -28,12 +28,13 @@ export async function evaluateAlerts(i: AlertRoundInput): Promise<{ rules: numbe
   const channels = [...i.channels];
   const rules = await ops.alerts.rules(true);
   const states = await ops.alerts.states();
-  const silences = await ops.alerts.silences();
+  const silences = await ops.silences.list();
   const latest = await ops.series.latest();
   const fresh = latest && latest.bucket.getTime() + bucketMs * 3 + config.ops.alert_interval >= now ? latest.bucket : null;
   const maxWindow = Math.max(0, ...rules.map((r) => r.window_seconds * 1000));
   const buckets = fresh ? (await ops.series.window(fresh, maxWindow)).map((p) => ({ ...p, t: Date.parse(p.bucket) })) : [];
   const out = { rules: rules.length, fired: 0, resolved: 0, firing: 0, bucket: fresh };
+  const streaks: Array<{ ruleId: number; streak: number; lastBucket: Date | null }> = [];
   for (const rule of rules) {
     if (i.signal.aborted) throw i.signal.reason;
     const stored = states.get(rule.id);
@@ -59,8 +60,9 @@ export async function evaluateAlerts(i: AlertRoundInput): Promise<{ rules: numbe
       i.log.info({ rule: rule.name, metric: rule.metric, value }, 'alert resolved');
       out.resolved++;
     } else {
-      await ops.alerts.apply(base, null, () => []);
+      streaks.push({ ruleId: rule.id, streak: state.streak, lastBucket: base.lastBucket });
     }
   }
+  await ops.alerts.applyStreaks(i.job, i.token, streaks);
   return out;
 }

@@ -1,6 +1,5 @@
 import { monitorEventLoopDelay, type IntervalHistogram } from 'node:perf_hooks';
 import type { OpsMetricsStore, SeriesValues } from '../../store/ops-metrics.js';
-import type { Clock } from '../../time/clock.js';
 
 /** What the collector reads outside the database tables (the runtime supplies these). */
 export interface OpsProbes {
@@ -23,7 +22,6 @@ export class OpsCollector {
   constructor(
     private readonly store: OpsMetricsStore,
     private readonly probes: OpsProbes,
-    private readonly clock: Clock,
   ) {
     this.loop.enable();
   }
@@ -77,9 +75,5 @@ export class OpsCollector {
 
   close(): void {
     this.loop.disable();
-  }
-
-  get now(): number {
-    return this.clock.now();
   }
 }

@@ -1,5 +1,6 @@
 import type { OpsMetricsStore } from '../../store/ops-metrics.js';
 import type { OpsAlerts } from '../../store/ops-alerts.js';
+import type { OpsSilences } from '../../store/ops-silences.js';
 import type { OpsReports } from '../../store/ops-reports.js';
 import type { OpsRetention } from '../../store/ops-retention.js';
 import type { OpsCollector } from './ops-collector.js';
@@ -8,6 +9,7 @@ import type { OpsCollector } from './ops-collector.js';
 export interface Ops {
   series: OpsMetricsStore;
   alerts: OpsAlerts;
+  silences: OpsSilences;
   reports: OpsReports;
   retention: OpsRetention;
   collector: OpsCollector;

@@ -24,21 +24,27 @@ export function cronProblem(expr: string, timezone: string, now: Date): string |
 }
 
 /**
- * Occurrences in (since, now], oldest first, at most `cap` (the newest ones). A report sends
- * only the newest; the older ones were missed while no replica ran and are recorded as
- * coalesced, so recovery sends one report, not one per missed occurrence.
+ * Occurrences in (since, now], oldest first, the last one the newest. Only the newest is sent;
+ * the older ones were missed while no replica ran and are recorded as coalesced (at most
+ * `cap` − 1 of them, the oldest), so recovery sends one report, not one per missed occurrence.
+ * The newest is found directly (croner's previous run), however long the downtime was.
  */
 export function occurrencesBetween(expr: string, timezone: string, since: Date, now: Date, cap = 100): Date[] {
   const cron = reportCron(expr, timezone);
-  const out: Date[] = [];
-  let t: Date | null = since;
-  for (let i = 0; i < 100_000; i++) {
+  const newest = cron.previousRuns(1, new Date(now.getTime() + 1))[0];
+  if (!newest || newest.getTime() <= since.getTime()) return [];
+  const missed: Date[] = [];
+  for (let t: Date | null = since; missed.length < cap - 1; ) {
     t = cron.nextRun(t);
-    if (!t || t.getTime() > now.getTime()) break;
-    out.push(t);
-    if (out.length > cap) out.shift();
+    if (!t || t.getTime() >= newest.getTime()) break;
+    missed.push(t);
   }
-  return out;
+  return [...missed, newest];
+}
+
+/** The next `n` occurrences after `from`. */
+export function nextOccurrences(expr: string, timezone: string, from: Date, n: number): Date[] {
+  return reportCron(expr, timezone).nextRuns(n, from);
 }
 
 /** The occurrence before `occurrence` (the start of an error digest's period). */
