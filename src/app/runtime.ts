@@ -40,6 +40,7 @@ import { Rollups } from '../store/rollups.js';
 import { CleanupTasks } from '../store/cleanup-tasks.js';
 import { Idempotency } from '../store/idempotency.js';
 import { QuotaUsage } from '../store/quota-usage.js';
+import { DeadLetters } from '../store/dead-letters.js';
 import { UsageWriter } from '../jobs/usage/usage-writer.js';
 import { UsageIngest } from '../jobs/usage/usage-ingest.js';
 import { PlatformQuota } from '../jobs/usage/platform-quota.js';
@@ -197,7 +198,8 @@ export class Runtime {
     const tokens = new TokenApi(accounts, tokenRefresh, clock, { marginMs: a.refresh_margin_seconds * 1000, waitMs: a.hot_path_wait, cooldownMs: a.oauth_401_cooldown }, metrics, log);
     const u = config.usage;
     const usageStore = new UsageStore(db);
-    const usageWriter = new UsageWriter(usageStore, { batchSize: u.batch_size, queueLimit: u.queue_limit, overflow: u.overflow, spillDir: join(config.database.data_dir, 'spill') }, metrics, log);
+    const deadLetters = new DeadLetters(db);
+    const usageWriter = new UsageWriter(usageStore, { batchSize: u.batch_size, queueLimit: u.queue_limit, overflow: u.overflow, spillDir: join(config.database.data_dir, 'spill') }, metrics, log, deadLetters);
     const counters = this.redis ? new RedisQuotaCounters(this.redis, { prefix: config.redis.key_prefix, env: config.instance.env }) : new MemoryQuotaCounters();
     return {
       accounts,
@@ -212,7 +214,8 @@ export class Runtime {
       rollups: new Rollups(db, u.timezone),
       cleanupTasks: new CleanupTasks(db),
       idempotency: new Idempotency(db, config.idempotency.ttl, config.idempotency.lock),
-      quota: new PlatformQuota(counters, new QuotaUsage(db), config.quota.flush_batch, metrics, log),
+      quota: new PlatformQuota(counters, new QuotaUsage(db), config.quota.flush_batch, metrics, log, deadLetters),
+      deadLetters,
       ...this.buildBilling(),
     };
   }

@@ -9,16 +9,25 @@ import { InvalidUsage } from '../jobs/usage/usage-ingest.js';
 import { UsageQueueFull } from '../jobs/usage/usage-writer.js';
 import { IdempotencyConflict } from '../store/idempotency.js';
 import { AccountUnavailable } from '../jobs/accounts/token-api.js';
-import { BadRequest } from './validation.js';
+import { BadRequest, assertStorable } from './validation.js';
+import { registerDeadLetterRoutes } from './dead-letters-routes.js';
+import { isDataError } from '../store/poison-split.js';
 
 /** The hot path's refusals: unknown account, not serving, refresh failed, no new token in time. */
 const UNAVAILABLE_STATUS = { not_found: 404, unavailable: 409, no_refresh_token: 409, refresh_failed: 502, timeout: 504 } as const;
 
 const notFound = (what: string) => ({ error: { code: 'not_found', message: what } });
 
+/**
+ * Body size limits. Most admin payloads are a few fields, so the default is small; the routes
+ * that take lists say so (usage batches, account imports, quota increments, idempotency bodies).
+ * Unauthenticated requests never get this far: the token is checked before the body is read.
+ */
+export const BODY_LIMIT = 64 * 1024;
+
 /** Probes, metrics and the admin API. Routes call the runtime; they know no SQL and no Redis keys. */
 export function buildHttpServer(rt: Runtime): FastifyInstance {
-  const app = Fastify({ logger: false, bodyLimit: 1024 * 1024, forceCloseConnections: 'idle' });
+  const app = Fastify({ logger: false, bodyLimit: BODY_LIMIT, forceCloseConnections: 'idle' });
 
   app.setErrorHandler((err: Error & { statusCode?: number }, _req, reply) => {
     if (err instanceof BadRequest) return void reply.code(400).send({ error: { code: 'invalid', message: err.message, fields: err.fields } });
@@ -26,6 +35,13 @@ export function buildHttpServer(rt: Runtime): FastifyInstance {
     if (err instanceof UsageQueueFull) return void reply.code(503).send({ error: { code: 'queue_full', message: err.message } });
     if (err instanceof IdempotencyConflict) return void reply.code(409).send({ error: { code: 'idempotency_conflict', message: err.message } });
     if (err instanceof AccountUnavailable) return void reply.code(UNAVAILABLE_STATUS[err.code]).send({ error: { code: err.code, message: err.message, status: err.status ?? null } });
+    // The database refused a value (a data exception or a constraint): the request's fault, never a 500.
+    if (isDataError(err)) {
+      const code = (err as unknown as { code: string }).code;
+      const conflict = code === '23505';
+      rt.log.warn({ sqlstate: code, err: err.message }, 'request refused by a database constraint');
+      return void reply.code(conflict ? 409 : 400).send({ error: { code: conflict ? 'conflict' : 'invalid', message: conflict ? 'a record with this unique value already exists' : 'the database refused a value of this request' } });
+    }
     const status = err.statusCode && err.statusCode < 500 ? err.statusCode : 500;
     if (status === 500) rt.log.error({ err: err.message }, 'http handler failed');
     void reply.code(status).send({ error: { code: status === 500 ? 'internal' : 'bad_request', message: status === 500 ? 'internal error; see the service log' : err.message } });
@@ -39,10 +55,18 @@ export function buildHttpServer(rt: Runtime): FastifyInstance {
   });
   app.get('/metrics', async (_req, reply) => reply.type(rt.metrics.registry.contentType).send(await rt.metrics.registry.metrics()));
 
+  // Every text field of every JSON API: no NUL, no lone surrogate, no hostile nesting (400 naming the field).
+  app.addHook('preValidation', async (req) => {
+    assertStorable(req.params, 'params');
+    assertStorable(req.query, 'query');
+    if (typeof req.body === 'object') assertStorable(req.body);
+  });
+
   registerPaymentWebhook(app, rt);
   void app.register(
     async (api) => {
-      api.addHook('preHandler', requireAdmin(rt));
+      // onRequest, not preHandler: an unauthenticated body is never read or parsed.
+      api.addHook('onRequest', requireAdmin(rt));
 
       api.get('/jobs', async () => ({ jobs: await rt.jobViews() }));
 
@@ -78,10 +102,13 @@ export function buildHttpServer(rt: Runtime): FastifyInstance {
       registerProxyRoutes(api, rt);
       registerUsageRoutes(api, rt);
       registerBillingRoutes(api, rt);
+      registerDeadLetterRoutes(api, rt);
 
       api.get('/instances', async () => ({ instances: await rt.instances() }));
 
-      api.post('/sessions', async (_req, reply) => {
+      // Only the admin token mints sessions: a session cannot outlive its parent's revocation by minting a child.
+      api.post('/sessions', async (req, reply) => {
+        if (bearer(req) !== rt.adminToken) return reply.code(403).send({ error: { code: 'forbidden', message: 'sessions are created with the admin token only, not with a session token' } });
         const s = await rt.sessions.create(rt.config.admin.session_ttl_minutes);
         return reply.code(201).send({ id: s.id, token: s.token, expires_at: s.expiresAt.toISOString() });
       });

@@ -115,18 +115,18 @@ export function registerUsageRoutes(api: FastifyInstance, rt: Runtime): void {
     return s.cleanupTasks.get(id);
   });
 
-  api.post('/idempotency/begin', async (req) => {
+  api.post('/idempotency/begin', { bodyLimit: 1024 * 1024 }, async (req) => {
     const b = parseBody(beginBody, req.body);
     return s.idempotency.begin(b.scope, b.key, b.request_hash ?? requestHash(b.request));
   });
-  api.post('/idempotency/complete', async (req, reply) => {
+  api.post('/idempotency/complete', { bodyLimit: 1024 * 1024 }, async (req, reply) => {
     const b = parseBody(completeBody, req.body);
     const ok = await s.idempotency.complete(b.scope, b.key, b.request_hash ?? requestHash(b.request), b.response, b.status_code ?? null);
     if (!ok) return sendError(reply, 409, 'not_in_progress', `no operation in progress under scope ${JSON.stringify(b.scope)} key ${JSON.stringify(b.key)} with this request; begin it first`);
     return { completed: true };
   });
 
-  api.post('/quota/usage', async (req) => {
+  api.post('/quota/usage', { bodyLimit: 2 * 1024 * 1024 }, async (req) => {
     const b = parseBody(incrementsBody, req.body);
     const results = [];
     for (const i of b.increments) results.push({ user_id: i.user_id, platform: i.platform, ...(await s.quota.increment(i.user_id, i.platform, i.amount)) });

@@ -1,4 +1,5 @@
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import { IntegrityMetrics } from './integrity-metrics.js';
 
 /**
  * Every metric the runtime exposes on /metrics, on a registry of its own (several runtimes in one
@@ -72,6 +73,8 @@ export class Metrics {
   readonly ordersExpired = new Counter({ name: 'relay_jobs_payment_orders_expired_total', help: 'Orders expired after a last check at the provider', registers: [this.registry] });
   readonly providerFailures = new Counter({ name: 'relay_jobs_payment_provider_failures_total', help: 'Provider queries or closes that failed (retried next round)', labelNames: ['provider'], registers: [this.registry] });
   readonly webhooksRejected = new Counter({ name: 'relay_jobs_payment_webhooks_rejected_total', help: 'Webhooks refused, by reason', labelNames: ['provider', 'reason'], registers: [this.registry] });
+
+  readonly integrity = new IntegrityMetrics(this.registry);
 
   constructor(opts: { defaultMetrics?: boolean } = {}) {
     if (opts.defaultMetrics) collectDefaultMetrics({ register: this.registry, prefix: 'relay_jobs_process_' });
