@@ -53,6 +53,7 @@ describe('accounts and token refresh (real PostgreSQL, Redis, OAuth server)', ()
         RELAY_JOBS__OAUTH__PROVIDERS__ACME__TOKEN_URL: oauth.tokenUrl,
         RELAY_JOBS__OAUTH__PROVIDERS__ACME__CLIENT_ID: 'wrong-client',
         RELAY_JOBS__AUTH__REFRESH_REQUEST_TIMEOUT: '500ms',
+        RELAY_JOBS__AUTH__REFRESH_REPLY_TIMEOUT: '1s',
         RELAY_JOBS__AUTH__HOT_PATH_WAIT: '2s',
       },
     });
@@ -126,7 +127,7 @@ describe('accounts and token refresh (real PostgreSQL, Redis, OAuth server)', ()
       ['garbage', 'transient', 'active', 'bad_response'],
       ['no_access_token', 'transient', 'active', 'bad_response'],
       ['unknown_400', 'transient', 'active', 'unrecognized_error'],
-      ['timeout', 'transient', 'active', 'timeout'],
+      ['timeout', 'transient', 'active', 'reply_timeout'],
     ];
     for (const [fault, result, status, error] of cases) {
       const a = await createAccount(`classify-${fault}`);

@@ -183,6 +183,7 @@ export class Runtime {
       metrics,
       concurrency: a.refresh_concurrency,
       requestTimeoutMs: a.refresh_request_timeout,
+      replyTimeoutMs: a.refresh_reply_timeout,
       leaseTtlMs: a.refresh_lease_ttl,
       recoveryDelayMs: a.refresh_recovery_delay,
     });

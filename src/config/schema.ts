@@ -58,6 +58,7 @@ const AUTH_DEFAULTS = {
   refresh_backoff_max: 300_000,
   refresh_recovery_delay: 600_000,
   refresh_request_timeout: 15_000,
+  refresh_reply_timeout: 120_000,
   refresh_lease_ttl: 300_000,
   oauth_401_cooldown: 600_000,
   hot_path_wait: 10_000,
@@ -121,6 +122,8 @@ export const configSchema = z
         refresh_backoff_max: positiveDuration.default(300_000),
         refresh_recovery_delay: positiveDuration.default(600_000),
         refresh_request_timeout: positiveDuration.default(15_000),
+        // Once a refresh request is sent, its reply is awaited this long, never less (a rotated token exists only in the reply).
+        refresh_reply_timeout: positiveDuration.default(120_000),
         refresh_lease_ttl: positiveDuration.default(300_000),
         oauth_401_cooldown: positiveDuration.default(600_000),
         hot_path_wait: positiveDuration.default(10_000),

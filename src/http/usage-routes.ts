@@ -23,7 +23,12 @@ const dashboardQuery = range({
   platform: z.string().optional(),
   model: z.string().optional(),
 });
-const cleanupBody = range({ user_id: textId.optional().nullable(), account_id: textId.optional().nullable() });
+/** The seed's `max_range_days`: one cleanup task covers at most 31 days, so a task stays small enough to watch and cancel. */
+export const CLEANUP_MAX_RANGE_DAYS = 31;
+const cleanupBody = range({ user_id: textId.optional().nullable(), account_id: textId.optional().nullable() }).refine(
+  (r) => Date.parse(r.to) - Date.parse(r.from) <= CLEANUP_MAX_RANGE_DAYS * 86_400_000,
+  { message: `the range may span at most ${CLEANUP_MAX_RANGE_DAYS} days (max_range_days); split it into several tasks`, path: ['to'] },
+);
 const idemKey = { scope: z.string().min(1).max(100), key: z.string().min(1).max(200) };
 const beginBody = z
   .object({ ...idemKey, request: z.unknown().optional(), request_hash: z.string().regex(/^[0-9a-f]{16,128}$/, 'expected a hex digest').optional() })

@@ -1,4 +1,4 @@
-import { fetch, ProxyAgent, type Dispatcher } from 'undici';
+import { Agent, fetch, ProxyAgent, type Dispatcher } from 'undici';
 import { tokenExpiry } from './jwt.js';
 import type { OAuthProvider } from './oauth-providers.js';
 
@@ -71,15 +71,28 @@ export function parseRetryAfter(value: string | null, nowMs: number): number | n
 export interface RefreshCallOptions {
   /** `direct`, or a proxy URL the call goes through. */
   proxyUrl: string | null;
+  /** Connecting (TCP/TLS, to the proxy and through it): nothing has reached the provider yet, so giving up is safe. */
   timeoutMs: number;
-  signal?: AbortSignal;
+  /**
+   * Once sent, how long the reply is awaited (default: 2 minutes). Only a socket-level bound:
+   * the provider may already have rotated the refresh token, and then the new one exists only
+   * in this reply, so the call is never aborted earlier, by a timer or by shutdown.
+   */
+  replyTimeoutMs?: number;
   nowMs: () => number;
 }
+
+export const DEFAULT_REPLY_TIMEOUT_MS = 120_000;
 
 /**
  * The refresh call pinned by the issue: a form-encoded POST of `grant_type=refresh_token`,
  * `refresh_token` and `client_id` to the platform's token URL, through the account's proxy.
  * Never throws: every failure is a classified result. The refresh token goes only into the body.
+ *
+ * There is deliberately no AbortSignal: a refresh request that may have reached the provider is
+ * never abandoned while its reply can still arrive (with rotation, aborting it loses the account:
+ * the retry presents the consumed token, and a standards-compliant server revokes the grant).
+ * `timeoutMs` bounds connecting; `replyTimeoutMs` bounds the wait for a reply that is not coming.
  */
 export class OAuthClient {
   private readonly agents = new Map<string, Dispatcher>();
@@ -87,29 +100,41 @@ export class OAuthClient {
   async refresh(provider: OAuthProvider, refreshToken: string, opts: RefreshCallOptions): Promise<RefreshCallResult> {
     const form = new URLSearchParams({ grant_type: 'refresh_token', refresh_token: refreshToken, client_id: provider.clientId });
     if (provider.clientSecret) form.set('client_secret', provider.clientSecret);
-    const signal = opts.signal ? AbortSignal.any([opts.signal, AbortSignal.timeout(opts.timeoutMs)]) : AbortSignal.timeout(opts.timeoutMs);
+    const replyMs = opts.replyTimeoutMs ?? DEFAULT_REPLY_TIMEOUT_MS;
+    let dispatcher: Dispatcher;
+    try {
+      dispatcher = this.agent(opts.proxyUrl, opts.timeoutMs, replyMs);
+    } catch (err) {
+      return { kind: 'transient', reason: 'bad_proxy_url', status: null, retryAfterMs: null, detail: `the account's proxy URL cannot be used: ${(err as Error).message}`.slice(0, 200) };
+    }
     try {
       const res = await fetch(provider.tokenUrl, {
         method: 'POST',
         headers: { 'content-type': 'application/x-www-form-urlencoded', accept: 'application/json' },
         body: form.toString(),
-        signal,
-        dispatcher: opts.proxyUrl ? this.agent(opts.proxyUrl) : undefined,
+        dispatcher,
       });
       const body = await res.text();
       return classifyReply(res.status, body.slice(0, 64 * 1024), { retryAfter: res.headers.get('retry-after') }, opts.nowMs());
     } catch (err) {
       const e = err as Error & { cause?: { code?: string } };
-      const timedOut = e.name === 'TimeoutError' || (e.name === 'AbortError' && !opts.signal?.aborted);
-      return { kind: 'transient', reason: timedOut ? 'timeout' : opts.signal?.aborted ? 'aborted' : 'network', status: null, retryAfterMs: null, detail: timedOut ? `no answer within ${opts.timeoutMs}ms` : (e.cause?.code ?? e.message).slice(0, 200) };
+      const code = e.cause?.code ?? '';
+      if (code === 'UND_ERR_CONNECT_TIMEOUT') return { kind: 'transient', reason: 'timeout', status: null, retryAfterMs: null, detail: `could not connect within ${opts.timeoutMs}ms` };
+      // The request was sent and no reply came in time: the provider may have rotated the token.
+      if (code === 'UND_ERR_HEADERS_TIMEOUT' || code === 'UND_ERR_BODY_TIMEOUT') return { kind: 'transient', reason: 'reply_timeout', status: null, retryAfterMs: null, detail: `request sent, no complete reply within ${replyMs}ms; the refresh token may have been rotated` };
+      return { kind: 'transient', reason: 'network', status: null, retryAfterMs: null, detail: (code || e.message).slice(0, 200) };
     }
   }
 
-  private agent(proxyUrl: string): Dispatcher {
-    let agent = this.agents.get(proxyUrl);
+  private agent(proxyUrl: string | null, connectMs: number, replyMs: number): Dispatcher {
+    const key = `${proxyUrl ?? 'direct'}|${connectMs}|${replyMs}`;
+    let agent = this.agents.get(key);
     if (!agent) {
-      agent = new ProxyAgent(proxyUrl);
-      this.agents.set(proxyUrl, agent);
+      const timeouts = { headersTimeout: replyMs, bodyTimeout: replyMs };
+      agent = proxyUrl
+        ? new ProxyAgent({ uri: proxyUrl, ...timeouts, proxyTls: { timeout: connectMs }, requestTls: { timeout: connectMs } })
+        : new Agent({ ...timeouts, connect: { timeout: connectMs } });
+      this.agents.set(key, agent);
     }
     return agent;
   }

@@ -37,6 +37,8 @@ export interface RefresherOptions {
   metrics: Metrics;
   concurrency: number;
   requestTimeoutMs: number;
+  /** How long a sent refresh request's reply is awaited (`auth.refresh_reply_timeout`). */
+  replyTimeoutMs?: number;
   leaseTtlMs: number;
   /** Recovery attempts are skipped when any replica attempted this recently. */
   recoveryDelayMs: number;
@@ -56,6 +58,8 @@ const AUTO_REFRESHABLE: ReadonlySet<AccountStatus> = new Set(['active', 'quota_e
  */
 export class Refresher {
   private readonly inFlight = new Map<number, { outcome: Promise<RefreshOutcome>; promote: () => void }>();
+  /** Accounts whose provider call has started and whose result is not stored yet: a rotated token may live only here. */
+  private readonly calling = new Map<number, Promise<unknown>>();
   private readonly slots: Semaphore;
   private readonly limiters = new Map<string, RateLimiter>();
   private readonly stopController = new AbortController();
@@ -98,6 +102,22 @@ export class Refresher {
     while (this.inFlight.size && Date.now() < end) await Promise.race([Promise.allSettled([...this.inFlight.values()].map((f) => f.outcome)), new Promise((r) => setTimeout(r, 50))]);
     this.gaveUp = this.inFlight.size > 0;
     return this.inFlight.size;
+  }
+
+  /** Account ids with a provider call sent and its result not yet stored. */
+  callsInFlight(): number[] {
+    return [...this.calling.keys()];
+  }
+
+  /**
+   * The forced exit's wait: up to `boundMs` for calls already sent to finish and be stored.
+   * Returns the account ids still unsettled (their rotated tokens may be lost: the caller logs them).
+   */
+  async settleCalls(boundMs: number): Promise<number[]> {
+    // The whole request, not only the call: its lease is released too, so no orphaned lease blocks the next refresh.
+    const outcomes = this.callsInFlight().map((id) => this.inFlight.get(id)?.outcome);
+    await Promise.race([Promise.allSettled(outcomes), new Promise((r) => setTimeout(r, boundMs).unref())]);
+    return this.callsInFlight();
   }
 
   private async run(id: number, trigger: RefreshTrigger, expectedVersion: number | undefined, slot: Promise<void>): Promise<RefreshOutcome> {
@@ -165,10 +185,15 @@ export class Refresher {
       const started = this.o.clock.now();
       abort.signal.throwIfAborted();
       // No abort signal on the call itself: once the request may have reached the provider, a
-      // rotated refresh token exists only in its reply, so the reply is always awaited and stored.
-      const reply = await this.o.oauth.refresh(provider, acct.credentials.refresh_token, { proxyUrl: acct.proxyUrl, timeoutMs: this.o.requestTimeoutMs, nowMs: () => this.o.clock.now() });
-      metrics.refreshCallDuration.observe({ platform: acct.platform }, (this.o.clock.now() - started) / 1000);
-      const outcome = await this.settle(acct, reply);
+      // rotated refresh token exists only in its reply, so the reply is always awaited and stored
+      // (oauth-client bounds connecting by requestTimeoutMs and the reply by replyTimeoutMs only).
+      const call = (async () => {
+        const reply = await this.o.oauth.refresh(provider, acct.credentials.refresh_token!, { proxyUrl: acct.proxyUrl, timeoutMs: this.o.requestTimeoutMs, replyTimeoutMs: this.o.replyTimeoutMs, nowMs: () => this.o.clock.now() });
+        metrics.refreshCallDuration.observe({ platform: acct.platform }, (this.o.clock.now() - started) / 1000);
+        return this.settle(acct, reply);
+      })();
+      this.calling.set(id, call);
+      const outcome = await call.finally(() => this.calling.delete(id));
       marked = null;
       return this.count(acct.platform, trigger, outcome);
     } catch (err) {
