@@ -25,16 +25,28 @@ const num = fc.oneof(fc.integer(), fc.constantFrom(0, 1, 2, -1, 1e15, 2 ** 53, N
 const scalar = fc.oneof(text, num, fc.boolean(), fc.constant(null));
 const value = fc.oneof({ depthSize: 'small' }, scalar, fc.array(scalar, { maxLength: 4 }), fc.dictionary(text, scalar, { maxKeys: 4 }), fc.jsonValue({ maxDepth: 3 }));
 
-/** A body shaped like the route's: its own field names (some missing, some extra) with values from anywhere. */
-const shaped = (fields: Record<string, fc.Arbitrary<unknown>>) =>
-  fc.oneof(
-    fc.record(Object.fromEntries(Object.entries(fields).map(([k, a]) => [k, fc.oneof(a, value)])), { requiredKeys: [] }),
-    fc.tuple(fc.record(Object.fromEntries(Object.entries(fields).map(([k, a]) => [k, a])), { requiredKeys: [] }), fc.dictionary(text, value, { maxKeys: 2 })).map(([a, b]) => ({ ...b, ...a })),
+/** Valid-looking text that may carry poison (NUL, lone surrogates): what passes a schema and then reaches the database. */
+const word = fc.oneof(fc.string({ minLength: 1, maxLength: 12 }), fc.constantFrom('a\u0000b', '\ud800', 'x\udfffy', 'ok', '💥'));
+const recent = fc.integer({ min: -20, max: 20 }).map((h) => new Date(Date.now() + h * 3_600_000).toISOString());
+const small = fc.integer({ min: 1, max: 3 });
+
+/**
+ * A body shaped like the route's: all fields plausible (so validation passes and the request
+ * reaches the database), or one field replaced by anything, or fields missing or extra, or any value.
+ */
+const shaped = (fields: Record<string, fc.Arbitrary<unknown>>) => {
+  const keys = Object.keys(fields);
+  const good = fc.record(fields, { requiredKeys: [] });
+  return fc.oneof(
+    good,
+    fc.tuple(good, fc.constantFrom(...keys), value).map(([b, k, v]) => ({ ...b, [k]: v })),
+    fc.tuple(good, fc.dictionary(text, value, { maxKeys: 2 })).map(([a, b]) => ({ ...b, ...a })),
     value,
   );
-const list = (item: fc.Arbitrary<unknown>) => fc.array(item, { maxLength: 4 });
-const usageEvent = shaped({ request_id: text, user_id: fc.oneof(text, num), platform: text, model: text, input_tokens: num, output_tokens: num, cost: fc.oneof(text, num), created_at: text, latency_ms: num, status_code: num });
-const creds = shaped({ access_token: text, refresh_token: text, expires_at: text });
+};
+const list = (item: fc.Arbitrary<unknown>) => fc.array(item, { minLength: 1, maxLength: 4 });
+const usageEvent = shaped({ request_id: word, user_id: fc.oneof(word, small), platform: word, model: word, input_tokens: small, output_tokens: small, cost: fc.constantFrom('0.1', '1', 0.5), created_at: recent, latency_ms: small, status_code: fc.constantFrom(200, 500) });
+const creds = shaped({ access_token: word, refresh_token: word, expires_at: recent });
 
 interface Route {
   method: 'POST' | 'PATCH' | 'PUT' | 'GET';
@@ -47,24 +59,24 @@ interface Route {
 // separately), /jobs/:name/run (starts rounds), /accounts/:id/refresh and /token (call the provider).
 const ROUTES: Route[] = [
   { method: 'POST', url: '/api/v1/usage', body: shaped({ events: list(usageEvent) }) },
-  { method: 'POST', url: '/api/v1/usage/cleanup-tasks', body: shaped({ from: text, to: text, user_id: text, account_id: fc.oneof(text, num) }) },
-  { method: 'POST', url: '/api/v1/idempotency/begin', body: shaped({ scope: text, key: text, request: value, request_hash: text }) },
-  { method: 'POST', url: '/api/v1/idempotency/complete', body: shaped({ scope: text, key: text, request: value, request_hash: text, response: value, status_code: num }) },
-  { method: 'POST', url: '/api/v1/quota/usage', body: shaped({ increments: list(shaped({ user_id: fc.oneof(text, num), platform: text, amount: num })) }) },
-  { method: 'POST', url: '/api/v1/accounts', body: shaped({ platform: text, name: text, credentials: creds, proxy_id: num, expires_at: text, schedulable: fc.boolean() }) },
-  { method: 'PATCH', url: '/api/v1/accounts/1', body: shaped({ name: text, credentials: creds, status: text, proxy_id: num, expires_at: text }) },
-  { method: 'POST', url: '/api/v1/accounts/import', body: shaped({ accounts: list(shaped({ platform: text, name: text, credentials: creds })) }) },
-  { method: 'POST', url: '/api/v1/accounts/1/unauthorized', body: shaped({ token_version: num }) },
-  { method: 'POST', url: '/api/v1/proxies', body: shaped({ name: text, url: text, expires_at: text, fallback_mode: text, backup_proxy_id: num }) },
-  { method: 'PATCH', url: '/api/v1/proxies/1', body: shaped({ name: text, url: text, status: text, backup_proxy_id: num }) },
-  { method: 'POST', url: '/api/v1/billing/users', body: shaped({ external_id: text, email: text }) },
-  { method: 'POST', url: '/api/v1/billing/plans', body: shaped({ name: text, price: num, duration_days: num }) },
-  { method: 'POST', url: '/api/v1/billing/subscriptions', body: shaped({ user_id: num, plan_id: num, starts_at: text, expires_at: text }) },
-  { method: 'POST', url: '/api/v1/billing/orders', body: shaped({ user_id: num, amount: num, provider: text, provider_order_id: text, purpose: text, plan_id: num, expires_at: text }) },
-  { method: 'PUT', url: '/api/v1/notifications/settings', body: shaped({ reminders_enabled: fc.boolean(), reminder_days: list(num) }) },
-  { method: 'POST', url: '/api/v1/payments/webhook/demo', body: shaped({ event_id: text, provider_order_id: text, amount: num, status: text }) },
-  { method: 'GET', url: '/api/v1/dashboard/usage', query: fc.dictionary(fc.constantFrom('from', 'to', 'granularity', 'group_by', 'user_id', 'model', 'x'), text, { maxKeys: 5 }) },
-  { method: 'GET', url: '/api/v1/accounts', query: fc.dictionary(fc.constantFrom('status', 'platform', 'limit', 'after', 'x'), text, { maxKeys: 3 }) },
+  { method: 'POST', url: '/api/v1/usage/cleanup-tasks', body: shaped({ from: recent, to: fc.constantFrom(new Date(Date.now() + 86_400_000).toISOString()), user_id: word, account_id: fc.oneof(word, small) }) },
+  { method: 'POST', url: '/api/v1/idempotency/begin', body: shaped({ scope: word, key: word, request: value }) },
+  { method: 'POST', url: '/api/v1/idempotency/complete', body: shaped({ scope: word, key: word, request: value, response: value, status_code: fc.constantFrom(200, 404) }) },
+  { method: 'POST', url: '/api/v1/quota/usage', body: shaped({ increments: list(shaped({ user_id: fc.oneof(word, small), platform: word, amount: small })) }) },
+  { method: 'POST', url: '/api/v1/accounts', body: shaped({ platform: fc.constantFrom('openai'), name: word, credentials: creds, expires_at: recent, schedulable: fc.boolean() }) },
+  { method: 'PATCH', url: '/api/v1/accounts/1', body: shaped({ name: word, credentials: creds, status: fc.constantFrom('active', 'disabled'), proxy_id: fc.constantFrom(1), expires_at: recent }) },
+  { method: 'POST', url: '/api/v1/accounts/import', body: shaped({ accounts: list(shaped({ platform: fc.constantFrom('openai'), name: word, credentials: creds })) }) },
+  { method: 'POST', url: '/api/v1/accounts/1/unauthorized', body: shaped({ token_version: small }) },
+  { method: 'POST', url: '/api/v1/proxies', body: shaped({ name: word, url: fc.oneof(fc.constantFrom('http://127.0.0.1:9', 'http://u:p@127.0.0.1:9', 'http://[::1:bad', 'https://h:1'), word.map((w) => `http://${w}`)), expires_at: recent, fallback_mode: fc.constantFrom('none', 'direct'), backup_proxy_id: fc.constantFrom(1) }) },
+  { method: 'PATCH', url: '/api/v1/proxies/1', body: shaped({ name: word, url: fc.constantFrom('http://127.0.0.1:9', 'http://[::1:bad'), status: fc.constantFrom('active', 'disabled'), backup_proxy_id: fc.constantFrom(1, 2) }) },
+  { method: 'POST', url: '/api/v1/billing/users', body: shaped({ external_id: word, email: fc.constantFrom('a@b.test', 'a\u0000@b.test') }) },
+  { method: 'POST', url: '/api/v1/billing/plans', body: shaped({ name: word, price: small, duration_days: small }) },
+  { method: 'POST', url: '/api/v1/billing/subscriptions', body: shaped({ user_id: small, plan_id: small, starts_at: recent, expires_at: recent }) },
+  { method: 'POST', url: '/api/v1/billing/orders', body: shaped({ user_id: small, amount: small, provider: fc.constantFrom('demo'), provider_order_id: word, purpose: fc.constantFrom('balance'), expires_at: recent }) },
+  { method: 'PUT', url: '/api/v1/notifications/settings', body: shaped({ reminders_enabled: fc.boolean(), reminder_days: list(small) }) },
+  { method: 'POST', url: '/api/v1/payments/webhook/demo', body: shaped({ event_id: word, provider_order_id: word, amount: small, status: fc.constantFrom('paid') }) },
+  { method: 'GET', url: '/api/v1/dashboard/usage', query: fc.record({ from: recent, to: fc.constant(new Date(Date.now() + 86_400_000).toISOString()), user_id: word, model: word, x: text }, { requiredKeys: ['from', 'to'] }) },
+  { method: 'GET', url: '/api/v1/accounts', query: fc.record({ status: fc.constantFrom('active', 'x'), platform: word, limit: fc.constantFrom('1', '0', 'x'), after: text }, { requiredKeys: [] }) },
   { method: 'GET', url: '/api/v1/notifications', query: fc.dictionary(fc.constantFrom('status', 'limit', 'x'), text, { maxKeys: 3 }) },
   { method: 'GET', url: '/api/v1/dead-letters', query: fc.dictionary(fc.constantFrom('source', 'limit', 'after', 'x'), text, { maxKeys: 3 }) },
 ];
