@@ -12,6 +12,7 @@ import { AccountUnavailable } from '../jobs/accounts/token-api.js';
 import { BadRequest, assertStorable } from './validation.js';
 import { registerDeadLetterRoutes } from './dead-letters-routes.js';
 import { isDataError } from '../store/poison-split.js';
+import { QuotaUnavailable } from '../jobs/usage/platform-quota.js';
 
 /** The hot path's refusals: unknown account, not serving, refresh failed, no new token in time. */
 const UNAVAILABLE_STATUS = { not_found: 404, unavailable: 409, no_refresh_token: 409, refresh_failed: 502, timeout: 504 } as const;
@@ -32,6 +33,7 @@ export function buildHttpServer(rt: Runtime): FastifyInstance {
   app.setErrorHandler((err: Error & { statusCode?: number }, _req, reply) => {
     if (err instanceof BadRequest) return void reply.code(400).send({ error: { code: 'invalid', message: err.message, fields: err.fields } });
     if (err instanceof InvalidUsage) return void reply.code(400).send({ error: { code: 'invalid', message: err.message, fields: err.fields } });
+    if (err instanceof QuotaUnavailable) return void reply.code(503).header('retry-after', '1').send({ error: { code: 'quota_unavailable', message: err.message } });
     if (err instanceof UsageQueueFull) return void reply.code(503).send({ error: { code: 'queue_full', message: err.message } });
     if (err instanceof IdempotencyConflict) return void reply.code(409).send({ error: { code: 'idempotency_conflict', message: err.message } });
     if (err instanceof AccountUnavailable) return void reply.code(UNAVAILABLE_STATUS[err.code]).send({ error: { code: err.code, message: err.message, status: err.status ?? null } });

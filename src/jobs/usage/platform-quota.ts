@@ -6,6 +6,14 @@ import { InvalidUsage } from './usage-ingest.js';
 import type { Logger } from '../../telemetry/logger.js';
 import type { Metrics } from '../../telemetry/metrics.js';
 
+/** The counters (Redis) did not answer: retryable. The increment may or may not have been applied (see docs/usage.md). */
+export class QuotaUnavailable extends Error {
+  constructor(cause: Error) {
+    super(`quota counters unavailable (${cause.message.split('\n')[0]}); retry later: the increment may already have been applied`);
+    this.name = 'QuotaUnavailable';
+  }
+}
+
 export interface FlushResult {
   dirty: number;
   flushed: number;
@@ -37,12 +45,18 @@ export class PlatformQuota {
     const bad = [['user_id', userId], ['platform', platform]].filter(([, v]) => !isStorableText(v!));
     if (bad.length) throw new InvalidUsage(bad.map(([field]) => ({ field: field!, message: 'text contains a NUL character or an unpaired UTF-16 surrogate, which cannot be stored' })));
     const member = quotaMember(userId, platform);
-    const r = await this.counters.increment(member, amount);
-    if (r.seeded) return { used: r.used };
-    const stored = await this.store.get(userId, platform);
-    await this.counters.seed(member, stored?.used ?? 0, stored?.epoch ?? 0);
-    const [now] = await this.counters.read([member]);
-    return { used: now?.used ?? r.used };
+    try {
+      const r = await this.counters.increment(member, amount);
+      if (r.seeded) return { used: r.used };
+      const stored = await this.store.get(userId, platform);
+      await this.counters.seed(member, stored?.used ?? 0, stored?.epoch ?? 0);
+      const [now] = await this.counters.read([member]);
+      return { used: now?.used ?? r.used };
+    } catch (err) {
+      // Redis (or PostgreSQL, for the first seed) did not answer: a retryable 503, never a 500.
+      if (isDataError(err)) throw err;
+      throw new QuotaUnavailable(err as Error);
+    }
   }
 
   /** Admin reset to zero; visible in PostgreSQL at once. Returns the new epoch. */
