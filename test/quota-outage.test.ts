@@ -56,3 +56,25 @@ describe('platform quota while Redis is down', () => {
     expect((await http.inject('/metrics')).body).toMatch(/^relay_jobs_quota_dirty_keys 1$/m);
   });
 });
+
+/** A replica of another RELAY_JOBS_ENV refuses to join live replicas in the same database (issue 10). */
+describe('mixed environments in one database', () => {
+  it('refuses to start naming the other environment, unless cluster.allow_mixed_env', async () => {
+    const db = await freshDatabase();
+    const redis = await PrivateRedis.start();
+    const env = (e: string, id: string, extra: Record<string, string> = {}) =>
+      loadConfig({ env: { DATABASE_URL: db.url, REDIS_URL: redis.url, RELAY_JOBS_INSTANCE_ID: id, RELAY_JOBS_ENV: e, RELAY_JOBS_MASTER_KEY: TEST_MASTER_KEY, RELAY_JOBS__DATABASE__POOL_SIZE: '2', ...extra } });
+    const prod = await Runtime.create(env('production', 'p-1'), { logger: silentLogger() });
+    try {
+      await expect(Runtime.create(env('staging', 's-1'), { logger: silentLogger() })).rejects.toThrow(/environment "production" \(p-1\).*RELAY_JOBS_ENV is "staging"/);
+      const same = await Runtime.create(env('production', 'p-2'), { logger: silentLogger() });
+      await same.shutdown();
+      const allowed = await Runtime.create(env('staging', 's-2', { RELAY_JOBS__CLUSTER__ALLOW_MIXED_ENV: 'true' }), { logger: silentLogger() });
+      await allowed.shutdown();
+    } finally {
+      await prod.shutdown();
+      await redis.stop();
+      await db.drop();
+    }
+  });
+});

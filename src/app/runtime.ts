@@ -298,6 +298,7 @@ export class Runtime {
   private async runtimeChecks(): Promise<void> {
     await this.measureSkew(true);
     if (this.config.mode !== 'cluster') return;
+    await this.registry.refuseMixedEnv(this.config.cluster.allow_mixed_env, this.log);
     const { rows } = await this.db.query<{ max_connections: string; reserved: string }>(
       `SELECT current_setting('max_connections') AS max_connections, current_setting('superuser_reserved_connections') AS reserved`,
     );

@@ -101,9 +101,11 @@ export const configSchema = z
         expected_replicas: positiveInt.default(3),
         max_clock_skew: positiveDuration.default(2000),
         instance_heartbeat: positiveDuration.default(5000),
+        // job_state and job_runs are not per environment: a replica refuses to join live replicas of another RELAY_JOBS_ENV unless this is true.
+        allow_mixed_env: z.boolean().default(false),
       })
       .strict()
-      .default({ expected_replicas: 3, max_clock_skew: 2000, instance_heartbeat: 5000 }),
+      .default({ expected_replicas: 3, max_clock_skew: 2000, instance_heartbeat: 5000, allow_mixed_env: false }),
     shutdown: z.object({ grace: positiveDuration.default(20_000) }).strict().default({ grace: 20_000 }),
     scheduler: z
       .object({ run_retention: positiveDuration.default(7 * 86_400_000), abort_grace: positiveDuration.default(5000) })
