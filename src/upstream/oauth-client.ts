@@ -3,7 +3,7 @@ import { tokenExpiry } from './jwt.js';
 import type { OAuthProvider } from './oauth-providers.js';
 
 /** The account state a permanent failure puts the account in. */
-export type PermanentStatus = 'expired' | 'banned';
+export type PermanentStatus = 'expired' | 'banned' | 'quota_exhausted';
 
 /**
  * The one result type of a refresh call. The retry logic switches on `kind` and nothing else,
@@ -24,6 +24,9 @@ const EXPIRED_ERRORS = new Set(['invalid_grant', 'invalid_token', 'access_denied
 const BANNED_ERRORS = new Set(['account_deactivated', 'account_banned', 'account_suspended', 'user_banned']);
 const CONFIG_ERRORS = new Set(['invalid_client', 'unauthorized_client', 'invalid_scope', 'unsupported_grant_type']);
 const BANNED_TEXT = /deactivated|banned|suspended/i;
+/** Quota-class replies (Sub2API maps them to a quota state, not to a dead token). */
+const QUOTA_ERRORS = new Set(['insufficient_quota', 'quota_exceeded', 'quota_exhausted', 'usage_limit_reached', 'billing_hard_limit_reached']);
+const QUOTA_TEXT = /\bquota\b|usage limit|credit balance/i;
 
 /** Turns a provider's reply into a result. Pure, so every classification rule is unit-tested. */
 export function classifyReply(status: number, body: string, headers: { retryAfter?: string | null }, nowMs: number): RefreshCallResult {
@@ -53,8 +56,12 @@ export function classifyReply(status: number, body: string, headers: { retryAfte
   if (status === 429) return { kind: 'transient', reason: 'rate_limited', status, retryAfterMs: parseRetryAfter(headers.retryAfter ?? null, nowMs), detail };
   if (status >= 500) return { kind: 'transient', reason: 'server_error', status, retryAfterMs: parseRetryAfter(headers.retryAfter ?? null, nowMs), detail };
   if (BANNED_ERRORS.has(error) || (error && BANNED_TEXT.test(description))) return { kind: 'permanent', reason: error || 'banned', status, detail, accountStatus: 'banned' };
+  if (QUOTA_ERRORS.has(error) || (error && !EXPIRED_ERRORS.has(error) && QUOTA_TEXT.test(description))) return { kind: 'permanent', reason: error, status, detail, accountStatus: 'quota_exhausted' };
   if (EXPIRED_ERRORS.has(error)) return { kind: 'permanent', reason: error, status, detail, accountStatus: 'expired' };
   if (CONFIG_ERRORS.has(error)) return { kind: 'config', reason: error, status, detail };
+  // A bare 400/401 (empty or a JSON object without an error code) gets its own reason, so it is visible in
+  // last_refresh_error and the metric instead of hiding among CDN pages.
+  if ((status === 400 || status === 401) && !error && (json !== null || body.trim() === '')) return { kind: 'transient', reason: `bare_http_${status}`, status, retryAfterMs: null, detail };
   // An HTML page from a CDN, an unknown error code: not proof the token is dead, so retry.
   return { kind: 'transient', reason: error ? `unrecognized_error` : 'unrecognized_reply', status, retryAfterMs: null, detail };
 }
