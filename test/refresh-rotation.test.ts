@@ -116,3 +116,48 @@ describe('rotated refresh tokens survive slow replies and a forced exit', () => 
     }
   }, 60_000);
 });
+
+/** Sub2API's temporary-unschedulable state after exhausted retries (issue 10, seed deviation). */
+describe('exhausted refresh retries', () => {
+  it('make the account temporarily unschedulable until its recovery attempt; a later success clears it', async () => {
+    const oauth = await FakeOAuthServer.start({ clientId: 'ex-client' });
+    const db = await freshDatabase();
+    const prefix = uniqueName('rjexh');
+    const rt = await Runtime.create(
+      loadConfig({
+        env: {
+          DATABASE_URL: db.url, REDIS_URL, RELAY_JOBS_INSTANCE_ID: 'ex-1', RELAY_JOBS_ENV: 'test', RELAY_JOBS_ADMIN_TOKEN: ADMIN, RELAY_JOBS_MASTER_KEY: TEST_MASTER_KEY,
+          RELAY_JOBS__REDIS__KEY_PREFIX: prefix, RELAY_JOBS__DATABASE__POOL_SIZE: '4',
+          RELAY_JOBS__OAUTH__PROVIDERS__OPENAI__TOKEN_URL: oauth.tokenUrl, RELAY_JOBS__OAUTH__PROVIDERS__OPENAI__CLIENT_ID: 'ex-client',
+          RELAY_JOBS__AUTH__REFRESH_MAX_ATTEMPTS: '2',
+        },
+      }),
+      { logger: silentLogger() },
+    );
+    const http = buildHttpServer(rt);
+    try {
+      const a = (await http.inject({ method: 'POST', url: '/api/v1/accounts', headers: auth, payload: { platform: 'openai', name: 'ex-1', credentials: oauth.issue('ex-1') } })).json();
+      const refresh = async () => (await http.inject({ method: 'POST', url: `/api/v1/accounts/${a.id}/refresh`, headers: auth })).json();
+      oauth.fail('unknown_400', 2);
+      expect((await refresh()).account.temp_unschedulable_until).toBeNull(); // first failure: a retry, still schedulable
+      expect((await refresh()).result).toBe('transient');
+      // The mark is written right after the outcome; poll for it.
+      let view = (await http.inject({ url: `/api/v1/accounts/${a.id}`, headers: auth })).json();
+      for (let i = 0; i < 100 && !view.temp_unschedulable_until; i++) {
+        await new Promise((r) => setTimeout(r, 50));
+        view = (await http.inject({ url: `/api/v1/accounts/${a.id}`, headers: auth })).json();
+      }
+      expect(Date.parse(view.temp_unschedulable_until) - Date.now()).toBeGreaterThan(9 * 60_000);
+      expect(view.temp_unschedulable_reason).toMatch(/^refresh_failing: unrecognized_error/);
+      const ok = await refresh();
+      expect(ok.result).toBe('refreshed');
+      expect(ok.account.temp_unschedulable_until).toBeNull();
+    } finally {
+      await rt.shutdown();
+      await http.close();
+      await oauth.close();
+      await db.drop();
+      await dropRedisPrefix(prefix);
+    }
+  });
+});

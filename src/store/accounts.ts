@@ -240,8 +240,8 @@ export class Accounts {
                        WHEN status IN ('disabled', 'banned') THEN status ELSE 'active' END,
          status_reason = CASE WHEN status IN ('disabled', 'banned') THEN status_reason ELSE NULL END,
          status_before_refresh = NULL, refresh_failures = 0, last_refresh_error = NULL, last_refresh_success_at = clock_timestamp(),
-         temp_unschedulable_until = CASE WHEN temp_unschedulable_reason = 'oauth_401' THEN NULL ELSE temp_unschedulable_until END,
-         temp_unschedulable_reason = CASE WHEN temp_unschedulable_reason = 'oauth_401' THEN NULL ELSE temp_unschedulable_reason END,
+         temp_unschedulable_until = CASE WHEN temp_unschedulable_reason = 'oauth_401' OR temp_unschedulable_reason LIKE 'refresh_failing:%' THEN NULL ELSE temp_unschedulable_until END,
+         temp_unschedulable_reason = CASE WHEN temp_unschedulable_reason = 'oauth_401' OR temp_unschedulable_reason LIKE 'refresh_failing:%' THEN NULL ELSE temp_unschedulable_reason END,
          updated_at = clock_timestamp()
        WHERE id = $1 AND token_version = $2 RETURNING token_version`,
       [id, version, this.seal(creds), Boolean(creds.refresh_token), tokenExpiresAt],
