@@ -131,13 +131,20 @@ describe('accounts and token refresh (real PostgreSQL, Redis, OAuth server)', ()
     ];
     for (const [fault, result, status, error] of cases) {
       const a = await createAccount(`classify-${fault}`);
-      oauth.fail(fault, 1, (rt) => rt === a.creds.refresh_token);
+      const hits = result === 'permanent' ? 2 : 1;
+      oauth.fail(fault, hits, (rt) => rt === a.creds.refresh_token);
+      if (hits === 2) {
+        // The seed's rule: a permanent-looking reply is final on the second consecutive hit, not the first.
+        const first = await svc.refreshNow(a.id, 'admin', a.token_version);
+        expect(first, fault).toMatchObject({ result: 'transient', reason: error });
+        expect((await get(a.id)).status, fault).toBe('active');
+      }
       const out = await svc.refreshNow(a.id, 'admin', a.token_version);
       expect(out.result, fault).toBe(result);
       const view = await get(a.id);
       expect(view.status, fault).toBe(status);
       expect(view.refresh.last_error, fault).toBe(error);
-      expect(view.refresh.consecutive_failures, fault).toBe(1);
+      expect(view.refresh.consecutive_failures, fault).toBe(hits);
       const entry = svc.queue.get(a.id);
       if (result === 'permanent') {
         expect(entry, fault).toBeUndefined();
@@ -350,9 +357,13 @@ describe('accounts and token refresh (real PostgreSQL, Redis, OAuth server)', ()
     expect(logs.text()).not.toContain(burst[0]!.access_token);
   });
 
-  it('hot path with a dead refresh token: a clear 502, the account expired', async () => {
+  it('hot path with a dead refresh token: a clear 502, the account expired on the second hit', async () => {
     const a = await createAccount('hot-dead', {}, 5);
-    oauth.fail('invalid_grant', 1, (rt) => rt === a.creds.refresh_token);
+    oauth.fail('invalid_grant', 2, (rt) => rt === a.creds.refresh_token);
+    const first = await post(`/api/v1/accounts/${a.id}/token`);
+    expect(first.statusCode).toBe(502);
+    expect(first.json().error).toMatchObject({ code: 'refresh_failed' });
+    expect((await get(a.id)).status).toBe('active');
     const res = await post(`/api/v1/accounts/${a.id}/token`);
     expect(res.statusCode).toBe(502);
     expect(res.json().error).toMatchObject({ code: 'refresh_failed', status: 'expired' });

@@ -59,6 +59,8 @@ export interface AccountSecrets {
   credentials: Credentials;
   proxyUrl: string | null;
   lastAttemptAt: Date | null;
+  /** The error class of the last failed refresh attempt (null after a success). */
+  lastError: string | null;
 }
 
 export interface NewAccount {
@@ -200,7 +202,7 @@ export class Accounts {
   /** The account with its credentials opened, and the URL of the proxy its calls go through. */
   async openSecrets(id: number): Promise<AccountSecrets | null> {
     const { rows } = await this.db.query(
-      `SELECT a.id, a.platform, a.status, a.token_version, a.token_expires_at, a.credentials_sealed, a.last_refresh_attempt_at, p.url_sealed
+      `SELECT a.id, a.platform, a.status, a.token_version, a.token_expires_at, a.credentials_sealed, a.last_refresh_attempt_at, a.last_refresh_error, p.url_sealed
        FROM accounts a LEFT JOIN proxies p ON p.id = a.proxy_id WHERE a.id = $1`,
       [id],
     );
@@ -215,6 +217,7 @@ export class Accounts {
       credentials: JSON.parse(this.box.open(String(r.credentials_sealed), CREDENTIALS)) as Credentials,
       proxyUrl: r.url_sealed ? this.box.open(String(r.url_sealed), 'proxy-url') : null,
       lastAttemptAt: toDate(r.last_refresh_attempt_at),
+      lastError: (r.last_refresh_error as string | null) ?? null,
     };
   }
 

@@ -229,6 +229,13 @@ export class Refresher {
         // A rejected refresh token that another writer already replaced is not a failure: the peer won.
         const now = await this.o.accounts.openSecrets(id);
         if (now && now.tokenVersion !== acct.tokenVersion) return { result: 'superseded', version: now.tokenVersion, tokenExpiresAt: now.tokenExpiresAt };
+        // codex-proxy-rs: a permanent-looking reply is final on the second consecutive hit, not the first, so one
+        // flaky reply cannot kill an account; the first is recorded as a failure and retried after the first backoff.
+        if (acct.lastError !== reply.reason) {
+          const failures = await this.o.accounts.recordFailure(id, acct.tokenVersion, reply.reason, null);
+          log.warn({ account_id: id, reason: reply.reason, error: reply.detail }, 'permanent-looking refresh reply: retried once; the account is marked only if the next attempt gets it again');
+          return { result: 'transient', reason: reply.reason, detail: `${reply.detail} (first hit; final on the second)`, retryAfterMs: null, failures };
+        }
         await this.o.accounts.recordFailure(id, acct.tokenVersion, reply.reason, { status: reply.accountStatus, reason: reply.detail });
         log.error({ account_id: id, reason: reply.reason, status: reply.accountStatus, error: reply.detail }, 'Permanent failure detected: automatic refresh stopped for this account');
         return { result: 'permanent', reason: reply.reason, detail: reply.detail, status: reply.accountStatus };
