@@ -54,6 +54,8 @@ describe('accounts and token refresh (real PostgreSQL, Redis, OAuth server)', ()
         RELAY_JOBS__OAUTH__PROVIDERS__ACME__CLIENT_ID: 'wrong-client',
         RELAY_JOBS__AUTH__REFRESH_REQUEST_TIMEOUT: '500ms',
         RELAY_JOBS__AUTH__REFRESH_REPLY_TIMEOUT: '1s',
+        // The classification cases fail one provider call after another on purpose: keep the platform breaker out of it.
+        RELAY_JOBS__AUTH__REFRESH_BREAKER_THRESHOLD: '1000',
         RELAY_JOBS__AUTH__HOT_PATH_WAIT: '2s',
       },
     });

@@ -161,3 +161,51 @@ describe('exhausted refresh retries', () => {
     }
   });
 });
+
+/** Sub2API's per-platform breaker (issue 10, seed deviation). */
+describe('per-platform refresh breaker', () => {
+  it('opens after N consecutive provider failures (or at once on invalid_client) and reschedules instead of calling', async () => {
+    const oauth = await FakeOAuthServer.start({ clientId: 'br-client' });
+    const db = await freshDatabase();
+    const prefix = uniqueName('rjbrk');
+    const rt = await Runtime.create(
+      loadConfig({
+        env: {
+          DATABASE_URL: db.url, REDIS_URL, RELAY_JOBS_INSTANCE_ID: 'br-1', RELAY_JOBS_ENV: 'test', RELAY_JOBS_ADMIN_TOKEN: ADMIN, RELAY_JOBS_MASTER_KEY: TEST_MASTER_KEY,
+          RELAY_JOBS__REDIS__KEY_PREFIX: prefix, RELAY_JOBS__DATABASE__POOL_SIZE: '4',
+          RELAY_JOBS__OAUTH__PROVIDERS__OPENAI__TOKEN_URL: oauth.tokenUrl, RELAY_JOBS__OAUTH__PROVIDERS__OPENAI__CLIENT_ID: 'br-client',
+          RELAY_JOBS__OAUTH__PROVIDERS__ACME__TOKEN_URL: oauth.tokenUrl, RELAY_JOBS__OAUTH__PROVIDERS__ACME__CLIENT_ID: 'wrong-client',
+          RELAY_JOBS__AUTH__REFRESH_BREAKER_THRESHOLD: '2', RELAY_JOBS__AUTH__REFRESH_BREAKER_OPEN: '2s',
+        },
+      }),
+      { logger: silentLogger() },
+    );
+    const http = buildHttpServer(rt);
+    const make = async (platform: string, name: string) => (await http.inject({ method: 'POST', url: '/api/v1/accounts', headers: auth, payload: { platform, name, credentials: oauth.issue(name) } })).json().id as number;
+    const refresh = async (id: number) => (await http.inject({ method: 'POST', url: `/api/v1/accounts/${id}/refresh`, headers: auth })).json();
+    try {
+      const ids = [await make('openai', 'br-1'), await make('openai', 'br-2'), await make('openai', 'br-3')];
+      oauth.fail('500', 2);
+      expect((await refresh(ids[0]!)).reason).toBe('server_error');
+      expect((await refresh(ids[1]!)).reason).toBe('server_error');
+      const calls = oauth.requests.length;
+      const blocked = await refresh(ids[2]!);
+      expect(blocked).toMatchObject({ result: 'transient', reason: 'breaker_open' });
+      expect(oauth.requests.length).toBe(calls); // no provider call while open
+      expect(blocked.account.refresh.consecutive_failures).toBe(0); // and no failure charged to the account
+      await new Promise((r) => setTimeout(r, 2100));
+      expect((await refresh(ids[2]!)).result).toBe('refreshed'); // the probe after the open period
+      // invalid_client trips its platform at once, and only its platform.
+      const acme = [await make('acme', 'ac-1'), await make('acme', 'ac-2')];
+      expect((await refresh(acme[0]!)).result).toBe('config');
+      expect((await refresh(acme[1]!)).reason).toBe('breaker_open');
+      expect((await refresh(ids[0]!)).result).toBe('refreshed');
+    } finally {
+      await rt.shutdown();
+      await http.close();
+      await oauth.close();
+      await db.drop();
+      await dropRedisPrefix(prefix);
+    }
+  });
+});

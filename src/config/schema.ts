@@ -59,6 +59,8 @@ const AUTH_DEFAULTS = {
   refresh_recovery_delay: 600_000,
   refresh_request_timeout: 15_000,
   refresh_reply_timeout: 120_000,
+  refresh_breaker_threshold: 5,
+  refresh_breaker_open: 60_000,
   refresh_lease_ttl: 300_000,
   oauth_401_cooldown: 600_000,
   hot_path_wait: 10_000,
@@ -126,6 +128,9 @@ export const configSchema = z
         refresh_request_timeout: positiveDuration.default(15_000),
         // Once a refresh request is sent, its reply is awaited this long, never less (a rotated token exists only in the reply).
         refresh_reply_timeout: positiveDuration.default(120_000),
+        // Sub2API's per-platform breaker: consecutive provider-side failures that trip it, and how long it stays open.
+        refresh_breaker_threshold: positiveInt.default(5),
+        refresh_breaker_open: positiveDuration.default(60_000),
         refresh_lease_ttl: positiveDuration.default(300_000),
         oauth_401_cooldown: positiveDuration.default(600_000),
         hot_path_wait: positiveDuration.default(10_000),

@@ -9,6 +9,7 @@ import type { OAuthClient, RefreshCallResult } from '../../upstream/oauth-client
 import type { OAuthProvider } from '../../upstream/oauth-providers.js';
 import { Semaphore } from '../../workers/semaphore.js';
 import { RateLimiter } from '../../workers/rate-limiter.js';
+import { PlatformBreaker } from './platform-breaker.js';
 
 /** Who asked: the scheduler's timers, its retries and recoveries, the hot path, an upstream 401, an admin. */
 export type RefreshTrigger = 'schedule' | 'retry' | 'recovery' | 'hot_path' | 'unauthorized' | 'admin';
@@ -42,6 +43,9 @@ export interface RefresherOptions {
   leaseTtlMs: number;
   /** Recovery attempts are skipped when any replica attempted this recently. */
   recoveryDelayMs: number;
+  /** The per-platform breaker: consecutive provider-side failures that trip it, and how long it stays open. */
+  breakerThreshold?: number;
+  breakerOpenMs?: number;
 }
 
 const URGENT: ReadonlySet<RefreshTrigger> = new Set(['hot_path', 'unauthorized', 'admin']);
@@ -64,9 +68,11 @@ export class Refresher {
   private readonly limiters = new Map<string, RateLimiter>();
   private readonly stopController = new AbortController();
   private gaveUp = false;
+  private readonly breaker: PlatformBreaker;
 
   constructor(private readonly o: RefresherOptions) {
     this.slots = new Semaphore(Math.max(1, o.concurrency));
+    this.breaker = new PlatformBreaker(o.clock, o.breakerThreshold ?? 5, o.breakerOpenMs ?? 60_000);
   }
 
   get inFlightCount(): number {
@@ -172,6 +178,11 @@ export class Refresher {
         log.error({ account_id: id, platform: acct.platform }, `no OAuth provider for platform "${acct.platform}": configure oauth.providers.${acct.platform}.token_url and client_id`);
         return this.count(acct.platform, trigger, { result: 'config', reason: 'unknown_platform', detail: `no oauth.providers.${acct.platform}` });
       }
+      const open = this.breaker.openFor(provider.platform);
+      if (open.ms > 0) {
+        // No call and no recorded failure: the account waits for the breaker like a Retry-After.
+        return this.count(acct.platform, trigger, { result: 'transient', reason: 'breaker_open', detail: `platform ${acct.platform} breaker open after ${open.reason}; next call in ${Math.ceil(open.ms / 1000)} s`, retryAfterMs: open.ms, failures: 0 });
+      }
       let limiter = this.limiters.get(provider.platform);
       if (!limiter) this.limiters.set(provider.platform, (limiter = new RateLimiter(this.o.clock, provider.maxPerSecond)));
       await limiter.take(AbortSignal.any([abort.signal, this.stopController.signal]));
@@ -190,6 +201,9 @@ export class Refresher {
       const call = (async () => {
         const reply = await this.o.oauth.refresh(provider, acct.credentials.refresh_token!, { proxyUrl: acct.proxyUrl, timeoutMs: this.o.requestTimeoutMs, replyTimeoutMs: this.o.replyTimeoutMs, nowMs: () => this.o.clock.now() });
         metrics.refreshCallDuration.observe({ platform: acct.platform }, (this.o.clock.now() - started) / 1000);
+        if (this.breaker.record(acct.platform, reply.kind, 'reason' in reply ? reply.reason : '')) {
+          log.error({ platform: acct.platform, reason: 'reason' in reply ? reply.reason : '' }, `refresh breaker open for platform ${acct.platform}: no provider calls for ${Math.round((this.o.breakerOpenMs ?? 60_000) / 1000)} s`);
+        }
         return this.settle(acct, reply);
       })();
       this.calling.set(id, call);
