@@ -244,7 +244,8 @@ describe('accounts and token refresh (real PostgreSQL, Redis, OAuth server)', ()
     expect(calls()).toBe(0);
     await clock.advance(1);
     await vi.waitFor(async () => expect((await get(a.id)).token_version).toBe(2), { timeout: 5000 });
-    expect(svc.queue.get(a.id)).toMatchObject({ kind: 'refresh', version: 2 });
+    // The next timer is armed when the request settles (after its lease is released), a moment after the write.
+    await vi.waitFor(() => expect(svc.queue.get(a.id)).toMatchObject({ kind: 'refresh', version: 2 }), { timeout: 5000 });
     expect(logs.lines.some((l) => l.msg === 'Next refresh scheduled' && l.account_id === a.id && typeof l.delay_secs === 'number')).toBe(true);
   });
 
