@@ -18,6 +18,7 @@ import { RedisQuotaCounters, quotaMember } from '../src/coordination/quota-count
 import { Metrics } from '../src/telemetry/metrics.js';
 import { silentLogger } from '../src/telemetry/logger.js';
 import { REDIS_URL, dropRedisPrefix, freshDatabase, uniqueName } from '../test/helpers/services.js';
+import { DeadLetters } from '../src/store/dead-letters.js';
 
 const DAY = 86_400_000;
 
@@ -74,7 +75,7 @@ export async function benchIngest(n = 50_000, baselineN = 5000): Promise<{ write
       }),
     );
     const perEvent = baselineN / ((performance.now() - t) / 1000);
-    const writer = new UsageWriter(store, { batchSize: 1000, queueLimit: n + 1, overflow: 'sync', spillDir: '/tmp' }, new Metrics(), silentLogger());
+    const writer = new UsageWriter(store, { batchSize: 1000, queueLimit: n + 1, overflow: 'sync', spillDir: '/tmp' }, new Metrics(), silentLogger(), new DeadLetters(db));
     t = performance.now();
     for (let i = 0; i < n; i++) writer.record(event(1_000_000 + i, now));
     await writer.stop(600_000);
@@ -180,7 +181,7 @@ export async function benchQuotaFlush(keys = 100_000, baselineKeys = 10_000): Pr
     try {
       const counters = new RedisQuotaCounters(redis, { prefix, env: 'bench' });
       const store = new QuotaUsage(db);
-      const quota = new PlatformQuota(counters, store, 1000, new Metrics(), silentLogger());
+      const quota = new PlatformQuota(counters, store, 1000, new Metrics(), silentLogger(), new DeadLetters(db));
       // Seeded counters for `keys` users (as after their first increment), all dirty.
       for (let i = 0; i < keys; i += 1000) {
         const p = redis.pipeline();

@@ -53,6 +53,9 @@ describe('accounts and token refresh (real PostgreSQL, Redis, OAuth server)', ()
         RELAY_JOBS__OAUTH__PROVIDERS__ACME__TOKEN_URL: oauth.tokenUrl,
         RELAY_JOBS__OAUTH__PROVIDERS__ACME__CLIENT_ID: 'wrong-client',
         RELAY_JOBS__AUTH__REFRESH_REQUEST_TIMEOUT: '500ms',
+        RELAY_JOBS__AUTH__REFRESH_REPLY_TIMEOUT: '1s',
+        // The classification cases fail one provider call after another on purpose: keep the platform breaker out of it.
+        RELAY_JOBS__AUTH__REFRESH_BREAKER_THRESHOLD: '1000',
         RELAY_JOBS__AUTH__HOT_PATH_WAIT: '2s',
       },
     });
@@ -126,17 +129,24 @@ describe('accounts and token refresh (real PostgreSQL, Redis, OAuth server)', ()
       ['garbage', 'transient', 'active', 'bad_response'],
       ['no_access_token', 'transient', 'active', 'bad_response'],
       ['unknown_400', 'transient', 'active', 'unrecognized_error'],
-      ['timeout', 'transient', 'active', 'timeout'],
+      ['timeout', 'transient', 'active', 'reply_timeout'],
     ];
     for (const [fault, result, status, error] of cases) {
       const a = await createAccount(`classify-${fault}`);
-      oauth.fail(fault, 1, (rt) => rt === a.creds.refresh_token);
+      const hits = result === 'permanent' ? 2 : 1;
+      oauth.fail(fault, hits, (rt) => rt === a.creds.refresh_token);
+      if (hits === 2) {
+        // The seed's rule: a permanent-looking reply is final on the second consecutive hit, not the first.
+        const first = await svc.refreshNow(a.id, 'admin', a.token_version);
+        expect(first, fault).toMatchObject({ result: 'transient', reason: error });
+        expect((await get(a.id)).status, fault).toBe('active');
+      }
       const out = await svc.refreshNow(a.id, 'admin', a.token_version);
       expect(out.result, fault).toBe(result);
       const view = await get(a.id);
       expect(view.status, fault).toBe(status);
       expect(view.refresh.last_error, fault).toBe(error);
-      expect(view.refresh.consecutive_failures, fault).toBe(1);
+      expect(view.refresh.consecutive_failures, fault).toBe(hits);
       const entry = svc.queue.get(a.id);
       if (result === 'permanent') {
         expect(entry, fault).toBeUndefined();
@@ -234,7 +244,7 @@ describe('accounts and token refresh (real PostgreSQL, Redis, OAuth server)', ()
     expect(calls()).toBe(0);
     await clock.advance(1);
     await vi.waitFor(async () => expect((await get(a.id)).token_version).toBe(2), { timeout: 5000 });
-    // The next refresh is armed once the refresh returns, a moment after its write is visible.
+    // The next timer is armed when the request settles (after its lease is released), a moment after the write.
     await vi.waitFor(() => expect(svc.queue.get(a.id)).toMatchObject({ kind: 'refresh', version: 2 }), { timeout: 5000 });
     expect(logs.lines.some((l) => l.msg === 'Next refresh scheduled' && l.account_id === a.id && typeof l.delay_secs === 'number')).toBe(true);
   });
@@ -350,9 +360,13 @@ describe('accounts and token refresh (real PostgreSQL, Redis, OAuth server)', ()
     expect(logs.text()).not.toContain(burst[0]!.access_token);
   });
 
-  it('hot path with a dead refresh token: a clear 502, the account expired', async () => {
+  it('hot path with a dead refresh token: a clear 502, the account expired on the second hit', async () => {
     const a = await createAccount('hot-dead', {}, 5);
-    oauth.fail('invalid_grant', 1, (rt) => rt === a.creds.refresh_token);
+    oauth.fail('invalid_grant', 2, (rt) => rt === a.creds.refresh_token);
+    const first = await post(`/api/v1/accounts/${a.id}/token`);
+    expect(first.statusCode).toBe(502);
+    expect(first.json().error).toMatchObject({ code: 'refresh_failed' });
+    expect((await get(a.id)).status).toBe('active');
     const res = await post(`/api/v1/accounts/${a.id}/token`);
     expect(res.statusCode).toBe(502);
     expect(res.json().error).toMatchObject({ code: 'refresh_failed', status: 'expired' });

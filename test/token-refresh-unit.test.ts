@@ -34,6 +34,16 @@ describe('reply classification (one result type for the retry logic)', () => {
     // Nested error objects (Anthropic-style) are read too.
     expect(c(400, { error: { code: 'invalid_grant', message: 'expired' } })).toMatchObject({ kind: 'permanent', reason: 'invalid_grant' });
   });
+  it('quota-class replies mark the account quota_exhausted; a bare 400/401 is classified by its status (issue 10)', () => {
+    for (const error of ['insufficient_quota', 'quota_exceeded', 'usage_limit_reached']) {
+      expect(c(400, { error }), error).toMatchObject({ kind: 'permanent', reason: error, accountStatus: 'quota_exhausted' });
+    }
+    expect(c(403, { error: 'forbidden', error_description: 'You exceeded your current quota' })).toMatchObject({ kind: 'permanent', accountStatus: 'quota_exhausted' });
+    expect(c(400, { error: 'invalid_grant', error_description: 'quota of refresh tokens' })).toMatchObject({ accountStatus: 'expired' });
+    expect(c(400, {})).toMatchObject({ kind: 'transient', reason: 'bare_http_400' });
+    expect(c(401, '')).toMatchObject({ kind: 'transient', reason: 'bare_http_401' });
+    expect(c(401, '<html>login</html>')).toMatchObject({ kind: 'transient', reason: 'unrecognized_reply' });
+  });
   it('our client being rejected is config, not the account', () => {
     expect(c(401, { error: 'invalid_client' })).toMatchObject({ kind: 'config', reason: 'invalid_client' });
   });

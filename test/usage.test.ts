@@ -12,6 +12,7 @@ import { silentLogger } from '../src/telemetry/logger.js';
 import { captureLogs } from './helpers/log-capture.js';
 import { outcomeOf } from './helpers/rounds.js';
 import { REDIS_URL, TEST_MASTER_KEY, dropRedisPrefix, freshDatabase, uniqueName } from './helpers/services.js';
+import { DeadLetters } from '../src/store/dead-letters.js';
 
 const ADMIN = 'usage-admin-token-0123456789';
 const auth = { authorization: `Bearer ${ADMIN}` };
@@ -130,10 +131,10 @@ describe('usage data lifecycle (real PostgreSQL and Redis)', () => {
     const { tmpdir } = await import('node:os');
     const dir = mkdtempSync(join(tmpdir(), 'rj-spill-'));
     const rows = (n: number) => rt.services.usage.validate(Array.from({ length: n }, () => ev()));
-    const drop = new UsageWriter(store, { batchSize: 10, queueLimit: 2, overflow: 'drop', spillDir: dir }, metrics, silentLogger());
+    const drop = new UsageWriter(store, { batchSize: 10, queueLimit: 2, overflow: 'drop', spillDir: dir }, metrics, silentLogger(), new DeadLetters(rt.db));
     await expect(drop.write(rows(3))).rejects.toBeInstanceOf(UsageQueueFull);
     expect((await metrics.usageDropped.get()).values[0]!.value).toBe(3);
-    const sync = new UsageWriter(store, { batchSize: 10, queueLimit: 2, overflow: 'sync', spillDir: dir }, metrics, silentLogger());
+    const sync = new UsageWriter(store, { batchSize: 10, queueLimit: 2, overflow: 'sync', spillDir: dir }, metrics, silentLogger(), new DeadLetters(rt.db));
     const three = rows(3);
     expect(await sync.write(three)).toBe('sync_fallback');
     expect(await count(`request_id = '${three[2]!.request_id}'`)).toBe(1);
@@ -141,13 +142,13 @@ describe('usage data lifecycle (real PostgreSQL and Redis)', () => {
     await sql.query(`CREATE TRIGGER refuse_usage BEFORE INSERT ON usage_request_ids FOR EACH STATEMENT EXECUTE FUNCTION refuse_usage()`);
     await sql.query(`INSERT INTO fail_usage VALUES (true)`);
     const spillRows = rows(2);
-    const w = new UsageWriter(store, { batchSize: 10, queueLimit: 100, overflow: 'sync', spillDir: dir }, metrics, silentLogger());
+    const w = new UsageWriter(store, { batchSize: 10, queueLimit: 100, overflow: 'sync', spillDir: dir }, metrics, silentLogger(), new DeadLetters(rt.db));
     for (const r of spillRows) w.record(r);
     expect(await w.stop(300)).toBe(2);
     expect(readdirSync(dir).length).toBe(1);
     await sql.query(`DELETE FROM fail_usage`);
     await sql.query(`DROP TRIGGER refuse_usage ON usage_request_ids`);
-    const again = new UsageWriter(store, { batchSize: 10, queueLimit: 100, overflow: 'sync', spillDir: dir }, metrics, silentLogger());
+    const again = new UsageWriter(store, { batchSize: 10, queueLimit: 100, overflow: 'sync', spillDir: dir }, metrics, silentLogger(), new DeadLetters(rt.db));
     expect(await again.replaySpills()).toBe(2);
     expect(readdirSync(dir).length).toBe(0);
     expect(await count(`request_id IN ('${spillRows[0]!.request_id}', '${spillRows[1]!.request_id}')`)).toBe(2);

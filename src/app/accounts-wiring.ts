@@ -30,6 +30,9 @@ export function buildAccounts(w: WiringContext): Wired<Pick<Services, 'accounts'
     metrics,
     concurrency: a.refresh_concurrency,
     requestTimeoutMs: a.refresh_request_timeout,
+    replyTimeoutMs: a.refresh_reply_timeout,
+    breakerThreshold: a.refresh_breaker_threshold,
+    breakerOpenMs: a.refresh_breaker_open,
     leaseTtlMs: a.refresh_lease_ttl,
     recoveryDelayMs: a.refresh_recovery_delay,
   });

@@ -139,6 +139,7 @@ export class Runtime {
       rt.adminToken = config.http.admin_token ?? (config.mode === 'embedded' ? embeddedAdminToken(config.database.data_dir, log) : undefined);
       if (!rt.adminToken) log.warn('RELAY_JOBS_ADMIN_TOKEN is not set: the /api/v1 admin API answers 401 until it is');
       await rt.heartbeat.measureSkew(true);
+      if (config.mode === 'cluster') await rt.registry.refuseMixedEnv(config.cluster.allow_mixed_env, log);
       await rt.runner.slotClaims.ensureJobs(jobs.map((j) => j.name));
       await rt.prepare();
       if (opts.register !== false) await rt.registry.register();

@@ -6,6 +6,7 @@ import { RecomputeTasks } from '../store/recompute-tasks.js';
 import { Recomputes } from '../jobs/usage/recomputes.js';
 import { Idempotency } from '../store/idempotency.js';
 import { QuotaUsage } from '../store/quota-usage.js';
+import { DeadLetters } from '../store/dead-letters.js';
 import { MemoryQuotaCounters, RedisQuotaCounters } from '../coordination/quota-counters.js';
 import { UsageWriter } from '../jobs/usage/usage-writer.js';
 import { UsageIngest } from '../jobs/usage/usage-ingest.js';
@@ -13,14 +14,15 @@ import { PlatformQuota } from '../jobs/usage/platform-quota.js';
 import type { Services } from '../jobs/services.js';
 import type { WiringContext, Wired } from './wiring.js';
 
-export function buildUsage(w: WiringContext): Wired<Pick<Services, 'usageStore' | 'usageWriter' | 'usage' | 'rollups' | 'cleanupTasks' | 'recomputes' | 'idempotency' | 'quota'>> {
+export function buildUsage(w: WiringContext): Wired<Pick<Services, 'usageStore' | 'usageWriter' | 'usage' | 'rollups' | 'cleanupTasks' | 'recomputes' | 'idempotency' | 'quota' | 'deadLetters'>> {
   const { config, db, redis, clock, log, metrics } = w;
   const u = config.usage;
   const usageStore = new UsageStore(db);
   const rollups = new Rollups(db, u.timezone);
-  const usageWriter = new UsageWriter(usageStore, { batchSize: u.batch_size, queueLimit: u.queue_limit, overflow: u.overflow, spillDir: join(config.database.data_dir, 'spill') }, metrics, log);
+  const deadLetters = new DeadLetters(db);
+  const usageWriter = new UsageWriter(usageStore, { batchSize: u.batch_size, queueLimit: u.queue_limit, overflow: u.overflow, spillDir: join(config.database.data_dir, 'spill') }, metrics, log, deadLetters);
   const counters = redis ? new RedisQuotaCounters(redis, { prefix: config.redis.key_prefix, env: config.instance.env }) : new MemoryQuotaCounters();
-  const quota = new PlatformQuota(counters, new QuotaUsage(db), config.quota.flush_batch, metrics, log);
+  const quota = new PlatformQuota(counters, new QuotaUsage(db), config.quota.flush_batch, metrics, log, deadLetters);
   return {
     services: {
       usageStore,
@@ -31,6 +33,7 @@ export function buildUsage(w: WiringContext): Wired<Pick<Services, 'usageStore' 
       recomputes: new Recomputes(new RecomputeTasks(db), rollups, u.task_timeout),
       idempotency: new Idempotency(db, config.idempotency.ttl, config.idempotency.lock),
       quota,
+      deadLetters,
     },
     prepare: async () => {
       const day = 86_400_000;

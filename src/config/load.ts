@@ -2,6 +2,7 @@ import { readFileSync } from 'node:fs';
 import { parse as parseYaml, YAMLParseError } from 'yaml';
 import { configSchema, formatIssues, type ConfigFile } from './schema.js';
 import { ConfigError } from './errors.js';
+import { redactUrl } from './redact-url.js';
 
 export type Mode = 'embedded' | 'cluster';
 /** `source.keys`: where each key set by a variable came from (the file otherwise), for error messages. */
@@ -150,16 +151,13 @@ export function redactConfig(config: Config): unknown {
     ...config,
     http: { ...config.http, admin_token: config.http.admin_token ? '***' : undefined },
     security: { master_key: config.security.master_key ? '***' : undefined },
-    payments: { ...config.payments, providers: Object.fromEntries(Object.entries(config.payments.providers).map(([k, p]) => [k, { ...p, api_key: p.api_key ? '***' : undefined, webhook_secret: '***' }])) },
-    notify: { ...config.notify, smtp: config.notify.smtp && { ...config.notify.smtp, pass: config.notify.smtp.pass ? '***' : undefined }, webhook: config.notify.webhook && { ...config.notify.webhook, secret: config.notify.webhook.secret ? '***' : undefined } },
-    oauth: { providers: Object.fromEntries(Object.entries(config.oauth.providers).map(([k, p]) => [k, { ...p, client_secret: p.client_secret ? '***' : undefined }])) },
-    image: { ...config.image, provider: { ...config.image.provider, api_key: config.image.provider.api_key ? '***' : undefined } },
+    payments: { ...config.payments, providers: Object.fromEntries(Object.entries(config.payments.providers).map(([k, p]) => [k, { ...p, base_url: redactUrl(p.base_url), api_key: p.api_key ? '***' : undefined, webhook_secret: '***' }])) },
+    notify: { ...config.notify, smtp: config.notify.smtp && { ...config.notify.smtp, pass: config.notify.smtp.pass ? '***' : undefined }, webhook: config.notify.webhook && { ...config.notify.webhook, url: redactUrl(config.notify.webhook.url), secret: config.notify.webhook.secret ? '***' : undefined } },
+    oauth: { providers: Object.fromEntries(Object.entries(config.oauth.providers).map(([k, p]) => [k, { ...p, token_url: p.token_url && redactUrl(p.token_url), client_secret: p.client_secret ? '***' : undefined }])) },
+    image: { ...config.image, provider: { ...config.image.provider, base_url: config.image.provider.base_url && redactUrl(config.image.provider.base_url), api_key: config.image.provider.api_key ? '***' : undefined } },
     database: { ...config.database, url: config.database.url && redactUrl(config.database.url) },
     redis: { ...config.redis, url: config.redis.url && redactUrl(config.redis.url) },
   };
 }
 
-/** A connection URL with its password replaced, safe for logs and error messages. */
-export function redactUrl(url: string): string {
-  return url.replace(/\/\/([^:@/]*):([^@/]*)@/, '//$1:***@');
-}
+export { redactUrl } from './redact-url.js';

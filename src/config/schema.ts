@@ -102,6 +102,9 @@ const AUTH_DEFAULTS = {
   refresh_backoff_max: 300_000,
   refresh_recovery_delay: 600_000,
   refresh_request_timeout: 15_000,
+  refresh_reply_timeout: 120_000,
+  refresh_breaker_threshold: 5,
+  refresh_breaker_open: 60_000,
   refresh_lease_ttl: 300_000,
   oauth_401_cooldown: 600_000,
   hot_path_wait: 10_000,
@@ -144,9 +147,11 @@ export const configSchema = z
         expected_replicas: positiveInt.default(3),
         max_clock_skew: positiveDuration.default(2000),
         instance_heartbeat: positiveDuration.default(5000),
+        // job_state and job_runs are not per environment: a replica refuses to join live replicas of another RELAY_JOBS_ENV unless this is true.
+        allow_mixed_env: z.boolean().default(false),
       })
       .strict()
-      .default({ expected_replicas: 3, max_clock_skew: 2000, instance_heartbeat: 5000 }),
+      .default({ expected_replicas: 3, max_clock_skew: 2000, instance_heartbeat: 5000, allow_mixed_env: false }),
     shutdown: z.object({ grace: positiveDuration.default(20_000) }).strict().default({ grace: 20_000 }),
     scheduler: z
       .object({ run_retention: positiveDuration.default(7 * 86_400_000), abort_grace: positiveDuration.default(5000) })
@@ -165,6 +170,11 @@ export const configSchema = z
         refresh_backoff_max: positiveDuration.default(300_000),
         refresh_recovery_delay: positiveDuration.default(600_000),
         refresh_request_timeout: positiveDuration.default(15_000),
+        // Once a refresh request is sent, its reply is awaited this long, never less (a rotated token exists only in the reply).
+        refresh_reply_timeout: positiveDuration.default(120_000),
+        // Sub2API's per-platform breaker: consecutive provider-side failures that trip it, and how long it stays open.
+        refresh_breaker_threshold: positiveInt.default(5),
+        refresh_breaker_open: positiveDuration.default(60_000),
         refresh_lease_ttl: positiveDuration.default(300_000),
         oauth_401_cooldown: positiveDuration.default(600_000),
         hot_path_wait: positiveDuration.default(10_000),

@@ -1,6 +1,6 @@
 import { Redis } from 'ioredis';
 import { UserError } from '../config/errors.js';
-import { redactUrl } from '../config/load.js';
+import { redactUrl, scrubUrlSecrets } from '../config/redact-url.js';
 
 /**
  * A Redis client for coordination: commands fail fast while Redis is down (no offline queue,
@@ -24,7 +24,7 @@ export async function connectRedis(url: string, commandTimeoutMs: number, connec
     redis.disconnect();
     const e = err as NodeJS.ErrnoException;
     const why = e.code === 'ECONNREFUSED' ? 'connection refused (is the server running and listening there?)' : e.message.split('\n')[0];
-    throw new UserError(`cannot connect to Redis at ${redactUrl(url)} (REDIS_URL): ${why}`);
+    throw new UserError(`cannot connect to Redis at ${redactUrl(url)} (REDIS_URL): ${scrubUrlSecrets(why, url)}`);
   }
   return redis;
 }

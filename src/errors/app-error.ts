@@ -14,6 +14,9 @@ export interface FieldError {
 }
 
 export class AppError extends Error {
+  /** For a retryable refusal: how long the caller should wait (HTTP `Retry-After`). */
+  readonly retryAfterSeconds?: number;
+
   constructor(
     readonly kind: ErrorKind,
     readonly code: string,

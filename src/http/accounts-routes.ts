@@ -92,7 +92,7 @@ export function registerAccountRoutes(api: FastifyInstance, rt: Runtime): void {
     return reply.code(201).send({ ...view, ...(warning ? { warnings: [warning] } : {}) });
   });
 
-  api.post('/accounts/import', async (req, reply) => {
+  api.post('/accounts/import', { bodyLimit: 16 * 1024 * 1024 }, async (req, reply) => {
     const { accounts: items } = parseBody(importSchema, req.body);
     const errors: FieldError[] = [];
     const parsed: Array<z.infer<typeof newAccountSchema>> = [];

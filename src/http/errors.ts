@@ -1,6 +1,7 @@
 import type { FastifyReply } from 'fastify';
 import { AppError, type ErrorKind } from '../errors/app-error.js';
 import type { Logger } from '../telemetry/logger.js';
+import { isDataError } from '../store/poison-split.js';
 
 /** The only place an error kind becomes an HTTP status. */
 export const STATUS: Record<ErrorKind, number> = {
@@ -22,6 +23,7 @@ export function errorBody(code: string, message: string, extra: { fields?: unkno
 }
 
 export function sendAppError(reply: FastifyReply, err: AppError) {
+  if (err.retryAfterSeconds !== undefined) void reply.header('retry-after', String(err.retryAfterSeconds));
   return reply.code(STATUS[err.kind]).send(errorBody(err.code, err.message, { fields: err.fields, details: err.details }));
 }
 
@@ -29,6 +31,12 @@ export function sendAppError(reply: FastifyReply, err: AppError) {
 export function handleError(log: Logger) {
   return (err: Error & { statusCode?: number; code?: string }, _req: unknown, reply: FastifyReply) => {
     if (err instanceof AppError) return void sendAppError(reply, err);
+    // The database refused a value (a data exception or a constraint): the request's fault, never a 500.
+    if (isDataError(err)) {
+      const conflict = err.code === '23505';
+      log.warn({ sqlstate: err.code, err: err.message }, 'request refused by a database constraint');
+      return void reply.code(conflict ? 409 : 400).send(errorBody(conflict ? 'conflict' : 'invalid', conflict ? 'a record with this unique value already exists' : 'the database refused a value of this request'));
+    }
     const status = err.statusCode && err.statusCode >= 400 && err.statusCode < 500 ? err.statusCode : 500;
     if (status === 500) {
       log.error({ err: err.message }, 'http handler failed');

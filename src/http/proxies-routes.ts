@@ -6,7 +6,12 @@ import { restoreProxy } from '../jobs/accounts/proxy-expiry.js';
 import { date, id, when } from './accounts-routes.js';
 import { parseBody, parseId, sendError } from './validation.js';
 
-const proxyUrl = z.string().max(2048).regex(/^https?:\/\/[^\s/]+/, 'expected an http:// or https:// proxy URL');
+const proxyUrl = z
+  .string()
+  .max(2048)
+  .regex(/^https?:\/\/[^\s/]+/, 'expected an http:// or https:// proxy URL')
+  // The WHATWG parser is what the HTTP client uses: a URL it refuses (http://[::1:bad) would fail every refresh through it.
+  .refine((u) => URL.canParse(u), 'expected a valid URL (the host or port could not be parsed)');
 const newProxySchema = z
   .object({
     name: z.string().min(1).max(200),

@@ -10,13 +10,22 @@ import { registerOpsRoutes } from './ops-routes.js';
 import { registerSchedulerRoutes } from './scheduler-routes.js';
 import { registerImageBatchRoutes } from './image-batches-routes.js';
 import { registerProbeRoutes } from './probes-routes.js';
+import { assertStorable } from './validation.js';
+import { registerDeadLetterRoutes } from './dead-letters-routes.js';
 
 /** The hot path's refusals: unknown account, not serving, refresh failed, no new token in time. */
 const notFound = (what: string) => errorBody('not_found', what);
 
+/**
+ * Body size limits. Most admin payloads are a few fields, so the default is small; the routes
+ * that take lists say so (usage batches, account imports, quota increments, idempotency bodies).
+ * Unauthenticated requests never get this far: the token is checked before the body is read.
+ */
+export const BODY_LIMIT = 64 * 1024;
+
 /** Probes, metrics and the admin API. Routes call the runtime; they know no SQL and no Redis keys. */
 export function buildHttpServer(rt: Runtime): FastifyInstance {
-  const app = Fastify({ logger: false, bodyLimit: 1024 * 1024, forceCloseConnections: 'idle' });
+  const app = Fastify({ logger: false, bodyLimit: BODY_LIMIT, forceCloseConnections: 'idle' });
 
   app.setErrorHandler(handleError(rt.log));
   app.setNotFoundHandler((req, reply) => void reply.code(404).send(notFound(`no route ${req.method} ${req.url}`)));
@@ -28,10 +37,18 @@ export function buildHttpServer(rt: Runtime): FastifyInstance {
   });
   app.get('/metrics', async (_req, reply) => reply.type(rt.metrics.registry.contentType).send(await rt.metrics.registry.metrics()));
 
+  // Every text field of every JSON API: no NUL, no lone surrogate, no hostile nesting (400 naming the field).
+  app.addHook('preValidation', async (req) => {
+    assertStorable(req.params, 'params');
+    assertStorable(req.query, 'query');
+    if (typeof req.body === 'object') assertStorable(req.body);
+  });
+
   registerPaymentWebhook(app, rt);
   void app.register(
     async (api) => {
-      api.addHook('preHandler', requireAdmin(rt));
+      // onRequest, not preHandler: an unauthenticated body is never read or parsed.
+      api.addHook('onRequest', requireAdmin(rt));
 
       api.get('/jobs', async () => ({ jobs: await rt.jobViews() }));
 
@@ -71,10 +88,13 @@ export function buildHttpServer(rt: Runtime): FastifyInstance {
       registerSchedulerRoutes(api, rt);
       registerImageBatchRoutes(api, rt);
       registerProbeRoutes(api, rt);
+      registerDeadLetterRoutes(api, rt);
 
       api.get('/instances', async () => ({ instances: await rt.instances() }));
 
-      api.post('/sessions', async (_req, reply) => {
+      // Only the admin token mints sessions: a session cannot outlive its parent's revocation by minting a child.
+      api.post('/sessions', async (req, reply) => {
+        if (bearer(req) !== rt.adminToken) return reply.code(403).send({ error: { code: 'forbidden', message: 'sessions are created with the admin token only, not with a session token' } });
         const s = await rt.sessions.create(rt.config.admin.session_ttl_minutes);
         return reply.code(201).send({ id: s.id, token: s.token, expires_at: s.expiresAt.toISOString() });
       });

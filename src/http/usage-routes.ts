@@ -23,7 +23,12 @@ const dashboardQuery = range({
   platform: z.string().optional(),
   model: z.string().optional(),
 });
-const cleanupBody = range({ user_id: textId.optional().nullable(), account_id: textId.optional().nullable() });
+/** The seed's `max_range_days`: one cleanup task covers at most 31 days, so a task stays small enough to watch and cancel. */
+export const CLEANUP_MAX_RANGE_DAYS = 31;
+const cleanupBody = range({ user_id: textId.optional().nullable(), account_id: textId.optional().nullable() }).refine(
+  (r) => Date.parse(r.to) - Date.parse(r.from) <= CLEANUP_MAX_RANGE_DAYS * 86_400_000,
+  { message: `the range may span at most ${CLEANUP_MAX_RANGE_DAYS} days (max_range_days); split it into several tasks`, path: ['to'] },
+);
 const idemKey = { scope: z.string().min(1).max(100), key: z.string().min(1).max(200) };
 const beginBody = z
   .object({ ...idemKey, request: z.unknown().optional(), request_hash: z.string().regex(/^[0-9a-f]{16,128}$/, 'expected a hex digest').optional() })
@@ -99,18 +104,18 @@ export function registerUsageRoutes(api: FastifyInstance, rt: Runtime): void {
     return s.cleanupTasks.get(id);
   });
 
-  api.post('/idempotency/begin', async (req) => {
+  api.post('/idempotency/begin', { bodyLimit: 1024 * 1024 }, async (req) => {
     const b = parseBody(beginBody, req.body);
     return s.idempotency.begin(b.scope, b.key, b.request_hash ?? requestHash(b.request));
   });
-  api.post('/idempotency/complete', async (req, reply) => {
+  api.post('/idempotency/complete', { bodyLimit: 1024 * 1024 }, async (req, reply) => {
     const b = parseBody(completeBody, req.body);
     const ok = await s.idempotency.complete(b.scope, b.key, b.request_hash ?? requestHash(b.request), b.response, b.status_code ?? null);
     if (!ok) return sendError(reply, 409, 'not_in_progress', `no operation in progress under scope ${JSON.stringify(b.scope)} key ${JSON.stringify(b.key)} with this request; begin it first`);
     return { completed: true };
   });
 
-  api.post('/quota/usage', async (req) => {
+  api.post('/quota/usage', { bodyLimit: 2 * 1024 * 1024 }, async (req) => {
     const b = parseBody(incrementsBody, req.body);
     const results = [];
     for (const i of b.increments) results.push({ user_id: i.user_id, platform: i.platform, ...(await s.quota.increment(i.user_id, i.platform, i.amount)) });

@@ -1,9 +1,10 @@
 import type { FastifyReply } from 'fastify';
 import type { z } from 'zod';
-
-import { InvalidInput } from '../errors/app-error.js';
+import { isStorableText } from '../store/poison-split.js';
+import { InvalidInput, type FieldError } from '../errors/app-error.js';
 import { errorBody } from './errors.js';
 
+export { isStorableText };
 export type { FieldError } from '../errors/app-error.js';
 
 export function parseBody<S extends z.ZodType>(schema: S, body: unknown, prefix = ''): z.infer<S> {
@@ -27,4 +28,50 @@ export function parseId(raw: string): number | null {
 
 export function sendError(reply: FastifyReply, status: number, code: string, message: string) {
   return reply.code(status).send(errorBody(code, message));
+}
+
+/** Deeper JSON than this is refused: no API here takes more than a few levels, and deep input overflows recursive walkers (hashing, serialising). */
+export const MAX_JSON_DEPTH = 32;
+
+/** A key as it appears in a field path: printable even when the key itself is the poison. */
+function keyLabel(k: string): string {
+  return isStorableText(k) ? k : JSON.stringify(k).slice(1, -1).replace(/[\ud800-\udfff]/g, (c) => `\\u${c.charCodeAt(0).toString(16)}`);
+}
+
+/**
+ * Every problem PostgreSQL (or a recursive walker) would have with a parsed JSON value: text
+ * with NUL or a lone surrogate, in values or in keys, and nesting deeper than MAX_JSON_DEPTH.
+ * Iterative, so hostile depth cannot overflow the stack here either. At most `limit` problems.
+ */
+export function unstorableFields(value: unknown, root = '', limit = 20): FieldError[] {
+  const out: FieldError[] = [];
+  const stack: Array<{ v: unknown; path: string; depth: number }> = [{ v: value, path: root, depth: 0 }];
+  while (stack.length && out.length < limit) {
+    const { v, path, depth } = stack.pop()!;
+    if (typeof v === 'string') {
+      if (!isStorableText(v)) out.push({ field: path || '(body)', message: 'text contains a NUL character or an unpaired UTF-16 surrogate, which cannot be stored' });
+      continue;
+    }
+    if (typeof v !== 'object' || v === null) continue;
+    if (depth >= MAX_JSON_DEPTH) {
+      out.push({ field: path || '(body)', message: `nested deeper than ${MAX_JSON_DEPTH} levels` });
+      continue;
+    }
+    const at = (k: string) => (path ? `${path}.${k}` : k);
+    if (Array.isArray(v)) {
+      for (let i = v.length - 1; i >= 0; i--) stack.push({ v: v[i], path: at(String(i)), depth: depth + 1 });
+      continue;
+    }
+    for (const k of Object.keys(v).reverse()) {
+      if (!isStorableText(k)) out.push({ field: at(keyLabel(k)), message: 'field name contains a NUL character or an unpaired UTF-16 surrogate' });
+      else stack.push({ v: (v as Record<string, unknown>)[k], path: at(k), depth: depth + 1 });
+    }
+  }
+  return out;
+}
+
+/** Throws a 400 naming the fields when `value` holds text PostgreSQL cannot store (see unstorableFields). */
+export function assertStorable(value: unknown, root = ''): void {
+  const problems = unstorableFields(value, root);
+  if (problems.length) throw new InvalidInput(problems);
 }

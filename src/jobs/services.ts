@@ -29,6 +29,7 @@ import type { AccountTests } from '../store/account-tests.js';
 import type { MonitorRunner } from './probes/monitor-runner.js';
 import type { AccountTestRunner } from './probes/account-test-runner.js';
 import type { Random } from '../time/clock.js';
+import type { DeadLetters } from '../store/dead-letters.js';
 
 /** What jobs use beyond their JobContext: repositories and long-lived services the runtime builds. */
 export interface Services {
@@ -67,4 +68,6 @@ export interface Services {
   accountTestRunner: AccountTestRunner;
   /** Jitter for monitor phases (injectable). */
   probeRandom: Random;
+  /** Rows the database refused for their content, set aside by the batch writers. */
+  deadLetters: DeadLetters;
 }

@@ -87,6 +87,20 @@ export class InstanceRegistry {
     return (t0 + t1) / 2 - num(rows[0]!.ms);
   }
 
+  /**
+   * job_state, job_runs and the slot claims are not per environment, so a replica of another
+   * RELAY_JOBS_ENV sharing this database would join the cluster silently (staging running
+   * production's slots). Refuses to start, naming the other environment, unless `allowed`.
+   */
+  async refuseMixedEnv(allowed: boolean, log: { warn: (o: object, msg: string) => void }): Promise<void> {
+    const others = (await this.list()).filter((i) => i.alive && i.env !== this.info.env && i.instance_id !== this.info.instanceId);
+    if (!others.length) return;
+    const envs = [...new Set(others.map((i) => i.env))];
+    const msg = `live replicas of environment ${envs.map((e) => JSON.stringify(e)).join(', ')} (${others.map((i) => i.instance_id).join(', ')}) use this database, and this replica's RELAY_JOBS_ENV is ${JSON.stringify(this.info.env)}; jobs and their slots are shared per database, not per environment`;
+    if (!allowed) throw new UserError(`${msg}. Give each environment its own database, or set cluster.allow_mixed_env: true to run them as one cluster`);
+    log.warn({ other_envs: envs }, `${msg} (cluster.allow_mixed_env is true)`);
+  }
+
   async list(): Promise<InstanceInfo[]> {
     const { rows } = await this.db.query<Record<string, unknown>>(
       `SELECT *, (stopped_at IS NULL AND heartbeat_at > clock_timestamp() - make_interval(secs => $1::double precision / 1000)) AS alive FROM instances ORDER BY instance_id`,

@@ -59,6 +59,8 @@ export interface AccountSecrets {
   credentials: Credentials;
   proxyUrl: string | null;
   lastAttemptAt: Date | null;
+  /** The error class of the last failed refresh attempt (null after a success). */
+  lastError: string | null;
 }
 
 export interface NewAccount {
@@ -200,7 +202,7 @@ export class Accounts {
   /** The account with its credentials opened, and the URL of the proxy its calls go through. */
   async openSecrets(id: number): Promise<AccountSecrets | null> {
     const { rows } = await this.db.query(
-      `SELECT a.id, a.platform, a.status, a.token_version, a.token_expires_at, a.credentials_sealed, a.last_refresh_attempt_at, p.url_sealed
+      `SELECT a.id, a.platform, a.status, a.token_version, a.token_expires_at, a.credentials_sealed, a.last_refresh_attempt_at, a.last_refresh_error, p.url_sealed
        FROM accounts a LEFT JOIN proxies p ON p.id = a.proxy_id WHERE a.id = $1`,
       [id],
     );
@@ -215,6 +217,7 @@ export class Accounts {
       credentials: JSON.parse(this.box.open(String(r.credentials_sealed), CREDENTIALS)) as Credentials,
       proxyUrl: r.url_sealed ? this.box.open(String(r.url_sealed), 'proxy-url') : null,
       lastAttemptAt: toDate(r.last_refresh_attempt_at),
+      lastError: (r.last_refresh_error as string | null) ?? null,
     };
   }
 
@@ -240,8 +243,8 @@ export class Accounts {
                        WHEN status IN ('disabled', 'banned') THEN status ELSE 'active' END,
          status_reason = CASE WHEN status IN ('disabled', 'banned') THEN status_reason ELSE NULL END,
          status_before_refresh = NULL, refresh_failures = 0, last_refresh_error = NULL, last_refresh_success_at = clock_timestamp(),
-         temp_unschedulable_until = CASE WHEN temp_unschedulable_reason = 'oauth_401' THEN NULL ELSE temp_unschedulable_until END,
-         temp_unschedulable_reason = CASE WHEN temp_unschedulable_reason = 'oauth_401' THEN NULL ELSE temp_unschedulable_reason END,
+         temp_unschedulable_until = CASE WHEN temp_unschedulable_reason = 'oauth_401' OR temp_unschedulable_reason LIKE 'refresh_failing:%' THEN NULL ELSE temp_unschedulable_until END,
+         temp_unschedulable_reason = CASE WHEN temp_unschedulable_reason = 'oauth_401' OR temp_unschedulable_reason LIKE 'refresh_failing:%' THEN NULL ELSE temp_unschedulable_reason END,
          updated_at = clock_timestamp()
        WHERE id = $1 AND token_version = $2 RETURNING token_version`,
       [id, version, this.seal(creds), Boolean(creds.refresh_token), tokenExpiresAt],

@@ -1,6 +1,6 @@
 import pg from 'pg';
 import { UserError } from '../config/errors.js';
-import { redactUrl } from '../config/load.js';
+import { redactUrl, scrubUrlSecrets } from '../config/redact-url.js';
 import type { Db, PinnedConnection, Queryable, QueryResult } from './db.js';
 
 export interface PgDbOptions {
@@ -28,7 +28,7 @@ export class PgDb implements Db {
       await db.ping();
     } catch (err) {
       await db.close().catch(() => undefined);
-      throw new UserError(`cannot connect to PostgreSQL at ${redactUrl(opts.url)} (DATABASE_URL): ${describePgError(err)}`);
+      throw new UserError(`cannot connect to PostgreSQL at ${redactUrl(opts.url)} (DATABASE_URL): ${scrubUrlSecrets(describePgError(err), opts.url)}`);
     }
     return db;
   }

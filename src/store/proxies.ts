@@ -2,7 +2,7 @@ import type { Db, Queryable } from './db.js';
 import { iso, num, toDate } from './db.js';
 import type { SecretBox } from './secret-box.js';
 import { SetClause } from './set-clause.js';
-import { redactUrl } from '../config/load.js';
+import { redactUrl } from '../config/redact-url.js';
 
 export type FallbackMode = 'none' | 'proxy' | 'direct';
 export type ProxyStatus = 'active' | 'expired' | 'disabled';

@@ -3,6 +3,7 @@ import { OpsMetrics } from './ops-metrics.js';
 import { SchedulerMetrics } from './scheduler-metrics.js';
 import { ImagesMetrics } from './images-metrics.js';
 import { ProbesMetrics } from './probes-metrics.js';
+import { IntegrityMetrics } from './integrity-metrics.js';
 
 /**
  * Every metric the runtime exposes on /metrics, on a registry of its own (several runtimes in one
@@ -81,6 +82,8 @@ export class Metrics {
   readonly probes = new ProbesMetrics(this.registry);
 
   readonly scheduler = new SchedulerMetrics(this.registry);
+
+  readonly integrity = new IntegrityMetrics(this.registry);
 
   constructor(opts: { defaultMetrics?: boolean } = {}) {
     if (opts.defaultMetrics) collectDefaultMetrics({ register: this.registry, prefix: 'relay_jobs_process_' });

@@ -1,9 +1,9 @@
-import { fetch, ProxyAgent, type Dispatcher } from 'undici';
+import { Agent, fetch, ProxyAgent, type Dispatcher } from 'undici';
 import { tokenExpiry } from './jwt.js';
 import type { OAuthProvider } from './oauth-providers.js';
 
 /** The account state a permanent failure puts the account in. */
-export type PermanentStatus = 'expired' | 'banned';
+export type PermanentStatus = 'expired' | 'banned' | 'quota_exhausted';
 
 /**
  * The one result type of a refresh call. The retry logic switches on `kind` and nothing else,
@@ -24,6 +24,9 @@ const EXPIRED_ERRORS = new Set(['invalid_grant', 'invalid_token', 'access_denied
 const BANNED_ERRORS = new Set(['account_deactivated', 'account_banned', 'account_suspended', 'user_banned']);
 const CONFIG_ERRORS = new Set(['invalid_client', 'unauthorized_client', 'invalid_scope', 'unsupported_grant_type']);
 const BANNED_TEXT = /deactivated|banned|suspended/i;
+/** Quota-class replies (Sub2API maps them to a quota state, not to a dead token). */
+const QUOTA_ERRORS = new Set(['insufficient_quota', 'quota_exceeded', 'quota_exhausted', 'usage_limit_reached', 'billing_hard_limit_reached']);
+const QUOTA_TEXT = /\bquota\b|usage limit|credit balance/i;
 
 /** Turns a provider's reply into a result. Pure, so every classification rule is unit-tested. */
 export function classifyReply(status: number, body: string, headers: { retryAfter?: string | null }, nowMs: number): RefreshCallResult {
@@ -53,8 +56,12 @@ export function classifyReply(status: number, body: string, headers: { retryAfte
   if (status === 429) return { kind: 'transient', reason: 'rate_limited', status, retryAfterMs: parseRetryAfter(headers.retryAfter ?? null, nowMs), detail };
   if (status >= 500) return { kind: 'transient', reason: 'server_error', status, retryAfterMs: parseRetryAfter(headers.retryAfter ?? null, nowMs), detail };
   if (BANNED_ERRORS.has(error) || (error && BANNED_TEXT.test(description))) return { kind: 'permanent', reason: error || 'banned', status, detail, accountStatus: 'banned' };
+  if (QUOTA_ERRORS.has(error) || (error && !EXPIRED_ERRORS.has(error) && QUOTA_TEXT.test(description))) return { kind: 'permanent', reason: error, status, detail, accountStatus: 'quota_exhausted' };
   if (EXPIRED_ERRORS.has(error)) return { kind: 'permanent', reason: error, status, detail, accountStatus: 'expired' };
   if (CONFIG_ERRORS.has(error)) return { kind: 'config', reason: error, status, detail };
+  // A bare 400/401 (empty or a JSON object without an error code) gets its own reason, so it is visible in
+  // last_refresh_error and the metric instead of hiding among CDN pages.
+  if ((status === 400 || status === 401) && !error && (json !== null || body.trim() === '')) return { kind: 'transient', reason: `bare_http_${status}`, status, retryAfterMs: null, detail };
   // An HTML page from a CDN, an unknown error code: not proof the token is dead, so retry.
   return { kind: 'transient', reason: error ? `unrecognized_error` : 'unrecognized_reply', status, retryAfterMs: null, detail };
 }
@@ -71,15 +78,28 @@ export function parseRetryAfter(value: string | null, nowMs: number): number | n
 export interface RefreshCallOptions {
   /** `direct`, or a proxy URL the call goes through. */
   proxyUrl: string | null;
+  /** Connecting (TCP/TLS, to the proxy and through it): nothing has reached the provider yet, so giving up is safe. */
   timeoutMs: number;
-  signal?: AbortSignal;
+  /**
+   * Once sent, how long the reply is awaited (default: 2 minutes). Only a socket-level bound:
+   * the provider may already have rotated the refresh token, and then the new one exists only
+   * in this reply, so the call is never aborted earlier, by a timer or by shutdown.
+   */
+  replyTimeoutMs?: number;
   nowMs: () => number;
 }
+
+export const DEFAULT_REPLY_TIMEOUT_MS = 120_000;
 
 /**
  * The refresh call pinned by the issue: a form-encoded POST of `grant_type=refresh_token`,
  * `refresh_token` and `client_id` to the platform's token URL, through the account's proxy.
  * Never throws: every failure is a classified result. The refresh token goes only into the body.
+ *
+ * There is deliberately no AbortSignal: a refresh request that may have reached the provider is
+ * never abandoned while its reply can still arrive (with rotation, aborting it loses the account:
+ * the retry presents the consumed token, and a standards-compliant server revokes the grant).
+ * `timeoutMs` bounds connecting; `replyTimeoutMs` bounds the wait for a reply that is not coming.
  */
 export class OAuthClient {
   private readonly agents = new Map<string, Dispatcher>();
@@ -87,29 +107,41 @@ export class OAuthClient {
   async refresh(provider: OAuthProvider, refreshToken: string, opts: RefreshCallOptions): Promise<RefreshCallResult> {
     const form = new URLSearchParams({ grant_type: 'refresh_token', refresh_token: refreshToken, client_id: provider.clientId });
     if (provider.clientSecret) form.set('client_secret', provider.clientSecret);
-    const signal = opts.signal ? AbortSignal.any([opts.signal, AbortSignal.timeout(opts.timeoutMs)]) : AbortSignal.timeout(opts.timeoutMs);
+    const replyMs = opts.replyTimeoutMs ?? DEFAULT_REPLY_TIMEOUT_MS;
+    let dispatcher: Dispatcher;
+    try {
+      dispatcher = this.agent(opts.proxyUrl, opts.timeoutMs, replyMs);
+    } catch (err) {
+      return { kind: 'transient', reason: 'bad_proxy_url', status: null, retryAfterMs: null, detail: `the account's proxy URL cannot be used: ${(err as Error).message}`.slice(0, 200) };
+    }
     try {
       const res = await fetch(provider.tokenUrl, {
         method: 'POST',
         headers: { 'content-type': 'application/x-www-form-urlencoded', accept: 'application/json' },
         body: form.toString(),
-        signal,
-        dispatcher: opts.proxyUrl ? this.agent(opts.proxyUrl) : undefined,
+        dispatcher,
       });
       const body = await res.text();
       return classifyReply(res.status, body.slice(0, 64 * 1024), { retryAfter: res.headers.get('retry-after') }, opts.nowMs());
     } catch (err) {
       const e = err as Error & { cause?: { code?: string } };
-      const timedOut = e.name === 'TimeoutError' || (e.name === 'AbortError' && !opts.signal?.aborted);
-      return { kind: 'transient', reason: timedOut ? 'timeout' : opts.signal?.aborted ? 'aborted' : 'network', status: null, retryAfterMs: null, detail: timedOut ? `no answer within ${opts.timeoutMs}ms` : (e.cause?.code ?? e.message).slice(0, 200) };
+      const code = e.cause?.code ?? '';
+      if (code === 'UND_ERR_CONNECT_TIMEOUT') return { kind: 'transient', reason: 'timeout', status: null, retryAfterMs: null, detail: `could not connect within ${opts.timeoutMs}ms` };
+      // The request was sent and no reply came in time: the provider may have rotated the token.
+      if (code === 'UND_ERR_HEADERS_TIMEOUT' || code === 'UND_ERR_BODY_TIMEOUT') return { kind: 'transient', reason: 'reply_timeout', status: null, retryAfterMs: null, detail: `request sent, no complete reply within ${replyMs}ms; the refresh token may have been rotated` };
+      return { kind: 'transient', reason: 'network', status: null, retryAfterMs: null, detail: (code || e.message).slice(0, 200) };
     }
   }
 
-  private agent(proxyUrl: string): Dispatcher {
-    let agent = this.agents.get(proxyUrl);
+  private agent(proxyUrl: string | null, connectMs: number, replyMs: number): Dispatcher {
+    const key = `${proxyUrl ?? 'direct'}|${connectMs}|${replyMs}`;
+    let agent = this.agents.get(key);
     if (!agent) {
-      agent = new ProxyAgent(proxyUrl);
-      this.agents.set(proxyUrl, agent);
+      const timeouts = { headersTimeout: replyMs, bodyTimeout: replyMs };
+      agent = proxyUrl
+        ? new ProxyAgent({ uri: proxyUrl, ...timeouts, proxyTls: { timeout: connectMs }, requestTls: { timeout: connectMs } })
+        : new Agent({ ...timeouts, connect: { timeout: connectMs } });
+      this.agents.set(key, agent);
     }
     return agent;
   }

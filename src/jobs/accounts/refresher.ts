@@ -9,6 +9,7 @@ import type { OAuthClient, RefreshCallResult } from '../../upstream/oauth-client
 import type { OAuthProvider } from '../../upstream/oauth-providers.js';
 import { Semaphore } from '../../workers/semaphore.js';
 import { RateLimiter } from '../../workers/rate-limiter.js';
+import { PlatformBreaker } from './platform-breaker.js';
 
 /** Who asked: the scheduler's timers, its retries and recoveries, the hot path, an upstream 401, an admin. */
 export type RefreshTrigger = 'schedule' | 'retry' | 'recovery' | 'hot_path' | 'unauthorized' | 'admin';
@@ -37,9 +38,14 @@ export interface RefresherOptions {
   metrics: Metrics;
   concurrency: number;
   requestTimeoutMs: number;
+  /** How long a sent refresh request's reply is awaited (`auth.refresh_reply_timeout`). */
+  replyTimeoutMs?: number;
   leaseTtlMs: number;
   /** Recovery attempts are skipped when any replica attempted this recently. */
   recoveryDelayMs: number;
+  /** The per-platform breaker: consecutive provider-side failures that trip it, and how long it stays open. */
+  breakerThreshold?: number;
+  breakerOpenMs?: number;
 }
 
 const URGENT: ReadonlySet<RefreshTrigger> = new Set(['hot_path', 'unauthorized', 'admin']);
@@ -56,13 +62,17 @@ const AUTO_REFRESHABLE: ReadonlySet<AccountStatus> = new Set(['active', 'quota_e
  */
 export class Refresher {
   private readonly inFlight = new Map<number, { outcome: Promise<RefreshOutcome>; promote: () => void }>();
+  /** Accounts whose provider call has started and whose result is not stored yet: a rotated token may live only here. */
+  private readonly calling = new Map<number, Promise<unknown>>();
   private readonly slots: Semaphore;
   private readonly limiters = new Map<string, RateLimiter>();
   private readonly stopController = new AbortController();
   private gaveUp = false;
+  private readonly breaker: PlatformBreaker;
 
   constructor(private readonly o: RefresherOptions) {
     this.slots = new Semaphore(Math.max(1, o.concurrency));
+    this.breaker = new PlatformBreaker(o.clock, o.breakerThreshold ?? 5, o.breakerOpenMs ?? 60_000);
   }
 
   get inFlightCount(): number {
@@ -98,6 +108,22 @@ export class Refresher {
     while (this.inFlight.size && Date.now() < end) await Promise.race([Promise.allSettled([...this.inFlight.values()].map((f) => f.outcome)), new Promise((r) => setTimeout(r, 50))]);
     this.gaveUp = this.inFlight.size > 0;
     return this.inFlight.size;
+  }
+
+  /** Account ids with a provider call sent and its result not yet stored. */
+  callsInFlight(): number[] {
+    return [...this.calling.keys()];
+  }
+
+  /**
+   * The forced exit's wait: up to `boundMs` for calls already sent to finish and be stored.
+   * Returns the account ids still unsettled (their rotated tokens may be lost: the caller logs them).
+   */
+  async settleCalls(boundMs: number): Promise<number[]> {
+    // The whole request, not only the call: its lease is released too, so no orphaned lease blocks the next refresh.
+    const outcomes = this.callsInFlight().map((id) => this.inFlight.get(id)?.outcome);
+    await Promise.race([Promise.allSettled(outcomes), new Promise((r) => setTimeout(r, boundMs).unref())]);
+    return this.callsInFlight();
   }
 
   private async run(id: number, trigger: RefreshTrigger, expectedVersion: number | undefined, slot: Promise<void>): Promise<RefreshOutcome> {
@@ -152,6 +178,11 @@ export class Refresher {
         log.error({ account_id: id, platform: acct.platform }, `no OAuth provider for platform "${acct.platform}": configure oauth.providers.${acct.platform}.token_url and client_id`);
         return this.count(acct.platform, trigger, { result: 'config', reason: 'unknown_platform', detail: `no oauth.providers.${acct.platform}` });
       }
+      const open = this.breaker.openFor(provider.platform);
+      if (open.ms > 0) {
+        // No call and no recorded failure: the account waits for the breaker like a Retry-After.
+        return this.count(acct.platform, trigger, { result: 'transient', reason: 'breaker_open', detail: `platform ${acct.platform} breaker open after ${open.reason}; next call in ${Math.ceil(open.ms / 1000)} s`, retryAfterMs: open.ms, failures: 0 });
+      }
       let limiter = this.limiters.get(provider.platform);
       if (!limiter) this.limiters.set(provider.platform, (limiter = new RateLimiter(this.o.clock, provider.maxPerSecond)));
       await limiter.take(AbortSignal.any([abort.signal, this.stopController.signal]));
@@ -165,10 +196,18 @@ export class Refresher {
       const started = this.o.clock.now();
       abort.signal.throwIfAborted();
       // No abort signal on the call itself: once the request may have reached the provider, a
-      // rotated refresh token exists only in its reply, so the reply is always awaited and stored.
-      const reply = await this.o.oauth.refresh(provider, acct.credentials.refresh_token, { proxyUrl: acct.proxyUrl, timeoutMs: this.o.requestTimeoutMs, nowMs: () => this.o.clock.now() });
-      metrics.refreshCallDuration.observe({ platform: acct.platform }, (this.o.clock.now() - started) / 1000);
-      const outcome = await this.settle(acct, reply);
+      // rotated refresh token exists only in its reply, so the reply is always awaited and stored
+      // (oauth-client bounds connecting by requestTimeoutMs and the reply by replyTimeoutMs only).
+      const call = (async () => {
+        const reply = await this.o.oauth.refresh(provider, acct.credentials.refresh_token!, { proxyUrl: acct.proxyUrl, timeoutMs: this.o.requestTimeoutMs, replyTimeoutMs: this.o.replyTimeoutMs, nowMs: () => this.o.clock.now() });
+        metrics.refreshCallDuration.observe({ platform: acct.platform }, (this.o.clock.now() - started) / 1000);
+        if (this.breaker.record(acct.platform, reply.kind, 'reason' in reply ? reply.reason : '')) {
+          log.error({ platform: acct.platform, reason: 'reason' in reply ? reply.reason : '' }, `refresh breaker open for platform ${acct.platform}: no provider calls for ${Math.round((this.o.breakerOpenMs ?? 60_000) / 1000)} s`);
+        }
+        return this.settle(acct, reply);
+      })();
+      this.calling.set(id, call);
+      const outcome = await call.finally(() => this.calling.delete(id));
       marked = null;
       return this.count(acct.platform, trigger, outcome);
     } catch (err) {
@@ -204,6 +243,13 @@ export class Refresher {
         // A rejected refresh token that another writer already replaced is not a failure: the peer won.
         const now = await this.o.accounts.openSecrets(id);
         if (now && now.tokenVersion !== acct.tokenVersion) return { result: 'superseded', version: now.tokenVersion, tokenExpiresAt: now.tokenExpiresAt };
+        // codex-proxy-rs: a permanent-looking reply is final on the second consecutive hit, not the first, so one
+        // flaky reply cannot kill an account; the first is recorded as a failure and retried after the first backoff.
+        if (acct.lastError !== reply.reason) {
+          const failures = await this.o.accounts.recordFailure(id, acct.tokenVersion, reply.reason, null);
+          log.warn({ account_id: id, reason: reply.reason, error: reply.detail }, 'permanent-looking refresh reply: retried once; the account is marked only if the next attempt gets it again');
+          return { result: 'transient', reason: reply.reason, detail: `${reply.detail} (first hit; final on the second)`, retryAfterMs: null, failures };
+        }
         await this.o.accounts.recordFailure(id, acct.tokenVersion, reply.reason, { status: reply.accountStatus, reason: reply.detail });
         log.error({ account_id: id, reason: reply.reason, status: reply.accountStatus, error: reply.detail }, 'Permanent failure detected: automatic refresh stopped for this account');
         return { result: 'permanent', reason: reply.reason, detail: reply.detail, status: reply.accountStatus };

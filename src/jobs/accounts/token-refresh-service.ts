@@ -130,7 +130,15 @@ export class TokenRefreshService {
         const delay = exhausted ? jitter(this.s.recoveryDelayMs, this.random) : backoffDelay(o.failures, this.s.backoffBaseMs, this.s.backoffMaxMs, this.random, o.retryAfterMs);
         this.queue.schedule({ id, kind: exhausted ? 'recovery' : 'retry', version, at: now + delay });
         const fields = { account_id: id, attempt: o.failures, max_attempts: this.s.maxAttempts, delay_secs: Math.round(delay / 1000), error: `${o.reason}: ${o.detail}` };
-        if (exhausted) this.log.error(fields, 'All refresh attempts exhausted; recovery attempt scheduled');
+        if (exhausted) {
+          this.log.error(fields, 'All refresh attempts exhausted; recovery attempt scheduled');
+          // Sub2API: an account whose retries are exhausted is temporarily unschedulable until its recovery attempt
+          // (`auth.refresh_recovery_delay`, 10 min), so the gateway stops routing to a token that may lapse meanwhile.
+          const until = now + this.s.recoveryDelayMs;
+          this.accounts.coolDown(id, until, `refresh_failing: ${o.reason}; next attempt at ${new Date(until).toISOString()}`).catch((err: Error) =>
+            this.log.warn({ account_id: id, err: err.message }, 'could not mark the account temporarily unschedulable'),
+          );
+        }
         else this.log.warn(fields, 'Refresh attempt failed, retrying');
         break;
       }

@@ -9,6 +9,7 @@ export const platformQuotaFlusherJob = defineJob({
   needs: ['quota'],
   async run(ctx, { quota }) {
     const r = await quota.flushAll(1000);
+    await quota.dirtyCount();
     if (r.stale) ctx.log.info({ stale: r.stale }, 'quota snapshots older than the stored value were skipped (a reset or a newer flush won)');
     return { items: r.flushed, note: r.dirty ? `${r.dirty} dirty, ${r.flushed} flushed, ${r.stale} stale, ${r.reAdded} re-added` : undefined };
   },

@@ -2,6 +2,7 @@ import { InvalidInput, type FieldError } from '../../errors/app-error.js';
 import type { Clock } from '../../time/clock.js';
 import type { UsageWriter, RecordOutcome } from './usage-writer.js';
 import { normalizeUsage, usageEventSchema, type UsageEvent } from './usage-event.js';
+import { isStorableText } from '../../store/poison-split.js';
 
 
 /**
@@ -24,6 +25,12 @@ export class UsageIngest {
           const path = [prefix, i, ...issue.path].join('.');
           errors.push(issue.code === 'unrecognized_keys' ? { field: `${path}.${issue.keys.join(',')}`, message: 'unknown field' } : { field: path, message: issue.message });
         }
+        return;
+      }
+      // Text PostgreSQL cannot store is refused here, for the library's hot path as for the API.
+      const poison = Object.entries(r.data).filter(([, v]) => typeof v === 'string' && !isStorableText(v));
+      if (poison.length) {
+        for (const [k] of poison) errors.push({ field: `${prefix}.${i}.${k}`, message: 'text contains a NUL character or an unpaired UTF-16 surrogate, which cannot be stored' });
         return;
       }
       const row = normalizeUsage(r.data, now, this.retentionMs);

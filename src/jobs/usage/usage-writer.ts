@@ -2,6 +2,8 @@ import { AppError } from '../../errors/app-error.js';
 import { appendFileSync, mkdirSync, readdirSync, readFileSync, unlinkSync } from 'node:fs';
 import { join } from 'node:path';
 import type { UsageRow, UsageStore } from '../../store/usage.js';
+import type { DeadLetters, DeadLetterSource } from '../../store/dead-letters.js';
+import { writeIsolatingPoison } from '../../store/poison-split.js';
 import type { Logger } from '../../telemetry/logger.js';
 import type { Metrics } from '../../telemetry/metrics.js';
 
@@ -45,7 +47,8 @@ const MAX_BACKOFF_MS = 5000;
  * - `record(row)` (the library's hot path) returns at once; the row is written with the next batch.
  * - Queue full: `sync` writes the caller's rows inline (default); `drop` refuses them, counted.
  * - A database error keeps the batch at the head of the queue and retries with backoff; nothing
- *   is skipped. At shutdown the queue is drained; what cannot be written before the deadline is
+ *   is skipped. A batch refused for the content of some rows (a data exception) is split so only
+ *   those rows go to `dead_letters` (counted); they are never retried and never block the others. At shutdown the queue is drained; what cannot be written before the deadline is
  *   spilled to `spillDir` and written at the next start (request ids make that idempotent).
  */
 export class UsageWriter {
@@ -56,7 +59,7 @@ export class UsageWriter {
   private deadline = Infinity;
   private gaveUp = false;
 
-  constructor(private readonly store: UsageStore, private readonly o: UsageWriterOptions, private readonly metrics: Metrics, private readonly log: Logger) {}
+  constructor(private readonly store: UsageStore, private readonly o: UsageWriterOptions, private readonly metrics: Metrics, private readonly log: Logger, private readonly deadLetters: DeadLetters) {}
 
   get waiting(): number {
     return this.queue.length;
@@ -131,7 +134,7 @@ export class UsageWriter {
     for (let attempt = 1; ; attempt++) {
       const t = performance.now();
       try {
-        const inserted = await this.store.insert(rows);
+        const inserted = await this.insertIsolated(rows, 'usage');
         this.metrics.usageBatchSeconds.observe((performance.now() - t) / 1000);
         this.metrics.usageWritten.inc(inserted);
         if (inserted < rows.length) this.metrics.usageDuplicates.inc(rows.length - inserted);
@@ -144,6 +147,17 @@ export class UsageWriter {
         await new Promise((r) => setTimeout(r, wait));
       }
     }
+  }
+
+  /** One insert; rows the database refuses for their content are dead-lettered (the write of the others stands). */
+  private async insertIsolated(rows: UsageRow[], source: DeadLetterSource): Promise<number> {
+    const r = await writeIsolatingPoison(rows, (part) => this.store.insert(part));
+    if (r.poisoned.length) {
+      await this.deadLetters.add(r.poisoned.map((p) => ({ source, reason: p.reason, payload: p.row })));
+      this.metrics.integrity.deadLetters.inc({ source }, r.poisoned.length);
+      this.log.error({ rows: r.poisoned.length, request_ids: r.poisoned.slice(0, 20).map((p) => JSON.stringify(p.row.request_id)), reason: r.poisoned[0]!.reason }, 'usage rows refused by the database for their content: set aside in dead_letters (GET /api/v1/dead-letters), not retried');
+    }
+    return r.written;
   }
 
   /** Drains the queue, retrying until `deadlineMs` from now; then spills what is left. Returns rows spilled. */
@@ -184,8 +198,21 @@ export class UsageWriter {
     let total = 0;
     for (const f of files) {
       const path = join(this.o.spillDir, f);
-      const rows = readFileSync(path, 'utf8').split('\n').filter(Boolean).map((l) => JSON.parse(l) as UsageRow);
-      for (let i = 0; i < rows.length; i += this.o.batchSize) await this.store.insert(rows.slice(i, i + this.o.batchSize));
+      const rows: UsageRow[] = [];
+      const unreadable: string[] = [];
+      for (const line of readFileSync(path, 'utf8').split('\n').filter(Boolean)) {
+        try {
+          rows.push(JSON.parse(line) as UsageRow);
+        } catch {
+          unreadable.push(line);
+        }
+      }
+      if (unreadable.length) {
+        await this.deadLetters.add(unreadable.map((line) => ({ source: 'usage_spill', reason: `unreadable line in ${f}`, payload: line })));
+        this.metrics.integrity.deadLetters.inc({ source: 'usage_spill' }, unreadable.length);
+      }
+      // A row the database refuses is dead-lettered, so one poison row can never stop a start.
+      for (let i = 0; i < rows.length; i += this.o.batchSize) await this.insertIsolated(rows.slice(i, i + this.o.batchSize), 'usage_spill');
       unlinkSync(path);
       total += rows.length;
       this.log.info({ file: path, rows: rows.length }, 'usage spill file written and removed');

@@ -7,6 +7,7 @@ import { sql as ops } from './006_ops.js';
 import { sql as schedulerSnapshot } from './007_scheduler_snapshot.js';
 import { sql as imageBatches } from './010_image_batches.js';
 import { sql as probes } from './008_probes.js';
+import { sql as deadLetters } from './005_dead_letters.js';
 
 export interface Migration {
   version: number;
@@ -25,4 +26,5 @@ export const MIGRATIONS: Migration[] = [
   { version: 7, name: 'scheduler_snapshot', sql: schedulerSnapshot },
   { version: 10, name: 'image_batches', sql: imageBatches },
   { version: 8, name: 'probes', sql: probes },
+  { version: 5, name: 'dead_letters', sql: deadLetters },
 ];

@@ -1,0 +1,80 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { FastifyInstance } from 'fastify';
+import { loadConfig } from '../src/config/load.js';
+import { Runtime } from '../src/app/runtime.js';
+import { buildHttpServer } from '../src/http/server.js';
+import { silentLogger } from '../src/telemetry/logger.js';
+import { PrivateRedis, TEST_MASTER_KEY, freshDatabase } from './helpers/services.js';
+
+const ADMIN = 'quota-outage-admin-token-0123';
+const auth = { authorization: `Bearer ${ADMIN}` };
+
+/** Quota increments during a Redis outage answer 503 (retryable), not 500; the dirty-set size is a gauge (issue 10). */
+describe('platform quota while Redis is down', () => {
+  let db: Awaited<ReturnType<typeof freshDatabase>>;
+  let redis: PrivateRedis;
+  let rt: Runtime;
+  let http: FastifyInstance;
+  const inc = (user: string) => http.inject({ method: 'POST', url: '/api/v1/quota/usage', headers: auth, payload: { increments: [{ user_id: user, platform: 'openai', amount: 3 }] } });
+
+  beforeAll(async () => {
+    db = await freshDatabase();
+    redis = await PrivateRedis.start();
+    rt = await Runtime.create(
+      loadConfig({
+        env: { DATABASE_URL: db.url, REDIS_URL: redis.url, RELAY_JOBS_INSTANCE_ID: 'qo-1', RELAY_JOBS_ENV: 'test', RELAY_JOBS_ADMIN_TOKEN: ADMIN, RELAY_JOBS_MASTER_KEY: TEST_MASTER_KEY, RELAY_JOBS__DATABASE__POOL_SIZE: '4', RELAY_JOBS__REDIS__COMMAND_TIMEOUT: '300ms' },
+      }),
+      { logger: silentLogger() },
+    );
+    http = buildHttpServer(rt);
+  });
+  afterAll(async () => {
+    await rt.shutdown();
+    await http.close();
+    await redis.stop();
+    await db.drop();
+  });
+
+  it('answers 503 with Retry-After while Redis is down, 200 again once it is back; the dirty-set gauge follows the flusher', async () => {
+    expect((await inc('before')).statusCode).toBe(200);
+    await rt.runNow('platform_quota_flusher');
+    expect((await http.inject('/metrics')).body).toMatch(/^relay_jobs_quota_dirty_keys 0$/m);
+    await redis.stop();
+    const down = await inc('during');
+    expect(down.statusCode, down.body).toBe(503);
+    expect(down.headers['retry-after']).toBe('1');
+    expect(down.json().error.code).toBe('quota_unavailable');
+    await redis.start();
+    let back = 0;
+    for (let i = 0; i < 100 && back !== 200; i++) {
+      back = (await inc('after')).statusCode;
+      if (back !== 200) await new Promise((r) => setTimeout(r, 100));
+    }
+    expect(back).toBe(200);
+    // The private Redis came back empty; the new counter is dirty until the next flush.
+    expect(await rt.services.quota.dirtyCount()).toBe(1);
+    expect((await http.inject('/metrics')).body).toMatch(/^relay_jobs_quota_dirty_keys 1$/m);
+  });
+});
+
+/** A replica of another RELAY_JOBS_ENV refuses to join live replicas in the same database (issue 10). */
+describe('mixed environments in one database', () => {
+  it('refuses to start naming the other environment, unless cluster.allow_mixed_env', async () => {
+    const db = await freshDatabase();
+    const redis = await PrivateRedis.start();
+    const env = (e: string, id: string, extra: Record<string, string> = {}) =>
+      loadConfig({ env: { DATABASE_URL: db.url, REDIS_URL: redis.url, RELAY_JOBS_INSTANCE_ID: id, RELAY_JOBS_ENV: e, RELAY_JOBS_MASTER_KEY: TEST_MASTER_KEY, RELAY_JOBS__DATABASE__POOL_SIZE: '2', ...extra } });
+    const prod = await Runtime.create(env('production', 'p-1'), { logger: silentLogger() });
+    try {
+      await expect(Runtime.create(env('staging', 's-1'), { logger: silentLogger() })).rejects.toThrow(/environment "production" \(p-1\).*RELAY_JOBS_ENV is "staging"/);
+      const same = await Runtime.create(env('production', 'p-2'), { logger: silentLogger() });
+      await same.shutdown();
+      const allowed = await Runtime.create(env('staging', 's-2', { RELAY_JOBS__CLUSTER__ALLOW_MIXED_ENV: 'true' }), { logger: silentLogger() });
+      await allowed.shutdown();
+    } finally {
+      await prod.shutdown();
+      await redis.stop();
+      await db.drop();
+    }
+  });
+});
