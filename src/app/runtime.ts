@@ -14,6 +14,7 @@ import { connectRedis } from '../coordination/redis-client.js';
 import { FallbackLeaderLock, MemoryLeaderLock, PgAdvisoryLock, RedisLeaderLock, type LeaderLock } from '../coordination/leader-lock.js';
 import { Scheduler } from '../scheduler/scheduler.js';
 import { RoundRunner, type RoundReport } from '../scheduler/round-runner.js';
+import { LivenessSession } from '../coordination/liveness.js';
 import { RunRecords, type RunRecord } from '../scheduler/run-records.js';
 import { InstanceRegistry, type InstanceInfo } from '../scheduler/instance-registry.js';
 import { judgeHealth, type HealthVerdict } from '../scheduler/health.js';
@@ -104,6 +105,7 @@ export class Runtime {
   private readonly leases: RefreshLeases;
   private readonly oauth = new OAuthClient();
   private readonly runner: RoundRunner;
+  private readonly liveness: LivenessSession | null;
   private readonly pools: WorkerPool<unknown>[] = [];
   private readonly shutdownController = new AbortController();
   private offsetMs = 0;
@@ -138,7 +140,8 @@ export class Runtime {
     } else {
       lock = new MemoryLeaderLock(clock, instanceId);
     }
-    const runner = (this.runner = new RoundRunner({ db, clock, lock, log, metrics: this.metrics, instanceId, toleratedFutureMs: 500, shutdown: this.shutdownController.signal }));
+    this.liveness = config.mode === 'cluster' && config.cluster.crash_detection === 'session' ? new LivenessSession(db, log) : null;
+    const runner = (this.runner = new RoundRunner({ db, clock, lock, log, metrics: this.metrics, instanceId, toleratedFutureMs: 500, shutdown: this.shutdownController.signal, liveness: this.liveness ?? undefined }));
     this.records = new RunRecords(db);
     this.scheduler = new Scheduler({
       jobs,
@@ -271,7 +274,10 @@ export class Runtime {
       await rt.runtimeChecks();
       await rt.runner.slotClaims.ensureJobs(jobs.map((j) => j.name));
       await rt.prepareUsage();
-      if (opts.register !== false) await rt.registry.register();
+      if (opts.register !== false) {
+        await rt.registry.register();
+        await rt.liveness?.start();
+      }
       return rt;
     } catch (err) {
       redis?.disconnect();
@@ -404,7 +410,7 @@ export class Runtime {
     if (this.isShuttingDown) return;
     try {
       await this.measureSkew();
-      const mine = await this.registry.beat(-this.offsetMs);
+      const mine = await this.registry.beat(-this.offsetMs, this.liveness);
       this.metrics.instanceConflict.set(mine ? 0 : 1);
       if (!mine) {
         this.log.error(
@@ -462,6 +468,7 @@ export class Runtime {
       const { drained, remaining } = await pool.stopAndWait(Math.max(1000, deadline - Date.now()));
       if (!drained) this.log.error({ remaining }, 'shutdown: a worker pool did not drain before the deadline');
     }
+    await this.liveness?.stop();
     await this.registry.markStopped().catch((err) => this.log.warn({ err: (err as Error).message }, 'could not mark instance stopped'));
     if (this.redis) await this.redis.quit().catch(() => this.redis!.disconnect());
     await this.db.close().catch((err) => this.log.warn({ err: (err as Error).message }, 'closing the database failed'));

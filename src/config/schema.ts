@@ -100,9 +100,12 @@ export const configSchema = z
         expected_replicas: positiveInt.default(3),
         max_clock_skew: positiveDuration.default(2000),
         instance_heartbeat: positiveDuration.default(5000),
+        // `session`: a dedicated PostgreSQL session per replica holds a liveness lock, so a crashed holder's lease is taken over at once.
+        // `lease`: no detector, a crashed holder's lease expires (use behind a transaction pooler; docs/coordination.md).
+        crash_detection: z.enum(['session', 'lease']).default('session'),
       })
       .strict()
-      .default({ expected_replicas: 3, max_clock_skew: 2000, instance_heartbeat: 5000 }),
+      .default({ expected_replicas: 3, max_clock_skew: 2000, instance_heartbeat: 5000, crash_detection: 'session' }),
     shutdown: z.object({ grace: positiveDuration.default(20_000) }).strict().default({ grace: 20_000 }),
     scheduler: z
       .object({ run_retention: positiveDuration.default(7 * 86_400_000), abort_grace: positiveDuration.default(5000) })

@@ -4,6 +4,7 @@ import { UserError } from '../config/errors.js';
 import type { Db } from '../store/db.js';
 import { num, toDate } from '../store/db.js';
 import type { Clock } from '../time/clock.js';
+import { HELD_BY_ME, type LivenessSession } from '../coordination/liveness.js';
 
 export interface InstanceInfo {
   instance_id: string;
@@ -32,7 +33,10 @@ ON CONFLICT (instance_id) DO UPDATE SET boot_id = EXCLUDED.boot_id, env = EXCLUD
 // Rounds a previous life of this instance left `running` can never finish now.
 const ABANDON_OWN = `UPDATE job_runs SET status = 'failed', finished_at = clock_timestamp(), error = 'abandoned: its instance restarted'
   WHERE instance_id = $1 AND status = 'running'`;
-const BEAT = `UPDATE instances SET heartbeat_at = clock_timestamp(), clock_skew_ms = $3 WHERE instance_id = $1 AND boot_id = $2`;
+const BEAT = `UPDATE instances SET heartbeat_at = clock_timestamp(), clock_skew_ms = $3, alive_key = NULL WHERE instance_id = $1 AND boot_id = $2`;
+// The same beat sent on the liveness session: it publishes the key and checks, at no extra statement, that this backend still holds it.
+const BEAT_ALIVE = `UPDATE instances SET heartbeat_at = clock_timestamp(), clock_skew_ms = $3, alive_key = $LK WHERE instance_id = $1 AND boot_id = $2
+RETURNING ${HELD_BY_ME} AS held`;
 
 /**
  * Replicas register in `instances` and beat every `cluster.instance_heartbeat`. A live row
@@ -66,9 +70,12 @@ export class InstanceRegistry {
     });
   }
 
-  /** False when another process has taken over this instance id. */
-  async beat(clockSkewMs: number): Promise<boolean> {
-    const { rowCount } = await this.db.query(BEAT, [this.info.instanceId, this.bootId, Math.round(clockSkewMs)]);
+  /** False when another process has taken over this instance id. With a liveness session, the beat also self-checks it. */
+  async beat(clockSkewMs: number, liveness?: LivenessSession | null): Promise<boolean> {
+    const params = [this.info.instanceId, this.bootId, Math.round(clockSkewMs)];
+    const rows = liveness ? await liveness.queryChecked<{ held: boolean }>(BEAT_ALIVE, params, 'held') : null;
+    if (rows) return rows.length === 1;
+    const { rowCount } = await this.db.query(BEAT, params);
     return rowCount === 1;
   }
 
