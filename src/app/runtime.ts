@@ -88,6 +88,8 @@ export interface JobView {
 
 const HEALTH_STATES = ['healthy', 'idle', 'late', 'stuck', 'failing', 'disabled'] as const;
 const PRUNE_EVERY_MS = 3_600_000;
+/** How often the heartbeat refreshes the job health gauges (two cluster-wide reads). */
+const HEALTH_EVERY_MS = 15_000;
 
 /**
  * The composition root. `create` connects and migrates (every failure a one-line UserError);
@@ -111,6 +113,7 @@ export class Runtime {
   private offsetMs = 0;
   private heartbeatTimer: NodeJS.Timeout | null = null;
   private lastPrune = 0;
+  private lastHealth = 0;
   private shuttingDown: Promise<void> | null = null;
   private ingress: Ingress | null = null;
   readonly startedAt = new Date();
@@ -314,7 +317,10 @@ export class Runtime {
   }
 
   private async measureSkew(atStart = false): Promise<void> {
-    const skew = await this.registry.measureSkew();
+    this.applySkew(await this.registry.measureSkew(), atStart);
+  }
+
+  private applySkew(skew: number, atStart = false): void {
     this.offsetMs = -skew;
     this.metrics.clockSkew.set(skew / 1000);
     if (Math.abs(skew) > this.config.cluster.max_clock_skew) {
@@ -408,18 +414,23 @@ export class Runtime {
 
   private async heartbeat(): Promise<void> {
     if (this.isShuttingDown) return;
+    const skips = this.runner.skips.take();
     try {
-      await this.measureSkew();
-      const mine = await this.registry.beat(-this.offsetMs, this.liveness);
-      this.metrics.instanceConflict.set(mine ? 0 : 1);
-      if (!mine) {
+      const beat = await this.registry.beat(-this.offsetMs, this.liveness, skips);
+      if (beat.skewMs !== null) this.applySkew(beat.skewMs);
+      this.metrics.instanceConflict.set(beat.mine ? 0 : 1);
+      if (!beat.mine) {
         this.log.error(
           { instance_id: this.config.instance.id },
           `INSTANCE ID CONFLICT: another live process registered instance id "${this.config.instance.id}"; two replicas share one id. Give each replica its own RELAY_JOBS_INSTANCE_ID`,
         );
       }
-      for (const view of await this.jobViews()) {
-        for (const h of HEALTH_STATES) this.metrics.jobHealth.set({ job: view.name, health: h }, view.health === h ? 1 : 0);
+      // Health gauges read the whole cluster's records: not on every beat of a fast heartbeat.
+      if (this.clock.now() - this.lastHealth >= HEALTH_EVERY_MS) {
+        this.lastHealth = this.clock.now();
+        for (const view of await this.jobViews()) {
+          for (const h of HEALTH_STATES) this.metrics.jobHealth.set({ job: view.name, health: h }, view.health === h ? 1 : 0);
+        }
       }
       if (this.clock.now() - this.lastPrune > PRUNE_EVERY_MS) {
         this.lastPrune = this.clock.now();
@@ -427,6 +438,7 @@ export class Runtime {
         if (pruned) this.log.info({ pruned }, 'old job_runs records pruned');
       }
     } catch (err) {
+      this.runner.skips.restore(skips);
       this.log.warn({ err: (err as Error).message }, 'instance heartbeat failed');
     }
     if (!this.isShuttingDown) this.heartbeatTimer = setTimeout(() => void this.heartbeat(), this.config.cluster.instance_heartbeat);
@@ -468,6 +480,8 @@ export class Runtime {
       const { drained, remaining } = await pool.stopAndWait(Math.max(1000, deadline - Date.now()));
       if (!drained) this.log.error({ remaining }, 'shutdown: a worker pool did not drain before the deadline');
     }
+    const skips = this.runner.skips.take();
+    if (skips.length) await this.registry.beat(-this.offsetMs, null, skips).catch(() => undefined);
     await this.liveness?.stop();
     await this.registry.markStopped().catch((err) => this.log.warn({ err: (err as Error).message }, 'could not mark instance stopped'));
     if (this.redis) await this.redis.quit().catch(() => this.redis!.disconnect());

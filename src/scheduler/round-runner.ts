@@ -9,6 +9,7 @@ import { FencedCursors } from '../coordination/fenced-cursor.js';
 import type { Liveness } from '../coordination/liveness.js';
 import { RoundAborted, type JobContext, type JobDefinition } from './job.js';
 import { RunRecords } from './run-records.js';
+import { SkipCounter } from './skip-counter.js';
 
 export type RoundReport =
   | { ran: true; runId: number; token: number; slot: Date; backend: LockBackend | null; outcome: RoundOutcome }
@@ -37,6 +38,8 @@ export class RoundRunner {
   private readonly claims: SlotClaims;
   private readonly records: RunRecords;
   private readonly cursors: FencedCursors;
+  /** Scheduled skips, written by the heartbeat as a summary (no write per skipped slot). */
+  readonly skips = new SkipCounter();
 
   constructor(private readonly deps: RoundRunnerDeps) {
     this.claims = new SlotClaims(deps.db, deps.instanceId);
@@ -113,6 +116,10 @@ export class RoundRunner {
   private async skip(job: JobDefinition, slot: Date | null, backend: LockBackend, reason: string, log: Logger): Promise<RoundReport> {
     this.deps.metrics.roundsTotal.inc({ job: job.name, status: 'skipped_not_leader', lock_backend: backend });
     log.debug({ reason, slot: slot?.toISOString() }, 'round skipped');
+    if (slot) {
+      this.skips.add(job.name, new Date(this.deps.clock.now()), reason);
+      return { ran: false, slot, backend, reason };
+    }
     try {
       await this.records.recordSkip({ job: job.name, slot: slot ?? new Date(this.deps.clock.now()), trigger: slot ? 'schedule' : 'manual', instanceId: this.deps.instanceId, backend, note: reason });
     } catch (err) {
