@@ -27,6 +27,7 @@ export const jobBase = {
   timeout: positiveDuration.optional(),
   lock_ttl: positiveDuration.optional(),
   jitter: duration.optional(),
+  missed: z.enum(['run_late', 'skip']).optional(),
 };
 
 export const jobSettingsSchema = z.object(jobBase).strict();
