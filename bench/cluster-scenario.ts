@@ -80,7 +80,7 @@ export async function runScenario(replicas: number, cli = CLI, steadyS = Number(
     const dbNow = async () => Number((await q(`SELECT extract(epoch FROM clock_timestamp()) * 1000 AS t`))[0].t);
     // Started: every replica registered and a few rounds ran.
     for (let i = 0; i < 600; i++) {
-      const [r] = await q(`SELECT (SELECT count(*) FROM instances)::int AS i, (SELECT count(*) FROM canary_runs WHERE phase = 'end')::int AS e`);
+      const [r] = await q(`SELECT (SELECT count(*) FROM instances)::int AS i, (SELECT count(*) FROM canary_runs WHERE phase = 'end')::int AS e`).catch(() => [{ i: 0, e: 0 }]); // not migrated yet
       if (r.i === replicas && r.e >= 3) break;
       for (const p of procs) if (p.proc.exitCode !== null) throw new Error(`${p.name} exited:\n${p.lines.slice(-10).join('\n')}`);
       await sleep(100);
