@@ -1,6 +1,7 @@
 /** `npm run bench`: runs every benchmark and prints the results as Markdown for docs/benchmarks.md. */
 import { cpus, totalmem } from 'node:os';
 import { benchCoordination } from './coordination.js';
+import { runScenario, scenarioTable } from './cluster-scenario.js';
 import { benchRefreshThroughput, benchScheduler } from './token-refresh.js';
 import { benchAggregation, benchCleanup, benchIngest, benchQuotaFlush } from './usage.js';
 import { benchAlertEvaluation, benchCollector } from './ops.js';
@@ -97,6 +98,12 @@ async function main() {
   if (process.env.BENCH_ONLY === 'images') return images();
   if (process.env.BENCH_ONLY === 'probes') return probes();
   if (process.env.BENCH_ONLY === 'usage') return usage();
+  if (process.env.BENCH_ONLY === 'cluster') {
+    const rows = [];
+    for (const n of (process.env.BENCH_REPLICAS ?? '3,9').split(',').map(Number)) rows.push({ build: 'this build', ...(await runScenario(n)) });
+    console.log(scenarioTable(rows));
+    return;
+  }
   if (process.env.BENCH_ONLY === 'cleanup') {
     for (const c of await benchCleanup(Number(process.env.BENCH_CLEANUP_ROWS ?? 1_000_000))) console.log(`| ${c.method} | ${c.rows} | ${c.seconds.toFixed(2)} | ${c.rowsPerSec.toFixed(0)} | ${c.longestTxMs.toFixed(0)} |`);
     return;

@@ -119,6 +119,16 @@ describe('accounts and token refresh (real PostgreSQL, Redis, OAuth server)', ()
     expect((await get(a.id)).token_version).toBe(3);
   });
 
+  it('a refresh costs two PostgreSQL statements: begin (read + lease + stamp) and the write that releases the lease', async () => {
+    const a = await createAccount('two-statements');
+    const q0 = rt.db.stats.queries;
+    expect((await rt.services.tokenRefresh.refreshNow(a.id, 'admin', a.token_version)).result).toBe('refreshed');
+    expect(rt.db.stats.queries - q0).toBe(2);
+    const leases = await sql.query(`SELECT count(*)::int AS n FROM account_refresh_leases WHERE account_id = $1`, [a.id]);
+    expect(leases.rows[0].n).toBe(0);
+    expect(await get(a.id)).toMatchObject({ status: 'active', token_version: 2 });
+  });
+
   it('classifies provider replies: permanent errors set the status at once and stop refreshing; transient ones back off', async () => {
     const svc = rt.services.tokenRefresh;
     const cases: Array<[import('./fixtures/oauth-server.js').Fault, string, string, string | null]> = [

@@ -34,7 +34,7 @@ describe('leader locks on real Redis and PostgreSQL', () => {
     const staging = new RedisLeaderLock(redis, { prefix, env: 'staging' }, 'c');
     const got = await a.acquire('job', 5000);
     expect(got.acquired).toBe(true);
-    expect(await b.acquire('job', 5000)).toEqual({ acquired: false, backend: 'redis', holder: 'a' });
+    expect(await b.acquire('job', 5000)).toMatchObject({ acquired: false, backend: 'redis', holder: 'a', heldForSlot: null });
     expect((await staging.acquire('job', 5000)).acquired).toBe(true); // staging never shares production's lock
     const key = leaderKey({ prefix, env: 'prod' }, 'job');
     expect(key).toBe(`${prefix}:prod:{job:job}:leader`);
@@ -47,6 +47,28 @@ describe('leader locks on real Redis and PostgreSQL', () => {
     }
     expect(await redis.exists(key)).toBe(0);
     expect((await b.acquire('job', 5000)).acquired).toBe(true);
+  });
+
+  it('the lock names the slot it was taken for; a take-over replaces only the value it saw', async () => {
+    const a = new RedisLeaderLock(redis, { prefix, env: 'slots' }, 'a');
+    const b = new RedisLeaderLock(redis, { prefix, env: 'slots' }, 'b');
+    const c = new RedisLeaderLock(redis, { prefix, env: 'slots' }, 'c');
+    const key = leaderKey({ prefix, env: 'slots' }, 'job');
+    expect((await a.acquire('job', 5000, 1_000)).acquired).toBe(true);
+    const seenByB = await b.acquire('job', 5000, 2_000);
+    const seenByC = await c.acquire('job', 5000, 2_000);
+    expect(seenByB).toMatchObject({ acquired: false, holder: 'a', heldForSlot: 1_000 });
+    if (seenByB.acquired || seenByC.acquired) throw new Error('unreachable');
+    const hb = await seenByB.takeOver!(5000);
+    expect(await redis.get(key)).toMatch(/^b:2000:[0-9a-f]{16}$/);
+    const hc = await seenByC.takeOver!(5000); // saw a's value, which is gone: no effect
+    expect(await redis.get(key)).toMatch(/^b:2000:/);
+    expect(await hc.renew(5000)).toBe(false);
+    expect(await hb.renew(5000)).toBe(true);
+    await hc.release();
+    expect(await redis.exists(key)).toBe(1);
+    await hb.release();
+    expect(await redis.exists(key)).toBe(0);
   });
 
   it('compare-and-delete: a stale holder cannot release or extend a lock someone else now owns', async () => {
@@ -66,7 +88,7 @@ describe('leader locks on real Redis and PostgreSQL', () => {
     const lock = new PgAdvisoryLock(db, { prefix, env: 'pg' });
     const first = await lock.acquire('job', 0);
     expect(first.acquired).toBe(true);
-    expect(await lock.acquire('job', 0)).toEqual({ acquired: false, backend: 'postgres', holder: null });
+    expect(await lock.acquire('job', 0)).toMatchObject({ acquired: false, backend: 'postgres', holder: null });
     if (first.acquired) {
       expect(await first.handle.renew(0)).toBe(true);
       await first.handle.release();
@@ -108,7 +130,7 @@ describe('leader locks on real Redis and PostgreSQL', () => {
 
     const held = new FallbackLeaderLock(new RedisLeaderLock(redis, { prefix, env: 'fb2' }, 'b'), new PgAdvisoryLock(db, { prefix, env: 'fb2' }), (e) => errors.push(e.message));
     await redis.set(leaderKey({ prefix, env: 'fb2' }, 'job'), 'other:0123456789abcdef', 'PX', 5000);
-    expect(await held.acquire('job', 5000)).toEqual({ acquired: false, backend: 'redis', holder: 'other' });
+    expect(await held.acquire('job', 5000)).toMatchObject({ acquired: false, backend: 'redis', holder: 'other' });
     expect(errors).toHaveLength(1);
     dead.disconnect();
   });

@@ -35,4 +35,21 @@ describe('Schedule', () => {
     expect(new Schedule({ kind: 'every', everyMs: 60_000 }).target(now, null)).toEqual({ slot: T('2026-01-01T10:05:00Z'), late: true });
     expect(new Schedule({ kind: 'cron', expr: '0 2 * * *', timezone: 'UTC' }).target(now, null)).toEqual({ slot: T('2026-01-02T02:00:00Z'), late: false });
   });
+
+  it('missed-slot policy: run_late runs the latest missed slot once; skip lets it go unless within the tolerance', () => {
+    const s = new Schedule({ kind: 'every', everyMs: 1000 });
+    const last = T('2026-01-01T10:00:00Z');
+    // Back after 3.6 s: slots 01, 02, 03 were missed.
+    const back = last + 3600;
+    expect(s.target(back, last)).toEqual({ slot: last + 3000, late: true });
+    expect(s.target(back, last, 'run_late')).toEqual({ slot: last + 3000, late: true });
+    expect(s.target(back, last, 'skip')).toEqual({ slot: last + 4000, late: false });
+    // 200 ms after the slot is within the tolerance (a quarter of the period): on time, run it.
+    expect(s.target(last + 3200, last, 'skip')).toEqual({ slot: last + 3000, late: true });
+    // Jitter widens the tolerance; a job that never ran still starts at once.
+    expect(s.target(back, last, 'skip', 500)).toEqual({ slot: last + 3000, late: true });
+    expect(s.target(back, null, 'skip')).toEqual({ slot: last + 3000, late: true });
+    expect(s.toleranceAt(last)).toBe(250);
+    expect(new Schedule({ kind: 'every', everyMs: 3_600_000 }).toleranceAt(last)).toBe(5000);
+  });
 });

@@ -1,6 +1,8 @@
 import type { Config } from '../config/load.js';
 import { formatDuration } from '../config/duration.js';
 import type { InstanceRegistry } from '../scheduler/instance-registry.js';
+import type { SkipCounter } from '../scheduler/skip-counter.js';
+import type { LivenessSession } from '../coordination/liveness.js';
 import type { RunRecords } from '../scheduler/run-records.js';
 import type { Metrics } from '../telemetry/metrics.js';
 import type { Logger } from '../telemetry/logger.js';
@@ -8,6 +10,8 @@ import type { Clock } from '../time/clock.js';
 import { HEALTH_STATES, type JobView } from './job-views.js';
 
 const PRUNE_EVERY_MS = 3_600_000;
+/** How often the heartbeat refreshes the job health gauges (two cluster-wide reads). */
+const HEALTH_EVERY_MS = 15_000;
 
 /**
  * The replica's beat, every `cluster.instance_heartbeat`: measures clock skew against the
@@ -18,16 +22,31 @@ export class InstanceHeartbeat {
   private timer: ReturnType<typeof setTimeout> | null = null;
   private stopped = false;
   private lastPrune = 0;
+  private lastHealth = 0;
   /** What the scheduler adds to this replica's clock to get the database's. */
   offsetMs = 0;
 
   constructor(
-    private readonly deps: { config: Config; registry: InstanceRegistry; records: RunRecords; metrics: Metrics; log: Logger; clock: Clock; views: () => Promise<JobView[]> },
+    private readonly deps: {
+      config: Config;
+      registry: InstanceRegistry;
+      records: RunRecords;
+      metrics: Metrics;
+      log: Logger;
+      clock: Clock;
+      views: () => Promise<JobView[]>;
+      /** Scheduled skips since the last beat, written as one summary row per job (coordination v2). */
+      skips: SkipCounter;
+      liveness: LivenessSession | null;
+    },
   ) {}
 
   async measureSkew(atStart = false): Promise<void> {
-    const { registry, metrics, log, config } = this.deps;
-    const skew = await registry.measureSkew();
+    this.applySkew(await this.deps.registry.measureSkew(), atStart);
+  }
+
+  private applySkew(skew: number, atStart = false): void {
+    const { metrics, log, config } = this.deps;
     this.offsetMs = -skew;
     metrics.clockSkew.set(skew / 1000);
     if (Math.abs(skew) > config.cluster.max_clock_skew) {
@@ -47,21 +66,33 @@ export class InstanceHeartbeat {
     if (this.timer) clearTimeout(this.timer);
   }
 
+  /** At shutdown: the skips counted since the last beat are written, so the summary loses nothing. */
+  async flushSkips(): Promise<void> {
+    const skips = this.deps.skips.take();
+    if (skips.length) await this.deps.registry.beat(-this.offsetMs, null, skips);
+  }
+
   private async beat(): Promise<void> {
     if (this.stopped) return;
     const { registry, records, metrics, log, config, clock } = this.deps;
+    const skips = this.deps.skips.take();
     try {
-      await this.measureSkew();
-      const mine = await registry.beat(-this.offsetMs);
-      metrics.instanceConflict.set(mine ? 0 : 1);
-      if (!mine) {
+      // One statement: the beat, the clock-skew round trip, the skip summary, and the liveness self-check.
+      const beat = await registry.beat(-this.offsetMs, this.deps.liveness, skips);
+      if (beat.skewMs !== null) this.applySkew(beat.skewMs);
+      metrics.instanceConflict.set(beat.mine ? 0 : 1);
+      if (!beat.mine) {
         log.error(
           { instance_id: config.instance.id },
           `INSTANCE ID CONFLICT: another live process registered instance id "${config.instance.id}"; two replicas share one id. Give each replica its own RELAY_JOBS_INSTANCE_ID`,
         );
       }
-      for (const view of await this.deps.views()) {
-        for (const h of HEALTH_STATES) metrics.jobHealth.set({ job: view.name, health: h }, view.health === h ? 1 : 0);
+      // Health gauges read the whole cluster's records: not on every beat of a fast heartbeat.
+      if (clock.now() - this.lastHealth >= HEALTH_EVERY_MS) {
+        this.lastHealth = clock.now();
+        for (const view of await this.deps.views()) {
+          for (const h of HEALTH_STATES) metrics.jobHealth.set({ job: view.name, health: h }, view.health === h ? 1 : 0);
+        }
       }
       if (clock.now() - this.lastPrune > PRUNE_EVERY_MS) {
         this.lastPrune = clock.now();
@@ -69,6 +100,7 @@ export class InstanceHeartbeat {
         if (pruned) log.info({ pruned }, 'old job_runs records pruned');
       }
     } catch (err) {
+      this.deps.skips.restore(skips);
       log.warn({ err: (err as Error).message }, 'instance heartbeat failed');
     }
     if (!this.stopped) this.timer = setTimeout(() => void this.beat(), config.cluster.instance_heartbeat);

@@ -5,6 +5,7 @@ import type { AdminSessions } from '../store/admin-sessions.js';
 import { FallbackLeaderLock, MemoryLeaderLock, PgAdvisoryLock, RedisLeaderLock, type LeaderLock } from '../coordination/leader-lock.js';
 import { Scheduler, manyListeners } from '../scheduler/scheduler.js';
 import { RoundRunner, type RoundReport } from '../scheduler/round-runner.js';
+import { LivenessSession } from '../coordination/liveness.js';
 import { RunRecords } from '../scheduler/run-records.js';
 import { InstanceRegistry, type InstanceInfo } from '../scheduler/instance-registry.js';
 import { WorkerPool, type WorkerPoolOptions } from '../workers/worker-pool.js';
@@ -57,6 +58,8 @@ export class Runtime {
   readonly startedAt: Date;
   adminToken: string | undefined;
   private readonly runner: RoundRunner;
+  /** Crash detection (coordination v2): a session-held advisory lock that dies with this process. */
+  private readonly liveness: LivenessSession | null;
   private readonly heartbeat: InstanceHeartbeat;
   private readonly serviceRungs: Stoppable[];
   private readonly prepare: () => Promise<void>;
@@ -79,7 +82,8 @@ export class Runtime {
     this.redis = redis;
     this.startedAt = new Date(clock.now());
     const instanceId = config.instance.id;
-    const runner = (this.runner = new RoundRunner({ db, clock, lock: this.leaderLock(), log, metrics: this.metrics, instanceId, toleratedFutureMs: 500, shutdown: this.shutdownController.signal }));
+    this.liveness = config.mode === 'cluster' && config.cluster.crash_detection === 'session' ? new LivenessSession(db, log) : null;
+    const runner = (this.runner = new RoundRunner({ db, clock, lock: this.leaderLock(), log, metrics: this.metrics, instanceId, toleratedFutureMs: 500, shutdown: this.shutdownController.signal, liveness: this.liveness ?? undefined }));
     this.records = new RunRecords(db);
     this.registry = new InstanceRegistry(db, clock, {
       instanceId,
@@ -89,7 +93,7 @@ export class Runtime {
       version: VERSION,
       heartbeatMs: config.cluster.instance_heartbeat,
     });
-    this.heartbeat = new InstanceHeartbeat({ config, registry: this.registry, records: this.records, metrics: this.metrics, log, clock, views: () => this.jobViews() });
+    this.heartbeat = new InstanceHeartbeat({ config, registry: this.registry, records: this.records, metrics: this.metrics, log, clock, views: () => this.jobViews(), skips: runner.skips, liveness: this.liveness });
     this.scheduler = new Scheduler({
       jobs,
       runner,
@@ -142,7 +146,10 @@ export class Runtime {
       if (config.mode === 'cluster') await rt.registry.refuseMixedEnv(config.cluster.allow_mixed_env, log);
       await rt.runner.slotClaims.ensureJobs(jobs.map((j) => j.name));
       await rt.prepare();
-      if (opts.register !== false) await rt.registry.register();
+      if (opts.register !== false) {
+        await rt.registry.register();
+        await rt.liveness?.start();
+      }
       return rt;
     } catch (err) {
       await backends.close(log);
@@ -236,6 +243,8 @@ export class Runtime {
           return drained ? undefined : `worker pool ${pool.name} did not drain before the deadline (${remaining} left)`;
         },
       })),
+      { name: 'skip summary', stop: () => this.heartbeat.flushSkips() },
+      { name: 'liveness session', stop: () => this.liveness?.stop() },
       { name: 'instance record', stop: () => this.registry.markStopped() },
       { name: 'connections', stop: () => this.backends.close(this.log) },
     ];

@@ -3,6 +3,14 @@ import { ConfigError } from './errors.js';
 import { formatDuration } from './duration.js';
 import type { JobSettingsInput } from './schema.js';
 
+/**
+ * A slot whose time passed while no replica ran it (downtime, a round that overran, a lease
+ * that had to expire): `run_late` runs the latest such slot once, as soon as possible (older
+ * ones are never replayed); `skip` lets it go and waits for the next slot. A start within the
+ * lateness tolerance (a quarter of the period, at most 5 s, plus jitter) is on time either way.
+ */
+export type MissedSlotPolicy = 'run_late' | 'skip';
+
 export type ScheduleSpec = { kind: 'every'; everyMs: number } | { kind: 'cron'; expr: string; timezone: string };
 
 /** A job's defaults, declared by the job itself. */
@@ -14,6 +22,7 @@ export interface JobDefaults {
   timeout: number;
   lockTtl?: number;
   jitter?: number;
+  missed?: MissedSlotPolicy;
 }
 
 export interface JobSettings {
@@ -22,6 +31,8 @@ export interface JobSettings {
   timeoutMs: number;
   lockTtlMs: number;
   jitterMs: number;
+  /** Default `run_late`. */
+  missed?: MissedSlotPolicy;
 }
 
 export function isValidTimezone(tz: string): boolean {
@@ -78,5 +89,5 @@ export function resolveJobSettings(name: string, defaults: JobDefaults, input: J
     problems.push(`${key('jitter')} (${formatDuration(jitterMs)}) must be shorter than ${key('every')} (${formatDuration(schedule.everyMs)})`);
   }
   if (problems.length) throw new ConfigError(problems);
-  return { enabled: input.enabled ?? defaults.enabled, schedule, timeoutMs, lockTtlMs, jitterMs };
+  return { enabled: input.enabled ?? defaults.enabled, schedule, timeoutMs, lockTtlMs, jitterMs, missed: input.missed ?? defaults.missed ?? 'run_late' };
 }

@@ -27,6 +27,7 @@ export const jobBase = {
   timeout: positiveDuration.optional(),
   lock_ttl: positiveDuration.optional(),
   jitter: duration.optional(),
+  missed: z.enum(['run_late', 'skip']).optional(),
 };
 
 export const jobSettingsSchema = z.object(jobBase).strict();
@@ -149,9 +150,12 @@ export const configSchema = z
         instance_heartbeat: positiveDuration.default(5000),
         // job_state and job_runs are not per environment: a replica refuses to join live replicas of another RELAY_JOBS_ENV unless this is true.
         allow_mixed_env: z.boolean().default(false),
+        // `session`: a dedicated PostgreSQL session per replica holds a liveness lock, so a crashed holder's lease is taken over at once.
+        // `lease`: no detector, a crashed holder's lease expires (use behind a transaction pooler; docs/coordination.md).
+        crash_detection: z.enum(['session', 'lease']).default('session'),
       })
       .strict()
-      .default({ expected_replicas: 3, max_clock_skew: 2000, instance_heartbeat: 5000, allow_mixed_env: false }),
+      .default({ expected_replicas: 3, max_clock_skew: 2000, instance_heartbeat: 5000, allow_mixed_env: false, crash_detection: 'session' }),
     shutdown: z.object({ grace: positiveDuration.default(20_000) }).strict().default({ grace: 20_000 }),
     scheduler: z
       .object({ run_retention: positiveDuration.default(7 * 86_400_000), abort_grace: positiveDuration.default(5000) })

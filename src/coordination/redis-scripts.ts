@@ -11,6 +11,7 @@ function load(file: string): { lua: string; numberOfKeys: number } {
 export interface LockScripts {
   compareAndDelete(key: string, owner: string): Promise<number>;
   compareAndExtend(key: string, owner: string, ttlMs: number): Promise<number>;
+  compareAndSet(key: string, seen: string, owner: string, ttlMs: number): Promise<number>;
 }
 
 export interface QuotaScripts {
@@ -28,6 +29,7 @@ export interface SnapshotScripts {
 const scripts = {
   compareAndDelete: load('compare-and-delete-1.lua'),
   compareAndExtend: load('compare-and-extend-1.lua'),
+  compareAndSet: load('compare-and-set-1.lua'),
   quotaIncr: load('quota-incr-2.lua'),
   quotaSeed: load('quota-seed-1.lua'),
   quotaReset: load('quota-reset-2.lua'),

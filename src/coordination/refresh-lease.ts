@@ -11,9 +11,14 @@ export interface RefreshLeaseHandle {
   renewLease(): Promise<boolean>;
   renewLock(): Promise<boolean>;
   release(): Promise<void>;
+  /** The PostgreSQL row was already dropped by the statement that ended the refresh: release Redis only. */
+  releaseRedis(): Promise<void>;
 }
 
 export type RefreshLeaseResult = { acquired: true; handle: RefreshLeaseHandle } | { acquired: false; heldIn: 'redis' | 'postgres' };
+
+/** `acquireWith`: the PostgreSQL step is the caller's statement (which may do more under the same lease). */
+export type RefreshLeaseWith<T> = ({ acquired: true; handle: RefreshLeaseHandle } | { acquired: false; heldIn: 'redis' | 'postgres' }) & { value: T | null };
 
 const ACQUIRE_SQL = `
 INSERT INTO account_refresh_leases (account_id, owner, expires_at, updated_at)
@@ -52,6 +57,16 @@ export class RefreshLeases {
   }
 
   async acquire(accountId: number): Promise<RefreshLeaseResult> {
+    const r = await this.acquireWith(accountId, async () => ({ leased: (await this.db.query(ACQUIRE_SQL, [accountId, this.owner, this.ttlMs])).rowCount === 1, value: null }));
+    return r.acquired ? { acquired: true, handle: r.handle } : { acquired: false, heldIn: r.heldIn };
+  }
+
+  /**
+   * Redis first, then `takePg(owner, ttlMs)`: a statement that takes the `account_refresh_leases`
+   * row for `owner` (and may read and stamp the account in the same statement) and says whether
+   * it did. Its value comes back either way.
+   */
+  async acquireWith<T>(accountId: number, takePg: (owner: string, ttlMs: number) => Promise<{ leased: boolean; value: T }>): Promise<RefreshLeaseWith<T>> {
     const key = refreshLockKey(this.keys, accountId);
     let redisHeld = false;
     if (this.redis) {
@@ -60,32 +75,36 @@ export class RefreshLeases {
         if (ok !== 'OK') {
           // Our own key (a previous attempt of this process that could not release): re-enter.
           const holder = await this.redis.get(key);
-          if (holder !== this.owner) return { acquired: false, heldIn: 'redis' };
+          if (holder !== this.owner) return { acquired: false, heldIn: 'redis', value: null };
         }
         redisHeld = true;
       } catch (err) {
         this.onRedisError(err as Error);
       }
     }
-    let pg = false;
+    let pg: { leased: boolean; value: T };
     try {
-      pg = (await this.db.query(ACQUIRE_SQL, [accountId, this.owner, this.ttlMs])).rowCount === 1;
+      pg = await takePg(this.owner, this.ttlMs);
     } catch (err) {
       if (redisHeld) await this.releaseRedis(key);
       throw err;
     }
-    if (!pg) {
+    if (!pg.leased) {
       if (redisHeld) await this.releaseRedis(key);
-      return { acquired: false, heldIn: 'postgres' };
+      return { acquired: false, heldIn: 'postgres', value: pg.value };
     }
     return {
       acquired: true,
+      value: pg.value,
       handle: {
         redis: redisHeld,
         renewLease: async () => (await this.db.query(RENEW_SQL, [accountId, this.owner, this.ttlMs])).rowCount === 1,
         renewLock: async () => (redisHeld && this.scripts ? (await this.scripts.compareAndExtend(key, this.owner, this.ttlMs)) === 1 : true),
         release: async () => {
           await this.db.query(RELEASE_SQL, [accountId, this.owner]).catch(() => undefined);
+          if (redisHeld) await this.releaseRedis(key);
+        },
+        releaseRedis: async () => {
           if (redisHeld) await this.releaseRedis(key);
         },
       },

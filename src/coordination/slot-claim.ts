@@ -1,13 +1,16 @@
 import type { Db } from '../store/db.js';
 import { num, toDate } from '../store/db.js';
 import type { LockBackend } from './leader-lock.js';
+import { holderAliveSql } from './liveness.js';
 
 /**
  * The correctness layer of invariants 1 and 2, in PostgreSQL (`job_state`, `job_runs`).
  *
  * A scheduled cluster round may start only by winning one atomic statement that
  *   - moves `job_state.last_slot` forward to its slot (a slot is claimed once, and never an older one),
- *   - takes the job's lease (`lease_until`, database clock), refused while another round holds it,
+ *   - takes the job's lease (`lease_until`, database clock), refused while another round holds it
+ *     and that round's replica is alive: a lease whose holder's liveness session is gone
+ *     (`liveness.ts`: crashed process) is free at once, any other only once it has expired,
  *   - increments the fencing token, and
  *   - inserts the round's `job_runs` row as `running`.
  * Whatever lock backend admitted the replica (Redis, advisory lock, memory), two rounds
@@ -19,6 +22,8 @@ export interface Claim {
   job: string;
   token: number;
   slot: Date;
+  /** The liveness key recorded with the lease (null: none, the lease can only expire). */
+  aliveKey: number | null;
 }
 
 export type ClaimResult = { claimed: true; claim: Claim } | { claimed: false; reason: string };
@@ -32,23 +37,28 @@ export interface RoundOutcome {
 
 const MS = (p: string) => `make_interval(secs => ${p}::double precision / 1000)`;
 
+// The lease is free when it expired (database clock), or when its holder recorded a liveness key
+// that no session holds any more: the holder's process is dead, so no round of it can still run.
+const LEASE_FREE = `(lease_until IS NULL OR lease_until <= clock_timestamp()
+         OR (holder_alive_key IS NOT NULL AND NOT ${holderAliveSql('holder_alive_key')}))`;
+
 // Shared tail of both claims: a round still running when its lease could be taken over is dead; record it so.
 const AFTER_CLAIM = `), abandon AS (
   UPDATE job_runs SET status = 'failed', finished_at = clock_timestamp(),
-         error = 'abandoned: its instance stopped renewing the lease (killed or partitioned)'
+         error = 'abandoned: its instance died (liveness session gone) or stopped renewing the lease (paused or partitioned)'
    WHERE job_name = $1 AND scope = 'cluster' AND status = 'running' AND EXISTS (SELECT 1 FROM claim)
 )
 INSERT INTO job_runs (job_name, slot, scope, trigger, instance_id, fencing_token, status, lock_backend, deadline_at)`;
 
-// $1 job, $2 slot, $3 instance, $4 lease ms, $5 lock backend, $6 timeout ms, $7 tolerated future ms
+// $1 job, $2 slot, $3 instance, $4 lease ms, $5 lock backend, $6 timeout ms, $7 tolerated future ms, $8 liveness key
 const CLAIM_SCHEDULED = `
 WITH claim AS (
   UPDATE job_state
-     SET fencing_token = fencing_token + 1, last_slot = $2::timestamptz, holder_instance = $3,
+     SET fencing_token = fencing_token + 1, last_slot = $2::timestamptz, holder_instance = $3, holder_alive_key = $8::int,
          lease_until = clock_timestamp() + ${MS('$4')}, updated_at = clock_timestamp()
    WHERE job_name = $1
      AND (last_slot IS NULL OR last_slot < $2::timestamptz)
-     AND (lease_until IS NULL OR lease_until <= clock_timestamp())
+     AND ${LEASE_FREE}
      AND $2::timestamptz <= clock_timestamp() + ${MS('$7')}
   RETURNING fencing_token
 ${AFTER_CLAIM}
@@ -56,13 +66,13 @@ SELECT $1, $2::timestamptz, 'cluster', 'schedule', $3, claim.fencing_token, 'run
   FROM claim
 RETURNING id, fencing_token, slot`;
 
-// $1 job, $2 instance, $3 lease ms, $4 lock backend, $5 timeout ms
+// $1 job, $2 instance, $3 lease ms, $4 lock backend, $5 timeout ms, $6 liveness key
 const CLAIM_MANUAL = `
 WITH claim AS (
   UPDATE job_state
-     SET fencing_token = fencing_token + 1, holder_instance = $2,
+     SET fencing_token = fencing_token + 1, holder_instance = $2, holder_alive_key = $6::int,
          lease_until = clock_timestamp() + ${MS('$3')}, updated_at = clock_timestamp()
-   WHERE job_name = $1 AND (lease_until IS NULL OR lease_until <= clock_timestamp())
+   WHERE job_name = $1 AND ${LEASE_FREE}
   RETURNING fencing_token
 ${AFTER_CLAIM}
 SELECT $1, date_trunc('milliseconds', clock_timestamp()), 'cluster', 'manual', $2, claim.fencing_token, 'running', $4, clock_timestamp() + ${MS('$5')}
@@ -78,7 +88,7 @@ SELECT $1, $2::timestamptz, 'instance', $5, $3, tok.fencing_token, 'running', cl
 RETURNING id, fencing_token, slot`;
 
 const WHY_NOT = `
-SELECT last_slot, holder_instance, lease_until > clock_timestamp() AS leased, lease_until,
+SELECT last_slot, holder_instance, NOT ${LEASE_FREE} AS leased, lease_until,
        extract(epoch FROM ($2::timestamptz - clock_timestamp())) * 1000 AS ahead_ms
   FROM job_state WHERE job_name = $1`;
 
@@ -96,7 +106,7 @@ WITH fin AS (
    WHERE id = $1 AND status = 'running'
   RETURNING id
 ), rel AS (
-  UPDATE job_state SET lease_until = NULL, holder_instance = NULL
+  UPDATE job_state SET lease_until = NULL, holder_instance = NULL, holder_alive_key = NULL
    WHERE job_name = $6 AND fencing_token = $7 AND lease_until IS NOT NULL
 )
 SELECT count(*)::int AS finished FROM fin`;
@@ -113,22 +123,23 @@ export class SlotClaims {
     return toDate(rows[0]?.last_slot);
   }
 
-  async claimScheduled(p: { job: string; slot: Date; leaseMs: number; timeoutMs: number; backend: LockBackend; toleratedFutureMs: number }): Promise<ClaimResult> {
-    const { rows } = await this.db.query<ClaimRow>(CLAIM_SCHEDULED, [p.job, p.slot.toISOString(), this.instanceId, p.leaseMs, p.backend, p.timeoutMs, p.toleratedFutureMs]);
-    if (rows[0]) return { claimed: true, claim: toClaim(p.job, rows[0]) };
+  /** `aliveKey`: this replica's liveness key (null: no crash detector, the lease can only expire). */
+  async claimScheduled(p: { job: string; slot: Date; leaseMs: number; timeoutMs: number; backend: LockBackend; toleratedFutureMs: number; aliveKey?: number | null }): Promise<ClaimResult> {
+    const { rows } = await this.db.query<ClaimRow>(CLAIM_SCHEDULED, [p.job, p.slot.toISOString(), this.instanceId, p.leaseMs, p.backend, p.timeoutMs, p.toleratedFutureMs, p.aliveKey ?? null]);
+    if (rows[0]) return { claimed: true, claim: toClaim(p.job, rows[0], p.aliveKey ?? null) };
     return { claimed: false, reason: await this.whyNot(p.job, p.slot) };
   }
 
-  async claimManual(p: { job: string; leaseMs: number; timeoutMs: number; backend: LockBackend }): Promise<ClaimResult> {
-    const { rows } = await this.db.query<ClaimRow>(CLAIM_MANUAL, [p.job, this.instanceId, p.leaseMs, p.backend, p.timeoutMs]);
-    if (rows[0]) return { claimed: true, claim: toClaim(p.job, rows[0]) };
+  async claimManual(p: { job: string; leaseMs: number; timeoutMs: number; backend: LockBackend; aliveKey?: number | null }): Promise<ClaimResult> {
+    const { rows } = await this.db.query<ClaimRow>(CLAIM_MANUAL, [p.job, this.instanceId, p.leaseMs, p.backend, p.timeoutMs, p.aliveKey ?? null]);
+    if (rows[0]) return { claimed: true, claim: toClaim(p.job, rows[0], p.aliveKey ?? null) };
     return { claimed: false, reason: await this.whyNot(p.job, new Date()) };
   }
 
   async startInstanceRound(p: { job: string; slot: Date; timeoutMs: number; trigger: 'schedule' | 'manual' }): Promise<Claim> {
     const { rows } = await this.db.query<ClaimRow>(START_INSTANCE_ROUND, [p.job, p.slot.toISOString(), this.instanceId, p.timeoutMs, p.trigger]);
     if (!rows[0]) throw new Error(`job ${p.job} has no job_state row`);
-    return toClaim(p.job, rows[0]);
+    return toClaim(p.job, rows[0], null);
   }
 
   /** True while the lease is still ours (same token, not yet expired by the database clock). */
@@ -172,6 +183,6 @@ interface ClaimRow {
   slot: unknown;
 }
 
-function toClaim(job: string, row: ClaimRow): Claim {
-  return { runId: num(row.id), job, token: num(row.fencing_token), slot: toDate(row.slot)! };
+function toClaim(job: string, row: ClaimRow, aliveKey: number | null): Claim {
+  return { runId: num(row.id), job, token: num(row.fencing_token), slot: toDate(row.slot)!, aliveKey };
 }

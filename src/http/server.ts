@@ -55,7 +55,7 @@ export function buildHttpServer(rt: Runtime): FastifyInstance {
       api.get<{ Params: { name: string } }>('/jobs/:name', async (req, reply) => {
         const view = (await rt.jobViews()).find((j) => j.name === req.params.name);
         if (!view) return reply.code(404).send(notFound(`unknown job ${req.params.name}; GET /api/v1/jobs lists them`));
-        return { job: view, runs: await rt.records.recent(view.name, 50) };
+        return { job: view, runs: await rt.records.recent(view.name, 50), skips: await rt.records.skipSummary(view.name) };
       });
 
       api.get<{ Params: { name: string; id: string } }>('/jobs/:name/runs/:id', async (req, reply) => {

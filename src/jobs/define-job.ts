@@ -17,7 +17,11 @@ export interface JobDefaultsSpec {
   timeout: string;
   lockTtl?: string;
   jitter?: string;
+  /** What a slot missed while no replica could run it becomes: see `MissedSlotPolicy`. */
+  missed?: MissedSlotPolicy;
 }
+
+import type { MissedSlotPolicy } from '../config/job-settings.js';
 
 type Deps<K extends keyof Services> = Pick<Services, K>;
 
@@ -83,7 +87,7 @@ export function parseJobSection(
 export function buildJob<K extends keyof Services, O extends z.ZodRawShape>(module: JobModule<K, O>, config: Config, services: ServicesRef): BuiltJob {
   const parsed = parseJobSection(module, config.jobs[module.name], (k) => keySource(config.source.keys, config.source.file, k));
   if (!parsed.ok) throw new ConfigError(parsed.problems);
-  const { enabled, every, cron, timezone, timeout, lock_ttl, jitter, ...rest } = parsed.data;
+  const { enabled, every, cron, timezone, timeout, lock_ttl, jitter, missed, ...rest } = parsed.data;
   const options = rest as z.infer<z.ZodObject<O>>;
   const spec = typeof module.defaults === 'function' ? module.defaults(config, options) : module.defaults;
   const problems: string[] = [];
@@ -96,10 +100,11 @@ export function buildJob<K extends keyof Services, O extends z.ZodRawShape>(modu
     timeout: ms(key, spec.timeout, problems)!,
     lockTtl: ms(key, spec.lockTtl, problems),
     jitter: ms(key, spec.jitter, problems),
+    missed: spec.missed,
   };
   problems.push(...(module.check?.(config) ?? []));
   if (problems.length) throw new ConfigError(problems);
-  const settings = resolveJobSettings(module.name, defaults, { enabled, every, cron, timezone, timeout, lock_ttl, jitter } as Parameters<typeof resolveJobSettings>[2]);
+  const settings = resolveJobSettings(module.name, defaults, { enabled, every, cron, timezone, timeout, lock_ttl, jitter, missed } as Parameters<typeof resolveJobSettings>[2]);
   const deps = () => services() as Deps<K>;
   return {
     name: module.name,

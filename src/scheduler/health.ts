@@ -45,7 +45,9 @@ export function judgeHealth(p: { settings: JobSettings; snapshot: JobSnapshot | 
   const expectedBy = schedule.next(base) + settings.jitterMs + settings.timeoutMs + slack;
   if (now > expectedBy) {
     const lastSeen = last ? `last round started ${last.started_at.toISOString()}` : 'no round has run';
-    return { health: 'late', reason: `${lastSeen}; one was due by ${new Date(expectedBy).toISOString()}`, expectedBy: new Date(expectedBy) };
+    // Replicas that skipped as not leader are counted, not recorded per round: say so, so "nobody leads" is not read as "nobody tried".
+    const skipping = snapshot?.lastSkipAt && snapshot.lastSkipAt.getTime() > base ? `; replicas skipped as not leader until ${snapshot.lastSkipAt.toISOString()}` : '';
+    return { health: 'late', reason: `${lastSeen}; one was due by ${new Date(expectedBy).toISOString()}${skipping}`, expectedBy: new Date(expectedBy) };
   }
   if (last && (last.status === 'failed' || last.status === 'timed_out')) {
     return { health: 'failing', reason: `last round ${last.status}: ${last.error ?? 'no error recorded'}`, expectedBy: new Date(expectedBy) };

@@ -4,6 +4,8 @@ import { UserError } from '../config/errors.js';
 import type { Db } from '../store/db.js';
 import { num, toDate } from '../store/db.js';
 import type { Clock } from '../time/clock.js';
+import { HELD_BY_ME, type LivenessSession } from '../coordination/liveness.js';
+import type { SkipSummary } from './skip-counter.js';
 
 export interface InstanceInfo {
   instance_id: string;
@@ -32,7 +34,27 @@ ON CONFLICT (instance_id) DO UPDATE SET boot_id = EXCLUDED.boot_id, env = EXCLUD
 // Rounds a previous life of this instance left `running` can never finish now.
 const ABANDON_OWN = `UPDATE job_runs SET status = 'failed', finished_at = clock_timestamp(), error = 'abandoned: its instance restarted'
   WHERE instance_id = $1 AND status = 'running'`;
-const BEAT = `UPDATE instances SET heartbeat_at = clock_timestamp(), clock_skew_ms = $3 WHERE instance_id = $1 AND boot_id = $2`;
+// One statement per beat, whatever the number of jobs: the beat, the database clock for the skew
+// measurement, and the summary of the rounds skipped since the last beat. $1 instance, $2 boot, $3 skew ms, $4 skips json
+const beatSql = (aliveKey: string, held: string) => `
+WITH skips AS (
+  INSERT INTO job_skip_counts (job_name, instance_id, skipped, last_skip_at, last_reason)
+  SELECT s.job, $1, s.n, s.at, s.reason FROM jsonb_to_recordset($4::jsonb) AS s(job text, n bigint, at timestamptz, reason text)
+  ON CONFLICT (job_name, instance_id) DO UPDATE SET skipped = job_skip_counts.skipped + EXCLUDED.skipped,
+     last_skip_at = GREATEST(job_skip_counts.last_skip_at, EXCLUDED.last_skip_at), last_reason = EXCLUDED.last_reason
+)
+UPDATE instances SET heartbeat_at = clock_timestamp(), clock_skew_ms = $3, alive_key = ${aliveKey} WHERE instance_id = $1 AND boot_id = $2
+RETURNING (extract(epoch FROM clock_timestamp()) * 1000)::double precision AS db_ms, ${held} AS held`;
+const BEAT = beatSql('NULL', 'true');
+// The same beat sent on the liveness session: it publishes the key and checks, at no extra statement, that this backend still holds it.
+const BEAT_ALIVE = beatSql('$LK', HELD_BY_ME);
+
+export interface BeatResult {
+  /** False when another process has taken over this instance id. */
+  mine: boolean;
+  /** This replica's clock minus the database clock, from the beat's own round trip (null when not mine). */
+  skewMs: number | null;
+}
 
 /**
  * Replicas register in `instances` and beat every `cluster.instance_heartbeat`. A live row
@@ -66,10 +88,17 @@ export class InstanceRegistry {
     });
   }
 
-  /** False when another process has taken over this instance id. */
-  async beat(clockSkewMs: number): Promise<boolean> {
-    const { rowCount } = await this.db.query(BEAT, [this.info.instanceId, this.bootId, Math.round(clockSkewMs)]);
-    return rowCount === 1;
+  /**
+   * One statement: beats, measures the skew from its own round trip, writes the skip summary.
+   * With a liveness session it is sent on that session and also self-checks the lock there.
+   */
+  async beat(clockSkewMs: number, liveness?: LivenessSession | null, skips: SkipSummary[] = []): Promise<BeatResult> {
+    const params = [this.info.instanceId, this.bootId, Math.round(clockSkewMs), JSON.stringify(skips)];
+    const t0 = this.clock.now();
+    let rows = liveness ? await liveness.queryChecked<{ held: boolean; db_ms: unknown }>(BEAT_ALIVE, params, 'held') : null;
+    rows ??= (await this.db.query<{ held: boolean; db_ms: unknown }>(BEAT, params)).rows;
+    const t1 = this.clock.now();
+    return { mine: rows.length === 1, skewMs: rows[0] ? (t0 + t1) / 2 - num(rows[0].db_ms) : null };
   }
 
   async markStopped(): Promise<void> {

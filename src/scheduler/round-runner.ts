@@ -6,8 +6,10 @@ import type { LeaderLock, LockBackend, LockHandle } from '../coordination/leader
 import { SlotClaims, type Claim, type ClaimResult, type RoundOutcome } from '../coordination/slot-claim.js';
 import { LeaseKeeper } from '../coordination/lease-keeper.js';
 import { FencedCursors } from '../coordination/fenced-cursor.js';
+import type { Liveness } from '../coordination/liveness.js';
 import { RoundAborted, type JobContext, type JobDefinition } from './job.js';
 import { RunRecords } from './run-records.js';
+import { SkipCounter } from './skip-counter.js';
 
 export type RoundReport =
   | { ran: true; runId: number; token: number; slot: Date; backend: LockBackend | null; outcome: RoundOutcome }
@@ -24,6 +26,8 @@ export interface RoundRunnerDeps {
   toleratedFutureMs: number;
   /** Fires when the process shuts down: running rounds see it through their own signal. */
   shutdown: AbortSignal;
+  /** The crash detector (cluster mode): claims record its key so a dead holder's lease is taken over at once. */
+  liveness?: Liveness;
 }
 
 /**
@@ -34,6 +38,8 @@ export class RoundRunner {
   private readonly claims: SlotClaims;
   private readonly records: RunRecords;
   private readonly cursors: FencedCursors;
+  /** Scheduled skips, written by the heartbeat as a summary (no write per skipped slot). */
+  readonly skips = new SkipCounter();
 
   constructor(private readonly deps: RoundRunnerDeps) {
     this.claims = new SlotClaims(deps.db, deps.instanceId);
@@ -61,33 +67,47 @@ export class RoundRunner {
     const { lockTtlMs } = job.settings;
     let acquisition;
     try {
-      acquisition = await this.deps.lock.acquire(job.name, lockTtlMs);
+      acquisition = await this.deps.lock.acquire(job.name, lockTtlMs, slot?.getTime() ?? null);
     } catch (err) {
       this.deps.metrics.lockAcquire.inc({ job: job.name, backend: 'none', result: 'error' });
       log.error({ err: (err as Error).message }, 'no lock backend answered; round not run');
       return { ran: false, slot, backend: null, reason: `no lock backend answered: ${(err as Error).message}` };
     }
-    if (!acquisition.acquired) {
-      this.deps.metrics.lockAcquire.inc({ job: job.name, backend: acquisition.backend, result: 'held' });
-      const reason = `leader lock (${acquisition.backend}) held by ${acquisition.holder ?? 'another replica'}`;
-      return this.skip(job, slot, acquisition.backend, reason, log);
+    let handle: LockHandle | null;
+    let backend: LockBackend;
+    if (acquisition.acquired) {
+      handle = acquisition.handle;
+      backend = handle.backend;
+      this.deps.metrics.lockAcquire.inc({ job: job.name, backend, result: 'acquired' });
+    } else {
+      backend = acquisition.backend;
+      this.deps.metrics.lockAcquire.inc({ job: job.name, backend, result: 'held' });
+      // A lock still held from an older slot: its round overran, or its process died holding it.
+      // Only the claim can tell (the lease is free at once if the holder's liveness session is
+      // gone); in the common case (held for this very slot) nothing touches PostgreSQL.
+      const stale = slot !== null && acquisition.heldForSlot !== null && acquisition.heldForSlot < slot.getTime() && acquisition.takeOver;
+      if (!stale) return this.skip(job, slot, backend, `leader lock (${backend}) held by ${acquisition.holder ?? 'another replica'}`, log);
+      handle = null;
     }
-    const handle = acquisition.handle;
-    this.deps.metrics.lockAcquire.inc({ job: job.name, backend: handle.backend, result: 'acquired' });
 
     let claimed: ClaimResult;
+    const aliveKey = this.deps.liveness?.key ?? null;
     try {
       claimed = slot
-        ? await this.claims.claimScheduled({ job: job.name, slot, leaseMs: lockTtlMs, timeoutMs: job.settings.timeoutMs, backend: handle.backend, toleratedFutureMs: this.deps.toleratedFutureMs })
-        : await this.claims.claimManual({ job: job.name, leaseMs: lockTtlMs, timeoutMs: job.settings.timeoutMs, backend: handle.backend });
+        ? await this.claims.claimScheduled({ job: job.name, slot, leaseMs: lockTtlMs, timeoutMs: job.settings.timeoutMs, backend, toleratedFutureMs: this.deps.toleratedFutureMs, aliveKey })
+        : await this.claims.claimManual({ job: job.name, leaseMs: lockTtlMs, timeoutMs: job.settings.timeoutMs, backend, aliveKey });
     } catch (err) {
-      await handle.release();
+      await handle?.release();
       log.error({ err: (err as Error).message }, 'slot claim failed: database unreachable?');
-      return { ran: false, slot, backend: handle.backend, reason: `slot claim failed: ${(err as Error).message}` };
+      return { ran: false, slot, backend, reason: `slot claim failed: ${(err as Error).message}` };
     }
     if (!claimed.claimed) {
-      await handle.release();
-      return this.skip(job, slot, handle.backend, claimed.reason, log);
+      await handle?.release();
+      return this.skip(job, slot, backend, claimed.reason, log);
+    }
+    if (!handle && !acquisition.acquired && acquisition.takeOver) {
+      log.warn({ previous_holder: acquisition.holder, held_for_slot: new Date(acquisition.heldForSlot!).toISOString() }, 'took the job over from a holder whose lease was free (its process died or its round ended)');
+      handle = await acquisition.takeOver(lockTtlMs);
     }
     onStart?.({ runId: claimed.claim.runId, token: claimed.claim.token });
     return this.execute(job, claimed.claim, trigger, handle, lockTtlMs, log);
@@ -96,6 +116,10 @@ export class RoundRunner {
   private async skip(job: JobDefinition, slot: Date | null, backend: LockBackend, reason: string, log: Logger): Promise<RoundReport> {
     this.deps.metrics.roundsTotal.inc({ job: job.name, status: 'skipped_not_leader', lock_backend: backend });
     log.debug({ reason, slot: slot?.toISOString() }, 'round skipped');
+    if (slot) {
+      this.skips.add(job.name, new Date(this.deps.clock.now()), reason);
+      return { ran: false, slot, backend, reason };
+    }
     try {
       await this.records.recordSkip({ job: job.name, slot: slot ?? new Date(this.deps.clock.now()), trigger: slot ? 'schedule' : 'manual', instanceId: this.deps.instanceId, backend, note: reason });
     } catch (err) {
@@ -135,6 +159,18 @@ export class RoundRunner {
     const onShutdown = () => abort('shutdown', 'process is shutting down');
     if (this.deps.shutdown.aborted) onShutdown();
     else this.deps.shutdown.addEventListener('abort', onShutdown, { once: true });
+    // The claim told the cluster "my holder is alive while this key is held": once it is not, another
+    // replica may take the lease at once, so the round must stop at once (its fenced writes are refused anyway).
+    const claimedKey = leaseMs === null ? null : claim.aliveKey;
+    const offLiveness =
+      claimedKey === null || !this.deps.liveness
+        ? null
+        : this.deps.liveness.onLost((key, reason) => {
+            if (key !== claimedKey) return;
+            metrics.leaseLost.inc({ job: job.name });
+            abort('lease_lost', `lease lost: ${reason}`);
+          });
+    if (claimedKey !== null && this.deps.liveness && this.deps.liveness.key !== claimedKey) abort('lease_lost', 'lease lost: liveness session lost while claiming');
 
     const ctx: JobContext = {
       job: job.name,
@@ -171,6 +207,7 @@ export class RoundRunner {
     } finally {
       clock.clearTimeout(timeout);
       keeper?.stop();
+      offLiveness?.();
       this.deps.shutdown.removeEventListener('abort', onShutdown);
       metrics.running.set({ job: job.name }, 0);
     }

@@ -48,7 +48,16 @@ SELECT s.job_name, s.created_at, s.last_slot, s.holder_instance, s.lease_until, 
   FROM job_state s
   LEFT JOIN LATERAL (SELECT ${COLUMNS} FROM job_runs WHERE job_name = s.job_name AND status <> 'skipped_not_leader' ORDER BY started_at DESC LIMIT 1) r ON true
   LEFT JOIN LATERAL (SELECT finished_at FROM job_runs WHERE job_name = s.job_name AND status IN ('ok', 'no_work') ORDER BY started_at DESC LIMIT 1) ok ON true
-  LEFT JOIN LATERAL (SELECT started_at FROM job_runs WHERE job_name = s.job_name AND status = 'skipped_not_leader' ORDER BY started_at DESC LIMIT 1) sk ON true`;
+  LEFT JOIN LATERAL (SELECT max(last_skip_at) AS started_at FROM job_skip_counts WHERE job_name = s.job_name) sk ON true`;
+
+const SKIP_SUMMARY = `SELECT instance_id, skipped, last_skip_at, last_reason FROM job_skip_counts WHERE job_name = $1 ORDER BY instance_id`;
+
+export interface SkipCount {
+  instance_id: string;
+  skipped: number;
+  last_skip_at: Date | null;
+  last_reason: string | null;
+}
 
 const PRUNE = `
 DELETE FROM job_runs WHERE id IN (
@@ -64,6 +73,12 @@ export class RunRecords {
   async recent(job: string, limit = 20): Promise<RunRecord[]> {
     const { rows } = await this.db.query(`SELECT ${COLUMNS} FROM job_runs WHERE job_name = $1 ORDER BY started_at DESC, id DESC LIMIT $2`, [job, limit]);
     return rows.map(toRecord);
+  }
+
+  /** Scheduled rounds each replica skipped because another led the slot (summarised by the heartbeat). */
+  async skipSummary(job: string): Promise<SkipCount[]> {
+    const { rows } = await this.db.query<Record<string, unknown>>(SKIP_SUMMARY, [job]);
+    return rows.map((r) => ({ instance_id: String(r.instance_id), skipped: num(r.skipped), last_skip_at: toDate(r.last_skip_at), last_reason: (r.last_reason as string | null) ?? null }));
   }
 
   async get(id: number): Promise<RunRecord | null> {

@@ -1,5 +1,5 @@
 import { Cron } from 'croner';
-import type { ScheduleSpec } from '../config/job-settings.js';
+import type { MissedSlotPolicy, ScheduleSpec } from '../config/job-settings.js';
 
 /**
  * A pure function of time: which slots a job has. `every` slots are aligned to the wall clock
@@ -43,11 +43,18 @@ export class Schedule {
    * replayed, so recovery never runs a job N times. A job that never ran starts at once on
    * `every` and waits for its next slot on `cron` (a daily report is not sent on install).
    */
-  target(now: number, lastSlot: number | null): { slot: number; late: boolean } {
+  target(now: number, lastSlot: number | null, policy: MissedSlotPolicy = 'run_late', jitterMs = 0): { slot: number; late: boolean } {
     const p = this.prev(now);
     const missed = lastSlot === null ? this.spec.kind === 'every' && Number.isFinite(p) : p > lastSlot;
+    // `skip`: a slot already past its lateness tolerance is let go (a job that never ran still starts on `every`).
+    if (missed && policy === 'skip' && lastSlot !== null && now - p > this.toleranceAt(p) + jitterMs) return { slot: this.next(now), late: false };
     if (missed) return { slot: p, late: true };
     return { slot: this.next(now), late: false };
+  }
+
+  /** How late a start may be and still count as on time: a quarter of the period, at most 5 s. */
+  toleranceAt(t: number): number {
+    return Math.min(5000, Math.floor(this.periodAt(t) / 4));
   }
 
   describe(): string {

@@ -105,7 +105,7 @@ export class Scheduler {
     log.info({ schedule: schedule.describe(), scope: job.scope }, 'job loop started');
     while (!stop.aborted) {
       const now = this.clusterNow();
-      const { slot } = schedule.target(now, last);
+      const { slot } = schedule.target(now, last, job.settings.missed, job.settings.jitterMs);
       const fireAt = slot + (job.settings.jitterMs > 0 ? Math.floor(random() * job.settings.jitterMs) : 0);
       this.nextFire.set(job.name, fireAt);
       if (fireAt > now) {

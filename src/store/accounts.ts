@@ -2,6 +2,7 @@ import type { Db, Queryable } from './db.js';
 import { iso, num, toDate } from './db.js';
 import type { SecretBox } from './secret-box.js';
 import { SetClause } from './set-clause.js';
+import { BEGIN_REFRESH, withRelease } from './account-refresh-sql.js';
 
 export const ACCOUNT_STATUSES = ['active', 'quota_exhausted', 'refreshing', 'expired', 'error', 'disabled', 'banned'] as const;
 export type AccountStatus = (typeof ACCOUNT_STATUSES)[number];
@@ -115,6 +116,27 @@ function toView(r: Record<string, unknown>): AccountView {
   };
 }
 
+/** The refresh lease to drop in the same statement as the account write that ends a refresh. */
+export interface LeaseRelease {
+  owner: string;
+}
+
+export interface RefreshConditions {
+  /** Refresh only if the token is still this version (the caller's view). */
+  expectedVersion?: number;
+  /** Statuses this trigger may refresh. */
+  statuses: readonly AccountStatus[];
+  /** Recovery spacing: skip if an attempt was stamped after this instant. */
+  attemptedBefore?: Date | null;
+}
+
+export interface RefreshBegin {
+  acct: AccountSecrets | null;
+  skip: 'gone' | 'superseded' | 'not_eligible' | 'no_refresh_token' | 'recently_attempted' | null;
+  leased: boolean;
+  marked: boolean;
+}
+
 /**
  * The accounts table. Credentials are sealed with the master key on the way in and opened only
  * for a refresh or the hot path; every credential write compares and bumps `token_version`,
@@ -206,8 +228,25 @@ export class Accounts {
        FROM accounts a LEFT JOIN proxies p ON p.id = a.proxy_id WHERE a.id = $1`,
       [id],
     );
+    return rows[0] ? this.toSecrets(rows[0]) : null;
+  }
+
+  /**
+   * The first of a refresh's two committing statements: reads the account, and if it may be
+   * refreshed now (version, status, refresh token, recovery spacing), takes the PostgreSQL
+   * refresh lease for `owner` and stamps `refreshing` — the read, the lease and the stamp in one
+   * statement. `skip` says why not; `leased` false with no `skip` means another process holds it.
+   */
+  async beginRefresh(id: number, owner: string, leaseMs: number, c: RefreshConditions): Promise<RefreshBegin> {
+    const { rows } = await this.db.query(BEGIN_REFRESH, [id, owner, leaseMs, c.expectedVersion ?? null, c.statuses, c.attemptedBefore ?? null]);
     const r = rows[0];
-    if (!r) return null;
+    if (!r) return { acct: null, skip: 'gone', leased: false, marked: false };
+    const acct = this.toSecrets(r);
+    const skip = (r.skip as RefreshBegin['skip']) ?? (acct.credentials.refresh_token ? null : 'no_refresh_token');
+    return { acct, skip, leased: r.leased === true, marked: r.marked === true };
+  }
+
+  private toSecrets(r: Record<string, unknown>): AccountSecrets {
     return {
       id: num(r.id),
       platform: String(r.platform),
@@ -236,9 +275,9 @@ export class Accounts {
    * The compare-and-set every refresh ends with: writes the new credentials only if nobody wrote
    * since `version` was read, and returns the new version (null when another writer won).
    */
-  async writeRefreshed(id: number, version: number, creds: Credentials, tokenExpiresAt: Date | null): Promise<number | null> {
+  async writeRefreshed(id: number, version: number, creds: Credentials, tokenExpiresAt: Date | null, release?: LeaseRelease): Promise<number | null> {
     const { rows } = await this.db.query(
-      `UPDATE accounts SET credentials_sealed = $3, has_refresh_token = $4, token_expires_at = $5, token_version = token_version + 1,
+      withRelease(`UPDATE accounts SET credentials_sealed = $3, has_refresh_token = $4, token_expires_at = $5, token_version = token_version + 1,
          status = CASE WHEN status = 'refreshing' AND status_before_refresh = 'quota_exhausted' THEN 'quota_exhausted'
                        WHEN status IN ('disabled', 'banned') THEN status ELSE 'active' END,
          status_reason = CASE WHEN status IN ('disabled', 'banned') THEN status_reason ELSE NULL END,
@@ -246,32 +285,38 @@ export class Accounts {
          temp_unschedulable_until = CASE WHEN temp_unschedulable_reason = 'oauth_401' OR temp_unschedulable_reason LIKE 'refresh_failing:%' THEN NULL ELSE temp_unschedulable_until END,
          temp_unschedulable_reason = CASE WHEN temp_unschedulable_reason = 'oauth_401' OR temp_unschedulable_reason LIKE 'refresh_failing:%' THEN NULL ELSE temp_unschedulable_reason END,
          updated_at = clock_timestamp()
-       WHERE id = $1 AND token_version = $2 RETURNING token_version`,
-      [id, version, this.seal(creds), Boolean(creds.refresh_token), tokenExpiresAt],
+       WHERE id = $1 AND token_version = $2 RETURNING token_version`, release, 6),
+      [id, version, this.seal(creds), Boolean(creds.refresh_token), tokenExpiresAt, ...(release ? [release.owner] : [])],
     );
-    return rows[0] ? num(rows[0].token_version) : null;
+    return rows[0] && rows[0].token_version !== null ? num(rows[0].token_version) : null;
   }
 
   /** A failed attempt: back to the status before it (transient) or to the permanent status, with the reason. */
-  async recordFailure(id: number, version: number, errorClass: string, permanent: { status: AccountStatus; reason: string } | null): Promise<number> {
+  async recordFailure(id: number, version: number, errorClass: string, permanent: { status: AccountStatus; reason: string } | null, release?: LeaseRelease): Promise<number> {
     const { rows } = await this.db.query(
-      `UPDATE accounts SET refresh_failures = refresh_failures + 1, last_refresh_error = $3,
+      withRelease(`UPDATE accounts SET refresh_failures = refresh_failures + 1, last_refresh_error = $3,
          status = CASE WHEN $4::text IS NOT NULL AND status NOT IN ('disabled', 'banned') THEN $4
                        WHEN status = 'refreshing' THEN COALESCE(status_before_refresh, 'active') ELSE status END,
          status_reason = CASE WHEN $4::text IS NOT NULL AND status NOT IN ('disabled', 'banned') THEN $5 ELSE status_reason END,
          status_before_refresh = NULL, updated_at = clock_timestamp()
-       WHERE id = $1 AND token_version = $2 RETURNING refresh_failures`,
-      [id, version, errorClass, permanent?.status ?? null, permanent?.reason ?? null],
+       WHERE id = $1 AND token_version = $2 RETURNING refresh_failures`, release, 6),
+      [id, version, errorClass, permanent?.status ?? null, permanent?.reason ?? null, ...(release ? [release.owner] : [])],
     );
-    return rows[0] ? num(rows[0].refresh_failures) : 0;
+    return rows[0] && rows[0].refresh_failures !== null ? num(rows[0].refresh_failures) : 0;
+  }
+
+  /** The account's current token version and expiry (after a write found the version moved). */
+  async currentToken(id: number): Promise<{ version: number; tokenExpiresAt: Date | null } | null> {
+    const { rows } = await this.db.query(`SELECT token_version, token_expires_at FROM accounts WHERE id = $1`, [id]);
+    return rows[0] ? { version: num(rows[0].token_version), tokenExpiresAt: toDate(rows[0].token_expires_at) } : null;
   }
 
   /** A skipped attempt that had stamped `refreshing` (lease lost, shutdown): undo the stamp only. */
-  async clearRefreshing(id: number, version: number): Promise<void> {
+  async clearRefreshing(id: number, version: number, release?: LeaseRelease): Promise<void> {
     await this.db.query(
-      `UPDATE accounts SET status = COALESCE(status_before_refresh, 'active'), status_before_refresh = NULL, updated_at = clock_timestamp()
-       WHERE id = $1 AND token_version = $2 AND status = 'refreshing'`,
-      [id, version],
+      withRelease(`UPDATE accounts SET status = COALESCE(status_before_refresh, 'active'), status_before_refresh = NULL, updated_at = clock_timestamp()
+       WHERE id = $1 AND token_version = $2 AND status = 'refreshing' RETURNING token_version`, release, 3),
+      [id, version, ...(release ? [release.owner] : [])],
     );
   }
 

@@ -24,8 +24,8 @@ export interface Db extends Queryable {
   /** Statements sent since creation: the benchmark counts round trips with it. */
   readonly stats: { queries: number };
   tx<T>(fn: (q: Queryable) => Promise<T>): Promise<T>;
-  /** A dedicated connection; only the pg pool has them. */
-  pin(): Promise<PinnedConnection>;
+  /** A dedicated connection; only the pg pool has them. `onClosed` fires once if the connection drops while pinned. */
+  pin(onClosed?: (err: Error) => void): Promise<PinnedConnection>;
   ping(): Promise<void>;
   close(): Promise<void>;
 }

@@ -60,18 +60,28 @@ export class PgDb implements Db {
     }
   }
 
-  async pin(): Promise<PinnedConnection> {
+  async pin(onClosed?: (err: Error) => void): Promise<PinnedConnection> {
     const client = await this.pool.connect();
     // A pinned client that errors while idle (server restart) must not crash the process.
-    // The listener goes with the pin: pool clients are reused, and listeners must not pile up on them.
-    const ignore = () => undefined;
-    client.on('error', ignore);
+    // The listeners go with the pin: pool clients are reused, and listeners must not pile up on them.
+    let closed = false;
+    const lost = (err?: Error) => {
+      if (closed) return;
+      closed = true;
+      onClosed?.(err ?? new Error('connection ended'));
+    };
+    const onError = (err: Error) => lost(err);
+    const onEnd = () => lost();
+    client.on('error', onError);
+    client.on('end', onEnd);
     const q = wrapClient(client, this.stats);
     return {
       query: q.query,
       exec: q.exec,
       release: (destroy?: boolean) => {
-        client.off('error', ignore);
+        closed = true;
+        client.off('error', onError);
+        client.off('end', onEnd);
         client.release(destroy ? true : undefined);
       },
     };

@@ -48,7 +48,7 @@ export class ServiceProcess {
     return new ServiceProcess(name, spawn(process.execPath, [CLI, 'start'], { env: cleanEnv(env), stdio: ['ignore', 'pipe', 'pipe'] }));
   }
 
-  async waitForLine(pattern: RegExp, timeoutMs = 20_000): Promise<string> {
+  async waitForLine(pattern: RegExp, timeoutMs = 60_000): Promise<string> {
     const deadline = Date.now() + timeoutMs;
     for (;;) {
       const hit = this.lines.find((l) => pattern.test(l));

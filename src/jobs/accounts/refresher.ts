@@ -3,7 +3,7 @@ import type { Metrics } from '../../telemetry/metrics.js';
 import type { Clock } from '../../time/clock.js';
 import { sleep } from '../../time/clock.js';
 import type { Accounts, AccountSecrets, AccountStatus } from '../../store/accounts.js';
-import type { RefreshLeases } from '../../coordination/refresh-lease.js';
+import type { RefreshLeaseHandle, RefreshLeases } from '../../coordination/refresh-lease.js';
 import { LeaseKeeper } from '../../coordination/lease-keeper.js';
 import type { OAuthClient, RefreshCallResult } from '../../upstream/oauth-client.js';
 import type { OAuthProvider } from '../../upstream/oauth-providers.js';
@@ -142,55 +142,65 @@ export class Refresher {
     }
   }
 
+  /**
+   * Two committing statements per refresh: `beginRefresh` (read + PostgreSQL lease + `refreshing`
+   * stamp, after the Redis lock) and the write that stores the outcome and drops the lease
+   * (`release` on writeRefreshed / recordFailure / clearRefreshing).
+   */
   private async guarded(id: number, trigger: RefreshTrigger, expectedVersion: number | undefined, requested: number): Promise<RefreshOutcome> {
     const { log, metrics } = this.o;
-    const lease = await this.o.leases.acquire(id);
+    const statuses = [...(trigger === 'admin' || trigger === 'recovery' ? ADMIN_REFRESHABLE : AUTO_REFRESHABLE)];
+    const attemptedBefore = trigger === 'recovery' ? new Date(this.o.clock.now() - this.o.recoveryDelayMs / 2) : null;
+    const lease = await this.o.leases.acquireWith(id, async (owner, ttlMs) => {
+      const b = await this.o.accounts.beginRefresh(id, owner, ttlMs, { expectedVersion, statuses, attemptedBefore });
+      return { leased: b.leased, value: b };
+    });
+    const begun = lease.value;
+    const acct = begun?.acct ?? null;
+    if (begun && !acct) return this.count('unknown', trigger, { result: 'skipped', reason: 'gone' });
+    if (acct && begun?.skip === 'superseded') return this.count(acct.platform, trigger, { result: 'superseded', version: acct.tokenVersion, tokenExpiresAt: acct.tokenExpiresAt });
+    if (acct && begun?.skip && begun.skip !== 'gone') {
+      if (lease.acquired) await this.finish(id, acct.tokenVersion, lease.handle, begun.marked);
+      return this.count(acct.platform, trigger, { result: 'skipped', reason: begun.skip as 'not_eligible' | 'no_refresh_token' | 'recently_attempted', status: acct.status });
+    }
     if (!lease.acquired) {
       metrics.refreshLockContention.inc({ held_in: lease.heldIn });
       log.debug({ account_id: id, trigger, held_in: lease.heldIn }, 'refresh lease held by another process: skipped');
       return this.count('unknown', trigger, { result: 'lease_held', heldIn: lease.heldIn });
     }
+    const handle = lease.handle;
+    if (!acct || !begun!.marked) {
+      // The version moved between the read and the stamp (a concurrent writer): nothing to do but read theirs.
+      await handle.release();
+      const now = await this.o.accounts.currentToken(id);
+      return this.count(acct?.platform ?? 'unknown', trigger, { result: 'superseded', version: now?.version ?? acct?.tokenVersion ?? 0, tokenExpiresAt: now?.tokenExpiresAt ?? null });
+    }
     const abort = new AbortController();
     const keeper = new LeaseKeeper({
       clock: this.o.clock,
       leaseMs: this.o.leaseTtlMs,
-      renewLease: lease.handle.renewLease,
-      renewLock: lease.handle.renewLock,
+      renewLease: handle.renewLease,
+      renewLock: handle.renewLock,
       onLost: (reason) => abort.abort(new Error(`refresh lease lost: ${reason}`)),
     });
     keeper.start();
-    let marked: AccountSecrets | null = null;
+    let open = true; // the PostgreSQL lease and the `refreshing` stamp are still ours to undo
     try {
-      const acct = await this.o.accounts.openSecrets(id);
-      if (!acct) return this.count('unknown', trigger, { result: 'skipped', reason: 'gone' });
-      if (expectedVersion !== undefined && acct.tokenVersion !== expectedVersion) {
-        return this.count(acct.platform, trigger, { result: 'superseded', version: acct.tokenVersion, tokenExpiresAt: acct.tokenExpiresAt });
-      }
-      const allowed = trigger === 'admin' || trigger === 'recovery' ? ADMIN_REFRESHABLE : AUTO_REFRESHABLE;
-      if (!allowed.has(acct.status)) return this.count(acct.platform, trigger, { result: 'skipped', reason: 'not_eligible', status: acct.status });
-      if (!acct.credentials.refresh_token) return this.count(acct.platform, trigger, { result: 'skipped', reason: 'no_refresh_token', status: acct.status });
-      if (trigger === 'recovery' && acct.lastAttemptAt && this.o.clock.now() - acct.lastAttemptAt.getTime() < this.o.recoveryDelayMs / 2) {
-        return this.count(acct.platform, trigger, { result: 'skipped', reason: 'recently_attempted', status: acct.status });
-      }
       const provider = this.o.providers.get(acct.platform);
       if (!provider) {
-        await this.o.accounts.recordFailure(id, acct.tokenVersion, 'unknown_platform', null);
+        open = false;
+        await this.o.accounts.recordFailure(id, acct.tokenVersion, 'unknown_platform', null, { owner: this.o.leases.owner });
         log.error({ account_id: id, platform: acct.platform }, `no OAuth provider for platform "${acct.platform}": configure oauth.providers.${acct.platform}.token_url and client_id`);
         return this.count(acct.platform, trigger, { result: 'config', reason: 'unknown_platform', detail: `no oauth.providers.${acct.platform}` });
       }
-      const open = this.breaker.openFor(provider.platform);
-      if (open.ms > 0) {
+      const breaker = this.breaker.openFor(provider.platform);
+      if (breaker.ms > 0) {
         // No call and no recorded failure: the account waits for the breaker like a Retry-After.
-        return this.count(acct.platform, trigger, { result: 'transient', reason: 'breaker_open', detail: `platform ${acct.platform} breaker open after ${open.reason}; next call in ${Math.ceil(open.ms / 1000)} s`, retryAfterMs: open.ms, failures: 0 });
+        return this.count(acct.platform, trigger, { result: 'transient', reason: 'breaker_open', detail: `platform ${acct.platform} breaker open after ${breaker.reason}; next call in ${Math.ceil(breaker.ms / 1000)} s`, retryAfterMs: breaker.ms, failures: 0 });
       }
       let limiter = this.limiters.get(provider.platform);
       if (!limiter) this.limiters.set(provider.platform, (limiter = new RateLimiter(this.o.clock, provider.maxPerSecond)));
       await limiter.take(AbortSignal.any([abort.signal, this.stopController.signal]));
-      if (!(await this.o.accounts.markRefreshing(id, acct.tokenVersion))) {
-        const now = await this.o.accounts.openSecrets(id);
-        return this.count(acct.platform, trigger, { result: 'superseded', version: now?.tokenVersion ?? acct.tokenVersion, tokenExpiresAt: now?.tokenExpiresAt ?? null });
-      }
-      marked = acct;
       metrics.refreshWait.observe({ trigger }, (this.o.clock.now() - requested) / 1000);
       log.info({ account_id: id, platform: acct.platform, trigger }, 'Starting token refresh');
       const started = this.o.clock.now();
@@ -204,11 +214,11 @@ export class Refresher {
         if (this.breaker.record(acct.platform, reply.kind, 'reason' in reply ? reply.reason : '')) {
           log.error({ platform: acct.platform, reason: 'reason' in reply ? reply.reason : '' }, `refresh breaker open for platform ${acct.platform}: no provider calls for ${Math.round((this.o.breakerOpenMs ?? 60_000) / 1000)} s`);
         }
+        open = false; // settle's one write stores the outcome and drops the lease and the stamp
         return this.settle(acct, reply);
       })();
       this.calling.set(id, call);
       const outcome = await call.finally(() => this.calling.delete(id));
-      marked = null;
       return this.count(acct.platform, trigger, outcome);
     } catch (err) {
       if (abort.signal.aborted || this.stopController.signal.aborted) {
@@ -217,9 +227,16 @@ export class Refresher {
       throw err;
     } finally {
       keeper.stop();
-      if (marked) await this.o.accounts.clearRefreshing(id, marked.tokenVersion).catch(() => undefined);
-      await lease.handle.release();
+      if (open) await this.finish(id, acct.tokenVersion, handle, true);
+      else await handle.releaseRedis();
     }
+  }
+
+  /** Undoes the stamp (if any) and drops the PostgreSQL lease in one statement, then the Redis lock. */
+  private async finish(id: number, version: number, handle: RefreshLeaseHandle, marked: boolean): Promise<void> {
+    if (marked) await this.o.accounts.clearRefreshing(id, version, { owner: this.o.leases.owner }).catch(() => handle.release());
+    else await handle.release();
+    if (marked) await handle.releaseRedis();
   }
 
   /** Stores what the provider said. Credentials from a successful call are written whatever else happens. */
@@ -231,9 +248,9 @@ export class Refresher {
         const creds = { access_token: reply.accessToken, refresh_token: reply.refreshToken ?? acct.credentials.refresh_token, id_token: reply.idToken ?? acct.credentials.id_token ?? null };
         const version = await this.persist(acct, creds, reply.expiresAt, reply.refreshToken !== null);
         if (version === null) {
-          const now = await this.o.accounts.openSecrets(id);
+          const now = await this.o.accounts.currentToken(id);
           log.warn({ account_id: id }, 'credentials were changed by someone else during the refresh; kept theirs');
-          return { result: 'superseded', version: now?.tokenVersion ?? acct.tokenVersion, tokenExpiresAt: now?.tokenExpiresAt ?? null };
+          return { result: 'superseded', version: now?.version ?? acct.tokenVersion, tokenExpiresAt: now?.tokenExpiresAt ?? null };
         }
         if (!reply.expiresAt) log.warn({ account_id: id }, 'Failed to parse JWT exp: the reply had no expires_in and the access token no exp; refreshed only on 401 or on request');
         log.info({ account_id: id, token_expires_at: reply.expiresAt?.toISOString() ?? null, rotated: reply.refreshToken !== null }, 'Token refreshed successfully');
@@ -241,26 +258,29 @@ export class Refresher {
       }
       case 'permanent': {
         // A rejected refresh token that another writer already replaced is not a failure: the peer won.
-        const now = await this.o.accounts.openSecrets(id);
-        if (now && now.tokenVersion !== acct.tokenVersion) return { result: 'superseded', version: now.tokenVersion, tokenExpiresAt: now.tokenExpiresAt };
         // codex-proxy-rs: a permanent-looking reply is final on the second consecutive hit, not the first, so one
         // flaky reply cannot kill an account; the first is recorded as a failure and retried after the first backoff.
-        if (acct.lastError !== reply.reason) {
-          const failures = await this.o.accounts.recordFailure(id, acct.tokenVersion, reply.reason, null);
+        const final = acct.lastError === reply.reason;
+        const failures = await this.o.accounts.recordFailure(id, acct.tokenVersion, reply.reason, final ? { status: reply.accountStatus, reason: reply.detail } : null, this.release);
+        // The failure write compares the version, so "matched nothing" is exactly that case.
+        if (!failures) {
+          const now = await this.o.accounts.currentToken(id);
+          return { result: 'superseded', version: now?.version ?? acct.tokenVersion, tokenExpiresAt: now?.tokenExpiresAt ?? null };
+        }
+        if (!final) {
           log.warn({ account_id: id, reason: reply.reason, error: reply.detail }, 'permanent-looking refresh reply: retried once; the account is marked only if the next attempt gets it again');
           return { result: 'transient', reason: reply.reason, detail: `${reply.detail} (first hit; final on the second)`, retryAfterMs: null, failures };
         }
-        await this.o.accounts.recordFailure(id, acct.tokenVersion, reply.reason, { status: reply.accountStatus, reason: reply.detail });
         log.error({ account_id: id, reason: reply.reason, status: reply.accountStatus, error: reply.detail }, 'Permanent failure detected: automatic refresh stopped for this account');
         return { result: 'permanent', reason: reply.reason, detail: reply.detail, status: reply.accountStatus };
       }
       case 'config': {
-        await this.o.accounts.recordFailure(id, acct.tokenVersion, `config:${reply.reason}`, null);
+        await this.o.accounts.recordFailure(id, acct.tokenVersion, `config:${reply.reason}`, null, this.release);
         log.error({ account_id: id, platform: acct.platform, error: reply.detail }, `the OAuth provider rejected our client (${reply.reason}): check oauth.providers.${acct.platform}.client_id`);
         return { result: 'config', reason: reply.reason, detail: reply.detail };
       }
       case 'transient': {
-        const failures = await this.o.accounts.recordFailure(id, acct.tokenVersion, reply.reason, null);
+        const failures = await this.o.accounts.recordFailure(id, acct.tokenVersion, reply.reason, null, this.release);
         return { result: 'transient', reason: reply.reason, detail: reply.detail, retryAfterMs: reply.retryAfterMs, failures };
       }
     }
@@ -274,7 +294,7 @@ export class Refresher {
   private async persist(acct: AccountSecrets, creds: AccountSecrets['credentials'], expiresAt: Date | null, rotated: boolean): Promise<number | null> {
     for (let attempt = 1; ; attempt++) {
       try {
-        return await this.o.accounts.writeRefreshed(acct.id, acct.tokenVersion, creds, expiresAt);
+        return await this.o.accounts.writeRefreshed(acct.id, acct.tokenVersion, creds, expiresAt, this.release);
       } catch (err) {
         this.o.metrics.rotationPersistFailures.inc();
         if (this.gaveUp) {
@@ -288,6 +308,11 @@ export class Refresher {
         await sleep(this.o.clock, Math.min(5000, 100 * 2 ** Math.min(attempt, 6)));
       }
     }
+  }
+
+  /** The ending write drops this process's PostgreSQL refresh lease in the same statement. */
+  private get release(): { owner: string } {
+    return { owner: this.o.leases.owner };
   }
 
   private count(platform: string, trigger: RefreshTrigger, o: RefreshOutcome): RefreshOutcome {

@@ -1,0 +1,146 @@
+import { randomInt } from 'node:crypto';
+import type { Db, PinnedConnection } from '../store/db.js';
+import type { Logger } from '../telemetry/logger.js';
+
+/**
+ * The crash detector: while a replica runs, one dedicated PostgreSQL session of it holds the
+ * session advisory lock `(LIVENESS_NS, key)` with a key drawn at random per session. The
+ * server frees the lock the moment the session ends, which is the moment the process dies
+ * (SIGKILL, OOM, crash: the kernel closes the socket and the backend sees EOF). A slot claim
+ * (`slot-claim.ts`) may therefore take a lease over before it expires when the holder's key is
+ * no longer granted in `pg_locks`: "holder dead" is known at once, "holder alive but silent"
+ * (paused, partitioned) still waits for the lease to expire.
+ *
+ * The lock is the replica's promise "I am alive"; it must never be gone while the replica still
+ * acts on it. So the session is watched: when it drops (server restart, pg_terminate_backend,
+ * a pooler closing it) or a self-check finds the lock not held by this very backend (a
+ * transaction pooler such as PgBouncer handing the session to another server connection), the
+ * key is withdrawn (new claims store none, and fall back to lease expiry), listeners abort the
+ * rounds claimed under it, and a new session with a new key is opened after `retryMs`.
+ */
+export const LIVENESS_NS = 1381649996; // first int4 of the two-key advisory lock; objsubid = 2 in pg_locks
+
+/** SQL: true when the session advisory lock of the holder's liveness key is granted to some session (of this database). */
+export const holderAliveSql = (keyExpr: string) => `EXISTS (
+  SELECT 1 FROM pg_locks l
+   WHERE l.locktype = 'advisory' AND l.objsubid = 2 AND l.granted
+     AND l.classid = ${LIVENESS_NS}::oid AND l.objid = (${keyExpr})::oid
+     AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database()))`;
+
+const LOCK = 'SELECT pg_try_advisory_lock($1::int, $2::int) AS ok, pg_backend_pid() AS pid';
+const UNLOCK = 'SELECT pg_advisory_unlock($1::int, $2::int)';
+/** Held by this very backend: false under a transaction pooler that moved us to another server connection. */
+export const HELD_BY_ME = `(SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND objsubid = 2 AND granted AND classid = ${LIVENESS_NS}::oid AND objid = $LK::oid AND pid = pg_backend_pid()) = 1`;
+
+export interface Liveness {
+  /** The key claims record as the holder's, or null while no session holds one (claims then rely on lease expiry). */
+  readonly key: number | null;
+  /** Called once per lost key with that key; returns an unsubscribe function. */
+  onLost(listener: (key: number, reason: string) => void): () => void;
+}
+
+export class LivenessSession implements Liveness {
+  private conn: PinnedConnection | null = null;
+  private current: number | null = null;
+  private readonly listeners = new Set<(key: number, reason: string) => void>();
+  private retry: NodeJS.Timeout | null = null;
+  private stopped = false;
+
+  constructor(private readonly db: Db, private readonly log: Logger, private readonly retryMs = 1000) {}
+
+  get key(): number | null {
+    return this.current;
+  }
+
+  onLost(listener: (key: number, reason: string) => void): () => void {
+    this.listeners.add(listener);
+    return () => this.listeners.delete(listener);
+  }
+
+  /** Opens the session and takes a fresh key. Throws if the database cannot be reached (the caller decides). */
+  async start(): Promise<void> {
+    this.stopped = false;
+    let conn: PinnedConnection | null = null;
+    conn = await this.db.pin((err) => {
+      if (conn && this.conn === conn) this.lose(`liveness session dropped: ${err.message}`);
+    });
+    try {
+      for (let i = 0; i < 5; i++) {
+        const key = randomInt(1, 2 ** 31 - 1);
+        const { rows } = await conn.query<{ ok: boolean }>(LOCK, [LIVENESS_NS, key]);
+        if (rows[0]?.ok === true) {
+          this.conn = conn;
+          this.current = key;
+          this.log.info({ liveness_key: key }, 'liveness session open: a crash of this process is seen by the other replicas at once');
+          return;
+        }
+      }
+      throw new Error('no free liveness key after 5 draws');
+    } catch (err) {
+      conn.release(true);
+      throw err;
+    }
+  }
+
+  /**
+   * Runs `sql` on the liveness session, with `$LK` replaced by the key's parameter; used by the
+   * heartbeat so the self-check costs no extra statement. Loses the key if `heldColumn` comes back false.
+   */
+  async queryChecked<R extends Record<string, unknown>>(sql: string, params: unknown[], heldColumn: keyof R): Promise<R[] | null> {
+    const conn = this.conn;
+    const key = this.current;
+    if (!conn || key === null) return null;
+    const text = sql.replaceAll('$LK', `$${params.length + 1}`);
+    let rows: R[];
+    try {
+      rows = (await conn.query<R>(text, [...params, key])).rows;
+    } catch (err) {
+      if (this.conn === conn) this.lose(`liveness self-check failed: ${(err as Error).message}`);
+      throw err;
+    }
+    if (rows[0] && rows[0][heldColumn] !== true && this.conn === conn) this.lose('liveness lock not held by this session (a transaction pooler in between? see docs/coordination.md)');
+    return rows;
+  }
+
+  /** Shutdown: free the key at once (a clean exit must not look like a crash for longer than needed, nor hold a connection). */
+  async stop(): Promise<void> {
+    this.stopped = true;
+    if (this.retry) clearTimeout(this.retry);
+    const conn = this.conn;
+    const key = this.current;
+    this.conn = null;
+    this.current = null;
+    if (!conn || key === null) return;
+    try {
+      await conn.query(UNLOCK, [LIVENESS_NS, key]);
+      conn.release();
+    } catch {
+      conn.release(true);
+    }
+  }
+
+  private lose(reason: string): void {
+    const conn = this.conn;
+    const key = this.current;
+    this.conn = null;
+    this.current = null;
+    if (key === null) return;
+    this.log.error({ liveness_key: key, reason }, 'liveness session lost: rounds claimed under it are aborted; claims fall back to lease expiry until a new session is open');
+    conn?.release(true);
+    for (const l of this.listeners) l(key, reason);
+    this.scheduleReopen();
+  }
+
+  private scheduleReopen(): void {
+    if (this.stopped || this.retry) return;
+    this.retry = setTimeout(() => {
+      this.retry = null;
+      if (this.stopped) return;
+      this.start().catch((err) => {
+        this.log.warn({ err: (err as Error).message }, 'liveness session could not be reopened; retrying');
+        this.scheduleReopen();
+      });
+    }, this.retryMs);
+    this.retry.unref?.();
+  }
+}

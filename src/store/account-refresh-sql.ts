@@ -1,0 +1,44 @@
+/**
+ * The statements that make a refresh cost two commits (docs/token-refresh.md, "Statements per
+ * refresh"): the begin (read + PostgreSQL refresh lease + `refreshing` stamp) and the wrapper
+ * that lets the ending account write drop the lease in the same statement.
+ */
+// $1 id, $2 lease owner, $3 lease ms, $4 expected version (or null), $5 allowed statuses, $6 recovery cut-off (or null).
+// One snapshot reads the account and decides; the lease upsert waits for a concurrent holder's row and
+// re-checks its expiry on the latest version; the stamp compares the version it read (a concurrent
+// writer makes it match nothing: superseded).
+export const BEGIN_REFRESH = `
+WITH a AS (
+  SELECT a.id, a.platform, a.status, a.token_version, a.token_expires_at, a.credentials_sealed, a.last_refresh_attempt_at, a.last_refresh_error, p.url_sealed,
+         CASE WHEN $4::bigint IS NOT NULL AND a.token_version <> $4::bigint THEN 'superseded'
+              WHEN NOT (a.status = ANY($5::text[])) THEN 'not_eligible'
+              WHEN NOT a.has_refresh_token THEN 'no_refresh_token'
+              WHEN $6::timestamptz IS NOT NULL AND a.last_refresh_attempt_at > $6::timestamptz THEN 'recently_attempted'
+         END AS skip
+    FROM accounts a LEFT JOIN proxies p ON p.id = a.proxy_id WHERE a.id = $1
+), lease AS (
+  INSERT INTO account_refresh_leases (account_id, owner, expires_at, updated_at)
+  SELECT id, $2, clock_timestamp() + $3 * interval '1 millisecond', clock_timestamp() FROM a WHERE skip IS NULL
+  ON CONFLICT (account_id) DO UPDATE SET owner = EXCLUDED.owner, expires_at = EXCLUDED.expires_at, updated_at = EXCLUDED.updated_at
+  WHERE account_refresh_leases.expires_at <= clock_timestamp() OR account_refresh_leases.owner = EXCLUDED.owner
+  RETURNING account_id
+), mark AS (
+  UPDATE accounts SET status_before_refresh = CASE WHEN status = 'refreshing' THEN COALESCE(status_before_refresh, 'active') ELSE status END,
+         status = 'refreshing', last_refresh_attempt_at = clock_timestamp(), updated_at = clock_timestamp()
+   WHERE id = $1 AND token_version = (SELECT token_version FROM a) AND status IN ('active', 'quota_exhausted', 'refreshing', 'expired', 'error')
+     AND EXISTS (SELECT 1 FROM lease)
+  RETURNING id
+)
+SELECT a.*, EXISTS (SELECT 1 FROM lease) AS leased, EXISTS (SELECT 1 FROM mark) AS marked FROM a`;
+
+/**
+ * Wraps an account write that ends a refresh so the same statement drops the refresh lease of
+ * `owner` (parameter \$n): the second of a refresh's two committing statements. The write's
+ * RETURNING row comes back as is (a row of nulls when the write matched nothing).
+ */
+export function withRelease(update: string, release: { owner: string } | undefined, n: number): string {
+  if (!release) return update;
+  return `WITH w AS (${update}), rel AS (DELETE FROM account_refresh_leases WHERE account_id = $1 AND owner = $${n})
+SELECT w.* FROM (SELECT 1) one LEFT JOIN w ON true`;
+}
+

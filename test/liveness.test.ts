@@ -1,0 +1,134 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { PgDb } from '../src/store/pg-db.js';
+import { migrate } from '../src/store/migrate.js';
+import { LIVENESS_NS, LivenessSession } from '../src/coordination/liveness.js';
+import { SlotClaims } from '../src/coordination/slot-claim.js';
+import { FencedCursors, FencedWriteRefused } from '../src/coordination/fenced-cursor.js';
+import { MemoryLeaderLock } from '../src/coordination/leader-lock.js';
+import { RoundRunner } from '../src/scheduler/round-runner.js';
+import { RunRecords } from '../src/scheduler/run-records.js';
+import type { JobDefinition } from '../src/scheduler/job.js';
+import { Metrics } from '../src/telemetry/metrics.js';
+import { silentLogger } from '../src/telemetry/logger.js';
+import { sleep, systemClock } from '../src/time/clock.js';
+import { freshDatabase } from './helpers/services.js';
+
+/**
+ * The crash detector (docs/coordination.md, "Crash detection"): a lease whose holder's liveness
+ * session is gone is free at once; a lease whose holder is alive is not, however long it has
+ * been silent; a holder whose own session drops stops its round at once.
+ */
+async function waitFor<T>(what: string, fn: () => Promise<T | null | undefined | false>, timeoutMs = 15_000): Promise<T> {
+  const end = Date.now() + timeoutMs;
+  for (;;) {
+    const v = await fn();
+    if (v) return v;
+    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 25));
+  }
+}
+
+describe('liveness sessions on PostgreSQL', () => {
+  let db: PgDb;
+  let drop: () => Promise<void>;
+  const sessions: LivenessSession[] = [];
+  const session = async () => {
+    const s = new LivenessSession(db, silentLogger(), 100);
+    await s.start();
+    sessions.push(s);
+    return s;
+  };
+  beforeAll(async () => {
+    const fresh = await freshDatabase();
+    drop = fresh.drop;
+    db = await PgDb.connect({ url: fresh.url, poolSize: 8, connectTimeoutMs: 5000 });
+    await migrate(db);
+  });
+  afterAll(async () => {
+    for (const s of sessions) await s.stop();
+    await db.close();
+    await drop();
+  });
+
+  const backendOf = async (key: number) =>
+    (await db.query<{ pid: number }>(`SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND objsubid = 2 AND classid = $1::int::oid AND objid = $2::int::oid AND granted`, [LIVENESS_NS, key])).rows[0]?.pid;
+
+  it('a live holder keeps its lease until it expires; a dead holder loses it at once, with its token fenced off', async () => {
+    const la = await session();
+    const lb = await session();
+    expect(la.key).not.toBeNull();
+    expect(la.key).not.toBe(lb.key);
+    const a = new SlotClaims(db, 'a');
+    const b = new SlotClaims(db, 'b');
+    await a.ensureJobs(['lv']);
+    const s0 = new Date(Math.floor(Date.now() / 1000) * 1000 - 60_000);
+    const p = { job: 'lv', leaseMs: 60_000, timeoutMs: 30_000, backend: 'postgres' as const, toleratedFutureMs: 500 };
+    const ca = await a.claimScheduled({ ...p, slot: s0, aliveKey: la.key });
+    expect(ca.claimed).toBe(true);
+    if (!ca.claimed) return;
+    await new FencedCursors(db).write('lv', 'w', 1, ca.claim.token);
+
+    // Alive (its session holds the key): the next slot is refused, the lease is still a's.
+    const refused = await b.claimScheduled({ ...p, slot: new Date(s0.getTime() + 1000), aliveKey: lb.key });
+    expect(refused).toMatchObject({ claimed: false, reason: expect.stringMatching(/lease held by a/) });
+
+    // Dead: the session ends as a killed process's would (the server frees its locks). No waiting for the 60 s lease.
+    await db.query('SELECT pg_terminate_backend($1)', [await backendOf(la.key!)]);
+    const cb = await waitFor('the take-over', async () => {
+      const r = await b.claimScheduled({ ...p, slot: new Date(s0.getTime() + 2000), aliveKey: lb.key });
+      return r.claimed ? r.claim : null;
+    });
+    expect(cb.token).toBeGreaterThan(ca.claim.token);
+    expect(await a.renew(ca.claim, 60_000)).toBe(false);
+    await expect(new FencedCursors(db).write('lv', 'w', 2, ca.claim.token)).rejects.toBeInstanceOf(FencedWriteRefused);
+    const old = await new RunRecords(db).get(ca.claim.runId);
+    expect(old).toMatchObject({ status: 'failed', error: expect.stringMatching(/^abandoned: its instance died/) });
+    // a's session notices and opens a new one under a new key.
+    await waitFor('a new liveness key', async () => la.key !== null);
+  });
+
+  it('a claim without a liveness key (lease mode, embedded) waits for expiry as before', async () => {
+    const lb = await session();
+    const a = new SlotClaims(db, 'a');
+    const b = new SlotClaims(db, 'b');
+    await a.ensureJobs(['nolv']);
+    const s0 = new Date(Math.floor(Date.now() / 1000) * 1000 - 60_000);
+    const p = { job: 'nolv', leaseMs: 60_000, timeoutMs: 30_000, backend: 'postgres' as const, toleratedFutureMs: 500 };
+    expect((await a.claimScheduled({ ...p, slot: s0, aliveKey: null })).claimed).toBe(true);
+    const r = await b.claimScheduled({ ...p, slot: new Date(s0.getTime() + 1000), aliveKey: lb.key });
+    expect(r).toMatchObject({ claimed: false, reason: expect.stringMatching(/lease held by a/) });
+  });
+
+  it('a holder whose liveness session drops aborts its round at once, and another replica runs the next slot', async () => {
+    const la = await session();
+    const lb = await session();
+    const deps = { db, clock: systemClock, log: silentLogger(), metrics: new Metrics(), toleratedFutureMs: 500, shutdown: new AbortController().signal };
+    const ra = new RoundRunner({ ...deps, lock: new MemoryLeaderLock(systemClock, 'a'), instanceId: 'a', liveness: la });
+    const rb = new RoundRunner({ ...deps, lock: new MemoryLeaderLock(systemClock, 'b'), instanceId: 'b', liveness: lb });
+    await ra.slotClaims.ensureJobs(['lvround']);
+    let started!: () => void;
+    const running = new Promise<void>((r) => (started = r));
+    const j: JobDefinition = {
+      name: 'lvround',
+      description: 'waits for its signal',
+      scope: 'cluster',
+      settings: { enabled: true, schedule: { kind: 'every', everyMs: 1000 }, timeoutMs: 20_000, lockTtlMs: 30_000, jitterMs: 0 },
+      run: async (ctx) => {
+        started();
+        await sleep(ctx.clock, 20_000, ctx.signal);
+        ctx.signal.throwIfAborted();
+        return { items: 1 };
+      },
+    };
+    const s0 = Math.floor(Date.now() / 1000) * 1000 - 30_000;
+    const roundA = ra.run(j, new Date(s0));
+    await running;
+    const t0 = Date.now();
+    await db.query('SELECT pg_terminate_backend($1)', [await backendOf(la.key!)]);
+    const rep = await roundA;
+    expect(Date.now() - t0).toBeLessThan(10_000); // not the 20 s timeout nor the 30 s lease
+    expect(rep.ran && rep.outcome).toMatchObject({ status: 'failed', error: expect.stringMatching(/lease lost: liveness session dropped/) });
+    const rb1 = await rb.run({ ...j, run: async () => ({ items: 1 }) }, new Date(s0 + 1000));
+    expect(rb1.ran).toBe(true);
+  });
+});
