@@ -50,6 +50,7 @@ import { Notifier } from '../jobs/billing/notifier.js';
 import { Payments } from '../jobs/billing/payments.js';
 import { SmtpChannel, WebhookChannel, type Channel } from '../upstream/notifier.js';
 import { GenericJsonProvider, type PaymentProvider } from '../upstream/payment-provider.js';
+import { buildBackupServices } from './backup-wiring.js';
 
 export interface RuntimeOptions {
   clock?: Clock;
@@ -214,6 +215,7 @@ export class Runtime {
       idempotency: new Idempotency(db, config.idempotency.ttl, config.idempotency.lock),
       quota: new PlatformQuota(counters, new QuotaUsage(db), config.quota.flush_batch, metrics, log),
       ...this.buildBilling(),
+      ...buildBackupServices({ config, db: this.db, clock, log, metrics }),
     };
   }
 

@@ -13,6 +13,7 @@ import { idempotencyCleanupJob } from './usage/idempotency-cleanup.js';
 import { platformQuotaFlusherJob } from './usage/platform-quota-flusher.js';
 import { sessionCleanupJob } from './admin/session-cleanup.js';
 import { canaryJob } from './canary/canary.js';
+import { backupJob } from './backup/backup.js';
 
 // eslint-disable-next-line @typescript-eslint/no-explicit-any -- a list of jobs with different needs and options
 export type AnyJobModule = JobModule<any, any>;
@@ -29,6 +30,7 @@ export const JOBS: readonly AnyJobModule[] = [
   idempotencyCleanupJob,
   platformQuotaFlusherJob,
   sessionCleanupJob,
+  backupJob,
   canaryJob,
 ];
 

@@ -15,6 +15,7 @@ import type { Billing } from '../store/billing.js';
 import type { Notifications } from '../store/notifications.js';
 import type { Notifier } from './billing/notifier.js';
 import type { Payments } from './billing/payments.js';
+import type { BackupService } from './backup/backup-service.js';
 
 /** What jobs use beyond their JobContext: repositories and long-lived services the runtime builds. */
 export interface Services {
@@ -36,4 +37,5 @@ export interface Services {
   notifications: Notifications;
   notifier: Notifier;
   payments: Payments;
+  backup: BackupService;
 }
