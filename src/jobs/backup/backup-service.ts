@@ -66,6 +66,9 @@ export class BackupService {
    */
   async start(trigger: BackupTrigger, opts: { jobRunId?: number | null; signal?: AbortSignal } = {}): Promise<{ id: string; done: Promise<BackupRecord> }> {
     await this.reap();
+    // Fail before claiming the slot when the tools or the storage cannot work (one-line UserError).
+    await this.o.dumper.check();
+    await this.o.storage.check();
     const id = this.o.newId?.() ?? randomBytes(6).toString('hex');
     const key = this.keyFor(id, this.o.clock.now());
     const started = await this.o.backups.start({
