@@ -1,4 +1,4 @@
-import type { Db } from './db.js';
+import type { Db, Queryable } from './db.js';
 import { iso, num } from './db.js';
 
 export type BackupState = 'running' | 'completed' | 'verified' | 'verify_failed' | 'failed';
@@ -81,6 +81,22 @@ UPDATE backups SET state = $3, size_bytes = $4, sha256 = $5, server_version = $6
        verified_at = CASE WHEN $3 = 'verified' THEN clock_timestamp() END,
        duration_ms = GREATEST(0, round(extract(epoch FROM (clock_timestamp() - started_at)) * 1000))::int
  WHERE id = $1 AND instance_id = $2 AND state = 'running'`;
+
+/**
+ * A database just restored from a backup holds the source's state as of the dump: its replicas
+ * as live, and the backup that took the dump as running. Neither is true here: mark those
+ * replicas stopped and that record failed, without touching any storage (the objects belong to
+ * the source cluster).
+ */
+export async function settleRestored(q: Queryable): Promise<void> {
+  const { rows } = await q.query<{ i: string | null; b: string | null }>(`SELECT to_regclass('public.instances')::text AS i, to_regclass('public.backups')::text AS b`);
+  if (rows[0]?.i) await q.query('UPDATE instances SET stopped_at = clock_timestamp() WHERE stopped_at IS NULL');
+  if (rows[0]?.b) {
+    await q.query(
+      `UPDATE backups SET state = 'failed', lease_until = NULL, finished_at = clock_timestamp(), error = 'running in the source database when this copy was taken (restored)' WHERE state = 'running'`,
+    );
+  }
+}
 
 /** The `backups` table: records with an owner and a lease, and the queries retention needs. */
 export class Backups {
