@@ -15,7 +15,11 @@ export interface S3StorageOptions {
 
 function describe(err: unknown): string {
   const e = err as { name?: string; message?: string; $metadata?: { httpStatusCode?: number }; code?: string };
-  const status = e.$metadata?.httpStatusCode ? ` (HTTP ${e.$metadata.httpStatusCode})` : '';
+  const code = e.$metadata?.httpStatusCode;
+  const status = code ? ` (HTTP ${code})` : '';
+  // HEAD answers carry no body: the SDK can only say "Unknown".
+  if (code === 403 && (!e.name || e.name === 'Unknown' || e.name === '403')) return `access denied (HTTP 403): check AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY and the bucket policy`;
+  if (code === 404 && (!e.name || e.name === 'Unknown' || e.name === 'NotFound')) return `no such bucket (HTTP 404)`;
   const msg = (e.message ?? String(err)).split('\n')[0];
   return `${e.name ?? e.code ?? 'Error'}${status}: ${msg || 'no message'}`;
 }
