@@ -101,6 +101,7 @@ export class BackupService {
       this.o.metrics.abandoned.inc();
       this.o.log.warn({ backup: r.id, owner: r.instance_id }, 'backup abandoned: its lease expired; partial objects removed');
       await this.o.storage.remove(r.object_key).catch((err) => this.o.log.warn({ backup: r.id, err: oneLine(err) }, 'could not remove an abandoned backup\'s objects'));
+      await this.o.verifier?.dropScratch(r.id).catch((err) => this.o.log.warn({ backup: r.id, err: oneLine(err) }, 'could not drop an abandoned backup\'s scratch database'));
     }
     return reaped.length;
   }

@@ -26,9 +26,18 @@ export function compareCounts(expected: Record<string, number>, actual: Record<s
 export class Verifier {
   constructor(private readonly o: { db: Db; url: string; storage: BackupStorage; binDir?: string; connectTimeoutMs: number }) {}
 
+  private scratchName(id: string): string {
+    return `rj_verify_${id.replace(/[^a-z0-9]/gi, '').toLowerCase()}`;
+  }
+
+  /** Drops the scratch database of a backup whose writer died mid-verification. */
+  async dropScratch(id: string): Promise<void> {
+    await dropDatabase(this.o.db, this.scratchName(id));
+  }
+
   /** Null when the backup restored with the same counts; otherwise why it did not. */
   async verify(p: { id: string; key: string; sha256: string; counts: Record<string, number> }, signal: AbortSignal): Promise<string | null> {
-    const scratch = `rj_verify_${p.id.replace(/[^a-z0-9]/gi, '').toLowerCase()}`;
+    const scratch = this.scratchName(p.id);
     const url = new URL(this.o.url);
     url.pathname = `/${scratch}`;
     const path = await checkTool('pg_restore', (await serverVersion(this.o.db)).num, this.o.binDir);
