@@ -9,6 +9,7 @@ import { checkTool, spawnRestore } from './pg-tools.js';
 import { HashCounter, allSettledOrThrow, oneLine, sink } from './hash-counter.js';
 import { compareCounts } from './verifier.js';
 import type { RestoreSource } from './restore-source.js';
+import { restorePglite } from './restore-pglite.js';
 
 export interface RestoreOptions {
   source: RestoreSource;
@@ -22,6 +23,26 @@ export interface RestoreOptions {
 }
 
 const mb = (n: number) => `${(n / 1048576).toFixed(1)} MB`;
+
+/** What the archive is, from its first bytes: pg_dump's custom format starts `PGDMP`, a tar has `ustar` at 257. */
+async function sniffFormat(src: RestoreSource): Promise<'pg_dump' | 'pglite'> {
+  const { stream } = await src.storage.open(src.key);
+  const gunzip = createGunzip();
+  let head = Buffer.alloc(0);
+  await new Promise<void>((resolve) => {
+    const done = () => (stream.unpipe(gunzip), gunzip.destroy(), (stream as NodeJS.ReadableStream & { destroy?: () => void }).destroy?.(), resolve());
+    gunzip.on('data', (c: Buffer) => {
+      head = Buffer.concat([head, c]);
+      if (head.length >= 512) done();
+    });
+    gunzip.on('end', done);
+    gunzip.on('error', done);
+    stream.pipe(gunzip);
+  });
+  if (head.subarray(0, 5).toString('latin1') === 'PGDMP') return 'pg_dump';
+  if (head.subarray(257, 262).toString('latin1') === 'ustar') return 'pglite';
+  throw new UserError(`${src.label} is neither a pg_dump archive nor a PGlite data-directory dump`);
+}
 
 /** Reads the whole object once: its SHA-256 must match and its gzip stream must be complete, before the target is touched. */
 async function checkObject(src: RestoreSource): Promise<number> {
@@ -43,10 +64,10 @@ async function checkObject(src: RestoreSource): Promise<number> {
  */
 export async function restore(o: RestoreOptions): Promise<{ tables: number; rows: number }> {
   const src = o.source;
-  if (src.format !== 'pg_dump') throw new UserError(`${src.label} is a PGlite data-directory dump: unpack it into a new data directory instead (docs/backup.md)`);
   o.out(`checking ${src.label}${src.sha256 ? '' : ' (no checksum recorded: checking that the gzip stream is complete)'}`);
   const size = await checkObject(src);
   o.out(`checksum ok${src.sha256 ? ` (sha256 ${src.sha256})` : ''}, ${mb(size)}`);
+  if ((await sniffFormat(src)) === 'pglite') return restorePglite(src, o.target, o.force, o.out);
 
   const target = await PgDb.connect({ url: o.target, poolSize: 2, connectTimeoutMs: o.connectTimeoutMs }).catch((err: Error) => {
     throw new UserError(err.message.replace('(DATABASE_URL)', '(--target)'));
