@@ -124,6 +124,6 @@ describe('config.example.yaml', () => {
     const d = loadConfig({ env: {} });
     expect({ ...c, source: null }).toEqual({ ...d, jobs: c.jobs, source: null });
     const jobs = buildJobs(c);
-    expect(jobs.map((j) => [j.name, j.settings.enabled])).toEqual([['token_refresh', true], ['account_expiry', true], ['proxy_expiry', true], ['subscription_expiry', true], ['payment_order_expiry', true], ['dashboard_aggregation', true], ['usage_cleanup', true], ['idempotency_cleanup', true], ['platform_quota_flusher', true], ['session_cleanup', true], ['canary', false]]);
+    expect(jobs.map((j) => [j.name, j.settings.enabled])).toEqual([['token_refresh', true], ['account_expiry', true], ['proxy_expiry', true], ['subscription_expiry', true], ['payment_order_expiry', true], ['dashboard_aggregation', true], ['usage_cleanup', true], ['idempotency_cleanup', true], ['platform_quota_flusher', true], ['session_cleanup', true], ['backup', true], ['canary', false]]);
   });
 });
