@@ -3,6 +3,7 @@ import { cpus, totalmem } from 'node:os';
 import { benchCoordination } from './coordination.js';
 import { benchRefreshThroughput, benchScheduler } from './token-refresh.js';
 import { benchAggregation, benchCleanup, benchIngest, benchQuotaFlush } from './usage.js';
+import { benchBackup, printBackup } from './backup.js';
 
 const fmt = (n: number) => n.toFixed(3);
 
@@ -31,6 +32,12 @@ async function usage() {
 }
 
 async function main() {
+  if (process.env.BENCH_ONLY === 'backup') {
+    const sizes = (process.env.BENCH_BACKUP_ROWS ?? '1000000').split(',').map(Number);
+    const results = [];
+    for (const n of sizes) results.push(await benchBackup(n));
+    return printBackup(results);
+  }
   if (process.env.BENCH_ONLY === 'usage') return usage();
   if (process.env.BENCH_ONLY === 'cleanup') {
     for (const c of await benchCleanup(Number(process.env.BENCH_CLEANUP_ROWS ?? 1_000_000))) console.log(`| ${c.method} | ${c.rows} | ${c.seconds.toFixed(2)} | ${c.rowsPerSec.toFixed(0)} | ${c.longestTxMs.toFixed(0)} |`);
