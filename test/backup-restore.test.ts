@@ -2,7 +2,7 @@ import { copyFileSync, readFileSync, writeFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import pg from 'pg';
 import { runCli } from './helpers/cli.js';
-import { REDIS_URL, freshDatabase, TEST_MASTER_KEY } from './helpers/services.js';
+import { REDIS_URL, freePort, freshDatabase, TEST_MASTER_KEY } from './helpers/services.js';
 import { backupEnv } from './helpers/backup-env.js';
 import type { BackupRecord } from '../src/store/backups.js';
 
@@ -127,6 +127,13 @@ describe('relay-jobs restore (real processes, real PostgreSQL)', () => {
     expect(r.stderr.trim().split('\n')).toHaveLength(1);
     expect(r.stderr).toMatch(/restore into .* failed and was rolled back: pg_restore failed/);
     expect(await tableCount(t.url)).toBe(0);
+  });
+
+  it('relay-jobs backup names a service it cannot reach, in one line', async () => {
+    const port = await freePort();
+    const r = await runCli(['backup', '--wait'], { RELAY_JOBS_ADMIN_TOKEN: 'an-admin-token-0123456789', RELAY_JOBS_HTTP_PORT: String(port), RELAY_JOBS_DATA_DIR: env.dir });
+    expect(r.code).toBe(2);
+    expect(r.stderr).toMatch(new RegExp(`^relay-jobs: cannot reach relay-jobs at http://127\\.0\\.0\\.1:${port} \\(.*\\): is \`relay-jobs start\` running\\? \\(--url\\)\n$`));
   });
 
   it('refuses while replicas are live on the target, and names an unreachable target', async () => {
