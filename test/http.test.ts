@@ -48,7 +48,7 @@ describe('HTTP API (embedded runtime)', () => {
     const res = await http.inject({ url: '/api/v1/jobs', headers: auth });
     expect(res.statusCode).toBe(200);
     const jobs = res.json().jobs as Array<Record<string, unknown>>;
-    expect(jobs.map((j) => j.name)).toEqual(['token_refresh', 'account_expiry', 'proxy_expiry', 'subscription_expiry', 'payment_order_expiry', 'dashboard_aggregation', 'usage_cleanup', 'idempotency_cleanup', 'platform_quota_flusher', 'session_cleanup', 'canary']);
+    expect(jobs.map((j) => j.name)).toEqual(['token_refresh', 'account_expiry', 'proxy_expiry', 'subscription_expiry', 'payment_order_expiry', 'dashboard_aggregation', 'usage_cleanup', 'idempotency_cleanup', 'platform_quota_flusher', 'session_cleanup', 'backup', 'canary']);
     expect(jobs.find((j) => j.name === 'canary')).toMatchObject({ enabled: false, health: 'disabled', scope: 'cluster' });
     expect(jobs.find((j) => j.name === 'session_cleanup')).toMatchObject({ enabled: true, schedule: { every: '1h' } });
   });
