@@ -8,6 +8,7 @@ import { benchAlertEvaluation, benchCollector } from './ops.js';
 import { benchOutbox, benchReads, benchRebuild, benchVisibility } from './scheduler-snapshot.js';
 import { benchImageBatches } from './image-batches.js';
 import { benchProbes, printProbes } from './probes.js';
+import { benchBackup, printBackup } from './backup.js';
 
 const fmt = (n: number) => n.toFixed(3);
 
@@ -97,6 +98,12 @@ async function main() {
   if (process.env.BENCH_ONLY === 'snapshot') return snapshot();
   if (process.env.BENCH_ONLY === 'images') return images();
   if (process.env.BENCH_ONLY === 'probes') return probes();
+  if (process.env.BENCH_ONLY === 'backup') {
+    const sizes = (process.env.BENCH_BACKUP_ROWS ?? '1000000').split(',').map(Number);
+    const results = [];
+    for (const n of sizes) results.push(await benchBackup(n));
+    return printBackup(results);
+  }
   if (process.env.BENCH_ONLY === 'usage') return usage();
   if (process.env.BENCH_ONLY === 'cluster') {
     const rows = [];

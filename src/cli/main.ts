@@ -9,6 +9,9 @@ import { startService } from './start.js';
 import { runJob } from './run.js';
 import { migrateCommand } from './migrate.js';
 import { opsStatus } from './ops-status.js';
+import { backupCommand } from './backup.js';
+import { backupsCommand } from './backups.js';
+import { restoreCommand } from './restore.js';
 
 function config(cmd: Command): Config {
   const file = (cmd.optsWithGlobals() as { config?: string }).config;
@@ -62,6 +65,10 @@ program
   .action(async (job: string, _opts, cmd: Command) => {
     process.exitCode = await runJob(config(cmd), job);
   });
+
+program.command('backup').description('ask the running service for a backup now').option('--wait', 'wait for it to finish; exit 1 unless it is good').option('--url <url>', 'the service (default http://127.0.0.1:<http.port>)').action(async (opts: { wait?: boolean; url?: string }, cmd: Command) => void (process.exitCode = await backupCommand(config(cmd), opts)));
+program.command('backups').description('list backups with state, size, duration, checksum and instance').option('--json', 'print JSON').option('--url <url>', 'the service (default http://127.0.0.1:<http.port>)').action(async (opts: { json?: boolean; url?: string }, cmd: Command) => backupsCommand(config(cmd), opts));
+program.command('restore <source>').description('restore a backup (id, file or s3:// URI) into an empty database').requiredOption('--target <url>', 'the database to restore into (postgres://...)').option('--force', 'empty a non-empty target first').action(async (source: string, opts: { target: string; force?: boolean }, cmd: Command) => restoreCommand(config(cmd), source, opts));
 
 program
   .command('ops')

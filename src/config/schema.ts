@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { DURATION_FORM, parseDuration } from './duration.js';
+import { backupSchema } from './backup-schema.js';
 
 /**
  * The configuration file's schema. Every object is strict: an unknown key is an error that
@@ -328,6 +329,7 @@ export const configSchema = z
       .object({ session_cleanup_interval_secs: positiveInt.default(3600), session_ttl_minutes: positiveInt.default(1440) })
       .strict()
       .default({ session_cleanup_interval_secs: 3600, session_ttl_minutes: 1440 }),
+    backup: backupSchema,
     // Each job validates its own section (common keys + its options) against its declaration;
     // an unknown job name is reported by the job registry with the known names.
     jobs: z

@@ -12,6 +12,7 @@ import { registerImageBatchRoutes } from './image-batches-routes.js';
 import { registerProbeRoutes } from './probes-routes.js';
 import { assertStorable } from './validation.js';
 import { registerDeadLetterRoutes } from './dead-letters-routes.js';
+import { registerBackupRoutes } from './backups-routes.js';
 
 /** The hot path's refusals: unknown account, not serving, refresh failed, no new token in time. */
 const notFound = (what: string) => errorBody('not_found', what);
@@ -89,6 +90,7 @@ export function buildHttpServer(rt: Runtime): FastifyInstance {
       registerImageBatchRoutes(api, rt);
       registerProbeRoutes(api, rt);
       registerDeadLetterRoutes(api, rt);
+      registerBackupRoutes(api, rt);
 
       api.get('/instances', async () => ({ instances: await rt.instances() }));
 

@@ -22,6 +22,7 @@ import { schedulerSnapshotJob } from './scheduler/scheduler-snapshot.js';
 import { batchImageWorkerJob } from './images/batch-image-worker.js';
 import { channelMonitorJob } from './probes/channel-monitor.js';
 import { scheduledAccountTestJob } from './probes/scheduled-account-test.js';
+import { backupJob } from './backup/backup.js';
 
 // eslint-disable-next-line @typescript-eslint/no-explicit-any -- a list of jobs with different needs and options
 export type AnyJobModule = JobModule<any, any>;
@@ -47,6 +48,7 @@ export const JOBS: readonly AnyJobModule[] = [
   batchImageWorkerJob,
   channelMonitorJob,
   scheduledAccountTestJob,
+  backupJob,
   canaryJob,
 ];
 

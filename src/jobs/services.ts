@@ -30,6 +30,7 @@ import type { MonitorRunner } from './probes/monitor-runner.js';
 import type { AccountTestRunner } from './probes/account-test-runner.js';
 import type { Random } from '../time/clock.js';
 import type { DeadLetters } from '../store/dead-letters.js';
+import type { BackupService } from './backup/backup-service.js';
 
 /** What jobs use beyond their JobContext: repositories and long-lived services the runtime builds. */
 export interface Services {
@@ -70,4 +71,5 @@ export interface Services {
   probeRandom: Random;
   /** Rows the database refused for their content, set aside by the batch writers. */
   deadLetters: DeadLetters;
+  backup: BackupService;
 }

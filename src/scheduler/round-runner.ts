@@ -1,3 +1,4 @@
+import { setMaxListeners } from 'node:events';
 import type { Db } from '../store/db.js';
 import type { Clock } from '../time/clock.js';
 import type { Logger } from '../telemetry/logger.js';
@@ -45,6 +46,9 @@ export class RoundRunner {
     this.claims = new SlotClaims(deps.db, deps.instanceId);
     this.records = new RunRecords(deps.db);
     this.cursors = new FencedCursors(deps.db);
+    // One listener per running round (at most one per job, plus manual runs): more than Node's
+    // default of 10 once a build has more than ten jobs, and never a leak (each is removed).
+    setMaxListeners(0, deps.shutdown);
   }
 
   get slotClaims(): SlotClaims {

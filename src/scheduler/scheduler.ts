@@ -33,7 +33,11 @@ export class Scheduler {
   private readonly inFlight = new Set<Promise<RoundReport>>();
   private readonly nextFire = new Map<string, number>();
 
-  constructor(private readonly deps: SchedulerDeps) {}
+  constructor(private readonly deps: SchedulerDeps) {
+    // Each job's loop sleeps on the stop signal: one listener per job, more than Node's default
+    // warning threshold of 10 once a build has more jobs than that.
+    setMaxListeners(0, this.stopController.signal);
+  }
 
   get jobs(): JobDefinition[] {
     return this.deps.jobs;

@@ -24,6 +24,11 @@ export class PgliteDb implements Db {
     return new PgliteDb(pg);
   }
 
+  /** PGlite's own data-directory dump (an uncompressed tar), the embedded mode's backup format. */
+  dumpDataDir(): Promise<Blob> {
+    return this.pg.dumpDataDir('none');
+  }
+
   async query<R>(text: string, params?: unknown[]): Promise<QueryResult<R>> {
     this.stats.queries++;
     const res = await this.pg.query<R>(text, params as unknown[]);

@@ -4,6 +4,7 @@ import { SchedulerMetrics } from './scheduler-metrics.js';
 import { ImagesMetrics } from './images-metrics.js';
 import { ProbesMetrics } from './probes-metrics.js';
 import { IntegrityMetrics } from './integrity-metrics.js';
+import { BackupMetrics } from './backup-metrics.js';
 
 /**
  * Every metric the runtime exposes on /metrics, on a registry of its own (several runtimes in one
@@ -64,6 +65,7 @@ export class Metrics {
   readonly usageSyncFallback = new Counter({ name: 'relay_jobs_usage_sync_fallback_total', help: 'Usage events written inline because the queue was full or stopping', registers: [this.registry] });
   readonly usageFailedBatches = new Counter({ name: 'relay_jobs_usage_failed_batches_total', help: 'Usage batch writes that failed and were retried', registers: [this.registry] });
   readonly usageSpilled = new Counter({ name: 'relay_jobs_usage_spilled_total', help: 'Usage events written to a spill file at exit because the database could not take them', registers: [this.registry] });
+  readonly backup = new BackupMetrics(this.registry);
   readonly usageBatchSeconds = new Histogram({ name: 'relay_jobs_usage_batch_seconds', help: 'Duration of usage batch writes', buckets: [0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5], registers: [this.registry] });
   readonly usageDeleted = new Counter({ name: 'relay_jobs_usage_deleted_total', help: 'Rows deleted by usage cleanup, by kind (raw_partition, raw_batch, hourly, daily, request_ids, task)', labelNames: ['kind'], registers: [this.registry] });
   readonly usageCleanupSeconds = new Histogram({ name: 'relay_jobs_usage_cleanup_seconds', help: 'Duration of usage cleanup rounds and tasks', labelNames: ['kind'], buckets: [0.1, 1, 10, 60, 300, 1800], registers: [this.registry] });

@@ -9,6 +9,7 @@ import { sql as imageBatches } from './010_image_batches.js';
 import { sql as probes } from './008_probes.js';
 import { sql as deadLetters } from './005_dead_letters.js';
 import { sql as coordinationV2 } from './011_coordination_v2.js';
+import { sql as backups } from './009_backups.js';
 
 export interface Migration {
   version: number;
@@ -29,4 +30,5 @@ export const MIGRATIONS: Migration[] = [
   { version: 8, name: 'probes', sql: probes },
   { version: 5, name: 'dead_letters', sql: deadLetters },
   { version: 11, name: 'coordination_v2', sql: coordinationV2 },
+  { version: 9, name: 'backups', sql: backups },
 ];

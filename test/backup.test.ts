@@ -1,0 +1,106 @@
+import { createHash } from 'node:crypto';
+import { existsSync, readFileSync, writeFileSync, mkdirSync } from 'node:fs';
+import { dirname } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import pg from 'pg';
+import { BackupBusy } from '../src/jobs/backup/backup-service.js';
+import { PG_ADMIN_URL } from './helpers/services.js';
+import { backupEnv } from './helpers/backup-env.js';
+
+async function databasesLike(pattern: string): Promise<string[]> {
+  const c = new pg.Client({ connectionString: PG_ADMIN_URL });
+  await c.connect();
+  const { rows } = await c.query<{ datname: string }>('SELECT datname FROM pg_database WHERE datname LIKE $1', [pattern]);
+  await c.end();
+  return rows.map((r) => r.datname);
+}
+
+async function waitFor<T>(what: string, fn: () => Promise<T | null | undefined | false>, timeoutMs = 30_000): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const v = await fn();
+    if (v) return v;
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
+describe('backup on real PostgreSQL with pg_dump/pg_restore, directory storage', () => {
+  let env: Awaited<ReturnType<typeof backupEnv>>;
+  beforeAll(async () => {
+    env = await backupEnv();
+    await env.db.query(`INSERT INTO billing_users (external_id, email, balance) SELECT 'u' || g, 'u' || g || '@example.com', g * 100 FROM generate_series(1, 500) g`);
+  });
+  afterAll(async () => env.cleanup());
+
+  it('streams pg_dump through gzip into <env>/<db>/<YYYYMMDD-HHMMSS>-<id>.dump.gz, records the SHA-256 of the stored bytes, and verifies by restoring', async () => {
+    const { id, done } = await env.service.start('manual');
+    const rec = await done;
+    expect(rec.error).toBeNull();
+    expect(rec.state).toBe('verified');
+    expect(rec.object_key).toMatch(new RegExp(`^test/${env.name}/\\d{8}-\\d{6}-${id}\\.dump\\.gz$`));
+    const bytes = readFileSync(rec.location);
+    expect(bytes.subarray(0, 2)).toEqual(Buffer.from([0x1f, 0x8b]));
+    expect(rec.size_bytes).toBe(bytes.length);
+    expect(rec.sha256).toBe(createHash('sha256').update(bytes).digest('hex'));
+    expect(readFileSync(`${rec.location}.sha256`, 'utf8')).toBe(`${rec.sha256}  ${rec.object_key.split('/').pop()}\n`);
+    expect(rec.table_counts!['public.billing_users']).toBe(500);
+    expect(rec.instance_id).toBe('replica-a');
+    expect(rec.lease_until).toBeNull();
+    expect(existsSync(`${rec.location}.partial`)).toBe(false);
+    // The scratch database verification restored into is gone.
+    expect(await databasesLike(`rj_verify_${id}%`)).toEqual([]);
+  });
+
+  it('refuses a second backup while one runs (BackupBusy names it) and never touches a live lease of another replica', async () => {
+    const other = env.make('replica-b', 60_000);
+    // replica-b's backup is running: its record holds a live lease.
+    const started = await env.backups.start({ id: 'livebackup01', trigger: 'manual', instanceId: 'replica-b', leaseMs: 60_000, storage: 'fs', location: 'x', objectKey: 'test/x/live.dump.gz', format: 'pg_dump', compression: 'gzip', jobRunId: null });
+    expect(started).toBe('livebackup01');
+    const err = await env.service.start('manual').catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(BackupBusy);
+    expect((err as BackupBusy).runningId).toBe('livebackup01');
+    expect((err as BackupBusy).instanceId).toBe('replica-b');
+    expect(await env.service.reap()).toBe(0);
+    expect((await env.backups.get('livebackup01'))!.state).toBe('running');
+    await env.backups.finish('livebackup01', 'replica-b', { state: 'failed', error: 'test over' });
+    void other;
+  });
+
+  it('an expired lease (killed replica) is marked failed and its partial objects removed; the next backup succeeds', async () => {
+    const key = `test/${env.name}/20260101-000000-deadbeef0001.dump.gz`;
+    const partial = `${env.dir}/${key}.partial`;
+    mkdirSync(dirname(partial), { recursive: true });
+    writeFileSync(partial, 'half a dump');
+    await env.backups.start({ id: 'deadbeef0001', trigger: 'schedule', instanceId: 'replica-c', leaseMs: 300, storage: 'fs', location: `${env.dir}/${key}`, objectKey: key, format: 'pg_dump', compression: 'gzip', jobRunId: null });
+    // Before expiry nobody touches it.
+    expect(await env.service.start('manual').catch((e: unknown) => e)).toBeInstanceOf(BackupBusy);
+    await waitFor('the lease to expire', async () => (await env.service.reap()) === 1);
+    const dead = (await env.backups.get('deadbeef0001'))!;
+    expect(dead.state).toBe('failed');
+    expect(dead.error).toMatch(/abandoned: instance replica-c stopped renewing its lease/);
+    expect(existsSync(partial)).toBe(false);
+    const rec = await (await env.service.start('schedule')).done;
+    expect(rec.state).toBe('verified');
+  });
+
+  it('verification that restores different row counts records verify_failed naming the table', async () => {
+    const bad = await backupEnv({
+      dumper: (d) => ({
+        format: d.format,
+        check: () => d.check(),
+        dump: async (store, signal) => {
+          const r = await d.dump(store, signal);
+          return { ...r, counts: { ...r.counts!, 'public.plans': 7 } };
+        },
+      }),
+    });
+    try {
+      const rec = await (await bad.service.start('manual')).done;
+      expect(rec.state).toBe('verify_failed');
+      expect(rec.verify_error).toBe(`table public.plans: 7 rows in the dump's snapshot, 0 after restore`);
+    } finally {
+      await bad.cleanup();
+    }
+  });
+});
