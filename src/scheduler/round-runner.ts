@@ -1,3 +1,4 @@
+import { setMaxListeners } from 'node:events';
 import type { Db } from '../store/db.js';
 import type { Clock } from '../time/clock.js';
 import type { Logger } from '../telemetry/logger.js';
@@ -36,6 +37,8 @@ export class RoundRunner {
   private readonly cursors: FencedCursors;
 
   constructor(private readonly deps: RoundRunnerDeps) {
+    // Every running round listens on the process's shutdown signal: one listener per round is expected.
+    setMaxListeners(0, deps.shutdown);
     this.claims = new SlotClaims(deps.db, deps.instanceId);
     this.records = new RunRecords(deps.db);
     this.cursors = new FencedCursors(deps.db);

@@ -1,3 +1,4 @@
+import { setMaxListeners } from 'node:events';
 import type { Clock, Random } from '../time/clock.js';
 import { sleep } from '../time/clock.js';
 import type { Logger } from '../telemetry/logger.js';
@@ -30,7 +31,10 @@ export class Scheduler {
   private readonly inFlight = new Set<Promise<RoundReport>>();
   private readonly nextFire = new Map<string, number>();
 
-  constructor(private readonly deps: SchedulerDeps) {}
+  constructor(private readonly deps: SchedulerDeps) {
+    // Every loop sleeps on this one signal at once: one abort listener per job is expected, not a leak.
+    setMaxListeners(0, this.stopController.signal);
+  }
 
   get jobs(): JobDefinition[] {
     return this.deps.jobs;
@@ -72,7 +76,10 @@ export class Scheduler {
     this.stopController.abort();
     const busy = new Set(this.loops.keys());
     const all = [...this.loops.entries()].map(([name, p]) => p.finally(() => busy.delete(name)));
-    await Promise.race([Promise.allSettled([...all, ...this.inFlight]), new Promise((r) => setTimeout(r, graceMs))]);
+    // The grace timer is cleared as soon as everything settles: no timer may outlive shutdown.
+    let grace: NodeJS.Timeout | undefined;
+    await Promise.race([Promise.allSettled([...all, ...this.inFlight]), new Promise((r) => (grace = setTimeout(r, graceMs)))]);
+    clearTimeout(grace);
     return [...busy];
   }
 

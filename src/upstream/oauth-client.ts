@@ -99,9 +99,14 @@ export class OAuthClient {
       const body = await res.text();
       return classifyReply(res.status, body.slice(0, 64 * 1024), { retryAfter: res.headers.get('retry-after') }, opts.nowMs());
     } catch (err) {
-      const e = err as Error & { cause?: { code?: string } };
+      const e = err as Error & { cause?: { code?: string; hostname?: string; address?: string; port?: number } };
       const timedOut = e.name === 'TimeoutError' || (e.name === 'AbortError' && !opts.signal?.aborted);
-      return { kind: 'transient', reason: timedOut ? 'timeout' : opts.signal?.aborted ? 'aborted' : 'network', status: null, retryAfterMs: null, detail: timedOut ? `no answer within ${opts.timeoutMs}ms` : (e.cause?.code ?? e.message).slice(0, 200) };
+      // Name the host that failed (the token endpoint's, or the proxy's when the proxy failed), never the proxy's credentials.
+      const failed = e.cause?.hostname ?? (e.cause?.address ? `${e.cause.address}${e.cause.port ? `:${e.cause.port}` : ''}` : null);
+      const target = new URL(provider.tokenUrl).host;
+      const where = `${failed && failed !== new URL(provider.tokenUrl).hostname ? failed : target}${opts.proxyUrl ? ` (token endpoint ${target}, through the account's proxy)` : ''}`;
+      const detail = timedOut ? `no answer from ${target} within ${opts.timeoutMs}ms` : `${e.cause?.code ?? e.message} ${where}`;
+      return { kind: 'transient', reason: timedOut ? 'timeout' : opts.signal?.aborted ? 'aborted' : 'network', status: null, retryAfterMs: null, detail: detail.slice(0, 200) };
     }
   }
 

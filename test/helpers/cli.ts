@@ -1,7 +1,8 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 
-export const CLI = fileURLToPath(new URL('../../dist/cli/main.js', import.meta.url));
+/** The CLI as built by test/helpers/build-cli.ts (vitest global setup), apart from the dist/ a running service uses. */
+export const CLI = fileURLToPath(new URL('../../.test-dist/cli/main.js', import.meta.url));
 
 /** Environment for a child: the parent's PATH etc., without any RELAY_JOBS_* / DATABASE_URL / REDIS_URL leaking in. */
 export function cleanEnv(extra: Record<string, string>): NodeJS.ProcessEnv {

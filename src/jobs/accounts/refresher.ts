@@ -1,3 +1,4 @@
+import { setMaxListeners } from 'node:events';
 import type { Logger } from '../../telemetry/logger.js';
 import type { Metrics } from '../../telemetry/metrics.js';
 import type { Clock } from '../../time/clock.js';
@@ -63,6 +64,8 @@ export class Refresher {
 
   constructor(private readonly o: RefresherOptions) {
     this.slots = new Semaphore(Math.max(1, o.concurrency));
+    // Every waiting refresh combines its own signal with this one: one listener per refresh is expected.
+    setMaxListeners(0, this.stopController.signal);
   }
 
   get inFlightCount(): number {
