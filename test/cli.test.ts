@@ -62,7 +62,7 @@ describe('CLI bad input', () => {
   });
 
   it('run: an unknown job is named with the list of known ones', async () => {
-    expectUserError(await runCli(['run', 'nope'], { RELAY_JOBS_DATA_DIR: tmp() }), /unknown job "nope"; known jobs: token_refresh, account_expiry, proxy_expiry, subscription_expiry, payment_order_expiry, dashboard_aggregation, usage_cleanup, idempotency_cleanup, platform_quota_flusher, session_cleanup, canary/);
+    expectUserError(await runCli(['run', 'nope'], { RELAY_JOBS_DATA_DIR: tmp() }), /unknown job "nope" \(known jobs: token_refresh, account_expiry, proxy_expiry, subscription_expiry, payment_order_expiry, dashboard_aggregation, usage_cleanup, idempotency_cleanup, platform_quota_flusher, session_cleanup, canary/);
   });
 });
 

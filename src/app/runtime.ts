@@ -234,7 +234,8 @@ export class Runtime {
 
   static async create(config: Config, opts: RuntimeOptions = {}): Promise<Runtime> {
     const clock = opts.clock ?? systemClock;
-    const log = opts.logger ?? createLogger({ level: config.logging.level, instanceId: config.instance.id, env: config.instance.env });
+    const log = opts.logger ?? createLogger({ level: config.logging.level, format: config.logging.format, instanceId: config.instance.id, env: config.instance.env });
+    for (const w of config.warnings ?? []) log.warn(`config: ${w}`);
     // Jobs are built (their config checked) before any connection; their services are bound once connected.
     let bound: Services | null = null;
     const jobs = buildJobs(
@@ -437,7 +438,7 @@ export class Runtime {
   private async runShutdown(reason: string): Promise<void> {
     const graceMs = this.config.shutdown.grace;
     const deadline = Date.now() + graceMs;
-    this.log.info({ reason, grace_ms: graceMs }, 'shutdown: readiness false, closing HTTP, stopping rounds');
+    this.log.info({ reason, grace: formatDuration(graceMs) }, 'shutdown: readiness false, closing HTTP, stopping rounds');
     this.metrics.ready.set(0);
     if (this.heartbeatTimer) clearTimeout(this.heartbeatTimer);
     await this.ingress?.close().catch((err) => this.log.warn({ err: (err as Error).message }, 'closing the HTTP server failed'));

@@ -1,7 +1,7 @@
 import type { Config } from '../config/load.js';
 import { UserError } from '../config/errors.js';
 import { Runtime, readEmbeddedAdminToken } from '../app/runtime.js';
-import { buildJobs } from '../jobs/registry.js';
+import { buildJobs, closest } from '../jobs/registry.js';
 import { DataDirLock } from '../store/data-dir-lock.js';
 import { createLogger } from '../telemetry/logger.js';
 
@@ -21,7 +21,10 @@ function exitCode(o: Outcome): number {
  */
 export async function runJob(config: Config, name: string): Promise<number> {
   const known = buildJobs(config).map((j) => j.name);
-  if (!known.includes(name)) throw new UserError(`unknown job "${name}"; known jobs: ${known.join(', ')}`);
+  if (!known.includes(name)) {
+    const near = closest(name, known);
+    throw new UserError(`unknown job "${name}"${near ? `; did you mean ${near}?` : ''} (known jobs: ${known.join(', ')})`);
+  }
   if (config.mode === 'embedded') {
     const owner = DataDirLock.liveOwner(config.database.data_dir);
     if (owner) return runViaService(config, name, owner.http_port ?? config.http.port);

@@ -22,6 +22,8 @@ export interface JobSettings {
   timeoutMs: number;
   lockTtlMs: number;
   jitterMs: number;
+  /** Log level of a `no_work` round's "round finished" line; debug when absent. */
+  noWorkLog?: 'debug' | 'info';
 }
 
 export function isValidTimezone(tz: string): boolean {
@@ -78,5 +80,5 @@ export function resolveJobSettings(name: string, defaults: JobDefaults, input: J
     problems.push(`${key('jitter')} (${formatDuration(jitterMs)}) must be shorter than ${key('every')} (${formatDuration(schedule.everyMs)})`);
   }
   if (problems.length) throw new ConfigError(problems);
-  return { enabled: input.enabled ?? defaults.enabled, schedule, timeoutMs, lockTtlMs, jitterMs };
+  return { enabled: input.enabled ?? defaults.enabled, schedule, timeoutMs, lockTtlMs, jitterMs, noWorkLog: input.no_work_log ?? 'debug' };
 }

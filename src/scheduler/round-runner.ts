@@ -9,6 +9,7 @@ import { LeaseKeeper } from '../coordination/lease-keeper.js';
 import { FencedCursors } from '../coordination/fenced-cursor.js';
 import { RoundAborted, type JobContext, type JobDefinition } from './job.js';
 import { RunRecords } from './run-records.js';
+import { formatDuration } from '../config/duration.js';
 
 export type RoundReport =
   | { ran: true; runId: number; token: number; slot: Date; backend: LockBackend | null; outcome: RoundOutcome }
@@ -134,7 +135,7 @@ export class RoundRunner {
           });
     const startedAt = clock.now();
     keeper?.start(startedAt);
-    const timeout = clock.setTimeout(() => abort('timeout', `timed out after ${job.settings.timeoutMs}ms`), job.settings.timeoutMs);
+    const timeout = clock.setTimeout(() => abort('timeout', `timed out after ${formatDuration(job.settings.timeoutMs)} (jobs.${job.name}.timeout)`), job.settings.timeoutMs);
     const onShutdown = () => abort('shutdown', 'process is shutting down');
     if (this.deps.shutdown.aborted) onShutdown();
     else this.deps.shutdown.addEventListener('abort', onShutdown, { once: true });
@@ -159,7 +160,8 @@ export class RoundRunner {
     };
 
     metrics.running.set({ job: job.name }, 1);
-    log.info('round started');
+    // Start lines are debug: "round finished" says everything once; idle jobs would otherwise fill the log.
+    log.debug('round started');
     let outcome: RoundOutcome;
     try {
       const result = await job.run(ctx);
@@ -195,6 +197,7 @@ export class RoundRunner {
     if (outcome.status === 'ok' || outcome.status === 'no_work') metrics.lastSuccess.set({ job: job.name }, clock.now() / 1000);
     const fields = { status: outcome.status, items: outcome.items, duration_ms: durationMs, lock_backend: handle?.backend ?? null };
     if (outcome.status === 'failed' || outcome.status === 'timed_out') log.error({ ...fields, error: outcome.error }, 'round finished');
+    else if (outcome.status === 'no_work' && trigger === 'schedule') log[job.settings.noWorkLog ?? 'debug']({ ...fields, note: outcome.note }, 'round finished');
     else log.info({ ...fields, note: outcome.note }, 'round finished');
     return { ran: true, runId: claim.runId, token: claim.token, slot: claim.slot, backend: handle?.backend ?? null, outcome };
   }
