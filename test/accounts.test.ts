@@ -233,9 +233,10 @@ describe('accounts and token refresh (real PostgreSQL, Redis, OAuth server)', ()
     await new Promise((r) => setTimeout(r, 50));
     expect(calls()).toBe(0);
     await clock.advance(1);
-    await vi.waitFor(async () => expect((await get(a.id)).token_version).toBe(2), { timeout: 5000 });
-    expect(svc.queue.get(a.id)).toMatchObject({ kind: 'refresh', version: 2 });
-    expect(logs.lines.some((l) => l.msg === 'Next refresh scheduled' && l.account_id === a.id && typeof l.delay_secs === 'number')).toBe(true);
+    // The stored rotation, the re-armed timer and its log line land one after the other: wait for each, not just the first.
+    await vi.waitFor(async () => expect((await get(a.id)).token_version).toBe(2), { timeout: 30_000 });
+    await vi.waitFor(() => expect(svc.queue.get(a.id)).toMatchObject({ kind: 'refresh', version: 2 }), { timeout: 30_000 });
+    await vi.waitFor(() => expect(logs.lines.some((l) => l.msg === 'Next refresh scheduled' && l.account_id === a.id && typeof l.delay_secs === 'number')).toBe(true), { timeout: 30_000 });
   });
 
   it('crash recovery: accounts left refreshing, and expired ones with a refresh token, get a staggered recovery attempt at start', async () => {

@@ -1,9 +1,13 @@
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { tmpdir } from 'node:os';
 import { runCli, ServiceProcess } from './helpers/cli.js';
 import { freePort, freshDatabase, REDIS_URL, TEST_MASTER_KEY } from './helpers/services.js';
+
+// Each test spawns the CLI, and a cold embedded start takes 8-14 s on a quiet machine and far
+// more on a loaded one: the limits leave a real margin over that (runCli and waitForLine allow 180 s: a cold `migrate` took 75 s at load average 30).
+vi.setConfig({ testTimeout: 400_000 });
 
 function tmp(): string {
   return mkdtempSync(join(tmpdir(), 'rj-cli-'));
@@ -92,7 +96,8 @@ describe('CLI commands', () => {
   it('embedded service: a second process on the data dir is refused, `run` goes through the service, SIGTERM exits 0', async () => {
     const dir = tmp();
     const port = String(await freePort());
-    const svc = ServiceProcess.start('embedded', { RELAY_JOBS_DATA_DIR: dir, RELAY_JOBS_HTTP_PORT: port, RELAY_JOBS__JOBS__CANARY__SLEEP: '100ms' });
+    // A 10-minute grace: an exit that waited for the grace period instead of the drain would hit the test's limit.
+    const svc = ServiceProcess.start('embedded', { RELAY_JOBS_DATA_DIR: dir, RELAY_JOBS_HTTP_PORT: port, RELAY_JOBS__JOBS__CANARY__SLEEP: '100ms', RELAY_JOBS__SHUTDOWN__GRACE: '10m' });
     try {
       await svc.waitForLine(/relay-jobs started/);
       const second = await runCli(['start'], { RELAY_JOBS_DATA_DIR: dir, RELAY_JOBS_HTTP_PORT: String(await freePort()) });
@@ -101,10 +106,8 @@ describe('CLI commands', () => {
       expect(run.code).toBe(0);
       expect(JSON.parse(run.stdout)).toMatchObject({ job: 'canary', status: 'ok', items: 1 });
     } finally {
-      const t0 = Date.now();
       svc.proc.kill('SIGTERM');
       expect(await svc.exited).toBe(0);
-      expect(Date.now() - t0).toBeLessThan(10_000);
     }
     expect(svc.lines.some((l) => /shutdown complete/.test(l))).toBe(true);
     // Every log line is one JSON object.
