@@ -5,8 +5,10 @@ export default defineConfig({
     include: ['test/**/*.test.ts'],
     // Builds the CLI the tests spawn into .test-dist/ (never dist/), only when src/ changed.
     globalSetup: ['test/helpers/build-cli.ts'],
-    testTimeout: 30_000,
-    hookTimeout: 60_000,
+    // Limits with real margins: a cold embedded (PGlite) open takes 8-14 s on a quiet machine and
+    // over a minute at load average 30 on two cores. Waits inside tests poll for their condition.
+    testTimeout: 180_000,
+    hookTimeout: 180_000,
     pool: 'forks',
     maxWorkers: 2,
   },

@@ -342,7 +342,10 @@ describe('accounts and token refresh (real PostgreSQL, Redis, OAuth server)', ()
     expect(res.statusCode).toBe(200);
     expect(res.headers['cache-control']).toBe('no-store');
     expect(res.json().access_token).toBe(burst[0]!.access_token);
-    expect((await post('/api/v1/accounts/999999/token')).statusCode).toBe(404);
+    const missing = await post('/api/v1/accounts/999999/token');
+    expect(missing.statusCode).toBe(404);
+    // No "status": null in the body: an unknown account has no status to report.
+    expect(missing.json().error).toEqual({ code: 'not_found', message: expect.any(String) });
     await post(`/api/v1/accounts/${a.id}/disable`);
     const disabled = await post(`/api/v1/accounts/${a.id}/token`);
     expect(disabled.statusCode).toBe(409);

@@ -42,6 +42,11 @@ describe('HTTP API (embedded runtime)', () => {
     expect(none.statusCode).toBe(401);
     expect(none.json().error.message).toMatch(/Authorization: Bearer/);
     expect((await http.inject({ url: '/api/v1/jobs', headers: { authorization: 'Bearer wrong' } })).statusCode).toBe(401);
+    // A token without the Bearer word is not "missing": the answer says what form is expected.
+    const bare = await http.inject({ url: '/api/v1/jobs', headers: { authorization: TOKEN } });
+    expect(bare.statusCode).toBe(401);
+    expect(bare.json().error.message).toMatch(/must be "Bearer <token>"/);
+    expect(bare.json().error.message).not.toMatch(/missing/);
   });
 
   it('lists jobs with schedule, health and last run', async () => {

@@ -43,7 +43,8 @@ program
       description: j.description,
       scope: j.scope,
       enabled: j.settings.enabled,
-      schedule: j.settings.schedule.kind === 'every' ? `every ${formatDuration(j.settings.schedule.everyMs)}` : `cron "${j.settings.schedule.expr}" ${j.settings.schedule.timezone}`,
+      // The same object as GET /api/v1/jobs: { every } or { cron, timezone }.
+      schedule: j.settings.schedule.kind === 'every' ? { every: formatDuration(j.settings.schedule.everyMs) } : { cron: j.settings.schedule.expr, timezone: j.settings.schedule.timezone },
       timeout: formatDuration(j.settings.timeoutMs),
       lock_ttl: formatDuration(j.settings.lockTtlMs),
       jitter: formatDuration(j.settings.jitterMs),
@@ -52,7 +53,7 @@ program
       process.stdout.write(JSON.stringify(jobs, null, 2) + '\n');
       return;
     }
-    const rows = [['JOB', 'ENABLED', 'SCOPE', 'SCHEDULE', 'TIMEOUT', 'LOCK_TTL', 'JITTER'], ...jobs.map((j) => [j.name, String(j.enabled), j.scope, j.schedule, j.timeout, j.lock_ttl, j.jitter])];
+    const rows = [['JOB', 'ENABLED', 'SCOPE', 'SCHEDULE', 'TIMEOUT', 'LOCK_TTL', 'JITTER'], ...jobs.map((j) => [j.name, String(j.enabled), j.scope, 'every' in j.schedule ? `every ${j.schedule.every}` : `cron "${j.schedule.cron}" ${j.schedule.timezone}`, j.timeout, j.lock_ttl, j.jitter])];
     const widths = rows[0]!.map((_, i) => Math.max(...rows.map((r) => r[i]!.length)));
     for (const r of rows) process.stdout.write(r.map((c, i) => c.padEnd(widths[i]!)).join('  ').trimEnd() + '\n');
   });

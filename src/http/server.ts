@@ -25,7 +25,7 @@ export function buildHttpServer(rt: Runtime): FastifyInstance {
     if (err instanceof InvalidUsage) return void reply.code(400).send({ error: { code: 'invalid', message: err.message, fields: err.fields } });
     if (err instanceof UsageQueueFull) return void reply.code(503).send({ error: { code: 'queue_full', message: err.message } });
     if (err instanceof IdempotencyConflict) return void reply.code(409).send({ error: { code: 'idempotency_conflict', message: err.message } });
-    if (err instanceof AccountUnavailable) return void reply.code(UNAVAILABLE_STATUS[err.code]).send({ error: { code: err.code, message: err.message, status: err.status ?? null } });
+    if (err instanceof AccountUnavailable) return void reply.code(UNAVAILABLE_STATUS[err.code]).send({ error: { code: err.code, message: err.message, ...(err.status ? { status: err.status } : {}) } });
     const status = err.statusCode && err.statusCode < 500 ? err.statusCode : 500;
     if (status === 500) rt.log.error({ err: err.message }, 'http handler failed');
     void reply.code(status).send({ error: { code: status === 500 ? 'internal' : 'bad_request', message: status === 500 ? 'internal error; see the service log' : err.message } });
