@@ -72,11 +72,11 @@ describe('CLI bad input', () => {
 
 describe('CLI commands', () => {
   it('jobs --json lists every job with its effective schedule', async () => {
-    const r = await runCli(['jobs', '--json'], { RELAY_JOBS__JOBS__CANARY__ENABLED: 'true', RELAY_JOBS__JOBS__CANARY__EVERY: '2s' });
+    const r = await runCli(['jobs', '--json', '--config-only'], { RELAY_JOBS__JOBS__CANARY__ENABLED: 'true', RELAY_JOBS__JOBS__CANARY__EVERY: '2s' });
     expect(r.code).toBe(0);
     const jobs = JSON.parse(r.stdout) as Array<{ name: string; enabled: boolean; schedule: unknown }>;
     expect(jobs.find((j) => j.name === 'canary')).toMatchObject({ enabled: true, schedule: { every: '2s' } });
-    const table = await runCli(['jobs'], {});
+    const table = await runCli(['jobs', '--config-only'], {});
     expect(table.stdout).toMatch(/^JOB\s+ENABLED/);
   });
 
@@ -104,7 +104,18 @@ describe('CLI commands', () => {
       expectUserError(second, /is in use by another relay-jobs process \(pid \d+, http port \d+\)/);
       const run = await runCli(['run', 'canary'], { RELAY_JOBS_DATA_DIR: dir, RELAY_JOBS_HTTP_PORT: port });
       expect(run.code).toBe(0);
-      expect(JSON.parse(run.stdout)).toMatchObject({ job: 'canary', status: 'ok', items: 1 });
+      expect(JSON.parse(run.stdout)).toEqual({ job: 'canary', run_id: expect.any(Number), fencing_token: expect.any(Number), status: 'ok', items: 1, note: expect.any(String), error: null });
+      // `jobs` and `status` show the live state, through the service that owns the data directory, in the API's words.
+      const jobs = await runCli(['jobs', '--json'], { RELAY_JOBS_DATA_DIR: dir });
+      expect(jobs.code, jobs.stderr).toBe(0);
+      const canary = (JSON.parse(jobs.stdout) as Array<Record<string, unknown>>).find((j) => j.name === 'canary');
+      expect(canary).toMatchObject({ health: expect.any(String), last_run: { status: 'ok' }, schedule: { every: '1m' } });
+      expect((JSON.parse(jobs.stdout) as Array<{ name: string; next_attempt: string | null }>).find((j) => j.name === 'session_cleanup')!.next_attempt).toMatch(/^\d{4}-/);
+      const table = await runCli(['jobs'], { RELAY_JOBS_DATA_DIR: dir });
+      expect(table.stdout).toMatch(/^JOB\s+ENABLED\s+SCOPE\s+SCHEDULE\s+HEALTH\s+LAST_RUN\s+NEXT_ATTEMPT/);
+      const status = await runCli(['status'], { RELAY_JOBS_DATA_DIR: dir });
+      expect(status.stdout).toMatch(/instances: 1 alive of 1 known/);
+      expect(status.stdout).toMatch(/^embedded\s+true\s+/m);
     } finally {
       svc.proc.kill('SIGTERM');
       expect(await svc.exited).toBe(0);

@@ -10,6 +10,7 @@ import { VERSION } from '../version.js';
 import { startService } from './start.js';
 import { runJob } from './run.js';
 import { migrateCommand } from './migrate.js';
+import { jobsTable, readLiveView, scheduleText, statusText, table } from './live-view.js';
 
 function config(cmd: Command): Config {
   const file = (cmd.optsWithGlobals() as { config?: string }).config;
@@ -35,27 +36,37 @@ program
 
 program
   .command('jobs')
-  .description('list the jobs with their schedules')
+  .description('list the jobs: schedule, health, last run and next attempt (the same fields as GET /api/v1/jobs)')
   .option('--json', 'print JSON')
-  .action((opts: { json?: boolean }, cmd: Command) => {
-    const jobs = buildJobs(config(cmd)).map((j) => ({
-      name: j.name,
-      description: j.description,
-      scope: j.scope,
-      enabled: j.settings.enabled,
-      // The same object as GET /api/v1/jobs: { every } or { cron, timezone }.
-      schedule: j.settings.schedule.kind === 'every' ? { every: formatDuration(j.settings.schedule.everyMs) } : { cron: j.settings.schedule.expr, timezone: j.settings.schedule.timezone },
-      timeout: formatDuration(j.settings.timeoutMs),
-      lock_ttl: formatDuration(j.settings.lockTtlMs),
-      jitter: formatDuration(j.settings.jitterMs),
-    }));
-    if (opts.json) {
-      process.stdout.write(JSON.stringify(jobs, null, 2) + '\n');
-      return;
+  .option('--config-only', 'only what the configuration says, without reading the database')
+  .action(async (opts: { json?: boolean; configOnly?: boolean }, cmd: Command) => {
+    const cfg = config(cmd);
+    if (opts.configOnly) {
+      const jobs = buildJobs(cfg).map((j) => ({
+        name: j.name,
+        description: j.description,
+        scope: j.scope,
+        enabled: j.settings.enabled,
+        // The same object as GET /api/v1/jobs: { every } or { cron, timezone }.
+        schedule: j.settings.schedule.kind === 'every' ? { every: formatDuration(j.settings.schedule.everyMs) } : { cron: j.settings.schedule.expr, timezone: j.settings.schedule.timezone },
+        timeout: formatDuration(j.settings.timeoutMs),
+        lock_ttl: formatDuration(j.settings.lockTtlMs),
+        jitter: formatDuration(j.settings.jitterMs),
+      }));
+      if (opts.json) return void process.stdout.write(JSON.stringify(jobs, null, 2) + '\n');
+      return void process.stdout.write(table([['JOB', 'ENABLED', 'SCOPE', 'SCHEDULE', 'TIMEOUT', 'LOCK_TTL', 'JITTER'], ...jobs.map((j) => [j.name, String(j.enabled), j.scope, scheduleText(j.schedule), j.timeout, j.lock_ttl, j.jitter])]));
     }
-    const rows = [['JOB', 'ENABLED', 'SCOPE', 'SCHEDULE', 'TIMEOUT', 'LOCK_TTL', 'JITTER'], ...jobs.map((j) => [j.name, String(j.enabled), j.scope, 'every' in j.schedule ? `every ${j.schedule.every}` : `cron "${j.schedule.cron}" ${j.schedule.timezone}`, j.timeout, j.lock_ttl, j.jitter])];
-    const widths = rows[0]!.map((_, i) => Math.max(...rows.map((r) => r[i]!.length)));
-    for (const r of rows) process.stdout.write(r.map((c, i) => c.padEnd(widths[i]!)).join('  ').trimEnd() + '\n');
+    const { jobs } = await readLiveView(cfg);
+    process.stdout.write(opts.json ? JSON.stringify(jobs, null, 2) + '\n' : jobsTable(jobs));
+  });
+
+program
+  .command('status')
+  .description('the instances (alive, host, pid, heartbeat) and the jobs\' health, as the API reports them')
+  .option('--json', 'print JSON')
+  .action(async (opts: { json?: boolean }, cmd: Command) => {
+    const view = await readLiveView(config(cmd));
+    process.stdout.write(opts.json ? JSON.stringify(view, null, 2) + '\n' : statusText(view));
   });
 
 program
