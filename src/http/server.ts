@@ -5,6 +5,7 @@ import { registerAccountRoutes } from './accounts-routes.js';
 import { registerProxyRoutes } from './proxies-routes.js';
 import { registerUsageRoutes } from './usage-routes.js';
 import { registerBillingRoutes, registerPaymentWebhook } from './billing-routes.js';
+import { registerBillingListRoutes } from './billing-list-routes.js';
 import { InvalidUsage } from '../jobs/usage/usage-ingest.js';
 import { UsageQueueFull } from '../jobs/usage/usage-writer.js';
 import { IdempotencyConflict } from '../store/idempotency.js';
@@ -78,6 +79,7 @@ export function buildHttpServer(rt: Runtime): FastifyInstance {
       registerProxyRoutes(api, rt);
       registerUsageRoutes(api, rt);
       registerBillingRoutes(api, rt);
+      registerBillingListRoutes(api, rt);
 
       api.get('/instances', async () => ({ instances: await rt.instances() }));
 
