@@ -113,6 +113,10 @@ describe('CLI commands', () => {
       expect((JSON.parse(jobs.stdout) as Array<{ name: string; next_attempt: string | null }>).find((j) => j.name === 'session_cleanup')!.next_attempt).toMatch(/^\d{4}-/);
       const table = await runCli(['jobs'], { RELAY_JOBS_DATA_DIR: dir });
       expect(table.stdout).toMatch(/^JOB\s+ENABLED\s+SCOPE\s+SCHEDULE\s+HEALTH\s+LAST_RUN\s+NEXT_ATTEMPT/);
+      // Embedded mode's SQL while the service owns PGlite: through its admin API, read-only.
+      const sql = await runCli(['sql', `SELECT job_name, status FROM job_runs WHERE job_name = 'canary'`, '--json'], { RELAY_JOBS_DATA_DIR: dir });
+      expect(sql.code, sql.stderr).toBe(0);
+      expect(JSON.parse(sql.stdout)).toEqual([{ job_name: 'canary', status: 'ok' }]);
       const status = await runCli(['status'], { RELAY_JOBS_DATA_DIR: dir });
       expect(status.stdout).toMatch(/instances: 1 alive of 1 known/);
       expect(status.stdout).toMatch(/^embedded\s+true\s+/m);

@@ -10,6 +10,7 @@ import { VERSION } from '../version.js';
 import { startService } from './start.js';
 import { runJob } from './run.js';
 import { migrateCommand } from './migrate.js';
+import { sqlCommand } from './sql.js';
 import { jobsTable, readLiveView, scheduleText, statusText, table } from './live-view.js';
 
 function config(cmd: Command): Config {
@@ -68,6 +69,12 @@ program
     const view = await readLiveView(config(cmd));
     process.stdout.write(opts.json ? JSON.stringify(view, null, 2) + '\n' : statusText(view));
   });
+
+program
+  .command('sql <query>')
+  .description('run one read-only SQL statement against the service\'s database (embedded mode too, while the service runs)')
+  .option('--json', 'print the rows as JSON')
+  .action(async (query: string, opts: { json?: boolean }, cmd: Command) => sqlCommand(config(cmd), query, Boolean(opts.json)));
 
 program
   .command('run <job>')

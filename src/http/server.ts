@@ -6,6 +6,7 @@ import { registerProxyRoutes } from './proxies-routes.js';
 import { registerUsageRoutes } from './usage-routes.js';
 import { registerBillingRoutes, registerPaymentWebhook } from './billing-routes.js';
 import { registerBillingListRoutes } from './billing-list-routes.js';
+import { registerSqlRoutes } from './sql-routes.js';
 import { InvalidUsage } from '../jobs/usage/usage-ingest.js';
 import { UsageQueueFull } from '../jobs/usage/usage-writer.js';
 import { IdempotencyConflict } from '../store/idempotency.js';
@@ -80,6 +81,7 @@ export function buildHttpServer(rt: Runtime): FastifyInstance {
       registerUsageRoutes(api, rt);
       registerBillingRoutes(api, rt);
       registerBillingListRoutes(api, rt);
+      registerSqlRoutes(api, rt);
 
       api.get('/instances', async () => ({ instances: await rt.instances() }));
 
