@@ -126,3 +126,16 @@ describe('connection errors name the cause', () => {
     expect(err?.message).toMatch(/database "relay_jobs_no_such_db" does not exist; create it first, e\.g\. `createdb relay_jobs_no_such_db`/);
   });
 });
+
+describe('refresh network failures name the host', () => {
+  it('a refused token endpoint: the code and the address, never the refresh token', async () => {
+    const { OAuthClient } = await import('../src/upstream/oauth-client.js');
+    const port = await freePort();
+    const client = new OAuthClient();
+    const r = await client.refresh({ platform: 'openai', tokenUrl: `http://127.0.0.1:${port}/oauth/token`, clientId: 'c', maxPerSecond: 1 }, 'rt-secret-value', { proxyUrl: null, timeoutMs: 10_000, nowMs: () => Date.now() });
+    await client.close();
+    expect(r).toMatchObject({ kind: 'transient', reason: 'network' });
+    expect((r as { detail: string }).detail).toBe(`ECONNREFUSED 127.0.0.1:${port}`);
+    expect(JSON.stringify(r)).not.toContain('rt-secret-value');
+  });
+});
