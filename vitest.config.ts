@@ -3,8 +3,12 @@ import { defineConfig } from 'vitest/config';
 export default defineConfig({
   test: {
     include: ['test/**/*.test.ts'],
-    testTimeout: 30_000,
-    hookTimeout: 60_000,
+    // Builds the CLI the tests spawn into .test-dist/ (never dist/), only when src/ changed.
+    globalSetup: ['test/helpers/build-cli.ts'],
+    // Limits with real margins: a cold embedded (PGlite) open takes 8-14 s on a quiet machine and
+    // over a minute at load average 30 on two cores. Waits inside tests poll for their condition.
+    testTimeout: 180_000,
+    hookTimeout: 180_000,
     pool: 'forks',
     maxWorkers: 2,
   },

@@ -28,3 +28,6 @@ export { UsageQueueFull, type RecordOutcome } from './jobs/usage/usage-writer.js
 export type { UsageEventInput } from './jobs/usage/usage-event.js';
 export { IdempotencyConflict, requestHash, type BeginResult } from './store/idempotency.js';
 export { signWebhook, GenericJsonProvider, ProviderError, type PaymentProvider } from './upstream/payment-provider.js';
+export { defineJob, type JobModule, type JobDefaultsSpec } from './jobs/define-job.js';
+export type { Services } from './jobs/services.js';
+export { createLogger, silentLogger, type Logger } from './telemetry/logger.js';

@@ -253,10 +253,10 @@ describe('accounts and token refresh (real PostgreSQL, Redis, OAuth server)', ()
     await new Promise((r) => setTimeout(r, 50));
     expect(calls()).toBe(0);
     await clock.advance(1);
-    await vi.waitFor(async () => expect((await get(a.id)).token_version).toBe(2), { timeout: 5000 });
-    // The next timer is armed when the request settles (after its lease is released), a moment after the write.
-    await vi.waitFor(() => expect(svc.queue.get(a.id)).toMatchObject({ kind: 'refresh', version: 2 }), { timeout: 5000 });
-    expect(logs.lines.some((l) => l.msg === 'Next refresh scheduled' && l.account_id === a.id && typeof l.delay_secs === 'number')).toBe(true);
+    // The stored rotation, the re-armed timer and its log line land one after the other: wait for each, not just the first.
+    await vi.waitFor(async () => expect((await get(a.id)).token_version).toBe(2), { timeout: 30_000 });
+    await vi.waitFor(() => expect(svc.queue.get(a.id)).toMatchObject({ kind: 'refresh', version: 2 }), { timeout: 30_000 });
+    await vi.waitFor(() => expect(logs.lines.some((l) => l.msg === 'Next refresh scheduled' && l.account_id === a.id && typeof l.delay_secs === 'number')).toBe(true), { timeout: 30_000 });
   });
 
   it('crash recovery: accounts left refreshing, and expired ones with a refresh token, get a staggered recovery attempt at start', async () => {
@@ -362,7 +362,10 @@ describe('accounts and token refresh (real PostgreSQL, Redis, OAuth server)', ()
     expect(res.statusCode).toBe(200);
     expect(res.headers['cache-control']).toBe('no-store');
     expect(res.json().access_token).toBe(burst[0]!.access_token);
-    expect((await post('/api/v1/accounts/999999/token')).statusCode).toBe(404);
+    const missing = await post('/api/v1/accounts/999999/token');
+    expect(missing.statusCode).toBe(404);
+    // No "status": null in the body: an unknown account has no status to report.
+    expect(missing.json().error).toEqual({ code: 'not_found', message: expect.any(String) });
     await post(`/api/v1/accounts/${a.id}/disable`);
     const disabled = await post(`/api/v1/accounts/${a.id}/token`);
     expect(disabled.statusCode).toBe(409);

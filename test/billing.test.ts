@@ -267,4 +267,33 @@ describe('billing: subscriptions, payment orders, reminders', () => {
     expect((await sql.query(`SELECT count(*)::int AS n FROM notification_deliveries`)).rows[0].n).toBe(queued.rows[0].n);
     await http.inject({ method: 'PUT', url: '/api/v1/notifications/settings', headers: auth, payload: { reminders_enabled: true } });
   });
+
+  it('lists users, subscriptions and orders with filters and a cursor, and names a bad filter', async () => {
+    const emails = ['list-a@relay.test', 'list-b@relay.test', 'list-c@relay.test'];
+    const ids: number[] = [];
+    for (const email of emails) ids.push((await post('/api/v1/billing/users', { email })).json().id);
+    // Page through every user two at a time: no row twice, none skipped, the last page says so.
+    const seen: number[] = [];
+    let cursor: string | null = null;
+    do {
+      const page = await get(`/api/v1/billing/users?limit=2${cursor ? `&cursor=${cursor}` : ''}`);
+      expect(page.users.length).toBeLessThanOrEqual(2);
+      seen.push(...page.users.map((u: { id: number }) => u.id));
+      cursor = page.next_cursor;
+    } while (cursor);
+    expect(new Set(seen).size).toBe(seen.length);
+    expect(seen).toEqual(expect.arrayContaining(ids));
+    expect((await get('/api/v1/billing/users?email=list-b@relay.test')).users.map((u: { id: number }) => u.id)).toEqual([ids[1]]);
+    const plan = (await post('/api/v1/billing/plans', { name: 'list plan', price: 100, duration_days: 30 })).json();
+    await post('/api/v1/billing/subscriptions', { user_id: ids[0], plan_id: plan.id });
+    const subs = await get(`/api/v1/billing/subscriptions?user_id=${ids[0]}&status=active`);
+    expect(subs.subscriptions).toHaveLength(1);
+    expect(subs).toMatchObject({ subscriptions: [{ user_id: ids[0], plan_id: plan.id, status: 'active' }], next_cursor: null });
+    const orders = await get(`/api/v1/billing/orders?user_id=${ids[2]}`);
+    expect(orders).toEqual({ orders: [], next_cursor: null });
+    const bad = await http.inject({ url: '/api/v1/billing/orders?status=lost&colour=red', headers: auth });
+    expect(bad.statusCode).toBe(400);
+    expect(bad.body).toMatch(/status/);
+    expect(bad.body).toMatch(/colour/);
+  });
 });

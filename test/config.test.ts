@@ -7,7 +7,8 @@ import { parseDuration } from '../src/config/duration.js';
 import { resolveJobSettings } from '../src/config/job-settings.js';
 import { ConfigError } from '../src/config/errors.js';
 import { buildJobs, checkJobSections, JOBS } from '../src/jobs/registry.js';
-import { parse as parseYaml } from 'yaml';
+import { DURATION_KEYS, withDurationStrings } from '../src/config/duration-keys.js';
+import { parse as parseYaml, stringify as stringifyYaml } from 'yaml';
 
 function yamlFile(text: string): string {
   const dir = mkdtempSync(join(tmpdir(), 'rj-cfg-'));
@@ -90,6 +91,56 @@ describe('loadConfig', () => {
     const file = yamlFile('jobs:\n  canary:\n   every: [1s\n');
     expect(problems(() => loadConfig({ env: { RELAY_JOBS_CONFIG: file } }))[0]).toMatch(/malformed YAML/);
     expect(problems(() => loadConfig({ env: { RELAY_JOBS_CONFIG: '/nonexistent/relay.yaml' } }))[0]).toMatch(/cannot read config file \/nonexistent\/relay\.yaml/);
+  });
+});
+
+describe('config wording, for a person rather than a library', () => {
+  it('says what a key expects in config words, with the value given, never zod\'s phrasing', () => {
+    const file = yamlFile('jobs:\n  canary:\n    enabled: maybe\n    no_work_log: loud\nhttp:\n  port: abc\nbilling:\n  reminder_days: []\nlogging:\n  level: loud\n');
+    const text = problems(() => loadConfig({ env: { RELAY_JOBS_CONFIG: file }, checkJobs: checkJobSections() })).join('\n');
+    expect(text).toMatch(/jobs\.canary\.enabled \(.*\): expected true or false, got "maybe"/);
+    expect(text).toMatch(/jobs\.canary\.no_work_log \(.*\): expected one of "debug", "info", got "loud"/);
+    expect(text).toMatch(/http\.port \(.*\): expected a number, got "abc"/);
+    expect(text).toMatch(/billing\.reminder_days \(.*\): expected at least 1 item, got an empty list/);
+    expect(text).toMatch(/logging\.level \(.*\): expected one of "trace", .*got "loud"/);
+    expect(text).not.toMatch(/Invalid input|Invalid option|received|Too small|NaN/);
+  });
+
+  it('a YAML syntax error gives file:line:column, the parser\'s reason and the lines with a caret', () => {
+    const file = yamlFile('http:\n  port: 8080\njobs: [\n');
+    const [p] = problems(() => loadConfig({ env: { RELAY_JOBS_CONFIG: file } }));
+    expect(p).toMatch(new RegExp(`^${file.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}:4:1: malformed YAML: [^\n]*\\]\n`));
+    expect(p).not.toMatch(/:\n\s*$|column \d+:\n/);
+    expect(p).toContain('3 | jobs: [');
+    expect(p).toMatch(/\| \^$/);
+  });
+
+  it('warns when a bare number of seconds looks like milliseconds, and only then', () => {
+    const file = yamlFile('shutdown:\n  grace: 20000\njobs:\n  canary:\n    every: 3600\n    timeout: 30000\n');
+    const c = loadConfig({ env: { RELAY_JOBS_CONFIG: file }, checkJobs: checkJobSections() });
+    expect(c.shutdown.grace).toBe(20_000_000);
+    expect(c.warnings).toHaveLength(2);
+    expect(c.warnings[0]).toMatch(/^shutdown\.grace \(.*\): the bare number 20000 means 20000 seconds \(about 5\.6 hours\); if milliseconds were meant, write "20s"/);
+    expect(c.warnings[1]).toMatch(/^jobs\.canary\.timeout .*write "30s"/);
+    expect(loadConfig({ env: {} }).warnings).toEqual([]);
+  });
+
+  it('prints durations in the config\'s own form, so printed values paste back unchanged', () => {
+    const c = loadConfig({ env: { RELAY_JOBS__SHUTDOWN__GRACE: '20s', RELAY_JOBS__SCHEDULER__ABORT_GRACE: '1500ms' } });
+    const printed = withDurationStrings(redactConfig(c)) as { shutdown: { grace: string }; scheduler: { abort_grace: string }; usage: { retention: string; batch_size: number } };
+    expect(printed.shutdown.grace).toBe('20s');
+    expect(printed.scheduler.abort_grace).toBe('1500ms');
+    expect(printed.usage).toMatchObject({ retention: '90d', batch_size: 1000 });
+    // Round trip: every printed duration parses back to the same milliseconds.
+    const file = yamlFile(stringifyYaml({ shutdown: printed.shutdown, scheduler: printed.scheduler }));
+    const again = loadConfig({ env: { RELAY_JOBS_CONFIG: file } });
+    expect([again.shutdown.grace, again.scheduler.abort_grace]).toEqual([20_000, 1500]);
+    expect(again.warnings).toEqual([]);
+  });
+
+  it('knows every duration key from the schema', () => {
+    expect(DURATION_KEYS.map((p) => p.join('.'))).toEqual(expect.arrayContaining(['shutdown.grace', 'database.connect_timeout', 'auth.refresh_backoff_base', 'usage.retention']));
+    expect(DURATION_KEYS.map((p) => p.join('.'))).not.toContain('auth.refresh_margin_seconds');
   });
 });
 

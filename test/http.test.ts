@@ -43,6 +43,23 @@ describe('HTTP API (embedded runtime)', () => {
     expect(none.statusCode).toBe(401);
     expect(none.json().error.message).toMatch(/Authorization: Bearer/);
     expect((await http.inject({ url: '/api/v1/jobs', headers: { authorization: 'Bearer wrong' } })).statusCode).toBe(401);
+    // A token without the Bearer word is not "missing": the answer says what form is expected.
+    const bare = await http.inject({ url: '/api/v1/jobs', headers: { authorization: TOKEN } });
+    expect(bare.statusCode).toBe(401);
+    expect(bare.json().error.message).toMatch(/must be "Bearer <token>"/);
+    expect(bare.json().error.message).not.toMatch(/missing/);
+  });
+
+  it('POST /sql runs one read-only statement; writes and several statements are refused', async () => {
+    const sql = (query: string) => http.inject({ method: 'POST', url: '/api/v1/sql', headers: auth, payload: { query } });
+    const ok = await sql(`SELECT count(*)::int AS n FROM job_runs WHERE job_name = 'canary';`);
+    expect(ok.statusCode, ok.body).toBe(200);
+    expect(ok.json()).toMatchObject({ columns: ['n'], rows: [{ n: expect.any(Number) }], truncated: false });
+    const write = await sql(`DELETE FROM job_runs`);
+    expect(write.statusCode).toBe(400);
+    expect(write.json().error.message).toMatch(/read-only transaction/);
+    expect((await sql('SELECT 1; DELETE FROM job_runs')).json().error.message).toMatch(/one SQL statement/);
+    expect((await http.inject({ method: 'POST', url: '/api/v1/sql', payload: { query: 'SELECT 1' } })).statusCode).toBe(401);
   });
 
   it('lists jobs with schedule, health and last run', async () => {

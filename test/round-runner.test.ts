@@ -10,6 +10,7 @@ import { silentLogger } from '../src/telemetry/logger.js';
 import { systemClock, sleep } from '../src/time/clock.js';
 import { FencedWriteRefused } from '../src/coordination/fenced-cursor.js';
 import { BACKENDS } from './helpers/backends.js';
+import { captureLogs } from './helpers/log-capture.js';
 
 function job(name: string, run: (ctx: JobContext) => Promise<{ items: number; note?: string }>, over: Partial<JobDefinition['settings']> = {}): JobDefinition {
   return { name, description: name, scope: 'cluster', settings: { enabled: true, schedule: { kind: 'every', everyMs: 1000 }, timeoutMs: 2000, lockTtlMs: 3000, jitterMs: 0, ...over }, run };
@@ -74,7 +75,7 @@ describe.each(BACKENDS)('RoundRunner on $name', (backend) => {
     expect(ok).toMatchObject({ status: 'ok', items: 3, note: 'three', instance_id: 'a', lock_backend: 'memory' });
     expect(ok!.finished_at!.getTime()).toBeGreaterThanOrEqual(ok!.started_at.getTime());
     expect((await records.recent('o_fail'))[0]).toMatchObject({ status: 'failed', error: 'upstream said no' });
-    expect((await records.recent('o_slow'))[0]).toMatchObject({ status: 'timed_out', error: 'timed out after 150ms' });
+    expect((await records.recent('o_slow'))[0]).toMatchObject({ status: 'timed_out', error: 'timed out after 150ms (jobs.o_slow.timeout)' });
     // The lease is free again after every outcome.
     expect((await r.run(jobs.fail, new Date(slot.getTime() + 1000))).ran).toBe(true);
   });
@@ -150,6 +151,31 @@ describe('instance-scoped rounds', () => {
       if (ra.ran && rb.ran) expect(ra.token).not.toBe(rb.token);
       const recs = await new RunRecords(db).recent('per_instance');
       expect(recs.map((r) => [r.instance_id, r.status, r.scope]).sort()).toEqual([['a', 'ok', 'instance'], ['b', 'ok', 'instance']]);
+    } finally {
+      await cleanup();
+    }
+  });
+});
+
+describe('round log levels', () => {
+  it('a scheduled round with no work logs at debug unless the job asks for info; work and failures stay at info/error', async () => {
+    const { logger, lines } = captureLogs('a', 'info');
+    const backend = BACKENDS[0]!;
+    const { db, cleanup } = await backend.open();
+    try {
+      const r = new RoundRunner({ db, clock: systemClock, lock: new MemoryLeaderLock(systemClock, 'a'), log: logger, metrics: new Metrics(), instanceId: 'a', toleratedFutureMs: 500, shutdown: new AbortController().signal });
+      const quiet = job('l_quiet', async () => ({ items: 0 }));
+      const loud = job('l_loud', async () => ({ items: 0 }), { noWorkLog: 'info' });
+      const busy = job('l_busy', async () => ({ items: 2 }));
+      await r.slotClaims.ensureJobs(['l_quiet', 'l_loud', 'l_busy']);
+      const slot = new Date(Math.floor(Date.now() / 1000) * 1000);
+      for (const j of [quiet, loud, busy]) expect((await r.run(j, slot)).ran).toBe(true);
+      const finished = lines.filter((l) => l.msg === 'round finished').map((l) => [l.job, l.status]);
+      expect(finished).toEqual([
+        ['l_loud', 'no_work'],
+        ['l_busy', 'ok'],
+      ]);
+      expect(lines.filter((l) => l.msg === 'round started')).toEqual([]);
     } finally {
       await cleanup();
     }

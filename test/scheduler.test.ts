@@ -79,3 +79,35 @@ describe('Scheduler loop (injected clock)', () => {
     expect(await h.s.stop(10)).toEqual([]);
   });
 });
+
+describe('Scheduler with many jobs', () => {
+  it('runs more than ten loops on one stop signal without a MaxListenersExceededWarning', async () => {
+    const warnings: string[] = [];
+    const onWarning = (w: Error) => warnings.push(`${w.name}: ${w.message}`);
+    process.on('warning', onWarning);
+    try {
+      const clock = new ManualClock(Date.UTC(2026, 0, 1, 0, 0, 0, 300));
+      const jobs = Array.from({ length: 25 }, (_, i) => ({ ...job(), name: `j${i}` }));
+      const runner = { run: async (_j: JobDefinition, slot: Date) => ({ ran: false, slot, backend: null, reason: 'test' }) } as unknown as RoundRunner;
+      const s = new Scheduler({ jobs, runner, clock, random: () => 0, log: silentLogger(), clockOffsetMs: () => 0, lastSlot: async () => null });
+      s.start();
+      await clock.advance(2500);
+      expect(await s.stop(10)).toEqual([]);
+      // Node emits process warnings on the next tick.
+      await new Promise((r) => setImmediate(r));
+      expect(warnings.filter((w) => w.includes('MaxListeners'))).toEqual([]);
+    } finally {
+      process.off('warning', onWarning);
+    }
+  });
+
+  it('clears its grace timer once every loop has stopped', async () => {
+    const h = harness(job());
+    h.s.start();
+    await h.clock.advance(1000);
+    const before = process.getActiveResourcesInfo().filter((r) => r === 'Timeout').length;
+    expect(await h.s.stop(3_600_000)).toEqual([]);
+    const after = process.getActiveResourcesInfo().filter((r) => r === 'Timeout').length;
+    expect(after).toBeLessThanOrEqual(before);
+  });
+});

@@ -96,5 +96,5 @@ describe('usage and quota survive SIGTERM mid-stream', () => {
       expect(quota.get(user), user).toBeLessThanOrEqual(quotaAttempted.get(user)!);
     }
     expect(svc.lines.some((l) => /usage writer drained|shutdown complete/.test(l))).toBe(true);
-  }, 60_000);
+  }, 150_000);
 });

@@ -68,8 +68,11 @@ describe('usage data lifecycle (real PostgreSQL and Redis)', () => {
     const b = ev({ cost: 0.2, status_code: 500 });
     const res = await post('/api/v1/usage', { events: [a, b, a] });
     expect(res.statusCode, res.body).toBe(200);
-    expect(res.json()).toMatchObject({ accepted: 3 });
-    expect((await post('/api/v1/usage', { events: [a] })).statusCode).toBe(200);
+    // The repeat of `a` in the batch is reported as a duplicate, not silently counted as stored.
+    expect(res.json()).toMatchObject({ accepted: 3, stored: 2, duplicates: 1 });
+    const again = await post('/api/v1/usage', { events: [a] });
+    expect(again.statusCode).toBe(200);
+    expect(again.json()).toMatchObject({ accepted: 1, stored: 0, duplicates: 1 });
     const { rows } = await sql.query(`SELECT user_id, account_id, cost::text FROM usage_logs WHERE request_id IN ($1, $2) ORDER BY request_id`, [a.request_id, b.request_id]);
     expect(rows).toEqual([
       { user_id: '42', account_id: '7', cost: '0.1000000000' },
@@ -171,6 +174,10 @@ describe('usage data lifecycle (real PostgreSQL and Redis)', () => {
     ]);
     expect(points[1]).toMatchObject({ key: user, errors: 1, avg_latency_ms: 200, cost: '0.2' });
     expect(points[0].cost).toBe('1.25');
+    // Without a range: the last 24 hours by hour (a sensible default, not a 400).
+    const byDefault = (await http.inject({ url: `/api/v1/dashboard/usage?group_by=user&user_id=${user}`, headers: auth })).json();
+    expect(byDefault).toMatchObject({ from: new Date(now - 24 * HOUR).toISOString(), to: new Date(now).toISOString(), granularity: 'hour' });
+    expect(byDefault.points.map((p: { requests: number }) => p.requests)).toEqual([1, 2]);
     // A late event one hour back (inside the 2 h lookback) is counted by the next round.
     await post('/api/v1/usage', { events: [ev({ user_id: user, created_at: h(1) })] });
     // One 5 hours back (outside the lookback) is not, until a recompute of its range.
@@ -272,9 +279,13 @@ describe('usage data lifecycle (real PostgreSQL and Redis)', () => {
     const inc = (user: string, amount: number, platform = 'openai') => post('/api/v1/quota/usage', { increments: [{ user_id: user, platform, amount }] });
     for (let i = 0; i < 5; i++) await inc('q1', 100);
     await inc('q1', 7, 'anthropic');
-    await rt.runNow('platform_quota_flusher');
     const usage = async (u: string) => Object.fromEntries(((await http.inject({ url: `/api/v1/quota/${u}`, headers: auth })).json().platforms as Array<{ platform: string; used: number }>).map((p) => [p.platform, p.used]));
+    // Read through the counters: what POST /quota/usage answered is visible before any flush.
     expect(await usage('q1')).toEqual({ anthropic: 7, openai: 500 });
+    expect((await http.inject({ url: '/api/v1/quota/q1', headers: auth })).json().platforms.every((p: { flushed: boolean }) => !p.flushed)).toBe(true);
+    await rt.runNow('platform_quota_flusher');
+    expect(await usage('q1')).toEqual({ anthropic: 7, openai: 500 });
+    expect((await http.inject({ url: '/api/v1/quota/q1', headers: auth })).json().platforms.every((p: { flushed: boolean }) => p.flushed)).toBe(true);
 
     // Sub2API's race: a flusher reads 600, an admin resets, then the flusher writes 600. The epoch makes it lose.
     await inc('q1', 100);
@@ -339,5 +350,6 @@ describe('usage and quota in embedded mode (PGlite, in-process counters)', () =>
     } finally {
       await rt.shutdown();
     }
-  });
+    // Two cold PGlite opens: seconds on a quiet machine, much more on a loaded one.
+  }, 180_000);
 });

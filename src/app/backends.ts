@@ -39,14 +39,16 @@ export async function openBackends(config: Config, log: Logger): Promise<Backend
   };
   try {
     if (config.mode === 'cluster') {
+      log.info('connecting to PostgreSQL (DATABASE_URL) and Redis (REDIS_URL)');
       db = await PgDb.connect({ url: config.database.url!, poolSize: config.database.pool_size, connectTimeoutMs: config.database.connect_timeout, onError: (err) => log.warn({ err: err.message }, 'idle PostgreSQL connection failed') });
       redis = await connectRedis(config.redis.url!, config.redis.command_timeout, config.database.connect_timeout);
     } else {
       dataDirLock = DataDirLock.acquire(config.database.data_dir, { httpPort: config.http.port });
+      log.info({ data_dir: config.database.data_dir }, 'opening the embedded database (PGlite; the first start takes several seconds)');
       db = await PgliteDb.open(config.database.data_dir);
     }
     if (config.database.auto_migrate) {
-      const applied = await migrate(db);
+      const applied = await migrate(db, undefined, (m) => log.info({ migration: `${m.version}_${m.name}` }, 'applying migration'));
       if (applied.length) log.info({ migrations: applied.map((m) => `${m.version}_${m.name}`) }, 'migrations applied');
     }
     const box = config.security.master_key ? SecretBox.fromBase64(config.security.master_key) : SecretBox.forDataDir(config.database.data_dir);

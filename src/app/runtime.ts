@@ -1,5 +1,6 @@
 import type { Redis } from 'ioredis';
 import type { Config } from '../config/load.js';
+import { formatDuration } from '../config/duration.js';
 import type { Db } from '../store/db.js';
 import type { AdminSessions } from '../store/admin-sessions.js';
 import { FallbackLeaderLock, MemoryLeaderLock, PgAdvisoryLock, RedisLeaderLock, type LeaderLock } from '../coordination/leader-lock.js';
@@ -126,7 +127,8 @@ export class Runtime {
 
   static async create(config: Config, opts: RuntimeOptions = {}): Promise<Runtime> {
     const clock = opts.clock ?? systemClock;
-    const log = opts.logger ?? createLogger({ level: config.logging.level, instanceId: config.instance.id, env: config.instance.env });
+    const log = opts.logger ?? createLogger({ level: config.logging.level, format: config.logging.format, instanceId: config.instance.id, env: config.instance.env });
+    for (const w of config.warnings ?? []) log.warn(`config: ${w}`);
     // Jobs are built (their config checked) before any connection; their services are bound once connected.
     let bound: Services | null = null;
     const jobs = buildJobs(
@@ -216,7 +218,7 @@ export class Runtime {
 
   private async runShutdown(reason: string): Promise<void> {
     const graceMs = this.config.shutdown.grace;
-    this.log.info({ reason, grace_ms: graceMs }, 'shutdown: readiness false, closing HTTP, stopping rounds');
+    this.log.info({ reason, grace: formatDuration(graceMs) }, 'shutdown: readiness false, closing HTTP, stopping rounds');
     this.metrics.ready.set(0);
     this.heartbeat.stop();
     const jobStops: Stoppable[] = [...this.jobs]

@@ -3,6 +3,8 @@ import { Command } from 'commander';
 import { UserError } from '../config/errors.js';
 import { loadConfig, redactConfig, type Config } from '../config/load.js';
 import { formatDuration } from '../config/duration.js';
+import { withDurationStrings } from '../config/duration-keys.js';
+import { stringify as stringifyYaml } from 'yaml';
 import { buildJobs, checkJobSections } from '../jobs/registry.js';
 import { VERSION } from '../version.js';
 import { startService } from './start.js';
@@ -12,6 +14,8 @@ import { opsStatus } from './ops-status.js';
 import { backupCommand } from './backup.js';
 import { backupsCommand } from './backups.js';
 import { restoreCommand } from './restore.js';
+import { sqlCommand } from './sql.js';
+import { jobsTable, readLiveView, scheduleText, statusText, table } from './live-view.js';
 
 function config(cmd: Command): Config {
   const file = (cmd.optsWithGlobals() as { config?: string }).config;
@@ -37,27 +41,44 @@ program
 
 program
   .command('jobs')
-  .description('list the jobs with their schedules')
+  .description('list the jobs: schedule, health, last run and next attempt (the same fields as GET /api/v1/jobs)')
   .option('--json', 'print JSON')
-  .action((opts: { json?: boolean }, cmd: Command) => {
-    const jobs = buildJobs(config(cmd)).map((j) => ({
-      name: j.name,
-      description: j.description,
-      scope: j.scope,
-      enabled: j.settings.enabled,
-      schedule: j.settings.schedule.kind === 'every' ? `every ${formatDuration(j.settings.schedule.everyMs)}` : `cron "${j.settings.schedule.expr}" ${j.settings.schedule.timezone}`,
-      timeout: formatDuration(j.settings.timeoutMs),
-      lock_ttl: formatDuration(j.settings.lockTtlMs),
-      jitter: formatDuration(j.settings.jitterMs),
-    }));
-    if (opts.json) {
-      process.stdout.write(JSON.stringify(jobs, null, 2) + '\n');
-      return;
+  .option('--config-only', 'only what the configuration says, without reading the database')
+  .action(async (opts: { json?: boolean; configOnly?: boolean }, cmd: Command) => {
+    const cfg = config(cmd);
+    if (opts.configOnly) {
+      const jobs = buildJobs(cfg).map((j) => ({
+        name: j.name,
+        description: j.description,
+        scope: j.scope,
+        enabled: j.settings.enabled,
+        // The same object as GET /api/v1/jobs: { every } or { cron, timezone }.
+        schedule: j.settings.schedule.kind === 'every' ? { every: formatDuration(j.settings.schedule.everyMs) } : { cron: j.settings.schedule.expr, timezone: j.settings.schedule.timezone },
+        timeout: formatDuration(j.settings.timeoutMs),
+        lock_ttl: formatDuration(j.settings.lockTtlMs),
+        jitter: formatDuration(j.settings.jitterMs),
+      }));
+      if (opts.json) return void process.stdout.write(JSON.stringify(jobs, null, 2) + '\n');
+      return void process.stdout.write(table([['JOB', 'ENABLED', 'SCOPE', 'SCHEDULE', 'TIMEOUT', 'LOCK_TTL', 'JITTER'], ...jobs.map((j) => [j.name, String(j.enabled), j.scope, scheduleText(j.schedule), j.timeout, j.lock_ttl, j.jitter])]));
     }
-    const rows = [['JOB', 'ENABLED', 'SCOPE', 'SCHEDULE', 'TIMEOUT', 'LOCK_TTL', 'JITTER'], ...jobs.map((j) => [j.name, String(j.enabled), j.scope, j.schedule, j.timeout, j.lock_ttl, j.jitter])];
-    const widths = rows[0]!.map((_, i) => Math.max(...rows.map((r) => r[i]!.length)));
-    for (const r of rows) process.stdout.write(r.map((c, i) => c.padEnd(widths[i]!)).join('  ').trimEnd() + '\n');
+    const { jobs } = await readLiveView(cfg);
+    process.stdout.write(opts.json ? JSON.stringify(jobs, null, 2) + '\n' : jobsTable(jobs));
   });
+
+program
+  .command('status')
+  .description('the instances (alive, host, pid, heartbeat) and the jobs\' health, as the API reports them')
+  .option('--json', 'print JSON')
+  .action(async (opts: { json?: boolean }, cmd: Command) => {
+    const view = await readLiveView(config(cmd));
+    process.stdout.write(opts.json ? JSON.stringify(view, null, 2) + '\n' : statusText(view));
+  });
+
+program
+  .command('sql <query>')
+  .description('run one read-only SQL statement against the service\'s database (embedded mode too, while the service runs)')
+  .option('--json', 'print the rows as JSON')
+  .action(async (query: string, opts: { json?: boolean }, cmd: Command) => sqlCommand(config(cmd), query, Boolean(opts.json)));
 
 program
   .command('run <job>')
@@ -90,8 +111,10 @@ program
     const cfg = config(cmd);
     const jobs = buildJobs(cfg);
     const enabled = jobs.filter((j) => j.settings.enabled).map((j) => j.name);
+    for (const w of cfg.warnings) process.stderr.write(`relay-jobs: warning: ${w}\n`);
     process.stdout.write(`config ok: ${cfg.mode} mode, instance ${cfg.instance.id}, env ${cfg.instance.env}, jobs enabled: ${enabled.join(', ') || 'none'}\n`);
-    if (opts.print) process.stdout.write(JSON.stringify(redactConfig(cfg), null, 2) + '\n');
+    // YAML in the config's own form (durations as `20s`), so a printed value can be pasted back as it is.
+    if (opts.print) process.stdout.write(`# effective configuration (secrets redacted)\n${stringifyYaml(withDurationStrings(redactConfig(cfg)))}`);
   });
 
 program.parseAsync(process.argv).catch((err: unknown) => {

@@ -16,8 +16,8 @@ export async function migrateCommand(config: Config): Promise<void> {
     db = await PgliteDb.open(config.database.data_dir);
   }
   try {
-    const applied = await migrate(db);
-    process.stdout.write(applied.length ? applied.map((m) => `applied ${m.version}_${m.name}\n`).join('') : 'database is up to date\n');
+    const applied = await migrate(db, undefined, (m) => process.stdout.write(`applying ${m.version}_${m.name}\n`));
+    process.stdout.write(applied.length ? `applied ${applied.map((m) => `${m.version}_${m.name}`).join(', ')}\n` : 'database is up to date\n');
   } finally {
     await db.close();
     lock?.release();

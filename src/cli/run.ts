@@ -2,11 +2,16 @@ import type { Config } from '../config/load.js';
 import { UserError } from '../config/errors.js';
 import { Runtime } from '../app/runtime.js';
 import { readEmbeddedAdminToken } from '../app/admin-token.js';
-import { buildJobs } from '../jobs/registry.js';
+import { buildJobs, closest } from '../jobs/registry.js';
 import { DataDirLock } from '../store/data-dir-lock.js';
 import { createLogger } from '../telemetry/logger.js';
 
 type Outcome = { status: string; items?: number | null; note?: string | null; error?: string | null; run_id?: number; fencing_token?: number | null };
+
+/** One shape for every way a run ends (standalone, through the service, not started): the same keys, null when empty. */
+function outcomeLine(job: string, o: Outcome) {
+  return { job, run_id: o.run_id ?? null, fencing_token: o.fencing_token ?? null, status: o.status, items: o.items ?? null, note: o.note ?? null, error: o.error ?? null };
+}
 
 function exitCode(o: Outcome): number {
   if (o.status === 'ok' || o.status === 'no_work') return 0;
@@ -22,7 +27,10 @@ function exitCode(o: Outcome): number {
  */
 export async function runJob(config: Config, name: string): Promise<number> {
   const known = buildJobs(config).map((j) => j.name);
-  if (!known.includes(name)) throw new UserError(`unknown job "${name}"; known jobs: ${known.join(', ')}`);
+  if (!known.includes(name)) {
+    const near = closest(name, known);
+    throw new UserError(`unknown job "${name}"${near ? `; did you mean ${near}?` : ''} (known jobs: ${known.join(', ')})`);
+  }
   if (config.mode === 'embedded') {
     const owner = DataDirLock.liveOwner(config.database.data_dir);
     if (owner) return runViaService(config, name, owner.http_port ?? config.http.port);
@@ -32,9 +40,9 @@ export async function runJob(config: Config, name: string): Promise<number> {
   try {
     const report = await rt.runNow(name);
     const out: Outcome = report.ran
-      ? { run_id: report.runId, fencing_token: report.token, ...report.outcome }
+      ? { run_id: report.runId, fencing_token: report.token, status: report.outcome.status, items: report.outcome.items, note: report.outcome.note ?? null, error: report.outcome.error ?? null }
       : { status: 'not_started', note: report.reason };
-    process.stdout.write(JSON.stringify({ job: name, ...out }) + '\n');
+    process.stdout.write(JSON.stringify(outcomeLine(name, out)) + '\n');
     return exitCode(out);
   } finally {
     await rt.shutdown('one-shot run finished');
@@ -54,7 +62,7 @@ async function runViaService(config: Config, name: string, port: number): Promis
   }
   const body = (await res.json()) as { run_id?: number; error?: { message: string } };
   if (res.status === 409) {
-    process.stdout.write(JSON.stringify({ job: name, status: 'not_started', note: body.error?.message }) + '\n');
+    process.stdout.write(JSON.stringify(outcomeLine(name, { status: 'not_started', note: body.error?.message ?? null })) + '\n');
     return 3;
   }
   if (res.status !== 202) throw new UserError(`service refused the run (HTTP ${res.status}): ${body.error?.message ?? 'no reason given'}`);
@@ -63,7 +71,7 @@ async function runViaService(config: Config, name: string, port: number): Promis
     const poll = await fetch(`${base}/runs/${body.run_id}`, { headers });
     const { run } = (await poll.json()) as { run: Outcome & { id: number } };
     if (run.status !== 'running') {
-      process.stdout.write(JSON.stringify({ job: name, run_id: run.id, fencing_token: run.fencing_token, status: run.status, items: run.items, note: run.note, error: run.error }) + '\n');
+      process.stdout.write(JSON.stringify(outcomeLine(name, { run_id: run.id, fencing_token: run.fencing_token, status: run.status, items: run.items, note: run.note, error: run.error })) + '\n');
       return exitCode(run);
     }
   }

@@ -1,7 +1,8 @@
 import type { Config } from '../config/load.js';
 import { Runtime } from '../app/runtime.js';
 import { buildHttpServer } from '../http/server.js';
-import { UserError } from '../config/errors.js';
+import { startedByScript, watchParent } from './parent-watch.js';
+import { checkPortFree, portError } from './port-check.js';
 
 /**
  * A forced exit (second signal) still waits this long for refresh calls already sent to the
@@ -52,7 +53,14 @@ export async function startService(config: Config): Promise<void> {
   };
   process.on('SIGTERM', onSignal);
   process.on('SIGINT', onSignal);
+  if (startedByScript()) {
+    watchParent((parent) => {
+      if (rt) void stop(rt, `parent process ${parent} exited (started by \`npm start\`)`);
+      else early = 'SIGHUP';
+    });
+  }
 
+  await checkPortFree(config);
   const runtime = (rt = await Runtime.create(config));
   if (early) return void stop(runtime, `received ${early} during start-up`);
   const http = buildHttpServer(runtime);
@@ -60,11 +68,11 @@ export async function startService(config: Config): Promise<void> {
     await http.listen({ port: config.http.port, host: config.http.host });
   } catch (err) {
     await runtime.shutdown('http listen failed');
-    throw new UserError(`cannot listen on ${config.http.host}:${config.http.port} (RELAY_JOBS_HTTP_PORT): ${(err as Error).message}`);
+    throw portError(config, err as NodeJS.ErrnoException);
   }
   runtime.start({ close: () => http.close() });
   const enabled = runtime.jobs.filter((j) => j.settings.enabled).map((j) => j.name);
-  runtime.log.info({ mode: config.mode, http_port: (http.server.address() as { port: number }).port, jobs: enabled }, 'relay-jobs started');
+  runtime.log.info({ mode: config.mode, pid: process.pid, http_port: (http.server.address() as { port: number }).port, jobs: enabled }, 'relay-jobs started: ready, serving HTTP and running the enabled jobs');
 }
 
 function lostRefreshes(rt: Runtime, ids: number[]): void {

@@ -33,6 +33,8 @@ export interface JobSettings {
   jitterMs: number;
   /** Default `run_late`. */
   missed?: MissedSlotPolicy;
+  /** Log level of a `no_work` round's "round finished" line; debug when absent. */
+  noWorkLog?: 'debug' | 'info';
 }
 
 export function isValidTimezone(tz: string): boolean {
@@ -89,5 +91,5 @@ export function resolveJobSettings(name: string, defaults: JobDefaults, input: J
     problems.push(`${key('jitter')} (${formatDuration(jitterMs)}) must be shorter than ${key('every')} (${formatDuration(schedule.everyMs)})`);
   }
   if (problems.length) throw new ConfigError(problems);
-  return { enabled: input.enabled ?? defaults.enabled, schedule, timeoutMs, lockTtlMs, jitterMs, missed: input.missed ?? defaults.missed ?? 'run_late' };
+  return { enabled: input.enabled ?? defaults.enabled, schedule, timeoutMs, lockTtlMs, jitterMs, missed: input.missed ?? defaults.missed ?? 'run_late', noWorkLog: input.no_work_log ?? 'debug' };
 }

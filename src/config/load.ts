@@ -3,10 +3,13 @@ import { parse as parseYaml, YAMLParseError } from 'yaml';
 import { configSchema, formatIssues, type ConfigFile } from './schema.js';
 import { ConfigError } from './errors.js';
 import { redactUrl } from './redact-url.js';
+import { bareNumberWarnings } from './duration-keys.js';
+import { configErrorMap } from './error-map.js';
 
 export type Mode = 'embedded' | 'cluster';
 /** `source.keys`: where each key set by a variable came from (the file otherwise), for error messages. */
-export type Config = ConfigFile & { mode: Mode; instance: { id: string; env: string }; source: { file?: string; keys: Map<string, string> } };
+/** `warnings`: things that load but are probably not what was meant (a bare number of seconds that looks like milliseconds). */
+export type Config = ConfigFile & { mode: Mode; instance: { id: string; env: string }; source: { file?: string; keys: Map<string, string> }; warnings: string[] };
 
 /** Pinned environment variables (DESIGN.md) and the config path each one sets. */
 export const ENV_KEYS: Record<string, string[]> = {
@@ -18,6 +21,7 @@ export const ENV_KEYS: Record<string, string[]> = {
   RELAY_JOBS_HTTP_PORT: ['http', 'port'],
   RELAY_JOBS_ADMIN_TOKEN: ['http', 'admin_token'],
   RELAY_JOBS_MASTER_KEY: ['security', 'master_key'],
+  RELAY_JOBS_LOG_FORMAT: ['logging', 'format'],
 };
 const OVERRIDE_PREFIX = 'RELAY_JOBS__';
 
@@ -85,8 +89,7 @@ export function loadConfig(opts: LoadOptions = {}): Config {
     try {
       parsed = parseYaml(text);
     } catch (err) {
-      const where = err instanceof YAMLParseError && err.linePos ? ` line ${err.linePos[0].line} column ${err.linePos[0].col}` : '';
-      throw new ConfigError([`${file}${where}: malformed YAML: ${(err as Error).message.split('\n')[0]}`]);
+      throw new ConfigError([yamlProblem(file, text, err as Error)]);
     }
     if (parsed !== null && parsed !== undefined) {
       if (typeof parsed !== 'object' || Array.isArray(parsed)) throw new ConfigError([`${file}: expected a mapping of sections at the top level`]);
@@ -109,14 +112,14 @@ export function loadConfig(opts: LoadOptions = {}): Config {
   }
 
   const from = (key: string) => keySource(sources, file, key);
-  const result = configSchema.safeParse(tree);
+  const result = configSchema.safeParse(tree, { error: configErrorMap });
   const jobs = tree.jobs && typeof tree.jobs === 'object' && !Array.isArray(tree.jobs) ? (tree.jobs as Record<string, unknown>) : {};
   const problems = [...(result.success ? [] : formatIssues(result.error.issues, [], from)), ...(opts.checkJobs?.(jobs, from) ?? [])];
   if (!result.success || problems.length) throw new ConfigError(problems);
-  return finish(result.data, file, sources);
+  return finish(result.data, file, sources, bareNumberWarnings(tree, from));
 }
 
-function finish(data: ConfigFile, file: string | undefined, sources: Map<string, string>): Config {
+function finish(data: ConfigFile, file: string | undefined, sources: Map<string, string>, warnings: string[]): Config {
   const hasDb = Boolean(data.database.url);
   const hasRedis = Boolean(data.redis.url);
   if (hasDb !== hasRedis) {
@@ -136,7 +139,24 @@ function finish(data: ConfigFile, file: string | undefined, sources: Map<string,
     mode,
     instance: { id: data.instance.id ?? 'embedded', env: data.instance.env ?? 'local' },
     source: { file, keys: sources },
+    warnings,
   };
+}
+
+/**
+ * A YAML syntax error as `file:line:column: malformed YAML: what`, then the lines around it with
+ * a caret under the column (the parser's own message ends in a dangling "at line 2, column 1:").
+ */
+function yamlProblem(file: string, text: string, err: Error): string {
+  const what = err.message.split('\n')[0]!.replace(/\s*at line \d+, column \d+:?\s*$/, '').replace(/:\s*$/, '');
+  const pos = err instanceof YAMLParseError ? err.linePos?.[0] : undefined;
+  if (!pos) return `${file}: malformed YAML: ${what}`;
+  const lines = text.split(/\r?\n/);
+  const width = String(pos.line).length;
+  const snippet = [];
+  for (let n = Math.max(1, pos.line - 2); n <= Math.min(lines.length, pos.line); n++) snippet.push(`${String(n).padStart(width)} | ${lines[n - 1]}`);
+  snippet.push(`${' '.repeat(width)} | ${' '.repeat(Math.max(0, pos.col - 1))}^`);
+  return `${file}:${pos.line}:${pos.col}: malformed YAML: ${what}\n${snippet.map((l) => `    ${l}`).join('\n')}`;
 }
 
 /** Where a key (or, for a section, the first key under it) was set: a variable's name, else the file, else defaults. */
@@ -147,8 +167,9 @@ export function keySource(sources: Map<string, string>, file: string | undefined
 
 /** The configuration with every secret replaced, for `config check` and logs. */
 export function redactConfig(config: Config): unknown {
+  const { source: _source, warnings: _warnings, ...rest } = config;
   return {
-    ...config,
+    ...rest,
     http: { ...config.http, admin_token: config.http.admin_token ? '***' : undefined },
     security: { master_key: config.security.master_key ? '***' : undefined },
     payments: { ...config.payments, providers: Object.fromEntries(Object.entries(config.payments.providers).map(([k, p]) => [k, { ...p, base_url: redactUrl(p.base_url), api_key: p.api_key ? '***' : undefined, webhook_secret: '***' }])) },

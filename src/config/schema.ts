@@ -16,8 +16,10 @@ export const duration = z.union([z.string(), z.number()]).transform((value, ctx)
   return ms;
 });
 export const positiveDuration = duration.refine((ms) => ms > 0, { message: 'expected a duration greater than zero' });
-const port = z.coerce.number().int().min(0).max(65535);
-export const positiveInt = z.coerce.number().int().positive();
+/** A number, also from text that is one ("8080" in a quoted YAML value); other text stays text, so errors show it. */
+export const numeric = <T extends z.ZodType>(schema: T) => z.preprocess((v) => (typeof v === 'string' && v.trim() !== '' && Number.isFinite(Number(v)) ? Number(v) : v), schema);
+const port = numeric(z.number().int().min(0).max(65535));
+export const positiveInt = numeric(z.number().int().positive());
 
 /** The keys every job has under `jobs.<name>`; a job adds its own (see jobs/define-job.ts). */
 export const jobBase = {
@@ -29,6 +31,8 @@ export const jobBase = {
   lock_ttl: positiveDuration.optional(),
   jitter: duration.optional(),
   missed: z.enum(['run_late', 'skip']).optional(),
+  /** Level of the "round finished" line of a round that found nothing to do (default debug: idle jobs stay quiet). */
+  no_work_log: z.enum(['debug', 'info']).optional(),
 };
 
 export const jobSettingsSchema = z.object(jobBase).strict();
@@ -118,7 +122,7 @@ const providerSchema = z
     token_url: z.string().url('expected an http(s) URL').regex(/^https?:\/\//, 'expected an http(s) URL').optional(),
     client_id: z.string().min(1).optional(),
     client_secret: z.string().min(1).optional(),
-    max_per_second: z.coerce.number().positive().optional(),
+    max_per_second: numeric(z.number().positive()).optional(),
   })
   .strict();
 
@@ -162,7 +166,11 @@ export const configSchema = z
       .object({ run_retention: positiveDuration.default(7 * 86_400_000), abort_grace: positiveDuration.default(5000) })
       .strict()
       .default({ run_retention: 7 * 86_400_000, abort_grace: 5000 }),
-    logging: z.object({ level: z.enum(['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent']).default('info') }).strict().default({ level: 'info' }),
+    // format: json (one object per line, for machines) or pretty (colourised lines for a human at a terminal).
+    logging: z
+      .object({ level: z.enum(['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent']).default('info'), format: z.enum(['json', 'pretty']).default('json') })
+      .strict()
+      .default({ level: 'info', format: 'json' }),
     // Seed keys (codex-proxy-rs config.yaml). `auth.*` is read by token_refresh.
     auth: z
       .object({
@@ -253,7 +261,7 @@ export const configSchema = z
       .object({
         smtp: z.object({ host: z.string().min(1), port: port.default(587), secure: z.boolean().default(false), user: z.string().optional(), pass: z.string().optional(), from: z.string().min(3) }).strict().optional(),
         webhook: z.object({ url: z.string().regex(/^https?:\/\//, 'expected an http(s) URL'), secret: z.string().min(16).optional() }).strict().optional(),
-        per_second: z.coerce.number().positive().default(5),
+        per_second: numeric(z.number().positive()).default(5),
         max_attempts: positiveInt.default(5),
         retry_base: positiveDuration.default(60_000),
         send_timeout: positiveDuration.default(10_000),

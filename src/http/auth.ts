@@ -22,6 +22,10 @@ export function requireAdmin(rt: Runtime) {
       return reply.code(401).send({ error: { code: 'admin_api_disabled', message: 'the admin API is disabled: set RELAY_JOBS_ADMIN_TOKEN on this replica' } });
     }
     const token = bearer(req);
+    if (!token && req.headers.authorization) {
+      // The header is there but not in the Bearer form: say that, instead of "missing".
+      return reply.code(401).send({ error: { code: 'unauthorized', message: 'the Authorization header must be "Bearer <token>" (the word Bearer, a space, then the token)' } });
+    }
     if (!token) return reply.code(401).send({ error: { code: 'unauthorized', message: 'missing "Authorization: Bearer <token>" header' } });
     if (sameSecret(token, rt.adminToken)) return;
     if (await rt.sessions.verify(token)) return;

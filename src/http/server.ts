@@ -13,6 +13,8 @@ import { registerProbeRoutes } from './probes-routes.js';
 import { assertStorable } from './validation.js';
 import { registerDeadLetterRoutes } from './dead-letters-routes.js';
 import { registerBackupRoutes } from './backups-routes.js';
+import { registerBillingListRoutes } from './billing-list-routes.js';
+import { registerSqlRoutes } from './sql-routes.js';
 
 /** The hot path's refusals: unknown account, not serving, refresh failed, no new token in time. */
 const notFound = (what: string) => errorBody('not_found', what);
@@ -91,6 +93,8 @@ export function buildHttpServer(rt: Runtime): FastifyInstance {
       registerProbeRoutes(api, rt);
       registerDeadLetterRoutes(api, rt);
       registerBackupRoutes(api, rt);
+      registerBillingListRoutes(api, rt);
+      registerSqlRoutes(api, rt);
 
       api.get('/instances', async () => ({ instances: await rt.instances() }));
 

@@ -15,14 +15,21 @@ const range = <T extends z.ZodRawShape>(shape: T) =>
     .refine((r) => Date.parse((r as { to: string }).to) > Date.parse((r as { from: string }).from), { message: 'to must be after from', path: ['to'] });
 
 const usageBody = z.object({ events: z.array(z.unknown(), { message: 'expected an array of usage events' }) }).strict();
-const dashboardQuery = range({
-  granularity: z.enum(['hour', 'day']).default('hour'),
-  group_by: z.enum(Object.keys(GROUPS) as [keyof typeof GROUPS]).default('none'),
-  user_id: z.string().optional(),
-  account_id: z.string().optional(),
-  platform: z.string().optional(),
-  model: z.string().optional(),
-});
+// from/to may be left out: the last 24 hours by hour, the last 30 days by day (see DASHBOARD_DEFAULT_SPAN).
+const dashboardQuery = z
+  .object({
+    from: when.optional(),
+    to: when.optional(),
+    granularity: z.enum(['hour', 'day']).default('hour'),
+    group_by: z.enum(Object.keys(GROUPS) as [keyof typeof GROUPS]).default('none'),
+    user_id: z.string().optional(),
+    account_id: z.string().optional(),
+    platform: z.string().optional(),
+    model: z.string().optional(),
+  })
+  .strict()
+  .refine((r) => !r.from || !r.to || Date.parse(r.to) > Date.parse(r.from), { message: 'to must be after from', path: ['to'] });
+const DASHBOARD_DEFAULT_SPAN = { hour: 24 * 3_600_000, day: 30 * 86_400_000 } as const;
 /** The seed's `max_range_days`: one cleanup task covers at most 31 days, so a task stays small enough to watch and cancel. */
 export const CLEANUP_MAX_RANGE_DAYS = 31;
 const cleanupBody = range({ user_id: textId.optional().nullable(), account_id: textId.optional().nullable() }).refine(
@@ -59,8 +66,11 @@ export function registerUsageRoutes(api: FastifyInstance, rt: Runtime): void {
 
   api.get('/dashboard/usage', async (req) => {
     const q = parseBody(dashboardQuery, req.query, 'query');
-    const points = await s.rollups.query({ from: new Date(q.from), to: new Date(q.to), granularity: q.granularity, groupBy: q.group_by, userId: q.user_id, accountId: q.account_id, platform: q.platform, model: q.model });
-    return { granularity: q.granularity, group_by: q.group_by, timezone: rt.config.usage.timezone, points };
+    const span = DASHBOARD_DEFAULT_SPAN[q.granularity];
+    const to = q.to ? new Date(q.to) : q.from ? new Date(Date.parse(q.from) + span) : new Date(rt.clock.now());
+    const from = q.from ? new Date(q.from) : new Date(to.getTime() - span);
+    const points = await s.rollups.query({ from, to, granularity: q.granularity, groupBy: q.group_by, userId: q.user_id, accountId: q.account_id, platform: q.platform, model: q.model });
+    return { from: from.toISOString(), to: to.toISOString(), granularity: q.granularity, group_by: q.group_by, timezone: rt.config.usage.timezone, points };
   });
 
   // Rebuilds the rollups of a range without moving the watermark: a task that dashboard_aggregation
@@ -121,7 +131,7 @@ export function registerUsageRoutes(api: FastifyInstance, rt: Runtime): void {
     for (const i of b.increments) results.push({ user_id: i.user_id, platform: i.platform, ...(await s.quota.increment(i.user_id, i.platform, i.amount)) });
     return { results };
   });
-  api.get<{ Params: { user: string } }>('/quota/:user', async (req) => ({ user_id: req.params.user, platforms: await s.quota.store.list(req.params.user) }));
+  api.get<{ Params: { user: string } }>('/quota/:user', async (req) => ({ user_id: req.params.user, platforms: await s.quota.current(req.params.user) }));
   api.post<{ Params: { user: string; platform: string } }>('/quota/:user/:platform/reset', async (req) => {
     if (!req.params.platform) throw new InvalidInput([{ field: 'platform', message: 'expected a platform' }]);
     return { user_id: req.params.user, platform: req.params.platform, used: 0, epoch: await s.quota.reset(req.params.user, req.params.platform) };

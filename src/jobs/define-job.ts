@@ -3,6 +3,7 @@ import { ConfigError } from '../config/errors.js';
 import { parseDuration } from '../config/duration.js';
 import { resolveJobSettings, type JobDefaults } from '../config/job-settings.js';
 import { jobBase, formatIssues } from '../config/schema.js';
+import { configErrorMap } from '../config/error-map.js';
 import { keySource, type Config } from '../config/load.js';
 import type { JobContext, JobDefinition, JobResult, JobScope } from '../scheduler/job.js';
 import type { Logger } from '../telemetry/logger.js';
@@ -76,7 +77,7 @@ export function parseJobSection(
   const parsed = z
     .object({ ...jobBase, ...(module.options ?? {}) })
     .strict()
-    .safeParse(raw ?? {});
+    .safeParse(raw ?? {}, { error: configErrorMap });
   return parsed.success ? { ok: true, data: parsed.data as Record<string, unknown> } : { ok: false, problems: formatIssues(parsed.error.issues, ['jobs', module.name], from) };
 }
 
@@ -87,7 +88,7 @@ export function parseJobSection(
 export function buildJob<K extends keyof Services, O extends z.ZodRawShape>(module: JobModule<K, O>, config: Config, services: ServicesRef): BuiltJob {
   const parsed = parseJobSection(module, config.jobs[module.name], (k) => keySource(config.source.keys, config.source.file, k));
   if (!parsed.ok) throw new ConfigError(parsed.problems);
-  const { enabled, every, cron, timezone, timeout, lock_ttl, jitter, missed, ...rest } = parsed.data;
+  const { enabled, every, cron, timezone, timeout, lock_ttl, jitter, missed, no_work_log, ...rest } = parsed.data;
   const options = rest as z.infer<z.ZodObject<O>>;
   const spec = typeof module.defaults === 'function' ? module.defaults(config, options) : module.defaults;
   const problems: string[] = [];
@@ -104,7 +105,7 @@ export function buildJob<K extends keyof Services, O extends z.ZodRawShape>(modu
   };
   problems.push(...(module.check?.(config) ?? []));
   if (problems.length) throw new ConfigError(problems);
-  const settings = resolveJobSettings(module.name, defaults, { enabled, every, cron, timezone, timeout, lock_ttl, jitter, missed } as Parameters<typeof resolveJobSettings>[2]);
+  const settings = resolveJobSettings(module.name, defaults, { enabled, every, cron, timezone, timeout, lock_ttl, jitter, missed, no_work_log } as Parameters<typeof resolveJobSettings>[2]);
   const deps = () => services() as Deps<K>;
   return {
     name: module.name,

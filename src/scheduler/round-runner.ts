@@ -11,6 +11,7 @@ import type { Liveness } from '../coordination/liveness.js';
 import { RoundAborted, type JobContext, type JobDefinition } from './job.js';
 import { RunRecords } from './run-records.js';
 import { SkipCounter } from './skip-counter.js';
+import { formatDuration } from '../config/duration.js';
 
 export type RoundReport =
   | { ran: true; runId: number; token: number; slot: Date; backend: LockBackend | null; outcome: RoundOutcome }
@@ -43,12 +44,11 @@ export class RoundRunner {
   readonly skips = new SkipCounter();
 
   constructor(private readonly deps: RoundRunnerDeps) {
+    // Every running round listens on the process's shutdown signal: one listener per round is expected.
+    setMaxListeners(0, deps.shutdown);
     this.claims = new SlotClaims(deps.db, deps.instanceId);
     this.records = new RunRecords(deps.db);
     this.cursors = new FencedCursors(deps.db);
-    // One listener per running round (at most one per job, plus manual runs): more than Node's
-    // default of 10 once a build has more than ten jobs, and never a leak (each is removed).
-    setMaxListeners(0, deps.shutdown);
   }
 
   get slotClaims(): SlotClaims {
@@ -159,7 +159,7 @@ export class RoundRunner {
           });
     const startedAt = clock.now();
     keeper?.start(startedAt);
-    const timeout = clock.setTimeout(() => abort('timeout', `timed out after ${job.settings.timeoutMs}ms`), job.settings.timeoutMs);
+    const timeout = clock.setTimeout(() => abort('timeout', `timed out after ${formatDuration(job.settings.timeoutMs)} (jobs.${job.name}.timeout)`), job.settings.timeoutMs);
     const onShutdown = () => abort('shutdown', 'process is shutting down');
     if (this.deps.shutdown.aborted) onShutdown();
     else this.deps.shutdown.addEventListener('abort', onShutdown, { once: true });
@@ -196,7 +196,8 @@ export class RoundRunner {
     };
 
     metrics.running.set({ job: job.name }, 1);
-    log.info('round started');
+    // Start lines are debug: "round finished" says everything once; idle jobs would otherwise fill the log.
+    log.debug('round started');
     let outcome: RoundOutcome;
     try {
       const result = await job.run(ctx);
@@ -233,6 +234,7 @@ export class RoundRunner {
     if (outcome.status === 'ok' || outcome.status === 'no_work') metrics.lastSuccess.set({ job: job.name }, clock.now() / 1000);
     const fields = { status: outcome.status, items: outcome.items, duration_ms: durationMs, lock_backend: handle?.backend ?? null };
     if (outcome.status === 'failed' || outcome.status === 'timed_out') log.error({ ...fields, error: outcome.error }, 'round finished');
+    else if (outcome.status === 'no_work' && trigger === 'schedule') log[job.settings.noWorkLog ?? 'debug']({ ...fields, note: outcome.note }, 'round finished');
     else log.info({ ...fields, note: outcome.note }, 'round finished');
     return { ran: true, runId: claim.runId, token: claim.token, slot: claim.slot, backend: handle?.backend ?? null, outcome };
   }

@@ -1,5 +1,6 @@
 import { Cron } from 'croner';
 import type { MissedSlotPolicy, ScheduleSpec } from '../config/job-settings.js';
+import { formatDuration } from '../config/duration.js';
 
 /**
  * A pure function of time: which slots a job has. `every` slots are aligned to the wall clock
@@ -58,6 +59,6 @@ export class Schedule {
   }
 
   describe(): string {
-    return this.spec.kind === 'every' ? `every ${this.spec.everyMs}ms` : `cron "${this.spec.expr}" ${this.spec.timezone}`;
+    return this.spec.kind === 'every' ? `every ${formatDuration(this.spec.everyMs)}` : `cron "${this.spec.expr}" ${this.spec.timezone}`;
   }
 }

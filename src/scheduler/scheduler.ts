@@ -1,6 +1,6 @@
 import { setMaxListeners } from 'node:events';
 import type { Clock, Random } from '../time/clock.js';
-import { sleep } from '../time/clock.js';
+import { sleep, settledWithin } from '../time/clock.js';
 import type { Logger } from '../telemetry/logger.js';
 import type { JobDefinition } from './job.js';
 import type { RoundReport, RoundRunner } from './round-runner.js';
@@ -33,11 +33,7 @@ export class Scheduler {
   private readonly inFlight = new Set<Promise<RoundReport>>();
   private readonly nextFire = new Map<string, number>();
 
-  constructor(private readonly deps: SchedulerDeps) {
-    // Each job's loop sleeps on the stop signal: one listener per job, more than Node's default
-    // warning threshold of 10 once a build has more jobs than that.
-    setMaxListeners(0, this.stopController.signal);
-  }
+  constructor(private readonly deps: SchedulerDeps) {}
 
   get jobs(): JobDefinition[] {
     return this.deps.jobs;
@@ -79,7 +75,7 @@ export class Scheduler {
     this.stopController.abort();
     const busy = new Set(this.loops.keys());
     const all = [...this.loops.entries()].map(([name, p]) => p.finally(() => busy.delete(name)));
-    await Promise.race([Promise.allSettled([...all, ...this.inFlight]), new Promise((r) => setTimeout(r, graceMs))]);
+    await settledWithin(Promise.allSettled([...all, ...this.inFlight]), graceMs);
     return [...busy];
   }
 

@@ -5,7 +5,7 @@ import { MIGRATIONS, type Migration } from './migrations/index.js';
  * Applies pending migrations in one transaction under a transaction-scoped advisory lock, so
  * replicas starting together apply each migration once and the others wait, then see it done.
  */
-export async function migrate(db: Db, migrations: Migration[] = MIGRATIONS): Promise<Migration[]> {
+export async function migrate(db: Db, migrations: Migration[] = MIGRATIONS, onApply?: (m: Migration) => void): Promise<Migration[]> {
   return db.tx(async (q) => {
     // The lock comes first: even CREATE TABLE IF NOT EXISTS races when replicas start together.
     await q.query(`SELECT pg_advisory_xact_lock(hashtextextended('relay-jobs:migrate', 0))`);
@@ -14,6 +14,7 @@ export async function migrate(db: Db, migrations: Migration[] = MIGRATIONS): Pro
     const applied = new Set(rows.map((r) => Number(r.version)));
     const pending = migrations.filter((m) => !applied.has(m.version)).sort((a, b) => a.version - b.version);
     for (const m of pending) {
+      onApply?.(m);
       await q.exec(m.sql);
       await q.query('INSERT INTO schema_migrations (version, name) VALUES ($1, $2)', [m.version, m.name]);
     }

@@ -114,6 +114,15 @@ export function describePgError(err: unknown): string {
   const e = err as NodeJS.ErrnoException & { message: string };
   if (e.code === 'ECONNREFUSED') return 'connection refused (is the server running and listening there?)';
   if (e.code === 'ENOTFOUND') return 'host not found';
-  if (e.code === '3D000') return e.message; // database does not exist
+  if (e.code === '3D000') {
+    // database does not exist: the URL names one that has to be created first
+    const name = /database "([^"]+)"/.exec(e.message)?.[1];
+    return `${e.message}; create it first, e.g. \`createdb ${name ?? '<name>'}\` or \`psql -c 'CREATE DATABASE ${name ?? '<name>'}'\``;
+  }
+  if (e.code === '28P01' || e.code === '28000') return `${e.message} (check the user and password in the URL)`;
+  if (e.code === 'ETIMEDOUT') return 'no answer (timed out): is the host reachable and the port open?';
+  const errors = (err as { errors?: NodeJS.ErrnoException[] }).errors;
+  // Node reports a failed dual-stack connect as an AggregateError with an empty message.
+  if (!e.message && errors?.length) return errors.map((x) => describePgError(x)).join('; ');
   return (e.message || String(err)).split('\n')[0]!;
 }

@@ -31,7 +31,8 @@ WITH input AS (
   INSERT INTO usage_request_ids (request_id, created_at) SELECT request_id, created_at FROM input
   ON CONFLICT (request_id) DO NOTHING RETURNING request_id
 )
-INSERT INTO usage_logs (${COLUMNS}) SELECT ${COLUMNS.split(', ').map((c) => `i.${c}`).join(', ')} FROM input i JOIN fresh f USING (request_id)`;
+INSERT INTO usage_logs (${COLUMNS}) SELECT ${COLUMNS.split(', ').map((c) => `i.${c}`).join(', ')} FROM input i JOIN fresh f USING (request_id)
+RETURNING request_id`;
 
 /** `usage_logs_p20261130` holds [2026-11-30 00:00 UTC, 2026-12-01 00:00 UTC). */
 export function partitionName(dayStartMs: number): string {
@@ -53,12 +54,17 @@ export class UsageStore {
 
   /** Inserts a batch in one statement; returns how many rows were new (repeated request ids are skipped). */
   async insert(rows: UsageRow[]): Promise<number> {
-    if (!rows.length) return 0;
+    return (await this.insertNew(rows)).size;
+  }
+
+  /** Inserts the rows whose request id is new; returns those request ids (the others were duplicates). */
+  async insertNew(rows: UsageRow[]): Promise<Set<string>> {
+    if (!rows.length) return new Set();
     const days = new Set(rows.map((r) => utcDayStart(Date.parse(r.created_at))));
     const missing = [...days].filter((d) => !this.knownDays.has(d));
     if (missing.length) await this.ensurePartitions(missing);
-    const { rowCount } = await this.db.query(INSERT, [JSON.stringify(rows)]);
-    return rowCount;
+    const { rows: fresh } = await this.db.query<{ request_id: string }>(INSERT, [JSON.stringify(rows)]);
+    return new Set(fresh.map((r) => r.request_id));
   }
 
   async ensurePartitions(dayStarts: number[]): Promise<string[]> {

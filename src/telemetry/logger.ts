@@ -1,12 +1,24 @@
 import pino, { type Logger } from 'pino';
+import pretty from 'pino-pretty';
 
 export type { Logger };
 
 /** Fields that may carry secrets anywhere in a log object; pino replaces their values. */
 const REDACT = ['token', 'access_token', 'refresh_token', 'id_token', 'password', 'secret', 'admin_token', 'authorization', '*.token', '*.password', '*.authorization', 'req.headers.authorization'];
 
-/** One JSON object per line on stdout, with instance and env on every event. */
-export function createLogger(opts: { level: string; instanceId: string; env: string; destination?: pino.DestinationStream }): Logger {
+export type LogFormat = 'json' | 'pretty';
+
+/**
+ * One JSON object per line on stdout, with instance and env on every event. `pretty`
+ * (`RELAY_JOBS_LOG_FORMAT=pretty`) prints the same events as coloured lines for a human at a
+ * terminal; it is written synchronously too, so nothing is lost at exit.
+ */
+export function createLogger(opts: { level: string; instanceId: string; env: string; format?: LogFormat; destination?: pino.DestinationStream }): Logger {
+  const destination =
+    opts.destination ??
+    (opts.format === 'pretty'
+      ? pretty({ sync: true, colorize: Boolean(process.stdout.isTTY), translateTime: 'SYS:HH:MM:ss.l', ignore: 'pid,hostname,env', singleLine: true })
+      : pino.destination({ sync: true }));
   return pino(
     {
       level: opts.level,
@@ -15,7 +27,7 @@ export function createLogger(opts: { level: string; instanceId: string; env: str
       formatters: { level: (label) => ({ level: label }) },
       redact: { paths: REDACT, censor: '***' },
     },
-    opts.destination ?? pino.destination({ sync: true }),
+    destination,
   );
 }
 

@@ -88,6 +88,13 @@ export class Metrics {
   readonly integrity = new IntegrityMetrics(this.registry);
 
   constructor(opts: { defaultMetrics?: boolean } = {}) {
-    if (opts.defaultMetrics) collectDefaultMetrics({ register: this.registry, prefix: 'relay_jobs_process_' });
+    if (opts.defaultMetrics) {
+      // Node's standard names, unprefixed (process_cpu_seconds_total, nodejs_heap_size_used_bytes, …),
+      // so the usual Node.js dashboards match. prom-client's three `nodejs_active_*_total` gauges break
+      // the Prometheus naming rules (`promtool check metrics`); `sum(nodejs_active_handles)` and the
+      // other per-type gauges it also exports give the same totals.
+      collectDefaultMetrics({ register: this.registry });
+      for (const name of ['nodejs_active_handles_total', 'nodejs_active_requests_total', 'nodejs_active_resources_total']) this.registry.removeSingleMetric(name);
+    }
   }
 }

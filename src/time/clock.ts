@@ -94,3 +94,20 @@ export class ManualClock implements Clock {
 export async function settle(rounds = 5): Promise<void> {
   for (let i = 0; i < rounds; i++) await new Promise((r) => setImmediate(r));
 }
+
+/**
+ * Waits for `work` for at most `ms` of wall time; true when it settled in time. The timer is
+ * cleared either way, so a shutdown that used it leaves nothing behind (no timer may outlive it).
+ */
+export async function settledWithin(work: Promise<unknown>, ms: number): Promise<boolean> {
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const late = new Promise<false>((resolve) => (timer = setTimeout(() => resolve(false), Math.max(0, ms))));
+  try {
+    return await Promise.race([work.then(
+      () => true,
+      () => true,
+    ), late]);
+  } finally {
+    clearTimeout(timer);
+  }
+}

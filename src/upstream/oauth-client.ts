@@ -124,12 +124,16 @@ export class OAuthClient {
       const body = await res.text();
       return classifyReply(res.status, body.slice(0, 64 * 1024), { retryAfter: res.headers.get('retry-after') }, opts.nowMs());
     } catch (err) {
-      const e = err as Error & { cause?: { code?: string } };
+      const e = err as Error & { cause?: { code?: string; hostname?: string; address?: string; port?: number } };
       const code = e.cause?.code ?? '';
       if (code === 'UND_ERR_CONNECT_TIMEOUT') return { kind: 'transient', reason: 'timeout', status: null, retryAfterMs: null, detail: `could not connect within ${opts.timeoutMs}ms` };
       // The request was sent and no reply came in time: the provider may have rotated the token.
       if (code === 'UND_ERR_HEADERS_TIMEOUT' || code === 'UND_ERR_BODY_TIMEOUT') return { kind: 'transient', reason: 'reply_timeout', status: null, retryAfterMs: null, detail: `request sent, no complete reply within ${replyMs}ms; the refresh token may have been rotated` };
-      return { kind: 'transient', reason: 'network', status: null, retryAfterMs: null, detail: (code || e.message).slice(0, 200) };
+      // Name the host that failed (the token endpoint's, or the proxy's when the proxy failed), never the proxy's credentials.
+      const failed = e.cause?.hostname ?? (e.cause?.address ? `${e.cause.address}${e.cause.port ? `:${e.cause.port}` : ''}` : null);
+      const target = new URL(provider.tokenUrl).host;
+      const where = `${failed && failed !== new URL(provider.tokenUrl).hostname ? failed : target}${opts.proxyUrl ? ` (token endpoint ${target}, through the account's proxy)` : ''}`;
+      return { kind: 'transient', reason: 'network', status: null, retryAfterMs: null, detail: `${code || e.message} ${where}`.slice(0, 200) };
     }
   }
 

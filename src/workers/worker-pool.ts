@@ -1,3 +1,4 @@
+import { setMaxListeners } from 'node:events';
 import type { Metrics } from '../telemetry/metrics.js';
 
 export type OverflowPolicy = 'sync' | 'drop';
@@ -37,6 +38,8 @@ export class WorkerPool<T> {
 
   constructor(private readonly handler: (task: T, signal: AbortSignal) => Promise<void>, private readonly opts: WorkerPoolOptions) {
     if (!(opts.concurrency >= 1) || !(opts.queueLimit >= 0)) throw new Error(`worker pool ${opts.name}: concurrency must be >= 1 and queueLimit >= 0`);
+    // Every running task may listen on the pool's signal: one listener per task is expected.
+    setMaxListeners(0, this.abort.signal);
   }
 
   get name(): string {

@@ -1,7 +1,8 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 
-export const CLI = fileURLToPath(new URL('../../dist/cli/main.js', import.meta.url));
+/** The CLI as built by test/helpers/build-cli.ts (vitest global setup), apart from the dist/ a running service uses. */
+export const CLI = fileURLToPath(new URL('../../.test-dist/cli/main.js', import.meta.url));
 
 /** Environment for a child: the parent's PATH etc., without any RELAY_JOBS_* / DATABASE_URL / REDIS_URL leaking in. */
 export function cleanEnv(extra: Record<string, string>): NodeJS.ProcessEnv {
@@ -10,7 +11,7 @@ export function cleanEnv(extra: Record<string, string>): NodeJS.ProcessEnv {
   return { ...env, ...extra };
 }
 
-export function runCli(args: string[], env: Record<string, string>, timeoutMs = 20_000): Promise<{ code: number | null; stdout: string; stderr: string }> {
+export function runCli(args: string[], env: Record<string, string>, timeoutMs = 180_000): Promise<{ code: number | null; stdout: string; stderr: string }> {
   return new Promise((resolve, reject) => {
     const p = spawn(process.execPath, [CLI, ...args], { env: cleanEnv(env), stdio: ['ignore', 'pipe', 'pipe'] });
     let stdout = '';
@@ -48,7 +49,7 @@ export class ServiceProcess {
     return new ServiceProcess(name, spawn(process.execPath, [CLI, 'start'], { env: cleanEnv(env), stdio: ['ignore', 'pipe', 'pipe'] }));
   }
 
-  async waitForLine(pattern: RegExp, timeoutMs = 60_000): Promise<string> {
+  async waitForLine(pattern: RegExp, timeoutMs = 180_000): Promise<string> {
     const deadline = Date.now() + timeoutMs;
     for (;;) {
       const hit = this.lines.find((l) => pattern.test(l));

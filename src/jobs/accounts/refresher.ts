@@ -1,3 +1,4 @@
+import { setMaxListeners } from 'node:events';
 import type { Logger } from '../../telemetry/logger.js';
 import type { Metrics } from '../../telemetry/metrics.js';
 import type { Clock } from '../../time/clock.js';
@@ -10,6 +11,7 @@ import type { OAuthProvider } from '../../upstream/oauth-providers.js';
 import { Semaphore } from '../../workers/semaphore.js';
 import { RateLimiter } from '../../workers/rate-limiter.js';
 import { PlatformBreaker } from './platform-breaker.js';
+import { settledWithin } from '../../time/clock.js';
 
 /** Who asked: the scheduler's timers, its retries and recoveries, the hot path, an upstream 401, an admin. */
 export type RefreshTrigger = 'schedule' | 'retry' | 'recovery' | 'hot_path' | 'unauthorized' | 'admin';
@@ -73,6 +75,8 @@ export class Refresher {
   constructor(private readonly o: RefresherOptions) {
     this.slots = new Semaphore(Math.max(1, o.concurrency));
     this.breaker = new PlatformBreaker(o.clock, o.breakerThreshold ?? 5, o.breakerOpenMs ?? 60_000);
+    // Every waiting refresh combines its own signal with this one: one listener per refresh is expected.
+    setMaxListeners(0, this.stopController.signal);
   }
 
   get inFlightCount(): number {
@@ -122,7 +126,7 @@ export class Refresher {
   async settleCalls(boundMs: number): Promise<number[]> {
     // The whole request, not only the call: its lease is released too, so no orphaned lease blocks the next refresh.
     const outcomes = this.callsInFlight().map((id) => this.inFlight.get(id)?.outcome);
-    await Promise.race([Promise.allSettled(outcomes), new Promise((r) => setTimeout(r, boundMs).unref())]);
+    await settledWithin(Promise.allSettled(outcomes), boundMs);
     return this.callsInFlight();
   }
 

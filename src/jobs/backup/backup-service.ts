@@ -10,6 +10,7 @@ import type { Dumper } from './dumper.js';
 import type { Verifier } from './verifier.js';
 import { oneLine } from './hash-counter.js';
 import { pickPrunable } from './retention.js';
+import { settledWithin } from '../../time/clock.js';
 
 /** A backup was asked for while another one runs somewhere in the cluster (HTTP 409). */
 export class BackupBusy extends Error {
@@ -125,7 +126,7 @@ export class BackupService {
     const running = [...this.inFlight.values()];
     for (const r of running) r.abort.abort(new Error('instance shutting down'));
     const settled = Promise.allSettled(running.map((r) => r.done)).then(() => 0);
-    return Promise.race([settled, new Promise<number>((r) => setTimeout(() => r(this.inFlight.size), withinMs).unref())]);
+    return (await settledWithin(settled, withinMs)) ? 0 : this.inFlight.size;
   }
 
   private async execute(id: string, trigger: BackupTrigger, key: string, abort: AbortController): Promise<BackupRecord> {

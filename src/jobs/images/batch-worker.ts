@@ -4,6 +4,7 @@ import type { ImagesMetrics } from '../../telemetry/images-metrics.js';
 import type { ImageBatches } from '../../store/image-batches.js';
 import type { BatchLease, ImageQueue } from '../../store/image-queue.js';
 import type { BatchDriver } from './batch-driver.js';
+import { settledWithin } from '../../time/clock.js';
 
 export interface WorkerOptions {
   owner: string;
@@ -26,7 +27,6 @@ export class BatchWorker {
   private stopped = true;
   /** Set by stop(): batches in hand go back to the queue after their current step. */
   private draining = false;
-  private timer: NodeJS.Timeout | null = null;
   private wake: (() => void) | null = null;
   private loopDone: Promise<void> = Promise.resolve();
 
@@ -56,9 +56,7 @@ export class BatchWorker {
     this.draining = true;
     this.wake?.();
     await this.loopDone;
-    const deadline = new Promise<'late'>((r) => (this.timer = setTimeout(() => r('late'), withinMs)));
-    await Promise.race([Promise.all(this.running), deadline]);
-    if (this.timer) clearTimeout(this.timer);
+    await settledWithin(Promise.all(this.running), withinMs);
     return this.running.size;
   }
 

@@ -6,6 +6,7 @@ import type { ProbeClient } from '../../upstream/probe-client.js';
 import type { AccountProbeAuth } from './account-probe-auth.js';
 import { nextOccurrence } from './plan-schedule.js';
 import { MIN_PROBE_MS, leaseLeftMs } from './monitor-runner.js';
+import { settledWithin } from '../../time/clock.js';
 
 export interface AccountTestSettings {
   instanceId: string;
@@ -50,7 +51,7 @@ export class AccountTestRunner {
     this.stopped = true;
     if (this.timer) this.clock.clearTimeout(this.timer);
     const all = Promise.all(this.running);
-    const done = await Promise.race([all.then(() => true), new Promise<boolean>((r) => setTimeout(() => r(false), withinMs))]);
+    const done = await settledWithin(all, withinMs);
     if (!done) this.abort.abort(new Error('shutting down'));
     return done ? 0 : this.running.size;
   }

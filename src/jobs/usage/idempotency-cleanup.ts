@@ -1,4 +1,5 @@
-import { positiveInt } from '../../config/schema.js';
+import { z } from 'zod';
+import { numeric } from '../../config/schema.js';
 import { defineJob } from '../define-job.js';
 
 /**
@@ -10,7 +11,7 @@ export const idempotencyCleanupJob = defineJob({
   name: 'idempotency_cleanup',
   description: 'Deletes expired idempotency records in small batches',
   scope: 'cluster',
-  options: { batch: positiveInt.max(100_000).optional() },
+  options: { batch: numeric(z.number().int().positive().max(100_000)).optional() },
   defaults: { enabled: true, every: '60s', timeout: '5m' },
   needs: ['idempotency'],
   async run(ctx, { idempotency }, o) {

@@ -50,6 +50,9 @@ export class PlatformQuota {
       if (r.seeded) return { used: r.used };
       const stored = await this.store.get(userId, platform);
       await this.counters.seed(member, stored?.used ?? 0, stored?.epoch ?? 0);
+      // A first increment records the (user, platform) pair at once, so reads list it before the
+      // first flush; the upsert only moves forward, so this zero can never roll a count back.
+      if (!stored) await this.store.upsert([{ user_id: userId, platform, used: 0, epoch: 0 }]);
       const [now] = await this.counters.read([member]);
       return { used: now?.used ?? r.used };
     } catch (err) {
@@ -57,6 +60,20 @@ export class PlatformQuota {
       if (isDataError(err)) throw err;
       throw new QuotaUnavailable(err as Error);
     }
+  }
+
+  /**
+   * A user's usage per platform, read through the counters: an increment answered a moment ago
+   * shows here even before the flusher has written it to PostgreSQL.
+   */
+  async current(userId: string): Promise<Array<{ user_id: string; platform: string; used: number; epoch: number; updated_at: string; flushed: boolean }>> {
+    const rows = await this.store.list(userId);
+    const live = await this.counters.read(rows.map((r) => quotaMember(r.user_id, r.platform)));
+    return rows.map((row, i) => {
+      const c = live[i];
+      const ahead = c && c.seeded && (c.epoch > row.epoch || (c.epoch === row.epoch && c.used !== row.used));
+      return ahead ? { ...row, used: c.used, epoch: c.epoch, flushed: false } : { ...row, flushed: true };
+    });
   }
 
   /** Admin reset to zero; visible in PostgreSQL at once. Returns the new epoch. */

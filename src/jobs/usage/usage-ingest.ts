@@ -42,9 +42,11 @@ export class UsageIngest {
   }
 
   /** HTTP: resolves once every event is committed. */
-  async accept(events: unknown[]): Promise<{ accepted: number; outcome: RecordOutcome }> {
+  /** `accepted`: valid events taken; `stored`: rows written now; `duplicates`: events whose request_id was already stored (not written again). */
+  async accept(events: unknown[]): Promise<{ accepted: number; stored: number; duplicates: number; outcome: RecordOutcome }> {
     const rows = this.validate(events);
-    return { accepted: rows.length, outcome: await this.writer.write(rows) };
+    const r = await this.writer.writeCounted(rows);
+    return { accepted: rows.length, stored: r.stored, duplicates: r.duplicates, outcome: r.outcome };
   }
 
   /** Library hot path: validates and queues one event; returns at once unless the queue is full (`sync` overflow). */

@@ -27,6 +27,8 @@ export class UsageQueueFull extends AppError {
 /** One `write` call: settled when all of its rows are committed (they may land in several batches, on several lanes). */
 interface Request {
   remaining: number;
+  /** Rows of this request whose request id was already stored (or repeated within the request). */
+  duplicates: number;
   resolve: () => void;
   reject: (err: Error) => void;
 }
@@ -80,24 +82,31 @@ export class UsageWriter {
   }
 
   async write(rows: UsageRow[]): Promise<RecordOutcome> {
-    if (!rows.length) return 'enqueued';
+    return (await this.writeCounted(rows)).outcome;
+  }
+
+  /** `write`, also saying how many rows were stored and how many were duplicates of a stored request id. */
+  async writeCounted(rows: UsageRow[]): Promise<{ outcome: RecordOutcome; stored: number; duplicates: number }> {
+    if (!rows.length) return { outcome: 'enqueued', stored: 0, duplicates: 0 };
     if (this.queue.length + rows.length > this.o.queueLimit || this.stopping) {
       if (this.o.overflow === 'drop' && !this.stopping) {
         this.metrics.usageDropped.inc(rows.length);
         throw new UsageQueueFull(this.queue.length);
       }
       this.metrics.usageSyncFallback.inc(rows.length);
-      await this.insertWithRetry(rows);
-      return 'sync_fallback';
+      const duplicates = countDuplicates(rows, await this.insertWithRetry(rows)).length;
+      return { outcome: 'sync_fallback', stored: rows.length - duplicates, duplicates };
     }
+    let req!: Request;
     const committed = new Promise<void>((resolve, reject) => {
-      const req: Request = { remaining: rows.length, resolve, reject };
+      req = { remaining: rows.length, duplicates: 0, resolve, reject };
       for (const row of rows) this.queue.push({ row, req });
     });
     this.kick();
     await committed;
-    return 'enqueued';
+    return { outcome: 'enqueued', stored: rows.length - req.duplicates, duplicates: req.duplicates };
   }
+
 
   private kick(): void {
     this.metrics.usageWaiting.set(this.queue.length);
@@ -116,7 +125,8 @@ export class UsageWriter {
       const batch = this.queue.splice(0, this.o.batchSize);
       this.metrics.usageRunning.inc(batch.length);
       try {
-        await this.insertWithRetry(batch.map((i) => i.row));
+        const fresh = await this.insertWithRetry(batch.map((i) => i.row));
+        for (const k of countDuplicates(batch.map((i) => i.row), fresh)) if (batch[k]!.req) batch[k]!.req!.duplicates++;
       } catch {
         // Only past the shutdown deadline: give the batch back; stop() spills what is left.
         this.gaveUp = true;
@@ -130,15 +140,16 @@ export class UsageWriter {
     }
   }
 
-  private async insertWithRetry(rows: UsageRow[]): Promise<number> {
+  private async insertWithRetry(rows: UsageRow[]): Promise<Set<string>> {
     for (let attempt = 1; ; attempt++) {
       const t = performance.now();
       try {
-        const inserted = await this.insertIsolated(rows, 'usage');
+        const fresh = await this.insertIsolated(rows, 'usage');
+        const inserted = fresh.size;
         this.metrics.usageBatchSeconds.observe((performance.now() - t) / 1000);
         this.metrics.usageWritten.inc(inserted);
         if (inserted < rows.length) this.metrics.usageDuplicates.inc(rows.length - inserted);
-        return inserted;
+        return fresh;
       } catch (err) {
         this.metrics.usageFailedBatches.inc();
         this.log.warn({ rows: rows.length, attempt, err: (err as Error).message }, 'usage batch write failed; retrying (the batch is kept)');
@@ -150,14 +161,19 @@ export class UsageWriter {
   }
 
   /** One insert; rows the database refuses for their content are dead-lettered (the write of the others stands). */
-  private async insertIsolated(rows: UsageRow[], source: DeadLetterSource): Promise<number> {
-    const r = await writeIsolatingPoison(rows, (part) => this.store.insert(part));
+  private async insertIsolated(rows: UsageRow[], source: DeadLetterSource): Promise<Set<string>> {
+    const fresh = new Set<string>();
+    const r = await writeIsolatingPoison(rows, async (part) => {
+      const stored = await this.store.insertNew(part);
+      for (const id of stored) fresh.add(id);
+      return stored.size;
+    });
     if (r.poisoned.length) {
       await this.deadLetters.add(r.poisoned.map((p) => ({ source, reason: p.reason, payload: p.row })));
       this.metrics.integrity.deadLetters.inc({ source }, r.poisoned.length);
       this.log.error({ rows: r.poisoned.length, request_ids: r.poisoned.slice(0, 20).map((p) => JSON.stringify(p.row.request_id)), reason: r.poisoned[0]!.reason }, 'usage rows refused by the database for their content: set aside in dead_letters (GET /api/v1/dead-letters), not retried');
     }
-    return r.written;
+    return fresh;
   }
 
   /** Drains the queue, retrying until `deadlineMs` from now; then spills what is left. Returns rows spilled. */
@@ -219,4 +235,15 @@ export class UsageWriter {
     }
     return total;
   }
+}
+
+/** Indexes of `rows` that were not stored: request id not in `fresh`, or a repeat of one earlier in `rows`. */
+function countDuplicates(rows: UsageRow[], fresh: Set<string>): number[] {
+  const seen = new Set<string>();
+  const out: number[] = [];
+  rows.forEach((r, k) => {
+    if (!fresh.has(r.request_id) || seen.has(r.request_id)) out.push(k);
+    seen.add(r.request_id);
+  });
+  return out;
 }

@@ -1,0 +1,44 @@
+import { describe, expect, it } from 'vitest';
+import { execFileSync, spawn } from 'node:child_process';
+import { mkdtempSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import { join } from 'node:path';
+import { tmpdir } from 'node:os';
+import { fileURLToPath } from 'node:url';
+import { cleanEnv } from './helpers/cli.js';
+import { freePort } from './helpers/services.js';
+
+const ROOT = fileURLToPath(new URL('..', import.meta.url));
+const require = createRequire(import.meta.url);
+
+describe('examples/', () => {
+  it('embed.ts type-checks against the public API', () => {
+    expect(() => execFileSync(process.execPath, [require.resolve('typescript/bin/tsc'), '-p', 'examples/tsconfig.json'], { cwd: ROOT, encoding: 'utf8', stdio: 'pipe' })).not.toThrow();
+  });
+
+  it('embed.ts runs: own job, access token, usage, quota, then exits on its own after shutdown', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'rj-example-'));
+    const child = spawn(process.execPath, ['--import', 'tsx', 'examples/embed.ts'], {
+      cwd: ROOT,
+      env: cleanEnv({ RELAY_JOBS_DATA_DIR: dir, RELAY_JOBS_HTTP_PORT: String(await freePort()), RELAY_JOBS_LOG_FORMAT: 'json', TSX_TSCONFIG_PATH: 'examples/tsconfig.json' }),
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let out = '';
+    let err = '';
+    child.stdout.on('data', (d) => (out += d));
+    child.stderr.on('data', (d) => (err += d));
+    const code = await new Promise<number | null>((resolve) => child.on('exit', resolve));
+    expect(code, `${out}\n${err}`).toBe(0);
+    // Log lines and the example's result share stdout: the result is the line with token_version.
+    const result = JSON.parse(out.split('\n').find((l) => l.includes('"token_version"'))!);
+    expect(result).toMatchObject({
+      token_version: 1,
+      has_token: true,
+      usage: 'enqueued',
+      quota_used: 150,
+      job: { status: 'no_work' },
+      jobs: [{ name: 'gateway_stale_key_report', enabled: true, schedule: { every: '10m' } }],
+    });
+    expect(out).toContain('"msg":"shutdown complete"');
+  });
+});

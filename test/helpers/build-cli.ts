@@ -1,0 +1,25 @@
+// vitest global setup: the tests that spawn the CLI run a build of their own in `.test-dist/`,
+// never `dist/` (which a running `npm start` may be using). It is rebuilt only when a file under
+// src/ is newer than the last build, so a run of one test file does not pay for a compile.
+import { execFileSync } from 'node:child_process';
+import { existsSync, readdirSync, statSync } from 'node:fs';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const ROOT = fileURLToPath(new URL('../..', import.meta.url));
+export const TEST_DIST = '.test-dist';
+
+function newest(dir: string): number {
+  let max = 0;
+  for (const entry of readdirSync(dir, { withFileTypes: true })) {
+    const path = join(dir, entry.name);
+    max = Math.max(max, entry.isDirectory() ? newest(path) : statSync(path).mtimeMs);
+  }
+  return max;
+}
+
+export default function setup(): void {
+  const main = join(ROOT, TEST_DIST, 'cli', 'main.js');
+  if (existsSync(main) && statSync(main).mtimeMs >= Math.max(newest(join(ROOT, 'src')), statSync(join(ROOT, 'tsconfig.json')).mtimeMs)) return;
+  execFileSync(process.execPath, ['scripts/build.mjs', '--out', TEST_DIST], { cwd: ROOT, stdio: 'inherit' });
+}
