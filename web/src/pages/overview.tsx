@@ -1,8 +1,22 @@
+import { useEffect, useState } from 'preact/hooks';
 import { Badge, Load, Section, Table, Time, ago, usePoll } from '../ui';
+
+/** /readyz (no token needed): PostgreSQL, Redis (cluster mode) and shutdown checks of the replica that answers. */
+function useReadiness() {
+  const [r, setR] = useState<{ ready: boolean; checks: Record<string, string> } | null>(null);
+  const [error, setError] = useState<string | null>(null);
+  useEffect(() => {
+    const load = () => fetch('/readyz').then((x) => x.json()).then((d) => (setR(d), setError(null)), (e: Error) => setError(e.message));
+    load();
+    const t = setInterval(load, 5000);
+    return () => clearInterval(t);
+  }, []);
+  return { r, error };
+}
 
 export function Overview() {
   const ov = usePoll('/ops/overview', 5000);
-  const ready = usePoll('/instances', 5000);
+  const ready = useReadiness();
   const rc = usePoll('/usage/recompute', 10000);
   return (
     <>
@@ -57,7 +71,21 @@ export function Overview() {
                 ]}
               />
             </Section>
-            <Section title="Backends and backlogs">
+            <Section title="Backends">
+              {ready.error && <p class="error" role="alert">Readiness unknown: {ready.error}</p>}
+              {ready.r && (
+                <div class="cards">
+                  {Object.entries(ready.r.checks).map(([k, v]) => (
+                    <div class="card" key={k}>
+                      <span class="muted">{k === 'database' ? 'PostgreSQL / database' : k}</span>
+                      <Badge v={v === 'ok' ? 'ok' : 'error'} />
+                      {v !== 'ok' && <span class="small">{v}</span>}
+                    </div>
+                  ))}
+                </div>
+              )}
+            </Section>
+            <Section title="Backlogs and latest metrics">
               {o.latest_metrics ? (
                 <dl class="kv">
                   {Object.entries(o.latest_metrics as Record<string, unknown>)
@@ -78,10 +106,9 @@ export function Overview() {
       </Load>
       <Section title="Recompute tasks">
         <Load s={rc} empty={(d: any) => !d.recomputes.length}>
-          {(d: any) => <Table label="Recompute tasks" rows={d.recomputes.slice(0, 5)} rowKey={(t: any) => t.id} cols={[{ h: 'Id', c: (t: any) => t.id }, { h: 'Status', c: (t: any) => <Badge v={t.status} /> }, { h: 'Progress', c: (t: any) => `${t.done_chunks ?? t.done ?? '?'} / ${t.chunks}` }]} />}
+          {(d: any) => <Table label="Recompute tasks" rows={d.recomputes.slice(0, 5)} rowKey={(t: any) => t.id} cols={[{ h: 'Id', c: (t: any) => t.id }, { h: 'Status', c: (t: any) => <Badge v={t.status} /> }, { h: 'Progress', c: (t: any) => `${t.chunks_done} / ${t.chunks}` }]} />}
         </Load>
       </Section>
-      {ready.error && <p class="error">{ready.error}</p>}
     </>
   );
 }

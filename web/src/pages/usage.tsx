@@ -70,7 +70,7 @@ export function Usage() {
               return p ? Number(p[metric]) : null;
             }),
           }));
-          return <Chart title={`Usage: ${metric} per ${d.granularity}`} x={xs.map((t) => new Date(t).getTime() / 1000)} series={series} />;
+          return <Chart xRange={[Date.parse(sp.from) / 1000, Date.parse(sp.to) / 1000]} title={`Usage: ${metric} per ${d.granularity}`} x={xs.map((t) => new Date(t).getTime() / 1000)} series={series} />;
         }}
       </Load>
       <Section title="Recompute tasks">
@@ -83,7 +83,7 @@ export function Usage() {
               cols={[
                 { h: 'Id', c: (t: any) => t.id },
                 { h: 'Status', c: (t: any) => t.status },
-                { h: 'Progress', c: (t: any) => <progress max={t.chunks} value={t.done_chunks ?? t.chunks_done ?? 0} /> },
+                { h: 'Progress', c: (t: any) => (<><progress max={t.chunks} value={t.chunks_done} /> {t.chunks_done}/{t.chunks} days</>) },
                 { h: 'Range', c: (t: any) => `${t.from} → ${t.to}` },
               ]}
             />
