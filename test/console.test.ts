@@ -2,6 +2,9 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { randomBytes } from 'node:crypto';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { gzipSync } from 'node:zlib';
 import { tmpdir } from 'node:os';
 import type { FastifyInstance } from 'fastify';
 import { chromium, type BrowserContext, type Page } from 'playwright-core';
@@ -79,8 +82,11 @@ describe('web console (browser, embedded runtime)', () => {
   });
 
   it('signs in; every job is in the Jobs table with its health', async () => {
-    await page.getByLabel('Admin token').fill(TOKEN);
-    await page.getByRole('button', { name: 'Sign in' }).click();
+    // By keyboard: type into the focused field, Enter submits.
+    await page.getByLabel('Admin token').fill('');
+    await page.getByLabel('Admin token').focus();
+    await page.keyboard.type(TOKEN);
+    await page.keyboard.press('Enter');
     await page.getByRole('heading', { name: 'Overview' }).waitFor();
     await page.getByRole('table', { name: 'Instances' }).waitFor();
     await shot('overview');
@@ -102,6 +108,9 @@ describe('web console (browser, embedded runtime)', () => {
       expect(await button.isDisabled()).toBe(true);
     }
     await shot('jobs');
+    await page.emulateMedia({ colorScheme: 'dark' });
+    await shot('jobs-dark');
+    await page.emulateMedia({ colorScheme: 'light' });
   });
 
   it('Run now on canary shows the new round without a reload, and the job page lists it', async () => {
@@ -174,6 +183,24 @@ describe('web console (browser, embedded runtime)', () => {
     // Reads with the cookie work; bearer calls never need the CSRF header.
     expect((await fetch(`${base}/api/v1/jobs`, { headers: { cookie } })).status).toBe(200);
     expect((await fetch(`${base}/api/v1/sessions`, { method: 'POST', headers: bearer })).status).toBe(201);
+    // A real cross-site page (localhost is another site than 127.0.0.1) posting a form in the signed-in browser.
+    const evil = createServer((_req, res) => {
+      res.setHeader('content-type', 'text/html');
+      res.end(`<form id="f" method="POST" enctype="text/plain" action="${base}/api/v1/jobs/canary/run"><input name="a" value="b"></form><script>document.getElementById('f').submit()</script>`);
+    });
+    await new Promise<void>((r) => evil.listen(0, '127.0.0.1', () => r()));
+    const runsBefore = (await (await fetch(`${base}/api/v1/jobs/canary`, { headers: bearer })).json()).runs.length;
+    const attack = await ctx.newPage();
+    try {
+      const answered = attack.waitForResponse((r) => r.url().endsWith('/api/v1/jobs/canary/run'));
+      await attack.goto(`http://localhost:${(evil.address() as AddressInfo).port}/`);
+      // text/plain gets past body parsing to the auth check: SameSite=Strict kept the cookie home (401).
+      expect((await answered).status()).toBe(401);
+    } finally {
+      await attack.close();
+      evil.close();
+    }
+    expect((await (await fetch(`${base}/api/v1/jobs/canary`, { headers: bearer })).json()).runs.length).toBe(runsBefore);
   });
 
   it('signs out; the API then refuses the old cookie', async () => {
@@ -191,6 +218,8 @@ describe('web console (browser, embedded runtime)', () => {
     const walk = (d: string) => readdirSync(d, { withFileTypes: true }).forEach((e) => (e.isDirectory() ? walk(join(d, e.name)) : files.push(join(d, e.name))));
     walk(CONSOLE_DIST);
     expect(files.some((f) => f.endsWith('.js'))).toBe(true);
+    const gzipped = files.reduce((n, f) => n + gzipSync(readFileSync(f)).length, 0);
+    expect(gzipped, 'the bundle, gzipped').toBeLessThan(300 * 1024);
     const secrets = [TOKEN, MASTER_KEY, process.env.RELAY_JOBS_ADMIN_TOKEN, process.env.RELAY_JOBS_MASTER_KEY].filter((s): s is string => !!s && s.length >= 8);
     for (const f of files) for (const s of secrets) expect(readFileSync(f, 'utf8').includes(s), f).toBe(false);
     const index = await (await fetch(`${base}/`)).text();

@@ -61,13 +61,18 @@ export function Usage() {
       </div>
       <Load s={s} empty={(d: any) => !d.points.length}>
         {(d: any) => {
-          const xs = [...new Set<string>(d.points.map((p: any) => p.t))].sort();
+          // Hourly buckets are filled with zeros so a quiet hour reads as zero, not as a gap.
+          const seen = [...new Set<string>(d.points.map((p: any) => p.t))];
+          const hours: string[] = [];
+          if (d.granularity === 'hour') for (let t = Date.parse(sp.from); t < Date.parse(sp.to); t += 3_600_000) hours.push(new Date(t).toISOString());
+          const xs = [...new Set([...hours, ...seen.map((t) => new Date(t).toISOString())])].sort();
+          const at = (t: string) => new Date(t).toISOString();
           const keys = [...new Set<string>(d.points.map((p: any) => p.key ?? 'all'))];
           const series = keys.map((k) => ({
             label: k,
             values: xs.map((t) => {
-              const p = d.points.find((q: any) => q.t === t && (q.key ?? 'all') === k);
-              return p ? Number(p[metric]) : null;
+              const p = d.points.find((q: any) => at(q.t) === t && (q.key ?? 'all') === k);
+              return p ? Number(p[metric]) : metric === 'avg_latency_ms' ? null : 0;
             }),
           }));
           return <Chart xRange={[Date.parse(sp.from) / 1000, Date.parse(sp.to) / 1000]} title={`Usage: ${metric} per ${d.granularity}`} x={xs.map((t) => new Date(t).getTime() / 1000)} series={series} />;
