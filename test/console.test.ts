@@ -149,6 +149,28 @@ describe('web console (browser, embedded runtime)', () => {
     await shot('usage');
   });
 
+  it('accounts and proxies: a table without secrets, disable from the row', async () => {
+    const secret = 'sk-console-access-token-9d8c7b6a5f';
+    const proxyPassword = 'proxy-password-71e2c3';
+    const post = (path: string, body: unknown) => fetch(`${base}/api/v1${path}`, { method: 'POST', headers: { ...bearer, 'content-type': 'application/json' }, body: JSON.stringify(body) });
+    const proxy = await post('/proxies', { name: 'egress-1', url: `http://user:${proxyPassword}@127.0.0.1:3128` });
+    expect(proxy.status, await proxy.clone().text()).toBe(201);
+    const acct = await post('/accounts', { platform: 'openai', name: 'console-acct', credentials: { access_token: secret, refresh_token: `${secret}-r` } });
+    expect(acct.status, await acct.clone().text()).toBe(201);
+    await page.getByRole('link', { name: 'Accounts & proxies', exact: true }).click();
+    const table = page.getByRole('table', { name: 'Accounts' });
+    const row = table.getByRole('row').filter({ hasText: 'console-acct' });
+    await row.waitFor();
+    await page.getByRole('table', { name: 'Proxies' }).getByRole('cell', { name: 'egress-1' }).waitFor();
+    const html = await page.content();
+    expect(html).not.toContain(secret);
+    expect(html).not.toContain(proxyPassword);
+    await row.getByRole('button', { name: 'Disable' }).click();
+    await row.getByText('disabled', { exact: true }).waitFor();
+    await row.getByRole('button', { name: 'Enable' }).waitFor();
+    await shot('accounts');
+  });
+
   it('every other page loads without an error state', async () => {
     for (const [link, heading] of [
       ['Accounts & proxies', 'Accounts & proxies'],

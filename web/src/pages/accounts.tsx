@@ -2,7 +2,7 @@ import { useState } from 'preact/hooks';
 import { api } from '../api';
 import { Badge, Load, Section, Table, Time, usePoll } from '../ui';
 
-const STATUSES = ['', 'active', 'disabled', 'expired', 'error', 'refreshing'];
+const STATUSES = ['', 'active', 'quota_exhausted', 'refreshing', 'expired', 'error', 'disabled', 'banned'];
 
 function Action({ label, path, after }: { label: string; path: string; after: () => void }) {
   const [msg, setMsg] = useState<string | null>(null);
@@ -74,8 +74,9 @@ export function Accounts() {
               { h: 'Platform', c: (a: any) => a.platform },
               { h: 'Status', c: (a: any) => <Badge v={a.status} /> },
               { h: 'Expires', c: (a: any) => <Time at={a.expires_at} /> },
-              { h: 'Last refresh', c: (a: any) => <Time at={a.last_refresh_at ?? a.refreshed_at} /> },
-              { h: 'Failure', c: (a: any) => a.failure_class ?? a.last_error_class ?? '' },
+              { h: 'Token expires', c: (a: any) => <Time at={a.token_expires_at} /> },
+              { h: 'Last refresh', c: (a: any) => <Time at={a.refresh?.last_success_at} /> },
+              { h: 'Failures', c: (a: any) => (a.refresh?.consecutive_failures ? `${a.refresh.consecutive_failures}× ${a.refresh.last_error ?? ''}` : (a.status_reason ?? '')) },
               {
                 h: 'Actions',
                 c: (a: any) => (
@@ -99,7 +100,8 @@ export function Accounts() {
                 { h: 'Id', c: (p: any) => p.id },
                 { h: 'Name', c: (p: any) => p.name },
                 { h: 'Status', c: (p: any) => <Badge v={p.status} /> },
-                { h: 'Fallback', c: (p: any) => p.fallback_proxy_id ?? '—' },
+                { h: 'Fallback', c: (p: any) => `${p.fallback_mode}${p.backup_proxy_id ? ` → proxy ${p.backup_proxy_id}` : ''}` },
+                { h: 'Accounts', c: (p: any) => `${p.accounts}${p.fallback_accounts ? ` (+${p.fallback_accounts} on fallback)` : ''}` },
                 { h: 'Expires', c: (p: any) => <Time at={p.expires_at} /> },
                 { h: 'Action', c: (p: any) => (p.status !== 'active' ? <Action label="Restore" path={`/proxies/${p.id}/restore`} after={px.reload} /> : null) },
               ]}
