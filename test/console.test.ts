@@ -155,7 +155,7 @@ describe('web console (browser, embedded runtime)', () => {
     const post = (path: string, body: unknown) => fetch(`${base}/api/v1${path}`, { method: 'POST', headers: { ...bearer, 'content-type': 'application/json' }, body: JSON.stringify(body) });
     const proxy = await post('/proxies', { name: 'egress-1', url: `http://user:${proxyPassword}@127.0.0.1:3128` });
     expect(proxy.status, await proxy.clone().text()).toBe(201);
-    const acct = await post('/accounts', { platform: 'openai', name: 'console-acct', credentials: { access_token: secret, refresh_token: `${secret}-r` } });
+    const acct = await post('/accounts', { platform: 'openai', name: 'console-acct', credentials: { access_token: secret, refresh_token: `${secret}-r` }, proxy_id: (await proxy.json()).id });
     expect(acct.status, await acct.clone().text()).toBe(201);
     await page.getByRole('link', { name: 'Accounts & proxies', exact: true }).click();
     const table = page.getByRole('table', { name: 'Accounts' });
