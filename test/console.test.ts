@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { randomBytes } from 'node:crypto';
 import { createServer } from 'node:http';
@@ -90,6 +90,14 @@ describe('web console (browser, embedded runtime)', () => {
     await page.getByRole('heading', { name: 'Overview' }).waitFor();
     await page.getByRole('table', { name: 'Instances' }).waitFor();
     await shot('overview');
+    // A figure, not an assertion (the machine is shared): the overview's first paint and data after a reload.
+    await page.reload();
+    await page.getByRole('table', { name: 'Instances' }).waitFor();
+    const timing = await page.evaluate(() => ({
+      first_contentful_paint_ms: Math.round(performance.getEntriesByName('first-contentful-paint')[0]?.startTime ?? -1),
+      instances_shown_ms: Math.round(performance.now()),
+    }));
+    writeFileSync(join(ARTIFACTS, 'timings.json'), JSON.stringify(timing, null, 2));
     // The session lives in cookies only: nothing in web storage.
     expect(await page.evaluate(() => localStorage.length + sessionStorage.length)).toBe(0);
     await page.getByRole('link', { name: 'Jobs' }).click();

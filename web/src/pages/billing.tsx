@@ -1,4 +1,51 @@
+import { useState } from 'preact/hooks';
+import { api } from '../api';
 import { AutoTable, Load, Section, usePoll } from '../ui';
+
+/** Orders and subscriptions have no list route: look one up by id, with its audit trail. */
+function Lookup() {
+  const [kind, setKind] = useState<'orders' | 'subscriptions' | 'users'>('orders');
+  const [id, setId] = useState('');
+  const [result, setResult] = useState<{ data?: any; error?: string } | null>(null);
+  const look = async (e: Event) => {
+    e.preventDefault();
+    setResult(null);
+    try {
+      setResult({ data: await api(`/billing/${kind}/${encodeURIComponent(id)}`) });
+    } catch (err) {
+      setResult({ error: (err as Error).message });
+    }
+  };
+  const events = result?.data?.events as Record<string, unknown>[] | undefined;
+  return (
+    <form class="filters" onSubmit={look}>
+      <label>
+        Kind{' '}
+        <select value={kind} onChange={(e) => setKind((e.target as HTMLSelectElement).value as any)}>
+          <option value="orders">order</option>
+          <option value="subscriptions">subscription</option>
+          <option value="users">user</option>
+        </select>
+      </label>
+      <label>
+        Id <input value={id} onInput={(e) => setId((e.target as HTMLInputElement).value)} required />
+      </label>
+      <button type="submit">Look up</button>
+      {result?.error && <p class="error" role="alert">{result.error}</p>}
+      {result?.data && (
+        <div style="width: 100%">
+          <AutoTable label="Record" rows={[result.data]} />
+          {events && (
+            <>
+              <h3>Audit trail</h3>
+              <AutoTable label="Audit trail" rows={events} />
+            </>
+          )}
+        </div>
+      )}
+    </form>
+  );
+}
 
 export function Billing() {
   const plans = usePoll('/billing/plans', 15000);
@@ -22,7 +69,9 @@ export function Billing() {
       <Section title="Reminder settings">
         <Load s={settings}>{(d: any) => <pre>{JSON.stringify(d, null, 2)}</pre>}</Load>
       </Section>
-      <p class="muted">Orders and subscriptions are looked up by id through the API (GET /api/v1/billing/orders/:id, /billing/subscriptions/:id).</p>
+      <Section title="Orders, subscriptions and users">
+        <Lookup />
+      </Section>
     </>
   );
 }
