@@ -26,6 +26,8 @@ export default tseslint.config(
       'no-constant-condition': ['error', { checkLoops: false }],
     },
   },
+  // The console renders the API's JSON as it comes; its shapes are the API's, documented in docs/.
+  { files: ['web/src/**/*.{ts,tsx}'], rules: { '@typescript-eslint/no-explicit-any': 'off' } },
   { files: ['src/**/*.ts'], ignores: ['src/time/**'], rules: { 'no-restricted-syntax': ['error', ...CLOCK] } },
   { files: ['src/**/*.ts'], ignores: ['src/time/**', 'src/store/**', 'src/coordination/**'], rules: { 'no-restricted-syntax': ['error', ...CLOCK, ...SQL] } },
   { files: ['src/store/**/*.ts', 'src/coordination/**/*.ts'], rules: { 'no-restricted-syntax': ['error', ...CLOCK] } },

@@ -23,3 +23,10 @@ try {
   rmSync(staging, { recursive: true, force: true });
   rmSync(old, { recursive: true, force: true });
 }
+
+// The web console (web/, Preact + uPlot) is bundled by Vite into web/dist, which the service serves
+// at `/`. Only the service's own build makes it; the tests' CLI build (--out .test-dist) does not.
+if (out === 'dist') {
+  const { build } = await import('vite');
+  await build({ configFile: 'web/vite.config.ts', logLevel: 'warn' });
+}

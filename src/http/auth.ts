@@ -1,12 +1,6 @@
-import { timingSafeEqual } from 'node:crypto';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { Runtime } from '../app/runtime.js';
-
-function sameSecret(a: string, b: string): boolean {
-  const x = Buffer.from(a);
-  const y = Buffer.from(b);
-  return x.length === y.length && timingSafeEqual(x, y);
-}
+import { SESSION_COOKIE, csrfOk, readCookie, sameSecret } from './console-cookie.js';
 
 export function bearer(req: FastifyRequest): string | null {
   const h = req.headers.authorization;
@@ -15,20 +9,33 @@ export function bearer(req: FastifyRequest): string | null {
   return m ? m[1]!.trim() : null;
 }
 
-/** `/api/v1` accepts the admin token or a live admin session token, as a Bearer header. */
+/** The session token a request authenticated with: the Bearer header first, else the console's cookie. */
+export function sessionToken(req: FastifyRequest): { token: string; viaCookie: boolean } | null {
+  const b = bearer(req);
+  if (b) return { token: b, viaCookie: false };
+  const c = readCookie(req, SESSION_COOKIE);
+  return c ? { token: c, viaCookie: true } : null;
+}
+
+/**
+ * `/api/v1` accepts the admin token or a live admin session token as a Bearer header, or a live session
+ * in the console's HttpOnly cookie; a cookie-authenticated state-changing call must carry the CSRF header.
+ */
 export function requireAdmin(rt: Runtime) {
   return async (req: FastifyRequest, reply: FastifyReply) => {
     if (!rt.adminToken) {
       return reply.code(401).send({ error: { code: 'admin_api_disabled', message: 'the admin API is disabled: set RELAY_JOBS_ADMIN_TOKEN on this replica' } });
     }
-    const token = bearer(req);
-    if (!token && req.headers.authorization) {
+    const auth = sessionToken(req);
+    if (!auth && req.headers.authorization) {
       // The header is there but not in the Bearer form: say that, instead of "missing".
       return reply.code(401).send({ error: { code: 'unauthorized', message: 'the Authorization header must be "Bearer <token>" (the word Bearer, a space, then the token)' } });
     }
-    if (!token) return reply.code(401).send({ error: { code: 'unauthorized', message: 'missing "Authorization: Bearer <token>" header' } });
-    if (sameSecret(token, rt.adminToken)) return;
-    if (await rt.sessions.verify(token)) return;
-    return reply.code(401).send({ error: { code: 'unauthorized', message: 'invalid or expired token' } });
+    if (!auth) return reply.code(401).send({ error: { code: 'unauthorized', message: 'missing "Authorization: Bearer <token>" header' } });
+    if (!auth.viaCookie && sameSecret(auth.token, rt.adminToken)) return;
+    if (!(await rt.sessions.verify(auth.token))) return reply.code(401).send({ error: { code: 'unauthorized', message: 'invalid or expired token' } });
+    if (auth.viaCookie && !csrfOk(req, auth.token)) {
+      return reply.code(403).send({ error: { code: 'csrf_failed', message: 'a cookie-authenticated state-changing call needs the X-CSRF-Token header' } });
+    }
   };
 }

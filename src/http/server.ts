@@ -1,6 +1,6 @@
 import Fastify, { type FastifyInstance } from 'fastify';
 import type { Runtime } from '../app/runtime.js';
-import { requireAdmin, bearer } from './auth.js';
+import { requireAdmin } from './auth.js';
 import { errorBody, handleError } from './errors.js';
 import { registerAccountRoutes } from './accounts-routes.js';
 import { registerProxyRoutes } from './proxies-routes.js';
@@ -15,6 +15,8 @@ import { registerDeadLetterRoutes } from './dead-letters-routes.js';
 import { registerBackupRoutes } from './backups-routes.js';
 import { registerBillingListRoutes } from './billing-list-routes.js';
 import { registerSqlRoutes } from './sql-routes.js';
+import { registerSessionRoutes } from './session-routes.js';
+import { registerConsoleRoutes } from './console-routes.js';
 
 /** The hot path's refusals: unknown account, not serving, refresh failed, no new token in time. */
 const notFound = (what: string) => errorBody('not_found', what);
@@ -98,20 +100,10 @@ export function buildHttpServer(rt: Runtime): FastifyInstance {
 
       api.get('/instances', async () => ({ instances: await rt.instances() }));
 
-      // Only the admin token mints sessions: a session cannot outlive its parent's revocation by minting a child.
-      api.post('/sessions', async (req, reply) => {
-        if (bearer(req) !== rt.adminToken) return reply.code(403).send({ error: { code: 'forbidden', message: 'sessions are created with the admin token only, not with a session token' } });
-        const s = await rt.sessions.create(rt.config.admin.session_ttl_minutes);
-        return reply.code(201).send({ id: s.id, token: s.token, expires_at: s.expiresAt.toISOString() });
-      });
-      api.delete('/sessions/current', async (req, reply) => {
-        const token = bearer(req)!;
-        if (token === rt.adminToken) return reply.code(400).send({ error: { code: 'bad_request', message: 'the admin token is not a session; only session tokens can be revoked' } });
-        await rt.sessions.revoke(token);
-        return reply.code(204).send();
-      });
+      registerSessionRoutes(api, rt);
     },
     { prefix: '/api/v1' },
   );
+  registerConsoleRoutes(app);
   return app;
 }

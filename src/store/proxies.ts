@@ -87,7 +87,8 @@ export class Proxies {
   }
 
   async exists(id: number): Promise<boolean> {
-    return (await this.db.query(`SELECT 1 FROM proxies WHERE id = $1`, [id])).rowCount === 1;
+    // rows, not rowCount: PGlite counts a SELECT as 0 affected rows (embedded mode).
+    return (await this.db.query(`SELECT 1 FROM proxies WHERE id = $1`, [id])).rows.length === 1;
   }
 
   /** An edit. A renewed expiry on an expired proxy does not reactivate it here: proxy_expiry does, and moves its accounts back. */

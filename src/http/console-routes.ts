@@ -1,0 +1,64 @@
+import { existsSync, readFileSync, readdirSync, statSync } from 'node:fs';
+import { extname, join, relative, sep } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import type { FastifyInstance } from 'fastify';
+import { errorBody } from './errors.js';
+
+/** web/dist, found from src/http (tsx, tests) and from dist/http (the build) alike. */
+export const CONSOLE_DIST = fileURLToPath(new URL('../../web/dist', import.meta.url));
+
+const TYPES: Record<string, string> = {
+  '.html': 'text/html; charset=utf-8',
+  '.js': 'text/javascript; charset=utf-8',
+  '.css': 'text/css; charset=utf-8',
+  '.svg': 'image/svg+xml',
+  '.png': 'image/png',
+  '.ico': 'image/x-icon',
+  '.json': 'application/json',
+  '.txt': 'text/plain; charset=utf-8',
+};
+
+const HEADERS = {
+  'content-security-policy': "default-src 'self'; img-src 'self' data:; style-src 'self' 'unsafe-inline'; frame-ancestors 'none'; base-uri 'none'; form-action 'self'",
+  'x-content-type-options': 'nosniff',
+  'referrer-policy': 'no-referrer',
+  'x-frame-options': 'DENY',
+};
+
+interface Asset {
+  body: Buffer;
+  type: string;
+  immutable: boolean;
+}
+
+/** Every file of the bundle, keyed by its URL path, read once. Requests are looked up here: no path from a request reaches the filesystem. */
+export function loadBundle(root = CONSOLE_DIST): Map<string, Asset> {
+  const files = new Map<string, Asset>();
+  if (!existsSync(root)) return files;
+  const walk = (dir: string) => {
+    for (const name of readdirSync(dir)) {
+      const full = join(dir, name);
+      if (statSync(full).isDirectory()) walk(full);
+      else {
+        const url = '/' + relative(root, full).split(sep).join('/');
+        files.set(url, { body: readFileSync(full), type: TYPES[extname(name)] ?? 'application/octet-stream', immutable: url.startsWith('/assets/') });
+      }
+    }
+  };
+  walk(root);
+  return files;
+}
+
+/** The console at `/`: the bundle's files by exact path, and index.html for any other GET that is not an API path (SPA routes). */
+export function registerConsoleRoutes(app: FastifyInstance, root = CONSOLE_DIST): void {
+  const files = loadBundle(root);
+  const index = files.get('/index.html');
+  app.get('/*', async (req, reply) => {
+    const path = req.url.split('?')[0]!;
+    if (path.startsWith('/api/') || path === '/api') return reply.code(404).send(errorBody('not_found', `no route GET ${path}`));
+    const asset = files.get(path) ?? index;
+    if (!asset) return reply.code(503).type('text/plain; charset=utf-8').send('the console is not built: run `npm run build` (web/dist is missing)\n');
+    void reply.headers(HEADERS).header('cache-control', asset === index || !asset.immutable ? 'no-cache' : 'public, max-age=31536000, immutable');
+    return reply.type(asset.type).send(asset.body);
+  });
+}

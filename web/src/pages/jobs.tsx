@@ -1,0 +1,134 @@
+import { useState } from 'preact/hooks';
+import { api } from '../api';
+import { Chart } from '../chart';
+import { Badge, Load, Table, Time, scheduleWords, usePoll } from '../ui';
+
+function busyReason(j: any): string | null {
+  if (!j.enabled) return `disabled in config (jobs.${j.name}.enabled)`;
+  if (j.lease_holder) return `a round holds the lease (${j.lease_holder})`;
+  if (j.last_run?.status === 'running') return 'a round is running';
+  return null;
+}
+
+function RunNow({ job, after }: { job: any; after: () => void }) {
+  const [msg, setMsg] = useState<string | null>(null);
+  const reason = busyReason(job);
+  const run = async () => {
+    setMsg(null);
+    try {
+      const r = await api(`/jobs/${job.name}/run`, { method: 'POST' });
+      setMsg(`started run ${r.run_id}`);
+    } catch (e) {
+      setMsg((e as Error).message);
+    }
+    after();
+  };
+  return (
+    <>
+      <button onClick={run} disabled={!!reason} title={reason ?? `run ${job.name} now`} aria-describedby={reason ? `why-${job.name}` : undefined}>
+        Run now
+      </button>
+      {reason && (
+        <span id={`why-${job.name}`} class="muted small">
+          {' '}
+          {reason}
+        </span>
+      )}
+      {msg && (
+        <span class="small" role="status">
+          {' '}
+          {msg}
+        </span>
+      )}
+    </>
+  );
+}
+
+function lastRun(r: any) {
+  if (!r) return <span class="muted">never</span>;
+  return (
+    <>
+      <Badge v={r.status} /> <Time at={r.started_at} /> <span class="muted small">on {r.instance_id}{r.duration_ms != null ? `, ${r.duration_ms} ms` : ''}</span>
+    </>
+  );
+}
+
+export function Jobs() {
+  const s = usePoll('/jobs', 2000);
+  return (
+    <>
+      <h1>Jobs</h1>
+      <Load s={s}>
+        {(d: any) => (
+          <Table
+            label="Jobs"
+            rows={d.jobs}
+            rowKey={(j: any) => j.name}
+            cols={[
+              { h: 'Name', c: (j: any) => <a href={`#/jobs/${j.name}`}>{j.name}</a> },
+              { h: 'Scope', c: (j: any) => j.scope },
+              { h: 'Schedule', c: (j: any) => scheduleWords(j.schedule) },
+              { h: 'Health', c: (j: any) => (<><Badge v={j.health} /> <span class="muted small">{j.health_reason}</span></>) },
+              { h: 'Last run', c: (j: any) => lastRun(j.last_run) },
+              { h: 'Next attempt', c: (j: any) => <Time at={j.next_attempt} /> },
+              { h: 'Lease holder', c: (j: any) => j.lease_holder ?? '—' },
+              { h: 'Action', c: (j: any) => <RunNow job={j} after={s.reload} /> },
+            ]}
+          />
+        )}
+      </Load>
+    </>
+  );
+}
+
+export function JobPage({ name }: { name: string }) {
+  const s = usePoll(`/jobs/${encodeURIComponent(name)}`, 2000);
+  return (
+    <>
+      <p>
+        <a href="#/jobs">← all jobs</a>
+      </p>
+      <h1>Job {name}</h1>
+      <Load s={s}>
+        {(d: any) => {
+          const runs = [...d.runs].reverse();
+          const done = runs.filter((r: any) => r.duration_ms != null);
+          return (
+            <>
+              <p>
+                {d.job.description} · <Badge v={d.job.health} /> {d.job.health_reason} · {scheduleWords(d.job.schedule)} · <RunNow job={d.job} after={s.reload} />
+              </p>
+              {done.length > 0 && (
+                <Chart
+                  title="Round duration (ms) by outcome"
+                  x={done.map((r: any) => new Date(r.started_at).getTime() / 1000)}
+                  series={[
+                    { label: 'ok', values: done.map((r: any) => (r.status === 'ok' ? r.duration_ms : null)), points: true },
+                    { label: 'failed', values: done.map((r: any) => (r.status !== 'ok' ? r.duration_ms : null)), points: true },
+                  ]}
+                />
+              )}
+              <h2>Recent rounds</h2>
+              <Table
+                label="Recent rounds"
+                rows={d.runs}
+                rowKey={(r: any) => r.id}
+                cols={[
+                  { h: 'Run', c: (r: any) => r.id },
+                  { h: 'Status', c: (r: any) => <Badge v={r.status} /> },
+                  { h: 'Trigger', c: (r: any) => r.trigger },
+                  { h: 'Started', c: (r: any) => <Time at={r.started_at} /> },
+                  { h: 'Instance', c: (r: any) => r.instance_id },
+                  { h: 'Fencing token', c: (r: any) => r.fencing_token ?? '—' },
+                  { h: 'Duration', c: (r: any) => (r.duration_ms != null ? `${r.duration_ms} ms` : '—') },
+                  { h: 'Items', c: (r: any) => r.items ?? '—' },
+                  { h: 'Error', c: (r: any) => r.error ?? '' },
+                ]}
+              />
+            </>
+          );
+        }}
+      </Load>
+    </>
+  );
+}
