@@ -3,16 +3,7 @@
  *   cli, http  →  app  →  jobs  →  scheduler  →  coordination  →  store, upstream, workers  →  config, telemetry, time  →  errors
  * Type-only imports count: a circle through types is still a circle.
  */
-const layers = [
-  ['cli', 'http'],
-  ['app'],
-  ['jobs'],
-  ['scheduler'],
-  ['coordination'],
-  ['store', 'upstream', 'workers'],
-  ['config', 'telemetry', 'time'],
-  ['errors'],
-];
+const layers = [['cli', 'http'], ['app'], ['jobs'], ['scheduler'], ['coordination'], ['store', 'upstream', 'workers'], ['config', 'telemetry', 'time'], ['errors']];
 
 const rules = [];
 layers.forEach((group, i) => {

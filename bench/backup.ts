@@ -74,17 +74,40 @@ export async function benchBackup(rows: number): Promise<BackupBench> {
 
     const storage = new FsStorage(dir);
     const make = (verifier: Verifier | null) =>
-      new BackupService({ backups: new Backups(db), storage, dumper: new PgDumper({ db, url: src.url, level: 6 }), verifier, clock: systemClock, log: silentLogger(), metrics: new BackupMetrics(new Registry()), instanceId: 'bench', env: 'bench', dbName: src.name, compression: 'gzip', leaseMs: 30_000, keepLast: 100 });
+      new BackupService({
+        backups: new Backups(db),
+        storage,
+        dumper: new PgDumper({ db, url: src.url, level: 6 }),
+        verifier,
+        clock: systemClock,
+        log: silentLogger(),
+        metrics: new BackupMetrics(new Registry()),
+        instanceId: 'bench',
+        env: 'bench',
+        dbName: src.name,
+        compression: 'gzip',
+        leaseMs: 30_000,
+        keepLast: 100,
+      });
     const dump = await timed(async () => (await make(null).start('manual')).done);
     if (dump.value.state !== 'completed') throw new Error(`bench backup ${dump.value.state}: ${dump.value.error}`);
     const verifier = new Verifier({ db, url: src.url, storage, connectTimeoutMs: 5000 });
     const verify = await timed(() => verifier.verify({ id: 'bench', key: dump.value.object_key, sha256: dump.value.sha256!, counts: dump.value.table_counts! }, new AbortController().signal));
     if (verify.value) throw new Error(`bench verification failed: ${verify.value}`);
 
-    const handRestore = await timed(async () => execSync(`gunzip -c '${handFile}' | pg_restore --no-owner --no-privileges --single-transaction --exit-on-error --dbname='${targets[0]!.url}'`, { shell: '/bin/bash' }));
+    const handRestore = await timed(async () =>
+      execSync(`gunzip -c '${handFile}' | pg_restore --no-owner --no-privileges --single-transaction --exit-on-error --dbname='${targets[0]!.url}'`, { shell: '/bin/bash' }),
+    );
     const file = fileSource(dump.value.location);
     const relayRestore = await timed(() =>
-      restore({ source: { storage: file, key: file.key, label: 'bench', format: 'pg_dump', sha256: dump.value.sha256, counts: dump.value.table_counts, close: () => undefined }, target: targets[1]!.url, force: false, livenessMs: 15_000, connectTimeoutMs: 5000, out: () => undefined }),
+      restore({
+        source: { storage: file, key: file.key, label: 'bench', format: 'pg_dump', sha256: dump.value.sha256, counts: dump.value.table_counts, close: () => undefined },
+        target: targets[1]!.url,
+        force: false,
+        livenessMs: 15_000,
+        connectTimeoutMs: 5000,
+        out: () => undefined,
+      }),
     );
     return {
       rows,
@@ -108,7 +131,9 @@ export async function benchBackup(rows: number): Promise<BackupBench> {
 
 export function printBackup(results: BackupBench[]): void {
   console.log('\n## Backup and restore (usage_logs rows; directory storage)\n');
-  console.log('| rows | dump MB | pg_dump \\| gzip by hand s | relay-jobs backup s | ratio | verify (restore into scratch + counts) s | gunzip \\| pg_restore by hand s | relay-jobs restore s (checksum pass + restore) | ratio | RSS before MiB | peak RSS backup MiB | peak RSS restore MiB |');
+  console.log(
+    '| rows | dump MB | pg_dump \\| gzip by hand s | relay-jobs backup s | ratio | verify (restore into scratch + counts) s | gunzip \\| pg_restore by hand s | relay-jobs restore s (checksum pass + restore) | ratio | RSS before MiB | peak RSS backup MiB | peak RSS restore MiB |',
+  );
   console.log('|---|---|---|---|---|---|---|---|---|---|---|---|');
   for (const r of results) {
     console.log(

@@ -16,7 +16,18 @@ import { Redis } from 'ioredis';
 import { CLI, ServiceProcess, cleanEnv } from '../test/helpers/cli.js';
 import { PrivateRedis, TEST_MASTER_KEY, freePort, freshDatabase, uniqueName } from '../test/helpers/services.js';
 
-const OTHER_JOBS = ['token_refresh', 'account_expiry', 'proxy_expiry', 'subscription_expiry', 'payment_order_expiry', 'dashboard_aggregation', 'usage_cleanup', 'idempotency_cleanup', 'platform_quota_flusher', 'session_cleanup'];
+const OTHER_JOBS = [
+  'token_refresh',
+  'account_expiry',
+  'proxy_expiry',
+  'subscription_expiry',
+  'payment_order_expiry',
+  'dashboard_aggregation',
+  'usage_cleanup',
+  'idempotency_cleanup',
+  'platform_quota_flusher',
+  'session_cleanup',
+];
 
 export interface ScenarioResult {
   replicas: number;
@@ -105,7 +116,9 @@ export async function runScenario(replicas: number, cli = CLI, steadyS = Number(
     // ---- SIGKILL the replica in the middle of a round ----
     let victim: ServiceProcess | undefined;
     for (let i = 0; i < 500 && !victim; i++) {
-      const [row] = await q(`SELECT instance_id FROM job_runs WHERE job_name = 'canary' AND status = 'running' AND started_at BETWEEN clock_timestamp() - interval '200 milliseconds' AND clock_timestamp() - interval '30 milliseconds'`);
+      const [row] = await q(
+        `SELECT instance_id FROM job_runs WHERE job_name = 'canary' AND status = 'running' AND started_at BETWEEN clock_timestamp() - interval '200 milliseconds' AND clock_timestamp() - interval '30 milliseconds'`,
+      );
       victim = row && procs.find((p) => p.name === row.instance_id);
       if (!victim) await sleep(10);
     }
@@ -171,9 +184,14 @@ export async function runScenario(replicas: number, cli = CLI, steadyS = Number(
 }
 
 export function scenarioTable(rows: Array<ScenarioResult & { build: string }>): string {
-  const out = ['| build | replicas | PG xact/s | Redis cmds/s | failover ms | missed after kill | rounds in 5 s Redis outage | slots | missed | duplicates | overlaps |', '|---|---|---|---|---|---|---|---|---|---|---|'];
+  const out = [
+    '| build | replicas | PG xact/s | Redis cmds/s | failover ms | missed after kill | rounds in 5 s Redis outage | slots | missed | duplicates | overlaps |',
+    '|---|---|---|---|---|---|---|---|---|---|---|',
+  ];
   for (const r of rows) {
-    out.push(`| ${r.build} | ${r.replicas} | ${r.pgXactPerSec.toFixed(1)} | ${r.redisCmdsPerSec.toFixed(1)} | ${Math.round(r.failoverMs)} | ${r.missedAfterKill} | ${r.outageRounds} | ${r.slots} | ${r.missedTotal} | ${r.duplicates} | ${r.overlaps} |`);
+    out.push(
+      `| ${r.build} | ${r.replicas} | ${r.pgXactPerSec.toFixed(1)} | ${r.redisCmdsPerSec.toFixed(1)} | ${Math.round(r.failoverMs)} | ${r.missedAfterKill} | ${r.outageRounds} | ${r.slots} | ${r.missedTotal} | ${r.duplicates} | ${r.overlaps} |`,
+    );
   }
   return out.join('\n');
 }

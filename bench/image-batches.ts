@@ -41,9 +41,11 @@ async function submitMany(db: PgDb, n: number): Promise<void> {
 async function claimRate(concurrency: number, total: number, claimOne: () => Promise<boolean>): Promise<number> {
   let done = 0;
   const t0 = performance.now();
-  await Promise.all(Array.from({ length: concurrency }, async () => {
-    while (done < total && (await claimOne())) done++;
-  }));
+  await Promise.all(
+    Array.from({ length: concurrency }, async () => {
+      while (done < total && (await claimOne())) done++;
+    }),
+  );
   return done / ((performance.now() - t0) / 1000);
 }
 
@@ -59,7 +61,14 @@ export async function benchImageBatches(n: number, claims: number): Promise<Imag
     const t = new BatchTransitions(db);
     const queue = new ImageQueue(db);
     const store = new FsObjectStore(mkdtempSync(join(tmpdir(), 'rj-bench-img-')));
-    const driver = new BatchDriver(t, new ImageProvider({ baseUrl: fake.url, apiKey: () => 'k', timeoutMs: 5000 }), store, { pollIntervalMs: 0, retryDelayMs: 0, staleTimeoutMs: 60_000, maxErrors: 5, lookupPages: 1 }, metrics.images, log);
+    const driver = new BatchDriver(
+      t,
+      new ImageProvider({ baseUrl: fake.url, apiKey: () => 'k', timeoutMs: 5000 }),
+      store,
+      { pollIntervalMs: 0, retryDelayMs: 0, staleTimeoutMs: 60_000, maxErrors: 5, lookupPages: 1 },
+      metrics.images,
+      log,
+    );
     const worker = new BatchWorker(new ImageBatches(db), queue, driver, { owner: 'bench', concurrency: 8, leaseMs: 30_000, claimIntervalMs: 1, retryDelayMs: 0 }, systemClock, metrics.images, log);
     const q0 = db.stats.queries;
     const t0 = performance.now();
@@ -78,8 +87,15 @@ export async function benchImageBatches(n: number, claims: number): Promise<Imag
     const claimPerSec = await claimRate(4, claims, async () => (await queue.claim('bench', 1, 30_000)).length === 1);
     await db.exec(`CREATE TABLE bench_bare_queue (id bigserial PRIMARY KEY, status text NOT NULL DEFAULT 'ready'); CREATE INDEX ON bench_bare_queue (id) WHERE status = 'ready'`);
     await db.query(`INSERT INTO bench_bare_queue (status) SELECT 'ready' FROM generate_series(1, $1)`, [claims]);
-    const bareClaimPerSec = await claimRate(4, claims, async () =>
-      (await db.query(`WITH c AS (SELECT id FROM bench_bare_queue WHERE status = 'ready' ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED) UPDATE bench_bare_queue b SET status = 'active' FROM c WHERE b.id = c.id RETURNING b.id`)).rowCount === 1,
+    const bareClaimPerSec = await claimRate(
+      4,
+      claims,
+      async () =>
+        (
+          await db.query(
+            `WITH c AS (SELECT id FROM bench_bare_queue WHERE status = 'ready' ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED) UPDATE bench_bare_queue b SET status = 'active' FROM c WHERE b.id = c.id RETURNING b.id`,
+          )
+        ).rowCount === 1,
     );
     return { batches: ended, seconds, batchesPerSec: ended / seconds, statementsPerBatch: statements / n, claims, claimPerSec, bareClaimPerSec };
   } finally {

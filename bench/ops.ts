@@ -98,22 +98,40 @@ export async function benchAlertEvaluation(counts: number[]): Promise<Array<{ ru
     out.push(
       await withDb(async (db) => {
         const config = loadConfig({ env: {} });
-        const ops = { series: new OpsMetricsStore(db), alerts: new OpsAlerts(db), silences: new OpsSilences(db), reports: new OpsReports(db), retention: new OpsRetention(db), collector: null as never };
+        const ops = {
+          series: new OpsMetricsStore(db),
+          alerts: new OpsAlerts(db),
+          silences: new OpsSilences(db),
+          reports: new OpsReports(db),
+          retention: new OpsRetention(db),
+          collector: null as never,
+        };
         await db.query(`INSERT INTO job_state (job_name, fencing_token) VALUES ('ops_alert_evaluator', 1)`);
         const metrics = ['error_rate', 'request_count', 'p95_latency_ms', 'accounts_error', 'qps', 'outbox_lag_seconds'];
         for (let i = 0; i < n; i++) {
-          await ops.alerts.createRule({ name: `rule-${i}`, metric: metrics[i % metrics.length]!, operator: '>', threshold: -1, window_seconds: 60 * (1 + (i % 15)), sustained: 1000, severity: 'warning', cooldown_seconds: 0, labels: { team: `t${i % 10}` }, enabled: true, notify: true });
+          await ops.alerts.createRule({
+            name: `rule-${i}`,
+            metric: metrics[i % metrics.length]!,
+            operator: '>',
+            threshold: -1,
+            window_seconds: 60 * (1 + (i % 15)),
+            sustained: 1000,
+            severity: 'warning',
+            cooldown_seconds: 0,
+            labels: { team: `t${i % 10}` },
+            enabled: true,
+            notify: true,
+          });
         }
         const bucket = Math.floor(Date.now() / MIN) * MIN - MIN;
         const values = Object.fromEntries(SERIES_NAMES.map((s, i) => [s, i + 1]));
         for (let k = 15; k >= 1; k--) await ops.series.write(new Date(bucket - (k - 1) * MIN - MIN), 60, values, [], 1);
         const round = () => evaluateAlerts({ ops, config, channels: [], job: 'ops_alert_evaluator', token: 1, now: Date.now(), signal: new AbortController().signal, log: silentLogger() });
-        let t = performance.now();
+        const t = performance.now();
         const first = await round();
         if (first.rules !== n) throw new Error('rules missing');
         const changingMs = performance.now() - t;
         const steadyMs = await timeIt(5, round);
-        t = performance.now();
         return { rules: n, changingMs, steadyMs };
       }),
     );

@@ -179,6 +179,8 @@ export function printProbes(rows: ProbeBenchRow[], monitors: number, intervalS: 
   console.log('| design | replicas | probes/s sent | probes/s due (one per monitor per interval) | p99 lateness ms | PG transactions/probe | memory bytes/monitor | checks dropped |');
   console.log('|---|---|---|---|---|---|---|---|');
   for (const r of rows) {
-    console.log(`| ${r.design} | ${r.replicas} | ${r.probesPerSec.toFixed(0)} | ${r.dueProbesPerSec.toFixed(0)} | ${r.p99LateMs === null ? '–' : r.p99LateMs.toFixed(0)} | ${r.xactPerProbe === null ? '–' : r.xactPerProbe.toFixed(3)} | ${r.bytesPerMonitor.toFixed(0)} | ${r.dropped} |`);
+    console.log(
+      `| ${r.design} | ${r.replicas} | ${r.probesPerSec.toFixed(0)} | ${r.dueProbesPerSec.toFixed(0)} | ${r.p99LateMs === null ? '–' : r.p99LateMs.toFixed(0)} | ${r.xactPerProbe === null ? '–' : r.xactPerProbe.toFixed(3)} | ${r.bytesPerMonitor.toFixed(0)} | ${r.dropped} |`,
+    );
   }
 }

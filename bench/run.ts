@@ -61,7 +61,9 @@ async function snapshot() {
   const rate = Number(process.env.BENCH_SNAPSHOT_RATE ?? 1000);
   const vis = await benchVisibility(10_000, rate, Number(process.env.BENCH_SNAPSHOT_SECONDS ?? 10), Number(process.env.BENCH_SNAPSHOT_POLL ?? 1000));
   console.log(`\n## Change-to-visible latency (${rate} changes/s for 10 s over 10,000 accounts, three consumers)\n`);
-  console.log(`| changes | achieved changes/s | p50 ms | p99 ms |\n|---|---|---|---|\n| ${vis.changes} | ${(vis.changes / Number(process.env.BENCH_SNAPSHOT_SECONDS ?? 10)).toFixed(0)} | ${vis.p50Ms.toFixed(0)} | ${vis.p99Ms.toFixed(0)} |`);
+  console.log(
+    `| changes | achieved changes/s | p50 ms | p99 ms |\n|---|---|---|---|\n| ${vis.changes} | ${(vis.changes / Number(process.env.BENCH_SNAPSHOT_SECONDS ?? 10)).toFixed(0)} | ${vis.p50Ms.toFixed(0)} | ${vis.p99Ms.toFixed(0)} |`,
+  );
 
   console.log('\n## Full rebuild from PostgreSQL into an empty Redis (chunks of 2,000)\n');
   console.log('| accounts | seconds | longest chunk ms |\n|---|---|---|');
@@ -81,8 +83,12 @@ async function snapshot() {
 async function images() {
   const r = await benchImageBatches(Number(process.env.BENCH_IMAGE_BATCHES ?? 500), Number(process.env.BENCH_IMAGE_CLAIMS ?? 5000));
   console.log('\n## Image batches (one BatchWorker, concurrency 8, loopback Batch API at 0 latency)\n');
-  console.log(`| measure | value |\n|---|---|\n| batches driven to completed | ${r.batches} in ${r.seconds.toFixed(2)} s |\n| batches/s per replica | ${r.batchesPerSec.toFixed(1)} |\n| PostgreSQL statements per batch | ${r.statementsPerBatch.toFixed(1)} |`);
-  console.log(`\n| claim (4 claimers, ${r.claims} rows, one per claim) | claims/s |\n|---|---|\n| bare SKIP LOCKED claim (baseline) | ${r.bareClaimPerSec.toFixed(0)} |\n| ImageQueue.claim (SKIP LOCKED + lease + fence) | ${r.claimPerSec.toFixed(0)} |`);
+  console.log(
+    `| measure | value |\n|---|---|\n| batches driven to completed | ${r.batches} in ${r.seconds.toFixed(2)} s |\n| batches/s per replica | ${r.batchesPerSec.toFixed(1)} |\n| PostgreSQL statements per batch | ${r.statementsPerBatch.toFixed(1)} |`,
+  );
+  console.log(
+    `\n| claim (4 claimers, ${r.claims} rows, one per claim) | claims/s |\n|---|---|\n| bare SKIP LOCKED claim (baseline) | ${r.bareClaimPerSec.toFixed(0)} |\n| ImageQueue.claim (SKIP LOCKED + lease + fence) | ${r.claimPerSec.toFixed(0)} |`,
+  );
   console.log(`\nratio (ImageQueue / bare): ${(r.claimPerSec / r.bareClaimPerSec).toFixed(2)}x`);
 }
 
@@ -112,7 +118,8 @@ async function main() {
     return;
   }
   if (process.env.BENCH_ONLY === 'cleanup') {
-    for (const c of await benchCleanup(Number(process.env.BENCH_CLEANUP_ROWS ?? 1_000_000))) console.log(`| ${c.method} | ${c.rows} | ${c.seconds.toFixed(2)} | ${c.rowsPerSec.toFixed(0)} | ${c.longestTxMs.toFixed(0)} |`);
+    for (const c of await benchCleanup(Number(process.env.BENCH_CLEANUP_ROWS ?? 1_000_000)))
+      console.log(`| ${c.method} | ${c.rows} | ${c.seconds.toFixed(2)} | ${c.rowsPerSec.toFixed(0)} | ${c.longestTxMs.toFixed(0)} |`);
     return;
   }
   const rounds = Number(process.env.BENCH_ROUNDS ?? 2000);
@@ -121,7 +128,10 @@ async function main() {
   console.log('\n## Per-round coordination overhead (loopback Redis + PostgreSQL)\n');
   console.log('| round | rounds | median ms | p99 ms | Redis cmds/round | PG statements/round | round trips/round |');
   console.log('|---|---|---|---|---|---|---|');
-  for (const [name, s] of [['bare SET NX + DEL (baseline)', baseline], ['relay-jobs no-op cluster round', full]] as const) {
+  for (const [name, s] of [
+    ['bare SET NX + DEL (baseline)', baseline],
+    ['relay-jobs no-op cluster round', full],
+  ] as const) {
     console.log(`| ${name} | ${s.rounds} | ${fmt(s.medianMs)} | ${fmt(s.p99Ms)} | ${s.redisCommandsPerRound} | ${s.pgStatementsPerRound} | ${s.redisCommandsPerRound + s.pgStatementsPerRound} |`);
   }
   console.log(`\nratio (median, relay-jobs / baseline): ${(full.medianMs / baseline.medianMs).toFixed(2)}x`);

@@ -53,8 +53,17 @@ async function withRig<T>(accounts: number, fn: (rig: Rig) => Promise<T>): Promi
     const buckets = new RedisSnapshotBuckets(redis, { prefix, env: 'bench' });
     const snapshot = new SchedulerSnapshot(buckets, routing, systemClock, metrics.scheduler, silentLogger(), 'bench');
     const opts = (pollMs: number): ConsumerOptions => ({
-      pollIntervalMs: pollMs, batchSize: 200, claimTtlMs: 30_000, rules: { lagBoundSeconds: 3600, lagPolls: 3, backlogLimit: 10_000_000 }, rebuildEveryMs: 86_400_000,
-      rebuildBackoffBaseMs: 5000, rebuildBackoffMaxMs: 300_000, rebuildChunk: 2000, ackTimeoutMs: 5000, ackAttempts: 3, deleteBatch: 50,
+      pollIntervalMs: pollMs,
+      batchSize: 200,
+      claimTtlMs: 30_000,
+      rules: { lagBoundSeconds: 3600, lagPolls: 3, backlogLimit: 10_000_000 },
+      rebuildEveryMs: 86_400_000,
+      rebuildBackoffBaseMs: 5000,
+      rebuildBackoffMaxMs: 300_000,
+      rebuildChunk: 2000,
+      ackTimeoutMs: 5000,
+      ackAttempts: 3,
+      deleteBatch: 50,
     });
     const consumer = (name: string, pollMs = 1000) => new OutboxConsumer(outbox, routing, snapshot, systemClock, metrics.scheduler, silentLogger(), name, opts(pollMs));
     return await fn({ db, redis, routing, outbox, snapshot, metrics, consumer });
@@ -182,7 +191,10 @@ export async function benchOutbox(events: number): Promise<{ design: string; eve
   const results: { design: string; eventsPerSec: number; applications: number }[] = [];
   const seed = async (db: PgDb) => {
     await db.query(`DELETE FROM scheduler_outbox`);
-    await db.query(`INSERT INTO scheduler_outbox (event_type, payload, dedup_key) SELECT 'account_changed', jsonb_build_object('account_id', 1 + g % 10000, 'left', '[]'::jsonb), 'bench:' || g FROM generate_series(1, $1::int) g`, [events]);
+    await db.query(
+      `INSERT INTO scheduler_outbox (event_type, payload, dedup_key) SELECT 'account_changed', jsonb_build_object('account_id', 1 + g % 10000, 'left', '[]'::jsonb), 'bench:' || g FROM generate_series(1, $1::int) g`,
+      [events],
+    );
   };
   await withRig(10_000, async ({ db, snapshot, routing, consumer, metrics }) => {
     await snapshot.builder.rebuildAll(2000, async () => undefined);

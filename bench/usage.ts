@@ -124,7 +124,7 @@ export async function benchCleanup(rows: number, days = 10): Promise<Array<{ met
         } else if (method === 'one big DELETE (baseline)') {
           deleted = (await timed(() => db.query(`DELETE FROM usage_logs WHERE created_at < $1`, [new Date(end)]))).rowCount;
         } else {
-          for (let from: Date | undefined; ; ) {
+          for (let from: Date | undefined; ;) {
             const r = await timed(() => store.deleteBatch({ before: new Date(end), from }, 5000));
             deleted += r.deleted;
             if (r.deleted < 5000) break;
@@ -165,7 +165,10 @@ export async function benchAggregation(sizes: number[]): Promise<Array<{ rows: n
         };
         const dashRollupMs = await median(() => rollups.query({ from, to, granularity: 'hour', groupBy: 'model' }));
         const dashRawMs = await median(() =>
-          db.query(`SELECT date_trunc('hour', created_at, 'UTC') AS t, model, count(*), sum(input_tokens), sum(output_tokens), sum(cost) FROM usage_logs WHERE created_at >= $1 AND created_at < $2 GROUP BY 1, 2 ORDER BY 1, 2`, [from, to]),
+          db.query(
+            `SELECT date_trunc('hour', created_at, 'UTC') AS t, model, count(*), sum(input_tokens), sum(output_tokens), sum(cost) FROM usage_logs WHERE created_at >= $1 AND created_at < $2 GROUP BY 1, 2 ORDER BY 1, 2`,
+            [from, to],
+          ),
         );
         return { rows, aggregateS, dashRollupMs, dashRawMs };
       }),

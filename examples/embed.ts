@@ -46,7 +46,16 @@ const account = await accounts.create({
 const token = await tokens.getAccessToken(account.id);
 
 // After the upstream answered: one usage record (queued, written in batches) and the user's quota.
-const outcome = await usage.record({ request_id: `req-${Date.now()}`, user_id: 'user-1', account_id: account.id, platform: 'openai', model: 'gpt-4o', input_tokens: 120, output_tokens: 30, cost: '0.0012' });
+const outcome = await usage.record({
+  request_id: `req-${Date.now()}`,
+  user_id: 'user-1',
+  account_id: account.id,
+  platform: 'openai',
+  model: 'gpt-4o',
+  input_tokens: 120,
+  output_tokens: 30,
+  cost: '0.0012',
+});
 const { used } = await quota.increment('user-1', 'openai', 150);
 
 // The gateway's job runs on its schedule; run one round now to see it.

@@ -271,7 +271,15 @@ describe('accounts and token refresh (real PostgreSQL, Redis, OAuth server)', ()
     await sql.query(`UPDATE accounts SET refresh_failures = 2, last_refresh_attempt_at = $2 WHERE id = $1`, [c.id, lastAttempt]);
     await sql.query(`UPDATE accounts SET refresh_failures = 5, last_refresh_attempt_at = $2 WHERE id = $1`, [d.id, lastAttempt]);
     const { TokenRefreshService } = await import('../src/jobs/accounts/token-refresh-service.js');
-    const fresh = new TokenRefreshService(rt.services.accounts, rt.services.tokenRefresh.refresher, { enabled: true, marginMs: MARGIN_S * 1000, maxAttempts: 5, backoffBaseMs: 5000, backoffMaxMs: 300_000, recoveryDelayMs: 600_000 }, clock, () => 0.5, logs.logger, rt.metrics);
+    const fresh = new TokenRefreshService(
+      rt.services.accounts,
+      rt.services.tokenRefresh.refresher,
+      { enabled: true, marginMs: MARGIN_S * 1000, maxAttempts: 5, backoffBaseMs: 5000, backoffMaxMs: 300_000, recoveryDelayMs: 600_000 },
+      clock,
+      () => 0.5,
+      logs.logger,
+      rt.metrics,
+    );
     try {
       await fresh.sync();
       expect(fresh.queue.get(a.id)).toMatchObject({ kind: 'recovery' });
@@ -437,7 +445,7 @@ describe('accounts and token refresh (real PostgreSQL, Redis, OAuth server)', ()
     }
   });
 
-  it('refresh calls go through the account\'s proxy', async () => {
+  it("refresh calls go through the account's proxy", async () => {
     const proxy = await ConnectProxy.start();
     try {
       const p = (await post('/api/v1/proxies', { name: 'egress', url: proxy.url })).json();
@@ -526,7 +534,12 @@ describe('accounts and token refresh (real PostgreSQL, Redis, OAuth server)', ()
       ['not json at all', /./],
     ];
     for (const [payload, pattern] of cases) {
-      const res = await http.inject({ method: 'POST', url: '/api/v1/accounts', headers: { ...auth, 'content-type': 'application/json' }, payload: typeof payload === 'string' ? payload : JSON.stringify(payload) });
+      const res = await http.inject({
+        method: 'POST',
+        url: '/api/v1/accounts',
+        headers: { ...auth, 'content-type': 'application/json' },
+        payload: typeof payload === 'string' ? payload : JSON.stringify(payload),
+      });
       expect(res.statusCode, JSON.stringify(payload)).toBe(400);
       expect(res.json().error.message).toMatch(pattern);
     }
@@ -536,7 +549,12 @@ describe('accounts and token refresh (real PostgreSQL, Redis, OAuth server)', ()
     expect(odd.warnings[0]).toMatch(/not a JWT with an exp claim/);
     // An import with one bad item writes none of them.
     const n1 = await count();
-    const imp = await post('/api/v1/accounts/import', { accounts: [{ platform: 'openai', name: 'ok', credentials: { access_token: 'a' } }, { platform: 'openai', name: '' }] });
+    const imp = await post('/api/v1/accounts/import', {
+      accounts: [
+        { platform: 'openai', name: 'ok', credentials: { access_token: 'a' } },
+        { platform: 'openai', name: '' },
+      ],
+    });
     expect(imp.statusCode).toBe(400);
     expect(imp.json().error.fields.map((f: { field: string }) => f.field)).toEqual(expect.arrayContaining(['accounts.1.name', 'accounts.1.credentials']));
     expect(await count()).toBe(n1);
@@ -583,7 +601,9 @@ describe('accounts in embedded mode (PGlite, key in the data directory)', () => 
       await rt.shutdown();
       // Another key for the same data: refused at start, not garbage later.
       const other = Buffer.alloc(32, 9).toString('base64');
-      await expect(Runtime.create(loadConfig({ env: { ...env, RELAY_JOBS_MASTER_KEY: other } }), { logger: silentLogger() })).rejects.toThrow(/does not match the key this database was encrypted with/);
+      await expect(Runtime.create(loadConfig({ env: { ...env, RELAY_JOBS_MASTER_KEY: other } }), { logger: silentLogger() })).rejects.toThrow(
+        /does not match the key this database was encrypted with/,
+      );
     } finally {
       await oauth.close();
     }

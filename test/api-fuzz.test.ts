@@ -14,12 +14,49 @@ const RUNS = Number(process.env.RELAY_JOBS_FUZZ_RUNS ?? 30);
 
 /** Tables an API request may write; a 4xx answer must leave every one of them as it was. */
 const TABLES = [
-  'accounts', 'proxies', 'billing_users', 'plans', 'subscriptions', 'payment_orders', 'payment_order_events', 'notification_settings',
-  'usage_logs', 'usage_request_ids', 'usage_cleanup_tasks', 'idempotency_records', 'platform_quota_usage', 'dead_letters', 'admin_sessions',
+  'accounts',
+  'proxies',
+  'billing_users',
+  'plans',
+  'subscriptions',
+  'payment_orders',
+  'payment_order_events',
+  'notification_settings',
+  'usage_logs',
+  'usage_request_ids',
+  'usage_cleanup_tasks',
+  'idempotency_records',
+  'platform_quota_usage',
+  'dead_letters',
+  'admin_sessions',
 ];
 
 // Text that breaks naive code: NUL, lone surrogates, huge, unicode, look-alikes of valid values.
-const nasty = fc.constantFrom('\u0000', 'a\u0000b', '\ud800', 'x\udfffy', '', ' ', '__proto__', 'constructor', '💥', '1e309', '-1', '2026-11-30T00:00:00Z', '1970-01-01T00:00:00Z', '9999-12-31T23:59:59Z', 'http://[::1:bad', 'http://u:p@127.0.0.1:9', 'openai', 'demo', 'balance', 'subscription', 'hour', 'day', 'active');
+const nasty = fc.constantFrom(
+  '\u0000',
+  'a\u0000b',
+  '\ud800',
+  'x\udfffy',
+  '',
+  ' ',
+  '__proto__',
+  'constructor',
+  '💥',
+  '1e309',
+  '-1',
+  '2026-11-30T00:00:00Z',
+  '1970-01-01T00:00:00Z',
+  '9999-12-31T23:59:59Z',
+  'http://[::1:bad',
+  'http://u:p@127.0.0.1:9',
+  'openai',
+  'demo',
+  'balance',
+  'subscription',
+  'hour',
+  'day',
+  'active',
+);
 const text = fc.oneof(fc.string(), fc.string({ unit: 'binary', maxLength: 40 }), nasty);
 const num = fc.oneof(fc.integer(), fc.constantFrom(0, 1, 2, -1, 1e15, 2 ** 53, Number.MAX_SAFE_INTEGER), fc.double());
 const scalar = fc.oneof(text, num, fc.boolean(), fc.constant(null));
@@ -45,7 +82,18 @@ const shaped = (fields: Record<string, fc.Arbitrary<unknown>>) => {
   );
 };
 const list = (item: fc.Arbitrary<unknown>) => fc.array(item, { minLength: 1, maxLength: 4 });
-const usageEvent = shaped({ request_id: word, user_id: fc.oneof(word, small), platform: word, model: word, input_tokens: small, output_tokens: small, cost: fc.constantFrom('0.1', '1', 0.5), created_at: recent, latency_ms: small, status_code: fc.constantFrom(200, 500) });
+const usageEvent = shaped({
+  request_id: word,
+  user_id: fc.oneof(word, small),
+  platform: word,
+  model: word,
+  input_tokens: small,
+  output_tokens: small,
+  cost: fc.constantFrom('0.1', '1', 0.5),
+  created_at: recent,
+  latency_ms: small,
+  status_code: fc.constantFrom(200, 500),
+});
 const creds = shaped({ access_token: word, refresh_token: word, expires_at: recent });
 
 interface Route {
@@ -59,7 +107,11 @@ interface Route {
 // separately), /jobs/:name/run (starts rounds), /accounts/:id/refresh and /token (call the provider).
 const ROUTES: Route[] = [
   { method: 'POST', url: '/api/v1/usage', body: shaped({ events: list(usageEvent) }) },
-  { method: 'POST', url: '/api/v1/usage/cleanup-tasks', body: shaped({ from: recent, to: fc.constantFrom(new Date(Date.now() + 86_400_000).toISOString()), user_id: word, account_id: fc.oneof(word, small) }) },
+  {
+    method: 'POST',
+    url: '/api/v1/usage/cleanup-tasks',
+    body: shaped({ from: recent, to: fc.constantFrom(new Date(Date.now() + 86_400_000).toISOString()), user_id: word, account_id: fc.oneof(word, small) }),
+  },
   { method: 'POST', url: '/api/v1/idempotency/begin', body: shaped({ scope: word, key: word, request: value }) },
   { method: 'POST', url: '/api/v1/idempotency/complete', body: shaped({ scope: word, key: word, request: value, response: value, status_code: fc.constantFrom(200, 404) }) },
   { method: 'POST', url: '/api/v1/quota/usage', body: shaped({ increments: list(shaped({ user_id: fc.oneof(word, small), platform: word, amount: small })) }) },
@@ -67,15 +119,40 @@ const ROUTES: Route[] = [
   { method: 'PATCH', url: '/api/v1/accounts/1', body: shaped({ name: word, credentials: creds, status: fc.constantFrom('active', 'disabled'), proxy_id: fc.constantFrom(1), expires_at: recent }) },
   { method: 'POST', url: '/api/v1/accounts/import', body: shaped({ accounts: list(shaped({ platform: fc.constantFrom('openai'), name: word, credentials: creds })) }) },
   { method: 'POST', url: '/api/v1/accounts/1/unauthorized', body: shaped({ token_version: small }) },
-  { method: 'POST', url: '/api/v1/proxies', body: shaped({ name: word, url: fc.oneof(fc.constantFrom('http://127.0.0.1:9', 'http://u:p@127.0.0.1:9', 'http://[::1:bad', 'https://h:1'), word.map((w) => `http://${w}`)), expires_at: recent, fallback_mode: fc.constantFrom('none', 'direct'), backup_proxy_id: fc.constantFrom(1) }) },
-  { method: 'PATCH', url: '/api/v1/proxies/1', body: shaped({ name: word, url: fc.constantFrom('http://127.0.0.1:9', 'http://[::1:bad'), status: fc.constantFrom('active', 'disabled'), backup_proxy_id: fc.constantFrom(1, 2) }) },
+  {
+    method: 'POST',
+    url: '/api/v1/proxies',
+    body: shaped({
+      name: word,
+      url: fc.oneof(
+        fc.constantFrom('http://127.0.0.1:9', 'http://u:p@127.0.0.1:9', 'http://[::1:bad', 'https://h:1'),
+        word.map((w) => `http://${w}`),
+      ),
+      expires_at: recent,
+      fallback_mode: fc.constantFrom('none', 'direct'),
+      backup_proxy_id: fc.constantFrom(1),
+    }),
+  },
+  {
+    method: 'PATCH',
+    url: '/api/v1/proxies/1',
+    body: shaped({ name: word, url: fc.constantFrom('http://127.0.0.1:9', 'http://[::1:bad'), status: fc.constantFrom('active', 'disabled'), backup_proxy_id: fc.constantFrom(1, 2) }),
+  },
   { method: 'POST', url: '/api/v1/billing/users', body: shaped({ external_id: word, email: fc.constantFrom('a@b.test', 'a\u0000@b.test') }) },
   { method: 'POST', url: '/api/v1/billing/plans', body: shaped({ name: word, price: small, duration_days: small }) },
   { method: 'POST', url: '/api/v1/billing/subscriptions', body: shaped({ user_id: small, plan_id: small, starts_at: recent, expires_at: recent }) },
-  { method: 'POST', url: '/api/v1/billing/orders', body: shaped({ user_id: small, amount: small, provider: fc.constantFrom('demo'), provider_order_id: word, purpose: fc.constantFrom('balance'), expires_at: recent }) },
+  {
+    method: 'POST',
+    url: '/api/v1/billing/orders',
+    body: shaped({ user_id: small, amount: small, provider: fc.constantFrom('demo'), provider_order_id: word, purpose: fc.constantFrom('balance'), expires_at: recent }),
+  },
   { method: 'PUT', url: '/api/v1/notifications/settings', body: shaped({ reminders_enabled: fc.boolean(), reminder_days: list(small) }) },
   { method: 'POST', url: '/api/v1/payments/webhook/demo', body: shaped({ event_id: word, provider_order_id: word, amount: small, status: fc.constantFrom('paid') }) },
-  { method: 'GET', url: '/api/v1/dashboard/usage', query: fc.record({ from: recent, to: fc.constant(new Date(Date.now() + 86_400_000).toISOString()), user_id: word, model: word, x: text }, { requiredKeys: ['from', 'to'] }) },
+  {
+    method: 'GET',
+    url: '/api/v1/dashboard/usage',
+    query: fc.record({ from: recent, to: fc.constant(new Date(Date.now() + 86_400_000).toISOString()), user_id: word, model: word, x: text }, { requiredKeys: ['from', 'to'] }),
+  },
   { method: 'GET', url: '/api/v1/accounts', query: fc.record({ status: fc.constantFrom('active', 'x'), platform: word, limit: fc.constantFrom('1', '0', 'x'), after: text }, { requiredKeys: [] }) },
   { method: 'GET', url: '/api/v1/notifications', query: fc.dictionary(fc.constantFrom('status', 'limit', 'x'), text, { maxKeys: 3 }) },
   { method: 'GET', url: '/api/v1/dead-letters', query: fc.dictionary(fc.constantFrom('source', 'limit', 'after', 'x'), text, { maxKeys: 3 }) },
@@ -139,7 +216,7 @@ describe('fuzzing every JSON route (real PostgreSQL and Redis)', () => {
         fc.asyncProperty(input, async (generated) => {
           const before = await snapshot();
           const url = route.query ? `${route.url}?${new URLSearchParams(generated as Record<string, string>)}` : route.url;
-          const payload = route.body ? JSON.stringify(generated) ?? 'null' : undefined;
+          const payload = route.body ? (JSON.stringify(generated) ?? 'null') : undefined;
           const res = await http.inject({ method: route.method, url, headers: { ...auth, ...(payload !== undefined ? { 'content-type': 'application/json' } : {}) }, payload });
           if (res.statusCode >= 500) throw new Error(`${res.statusCode} ${res.body}`);
           if (res.statusCode >= 400) expect(await snapshot()).toEqual(before);
@@ -152,7 +229,12 @@ describe('fuzzing every JSON route (real PostgreSQL and Redis)', () => {
   it('still serves afterwards', async () => {
     expect((await http.inject('/healthz')).statusCode).toBe(200);
     expect((await http.inject('/readyz')).json()).toMatchObject({ ready: true });
-    const ok = await http.inject({ method: 'POST', url: '/api/v1/usage', headers: auth, payload: { events: [{ request_id: 'after-fuzz', user_id: 'u', platform: 'openai', model: 'm', input_tokens: 1, output_tokens: 1, cost: '0.1' }] } });
+    const ok = await http.inject({
+      method: 'POST',
+      url: '/api/v1/usage',
+      headers: auth,
+      payload: { events: [{ request_id: 'after-fuzz', user_id: 'u', platform: 'openai', model: 'm', input_tokens: 1, output_tokens: 1, cost: '0.1' }] },
+    });
     expect(ok.statusCode, ok.body).toBe(200);
   });
 });

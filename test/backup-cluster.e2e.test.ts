@@ -72,11 +72,18 @@ describe('backup in a cluster of three real replicas', () => {
   });
 
   const api = async (i: number, method: string, path: string) => {
-    const res = await fetch(`http://127.0.0.1:${ports[i]}/api/v1${path}`, { method, headers: { authorization: `Bearer ${TOKEN}`, ...(method === 'POST' ? { 'content-type': 'application/json' } : {}) }, body: method === 'POST' ? '{}' : undefined });
+    const res = await fetch(`http://127.0.0.1:${ports[i]}/api/v1${path}`, {
+      method,
+      headers: { authorization: `Bearer ${TOKEN}`, ...(method === 'POST' ? { 'content-type': 'application/json' } : {}) },
+      body: method === 'POST' ? '{}' : undefined,
+    });
     return { status: res.status, body: (await res.json()) as Record<string, any> };
   };
   const record = async (id: string) => (await client.query(`SELECT *, lease_until > clock_timestamp() AS leased, clock_timestamp() AS now FROM backups WHERE id = $1`, [id])).rows[0];
-  const filesOf = (id: string) => readdirSync(dir, { recursive: true }).map(String).filter((f) => f.includes(id));
+  const filesOf = (id: string) =>
+    readdirSync(dir, { recursive: true })
+      .map(String)
+      .filter((f) => f.includes(id));
   const scratchDbs = async (id: string) => {
     const c = new pg.Client({ connectionString: PG_ADMIN_URL });
     await c.connect();
@@ -85,7 +92,7 @@ describe('backup in a cluster of three real replicas', () => {
     return rows.length;
   };
 
-  it('a killed bystander does not touch a running backup; a killed owner\'s backup fails only after its lease expires, cleaned up; exactly one backup per request', { timeout: 240_000 }, async () => {
+  it("a killed bystander does not touch a running backup; a killed owner's backup fails only after its lease expires, cleaned up; exactly one backup per request", { timeout: 240_000 }, async () => {
     // 1. r0 backs up; r1 is SIGKILLed and restarted meanwhile; r2's request is refused naming r0's backup.
     const first = await api(0, 'POST', '/backups');
     expect(first.status).toBe(202);

@@ -66,16 +66,20 @@ describe('relay-jobs restore (real processes, real PostgreSQL)', () => {
     expect(await q(t.url, `SELECT 1 FROM plans WHERE name = 'extra'`)).toEqual([]);
   });
 
-  it('restores by backup id from the configured storage and checks the restored row counts against the backup\'s', async () => {
+  it("restores by backup id from the configured storage and checks the restored row counts against the backup's", async () => {
     const t = await target();
-    const r = await runCli(['restore', rec.id, '--target', t.url], {
-      DATABASE_URL: env.url,
-      REDIS_URL,
-      RELAY_JOBS_MASTER_KEY: TEST_MASTER_KEY,
-      RELAY_JOBS_INSTANCE_ID: 'restorer',
-      RELAY_JOBS_ENV: 'test',
-      RELAY_JOBS__BACKUP__DIR: env.dir,
-    }, 60_000);
+    const r = await runCli(
+      ['restore', rec.id, '--target', t.url],
+      {
+        DATABASE_URL: env.url,
+        REDIS_URL,
+        RELAY_JOBS_MASTER_KEY: TEST_MASTER_KEY,
+        RELAY_JOBS_INSTANCE_ID: 'restorer',
+        RELAY_JOBS_ENV: 'test',
+        RELAY_JOBS__BACKUP__DIR: env.dir,
+      },
+      60_000,
+    );
     expect(r.stderr).toBe('');
     expect(r.code).toBe(0);
     expect(r.stdout).toMatch(/of \d+ tables/);

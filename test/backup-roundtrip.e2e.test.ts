@@ -55,7 +55,11 @@ describe('backup round trip: restore into a new database, a new process serves t
     RELAY_JOBS__JOBS__BACKUP__CRON: '0 0 1 1 *',
   });
   const call = async (port: number, method: string, path: string, body?: unknown) => {
-    const res = await fetch(`http://127.0.0.1:${port}/api/v1${path}`, { method, headers: { authorization: `Bearer ${TOKEN}`, ...(body !== undefined ? { 'content-type': 'application/json' } : {}) }, body: body === undefined ? undefined : JSON.stringify(body) });
+    const res = await fetch(`http://127.0.0.1:${port}/api/v1${path}`, {
+      method,
+      headers: { authorization: `Bearer ${TOKEN}`, ...(body !== undefined ? { 'content-type': 'application/json' } : {}) },
+      body: body === undefined ? undefined : JSON.stringify(body),
+    });
     return { status: res.status, body: (await res.json()) as any };
   };
 
@@ -65,12 +69,26 @@ describe('backup round trip: restore into a new database, a new process serves t
     procs.push(a);
     await a.waitForLine(/relay-jobs started/, 60_000);
 
-    const acct = await call(p1, 'POST', '/accounts', { platform: 'anthropic', name: 'roundtrip', credentials: { access_token: 'sealed-access-token-value', refresh_token: 'sealed-refresh-token-value', expires_at: '2030-01-01T00:00:00Z' } });
+    const acct = await call(p1, 'POST', '/accounts', {
+      platform: 'anthropic',
+      name: 'roundtrip',
+      credentials: { access_token: 'sealed-access-token-value', refresh_token: 'sealed-refresh-token-value', expires_at: '2030-01-01T00:00:00Z' },
+    });
     expect(acct.status, JSON.stringify(acct.body)).toBe(201);
     const accountId = acct.body.id ?? acct.body.account?.id;
     const user = await call(p1, 'POST', '/billing/users', { external_id: 'rt-user', email: 'rt@example.com' });
     expect(user.status).toBe(201);
-    const events = Array.from({ length: 50 }, (_, i) => ({ request_id: `rt-${i}`, user_id: 'rt-user', account_id: String(accountId), platform: 'claude', model: 'sonnet', input_tokens: 100 + i, output_tokens: 10, cost: '0.0125', created_at: new Date(Date.now() - 3_600_000).toISOString() }));
+    const events = Array.from({ length: 50 }, (_, i) => ({
+      request_id: `rt-${i}`,
+      user_id: 'rt-user',
+      account_id: String(accountId),
+      platform: 'claude',
+      model: 'sonnet',
+      input_tokens: 100 + i,
+      output_tokens: 10,
+      cost: '0.0125',
+      created_at: new Date(Date.now() - 3_600_000).toISOString(),
+    }));
     expect((await call(p1, 'POST', '/usage', { events })).status).toBe(200);
     const from = new Date(Date.now() - 2 * 86_400_000).toISOString();
     const to = new Date(Date.now() + 86_400_000).toISOString();

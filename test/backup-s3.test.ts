@@ -29,7 +29,9 @@ describe('backup to S3 (a real S3-compatible server, s3rver, on loopback)', () =
     storage = new S3Storage({ bucket: BUCKET, prefix: 'relay/', region: 'us-east-1', endpoint: s3.endpoint, forcePathStyle: true, partSizeMb: 5 });
     env = await backupEnv({ storage, keepLast: 1 });
     // Incompressible-ish rows so the gzip stream passes one part.
-    await env.db.query(`INSERT INTO billing_users (external_id, email) SELECT md5(g::text) || md5((g * 7)::text) || md5((g * 13)::text), md5(g::text || 'x') || '@example.com' FROM generate_series(1, 80000) g`);
+    await env.db.query(
+      `INSERT INTO billing_users (external_id, email) SELECT md5(g::text) || md5((g * 7)::text) || md5((g * 13)::text), md5(g::text || 'x') || '@example.com' FROM generate_series(1, 80000) g`,
+    );
   });
   afterAll(async () => {
     for (const t of targets) await t.drop();
@@ -51,13 +53,17 @@ describe('backup to S3 (a real S3-compatible server, s3rver, on loopback)', () =
 
     const t = await freshDatabase();
     targets.push(t);
-    const r = await runCli(['restore', rec.location, '--target', t.url], {
-      AWS_ACCESS_KEY_ID: 'S3RVER',
-      AWS_SECRET_ACCESS_KEY: 'S3RVER',
-      RELAY_JOBS__BACKUP__S3__BUCKET: BUCKET,
-      RELAY_JOBS__BACKUP__S3__ENDPOINT: s3.endpoint,
-      RELAY_JOBS__BACKUP__S3__FORCE_PATH_STYLE: 'true',
-    }, 90_000);
+    const r = await runCli(
+      ['restore', rec.location, '--target', t.url],
+      {
+        AWS_ACCESS_KEY_ID: 'S3RVER',
+        AWS_SECRET_ACCESS_KEY: 'S3RVER',
+        RELAY_JOBS__BACKUP__S3__BUCKET: BUCKET,
+        RELAY_JOBS__BACKUP__S3__ENDPOINT: s3.endpoint,
+        RELAY_JOBS__BACKUP__S3__FORCE_PATH_STYLE: 'true',
+      },
+      90_000,
+    );
     expect(r.stderr).not.toMatch(/relay-jobs:/);
     expect(r.code).toBe(0);
     expect(r.stdout).toContain(`checksum ok (sha256 ${rec.sha256})`);

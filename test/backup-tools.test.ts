@@ -6,14 +6,16 @@ import { checkTool } from '../src/jobs/backup/pg-tools.js';
 import { compareCounts } from '../src/jobs/backup/verifier.js';
 
 describe('pg_dump/pg_restore checks', () => {
-  it('accepts the tools of the server\'s major version', async () => {
+  it("accepts the tools of the server's major version", async () => {
     expect(await checkTool('pg_dump', 150020)).toBe('pg_dump');
   });
 
   it('names a missing binary and a version mismatch, in one line', async () => {
     const missing = join(tmpdir(), 'no-such-pg-bin');
     await expect(checkTool('pg_dump', 150020, missing)).rejects.toThrow(`${missing}/pg_dump not found (backup.pg_bin_dir): install the PostgreSQL 15 client tools or set backup.pg_bin_dir`);
-    await expect(checkTool('pg_restore', 150020, undefined).then(() => checkTool('pg_restore', 160001))).rejects.toThrow(/^pg_restore is PostgreSQL 15 but the server is PostgreSQL 16: install the 16 client tools or point backup.pg_bin_dir at them$/);
+    await expect(checkTool('pg_restore', 150020, undefined).then(() => checkTool('pg_restore', 160001))).rejects.toThrow(
+      /^pg_restore is PostgreSQL 15 but the server is PostgreSQL 16: install the 16 client tools or point backup.pg_bin_dir at them$/,
+    );
     const dir = mkdtempSync(join(tmpdir(), 'rj-fake-pg-'));
     writeFileSync(join(dir, 'pg_dump'), '#!/bin/sh\necho "pg_dump (PostgreSQL) 14.11"\n');
     chmodSync(join(dir, 'pg_dump'), 0o755);

@@ -55,7 +55,18 @@ describe('backup on real PostgreSQL with pg_dump/pg_restore, directory storage',
   it('refuses a second backup while one runs (BackupBusy names it) and never touches a live lease of another replica', async () => {
     const other = env.make('replica-b', 60_000);
     // replica-b's backup is running: its record holds a live lease.
-    const started = await env.backups.start({ id: 'livebackup01', trigger: 'manual', instanceId: 'replica-b', leaseMs: 60_000, storage: 'fs', location: 'x', objectKey: 'test/x/live.dump.gz', format: 'pg_dump', compression: 'gzip', jobRunId: null });
+    const started = await env.backups.start({
+      id: 'livebackup01',
+      trigger: 'manual',
+      instanceId: 'replica-b',
+      leaseMs: 60_000,
+      storage: 'fs',
+      location: 'x',
+      objectKey: 'test/x/live.dump.gz',
+      format: 'pg_dump',
+      compression: 'gzip',
+      jobRunId: null,
+    });
     expect(started).toBe('livebackup01');
     const err = await env.service.start('manual').catch((e: unknown) => e);
     expect(err).toBeInstanceOf(BackupBusy);
@@ -72,7 +83,18 @@ describe('backup on real PostgreSQL with pg_dump/pg_restore, directory storage',
     const partial = `${env.dir}/${key}.partial`;
     mkdirSync(dirname(partial), { recursive: true });
     writeFileSync(partial, 'half a dump');
-    await env.backups.start({ id: 'deadbeef0001', trigger: 'schedule', instanceId: 'replica-c', leaseMs: 300, storage: 'fs', location: `${env.dir}/${key}`, objectKey: key, format: 'pg_dump', compression: 'gzip', jobRunId: null });
+    await env.backups.start({
+      id: 'deadbeef0001',
+      trigger: 'schedule',
+      instanceId: 'replica-c',
+      leaseMs: 300,
+      storage: 'fs',
+      location: `${env.dir}/${key}`,
+      objectKey: key,
+      format: 'pg_dump',
+      compression: 'gzip',
+      jobRunId: null,
+    });
     // Before expiry nobody touches it.
     expect(await env.service.start('manual').catch((e: unknown) => e)).toBeInstanceOf(BackupBusy);
     await waitFor('the lease to expire', async () => (await env.service.reap()) === 1);

@@ -112,11 +112,18 @@ describe('billing: subscriptions, payment orders, reminders', () => {
     const before = await balance();
     const o = await order(500);
     provider.pay(o.provider_order_id);
-    const raw = await fetch(webhookUrl(), { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ provider_order_id: o.provider_order_id, status: 'paid', amount: 500, event_id: 'x' }) });
+    const raw = await fetch(webhookUrl(), {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ provider_order_id: o.provider_order_id, status: 'paid', amount: 500, event_id: 'x' }),
+    });
     expect(raw.status).toBe(401);
     expect((await raw.json()).error.message).toMatch(/missing X-Timestamp or X-Signature/);
     expect(await provider.sendWebhook(webhookUrl(), o.provider_order_id, { secret: 'forged-secret-0123456789' })).toMatchObject({ status: 401, body: { error: { message: 'bad signature' } } });
-    expect(await provider.sendWebhook(webhookUrl(), o.provider_order_id, { timestamp: Math.floor(Date.now() / 1000) - 3600 })).toMatchObject({ status: 401, body: { error: { message: expect.stringMatching(/outside the 300s tolerance/) } } });
+    expect(await provider.sendWebhook(webhookUrl(), o.provider_order_id, { timestamp: Math.floor(Date.now() / 1000) - 3600 })).toMatchObject({
+      status: 401,
+      body: { error: { message: expect.stringMatching(/outside the 300s tolerance/) } },
+    });
     expect(await provider.sendWebhook(webhookUrl(), 'ro_does_not_exist', { amount: 5 })).toMatchObject({ status: 404, body: { error: { code: 'unknown_order' } } });
     expect(await provider.sendWebhook(webhookUrl(), o.provider_order_id, { amount: 5000 })).toMatchObject({ status: 400, body: { error: { code: 'amount_mismatch' } } });
     expect(await provider.sendWebhook(`${http.listeningOrigin}/api/v1/payments/webhook/nopay`, o.provider_order_id)).toMatchObject({ status: 404 });
@@ -198,15 +205,30 @@ describe('billing: subscriptions, payment orders, reminders', () => {
     subs = (await get(`/api/v1/billing/users/${u.id}`)).subscriptions;
     expect(subs).toHaveLength(1);
     expect(Date.parse(subs[0].expires_at) - firstEnd).toBe(30 * DAY);
-    expect((await post('/api/v1/billing/orders', { user_id: u.id, amount: 1.5, provider: 'fakepay', purpose: 'balance' })).json().error.message).toMatch(/amount: expected an integer amount in minor units/);
-    expect((await post('/api/v1/billing/orders', { user_id: u.id, amount: 100, provider: 'fakepay', purpose: 'subscription' })).json().error.message).toMatch(/plan_id: a subscription order needs plan_id/);
-    expect((await post('/api/v1/billing/orders', { user_id: 999999, amount: 100, provider: 'nopay', purpose: 'balance' })).json().error.fields.map((f: { field: string }) => f.field)).toEqual(['provider', 'user_id']);
+    expect((await post('/api/v1/billing/orders', { user_id: u.id, amount: 1.5, provider: 'fakepay', purpose: 'balance' })).json().error.message).toMatch(
+      /amount: expected an integer amount in minor units/,
+    );
+    expect((await post('/api/v1/billing/orders', { user_id: u.id, amount: 100, provider: 'fakepay', purpose: 'subscription' })).json().error.message).toMatch(
+      /plan_id: a subscription order needs plan_id/,
+    );
+    expect((await post('/api/v1/billing/orders', { user_id: 999999, amount: 100, provider: 'nopay', purpose: 'balance' })).json().error.fields.map((f: { field: string }) => f.field)).toEqual([
+      'provider',
+      'user_id',
+    ]);
   });
 
   it('subscription_expiry expires ended subscriptions and sends one reminder per window, once, skipping renewed ones; a broken SMTP server backs off', async () => {
     const plan = (await post('/api/v1/billing/plans', { name: 'Basic', price: 100, duration_days: 30 })).json();
     const u = (await post('/api/v1/billing/users', { email: 'carol@example.test' })).json();
-    const sub = async (endsInMs: number) => (await post('/api/v1/billing/subscriptions', { user_id: u.id, plan_id: plan.id, starts_at: new Date(Date.now() - 20 * DAY).toISOString(), expires_at: new Date(Date.now() + endsInMs).toISOString() })).json();
+    const sub = async (endsInMs: number) =>
+      (
+        await post('/api/v1/billing/subscriptions', {
+          user_id: u.id,
+          plan_id: plan.id,
+          starts_at: new Date(Date.now() - 20 * DAY).toISOString(),
+          expires_at: new Date(Date.now() + endsInMs).toISOString(),
+        })
+      ).json();
     const ended = await sub(-60_000 + 20 * DAY - 20 * DAY + 1000);
     const in5 = await sub(5 * DAY);
     const in2 = await sub(2 * DAY);
@@ -216,7 +238,12 @@ describe('billing: subscriptions, payment orders, reminders', () => {
     const mails = () => smtp.received.filter((m) => m.to.includes('carol@example.test'));
     const first = await rt.runNow('subscription_expiry');
     expect((await get(`/api/v1/billing/subscriptions/${ended.id}`)).status, JSON.stringify(first)).toBe('expired');
-    expect(mails().map((m) => m.subject).sort(), JSON.stringify(first)).toEqual(['Your Basic subscription expires in 1 day(s)', 'Your Basic subscription expires in 3 day(s)', 'Your Basic subscription expires in 7 day(s)']);
+    expect(
+      mails()
+        .map((m) => m.subject)
+        .sort(),
+      JSON.stringify(first),
+    ).toEqual(['Your Basic subscription expires in 1 day(s)', 'Your Basic subscription expires in 3 day(s)', 'Your Basic subscription expires in 7 day(s)']);
     expect(new Set(mails().map((m) => m.messageId)).size).toBe(3);
     await rt.runNow('subscription_expiry');
     expect(mails()).toHaveLength(3);

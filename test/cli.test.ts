@@ -34,7 +34,11 @@ describe('CLI bad input', () => {
     ['unknown job', { RELAY_JOBS_CONFIG: yaml('jobs:\n  nightly_magic:\n    every: 1h\n') }, /jobs\.nightly_magic .*unknown job/],
     ['wrong type', { RELAY_JOBS_CONFIG: yaml('jobs:\n  canary:\n    enabled: maybe\n') }, /jobs\.canary\.enabled/],
     ['negative duration', { RELAY_JOBS__JOBS__CANARY__EVERY: '-5s' }, /jobs\.canary\.every \(RELAY_JOBS__JOBS__CANARY__EVERY\): expected a duration/],
-    ['lock TTL shorter than the timeout', { RELAY_JOBS__JOBS__CANARY__TIMEOUT: '10s', RELAY_JOBS__JOBS__CANARY__LOCK_TTL: '5s' }, /jobs\.canary\.lock_ttl \(5s\) must be longer than jobs\.canary\.timeout \(10s\)/],
+    [
+      'lock TTL shorter than the timeout',
+      { RELAY_JOBS__JOBS__CANARY__TIMEOUT: '10s', RELAY_JOBS__JOBS__CANARY__LOCK_TTL: '5s' },
+      /jobs\.canary\.lock_ttl \(5s\) must be longer than jobs\.canary\.timeout \(10s\)/,
+    ],
     ['only one of the cluster URLs', { DATABASE_URL: 'postgres://postgres@127.0.0.1/x' }, /needs both DATABASE_URL and REDIS_URL/],
     ['cluster without instance id', { DATABASE_URL: 'postgres://postgres@127.0.0.1/x', REDIS_URL }, /RELAY_JOBS_INSTANCE_ID/],
   ];
@@ -63,11 +67,14 @@ describe('CLI bad input', () => {
     const base = { RELAY_JOBS_INSTANCE_ID: 'a', RELAY_JOBS_ENV: 'test', DATABASE_URL: 'postgres://postgres@127.0.0.1:1/x', REDIS_URL };
     expectUserError(await runCli(['start'], base), /RELAY_JOBS_MASTER_KEY is not set: cluster mode encrypts account credentials/);
     expectUserError(await runCli(['config', 'check'], { ...base, RELAY_JOBS_MASTER_KEY: 'short' }), /security\.master_key \(RELAY_JOBS_MASTER_KEY\): expected 32 random bytes/);
-    expectUserError(await runCli(['config', 'check'], { RELAY_JOBS__OAUTH__PROVIDERS__MYCORP__CLIENT_ID: 'x' }), /oauth\.providers\.mycorp: a platform that is not built in needs both token_url and client_id/);
+    expectUserError(
+      await runCli(['config', 'check'], { RELAY_JOBS__OAUTH__PROVIDERS__MYCORP__CLIENT_ID: 'x' }),
+      /oauth\.providers\.mycorp: a platform that is not built in needs both token_url and client_id/,
+    );
   });
 
   it('run: an unknown job is named with the list of known ones', async () => {
-    expectUserError(await runCli(['run', 'nope'], { RELAY_JOBS_DATA_DIR: tmp() }), new RegExp(`unknown job "nope" \\(known jobs: ${JOBS.map((j) => j.name).join(", ")}\\)`));
+    expectUserError(await runCli(['run', 'nope'], { RELAY_JOBS_DATA_DIR: tmp() }), new RegExp(`unknown job "nope" \\(known jobs: ${JOBS.map((j) => j.name).join(', ')}\\)`));
   });
 });
 

@@ -76,7 +76,9 @@ describe('cluster of three real replicas', () => {
     // SIGKILL whichever replica is in the middle of a round (started 50-250 ms ago: its 400 ms sleep has not ended, so the kill lands mid-round).
     let victim: ServiceProcess | undefined;
     for (let i = 0; i < 200 && !victim; i++) {
-      const { rows } = await client.query(`SELECT instance_id FROM job_runs WHERE job_name = 'canary' AND status = 'running' AND started_at BETWEEN clock_timestamp() - interval '250 milliseconds' AND clock_timestamp() - interval '50 milliseconds'`);
+      const { rows } = await client.query(
+        `SELECT instance_id FROM job_runs WHERE job_name = 'canary' AND status = 'running' AND started_at BETWEEN clock_timestamp() - interval '250 milliseconds' AND clock_timestamp() - interval '50 milliseconds'`,
+      );
       victim = rows[0] && replicas.find((r) => r.name === rows[0].instance_id);
       if (!victim) await new Promise((r) => setTimeout(r, 20));
     }

@@ -95,7 +95,7 @@ describe('loadConfig', () => {
 });
 
 describe('config wording, for a person rather than a library', () => {
-  it('says what a key expects in config words, with the value given, never zod\'s phrasing', () => {
+  it("says what a key expects in config words, with the value given, never zod's phrasing", () => {
     const file = yamlFile('jobs:\n  canary:\n    enabled: maybe\n    no_work_log: loud\nhttp:\n  port: abc\nbilling:\n  reminder_days: []\nlogging:\n  level: loud\n');
     const text = problems(() => loadConfig({ env: { RELAY_JOBS_CONFIG: file }, checkJobs: checkJobSections() })).join('\n');
     expect(text).toMatch(/jobs\.canary\.enabled \(.*\): expected true or false, got "maybe"/);
@@ -106,7 +106,7 @@ describe('config wording, for a person rather than a library', () => {
     expect(text).not.toMatch(/Invalid input|Invalid option|received|Too small|NaN/);
   });
 
-  it('a YAML syntax error gives file:line:column, the parser\'s reason and the lines with a caret', () => {
+  it("a YAML syntax error gives file:line:column, the parser's reason and the lines with a caret", () => {
     const file = yamlFile('http:\n  port: 8080\njobs: [\n');
     const [p] = problems(() => loadConfig({ env: { RELAY_JOBS_CONFIG: file } }));
     expect(p).toMatch(new RegExp(`^${file.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}:4:1: malformed YAML: [^\n]*\\]\n`));
@@ -125,7 +125,7 @@ describe('config wording, for a person rather than a library', () => {
     expect(loadConfig({ env: {} }).warnings).toEqual([]);
   });
 
-  it('prints durations in the config\'s own form, so printed values paste back unchanged', () => {
+  it("prints durations in the config's own form, so printed values paste back unchanged", () => {
     const c = loadConfig({ env: { RELAY_JOBS__SHUTDOWN__GRACE: '20s', RELAY_JOBS__SCHEDULER__ABORT_GRACE: '1500ms' } });
     const printed = withDurationStrings(redactConfig(c)) as { shutdown: { grace: string }; scheduler: { abort_grace: string }; usage: { retention: string; batch_size: number } };
     expect(printed.shutdown.grace).toBe('20s');

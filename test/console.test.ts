@@ -47,7 +47,15 @@ describe('web console (browser, embedded runtime)', () => {
     mkdirSync(ARTIFACTS, { recursive: true });
     const dir = mkdtempSync(join(tmpdir(), 'rj-console-'));
     const config = loadConfig({
-      env: { RELAY_JOBS_DATA_DIR: dir, RELAY_JOBS_ADMIN_TOKEN: TOKEN, RELAY_JOBS_MASTER_KEY: MASTER_KEY, RELAY_JOBS__JOBS__CANARY__ENABLED: 'true', RELAY_JOBS__JOBS__CANARY__EVERY: '1h', RELAY_JOBS__JOBS__CANARY__SLEEP: '300ms', RELAY_JOBS__SHUTDOWN__GRACE: '2s' },
+      env: {
+        RELAY_JOBS_DATA_DIR: dir,
+        RELAY_JOBS_ADMIN_TOKEN: TOKEN,
+        RELAY_JOBS_MASTER_KEY: MASTER_KEY,
+        RELAY_JOBS__JOBS__CANARY__ENABLED: 'true',
+        RELAY_JOBS__JOBS__CANARY__EVERY: '1h',
+        RELAY_JOBS__JOBS__CANARY__SLEEP: '300ms',
+        RELAY_JOBS__SHUTDOWN__GRACE: '2s',
+      },
     });
     rt = await Runtime.create(config, { logger: silentLogger() });
     http = buildHttpServer(rt);
@@ -75,7 +83,10 @@ describe('web console (browser, embedded runtime)', () => {
     await page.goto(`${base}/`);
     await page.getByLabel('Admin token').fill('not-the-token');
     await page.getByRole('button', { name: 'Sign in' }).click();
-    await page.getByRole('alert').filter({ hasText: /admin token is wrong/ }).waitFor();
+    await page
+      .getByRole('alert')
+      .filter({ hasText: /admin token is wrong/ })
+      .waitFor();
     expect(await page.getByRole('link', { name: 'Jobs' }).count()).toBe(0);
     expect(await page.getByRole('table').count()).toBe(0);
     await shot('sign-in-error');
@@ -112,7 +123,10 @@ describe('web console (browser, embedded runtime)', () => {
     }
     const disabled = views.find((v) => v.health === 'disabled');
     if (disabled) {
-      const button = table.getByRole('row').filter({ has: page.getByRole('link', { name: disabled.name, exact: true }) }).getByRole('button', { name: 'Run now' });
+      const button = table
+        .getByRole('row')
+        .filter({ has: page.getByRole('link', { name: disabled.name, exact: true }) })
+        .getByRole('button', { name: 'Run now' });
       expect(await button.isDisabled()).toBe(true);
     }
     await shot('jobs');
@@ -123,9 +137,15 @@ describe('web console (browser, embedded runtime)', () => {
 
   it('Run now on canary shows the new round without a reload, and the job page lists it', async () => {
     const before = (await (await fetch(`${base}/api/v1/jobs/canary`, { headers: bearer })).json()).runs.length as number;
-    const row = page.getByRole('table', { name: 'Jobs' }).getByRole('row').filter({ has: page.getByRole('link', { name: 'canary', exact: true }) });
+    const row = page
+      .getByRole('table', { name: 'Jobs' })
+      .getByRole('row')
+      .filter({ has: page.getByRole('link', { name: 'canary', exact: true }) });
     await row.getByRole('button', { name: 'Run now' }).click();
-    await row.getByRole('status').filter({ hasText: /started run \d+/ }).waitFor();
+    await row
+      .getByRole('status')
+      .filter({ hasText: /started run \d+/ })
+      .waitFor();
     const runId = Number(/started run (\d+)/.exec(await row.getByRole('status').innerText())![1]);
     // The row's last run turns to this round by polling, no reload.
     await expect.poll(() => row.getByRole('cell').nth(4).innerText(), { timeout: 20_000 }).toMatch(/^ok\b/);
@@ -140,19 +160,32 @@ describe('web console (browser, embedded runtime)', () => {
 
   it('shows a usage chart from data posted through the API, and a recompute with its progress', async () => {
     const at = new Date(Math.floor(Date.now() / 3_600_000) * 3_600_000 - 2 * 3_600_000 + 60_000).toISOString();
-    const events = Array.from({ length: 5 }, (_, i) => ({ request_id: `console-${i}`, user_id: 'u1', platform: 'openai', model: 'gpt-5', input_tokens: 10, output_tokens: 20, cost: '0.1', created_at: at }));
+    const events = Array.from({ length: 5 }, (_, i) => ({
+      request_id: `console-${i}`,
+      user_id: 'u1',
+      platform: 'openai',
+      model: 'gpt-5',
+      input_tokens: 10,
+      output_tokens: 20,
+      cost: '0.1',
+      created_at: at,
+    }));
     const posted = await fetch(`${base}/api/v1/usage`, { method: 'POST', headers: { ...bearer, 'content-type': 'application/json' }, body: JSON.stringify({ events }) });
     expect(posted.status).toBe(200);
     await page.getByRole('link', { name: 'Usage' }).click();
     await page.getByRole('heading', { name: 'Usage' }).waitFor();
     await page.getByRole('button', { name: 'Recompute this range' }).click();
     await page.getByRole('table', { name: 'Recompute tasks' }).waitFor();
-    await until('the rollups', async () => {
-      const to = new Date(Date.now() + 3_600_000).toISOString();
-      const from = new Date(Date.now() - 24 * 3_600_000).toISOString();
-      const d = await (await fetch(`${base}/api/v1/dashboard/usage?from=${from}&to=${to}`, { headers: bearer })).json();
-      return d.points?.length > 0;
-    }, 30_000);
+    await until(
+      'the rollups',
+      async () => {
+        const to = new Date(Date.now() + 3_600_000).toISOString();
+        const from = new Date(Date.now() - 24 * 3_600_000).toISOString();
+        const d = await (await fetch(`${base}/api/v1/dashboard/usage?from=${from}&to=${to}`, { headers: bearer })).json();
+        return d.points?.length > 0;
+      },
+      30_000,
+    );
     await page.getByRole('img', { name: /Usage: requests/ }).waitFor({ timeout: 20_000 });
     await shot('usage');
   });
@@ -259,7 +292,15 @@ describe('web console (browser, embedded runtime)', () => {
     const res = await fetch(`${base}${asset}`);
     expect(res.headers.get('content-type')).toMatch(/javascript/);
     expect(res.headers.get('content-security-policy')).toContain("default-src 'self'");
-    for (const path of ['/..%2f..%2f..%2fetc/passwd', '/%2e%2e/%2e%2e/etc/passwd', '/assets/..%2f..%2f..%2fpackage.json', '/..%5c..%5cpackage.json', '/%252e%252e/etc/passwd', '/assets/%2e%2e/%2e%2e/%2e%2e/src/http/server.ts', '/.%00./etc/passwd']) {
+    for (const path of [
+      '/..%2f..%2f..%2fetc/passwd',
+      '/%2e%2e/%2e%2e/etc/passwd',
+      '/assets/..%2f..%2f..%2fpackage.json',
+      '/..%5c..%5cpackage.json',
+      '/%252e%252e/etc/passwd',
+      '/assets/%2e%2e/%2e%2e/%2e%2e/src/http/server.ts',
+      '/.%00./etc/passwd',
+    ]) {
       const r = await fetch(`${base}${path}`);
       const body = await r.text();
       expect(body, path).not.toMatch(/root:x:0|"name": "relay-jobs"|buildHttpServer/);

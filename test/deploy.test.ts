@@ -26,7 +26,10 @@ describe('deploy/: Prometheus rules and the Grafana dashboard', () => {
     for (const file of ['prometheus/alerts.yml', 'prometheus/alerts.test.yml', 'grafana/relay-jobs.json']) {
       const used = names(readFileSync(dir(file), 'utf8'));
       expect(used.length, file).toBeGreaterThan(3);
-      expect(used.filter((n) => !exported.has(n)), `${file} names metrics nobody exports`).toEqual([]);
+      expect(
+        used.filter((n) => !exported.has(n)),
+        `${file} names metrics nobody exports`,
+      ).toEqual([]);
     }
     const dash = JSON.parse(readFileSync(dir('grafana/relay-jobs.json'), 'utf8'));
     expect(dash.panels.every((p: { targets: unknown[] }) => p.targets.length > 0)).toBe(true);

@@ -146,11 +146,14 @@ describe('crash failover of real replicas', () => {
     expect(dup.rows, 'a slot ran twice').toEqual([]);
     const dupStart = await client.query(`SELECT slot FROM canary_runs WHERE phase = 'start' GROUP BY slot HAVING count(*) > 1`);
     expect(dupStart.rows, 'a canary slot started twice').toEqual([]);
-    const { rows } = await client.query(`
+    const { rows } = await client.query(
+      `
       SELECT s.fencing_token::int AS token, extract(epoch FROM s.at) * 1000 AS start, extract(epoch FROM e.at) * 1000 AS "end", r.instance_id AS instance
         FROM canary_runs s JOIN job_runs r ON r.fencing_token = s.fencing_token AND r.job_name = 'canary'
         LEFT JOIN canary_runs e ON e.fencing_token = s.fencing_token AND e.phase = 'end'
-       WHERE s.phase = 'start' AND s.fencing_token <> $1 ORDER BY s.at`, [paused.token]);
+       WHERE s.phase = 'start' AND s.fencing_token <> $1 ORDER BY s.at`,
+      [paused.token],
+    );
     expect(rows.length).toBeGreaterThan(8);
     for (let i = 1; i < rows.length; i++) {
       const prev = rows[i - 1]!;

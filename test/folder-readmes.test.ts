@@ -22,7 +22,10 @@ describe('folder READMEs', () => {
     expect(existsSync(readme), `src/${folder}/README.md is missing`).toBe(true);
     const text = readFileSync(readme, 'utf8');
     const missing = sourceFiles(dir).filter((f) => !text.includes(`\`${relative(dir, f)}\``) && !text.includes(`\`${basename(f)}\``));
-    expect(missing.map((f) => relative(SRC, f)), `files not named in src/${folder}/README.md`).toEqual([]);
+    expect(
+      missing.map((f) => relative(SRC, f)),
+      `files not named in src/${folder}/README.md`,
+    ).toEqual([]);
     const named = [...text.matchAll(/`([a-z0-9_./-]+\.ts)`/g)].map((m) => m[1]!);
     const stale = named.filter((n) => !existsSync(join(dir, n)) && !existsSync(join(SRC, n)) && !sourceFiles(dir).some((f) => basename(f) === basename(n)));
     expect(stale, `files named in src/${folder}/README.md that do not exist`).toEqual([]);

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { judgeHealth } from '../src/scheduler/health.js';
 import type { JobSettings } from '../src/config/job-settings.js';
-import type { JobSnapshot, RunRecord } from '../src/scheduler/run-records.js';
+import type { JobSnapshot, RunRecord } from '../src/coordination/run-records.js';
 
 const T = (iso: string) => new Date(iso);
 const minutely: JobSettings = { enabled: true, schedule: { kind: 'every', everyMs: 60_000 }, timeoutMs: 10_000, lockTtlMs: 15_000, jitterMs: 0 };
@@ -9,8 +9,23 @@ const daily: JobSettings = { enabled: true, schedule: { kind: 'cron', expr: '0 2
 
 function run(p: Partial<RunRecord>): RunRecord {
   return {
-    id: 1, job_name: 'j', slot: T('2026-01-01T00:00:00Z'), scope: 'cluster', trigger: 'schedule', instance_id: 'a', fencing_token: 1, status: 'ok', lock_backend: 'redis',
-    started_at: T('2026-01-01T00:00:00Z'), deadline_at: null, finished_at: null, duration_ms: 5, items: 1, note: null, error: null, ...p,
+    id: 1,
+    job_name: 'j',
+    slot: T('2026-01-01T00:00:00Z'),
+    scope: 'cluster',
+    trigger: 'schedule',
+    instance_id: 'a',
+    fencing_token: 1,
+    status: 'ok',
+    lock_backend: 'redis',
+    started_at: T('2026-01-01T00:00:00Z'),
+    deadline_at: null,
+    finished_at: null,
+    duration_ms: 5,
+    items: 1,
+    note: null,
+    error: null,
+    ...p,
   };
 }
 function snap(now: string, lastRun: RunRecord | null, lastSlot: Date | null = lastRun?.slot ?? null): JobSnapshot {
@@ -45,8 +60,22 @@ describe('judgeHealth', () => {
     const v = judgeHealth({ settings: minutely, snapshot: snap('2026-01-01T10:00:30Z', failed), since, abortGraceMs: 5000 });
     expect(v).toMatchObject({ health: 'failing' });
     expect(v.reason).toContain('boom');
-    expect(judgeHealth({ settings: minutely, snapshot: snap('2026-01-01T10:00:30Z', run({ status: 'timed_out', slot: T('2026-01-01T10:00:00Z'), started_at: T('2026-01-01T10:00:00Z') })), since, abortGraceMs: 5000 }).health).toBe('failing');
-    expect(judgeHealth({ settings: minutely, snapshot: snap('2026-01-01T10:00:30Z', run({ status: 'no_work', slot: T('2026-01-01T10:00:00Z'), started_at: T('2026-01-01T10:00:00Z') })), since, abortGraceMs: 5000 }).health).toBe('healthy');
+    expect(
+      judgeHealth({
+        settings: minutely,
+        snapshot: snap('2026-01-01T10:00:30Z', run({ status: 'timed_out', slot: T('2026-01-01T10:00:00Z'), started_at: T('2026-01-01T10:00:00Z') })),
+        since,
+        abortGraceMs: 5000,
+      }).health,
+    ).toBe('failing');
+    expect(
+      judgeHealth({
+        settings: minutely,
+        snapshot: snap('2026-01-01T10:00:30Z', run({ status: 'no_work', slot: T('2026-01-01T10:00:00Z'), started_at: T('2026-01-01T10:00:00Z') })),
+        since,
+        abortGraceMs: 5000,
+      }).health,
+    ).toBe('healthy');
   });
 
   it('is idle before the first slot, late when nobody ever ran it, disabled when off', () => {

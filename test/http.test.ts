@@ -113,6 +113,6 @@ describe('HTTP API (embedded runtime)', () => {
     const done = rt.shutdown('test');
     expect(rt.isShuttingDown).toBe(true);
     await done;
-    expect((await rt.metrics.registry.getSingleMetricAsString('relay_jobs_ready'))).toMatch(/relay_jobs_ready 0/);
+    expect(await rt.metrics.registry.getSingleMetricAsString('relay_jobs_ready')).toMatch(/relay_jobs_ready 0/);
   });
 });

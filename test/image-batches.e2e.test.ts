@@ -37,7 +37,19 @@ describe('image batches: money conserved across three replicas, faults and SIGKI
     client = new pg.Client({ connectionString: db.url });
     await client.connect();
     fake = await FakeImageProvider.start(
-      { latencyMs: 2, p5xx: 0.04, p429: 0.03, retryAfterSeconds: 1, pGarbage: 0.03, pItemFails: 0.1, pExpire: 0.05, pBatchFails: 0.03, pLoseCreateReply: 0.08, lostReplyHoldMs: 3000, pollsToFinish: 2 },
+      {
+        latencyMs: 2,
+        p5xx: 0.04,
+        p429: 0.03,
+        retryAfterSeconds: 1,
+        pGarbage: 0.03,
+        pItemFails: 0.1,
+        pExpire: 0.05,
+        pBatchFails: 0.03,
+        pLoseCreateReply: 0.08,
+        lostReplyHoldMs: 3000,
+        pollsToFinish: 2,
+      },
       7,
     );
   });
@@ -129,7 +141,11 @@ describe('image batches: money conserved across three replicas, faults and SIGKI
           continue;
         }
         try {
-          const res = await fetch(`http://127.0.0.1:${r.port}/api/v1/image-batches`, { method: 'POST', headers: { authorization: `Bearer ${ADMIN}`, 'content-type': 'application/json', 'idempotency-key': `chaos-${i}` }, body: JSON.stringify(body) });
+          const res = await fetch(`http://127.0.0.1:${r.port}/api/v1/image-batches`, {
+            method: 'POST',
+            headers: { authorization: `Bearer ${ADMIN}`, 'content-type': 'application/json', 'idempotency-key': `chaos-${i}` },
+            body: JSON.stringify(body),
+          });
           const j = (await res.json()) as { replayed?: boolean };
           if (res.status === 202) {
             accepted.add(i);
@@ -143,7 +159,11 @@ describe('image batches: money conserved across three replicas, faults and SIGKI
           } else throw new Error(`submit ${i}: HTTP ${res.status} ${JSON.stringify(j)} ${r.svc.lines.filter((l) => l.includes('handler failed')).join('\n')}`);
           // Every tenth submit is sent again on purpose: a replay holds nothing more.
           if (i % 10 === 0 && res.status === 202) {
-            const again = await fetch(`http://127.0.0.1:${r.port}/api/v1/image-batches`, { method: 'POST', headers: { authorization: `Bearer ${ADMIN}`, 'content-type': 'application/json', 'idempotency-key': `chaos-${i}` }, body: JSON.stringify(body) }).catch(() => null);
+            const again = await fetch(`http://127.0.0.1:${r.port}/api/v1/image-batches`, {
+              method: 'POST',
+              headers: { authorization: `Bearer ${ADMIN}`, 'content-type': 'application/json', 'idempotency-key': `chaos-${i}` },
+              body: JSON.stringify(body),
+            }).catch(() => null);
             if (again) {
               expect(((await again.json()) as { replayed: boolean }).replayed).toBe(true);
               outcomes.replayed++;
@@ -157,13 +177,15 @@ describe('image batches: money conserved across three replicas, faults and SIGKI
       }
     };
     let next = 0;
-    await Promise.all(Array.from({ length: 8 }, async () => {
-      while (next < BATCHES) {
-        const i = next++;
-        await submitOne(i);
-        await sleep(5);
-      }
-    }));
+    await Promise.all(
+      Array.from({ length: 8 }, async () => {
+        while (next < BATCHES) {
+          const i = next++;
+          await submitOne(i);
+          await sleep(5);
+        }
+      }),
+    );
     const submitMs = Date.now() - t0;
     await killer;
     await Promise.all(starting);
@@ -175,7 +197,10 @@ describe('image batches: money conserved across three replicas, faults and SIGKI
     for (;;) {
       const open = Number((await client.query(`SELECT count(*) FROM image_batches WHERE state NOT IN ('completed', 'failed', 'cancelled', 'output_deleted')`)).rows[0].count);
       if (open === 0) break;
-      if (Date.now() > deadline) throw new Error(`${open} batches still open: ${JSON.stringify((await client.query(`SELECT id, state, reason, create_sent_at, provider_batch_id FROM image_batches WHERE state NOT IN ('completed', 'failed', 'cancelled', 'output_deleted') LIMIT 5`)).rows)}`);
+      if (Date.now() > deadline)
+        throw new Error(
+          `${open} batches still open: ${JSON.stringify((await client.query(`SELECT id, state, reason, create_sent_at, provider_batch_id FROM image_batches WHERE state NOT IN ('completed', 'failed', 'cancelled', 'output_deleted') LIMIT 5`)).rows)}`,
+        );
       await sleep(500);
     }
     const drainMs = Date.now() - submittedAt;
@@ -215,7 +240,19 @@ describe('image batches: money conserved across three replicas, faults and SIGKI
     // At most one provider batch per batch, whatever was lost on the way.
     for (const [ours, n] of fake.createsByOurId) expect(n, `provider batches for our batch ${ours}`).toBe(1);
     const states = await client.query(`SELECT state, regexp_replace(coalesce(reason, ''), '[0-9]+', 'N', 'g') AS reason, count(*)::int AS n FROM image_batches GROUP BY 1, 2 ORDER BY 1, 2`);
-    console.log(JSON.stringify({ submitMs, drainMs, batches: total, refused402: refused.size, ...outcomes, kills, lostReplies: fake.lostReplies, states: states.rows, requests: Object.fromEntries(fake.requests) }));
+    console.log(
+      JSON.stringify({
+        submitMs,
+        drainMs,
+        batches: total,
+        refused402: refused.size,
+        ...outcomes,
+        kills,
+        lostReplies: fake.lostReplies,
+        states: states.rows,
+        requests: Object.fromEntries(fake.requests),
+      }),
+    );
     expect(fake.lostReplies).toBeGreaterThan(0);
   }, 240_000);
 });

@@ -84,7 +84,8 @@ describe('image batches', () => {
     const { rows } = await sql.query(`SELECT balance, frozen_balance FROM billing_users WHERE id = $1`, [user]);
     return { balance: Number(rows[0].balance), frozen: Number(rows[0].frozen_balance) };
   };
-  const submit = (key: string | null, payload: unknown) => http.inject({ method: 'POST', url: '/api/v1/image-batches', headers: { ...auth, ...(key ? { 'idempotency-key': key } : {}) }, payload: payload as object });
+  const submit = (key: string | null, payload: unknown) =>
+    http.inject({ method: 'POST', url: '/api/v1/image-batches', headers: { ...auth, ...(key ? { 'idempotency-key': key } : {}) }, payload: payload as object });
   const get = async (id: number) => (await http.inject({ url: `/api/v1/image-batches/${id}`, headers: auth })).json();
   /** Drives the queue on this process until the batch is terminal. */
   const drive = async (id: number, worker: BatchWorker = svc().worker) => {
@@ -97,7 +98,12 @@ describe('image batches', () => {
     }
     throw new Error(`batch ${id} did not end: ${JSON.stringify(await get(id))}`);
   };
-  const settlements = async (id: number) => (await sql.query(`SELECT step, amount, refunded FROM image_batch_money WHERE batch_id = $1 AND step <> 'hold'`, [id])).rows.map((r) => ({ step: r.step, amount: Number(r.amount), refunded: Number(r.refunded) }));
+  const settlements = async (id: number) =>
+    (await sql.query(`SELECT step, amount, refunded FROM image_batch_money WHERE batch_id = $1 AND step <> 'hold'`, [id])).rows.map((r) => ({
+      step: r.step,
+      amount: Number(r.amount),
+      refunded: Number(r.refunded),
+    }));
 
   it('submit: 202 after the hold and the record commit together; a replay returns the same batch and holds nothing more; another body under the key is 409', async () => {
     const user = await newUser(1000);
@@ -172,8 +178,15 @@ describe('image batches', () => {
     expect(img.statusCode).toBe(200);
     expect(img.body).toBe(`png:b${b.id}-p1`);
     // The request sent to the provider: one /v1/images/generations line per prompt with our custom_id.
-    const input = (await rt.services.imageBatches.store.get(`image-batches/${b.id}/input.jsonl`))!.toString().trim().split('\n').map((l) => JSON.parse(l));
-    expect(input.map((l: { custom_id: string; url: string }) => [l.custom_id, l.url])).toEqual([[`b${b.id}-p0`, '/v1/images/generations'], [`b${b.id}-p1`, '/v1/images/generations']]);
+    const input = (await rt.services.imageBatches.store.get(`image-batches/${b.id}/input.jsonl`))!
+      .toString()
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l));
+    expect(input.map((l: { custom_id: string; url: string }) => [l.custom_id, l.url])).toEqual([
+      [`b${b.id}-p0`, '/v1/images/generations'],
+      [`b${b.id}-p1`, '/v1/images/generations'],
+    ]);
   });
 
   it('partial failures: capture = succeeded images × price, the rest refunded', async () => {
@@ -232,7 +245,15 @@ describe('image batches', () => {
     // Let the upload through, then fail the create with a 503.
     const w = svc().worker;
     await sql.query(`UPDATE image_batches SET state = 'uploading' WHERE id = $1`, [b.id]);
-    const file = await fetch(`${fake.url}/files`, { method: 'POST', body: (() => { const f = new FormData(); f.append('purpose', 'batch'); f.append('file', new Blob(['{}\n']), 'x.jsonl'); return f; })() }).then((r) => r.json());
+    const file = await fetch(`${fake.url}/files`, {
+      method: 'POST',
+      body: (() => {
+        const f = new FormData();
+        f.append('purpose', 'batch');
+        f.append('file', new Blob(['{}\n']), 'x.jsonl');
+        return f;
+      })(),
+    }).then((r) => r.json());
     await sql.query(`UPDATE image_batches SET input_file_id = $2 WHERE id = $1`, [b.id, file.id]);
     fake.faults.p5xx = 1;
     await w.tick();
@@ -332,7 +353,7 @@ describe('image batches', () => {
     expect(await settlements(b.id)).toEqual([{ step: 'capture', amount: 7, refunded: 7 }]);
   });
 
-  it('every transition is conditional on the previous state and on the lease: a stale worker\'s writes are refused after recovery', async () => {
+  it("every transition is conditional on the previous state and on the lease: a stale worker's writes are refused after recovery", async () => {
     const user = await newUser(100);
     const b = (await submit('f-1', { user_id: user, model: 'img_small', prompts: ['x'] })).json();
     const t = new BatchTransitions(rt.db);
@@ -358,7 +379,15 @@ describe('image batches', () => {
     const ids: number[] = [];
     for (let i = 0; i < 12; i++) ids.push((await submit(`two-${i}`, { user_id: user, model: 'img_small', prompts: ['a', 'b'] })).json().id);
     const s = svc();
-    const other = new BatchWorker(s.batches, s.queue, (s.worker as unknown as { driver: never }).driver, { owner: 'other', concurrency: 4, leaseMs: 2000, claimIntervalMs: 10, retryDelayMs: 10 }, systemClock, rt.metrics.images, silentLogger());
+    const other = new BatchWorker(
+      s.batches,
+      s.queue,
+      (s.worker as unknown as { driver: never }).driver,
+      { owner: 'other', concurrency: 4, leaseMs: 2000, claimIntervalMs: 10, retryDelayMs: 10 },
+      systemClock,
+      rt.metrics.images,
+      silentLogger(),
+    );
     for (let i = 0; i < 300; i++) {
       await Promise.all([s.worker.tick(), other.tick()]);
       await Promise.all([s.worker.idle(), other.idle()]);

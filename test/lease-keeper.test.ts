@@ -64,7 +64,10 @@ describe('LeaseKeeper', () => {
   });
 
   it('reports a lost leader lock without ending the round', async () => {
-    const s = setup(async () => true, async () => false);
+    const s = setup(
+      async () => true,
+      async () => false,
+    );
     await s.clock.advance(2000);
     expect(s.lockFailures.length).toBe(2);
     expect(s.lost).toEqual([]);

@@ -6,7 +6,7 @@ import { SlotClaims } from '../src/coordination/slot-claim.js';
 import { FencedCursors, FencedWriteRefused } from '../src/coordination/fenced-cursor.js';
 import { MemoryLeaderLock } from '../src/coordination/leader-lock.js';
 import { RoundRunner } from '../src/scheduler/round-runner.js';
-import { RunRecords } from '../src/scheduler/run-records.js';
+import { RunRecords } from '../src/coordination/run-records.js';
 import type { JobDefinition } from '../src/scheduler/job.js';
 import { Metrics } from '../src/telemetry/metrics.js';
 import { silentLogger } from '../src/telemetry/logger.js';
@@ -51,7 +51,8 @@ describe('liveness sessions on PostgreSQL', () => {
   });
 
   const backendOf = async (key: number) =>
-    (await db.query<{ pid: number }>(`SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND objsubid = 2 AND classid = $1::int::oid AND objid = $2::int::oid AND granted`, [LIVENESS_NS, key])).rows[0]?.pid;
+    (await db.query<{ pid: number }>(`SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND objsubid = 2 AND classid = $1::int::oid AND objid = $2::int::oid AND granted`, [LIVENESS_NS, key]))
+      .rows[0]?.pid;
 
   it('a live holder keeps its lease until it expires; a dead holder loses it at once, with its token fenced off', async () => {
     const la = await session();

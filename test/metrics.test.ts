@@ -23,7 +23,8 @@ describe('/metrics naming', () => {
 
   it("Node's default metrics keep their standard names (Node.js dashboards match)", async () => {
     const names = new Set((await exposition()).families.map((f) => f.name));
-    for (const n of ['process_cpu_seconds_total', 'process_resident_memory_bytes', 'nodejs_heap_size_used_bytes', 'nodejs_eventloop_lag_seconds', 'nodejs_active_handles']) expect(names.has(n), n).toBe(true);
+    for (const n of ['process_cpu_seconds_total', 'process_resident_memory_bytes', 'nodejs_heap_size_used_bytes', 'nodejs_eventloop_lag_seconds', 'nodejs_active_handles'])
+      expect(names.has(n), n).toBe(true);
   });
 
   it.skipIf(!promtool)('`promtool check metrics` passes', async () => {

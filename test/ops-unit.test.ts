@@ -22,18 +22,46 @@ function run(values: Array<[number, number | null]>, r = rule, start = fresh) {
 
 describe('alert state machine', () => {
   it('fires after `sustained` breaches in a row, exactly once, and resolves once', () => {
-    const { transitions, state } = run([[1, 0.5], [2, 0.5], [3, 0.5], [4, 0.5], [5, 0.01], [6, 0.01]]);
+    const { transitions, state } = run([
+      [1, 0.5],
+      [2, 0.5],
+      [3, 0.5],
+      [4, 0.5],
+      [5, 0.01],
+      [6, 0.01],
+    ]);
     expect(transitions).toEqual(['none', 'none', 'fire', 'none', 'resolve', 'none']);
     expect(state.firing).toBe(false);
   });
 
   it('a breach-free bucket restarts the streak', () => {
-    expect(run([[1, 0.5], [2, 0.5], [3, 0.05], [4, 0.5], [5, 0.5], [6, 0.5]]).transitions).toEqual(['none', 'none', 'none', 'none', 'none', 'fire']);
+    expect(
+      run([
+        [1, 0.5],
+        [2, 0.5],
+        [3, 0.05],
+        [4, 0.5],
+        [5, 0.5],
+        [6, 0.5],
+      ]).transitions,
+    ).toEqual(['none', 'none', 'none', 'none', 'none', 'fire']);
   });
 
   it('an unknown value resets the streak and never resolves', () => {
-    expect(run([[1, 0.5], [2, null], [3, 0.5], [4, 0.5], [5, 0.5]]).transitions).toEqual(['none', 'none', 'none', 'none', 'fire']);
-    const firing = run([[1, 0.5], [2, 0.5], [3, 0.5]]).state;
+    expect(
+      run([
+        [1, 0.5],
+        [2, null],
+        [3, 0.5],
+        [4, 0.5],
+        [5, 0.5],
+      ]).transitions,
+    ).toEqual(['none', 'none', 'none', 'none', 'fire']);
+    const firing = run([
+      [1, 0.5],
+      [2, 0.5],
+      [3, 0.5],
+    ]).state;
     const after = step(rule, firing, { bucket: null, value: null }, 4 * MIN);
     expect(after.transition).toBe('none');
     expect(after.state.firing).toBe(true);
@@ -51,12 +79,32 @@ describe('alert state machine', () => {
   it('cooldown after resolve holds a new firing until it has passed', () => {
     const r = { ...rule, sustained: 1 };
     // fire at 1, resolve at 2 (resolvedAt = 2.5 min), breach again at 3..8: cooldown ends at 7.5 min.
-    const { transitions } = run([[1, 0.5], [2, 0.0], [3, 0.5], [4, 0.5], [5, 0.5], [6, 0.5], [7, 0.5], [8, 0.5]], r);
+    const { transitions } = run(
+      [
+        [1, 0.5],
+        [2, 0.0],
+        [3, 0.5],
+        [4, 0.5],
+        [5, 0.5],
+        [6, 0.5],
+        [7, 0.5],
+        [8, 0.5],
+      ],
+      r,
+    );
     expect(transitions).toEqual(['fire', 'resolve', 'none', 'none', 'none', 'none', 'fire', 'none']);
   });
 
   it('operators', () => {
-    expect([breaches(2, '>', 1), breaches(1, '>', 1), breaches(1, '>=', 1), breaches(0, '<', 1), breaches(1, '<=', 1), breaches(1, '==', 1), breaches(2, '!=', 1)]).toEqual([true, false, true, true, true, true, true]);
+    expect([breaches(2, '>', 1), breaches(1, '>', 1), breaches(1, '>=', 1), breaches(0, '<', 1), breaches(1, '<=', 1), breaches(1, '==', 1), breaches(2, '!=', 1)]).toEqual([
+      true,
+      false,
+      true,
+      true,
+      true,
+      true,
+      true,
+    ]);
     expect(atLeast('critical', 'warning')).toBe(true);
     expect(atLeast('info', 'warning')).toBe(false);
   });

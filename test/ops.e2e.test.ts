@@ -27,7 +27,15 @@ async function waitFor<T>(what: string, fn: () => Promise<T | undefined | null |
 }
 
 async function waitHealthy(port: number): Promise<void> {
-  await waitFor(`replica on ${port} ready`, async () => fetch(`http://127.0.0.1:${port}/readyz`).then((r) => r.ok, () => false), 90_000);
+  await waitFor(
+    `replica on ${port} ready`,
+    async () =>
+      fetch(`http://127.0.0.1:${port}/readyz`).then(
+        (r) => r.ok,
+        () => false,
+      ),
+    90_000,
+  );
 }
 
 describe('ops plane across three real replicas with SIGKILL', () => {
@@ -102,7 +110,11 @@ describe('ops plane across three real replicas with SIGKILL', () => {
       for (let attempt = 0; ; attempt++) {
         const { i } = alive()[attempt % alive().length]!;
         try {
-          const res = await fetch(`http://127.0.0.1:${ports[i]}/api/v1${path}`, { method, headers: { authorization: `Bearer ${ADMIN}`, 'content-type': 'application/json' }, body: body === undefined ? undefined : JSON.stringify(body) });
+          const res = await fetch(`http://127.0.0.1:${ports[i]}/api/v1${path}`, {
+            method,
+            headers: { authorization: `Bearer ${ADMIN}`, 'content-type': 'application/json' },
+            body: body === undefined ? undefined : JSON.stringify(body),
+          });
           if (res.status < 500) return res;
         } catch {
           /* that replica just died: try another */
@@ -119,20 +131,48 @@ describe('ops plane across three real replicas with SIGKILL', () => {
       while (feeding) {
         const events = Array.from({ length: 5 }, () => {
           const n = seq++;
-          return { request_id: `e2e-${n}`, user_id: 'u1', account_id: `a${n % 4}`, platform: 'claude', model: 'm', input_tokens: 1, output_tokens: 1, cost: '0', latency_ms: 100 + (n % 50), status_code: (n % 100) / 100 < errorShare ? 500 : 200, created_at: new Date().toISOString() };
+          return {
+            request_id: `e2e-${n}`,
+            user_id: 'u1',
+            account_id: `a${n % 4}`,
+            platform: 'claude',
+            model: 'm',
+            input_tokens: 1,
+            output_tokens: 1,
+            cost: '0',
+            latency_ms: 100 + (n % 50),
+            status_code: (n % 100) / 100 < errorShare ? 500 : 200,
+            created_at: new Date().toISOString(),
+          };
         });
         await call('POST', '/usage', { events }).catch(() => undefined);
         await new Promise((r) => setTimeout(r, 200));
       }
     })();
 
-    const rule = await (await call('POST', '/ops/alert-rules', { name: 'errors-e2e', metric: 'error_rate', operator: '>', threshold: 0.5, window: `${BUCKET_S}s`, sustained: SUSTAINED, severity: 'critical' }))!.json();
+    const rule = await (await call('POST', '/ops/alert-rules', {
+      name: 'errors-e2e',
+      metric: 'error_rate',
+      operator: '>',
+      threshold: 0.5,
+      window: `${BUCKET_S}s`,
+      sustained: SUSTAINED,
+      severity: 'critical',
+    }))!.json();
     const state = async () => (await sql.query(`SELECT streak, event_id FROM ops_alert_state WHERE rule_id = $1`, [rule.id])).rows[0] as { streak: number; event_id: string | null } | undefined;
     const streaks: number[] = [];
-    const watch = setInterval(() => void state().then((s) => s && s.event_id === null && streaks.push(s.streak), () => undefined), 50);
+    const watch = setInterval(
+      () =>
+        void state().then(
+          (s) => s && s.event_id === null && streaks.push(s.streak),
+          () => undefined,
+        ),
+      50,
+    );
 
     await waitFor('streak 2', async () => ((await state())?.streak ?? 0) >= 2);
-    const victimId = (await sql.query(`SELECT instance_id FROM job_runs WHERE job_name = 'ops_alert_evaluator' AND status <> 'skipped_not_leader' ORDER BY id DESC LIMIT 1`)).rows[0].instance_id as string;
+    const victimId = (await sql.query(`SELECT instance_id FROM job_runs WHERE job_name = 'ops_alert_evaluator' AND status <> 'skipped_not_leader' ORDER BY id DESC LIMIT 1`)).rows[0]
+      .instance_id as string;
     const victim = Number(victimId.slice(1));
     replicas[victim]!.proc.kill('SIGKILL');
     await replicas[victim]!.exited;
@@ -143,7 +183,9 @@ describe('ops plane across three real replicas with SIGKILL', () => {
     const drops = streaks.filter((s, i) => i > 0 && s < streaks[i - 1]!);
     expect(drops, `streaks seen: ${streaks.join(',')}`).toEqual([]);
     // Fired at the sustain: the breaching buckets the evaluator saw up to the firing are SUSTAINED in a row.
-    const breached = (await sql.query(`SELECT bucket FROM ops_metrics_minute WHERE bucket <= $1 AND (metrics->>'error_rate')::float8 > 0.5 ORDER BY bucket`, [event.fired_bucket])).rows.map((r) => new Date(r.bucket).getTime());
+    const breached = (await sql.query(`SELECT bucket FROM ops_metrics_minute WHERE bucket <= $1 AND (metrics->>'error_rate')::float8 > 0.5 ORDER BY bucket`, [event.fired_bucket])).rows.map((r) =>
+      new Date(r.bucket).getTime(),
+    );
     const span = (breached.at(-1)! - breached[0]!) / 1000 / BUCKET_S;
     expect(span).toBeGreaterThanOrEqual(SUSTAINED - 1);
     expect(span, `a restarted streak would need ${SUSTAINED + 1} or more buckets`).toBeLessThanOrEqual(SUSTAINED);
@@ -181,14 +223,23 @@ describe('ops plane across three real replicas with SIGKILL', () => {
     const ended = Date.now();
     feeding = false;
     await feeder;
-    const runs = (await sql.query(`SELECT occurrence, status FROM ops_report_runs WHERE report_id = $1 ORDER BY occurrence`, [report.id])).rows.map((r) => ({ t: new Date(r.occurrence).getTime(), status: r.status as string }));
+    const runs = (await sql.query(`SELECT occurrence, status FROM ops_report_runs WHERE report_id = $1 ORDER BY occurrence`, [report.id])).rows.map((r) => ({
+      t: new Date(r.occurrence).getTime(),
+      status: r.status as string,
+    }));
     // Every occurrence from the first recorded to the last is recorded once (primary key), none missing.
-    for (let t = runs[0]!.t; t <= runs.at(-1)!.t; t += 3000) expect(runs.some((r) => r.t === t), `occurrence ${new Date(t).toISOString()}`).toBe(true);
+    for (let t = runs[0]!.t; t <= runs.at(-1)!.t; t += 3000)
+      expect(
+        runs.some((r) => r.t === t),
+        `occurrence ${new Date(t).toISOString()}`,
+      ).toBe(true);
     expect(runs.length).toBeGreaterThanOrEqual(Math.floor((ended - started) / 3000) - 2);
     const queued = runs.filter((r) => r.status === 'queued').map((r) => `ops-report:${report.id}:${new Date(r.t).toISOString()}:webhook:webhook`);
     await waitFor('report webhooks', async () => queued.every((k) => hooks.includes(k)), 30_000);
     const reportHooks = hooks.filter((h) => h.startsWith(`ops-report:${report.id}:`));
     expect(reportHooks.sort()).toEqual(queued.sort());
-    console.log(`ops e2e: streaks ${streaks.filter((s, i) => s !== streaks[i - 1]).join('→')}, evaluator victim ${victimId}; report occurrences ${runs.length} (${runs.filter((r) => r.status === 'coalesced').length} coalesced, ${runs.filter((r) => r.status === 'skipped_empty').length} empty), ${reportHooks.length} delivered`);
+    console.log(
+      `ops e2e: streaks ${streaks.filter((s, i) => s !== streaks[i - 1]).join('→')}, evaluator victim ${victimId}; report occurrences ${runs.length} (${runs.filter((r) => r.status === 'coalesced').length} coalesced, ${runs.filter((r) => r.status === 'skipped_empty').length} empty), ${reportHooks.length} delivered`,
+    );
   }, 180_000);
 });

@@ -95,7 +95,7 @@ describe('ops plane', () => {
       cost: '0.01',
       latency_ms: l,
       status_code: i % 10 === 0 ? 500 : i % 10 === 1 ? 429 : 200,
-      created_at: new Date(bucket + (i * 1000) % HOUR).toISOString(),
+      created_at: new Date(bucket + ((i * 1000) % HOUR)).toISOString(),
     }));
     rows.push({ ...rows[0]!, request_id: 'outside', created_at: new Date(bucket - 1).toISOString() });
     await rt.services.usageStore.insert(rows);
@@ -136,22 +136,32 @@ describe('ops plane', () => {
     for (const [url, body, field] of cases) {
       const res = await api('POST', url, body);
       expect(res.statusCode, `${url} ${JSON.stringify(body)}`).toBe(400);
-      expect(res.json().error.fields.map((f: { field: string }) => f.field).join(' '), JSON.stringify(body)).toContain(field);
+      expect(
+        res
+          .json()
+          .error.fields.map((f: { field: string }) => f.field)
+          .join(' '),
+        JSON.stringify(body),
+      ).toContain(field);
     }
     for (const bad of [{ ops_metrics_minute: -2 }, { ops_metrics_minute: 1.5 }, { nope: 3 }]) {
       const res = await api('PUT', '/ops/retention', bad);
       expect(res.statusCode).toBe(400);
       expect(res.json().error.fields[0].field).toContain(Object.keys(bad)[0]);
     }
-    const counts = await sql.query(`SELECT (SELECT count(*) FROM ops_alert_rules) + (SELECT count(*) FROM ops_silences) + (SELECT count(*) FROM ops_reports) + (SELECT count(*) FROM ops_retention) AS n`);
+    const counts = await sql.query(
+      `SELECT (SELECT count(*) FROM ops_alert_rules) + (SELECT count(*) FROM ops_silences) + (SELECT count(*) FROM ops_reports) + (SELECT count(*) FROM ops_retention) AS n`,
+    );
     expect(Number(counts.rows[0].n)).toBe(0);
   });
 
   it('a rule fires after its sustain, once, with one webhook per transition; silences hold notices; stale tokens are fenced', async () => {
     await sql.query(`DELETE FROM ops_metrics_minute`);
-    const rule = (await api('POST', '/ops/alert-rules', { name: 'errors', metric: 'error_rate', operator: '>', threshold: 0.2, window: '1h', sustained: 3, severity: 'critical', labels: { team: 'relay' } })).json();
+    const rule = (
+      await api('POST', '/ops/alert-rules', { name: 'errors', metric: 'error_rate', operator: '>', threshold: 0.2, window: '1h', sustained: 3, severity: 'critical', labels: { team: 'relay' } })
+    ).json();
     expect(rule.id).toBeTypeOf('number');
-    const quiet = (await api('POST', '/ops/alert-rules', { name: 'quiet', metric: 'request_count', operator: '>', threshold: 0, window: '1h', sustained: 1, severity: 'warning', labels: { team: 'muted' } })).json();
+    await api('POST', '/ops/alert-rules', { name: 'quiet', metric: 'request_count', operator: '>', threshold: 0, window: '1h', sustained: 1, severity: 'warning', labels: { team: 'muted' } });
     expect((await api('POST', '/ops/silences', { matchers: { team: 'muted' }, ends_at: new Date(Date.now() + HOUR).toISOString(), reason: 'maintenance', author: 'ops' })).statusCode).toBe(201);
     const b0 = Math.floor(Date.now() / HOUR) * HOUR - HOUR;
     const put = (i: number, errors: number) =>
@@ -179,8 +189,12 @@ describe('ops plane', () => {
 
     // A round with a token older than the job's newest cannot write the state.
     const { rows } = await sql.query(`SELECT fencing_token FROM job_state WHERE job_name = 'ops_alert_evaluator'`);
-    await expect(rt.services.ops.alerts.apply({ job: 'ops_alert_evaluator', token: Number(rows[0].fencing_token) - 1, ruleId: rule.id, streak: 0, lastBucket: null, resolvedAt: null }, null, () => [])).rejects.toBeInstanceOf(FencedWriteRefused);
-    await expect(rt.services.ops.alerts.applyStreaks('ops_alert_evaluator', Number(rows[0].fencing_token) - 1, [{ ruleId: rule.id, streak: 0, lastBucket: null }])).rejects.toBeInstanceOf(FencedWriteRefused);
+    await expect(
+      rt.services.ops.alerts.apply({ job: 'ops_alert_evaluator', token: Number(rows[0].fencing_token) - 1, ruleId: rule.id, streak: 0, lastBucket: null, resolvedAt: null }, null, () => []),
+    ).rejects.toBeInstanceOf(FencedWriteRefused);
+    await expect(rt.services.ops.alerts.applyStreaks('ops_alert_evaluator', Number(rows[0].fencing_token) - 1, [{ ruleId: rule.id, streak: 0, lastBucket: null }])).rejects.toBeInstanceOf(
+      FencedWriteRefused,
+    );
     expect(await streak()).toBe(3);
 
     await put(3, 1);
@@ -211,7 +225,12 @@ describe('ops plane', () => {
     expect((await runs(digest.id)).filter((r) => r.status !== 'coalesced').map((r) => r.status)).toEqual(['skipped_empty', 'skipped_empty']);
     const queued = d.filter((r) => r.status === 'queued').map((r) => `ops-report:${daily.id}:${new Date(r.occurrence).toISOString()}:webhook:webhook`);
     await waitFor('report webhooks', async () => queued.every((k) => hooks.some((h) => h.key === k)));
-    expect(hooks.filter((h) => h.key.startsWith(`ops-report:${daily.id}:`)).map((h) => h.key).sort()).toEqual(queued.sort());
+    expect(
+      hooks
+        .filter((h) => h.key.startsWith(`ops-report:${daily.id}:`))
+        .map((h) => h.key)
+        .sort(),
+    ).toEqual(queued.sort());
     expect(hooks.filter((h) => h.key.startsWith(`ops-report:${digest.id}:`))).toHaveLength(0);
     // E-mail is not configured: no intent was recorded for the mail recipient.
     expect(Number((await sql.query(`SELECT count(*) AS n FROM notification_deliveries WHERE channel = 'email'`)).rows[0].n)).toBe(0);

@@ -35,7 +35,8 @@ describe('poison input never stops a pipeline (real PostgreSQL and Redis)', () =
   let seq = 0;
   const ev = (over: Record<string, unknown> = {}) => ({ request_id: `p-${++seq}`, user_id: 'u1', platform: 'openai', model: 'gpt-5', input_tokens: 1, output_tokens: 2, cost: '0.1', ...over });
   const row = (over: Partial<UsageRow> = {}): UsageRow => ({ ...rt.services.usage.validate([ev()])[0]!, ...over });
-  const req = (method: 'POST' | 'PUT' | 'PATCH' | 'GET', url: string, payload?: unknown) => http.inject({ method, url, headers: auth, ...(payload === undefined ? {} : { payload: payload as object }) });
+  const req = (method: 'POST' | 'PUT' | 'PATCH' | 'GET', url: string, payload?: unknown) =>
+    http.inject({ method, url, headers: auth, ...(payload === undefined ? {} : { payload: payload as object }) });
   const count = async (table: string, where = 'true') => Number((await sql.query(`SELECT count(*) AS n FROM ${table} WHERE ${where}`)).rows[0].n);
 
   beforeAll(async () => {
@@ -93,7 +94,10 @@ describe('poison input never stops a pipeline (real PostgreSQL and Redis)', () =
     for (const [name, method, url, payload, field] of cases) {
       const res = await req(method, url, payload);
       expect(res.statusCode, `${name}: ${res.body}`).toBe(400);
-      expect(res.json().error.fields.map((f: { field: string }) => f.field), name).toContain(field);
+      expect(
+        res.json().error.fields.map((f: { field: string }) => f.field),
+        name,
+      ).toContain(field);
     }
     // Nothing of those requests was written anywhere: no counter moved, no row appeared.
     expect(await rt.services.quota.dirtyCount()).toBe(dirtyBefore);

@@ -43,7 +43,11 @@ describe('fleet probes across three real replicas', () => {
 
   const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
   const api = (i: number, path: string, body?: unknown) =>
-    fetch(`http://127.0.0.1:${ports[i]}/api/v1${path}`, { method: body ? 'POST' : 'GET', headers: { authorization: `Bearer ${ADMIN}`, 'content-type': 'application/json' }, body: body ? JSON.stringify(body) : undefined });
+    fetch(`http://127.0.0.1:${ports[i]}/api/v1${path}`, {
+      method: body ? 'POST' : 'GET',
+      headers: { authorization: `Bearer ${ADMIN}`, 'content-type': 'application/json' },
+      body: body ? JSON.stringify(body) : undefined,
+    });
 
   it('each monitor once per interval, never twice, never overlapping; survivors take over a killed replica within an interval; each test occurrence stored once', async () => {
     const prefix = uniqueName('rjprb');
@@ -79,10 +83,15 @@ describe('fleet probes across three real replicas', () => {
 
     // Monitors with phases spread over one interval; plans on their own accounts, due every 2 s.
     const created = await Promise.all(
-      Array.from({ length: MONITORS }, (_, m) => api(m % 3, '/monitors', { name: `m${m}`, base_url: up.url, model: 'gpt-probe', api_key: `key-${m}`, interval: `${INTERVAL}ms`, timeout: `${TIMEOUT}ms`, jitter: `${INTERVAL}ms` })),
+      Array.from({ length: MONITORS }, (_, m) =>
+        api(m % 3, '/monitors', { name: `m${m}`, base_url: up.url, model: 'gpt-probe', api_key: `key-${m}`, interval: `${INTERVAL}ms`, timeout: `${TIMEOUT}ms`, jitter: `${INTERVAL}ms` }),
+      ),
     );
     const failed = created.filter((r) => r.status !== 201);
-    expect(failed.length, `${failed.length} creates failed: ${failed[0] && (await failed[0].text())} ${replicas.flatMap((r) => r.lines.filter((l) => l.includes('failed')).slice(-3)).join('\n')}`).toBe(0);
+    expect(
+      failed.length,
+      `${failed.length} creates failed: ${failed[0] && (await failed[0].text())} ${replicas.flatMap((r) => r.lines.filter((l) => l.includes('failed')).slice(-3)).join('\n')}`,
+    ).toBe(0);
     for (let p = 0; p < PLANS; p++) {
       const acct = await api(p % 3, '/accounts', { platform: 'openai', name: `acct${p}`, credentials: { access_token: `plan-token-${p}` } });
       expect(acct.status, await acct.clone().text()).toBe(201);
@@ -132,21 +141,28 @@ describe('fleet probes across three real replicas', () => {
       // ±1 at the edges of the window; a probe in flight on the killed replica is lost with its lease (timeout + grace).
       expect(hits.length, `monitor ${m}: ${hits.length} probes in ${slots} intervals`).toBeLessThanOrEqual(slots + 1);
       const accounted = hits.length + missed.get(`m${m}`)!;
-      expect(accounted, `monitor ${m}: ${hits.length} probes + ${missed.get(`m${m}`)} recorded missed in ${slots} intervals`).toBeGreaterThanOrEqual(slots - 1 - Math.ceil((TIMEOUT + GRACE) / INTERVAL));
+      expect(accounted, `monitor ${m}: ${hits.length} probes + ${missed.get(`m${m}`)} recorded missed in ${slots} intervals`).toBeGreaterThanOrEqual(
+        slots - 1 - Math.ceil((TIMEOUT + GRACE) / INTERVAL),
+      );
       counts.push(hits.length);
       // Survivors pick it up: a probe starts within one interval of the kill (plus the lease for one in flight there, plus slack on a loaded machine).
       if (hits.some((h: ProbeHit) => h.start > killedAt && h.start <= killedAt + INTERVAL + TIMEOUT + GRACE + 3000)) pickedUp++;
     }
     expect(pickedUp).toBe(MONITORS);
     // Redis was down, and probing went on at the same rate.
-    const during = [...up.hits.entries()].filter(([k]) => k.startsWith('key-')).flatMap(([, h]) => h).filter((h) => h.start >= redisDownAt && h.start < redisUpAt).length;
+    const during = [...up.hits.entries()]
+      .filter(([k]) => k.startsWith('key-'))
+      .flatMap(([, h]) => h)
+      .filter((h) => h.start >= redisDownAt && h.start < redisUpAt).length;
     // (Every slot in the window, the outage included, is already accounted for per monitor above.)
     expect(during).toBeGreaterThan(0);
     const spread = await client.query(`SELECT instance_id, count(*)::int AS n FROM monitor_results GROUP BY instance_id ORDER BY instance_id`);
     expect(spread.rows.map((r) => r.instance_id)).toEqual(['p0', 'p1', 'p2']);
     const histogram = counts.reduce<Record<number, number>>((a, n) => ((a[n] = (a[n] ?? 0) + 1), a), {});
     const totalMissed = [...missed.values()].reduce((a, b) => a + b, 0);
-    console.log(`probes per monitor in ${slots} intervals: ${JSON.stringify(histogram)}; recorded missed ${totalMissed}; requests the upstream read after their client hung up ${gone}; overlaps before the window ${up.overlaps - overlaps.length}; by replica ${JSON.stringify(spread.rows)}; during Redis outage ${during}`);
+    console.log(
+      `probes per monitor in ${slots} intervals: ${JSON.stringify(histogram)}; recorded missed ${totalMissed}; requests the upstream read after their client hung up ${gone}; overlaps before the window ${up.overlaps - overlaps.length}; by replica ${JSON.stringify(spread.rows)}; during Redis outage ${during}`,
+    );
 
     // Account tests: one stored result per occurrence, next_run_at moved on every time.
     const dup = await client.query(`SELECT plan_id, occurrence, count(*) FROM account_test_results GROUP BY 1, 2 HAVING count(*) > 1`);

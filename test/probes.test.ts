@@ -108,7 +108,8 @@ describe('fleet probes (real PostgreSQL, loopback upstream)', () => {
     expect(res.statusCode, res.body).toBe(201);
     expect(res.json()).toMatchObject({ has_api_key: true, enabled: false, interval_ms: 1000 });
     const id = res.json().id;
-    for (const body of [res.body, (await http.inject({ url: `/api/v1/monitors/${id}`, headers: auth })).body, (await http.inject({ url: '/api/v1/monitors', headers: auth })).body]) expect(body).not.toContain(secret);
+    for (const body of [res.body, (await http.inject({ url: `/api/v1/monitors/${id}`, headers: auth })).body, (await http.inject({ url: '/api/v1/monitors', headers: auth })).body])
+      expect(body).not.toContain(secret);
     const row = (await sql.query(`SELECT api_key_sealed FROM monitors WHERE id = $1`, [id])).rows[0];
     expect(row.api_key_sealed).toMatch(/^v1:/);
     expect(logs.text()).not.toContain(secret);
@@ -227,7 +228,9 @@ describe('fleet probes (real PostgreSQL, loopback upstream)', () => {
 
   it('scheduled account tests: one result per occurrence, pruned to max_results, auto-recover only after a pass (audited)', async () => {
     const acct = await rt.services.accounts.create({ platform: 'openai', name: 'broken', credentials: { access_token: 'acct-test-token' }, tokenExpiresAt: null, status: 'error' });
-    await sql.query(`UPDATE accounts SET status_reason = 'upstream said no', temp_unschedulable_until = now() + interval '1 hour', temp_unschedulable_reason = 'rate_limited' WHERE id = $1`, [acct.id]);
+    await sql.query(`UPDATE accounts SET status_reason = 'upstream said no', temp_unschedulable_until = now() + interval '1 hour', temp_unschedulable_reason = 'rate_limited' WHERE id = $1`, [
+      acct.id,
+    ]);
     up.set('acct-test-token', { mode: 500 });
     const res = await post('/api/v1/account-tests', { account_id: acct.id, cron: '* * * * * *', model: 'gpt-test', max_results: 3, auto_recover: true });
     expect(res.statusCode, res.body).toBe(201);

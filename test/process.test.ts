@@ -132,7 +132,11 @@ describe('refresh network failures name the host', () => {
     const { OAuthClient } = await import('../src/upstream/oauth-client.js');
     const port = await freePort();
     const client = new OAuthClient();
-    const r = await client.refresh({ platform: 'openai', tokenUrl: `http://127.0.0.1:${port}/oauth/token`, clientId: 'c', maxPerSecond: 1 }, 'rt-secret-value', { proxyUrl: null, timeoutMs: 10_000, nowMs: () => Date.now() });
+    const r = await client.refresh({ platform: 'openai', tokenUrl: `http://127.0.0.1:${port}/oauth/token`, clientId: 'c', maxPerSecond: 1 }, 'rt-secret-value', {
+      proxyUrl: null,
+      timeoutMs: 10_000,
+      nowMs: () => Date.now(),
+    });
     await client.close();
     expect(r).toMatchObject({ kind: 'transient', reason: 'network' });
     expect((r as { detail: string }).detail).toBe(`ECONNREFUSED 127.0.0.1:${port}`);

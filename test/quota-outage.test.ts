@@ -22,7 +22,16 @@ describe('platform quota while Redis is down', () => {
     redis = await PrivateRedis.start();
     rt = await Runtime.create(
       loadConfig({
-        env: { DATABASE_URL: db.url, REDIS_URL: redis.url, RELAY_JOBS_INSTANCE_ID: 'qo-1', RELAY_JOBS_ENV: 'test', RELAY_JOBS_ADMIN_TOKEN: ADMIN, RELAY_JOBS_MASTER_KEY: TEST_MASTER_KEY, RELAY_JOBS__DATABASE__POOL_SIZE: '4', RELAY_JOBS__REDIS__COMMAND_TIMEOUT: '300ms' },
+        env: {
+          DATABASE_URL: db.url,
+          REDIS_URL: redis.url,
+          RELAY_JOBS_INSTANCE_ID: 'qo-1',
+          RELAY_JOBS_ENV: 'test',
+          RELAY_JOBS_ADMIN_TOKEN: ADMIN,
+          RELAY_JOBS_MASTER_KEY: TEST_MASTER_KEY,
+          RELAY_JOBS__DATABASE__POOL_SIZE: '4',
+          RELAY_JOBS__REDIS__COMMAND_TIMEOUT: '300ms',
+        },
       }),
       { logger: silentLogger() },
     );
@@ -63,7 +72,9 @@ describe('mixed environments in one database', () => {
     const db = await freshDatabase();
     const redis = await PrivateRedis.start();
     const env = (e: string, id: string, extra: Record<string, string> = {}) =>
-      loadConfig({ env: { DATABASE_URL: db.url, REDIS_URL: redis.url, RELAY_JOBS_INSTANCE_ID: id, RELAY_JOBS_ENV: e, RELAY_JOBS_MASTER_KEY: TEST_MASTER_KEY, RELAY_JOBS__DATABASE__POOL_SIZE: '2', ...extra } });
+      loadConfig({
+        env: { DATABASE_URL: db.url, REDIS_URL: redis.url, RELAY_JOBS_INSTANCE_ID: id, RELAY_JOBS_ENV: e, RELAY_JOBS_MASTER_KEY: TEST_MASTER_KEY, RELAY_JOBS__DATABASE__POOL_SIZE: '2', ...extra },
+      });
     const prod = await Runtime.create(env('production', 'p-1'), { logger: silentLogger() });
     try {
       await expect(Runtime.create(env('staging', 's-1'), { logger: silentLogger() })).rejects.toThrow(/environment "production" \(p-1\).*RELAY_JOBS_ENV is "staging"/);

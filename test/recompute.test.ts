@@ -27,7 +27,15 @@ describe('usage recompute tasks (real PostgreSQL)', () => {
   beforeAll(async () => {
     db = await freshDatabase();
     const config = loadConfig({
-      env: { DATABASE_URL: db.url, REDIS_URL, RELAY_JOBS_INSTANCE_ID: 'rec-1', RELAY_JOBS_ENV: 'test', RELAY_JOBS_ADMIN_TOKEN: ADMIN, RELAY_JOBS_MASTER_KEY: TEST_MASTER_KEY, RELAY_JOBS__REDIS__KEY_PREFIX: prefix },
+      env: {
+        DATABASE_URL: db.url,
+        REDIS_URL,
+        RELAY_JOBS_INSTANCE_ID: 'rec-1',
+        RELAY_JOBS_ENV: 'test',
+        RELAY_JOBS_ADMIN_TOKEN: ADMIN,
+        RELAY_JOBS_MASTER_KEY: TEST_MASTER_KEY,
+        RELAY_JOBS__REDIS__KEY_PREFIX: prefix,
+      },
     });
     rt = await Runtime.create(config, { clock, logger: logs.logger });
     http = buildHttpServer(rt);

@@ -88,7 +88,8 @@ describe('rotated refresh tokens survive slow replies and a forced exit', () => 
     const svc = ServiceProcess.start('rot', cluster({ RELAY_JOBS_INSTANCE_ID: 'rot-2', RELAY_JOBS_HTTP_PORT: String(port) }));
     try {
       await svc.waitForLine(/relay-jobs started/);
-      const api = (path: string, body: unknown) => fetch(`http://127.0.0.1:${port}/api/v1${path}`, { method: 'POST', headers: { ...auth, 'content-type': 'application/json' }, body: JSON.stringify(body) });
+      const api = (path: string, body: unknown) =>
+        fetch(`http://127.0.0.1:${port}/api/v1${path}`, { method: 'POST', headers: { ...auth, 'content-type': 'application/json' }, body: JSON.stringify(body) });
       const created = await api('/accounts', { platform: 'openai', name: 'exit-1', credentials: oauth.issue('exit-1') });
       expect(created.status).toBe(201);
       const id = (await created.json()).id as number;
@@ -126,9 +127,16 @@ describe('exhausted refresh retries', () => {
     const rt = await Runtime.create(
       loadConfig({
         env: {
-          DATABASE_URL: db.url, REDIS_URL, RELAY_JOBS_INSTANCE_ID: 'ex-1', RELAY_JOBS_ENV: 'test', RELAY_JOBS_ADMIN_TOKEN: ADMIN, RELAY_JOBS_MASTER_KEY: TEST_MASTER_KEY,
-          RELAY_JOBS__REDIS__KEY_PREFIX: prefix, RELAY_JOBS__DATABASE__POOL_SIZE: '4',
-          RELAY_JOBS__OAUTH__PROVIDERS__OPENAI__TOKEN_URL: oauth.tokenUrl, RELAY_JOBS__OAUTH__PROVIDERS__OPENAI__CLIENT_ID: 'ex-client',
+          DATABASE_URL: db.url,
+          REDIS_URL,
+          RELAY_JOBS_INSTANCE_ID: 'ex-1',
+          RELAY_JOBS_ENV: 'test',
+          RELAY_JOBS_ADMIN_TOKEN: ADMIN,
+          RELAY_JOBS_MASTER_KEY: TEST_MASTER_KEY,
+          RELAY_JOBS__REDIS__KEY_PREFIX: prefix,
+          RELAY_JOBS__DATABASE__POOL_SIZE: '4',
+          RELAY_JOBS__OAUTH__PROVIDERS__OPENAI__TOKEN_URL: oauth.tokenUrl,
+          RELAY_JOBS__OAUTH__PROVIDERS__OPENAI__CLIENT_ID: 'ex-client',
           RELAY_JOBS__AUTH__REFRESH_MAX_ATTEMPTS: '2',
         },
       }),
@@ -171,17 +179,27 @@ describe('per-platform refresh breaker', () => {
     const rt = await Runtime.create(
       loadConfig({
         env: {
-          DATABASE_URL: db.url, REDIS_URL, RELAY_JOBS_INSTANCE_ID: 'br-1', RELAY_JOBS_ENV: 'test', RELAY_JOBS_ADMIN_TOKEN: ADMIN, RELAY_JOBS_MASTER_KEY: TEST_MASTER_KEY,
-          RELAY_JOBS__REDIS__KEY_PREFIX: prefix, RELAY_JOBS__DATABASE__POOL_SIZE: '4',
-          RELAY_JOBS__OAUTH__PROVIDERS__OPENAI__TOKEN_URL: oauth.tokenUrl, RELAY_JOBS__OAUTH__PROVIDERS__OPENAI__CLIENT_ID: 'br-client',
-          RELAY_JOBS__OAUTH__PROVIDERS__ACME__TOKEN_URL: oauth.tokenUrl, RELAY_JOBS__OAUTH__PROVIDERS__ACME__CLIENT_ID: 'wrong-client',
-          RELAY_JOBS__AUTH__REFRESH_BREAKER_THRESHOLD: '2', RELAY_JOBS__AUTH__REFRESH_BREAKER_OPEN: '2s',
+          DATABASE_URL: db.url,
+          REDIS_URL,
+          RELAY_JOBS_INSTANCE_ID: 'br-1',
+          RELAY_JOBS_ENV: 'test',
+          RELAY_JOBS_ADMIN_TOKEN: ADMIN,
+          RELAY_JOBS_MASTER_KEY: TEST_MASTER_KEY,
+          RELAY_JOBS__REDIS__KEY_PREFIX: prefix,
+          RELAY_JOBS__DATABASE__POOL_SIZE: '4',
+          RELAY_JOBS__OAUTH__PROVIDERS__OPENAI__TOKEN_URL: oauth.tokenUrl,
+          RELAY_JOBS__OAUTH__PROVIDERS__OPENAI__CLIENT_ID: 'br-client',
+          RELAY_JOBS__OAUTH__PROVIDERS__ACME__TOKEN_URL: oauth.tokenUrl,
+          RELAY_JOBS__OAUTH__PROVIDERS__ACME__CLIENT_ID: 'wrong-client',
+          RELAY_JOBS__AUTH__REFRESH_BREAKER_THRESHOLD: '2',
+          RELAY_JOBS__AUTH__REFRESH_BREAKER_OPEN: '2s',
         },
       }),
       { logger: silentLogger() },
     );
     const http = buildHttpServer(rt);
-    const make = async (platform: string, name: string) => (await http.inject({ method: 'POST', url: '/api/v1/accounts', headers: auth, payload: { platform, name, credentials: oauth.issue(name) } })).json().id as number;
+    const make = async (platform: string, name: string) =>
+      (await http.inject({ method: 'POST', url: '/api/v1/accounts', headers: auth, payload: { platform, name, credentials: oauth.issue(name) } })).json().id as number;
     const refresh = async (id: number) => (await http.inject({ method: 'POST', url: `/api/v1/accounts/${id}/refresh`, headers: auth })).json();
     try {
       const ids = [await make('openai', 'br-1'), await make('openai', 'br-2'), await make('openai', 'br-3')];

@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Db } from '../src/store/db.js';
 import { MemoryLeaderLock } from '../src/coordination/leader-lock.js';
 import { RoundRunner } from '../src/scheduler/round-runner.js';
-import { RunRecords } from '../src/scheduler/run-records.js';
+import { RunRecords } from '../src/coordination/run-records.js';
 import { SlotClaims } from '../src/coordination/slot-claim.js';
 import type { JobDefinition, JobContext } from '../src/scheduler/job.js';
 import { Metrics } from '../src/telemetry/metrics.js';
@@ -58,11 +58,15 @@ describe.each(BACKENDS)('RoundRunner on $name', (backend) => {
       fail: job('o_fail', async () => {
         throw new Error('upstream said no');
       }),
-      slow: job('o_slow', async (ctx) => {
-        await sleep(ctx.clock, 10_000, ctx.signal);
-        ctx.signal.throwIfAborted();
-        return { items: 1 };
-      }, { timeoutMs: 150, lockTtlMs: 1000 }),
+      slow: job(
+        'o_slow',
+        async (ctx) => {
+          await sleep(ctx.clock, 10_000, ctx.signal);
+          ctx.signal.throwIfAborted();
+          return { items: 1 };
+        },
+        { timeoutMs: 150, lockTtlMs: 1000 },
+      ),
     };
     await r.slotClaims.ensureJobs(Object.values(jobs).map((j) => j.name));
     // Past slots: a slot more than 500 ms ahead of the database clock would be refused.
@@ -82,19 +86,23 @@ describe.each(BACKENDS)('RoundRunner on $name', (backend) => {
 
   it('a lease taken over mid-round aborts the round and refuses its fenced writes', async () => {
     let writeError: unknown = null;
-    const j = job('fenced', async (ctx) => {
-      await ctx.cursor.write('watermark', 1);
-      // Another replica takes over (what an expired lease allows): newer token, lease reassigned.
-      await ctx.db.query(`UPDATE job_state SET fencing_token = fencing_token + 1, holder_instance = 'thief' WHERE job_name = 'fenced'`);
-      await sleep(ctx.clock, 5000, ctx.signal);
-      try {
-        await ctx.cursor.write('watermark', 2);
-      } catch (err) {
-        writeError = err;
-      }
-      ctx.signal.throwIfAborted();
-      return { items: 1 };
-    }, { timeoutMs: 3000, lockTtlMs: 600 });
+    const j = job(
+      'fenced',
+      async (ctx) => {
+        await ctx.cursor.write('watermark', 1);
+        // Another replica takes over (what an expired lease allows): newer token, lease reassigned.
+        await ctx.db.query(`UPDATE job_state SET fencing_token = fencing_token + 1, holder_instance = 'thief' WHERE job_name = 'fenced'`);
+        await sleep(ctx.clock, 5000, ctx.signal);
+        try {
+          await ctx.cursor.write('watermark', 2);
+        } catch (err) {
+          writeError = err;
+        }
+        ctx.signal.throwIfAborted();
+        return { items: 1 };
+      },
+      { timeoutMs: 3000, lockTtlMs: 600 },
+    );
     const r = runner(db, 'a');
     await r.slotClaims.ensureJobs(['fenced']);
     const started = Date.now();
@@ -122,11 +130,15 @@ describe.each(BACKENDS)('RoundRunner on $name', (backend) => {
 
   it('shutdown aborts a running round through its signal', async () => {
     const stop = new AbortController();
-    const j = job('sd', async (ctx) => {
-      await sleep(ctx.clock, 10_000, ctx.signal);
-      ctx.signal.throwIfAborted();
-      return { items: 1 };
-    }, { timeoutMs: 20_000, lockTtlMs: 25_000 });
+    const j = job(
+      'sd',
+      async (ctx) => {
+        await sleep(ctx.clock, 10_000, ctx.signal);
+        ctx.signal.throwIfAborted();
+        return { items: 1 };
+      },
+      { timeoutMs: 20_000, lockTtlMs: 25_000 },
+    );
     const r = runner(db, 'a', stop.signal);
     await r.slotClaims.ensureJobs(['sd']);
     const p = r.run(j, new Date(Math.floor(Date.now() / 1000) * 1000));
@@ -150,7 +162,10 @@ describe('instance-scoped rounds', () => {
       expect(ra.ran && rb.ran).toBe(true);
       if (ra.ran && rb.ran) expect(ra.token).not.toBe(rb.token);
       const recs = await new RunRecords(db).recent('per_instance');
-      expect(recs.map((r) => [r.instance_id, r.status, r.scope]).sort()).toEqual([['a', 'ok', 'instance'], ['b', 'ok', 'instance']]);
+      expect(recs.map((r) => [r.instance_id, r.status, r.scope]).sort()).toEqual([
+        ['a', 'ok', 'instance'],
+        ['b', 'ok', 'instance'],
+      ]);
     } finally {
       await cleanup();
     }
@@ -163,7 +178,16 @@ describe('round log levels', () => {
     const backend = BACKENDS[0]!;
     const { db, cleanup } = await backend.open();
     try {
-      const r = new RoundRunner({ db, clock: systemClock, lock: new MemoryLeaderLock(systemClock, 'a'), log: logger, metrics: new Metrics(), instanceId: 'a', toleratedFutureMs: 500, shutdown: new AbortController().signal });
+      const r = new RoundRunner({
+        db,
+        clock: systemClock,
+        lock: new MemoryLeaderLock(systemClock, 'a'),
+        log: logger,
+        metrics: new Metrics(),
+        instanceId: 'a',
+        toleratedFutureMs: 500,
+        shutdown: new AbortController().signal,
+      });
       const quiet = job('l_quiet', async () => ({ items: 0 }));
       const loud = job('l_loud', async () => ({ items: 0 }), { noWorkLog: 'info' });
       const busy = job('l_busy', async () => ({ items: 2 }));

@@ -6,7 +6,6 @@ import { systemClock, type Clock } from '../src/time/clock.js';
 import { captureLogs } from './helpers/log-capture.js';
 import { REDIS_URL, TEST_MASTER_KEY, dropRedisPrefix, freshDatabase, uniqueName } from './helpers/services.js';
 
-
 describe('cluster runtime start-up checks (real PostgreSQL and Redis)', () => {
   let db: Awaited<ReturnType<typeof freshDatabase>>;
   const prefix = uniqueName('rjrt');

@@ -44,7 +44,10 @@ describe('scheduler outbox: recorded with the change, deduplicated, claimed (rea
   const version = async (id: number) => Number((await db.query<{ sched_version: string }>(`SELECT sched_version FROM accounts WHERE id = $1`, [id])).rows[0]!.sched_version);
   const drain = async () => {
     const batch = await outbox.claim('drain', 60_000, 10_000);
-    await outbox.ack(batch.map((e) => e.id), 'drain');
+    await outbox.ack(
+      batch.map((e) => e.id),
+      'drain',
+    );
   };
   const newAccount = (name: string, platform = 'openai') => accounts.create({ platform, name, credentials: creds, tokenExpiresAt: new Date(Date.now() + 3_600_000) });
 
@@ -60,7 +63,10 @@ describe('scheduler outbox: recorded with the change, deduplicated, claimed (rea
     expect(await pending(a.id)).toBe(0);
     await accounts.update(a.id, { schedulable: false });
     expect(await pending(a.id)).toBe(1);
-    await outbox.ack(claimed.map((e) => e.id), 't1');
+    await outbox.ack(
+      claimed.map((e) => e.id),
+      't1',
+    );
   });
 
   it('is written in the same transaction: a rolled-back change leaves no event', async () => {
@@ -87,19 +93,25 @@ describe('scheduler outbox: recorded with the change, deduplicated, claimed (rea
       ['schedulable', () => accounts.update(a.id, { schedulable: true })],
       ['proxy', () => accounts.update(a.id, { proxyId: p1.id })],
       ['401 cooldown', () => accounts.coolDown(a.id, Date.now() + 600_000, 'oauth_401')],
-      ['refresh success', async () => {
-        const v = (await accounts.tokenVersion(a.id))!;
-        await accounts.writeRefreshed(a.id, v, { access_token: 'new' }, new Date(Date.now() + 7_200_000));
-      }],
+      [
+        'refresh success',
+        async () => {
+          const v = (await accounts.tokenVersion(a.id))!;
+          await accounts.writeRefreshed(a.id, v, { access_token: 'new' }, new Date(Date.now() + 7_200_000));
+        },
+      ],
       ['permanent refresh failure', async () => accounts.recordFailure(a.id, (await accounts.tokenVersion(a.id))!, 'invalid_grant', { status: 'error', reason: 'revoked' })],
       ['admin credential fix', () => accounts.update(a.id, { credentials: { value: creds, tokenExpiresAt: new Date(Date.now() + 3_600_000) } })],
       ['proxy expiry fallback', () => db.tx((q) => proxies.moveAccounts(q, p1.id, p2.id))],
       ['proxy restore', () => db.tx((q) => proxies.returnAccounts(q, p1.id))],
-      ['account expiry', async () => {
-        await db.query(`UPDATE accounts SET auto_pause_on_expired = true, expires_at = now() - interval '1 minute' WHERE id = $1`, [a.id]);
-        await drain();
-        await accountExpiryJob.run(ctx, { metrics: new Metrics() }, {}, {} as never);
-      }],
+      [
+        'account expiry',
+        async () => {
+          await db.query(`UPDATE accounts SET auto_pause_on_expired = true, expires_at = now() - interval '1 minute' WHERE id = $1`, [a.id]);
+          await drain();
+          await accountExpiryJob.run(ctx, { metrics: new Metrics() }, {}, {} as never);
+        },
+      ],
     ];
     for (const [name, write] of writes) {
       await drain();
@@ -125,22 +137,43 @@ describe('scheduler outbox: recorded with the change, deduplicated, claimed (rea
     await db.query(`UPDATE accounts SET sched_group = 'vip' WHERE id = $1`, [a.id]);
     const { rows } = await db.query<{ payload: unknown }>(`SELECT payload FROM scheduler_outbox WHERE dedup_key = $1 AND consumed_at IS NULL`, [`account:${a.id}`]);
     expect(rows).toHaveLength(1);
-    expect((rows[0]!.payload as { left: unknown }).left).toEqual([['openai', ''], ['claude', '']]);
+    expect((rows[0]!.payload as { left: unknown }).left).toEqual([
+      ['openai', ''],
+      ['claude', ''],
+    ]);
   });
 
   it('replicas claiming at once get disjoint batches; a lost claim cannot acknowledge', async () => {
     await drain();
-    await db.query(`INSERT INTO scheduler_outbox (event_type, payload, dedup_key) SELECT 'account_changed', jsonb_build_object('account_id', -g, 'left', '[]'::jsonb), 'test:' || g FROM generate_series(1, 1000) g`);
+    await db.query(
+      `INSERT INTO scheduler_outbox (event_type, payload, dedup_key) SELECT 'account_changed', jsonb_build_object('account_id', -g, 'left', '[]'::jsonb), 'test:' || g FROM generate_series(1, 1000) g`,
+    );
     const [x, y, z] = await Promise.all([outbox.claim('x', 60_000, 200), outbox.claim('y', 60_000, 200), outbox.claim('z', 60_000, 200)]);
     const ids = [...x, ...y, ...z].map((e) => e.id);
     expect(ids).toHaveLength(600);
     expect(new Set(ids).size).toBe(600);
-    expect(await outbox.ack(x.map((e) => e.id), 'someone-else')).toBe(0);
+    expect(
+      await outbox.ack(
+        x.map((e) => e.id),
+        'someone-else',
+      ),
+    ).toBe(0);
     const before = (await outbox.state()).watermark;
-    expect(await outbox.ack(x.map((e) => e.id), 'x')).toBe(200);
+    expect(
+      await outbox.ack(
+        x.map((e) => e.id),
+        'x',
+      ),
+    ).toBe(200);
     expect((await outbox.state()).watermark).toBeGreaterThanOrEqual(Math.max(before, ...x.map((e) => e.id)));
-    await outbox.ack(y.map((e) => e.id), 'y');
-    await outbox.ack(z.map((e) => e.id), 'z');
+    await outbox.ack(
+      y.map((e) => e.id),
+      'y',
+    );
+    await outbox.ack(
+      z.map((e) => e.id),
+      'z',
+    );
     await drain();
     expect(await outbox.deleteConsumed(50, 1000)).toBeGreaterThanOrEqual(1000);
     expect((await outbox.stats()).backlog).toBe(0);

@@ -43,7 +43,9 @@ describe('scheduler snapshot: three real replicas, a SIGKILL and a Redis that co
     const seed = await PgDb.connect({ url: db.url, poolSize: 2, connectTimeoutMs: 5000 });
     await migrate(seed);
     const sealed = new Accounts(seed, SecretBox.fromBase64(TEST_MASTER_KEY)).seal({ access_token: 'e2e-secret-token' });
-    await seed.query(`INSERT INTO proxies (id, name, url_sealed, url_display, fallback_mode, backup_proxy_id) VALUES (1, 'p1', 'x', 'http://p1', 'proxy', NULL), (2, 'p2', 'x', 'http://p2', 'none', NULL)`);
+    await seed.query(
+      `INSERT INTO proxies (id, name, url_sealed, url_display, fallback_mode, backup_proxy_id) VALUES (1, 'p1', 'x', 'http://p1', 'proxy', NULL), (2, 'p2', 'x', 'http://p2', 'none', NULL)`,
+    );
     await seed.query(`UPDATE proxies SET backup_proxy_id = 2 WHERE id = 1`);
     await seed.query(
       `INSERT INTO accounts (platform, name, credentials_sealed, has_refresh_token, token_expires_at, proxy_id, sched_group, priority)
@@ -141,7 +143,11 @@ describe('scheduler snapshot: three real replicas, a SIGKILL and a Redis that co
     const changes = [
       (id: number) => writers.query(`UPDATE accounts SET status = CASE WHEN status = 'disabled' THEN 'active' ELSE 'disabled' END WHERE id = $1`, [id]),
       (id: number) => writers.query(`UPDATE accounts SET schedulable = NOT schedulable WHERE id = $1 AND NOT auto_pause_on_expired`, [id]),
-      (id: number) => writers.query(`UPDATE accounts SET temp_unschedulable_until = GREATEST(COALESCE(temp_unschedulable_until, '-infinity'), now() + interval '2 seconds'), temp_unschedulable_reason = 'oauth_401' WHERE id = $1`, [id]),
+      (id: number) =>
+        writers.query(
+          `UPDATE accounts SET temp_unschedulable_until = GREATEST(COALESCE(temp_unschedulable_until, '-infinity'), now() + interval '2 seconds'), temp_unschedulable_reason = 'oauth_401' WHERE id = $1`,
+          [id],
+        ),
       (id: number) => writers.query(`UPDATE accounts SET auto_pause_on_expired = true, expires_at = now() + interval '300 milliseconds' WHERE id = $1`, [id]),
       (id: number) => writers.query(`UPDATE accounts SET priority = $2 WHERE id = $1`, [id, rnd(9)]),
     ];
@@ -181,7 +187,7 @@ describe('scheduler snapshot: three real replicas, a SIGKILL and a Redis that co
 
     // Converged: each survivor serves exactly PostgreSQL's answer from the snapshot, for every bucket.
     const survivors = replicas.filter((r) => r !== victim);
-    let convergedAt = 0;
+    let convergedAt: number;
     for (;;) {
       let ok = true;
       for (const r of survivors)
@@ -216,7 +222,9 @@ describe('scheduler snapshot: three real replicas, a SIGKILL and a Redis that co
     expect(regressions).toEqual([]);
     expect(snapshotAnswers).toBeGreaterThan(0);
     const rebuilds = (await client.query(`SELECT last_rebuild_reason FROM scheduler_snapshot_state`)).rows[0].last_rebuild_reason;
-    console.log(`scheduler snapshot e2e: ${made} changes, converged ${convergedAt - lastChange} ms after the last change; last rebuild: ${rebuilds}; answers watched by source ${JSON.stringify(sources)} ${[...errors].join('; ')}`);
+    console.log(
+      `scheduler snapshot e2e: ${made} changes, converged ${convergedAt - lastChange} ms after the last change; last rebuild: ${rebuilds}; answers watched by source ${JSON.stringify(sources)} ${[...errors].join('; ')}`,
+    );
 
     for (const r of survivors) r.proc.proc.kill('SIGTERM');
     expect(await Promise.all(survivors.map((r) => r.proc.exited))).toEqual([0, 0]);

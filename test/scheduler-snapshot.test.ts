@@ -82,7 +82,11 @@ describe('scheduler snapshot: consumer, read API, repair (cluster runtime, real 
   it('a first poll finds an empty store, rebuilds once, and serves every bucket from the snapshot in routing order', async () => {
     await settle();
     expect(await rt.db.query(`SELECT last_rebuild_reason FROM scheduler_snapshot_state`)).toMatchObject({ rows: [{ last_rebuild_reason: 'redis_lost' }] });
-    for (const [platform, group] of [['openai', ''], ['claude', ''], ['openai', 'vip']] as const) {
+    for (const [platform, group] of [
+      ['openai', ''],
+      ['claude', ''],
+      ['openai', 'vip'],
+    ] as const) {
       const res = await get(`?platform=${platform}${group ? `&group=${group}` : ''}`);
       expect(res.statusCode).toBe(200);
       const body = res.json();
@@ -126,7 +130,14 @@ describe('scheduler snapshot: consumer, read API, repair (cluster runtime, real 
     expect(unknown.json()).toMatchObject({ accounts: [], count: 0 });
     expect((await get('?platform=openai&group=nobody')).json()).toMatchObject({ accounts: [], count: 0 });
     expect(await rt.services.schedulerSnapshot.buckets.known()).not.toContainEqual({ platform: 'nosuch', group: '' });
-    for (const [query, field] of [['', 'platform'], ['?platform=', 'platform'], ['?platform=Open%20AI', 'platform'], ['?platform=openai&group=%3Cx%3E', 'group'], ['?platform=openai&sort=id', 'sort'], ['?platform=a&platform=b', 'platform']] as const) {
+    for (const [query, field] of [
+      ['', 'platform'],
+      ['?platform=', 'platform'],
+      ['?platform=Open%20AI', 'platform'],
+      ['?platform=openai&group=%3Cx%3E', 'group'],
+      ['?platform=openai&sort=id', 'sort'],
+      ['?platform=a&platform=b', 'platform'],
+    ] as const) {
       const res = await get(query);
       expect({ query, status: res.statusCode }).toEqual({ query, status: 400 });
       expect(res.json().error.fields.map((f: { field: string }) => f.field)).toContain(field);
@@ -175,7 +186,9 @@ describe('scheduler snapshot: consumer, read API, repair (cluster runtime, real 
 
   it('the round fails (health failing) while the outbox lag is past snapshot.lag_bound, and passes again once it is consumed', async () => {
     // An event held by a claim that has not expired, 20 s old: nobody may consume it yet.
-    await rt.db.query(`INSERT INTO scheduler_outbox (event_type, payload, created_at, claim_token, claimed_until) VALUES ('account_changed', '{"account_id": 1, "left": []}', now() - interval '20 seconds', 'stuck', now() + interval '1 hour')`);
+    await rt.db.query(
+      `INSERT INTO scheduler_outbox (event_type, payload, created_at, claim_token, claimed_until) VALUES ('account_changed', '{"account_id": 1, "left": []}', now() - interval '20 seconds', 'stuck', now() + interval '1 hour')`,
+    );
     const failed = await rt.runNow('scheduler_snapshot');
     expect(failed.ran && failed.outcome).toMatchObject({ status: 'failed' });
     expect(JSON.stringify(failed)).toMatch(/lag .* is at or past snapshot.lag_bound/);
@@ -207,8 +220,17 @@ describe('scheduler snapshot: consumer, read API, repair (cluster runtime, real 
     }
     await rt.db.query(`UPDATE scheduler_outbox SET claimed_until = now() - interval '1 second'`); // skip the release delay
     const flaky = new OutboxConsumer(new FlakyOutbox(rt.db), new RoutingAccounts(rt.db), rt.services.schedulerSnapshot, rt.clock, rt.metrics.scheduler, silentLogger(), 'flaky', {
-      pollIntervalMs: 1000, batchSize: 200, claimTtlMs: 30_000, rules: { lagBoundSeconds: 10, lagPolls: 3, backlogLimit: 10_000 }, rebuildEveryMs: 3_600_000,
-      rebuildBackoffBaseMs: 5000, rebuildBackoffMaxMs: 300_000, rebuildChunk: 1000, ackTimeoutMs: 5000, ackAttempts: 3, deleteBatch: 50,
+      pollIntervalMs: 1000,
+      batchSize: 200,
+      claimTtlMs: 30_000,
+      rules: { lagBoundSeconds: 10, lagPolls: 3, backlogLimit: 10_000 },
+      rebuildEveryMs: 3_600_000,
+      rebuildBackoffBaseMs: 5000,
+      rebuildBackoffMaxMs: 300_000,
+      rebuildChunk: 1000,
+      ackTimeoutMs: 5000,
+      ackAttempts: 3,
+      deleteBatch: 50,
     });
     const r = await flaky.poll();
     expect(r.applied).toBe(1);

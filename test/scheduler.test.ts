@@ -50,7 +50,11 @@ describe('Scheduler loop (injected clock)', () => {
     await h.clock.advance(2900);
     await h.s.stop(10);
     // The clock starts at +300ms and ends at +3200ms.
-    expect(h.calls.map((c) => [c.slot - h.t0, c.at - h.t0])).toEqual([[1000, 1200], [2000, 2200], [3000, 3200]]);
+    expect(h.calls.map((c) => [c.slot - h.t0, c.at - h.t0])).toEqual([
+      [1000, 1200],
+      [2000, 2200],
+      [3000, 3200],
+    ]);
   });
 
   it('after a long round, runs the latest missed slot once instead of all of them', async () => {
@@ -59,7 +63,10 @@ describe('Scheduler loop (injected clock)', () => {
     await h.clock.advance(4500);
     await h.s.stop(10);
     // Slot 1000 runs from 1000 to 4500; then slot 4000 runs once, late; 2000 and 3000 are not replayed.
-    expect(h.calls.map((c) => [c.slot - h.t0, c.at - h.t0])).toEqual([[1000, 1000], [4000, 4500]]);
+    expect(h.calls.map((c) => [c.slot - h.t0, c.at - h.t0])).toEqual([
+      [1000, 1000],
+      [4000, 4500],
+    ]);
   });
 
   it('computes slots on the database clock, not the replica clock', async () => {

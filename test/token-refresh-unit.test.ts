@@ -155,7 +155,13 @@ describe('proxy fallback chain', () => {
   const link = (id: number, over: Partial<ProxyLink> = {}): [number, ProxyLink] => [id, { id, status: 'active', expiresAt: null, fallbackMode: 'proxy', backupProxyId: null, ...over }];
   const past = new Date(NOW - 1000);
   it('walks to the first live proxy, stops on loops and dead ends, honours direct and none', () => {
-    const links = new Map([link(1, { backupProxyId: 2, status: 'expired' }), link(2, { backupProxyId: 3, expiresAt: past }), link(3), link(4, { fallbackMode: 'direct' }), link(5, { fallbackMode: 'none' })]);
+    const links = new Map([
+      link(1, { backupProxyId: 2, status: 'expired' }),
+      link(2, { backupProxyId: 3, expiresAt: past }),
+      link(3),
+      link(4, { fallbackMode: 'direct' }),
+      link(5, { fallbackMode: 'none' }),
+    ]);
     expect(resolveFallback(links, 1, NOW)).toEqual({ kind: 'proxy', id: 3 });
     expect(resolveFallback(links, 4, NOW)).toEqual({ kind: 'direct' });
     expect(resolveFallback(links, 5, NOW)).toMatchObject({ kind: 'none' });

@@ -72,7 +72,12 @@ describe('unauthenticated growth (real PostgreSQL and Redis)', () => {
   });
 
   it('small routes take small bodies: 413 past the limit, even with the token', async () => {
-    const res = await http.inject({ method: 'POST', url: '/api/v1/billing/users', headers: { ...auth, 'content-type': 'application/json' }, payload: JSON.stringify({ external_id: 'x'.repeat(200 * 1024) }) });
+    const res = await http.inject({
+      method: 'POST',
+      url: '/api/v1/billing/users',
+      headers: { ...auth, 'content-type': 'application/json' },
+      payload: JSON.stringify({ external_id: 'x'.repeat(200 * 1024) }),
+    });
     expect(res.statusCode).toBe(413);
   });
 

@@ -107,7 +107,9 @@ describe('usage data lifecycle (real PostgreSQL and Redis)', () => {
 
   it('a database error keeps the batch and retries until it is stored; the request waits for the commit', async () => {
     await sql.query(`CREATE TABLE fail_usage (on_ boolean)`);
-    await sql.query(`CREATE FUNCTION refuse_usage() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN IF EXISTS (SELECT 1 FROM fail_usage) THEN RAISE EXCEPTION 'disk full (test)'; END IF; RETURN NULL; END $$`);
+    await sql.query(
+      `CREATE FUNCTION refuse_usage() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN IF EXISTS (SELECT 1 FROM fail_usage) THEN RAISE EXCEPTION 'disk full (test)'; END IF; RETURN NULL; END $$`,
+    );
     await sql.query(`CREATE TRIGGER refuse_usage BEFORE INSERT ON usage_request_ids FOR EACH STATEMENT EXECUTE FUNCTION refuse_usage()`);
     await sql.query(`INSERT INTO fail_usage VALUES (true)`);
     const failedBefore = (await rt.metrics.usageFailedBatches.get()).values[0]?.value ?? 0;
@@ -161,12 +163,23 @@ describe('usage data lifecycle (real PostgreSQL and Redis)', () => {
     const now = clock.now();
     const h = (n: number) => new Date(Math.floor(now / HOUR) * HOUR - n * HOUR + 60_000).toISOString();
     const user = 'agg-user';
-    await post('/api/v1/usage', { events: [ev({ user_id: user, created_at: h(3), cost: '1.25' }), ev({ user_id: user, created_at: h(1), latency_ms: 100, status_code: 429 }), ev({ user_id: user, created_at: h(1), latency_ms: 300 })] });
+    await post('/api/v1/usage', {
+      events: [
+        ev({ user_id: user, created_at: h(3), cost: '1.25' }),
+        ev({ user_id: user, created_at: h(1), latency_ms: 100, status_code: 429 }),
+        ev({ user_id: user, created_at: h(1), latency_ms: 300 }),
+      ],
+    });
     expect((await rt.runNow('dashboard_aggregation')).ran).toBe(true);
     const wm = (await sql.query(`SELECT value FROM job_cursors WHERE job_name = 'dashboard_aggregation' AND key = 'watermark'`)).rows[0].value;
     expect(Date.parse(wm)).toBe(Math.floor(now / HOUR) * HOUR);
     const dash = async (granularity = 'hour') =>
-      (await http.inject({ url: `/api/v1/dashboard/usage?from=${new Date(now - 10 * HOUR).toISOString()}&to=${new Date(now + HOUR).toISOString()}&granularity=${granularity}&group_by=user&user_id=${user}`, headers: auth })).json();
+      (
+        await http.inject({
+          url: `/api/v1/dashboard/usage?from=${new Date(now - 10 * HOUR).toISOString()}&to=${new Date(now + HOUR).toISOString()}&granularity=${granularity}&group_by=user&user_id=${user}`,
+          headers: auth,
+        })
+      ).json();
     let points = (await dash()).points;
     expect(points.map((p: { t: string; requests: number }) => [p.t, p.requests])).toEqual([
       [new Date(Date.parse(h(3)) - 60_000).toISOString(), 1],
@@ -197,7 +210,12 @@ describe('usage data lifecycle (real PostgreSQL and Redis)', () => {
     const day = (await dash('day')).points as Array<{ t: string; requests: number }>;
     const local = (iso: string) => new Date(Date.parse(iso) + 8 * HOUR).toISOString().slice(0, 10);
     const expected = new Map<string, number>();
-    for (const [t, n] of [[h(5), 1], [h(3), 1], [h(1), 3]] as const) expected.set(local(t), (expected.get(local(t)) ?? 0) + n);
+    for (const [t, n] of [
+      [h(5), 1],
+      [h(3), 1],
+      [h(1), 3],
+    ] as const)
+      expected.set(local(t), (expected.get(local(t)) ?? 0) + n);
     expect(new Map(day.map((p) => [p.t, p.requests]))).toEqual(expected);
   });
 
@@ -207,7 +225,10 @@ describe('usage data lifecycle (real PostgreSQL and Redis)', () => {
     const old = [cutoff - 3 * DAY, cutoff - 2 * HOUR, cutoff - HOUR, cutoff + HOUR];
     await rt.services.usageStore.ensurePartitions(old.map((t) => Math.floor(t / DAY) * DAY));
     for (const [i, t] of old.entries()) {
-      await sql.query(`INSERT INTO usage_logs (request_id, user_id, platform, model, input_tokens, output_tokens, cost, created_at) VALUES ($1, 'old', 'openai', 'm', 1, 1, 0, $2)`, [`old-${i}-${seq++}`, new Date(t)]);
+      await sql.query(`INSERT INTO usage_logs (request_id, user_id, platform, model, input_tokens, output_tokens, cost, created_at) VALUES ($1, 'old', 'openai', 'm', 1, 1, 0, $2)`, [
+        `old-${i}-${seq++}`,
+        new Date(t),
+      ]);
     }
     // The watermark is behind those rows: refused.
     await sql.query(`UPDATE job_cursors SET value = to_jsonb($1::text) WHERE job_name = 'dashboard_aggregation' AND key = 'watermark'`, [new Date(cutoff - 4 * DAY).toISOString()]);
@@ -233,7 +254,7 @@ describe('usage data lifecycle (real PostgreSQL and Redis)', () => {
     expect(deleted.values.find((v) => v.labels.kind === 'raw_batch')!.value).toBeGreaterThanOrEqual(1);
   });
 
-  it('range cleanup tasks: claimed, deleted in batches, rollups rebuilt; cancellable; a dead replica\'s task is reclaimed', async () => {
+  it("range cleanup tasks: claimed, deleted in batches, rollups rebuilt; cancellable; a dead replica's task is reclaimed", async () => {
     const now = clock.now();
     const t0 = new Date(Math.floor(now / HOUR) * HOUR - 2 * HOUR + 120_000).toISOString();
     await post('/api/v1/usage', { events: [...Array.from({ length: 20 }, () => ev({ user_id: 'victim', created_at: t0 })), ev({ user_id: 'bystander', created_at: t0 })] });
@@ -252,7 +273,10 @@ describe('usage data lifecycle (real PostgreSQL and Redis)', () => {
     expect((await sql.query(`SELECT count(*)::int AS n FROM usage_hourly WHERE user_id = 'bystander'`)).rows[0].n).toBe(1);
     // A task left running by a replica that died long ago is taken over.
     await post('/api/v1/usage', { events: [ev({ user_id: 'orphan', created_at: t0 })] });
-    const { rows } = await sql.query(`INSERT INTO usage_cleanup_tasks (user_id, range_start, range_end, status, claimed_by, heartbeat_at) VALUES ('orphan', $1, $2, 'running', 'dead-replica', clock_timestamp() - interval '1 hour') RETURNING id`, [range.from, range.to]);
+    const { rows } = await sql.query(
+      `INSERT INTO usage_cleanup_tasks (user_id, range_start, range_end, status, claimed_by, heartbeat_at) VALUES ('orphan', $1, $2, 'running', 'dead-replica', clock_timestamp() - interval '1 hour') RETURNING id`,
+      [range.from, range.to],
+    );
     await rt.runNow('usage_cleanup');
     expect((await http.inject({ url: `/api/v1/usage/cleanup-tasks/${rows[0].id}`, headers: auth })).json()).toMatchObject({ status: 'done', claimed_by: 'use-1', deleted_rows: 1 });
     expect((await post('/api/v1/usage/cleanup-tasks', { from: range.to, to: range.from })).json().error.message).toMatch(/to: to must be after from/);
@@ -279,7 +303,8 @@ describe('usage data lifecycle (real PostgreSQL and Redis)', () => {
     const inc = (user: string, amount: number, platform = 'openai') => post('/api/v1/quota/usage', { increments: [{ user_id: user, platform, amount }] });
     for (let i = 0; i < 5; i++) await inc('q1', 100);
     await inc('q1', 7, 'anthropic');
-    const usage = async (u: string) => Object.fromEntries(((await http.inject({ url: `/api/v1/quota/${u}`, headers: auth })).json().platforms as Array<{ platform: string; used: number }>).map((p) => [p.platform, p.used]));
+    const usage = async (u: string) =>
+      Object.fromEntries(((await http.inject({ url: `/api/v1/quota/${u}`, headers: auth })).json().platforms as Array<{ platform: string; used: number }>).map((p) => [p.platform, p.used]));
     // Read through the counters: what POST /quota/usage answered is visible before any flush.
     expect(await usage('q1')).toEqual({ anthropic: 7, openai: 500 });
     expect((await http.inject({ url: '/api/v1/quota/q1', headers: auth })).json().platforms.every((p: { flushed: boolean }) => !p.flushed)).toBe(true);
@@ -333,7 +358,16 @@ describe('usage and quota in embedded mode (PGlite, in-process counters)', () =>
     let rt = await Runtime.create(loadConfig({ env }), { logger: silentLogger() });
     try {
       const now = Date.now();
-      const events = Array.from({ length: 30 }, (_, i) => ({ request_id: `e-${i}`, user_id: 'emb', platform: 'openai', model: 'm', input_tokens: 1, output_tokens: 2, cost: '0.01', created_at: new Date(now - (i % 3) * HOUR).toISOString() }));
+      const events = Array.from({ length: 30 }, (_, i) => ({
+        request_id: `e-${i}`,
+        user_id: 'emb',
+        platform: 'openai',
+        model: 'm',
+        input_tokens: 1,
+        output_tokens: 2,
+        cost: '0.01',
+        created_at: new Date(now - (i % 3) * HOUR).toISOString(),
+      }));
       expect(await rt.services.usage.accept(events)).toMatchObject({ accepted: 30 });
       expect(await rt.services.usage.record({ ...events[0], request_id: 'e-lib' })).toBe('enqueued');
       await rt.services.quota.increment('emb', 'openai', 40);

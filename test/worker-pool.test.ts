@@ -14,13 +14,16 @@ describe('WorkerPool', () => {
     const order: number[] = [];
     let peak = 0;
     let active = 0;
-    const pool = new WorkerPool<number>(async (n) => {
-      active++;
-      peak = Math.max(peak, active);
-      await g.p;
-      order.push(n);
-      active--;
-    }, { name: 't', concurrency: 2, queueLimit: 3 });
+    const pool = new WorkerPool<number>(
+      async (n) => {
+        active++;
+        peak = Math.max(peak, active);
+        await g.p;
+        order.push(n);
+        active--;
+      },
+      { name: 't', concurrency: 2, queueLimit: 3 },
+    );
     for (let i = 0; i < 5; i++) expect(await pool.submit(i)).toBe('enqueued');
     expect(pool.stats).toMatchObject({ running: 2, waiting: 3 });
     g.open();
@@ -34,10 +37,13 @@ describe('WorkerPool', () => {
     const g = gate();
     const done: number[] = [];
     const metrics = new Metrics();
-    const pool = new WorkerPool<number>(async (n) => {
-      if (n < 2) await g.p;
-      done.push(n);
-    }, { name: 'usage', concurrency: 1, queueLimit: 1, metrics });
+    const pool = new WorkerPool<number>(
+      async (n) => {
+        if (n < 2) await g.p;
+        done.push(n);
+      },
+      { name: 'usage', concurrency: 1, queueLimit: 1, metrics },
+    );
     await pool.submit(0);
     await pool.submit(1);
     expect(await pool.submit(2)).toBe('sync_fallback');
@@ -88,9 +94,12 @@ describe('WorkerPool', () => {
 
   it('counts failed tasks and keeps going', async () => {
     const errors: unknown[] = [];
-    const pool = new WorkerPool<number>(async (n) => {
-      if (n === 1) throw new Error('bad');
-    }, { name: 't', concurrency: 1, queueLimit: 5, onError: (e) => errors.push(e) });
+    const pool = new WorkerPool<number>(
+      async (n) => {
+        if (n === 1) throw new Error('bad');
+      },
+      { name: 't', concurrency: 1, queueLimit: 5, onError: (e) => errors.push(e) },
+    );
     for (const n of [0, 1, 2]) await pool.submit(n);
     await pool.stopAndWait(1000);
     expect(pool.stats).toMatchObject({ completed: 2, failed: 1 });

@@ -40,7 +40,14 @@ export function buildAccounts(w: WiringContext): Wired<Pick<Services, 'accounts'
   const tokenRefresh = new TokenRefreshService(
     accounts,
     refresher,
-    { enabled: a.refresh_enabled, marginMs, maxAttempts: a.refresh_max_attempts, backoffBaseMs: a.refresh_backoff_base, backoffMaxMs: a.refresh_backoff_max, recoveryDelayMs: a.refresh_recovery_delay },
+    {
+      enabled: a.refresh_enabled,
+      marginMs,
+      maxAttempts: a.refresh_max_attempts,
+      backoffBaseMs: a.refresh_backoff_base,
+      backoffMaxMs: a.refresh_backoff_max,
+      recoveryDelayMs: a.refresh_recovery_delay,
+    },
     clock,
     random,
     log,

@@ -40,7 +40,12 @@ export async function openBackends(config: Config, log: Logger): Promise<Backend
   try {
     if (config.mode === 'cluster') {
       log.info('connecting to PostgreSQL (DATABASE_URL) and Redis (REDIS_URL)');
-      db = await PgDb.connect({ url: config.database.url!, poolSize: config.database.pool_size, connectTimeoutMs: config.database.connect_timeout, onError: (err) => log.warn({ err: err.message }, 'idle PostgreSQL connection failed') });
+      db = await PgDb.connect({
+        url: config.database.url!,
+        poolSize: config.database.pool_size,
+        connectTimeoutMs: config.database.connect_timeout,
+        onError: (err) => log.warn({ err: err.message }, 'idle PostgreSQL connection failed'),
+      });
       redis = await connectRedis(config.redis.url!, config.redis.command_timeout, config.database.connect_timeout);
     } else {
       dataDirLock = DataDirLock.acquire(config.database.data_dir, { httpPort: config.http.port });

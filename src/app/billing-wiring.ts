@@ -14,7 +14,14 @@ export function buildBilling(w: WiringContext): Wired<Pick<Services, 'billing' |
   if (n.smtp) channels.set('email', new SmtpChannel(n.smtp, n.send_timeout));
   if (n.webhook) channels.set('webhook', new WebhookChannel(n.webhook, n.send_timeout));
   const notifications = new Notifications(db);
-  const notifier = new Notifier(notifications, channels, { perSecond: n.per_second, maxAttempts: n.max_attempts, retryBaseMs: n.retry_base, batch: n.batch, sendTimeoutMs: n.send_timeout }, clock, metrics, log);
+  const notifier = new Notifier(
+    notifications,
+    channels,
+    { perSecond: n.per_second, maxAttempts: n.max_attempts, retryBaseMs: n.retry_base, batch: n.batch, sendTimeoutMs: n.send_timeout },
+    clock,
+    metrics,
+    log,
+  );
   const providers = new Map<string, PaymentProvider>(
     Object.entries(config.payments.providers).map(([name, c]) => [name, new GenericJsonProvider(name, c, config.payments.request_timeout, config.payments.webhook_tolerance)]),
   );

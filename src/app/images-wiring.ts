@@ -19,14 +19,23 @@ export function buildImages(w: WiringContext): Wired<Pick<Services, 'imageBatche
   const { config, db, clock, metrics, log, box } = w;
   const c = config.image;
   const sealed = c.provider.api_key ? box.seal(c.provider.api_key, 'image.provider.api_key') : undefined;
-  const provider = c.provider.base_url ? new ImageProvider({ baseUrl: c.provider.base_url, apiKey: () => sealed && box.open(sealed, 'image.provider.api_key'), timeoutMs: c.provider.request_timeout }) : null;
+  const provider = c.provider.base_url
+    ? new ImageProvider({ baseUrl: c.provider.base_url, apiKey: () => sealed && box.open(sealed, 'image.provider.api_key'), timeoutMs: c.provider.request_timeout })
+    : null;
   const store = new FsObjectStore(c.storage_dir ?? join(config.database.data_dir, 'objects'));
   const batches = new ImageBatches(db);
   const queue = new ImageQueue(db);
   const transitions = new BatchTransitions(db);
   const ilog = log.child({ area: 'images' });
   const driver = provider
-    ? new BatchDriver(transitions, provider, store, { pollIntervalMs: c.poll_interval, retryDelayMs: c.retry_delay, staleTimeoutMs: c.stale_timeout, maxErrors: c.max_errors, lookupPages: c.provider.lookup_pages }, metrics.images, ilog)
+    ? new BatchDriver(
+        transitions,
+        provider,
+        store,
+        { pollIntervalMs: c.poll_interval, retryDelayMs: c.retry_delay, staleTimeoutMs: c.stale_timeout, maxErrors: c.max_errors, lookupPages: c.provider.lookup_pages },
+        metrics.images,
+        ilog,
+      )
     : null;
   const worker = new BatchWorker(
     batches,

@@ -1,9 +1,9 @@
 import type { Config } from '../config/load.js';
 import { formatDuration } from '../config/duration.js';
-import type { InstanceRegistry } from '../scheduler/instance-registry.js';
-import type { SkipCounter } from '../scheduler/skip-counter.js';
+import type { InstanceRegistry } from '../coordination/instance-registry.js';
+import type { SkipCounter } from '../coordination/skip-counter.js';
 import type { LivenessSession } from '../coordination/liveness.js';
-import type { RunRecords } from '../scheduler/run-records.js';
+import type { RunRecords } from '../coordination/run-records.js';
 import type { Metrics } from '../telemetry/metrics.js';
 import type { Logger } from '../telemetry/logger.js';
 import type { Clock } from '../time/clock.js';

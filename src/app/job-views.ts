@@ -1,7 +1,7 @@
 import { formatDuration } from '../config/duration.js';
 import { judgeHealth, type HealthVerdict } from '../scheduler/health.js';
-import type { InstanceRegistry } from '../scheduler/instance-registry.js';
-import type { RunRecord, RunRecords } from '../scheduler/run-records.js';
+import type { InstanceRegistry } from '../coordination/instance-registry.js';
+import type { RunRecord, RunRecords } from '../coordination/run-records.js';
 import type { Scheduler } from '../scheduler/scheduler.js';
 import type { BuiltJob } from '../jobs/define-job.js';
 

@@ -14,16 +14,13 @@ import { OpsCollector } from '../jobs/ops/ops-collector.js';
 export function buildOps(w: WiringContext): Wired<Pick<Services, 'ops'>> {
   const { db, redis, runtime: rt } = w;
   const series = new OpsMetricsStore(db);
-  const collector = new OpsCollector(
-    series,
-    {
-      jobHealth: async () => (await rt.jobViews()).map((j) => ({ name: j.name, health: j.health })),
-      instances: () => rt.instances(),
-      pingDb: () => db.ping(),
-      pingRedis: redis ? () => redis.ping() : null,
-      usageQueue: () => rt.services.usageWriter.waiting,
-      dbPoolInUse: () => null,
-    },
-  );
+  const collector = new OpsCollector(series, {
+    jobHealth: async () => (await rt.jobViews()).map((j) => ({ name: j.name, health: j.health })),
+    instances: () => rt.instances(),
+    pingDb: () => db.ping(),
+    pingRedis: redis ? () => redis.ping() : null,
+    usageQueue: () => rt.services.usageWriter.waiting,
+    dbPoolInUse: () => null,
+  });
   return { services: { ops: { series, alerts: new OpsAlerts(db), silences: new OpsSilences(db), reports: new OpsReports(db), retention: new OpsRetention(db), collector } }, rungs: [] };
 }

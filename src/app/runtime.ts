@@ -7,8 +7,8 @@ import { FallbackLeaderLock, MemoryLeaderLock, PgAdvisoryLock, RedisLeaderLock, 
 import { Scheduler, manyListeners } from '../scheduler/scheduler.js';
 import { RoundRunner, type RoundReport } from '../scheduler/round-runner.js';
 import { LivenessSession } from '../coordination/liveness.js';
-import { RunRecords } from '../scheduler/run-records.js';
-import { InstanceRegistry, type InstanceInfo } from '../scheduler/instance-registry.js';
+import { RunRecords } from '../coordination/run-records.js';
+import { InstanceRegistry, type InstanceInfo } from '../coordination/instance-registry.js';
 import { WorkerPool, type WorkerPoolOptions } from '../workers/worker-pool.js';
 import { buildJobs, type AnyJobModule } from '../jobs/registry.js';
 import type { BuiltJob } from '../jobs/define-job.js';
@@ -84,7 +84,17 @@ export class Runtime {
     this.startedAt = new Date(clock.now());
     const instanceId = config.instance.id;
     this.liveness = config.mode === 'cluster' && config.cluster.crash_detection === 'session' ? new LivenessSession(db, log) : null;
-    const runner = (this.runner = new RoundRunner({ db, clock, lock: this.leaderLock(), log, metrics: this.metrics, instanceId, toleratedFutureMs: 500, shutdown: this.shutdownController.signal, liveness: this.liveness ?? undefined }));
+    const runner = (this.runner = new RoundRunner({
+      db,
+      clock,
+      lock: this.leaderLock(),
+      log,
+      metrics: this.metrics,
+      instanceId,
+      toleratedFutureMs: 500,
+      shutdown: this.shutdownController.signal,
+      liveness: this.liveness ?? undefined,
+    }));
     this.records = new RunRecords(db);
     this.registry = new InstanceRegistry(db, clock, {
       instanceId,
@@ -94,7 +104,17 @@ export class Runtime {
       version: VERSION,
       heartbeatMs: config.cluster.instance_heartbeat,
     });
-    this.heartbeat = new InstanceHeartbeat({ config, registry: this.registry, records: this.records, metrics: this.metrics, log, clock, views: () => this.jobViews(), skips: runner.skips, liveness: this.liveness });
+    this.heartbeat = new InstanceHeartbeat({
+      config,
+      registry: this.registry,
+      records: this.records,
+      metrics: this.metrics,
+      log,
+      clock,
+      views: () => this.jobViews(),
+      skips: runner.skips,
+      liveness: this.liveness,
+    });
     this.scheduler = new Scheduler({
       jobs,
       runner,

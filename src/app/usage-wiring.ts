@@ -20,7 +20,13 @@ export function buildUsage(w: WiringContext): Wired<Pick<Services, 'usageStore' 
   const usageStore = new UsageStore(db);
   const rollups = new Rollups(db, u.timezone);
   const deadLetters = new DeadLetters(db);
-  const usageWriter = new UsageWriter(usageStore, { batchSize: u.batch_size, queueLimit: u.queue_limit, overflow: u.overflow, spillDir: join(config.database.data_dir, 'spill') }, metrics, log, deadLetters);
+  const usageWriter = new UsageWriter(
+    usageStore,
+    { batchSize: u.batch_size, queueLimit: u.queue_limit, overflow: u.overflow, spillDir: join(config.database.data_dir, 'spill') },
+    metrics,
+    log,
+    deadLetters,
+  );
   const counters = redis ? new RedisQuotaCounters(redis, { prefix: config.redis.key_prefix, env: config.instance.env }) : new MemoryQuotaCounters();
   const quota = new PlatformQuota(counters, new QuotaUsage(db), config.quota.flush_batch, metrics, log, deadLetters);
   return {

@@ -6,7 +6,7 @@ import type { Metrics } from '../telemetry/metrics.js';
 import type { Logger } from '../telemetry/logger.js';
 import type { Clock, Random } from '../time/clock.js';
 import type { Stoppable } from './shutdown-ladder.js';
-import type { InstanceInfo } from '../scheduler/instance-registry.js';
+import type { InstanceInfo } from '../coordination/instance-registry.js';
 import type { Services } from '../jobs/services.js';
 import type { JobView } from './job-views.js';
 
@@ -37,4 +37,3 @@ export interface Wired<T> {
   /** Runs once after connecting, before the scheduler starts (e.g. replaying what an earlier exit spilled). */
   prepare?: () => Promise<void>;
 }
-

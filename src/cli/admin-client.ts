@@ -10,7 +10,7 @@ import { readEmbeddedAdminToken } from '../app/admin-token.js';
 export async function adminRequest<T>(config: Config, url: string | undefined, method: 'GET' | 'POST', path: string, body?: unknown): Promise<{ status: number; body: T }> {
   const base = url ?? `http://127.0.0.1:${config.http.port}`;
   const token = config.http.admin_token ?? (config.mode === 'embedded' ? readEmbeddedAdminToken(config.database.data_dir) : undefined);
-  if (!token) throw new UserError('no admin token: set RELAY_JOBS_ADMIN_TOKEN to the service\'s token');
+  if (!token) throw new UserError("no admin token: set RELAY_JOBS_ADMIN_TOKEN to the service's token");
   let res: Response;
   try {
     res = await fetch(new URL(`/api/v1${path}`, base), {
@@ -20,7 +20,9 @@ export async function adminRequest<T>(config: Config, url: string | undefined, m
       signal: AbortSignal.timeout(30_000),
     });
   } catch (err) {
-    throw new UserError(`cannot reach relay-jobs at ${base} (${(err as Error).cause ? String(((err as Error).cause as Error).message) : (err as Error).message}): is \`relay-jobs start\` running? (--url)`);
+    throw new UserError(
+      `cannot reach relay-jobs at ${base} (${(err as Error).cause ? String(((err as Error).cause as Error).message) : (err as Error).message}): is \`relay-jobs start\` running? (--url)`,
+    );
   }
   const text = await res.text();
   let parsed: unknown;

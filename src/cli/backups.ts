@@ -26,5 +26,11 @@ export async function backupsCommand(config: Config, opts: { json?: boolean; url
     ]),
   ];
   const widths = rows[0]!.map((_, i) => Math.max(...rows.map((row) => row[i]!.length)));
-  for (const row of rows) process.stdout.write(row.map((c, i) => c.padEnd(widths[i]!)).join('  ').trimEnd() + '\n');
+  for (const row of rows)
+    process.stdout.write(
+      row
+        .map((c, i) => c.padEnd(widths[i]!))
+        .join('  ')
+        .trimEnd() + '\n',
+    );
 }

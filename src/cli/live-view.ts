@@ -2,7 +2,7 @@ import type { Config } from '../config/load.js';
 import { UserError } from '../config/errors.js';
 import { Runtime, type JobView } from '../app/runtime.js';
 import { readEmbeddedAdminToken } from '../app/admin-token.js';
-import type { InstanceInfo } from '../scheduler/instance-registry.js';
+import type { InstanceInfo } from '../coordination/instance-registry.js';
 import { DataDirLock } from '../store/data-dir-lock.js';
 import { createLogger } from '../telemetry/logger.js';
 
@@ -23,7 +23,10 @@ export async function readLiveView(config: Config): Promise<LiveView> {
     if (owner) return viaService(config, owner.http_port ?? config.http.port);
   }
   const cliConfig: Config = config.mode === 'cluster' ? { ...config, instance: { ...config.instance, id: `${config.instance.id}-cli-${process.pid}`.slice(0, 64) } } : config;
-  const rt = await Runtime.create(cliConfig, { register: false, logger: createLogger({ level: 'warn', instanceId: cliConfig.instance.id, env: cliConfig.instance.env, destination: process.stderr as never }) });
+  const rt = await Runtime.create(cliConfig, {
+    register: false,
+    logger: createLogger({ level: 'warn', instanceId: cliConfig.instance.id, env: cliConfig.instance.env, destination: process.stderr as never }),
+  });
   try {
     return JSON.parse(JSON.stringify({ jobs: await rt.jobViews(), instances: await rt.instances() })) as LiveView;
   } finally {
@@ -55,7 +58,15 @@ export function scheduleText(s: JobView['schedule']): string {
 /** Aligned columns, the header first. */
 export function table(rows: string[][]): string {
   const widths = rows[0]!.map((_, i) => Math.max(...rows.map((r) => (r[i] ?? '').length)));
-  return rows.map((r) => r.map((c, i) => c.padEnd(widths[i]!)).join('  ').trimEnd() + '\n').join('');
+  return rows
+    .map(
+      (r) =>
+        r
+          .map((c, i) => c.padEnd(widths[i]!))
+          .join('  ')
+          .trimEnd() + '\n',
+    )
+    .join('');
 }
 
 export function jobsTable(jobs: JobView[]): string {

@@ -59,7 +59,12 @@ program
         jitter: formatDuration(j.settings.jitterMs),
       }));
       if (opts.json) return void process.stdout.write(JSON.stringify(jobs, null, 2) + '\n');
-      return void process.stdout.write(table([['JOB', 'ENABLED', 'SCOPE', 'SCHEDULE', 'TIMEOUT', 'LOCK_TTL', 'JITTER'], ...jobs.map((j) => [j.name, String(j.enabled), j.scope, scheduleText(j.schedule), j.timeout, j.lock_ttl, j.jitter])]));
+      return void process.stdout.write(
+        table([
+          ['JOB', 'ENABLED', 'SCOPE', 'SCHEDULE', 'TIMEOUT', 'LOCK_TTL', 'JITTER'],
+          ...jobs.map((j) => [j.name, String(j.enabled), j.scope, scheduleText(j.schedule), j.timeout, j.lock_ttl, j.jitter]),
+        ]),
+      );
     }
     const { jobs } = await readLiveView(cfg);
     process.stdout.write(opts.json ? JSON.stringify(jobs, null, 2) + '\n' : jobsTable(jobs));
@@ -67,7 +72,7 @@ program
 
 program
   .command('status')
-  .description('the instances (alive, host, pid, heartbeat) and the jobs\' health, as the API reports them')
+  .description("the instances (alive, host, pid, heartbeat) and the jobs' health, as the API reports them")
   .option('--json', 'print JSON')
   .action(async (opts: { json?: boolean }, cmd: Command) => {
     const view = await readLiveView(config(cmd));
@@ -76,7 +81,7 @@ program
 
 program
   .command('sql <query>')
-  .description('run one read-only SQL statement against the service\'s database (embedded mode too, while the service runs)')
+  .description("run one read-only SQL statement against the service's database (embedded mode too, while the service runs)")
   .option('--json', 'print the rows as JSON')
   .action(async (query: string, opts: { json?: boolean }, cmd: Command) => sqlCommand(config(cmd), query, Boolean(opts.json)));
 
@@ -87,9 +92,24 @@ program
     process.exitCode = await runJob(config(cmd), job);
   });
 
-program.command('backup').description('ask the running service for a backup now').option('--wait', 'wait for it to finish; exit 1 unless it is good').option('--url <url>', 'the service (default http://127.0.0.1:<http.port>)').action(async (opts: { wait?: boolean; url?: string }, cmd: Command) => void (process.exitCode = await backupCommand(config(cmd), opts)));
-program.command('backups').description('list backups with state, size, duration, checksum and instance').option('--json', 'print JSON').option('--url <url>', 'the service (default http://127.0.0.1:<http.port>)').action(async (opts: { json?: boolean; url?: string }, cmd: Command) => backupsCommand(config(cmd), opts));
-program.command('restore <source>').description('restore a backup (id, file or s3:// URI) into an empty database').requiredOption('--target <url>', 'the database to restore into (postgres://...)').option('--force', 'empty a non-empty target first').action(async (source: string, opts: { target: string; force?: boolean }, cmd: Command) => restoreCommand(config(cmd), source, opts));
+program
+  .command('backup')
+  .description('ask the running service for a backup now')
+  .option('--wait', 'wait for it to finish; exit 1 unless it is good')
+  .option('--url <url>', 'the service (default http://127.0.0.1:<http.port>)')
+  .action(async (opts: { wait?: boolean; url?: string }, cmd: Command) => void (process.exitCode = await backupCommand(config(cmd), opts)));
+program
+  .command('backups')
+  .description('list backups with state, size, duration, checksum and instance')
+  .option('--json', 'print JSON')
+  .option('--url <url>', 'the service (default http://127.0.0.1:<http.port>)')
+  .action(async (opts: { json?: boolean; url?: string }, cmd: Command) => backupsCommand(config(cmd), opts));
+program
+  .command('restore <source>')
+  .description('restore a backup (id, file or s3:// URI) into an empty database')
+  .requiredOption('--target <url>', 'the database to restore into (postgres://...)')
+  .option('--force', 'empty a non-empty target first')
+  .action(async (source: string, opts: { target: string; force?: boolean }, cmd: Command) => restoreCommand(config(cmd), source, opts));
 
 program
   .command('ops')

@@ -34,7 +34,14 @@ async function fetchOverview(config: Config): Promise<Overview> {
   }
   const rt = await Runtime.create(config, { register: false, logger: createLogger({ level: 'warn', instanceId: config.instance.id, env: config.instance.env, destination: process.stderr as never }) });
   try {
-    return await overview({ ops: rt.services.ops, bucketMs: config.ops.bucket, alertIntervalMs: config.ops.alert_interval, now: rt.clock.now(), jobs: await rt.jobViews(), instances: await rt.instances() });
+    return await overview({
+      ops: rt.services.ops,
+      bucketMs: config.ops.bucket,
+      alertIntervalMs: config.ops.alert_interval,
+      now: rt.clock.now(),
+      jobs: await rt.jobViews(),
+      instances: await rt.instances(),
+    });
   } finally {
     await rt.shutdown('ops status printed');
   }
@@ -50,7 +57,11 @@ function render(o: Overview): string {
     `firing alerts: ${o.firing_alerts.length}`,
     ...o.firing_alerts.map((e) => `  ${e.severity.padEnd(8)} ${e.rule_name}  ${e.metric}=${e.value ?? '?'}  since ${e.fired_at}${e.silenced ? '  (silenced)' : ''}`),
     '',
-    `jobs: ${Object.entries(o.jobs_by_health).map(([h, n]) => `${h} ${n}`).join(', ') || 'none'}`,
+    `jobs: ${
+      Object.entries(o.jobs_by_health)
+        .map(([h, n]) => `${h} ${n}`)
+        .join(', ') || 'none'
+    }`,
     '',
     `instances: ${o.instances.filter((i) => i.alive).length} alive of ${o.instances.length}`,
     ...o.instances.map((i) => `  ${i.instance_id.padEnd(20)} ${i.alive ? 'alive' : 'gone '}  heartbeat ${i.heartbeat_at}  skew ${i.clock_skew_ms ?? '?'}ms  ${i.version}`),

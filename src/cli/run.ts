@@ -36,7 +36,10 @@ export async function runJob(config: Config, name: string): Promise<number> {
     if (owner) return runViaService(config, name, owner.http_port ?? config.http.port);
   }
   const cliConfig: Config = config.mode === 'cluster' ? { ...config, instance: { ...config.instance, id: `${config.instance.id}-cli-${process.pid}`.slice(0, 64) } } : config;
-  const rt = await Runtime.create(cliConfig, { register: false, logger: createLogger({ level: 'warn', instanceId: cliConfig.instance.id, env: cliConfig.instance.env, destination: process.stderr as never }) });
+  const rt = await Runtime.create(cliConfig, {
+    register: false,
+    logger: createLogger({ level: 'warn', instanceId: cliConfig.instance.id, env: cliConfig.instance.env, destination: process.stderr as never }),
+  });
   try {
     const report = await rt.runNow(name);
     const out: Outcome = report.ran

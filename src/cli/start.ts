@@ -72,7 +72,10 @@ export async function startService(config: Config): Promise<void> {
   }
   runtime.start({ close: () => http.close() });
   const enabled = runtime.jobs.filter((j) => j.settings.enabled).map((j) => j.name);
-  runtime.log.info({ mode: config.mode, pid: process.pid, http_port: (http.server.address() as { port: number }).port, jobs: enabled }, 'relay-jobs started: ready, serving HTTP and running the enabled jobs');
+  runtime.log.info(
+    { mode: config.mode, pid: process.pid, http_port: (http.server.address() as { port: number }).port, jobs: enabled },
+    'relay-jobs started: ready, serving HTTP and running the enabled jobs',
+  );
 }
 
 function lostRefreshes(rt: Runtime, ids: number[]): void {

@@ -13,9 +13,15 @@ const positiveDuration = z.union([z.string(), z.number()]).transform((value, ctx
 const s3 = z
   .object({
     bucket: z.string().regex(/^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$/, 'expected an S3 bucket name (3-63 characters a-z, 0-9, . -)'),
-    prefix: z.string().regex(/^[A-Za-z0-9._/-]*$/, 'expected letters, digits, . _ / -').default(''),
+    prefix: z
+      .string()
+      .regex(/^[A-Za-z0-9._/-]*$/, 'expected letters, digits, . _ / -')
+      .default(''),
     region: z.string().min(1).default('us-east-1'),
-    endpoint: z.string().regex(/^https?:\/\//, 'expected an http(s) URL').optional(),
+    endpoint: z
+      .string()
+      .regex(/^https?:\/\//, 'expected an http(s) URL')
+      .optional(),
     force_path_style: z.boolean().default(false),
     part_size_mb: z.coerce.number().int().min(5).max(512).default(16),
   })

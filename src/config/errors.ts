@@ -5,7 +5,10 @@ import { AppError } from '../errors/app-error.js';
  * prints `message` on one line per problem and exits non-zero, without a stack trace.
  */
 export class UserError extends AppError {
-  constructor(message: string, readonly problems: string[] = [message]) {
+  constructor(
+    message: string,
+    readonly problems: string[] = [message],
+  ) {
     super('invalid', 'user_error', message);
   }
 }

@@ -124,7 +124,7 @@ function finish(data: ConfigFile, file: string | undefined, sources: Map<string,
   const hasRedis = Boolean(data.redis.url);
   if (hasDb !== hasRedis) {
     const missing = hasDb ? 'REDIS_URL (redis.url)' : 'DATABASE_URL (database.url)';
-    const present = hasDb ? sources.get('database.url') ?? 'database.url' : sources.get('redis.url') ?? 'redis.url';
+    const present = hasDb ? (sources.get('database.url') ?? 'database.url') : (sources.get('redis.url') ?? 'redis.url');
     throw new ConfigError([`cluster mode needs both DATABASE_URL and REDIS_URL: ${present} is set but ${missing} is not; unset both for embedded mode`]);
   }
   const mode: Mode = hasDb ? 'cluster' : 'embedded';
@@ -148,7 +148,10 @@ function finish(data: ConfigFile, file: string | undefined, sources: Map<string,
  * a caret under the column (the parser's own message ends in a dangling "at line 2, column 1:").
  */
 function yamlProblem(file: string, text: string, err: Error): string {
-  const what = err.message.split('\n')[0]!.replace(/\s*at line \d+, column \d+:?\s*$/, '').replace(/:\s*$/, '');
+  const what = err.message
+    .split('\n')[0]!
+    .replace(/\s*at line \d+, column \d+:?\s*$/, '')
+    .replace(/:\s*$/, '');
   const pos = err instanceof YAMLParseError ? err.linePos?.[0] : undefined;
   if (!pos) return `${file}: malformed YAML: ${what}`;
   const lines = text.split(/\r?\n/);
@@ -172,10 +175,26 @@ export function redactConfig(config: Config): unknown {
     ...rest,
     http: { ...config.http, admin_token: config.http.admin_token ? '***' : undefined },
     security: { master_key: config.security.master_key ? '***' : undefined },
-    payments: { ...config.payments, providers: Object.fromEntries(Object.entries(config.payments.providers).map(([k, p]) => [k, { ...p, base_url: redactUrl(p.base_url), api_key: p.api_key ? '***' : undefined, webhook_secret: '***' }])) },
-    notify: { ...config.notify, smtp: config.notify.smtp && { ...config.notify.smtp, pass: config.notify.smtp.pass ? '***' : undefined }, webhook: config.notify.webhook && { ...config.notify.webhook, url: redactUrl(config.notify.webhook.url), secret: config.notify.webhook.secret ? '***' : undefined } },
-    oauth: { providers: Object.fromEntries(Object.entries(config.oauth.providers).map(([k, p]) => [k, { ...p, token_url: p.token_url && redactUrl(p.token_url), client_secret: p.client_secret ? '***' : undefined }])) },
-    image: { ...config.image, provider: { ...config.image.provider, base_url: config.image.provider.base_url && redactUrl(config.image.provider.base_url), api_key: config.image.provider.api_key ? '***' : undefined } },
+    payments: {
+      ...config.payments,
+      providers: Object.fromEntries(
+        Object.entries(config.payments.providers).map(([k, p]) => [k, { ...p, base_url: redactUrl(p.base_url), api_key: p.api_key ? '***' : undefined, webhook_secret: '***' }]),
+      ),
+    },
+    notify: {
+      ...config.notify,
+      smtp: config.notify.smtp && { ...config.notify.smtp, pass: config.notify.smtp.pass ? '***' : undefined },
+      webhook: config.notify.webhook && { ...config.notify.webhook, url: redactUrl(config.notify.webhook.url), secret: config.notify.webhook.secret ? '***' : undefined },
+    },
+    oauth: {
+      providers: Object.fromEntries(
+        Object.entries(config.oauth.providers).map(([k, p]) => [k, { ...p, token_url: p.token_url && redactUrl(p.token_url), client_secret: p.client_secret ? '***' : undefined }]),
+      ),
+    },
+    image: {
+      ...config.image,
+      provider: { ...config.image.provider, base_url: config.image.provider.base_url && redactUrl(config.image.provider.base_url), api_key: config.image.provider.api_key ? '***' : undefined },
+    },
     database: { ...config.database, url: config.database.url && redactUrl(config.database.url) },
     redis: { ...config.redis, url: config.redis.url && redactUrl(config.redis.url) },
   };

@@ -7,7 +7,26 @@
  */
 const MASK = '***';
 /** Query parameter names whose values are secrets (compared lower-case, `-` read as `_`). */
-const SECRET_PARAMS = new Set(['password', 'pass', 'passwd', 'pwd', 'token', 'access_token', 'refresh_token', 'id_token', 'secret', 'client_secret', 'key', 'api_key', 'apikey', 'auth', 'authorization', 'sslpassword', 'signature', 'sig']);
+const SECRET_PARAMS = new Set([
+  'password',
+  'pass',
+  'passwd',
+  'pwd',
+  'token',
+  'access_token',
+  'refresh_token',
+  'id_token',
+  'secret',
+  'client_secret',
+  'key',
+  'api_key',
+  'apikey',
+  'auth',
+  'authorization',
+  'sslpassword',
+  'signature',
+  'sig',
+]);
 
 export function redactUrl(url: string): string {
   let u: URL;

@@ -68,7 +68,15 @@ const USAGE_DEFAULTS = {
 };
 
 /** ops_cleanup targets and their default retention in days (0 empties the target, negative skips it). */
-export const OPS_RETENTION: Record<string, number> = { ops_metrics_minute: 7, ops_metrics_hourly: 90, ops_metrics_daily: 730, ops_alert_events: 90, notification_deliveries: 30, job_runs: 30, canary_runs: 7 };
+export const OPS_RETENTION: Record<string, number> = {
+  ops_metrics_minute: 7,
+  ops_metrics_hourly: 90,
+  ops_metrics_daily: 730,
+  ops_alert_events: 90,
+  notification_deliveries: 30,
+  job_runs: 30,
+  canary_runs: 7,
+};
 const IMAGE_DEFAULTS = {
   provider: { request_timeout: 30_000, lookup_pages: 20 },
   prices: {},
@@ -119,7 +127,11 @@ const AUTH_DEFAULTS = {
 /** An OAuth token endpoint. Built-in platforms have defaults (see upstream/oauth-providers.ts); any key here overrides them. */
 const providerSchema = z
   .object({
-    token_url: z.string().url('expected an http(s) URL').regex(/^https?:\/\//, 'expected an http(s) URL').optional(),
+    token_url: z
+      .string()
+      .url('expected an http(s) URL')
+      .regex(/^https?:\/\//, 'expected an http(s) URL')
+      .optional(),
     client_id: z.string().min(1).optional(),
     client_secret: z.string().min(1).optional(),
     max_per_second: numeric(z.number().positive()).optional(),
@@ -128,11 +140,29 @@ const providerSchema = z
 
 export const configSchema = z
   .object({
-    instance: z.object({ id: z.string().regex(/^[A-Za-z0-9._:-]{1,64}$/, 'expected 1-64 characters of letters, digits, . _ : -').optional(), env: z.string().regex(/^[a-z0-9_-]{1,32}$/, 'expected 1-32 characters of a-z, 0-9, _ or -').optional() }).strict().default({}),
-    http: z.object({ host: z.string().default('0.0.0.0'), port: port.default(8080), admin_token: z.string().min(16, 'expected at least 16 characters').optional() }).strict().default({ host: '0.0.0.0', port: 8080 }),
+    instance: z
+      .object({
+        id: z
+          .string()
+          .regex(/^[A-Za-z0-9._:-]{1,64}$/, 'expected 1-64 characters of letters, digits, . _ : -')
+          .optional(),
+        env: z
+          .string()
+          .regex(/^[a-z0-9_-]{1,32}$/, 'expected 1-32 characters of a-z, 0-9, _ or -')
+          .optional(),
+      })
+      .strict()
+      .default({}),
+    http: z
+      .object({ host: z.string().default('0.0.0.0'), port: port.default(8080), admin_token: z.string().min(16, 'expected at least 16 characters').optional() })
+      .strict()
+      .default({ host: '0.0.0.0', port: 8080 }),
     database: z
       .object({
-        url: z.string().regex(/^postgres(ql)?:\/\//, 'expected a postgres:// or postgresql:// URL').optional(),
+        url: z
+          .string()
+          .regex(/^postgres(ql)?:\/\//, 'expected a postgres:// or postgresql:// URL')
+          .optional(),
         data_dir: z.string().min(1).default('./data'),
         pool_size: positiveInt.default(10),
         connect_timeout: positiveDuration.default(5000),
@@ -142,8 +172,14 @@ export const configSchema = z
       .default({ data_dir: './data', pool_size: 10, connect_timeout: 5000, auto_migrate: true }),
     redis: z
       .object({
-        url: z.string().regex(/^rediss?:\/\//, 'expected a redis:// or rediss:// URL').optional(),
-        key_prefix: z.string().regex(/^[A-Za-z0-9._-]{1,48}$/, 'expected 1-48 characters of letters, digits, . _ -').default('relay-jobs'),
+        url: z
+          .string()
+          .regex(/^rediss?:\/\//, 'expected a redis:// or rediss:// URL')
+          .optional(),
+        key_prefix: z
+          .string()
+          .regex(/^[A-Za-z0-9._-]{1,48}$/, 'expected 1-48 characters of letters, digits, . _ -')
+          .default('relay-jobs'),
         command_timeout: positiveDuration.default(1000),
       })
       .strict()
@@ -161,7 +197,10 @@ export const configSchema = z
       })
       .strict()
       .default({ expected_replicas: 3, max_clock_skew: 2000, instance_heartbeat: 5000, allow_mixed_env: false, crash_detection: 'session' }),
-    shutdown: z.object({ grace: positiveDuration.default(20_000) }).strict().default({ grace: 20_000 }),
+    shutdown: z
+      .object({ grace: positiveDuration.default(20_000) })
+      .strict()
+      .default({ grace: 20_000 }),
     scheduler: z
       .object({ run_retention: positiveDuration.default(7 * 86_400_000), abort_grace: positiveDuration.default(5000) })
       .strict()
@@ -216,8 +255,14 @@ export const configSchema = z
       })
       .strict()
       .default(USAGE_DEFAULTS),
-    idempotency: z.object({ ttl: positiveDuration.default(DAY), lock: positiveDuration.default(60_000) }).strict().default({ ttl: DAY, lock: 60_000 }),
-    quota: z.object({ flush_batch: positiveInt.default(1000) }).strict().default({ flush_batch: 1000 }),
+    idempotency: z
+      .object({ ttl: positiveDuration.default(DAY), lock: positiveDuration.default(60_000) })
+      .strict()
+      .default({ ttl: DAY, lock: 60_000 }),
+    quota: z
+      .object({ flush_batch: positiveInt.default(1000) })
+      .strict()
+      .default({ flush_batch: 1000 }),
     snapshot: z
       .object({
         poll_interval: positiveDuration.default(1000),
@@ -235,7 +280,10 @@ export const configSchema = z
       .default(SNAPSHOT_DEFAULTS),
     billing: z
       .object({
-        currency: z.string().regex(/^[A-Z]{3}$/, 'expected a three-letter currency code such as CNY').default('CNY'),
+        currency: z
+          .string()
+          .regex(/^[A-Z]{3}$/, 'expected a three-letter currency code such as CNY')
+          .default('CNY'),
         reminder_days: z.array(positiveInt).min(1).default([7, 3, 1]),
         order_ttl: positiveDuration.default(30 * 60_000),
       })
@@ -246,7 +294,13 @@ export const configSchema = z
         providers: z
           .record(
             z.string().regex(/^[a-z0-9_-]{1,32}$/, 'expected a provider name of 1-32 characters a-z, 0-9, _ or -'),
-            z.object({ base_url: z.string().regex(/^https?:\/\//, 'expected an http(s) URL'), api_key: z.string().min(1).optional(), webhook_secret: z.string().min(16, 'expected at least 16 characters') }).strict(),
+            z
+              .object({
+                base_url: z.string().regex(/^https?:\/\//, 'expected an http(s) URL'),
+                api_key: z.string().min(1).optional(),
+                webhook_secret: z.string().min(16, 'expected at least 16 characters'),
+              })
+              .strict(),
           )
           .default({}),
         webhook_tolerance: positiveDuration.default(300_000),
@@ -259,8 +313,14 @@ export const configSchema = z
       .default({ providers: {}, webhook_tolerance: 300_000, request_timeout: 10_000, reconcile_window: 30 * 60_000, batch: 100, retry_base: 60_000 }),
     notify: z
       .object({
-        smtp: z.object({ host: z.string().min(1), port: port.default(587), secure: z.boolean().default(false), user: z.string().optional(), pass: z.string().optional(), from: z.string().min(3) }).strict().optional(),
-        webhook: z.object({ url: z.string().regex(/^https?:\/\//, 'expected an http(s) URL'), secret: z.string().min(16).optional() }).strict().optional(),
+        smtp: z
+          .object({ host: z.string().min(1), port: port.default(587), secure: z.boolean().default(false), user: z.string().optional(), pass: z.string().optional(), from: z.string().min(3) })
+          .strict()
+          .optional(),
+        webhook: z
+          .object({ url: z.string().regex(/^https?:\/\//, 'expected an http(s) URL'), secret: z.string().min(16).optional() })
+          .strict()
+          .optional(),
         per_second: numeric(z.number().positive()).default(5),
         max_attempts: positiveInt.default(5),
         retry_base: positiveDuration.default(60_000),
@@ -277,7 +337,9 @@ export const configSchema = z
         notify_min_severity: z.enum(['info', 'warning', 'critical']).default('info'),
         alert_recipients: z.array(z.string().min(3)).default([]),
         timezone: z.string().default('UTC'),
-        retention_days: z.record(z.string().regex(/^[a-z_]{1,40}$/), z.number().int('expected a whole number of days').min(-1, 'expected -1 (skip), 0 (empty) or a number of days')).default(OPS_RETENTION),
+        retention_days: z
+          .record(z.string().regex(/^[a-z_]{1,40}$/), z.number().int('expected a whole number of days').min(-1, 'expected -1 (skip), 0 (empty) or a number of days'))
+          .default(OPS_RETENTION),
       })
       .strict()
       .default({ bucket: 60_000, alert_interval: 60_000, notify_min_severity: 'info', alert_recipients: [], timezone: 'UTC', retention_days: OPS_RETENTION }),
@@ -292,7 +354,10 @@ export const configSchema = z
         lease_grace: positiveDuration.default(5000),
         late_after: positiveDuration.default(1000),
         default_timeout: positiveDuration.default(10_000),
-        account_base_url: z.string().regex(/^https?:\/\/[^\s/]+/, 'expected an http(s) URL').default('https://api.openai.com'),
+        account_base_url: z
+          .string()
+          .regex(/^https?:\/\/[^\s/]+/, 'expected an http(s) URL')
+          .default('https://api.openai.com'),
       })
       .strict()
       .default(PROBE_DEFAULTS),
@@ -301,7 +366,12 @@ export const configSchema = z
       .strict()
       .default({ concurrency: 10, poll_interval: 1000, timeout: 30_000 }),
     security: z
-      .object({ master_key: z.string().refine((k) => Buffer.from(k, 'base64').length === 32 && /^[A-Za-z0-9+/=_-]+$/.test(k), 'expected 32 random bytes in base64 (e.g. `openssl rand -base64 32`)').optional() })
+      .object({
+        master_key: z
+          .string()
+          .refine((k) => Buffer.from(k, 'base64').length === 32 && /^[A-Za-z0-9+/=_-]+$/.test(k), 'expected 32 random bytes in base64 (e.g. `openssl rand -base64 32`)')
+          .optional(),
+      })
       .strict()
       .default({}),
     // Paid image batches through an OpenAI-compatible Batch API (batch_image_worker, /api/v1/image-batches).
@@ -309,14 +379,22 @@ export const configSchema = z
       .object({
         provider: z
           .object({
-            base_url: z.string().regex(/^https?:\/\/.+\/v1\/?$/, 'expected an http(s) URL ending in /v1').optional(),
+            base_url: z
+              .string()
+              .regex(/^https?:\/\/.+\/v1\/?$/, 'expected an http(s) URL ending in /v1')
+              .optional(),
             api_key: z.string().min(1).optional(),
             request_timeout: positiveDuration.default(30_000),
             lookup_pages: positiveInt.default(20),
           })
           .strict()
           .default({ request_timeout: 30_000, lookup_pages: 20 }),
-        prices: z.record(z.string().regex(/^[A-Za-z0-9._-]{1,64}$/, 'expected a model name of 1-64 characters of letters, digits, . _ -'), z.coerce.number().int('expected an integer price in minor units per image').min(0, 'expected a price of 0 or more minor units')).default({}),
+        prices: z
+          .record(
+            z.string().regex(/^[A-Za-z0-9._-]{1,64}$/, 'expected a model name of 1-64 characters of letters, digits, . _ -'),
+            z.coerce.number().int('expected an integer price in minor units per image').min(0, 'expected a price of 0 or more minor units'),
+          )
+          .default({}),
         max_prompts: positiveInt.default(500),
         max_prompt_chars: positiveInt.default(4000),
         max_n: positiveInt.default(4),
@@ -340,9 +418,7 @@ export const configSchema = z
     backup: backupSchema,
     // Each job validates its own section (common keys + its options) against its declaration;
     // an unknown job name is reported by the job registry with the known names.
-    jobs: z
-      .record(z.string(), z.record(z.string(), z.unknown()))
-      .default({}),
+    jobs: z.record(z.string(), z.record(z.string(), z.unknown())).default({}),
   })
   .strict();
 

@@ -53,7 +53,11 @@ export class RedisLeaderLock implements LeaderLock {
   private readonly scripts;
   private nxGet = true;
 
-  constructor(private readonly redis: Redis, private readonly keys: KeySpace, private readonly instanceId: string) {
+  constructor(
+    private readonly redis: Redis,
+    private readonly keys: KeySpace,
+    private readonly instanceId: string,
+  ) {
     this.scripts = redisScripts(redis);
   }
 
@@ -108,7 +112,10 @@ export class RedisLeaderLock implements LeaderLock {
  * long as the connection, so "renewal" proves the connection is still alive.
  */
 export class PgAdvisoryLock implements LeaderLock {
-  constructor(private readonly db: Db, private readonly keys: KeySpace) {}
+  constructor(
+    private readonly db: Db,
+    private readonly keys: KeySpace,
+  ) {}
 
   async acquire(job: string, _ttlMs: number): Promise<Acquisition> {
     const name = advisoryLockName(this.keys, job);
@@ -175,7 +182,10 @@ export class FallbackLeaderLock implements LeaderLock {
 export class MemoryLeaderLock implements LeaderLock {
   private readonly held = new Map<string, { owner: string; until: number }>();
 
-  constructor(private readonly clock: Clock, private readonly instanceId = 'embedded') {}
+  constructor(
+    private readonly clock: Clock,
+    private readonly instanceId = 'embedded',
+  ) {}
 
   async acquire(job: string, ttlMs: number): Promise<Acquisition> {
     const now = this.clock.now();

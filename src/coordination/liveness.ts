@@ -46,7 +46,11 @@ export class LivenessSession implements Liveness {
   private retry: NodeJS.Timeout | null = null;
   private stopped = false;
 
-  constructor(private readonly db: Db, private readonly log: Logger, private readonly retryMs = 1000) {}
+  constructor(
+    private readonly db: Db,
+    private readonly log: Logger,
+    private readonly retryMs = 1000,
+  ) {}
 
   get key(): number | null {
     return this.current;

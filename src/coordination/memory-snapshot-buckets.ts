@@ -24,7 +24,15 @@ export class MemorySnapshotBuckets implements SnapshotBuckets {
     this.registry.add(name);
     const existing = this.buckets.get(name);
     if (existing?.get('_gen')) return existing.get('_gen')!;
-    this.buckets.set(name, new Map([['_gen', gen], ['_epoch', String(floor)], ['_rev', '0'], ['_opened_at', String(nowMs)]]));
+    this.buckets.set(
+      name,
+      new Map([
+        ['_gen', gen],
+        ['_epoch', String(floor)],
+        ['_rev', '0'],
+        ['_opened_at', String(nowMs)],
+      ]),
+    );
     return gen;
   }
 
@@ -43,7 +51,9 @@ export class MemorySnapshotBuckets implements SnapshotBuckets {
       }
     }
     if (written) {
-      h.set('_epoch', String(epoch)).set('_written_at', String(nowMs)).set('_rev', String(Number(h.get('_rev')) + written));
+      h.set('_epoch', String(epoch))
+        .set('_written_at', String(nowMs))
+        .set('_rev', String(Number(h.get('_rev')) + written));
     }
     return written;
   }
@@ -51,7 +61,10 @@ export class MemorySnapshotBuckets implements SnapshotBuckets {
   async complete(b: BucketId, gen: string, nowMs: number, floor: number): Promise<boolean> {
     const h = this.buckets.get(this.name(b));
     if (h?.get('_gen') !== gen) return false;
-    h.set('_epoch', String(Math.max(Number(h.get('_epoch')) || 0, floor))).set('_complete', '1').set('_built_at', String(nowMs)).set('_rev', String(Number(h.get('_rev')) + 1));
+    h.set('_epoch', String(Math.max(Number(h.get('_epoch')) || 0, floor)))
+      .set('_complete', '1')
+      .set('_built_at', String(nowMs))
+      .set('_rev', String(Number(h.get('_rev')) + 1));
     return true;
   }
 

@@ -39,7 +39,10 @@ export class RedisQuotaCounters implements QuotaCounters {
   private readonly s: QuotaScripts;
   private readonly dirty: string;
 
-  constructor(private readonly redis: Redis, private readonly keys: KeySpace) {
+  constructor(
+    private readonly redis: Redis,
+    private readonly keys: KeySpace,
+  ) {
     this.s = redisScripts(redis);
     this.dirty = quotaDirtyKey(keys);
   }

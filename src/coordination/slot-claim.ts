@@ -2,6 +2,7 @@ import type { Db } from '../store/db.js';
 import { num, toDate } from '../store/db.js';
 import type { LockBackend } from './leader-lock.js';
 import { holderAliveSql } from './liveness.js';
+import { systemClock } from '../time/clock.js';
 
 /**
  * The correctness layer of invariants 1 and 2, in PostgreSQL (`job_state`, `job_runs`).
@@ -112,7 +113,10 @@ WITH fin AS (
 SELECT count(*)::int AS finished FROM fin`;
 
 export class SlotClaims {
-  constructor(private readonly db: Db, private readonly instanceId: string) {}
+  constructor(
+    private readonly db: Db,
+    private readonly instanceId: string,
+  ) {}
 
   async ensureJobs(names: string[]): Promise<void> {
     for (const name of names) await this.db.query('INSERT INTO job_state (job_name) VALUES ($1) ON CONFLICT DO NOTHING', [name]);
@@ -133,7 +137,7 @@ export class SlotClaims {
   async claimManual(p: { job: string; leaseMs: number; timeoutMs: number; backend: LockBackend; aliveKey?: number | null }): Promise<ClaimResult> {
     const { rows } = await this.db.query<ClaimRow>(CLAIM_MANUAL, [p.job, this.instanceId, p.leaseMs, p.backend, p.timeoutMs, p.aliveKey ?? null]);
     if (rows[0]) return { claimed: true, claim: toClaim(p.job, rows[0], p.aliveKey ?? null) };
-    return { claimed: false, reason: await this.whyNot(p.job, new Date()) };
+    return { claimed: false, reason: await this.whyNot(p.job, new Date(systemClock.now())) };
   }
 
   async startInstanceRound(p: { job: string; slot: Date; timeoutMs: number; trigger: 'schedule' | 'manual' }): Promise<Claim> {
@@ -150,23 +154,12 @@ export class SlotClaims {
 
   /** Records the outcome and frees the lease. False when the record had already been taken over as abandoned. */
   async complete(claim: Claim, outcome: RoundOutcome): Promise<boolean> {
-    const { rows } = await this.db.query<{ finished: number }>(COMPLETE, [
-      claim.runId,
-      outcome.status,
-      outcome.items,
-      outcome.note ?? null,
-      outcome.error ?? null,
-      claim.job,
-      claim.token,
-    ]);
+    const { rows } = await this.db.query<{ finished: number }>(COMPLETE, [claim.runId, outcome.status, outcome.items, outcome.note ?? null, outcome.error ?? null, claim.job, claim.token]);
     return num(rows[0]?.finished) === 1;
   }
 
   private async whyNot(job: string, slot: Date): Promise<string> {
-    const { rows } = await this.db.query<{ last_slot: unknown; holder_instance: string | null; leased: boolean; lease_until: unknown; ahead_ms: unknown }>(WHY_NOT, [
-      job,
-      slot.toISOString(),
-    ]);
+    const { rows } = await this.db.query<{ last_slot: unknown; holder_instance: string | null; leased: boolean; lease_until: unknown; ahead_ms: unknown }>(WHY_NOT, [job, slot.toISOString()]);
     const r = rows[0];
     if (!r) return `job ${job} is not registered in job_state`;
     const last = toDate(r.last_slot);

@@ -5,9 +5,7 @@ import type { BucketId, RoutingEntry, RoutingRow } from '../store/routing-accoun
 
 /** A bucket as read for an answer: only a complete, well-formed bucket is ever served. */
 export type BucketRead =
-  | { state: 'missing' | 'incomplete' }
-  | { state: 'corrupt'; detail: string }
-  | { state: 'ok'; head: BucketHead; epoch: number; builtAt: number; writtenAt: number; entries: RoutingEntry[] };
+  { state: 'missing' | 'incomplete' } | { state: 'corrupt'; detail: string } | { state: 'ok'; head: BucketHead; epoch: number; builtAt: number; writtenAt: number; entries: RoutingEntry[] };
 
 /** What changes whenever a bucket's content does: a reader's cache is valid while it is unchanged. */
 export interface BucketHead {
@@ -91,7 +89,10 @@ export class RedisSnapshotBuckets implements SnapshotBuckets {
   private readonly scripts: SnapshotScripts & LockScripts;
   private readonly base: string;
 
-  constructor(private readonly redis: Redis, ks: KeySpace) {
+  constructor(
+    private readonly redis: Redis,
+    ks: KeySpace,
+  ) {
     this.scripts = redisScripts(redis);
     this.base = `${ks.prefix}:${ks.env}:{sched}`;
   }
@@ -150,7 +151,10 @@ export class RedisSnapshotBuckets implements SnapshotBuckets {
 
   async ids(b: BucketId): Promise<number[]> {
     const fields = await this.redis.hkeys(this.key(b));
-    return fields.filter((f) => f.startsWith(FIELD_PREFIX)).map((f) => Number(f.slice(FIELD_PREFIX.length))).filter(Number.isSafeInteger);
+    return fields
+      .filter((f) => f.startsWith(FIELD_PREFIX))
+      .map((f) => Number(f.slice(FIELD_PREFIX.length)))
+      .filter(Number.isSafeInteger);
   }
 
   async known(): Promise<BucketId[]> {

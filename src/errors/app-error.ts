@@ -51,7 +51,11 @@ export class Conflict extends AppError {
 
 /** A write carrying a fencing token older than the job's latest grant: the round lost its lease. */
 export class FencedWriteRefused extends AppError {
-  constructor(readonly job: string, readonly key: string, readonly token: number) {
+  constructor(
+    readonly job: string,
+    readonly key: string,
+    readonly token: number,
+  ) {
     super('conflict', 'fenced_write_refused', `fenced write refused: ${job}/${key} with fencing token ${token}; a newer round of ${job} holds a newer token`);
   }
 }

@@ -32,7 +32,15 @@ export function registerAccountTestRoutes(api: FastifyInstance, rt: Runtime): vo
 
   api.post('/account-tests', async (req, reply) => {
     const b = parseBody(newSchema, req.body);
-    const p: PlanInput = { accountId: b.account_id, cron: b.cron, timezone: b.timezone ?? 'UTC', model: b.model, maxResults: b.max_results ?? 50, autoRecover: b.auto_recover ?? false, enabled: b.enabled ?? true };
+    const p: PlanInput = {
+      accountId: b.account_id,
+      cron: b.cron,
+      timezone: b.timezone ?? 'UTC',
+      model: b.model,
+      maxResults: b.max_results ?? 50,
+      autoRecover: b.auto_recover ?? false,
+      enabled: b.enabled ?? true,
+    };
     const next = await check(p);
     const view = await accountTests.create(p, next);
     rt.log.info({ plan_id: view.id, account_id: p.accountId }, 'account test plan created');
@@ -75,7 +83,11 @@ export function registerAccountTestRoutes(api: FastifyInstance, rt: Runtime): vo
     };
     const next = await check(merged);
     const reschedule = b.cron !== undefined || b.timezone !== undefined || b.enabled === true;
-    const view = await accountTests.update(cur.id, { accountId: b.account_id, cron: b.cron, timezone: b.timezone, model: b.model, maxResults: b.max_results, autoRecover: b.auto_recover, enabled: b.enabled }, reschedule ? next : null);
+    const view = await accountTests.update(
+      cur.id,
+      { accountId: b.account_id, cron: b.cron, timezone: b.timezone, model: b.model, maxResults: b.max_results, autoRecover: b.auto_recover, enabled: b.enabled },
+      reschedule ? next : null,
+    );
     rt.log.info({ plan_id: cur.id, fields: Object.keys(b) }, 'account test plan updated');
     return view;
   });

@@ -11,9 +11,7 @@ const token = z.string().min(1, 'expected a non-empty string').max(MAX_TOKEN, `e
 export const when = z.iso.datetime({ offset: true, message: 'expected an ISO 8601 date-time such as 2027-01-31T00:00:00Z' });
 export const id = z.number().int().positive();
 
-const credentialsSchema = z
-  .object({ access_token: token, refresh_token: token.optional().nullable(), id_token: token.optional().nullable(), expires_at: when.optional() })
-  .strict();
+const credentialsSchema = z.object({ access_token: token, refresh_token: token.optional().nullable(), id_token: token.optional().nullable(), expires_at: when.optional() }).strict();
 const newAccountSchema = z
   .object({
     platform: z.string().min(1).max(32),
@@ -53,7 +51,9 @@ export const date = (v: string | null | undefined) => (v === undefined ? undefin
 function tokenExpiry(c: z.infer<typeof credentialsSchema>): { at: Date | null; warning?: string } {
   if (c.expires_at) return { at: new Date(c.expires_at) };
   const at = jwtExpiry(c.access_token);
-  return at ? { at } : { at: null, warning: 'credentials.access_token is not a JWT with an exp claim and credentials.expires_at is not set: the token expiry is unknown, so it is refreshed only on 401 or on request' };
+  return at
+    ? { at }
+    : { at: null, warning: 'credentials.access_token is not a JWT with an exp claim and credentials.expires_at is not set: the token expiry is unknown, so it is refreshed only on 401 or on request' };
 }
 
 function creds(c: z.infer<typeof credentialsSchema>): Credentials {
@@ -68,7 +68,10 @@ export function registerAccountRoutes(api: FastifyInstance, rt: Runtime): void {
     const errors: FieldError[] = [];
     const at = (f: string) => (prefix ? `${prefix}.${f}` : f);
     if (body.platform !== undefined && !providers.has(body.platform)) {
-      errors.push({ field: at('platform'), message: `unknown platform ${JSON.stringify(body.platform)}: expected one of ${[...providers.keys()].join(', ')}, or configure oauth.providers.${body.platform}.token_url and .client_id` });
+      errors.push({
+        field: at('platform'),
+        message: `unknown platform ${JSON.stringify(body.platform)}: expected one of ${[...providers.keys()].join(', ')}, or configure oauth.providers.${body.platform}.token_url and .client_id`,
+      });
     }
     if (body.proxy_id && !(await proxies.exists(body.proxy_id))) errors.push({ field: at('proxy_id'), message: `no proxy ${body.proxy_id}` });
     return errors;
@@ -77,7 +80,16 @@ export function registerAccountRoutes(api: FastifyInstance, rt: Runtime): void {
   function toNew(b: z.infer<typeof newAccountSchema>) {
     const exp = tokenExpiry(b.credentials);
     return {
-      input: { platform: b.platform, name: b.name, credentials: creds(b.credentials), tokenExpiresAt: exp.at, proxyId: b.proxy_id ?? null, expiresAt: date(b.expires_at) ?? null, autoPauseOnExpired: b.auto_pause_on_expired, schedulable: b.schedulable },
+      input: {
+        platform: b.platform,
+        name: b.name,
+        credentials: creds(b.credentials),
+        tokenExpiresAt: exp.at,
+        proxyId: b.proxy_id ?? null,
+        expiresAt: date(b.expires_at) ?? null,
+        autoPauseOnExpired: b.auto_pause_on_expired,
+        schedulable: b.schedulable,
+      },
       warning: exp.warning,
     };
   }
@@ -151,7 +163,10 @@ export function registerAccountRoutes(api: FastifyInstance, rt: Runtime): void {
     return { ...view, ...(exp?.warning ? { warnings: [exp.warning] } : {}) };
   });
 
-  for (const [action, status] of [['disable', 'disabled'], ['enable', 'active']] as const) {
+  for (const [action, status] of [
+    ['disable', 'disabled'],
+    ['enable', 'active'],
+  ] as const) {
     api.post<{ Params: { id: string } }>(`/accounts/:id/${action}`, async (req, reply) => {
       const n = parseId(req.params.id);
       const view = n && (await accounts.update(n, { status }));

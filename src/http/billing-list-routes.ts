@@ -4,8 +4,14 @@ import type { Runtime } from '../app/runtime.js';
 import { BillingLists, type Collection } from '../store/billing-lists.js';
 import { parseBody } from './validation.js';
 
-const cursor = z.string().regex(/^[0-9]{1,16}$/, 'expected the next_cursor of the previous page').transform(Number);
-const userId = z.string().regex(/^[1-9][0-9]{0,15}$/, 'expected a user id').transform(Number);
+const cursor = z
+  .string()
+  .regex(/^[0-9]{1,16}$/, 'expected the next_cursor of the previous page')
+  .transform(Number);
+const userId = z
+  .string()
+  .regex(/^[1-9][0-9]{0,15}$/, 'expected a user id')
+  .transform(Number);
 const page = { limit: z.coerce.number().int().min(1).max(500).default(50), cursor: cursor.optional() };
 
 const QUERIES: Record<Collection, z.ZodType<{ limit: number; cursor?: number } & Record<string, unknown>>> = {

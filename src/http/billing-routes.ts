@@ -13,7 +13,15 @@ const userBody = z.object({ external_id: z.string().min(1).max(128).optional(), 
 const planBody = z.object({ name: z.string().min(1).max(200), price: money.min(0), duration_days: z.number().int().min(1).max(3660) }).strict();
 const subBody = z.object({ user_id: id, plan_id: id, starts_at: when.optional(), expires_at: when.optional() }).strict();
 const orderBody = z
-  .object({ user_id: id, amount: money.min(1, 'expected a positive amount'), provider: z.string().min(1), provider_order_id: z.string().min(1).max(128).optional(), purpose: z.enum(['balance', 'subscription']), plan_id: id.optional(), expires_at: when.optional() })
+  .object({
+    user_id: id,
+    amount: money.min(1, 'expected a positive amount'),
+    provider: z.string().min(1),
+    provider_order_id: z.string().min(1).max(128).optional(),
+    purpose: z.enum(['balance', 'subscription']),
+    plan_id: id.optional(),
+    expires_at: when.optional(),
+  })
   .strict()
   .refine((o) => o.purpose === 'balance' || o.plan_id !== undefined, { message: 'a subscription order needs plan_id', path: ['plan_id'] });
 
@@ -84,17 +92,18 @@ export function registerBillingRoutes(api: FastifyInstance, rt: Runtime): void {
   });
 
   api.get('/notifications', async (req) => {
-    const q = parseBody(z.object({ status: z.enum(['pending', 'sending', 'sent', 'failed', 'skipped']).optional(), limit: z.coerce.number().int().min(1).max(1000).default(100) }).strict(), req.query, 'query');
+    const q = parseBody(
+      z.object({ status: z.enum(['pending', 'sending', 'sent', 'failed', 'skipped']).optional(), limit: z.coerce.number().int().min(1).max(1000).default(100) }).strict(),
+      req.query,
+      'query',
+    );
     return { deliveries: await notifications.list(q) };
   });
   api.get('/notifications/channels', async () => ({ channels: Object.fromEntries(notifier.health) }));
 
   api.get('/notifications/settings', async () => reminderSettings(rt.config, notifications));
   api.put('/notifications/settings', async (req) => {
-    const b = parseBody(
-      z.object({ reminders_enabled: z.boolean().optional(), reminder_days: z.array(z.number().int().min(1).max(365)).min(1).max(10).optional() }).strict(),
-      req.body,
-    );
+    const b = parseBody(z.object({ reminders_enabled: z.boolean().optional(), reminder_days: z.array(z.number().int().min(1).max(365)).min(1).max(10).optional() }).strict(), req.body);
     await notifications.putSettings(b);
     rt.log.info({ settings: b }, 'notification settings changed');
     return reminderSettings(rt.config, notifications);

@@ -35,7 +35,9 @@ export function handleError(log: Logger) {
     if (isDataError(err)) {
       const conflict = err.code === '23505';
       log.warn({ sqlstate: err.code, err: err.message }, 'request refused by a database constraint');
-      return void reply.code(conflict ? 409 : 400).send(errorBody(conflict ? 'conflict' : 'invalid', conflict ? 'a record with this unique value already exists' : 'the database refused a value of this request'));
+      return void reply
+        .code(conflict ? 409 : 400)
+        .send(errorBody(conflict ? 'conflict' : 'invalid', conflict ? 'a record with this unique value already exists' : 'the database refused a value of this request'));
     }
     const status = err.statusCode && err.statusCode >= 400 && err.statusCode < 500 ? err.statusCode : 500;
     if (status === 500) {

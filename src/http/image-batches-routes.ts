@@ -20,7 +20,10 @@ export function registerImageBatchRoutes(api: FastifyInstance, rt: Runtime): voi
         .array(z.string().trim().min(1, 'a prompt must not be empty').max(im.max_prompt_chars, `a prompt has at most ${im.max_prompt_chars} characters`))
         .min(1, 'expected at least one prompt')
         .max(im.max_prompts, `at most ${im.max_prompts} prompts per batch (image.max_prompts)`),
-      size: z.string().regex(/^[1-9][0-9]{1,4}x[1-9][0-9]{1,4}$/, 'expected WIDTHxHEIGHT such as 1024x1024').default('1024x1024'),
+      size: z
+        .string()
+        .regex(/^[1-9][0-9]{1,4}x[1-9][0-9]{1,4}$/, 'expected WIDTHxHEIGHT such as 1024x1024')
+        .default('1024x1024'),
       n: z.number().int().min(1).max(im.max_n, `at most ${im.max_n} images per prompt (image.max_n)`).default(1),
     })
     .strict();
@@ -34,7 +37,10 @@ export function registerImageBatchRoutes(api: FastifyInstance, rt: Runtime): voi
     const b = parseBody(body, req.body);
     try {
       const r = await s.submit(key, b);
-      return reply.code(202).header('location', `/api/v1/image-batches/${r.batch.id}`).send({ ...view(r.batch), replayed: r.kind === 'replay' });
+      return reply
+        .code(202)
+        .header('location', `/api/v1/image-batches/${r.batch.id}`)
+        .send({ ...view(r.batch), replayed: r.kind === 'replay' });
     } catch (err) {
       if (!(err instanceof SubmitRejected)) throw err;
       return reply.code(err.status).send({ error: { code: err.code, message: err.message, ...(err.field ? { fields: [{ field: err.field, message: err.message }] } : {}), ...err.detail } });
@@ -43,7 +49,14 @@ export function registerImageBatchRoutes(api: FastifyInstance, rt: Runtime): voi
 
   api.get('/image-batches', async (req) => {
     const q = parseBody(
-      z.object({ user_id: z.coerce.number().int().positive().optional(), state: z.enum(BATCH_STATES).optional(), before_id: z.coerce.number().int().positive().optional(), limit: z.coerce.number().int().min(1).max(500).default(50) }).strict(),
+      z
+        .object({
+          user_id: z.coerce.number().int().positive().optional(),
+          state: z.enum(BATCH_STATES).optional(),
+          before_id: z.coerce.number().int().positive().optional(),
+          limit: z.coerce.number().int().min(1).max(500).default(50),
+        })
+        .strict(),
       req.query,
       'query',
     );

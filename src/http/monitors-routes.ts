@@ -15,14 +15,17 @@ const durationField = z.union([z.string(), z.number()]).transform((v, ctx) => {
   }
   return ms;
 });
-const baseUrl = z.string().max(2048).refine((s) => {
-  try {
-    const u = new URL(s);
-    return (u.protocol === 'http:' || u.protocol === 'https:') && u.hostname !== '' && !u.username && !u.password && !u.search && !u.hash;
-  } catch {
-    return false;
-  }
-}, 'expected an http(s) base URL such as https://api.example.com (no credentials, query or fragment)');
+const baseUrl = z
+  .string()
+  .max(2048)
+  .refine((s) => {
+    try {
+      const u = new URL(s);
+      return (u.protocol === 'http:' || u.protocol === 'https:') && u.hostname !== '' && !u.username && !u.password && !u.search && !u.hash;
+    } catch {
+      return false;
+    }
+  }, 'expected an http(s) base URL such as https://api.example.com (no credentials, query or fragment)');
 const fields = {
   name: z.string().min(1).max(200),
   base_url: baseUrl.nullable(),

@@ -33,11 +33,25 @@ const ruleShape = {
   notify: z.boolean(),
 };
 const ruleCreate = z
-  .object({ ...ruleShape, sustained: ruleShape.sustained.default(1), cooldown: ruleShape.cooldown.default(0), labels: labels.default({}), enabled: z.boolean().default(true), notify: z.boolean().default(true) })
+  .object({
+    ...ruleShape,
+    sustained: ruleShape.sustained.default(1),
+    cooldown: ruleShape.cooldown.default(0),
+    labels: labels.default({}),
+    enabled: z.boolean().default(true),
+    notify: z.boolean().default(true),
+  })
   .strict();
 const rulePatch = z.object(ruleShape).partial().strict();
 const silenceBody = z
-  .object({ rule_id: z.number().int().positive().nullable().default(null), matchers: labels.default({}), starts_at: when.optional(), ends_at: when, reason: z.string().min(1).max(1000), author: z.string().min(1).max(200) })
+  .object({
+    rule_id: z.number().int().positive().nullable().default(null),
+    matchers: labels.default({}),
+    starts_at: when.optional(),
+    ends_at: when,
+    reason: z.string().min(1).max(1000),
+    author: z.string().min(1).max(200),
+  })
   .strict();
 const eventsQuery = z.object({ state: z.enum(['firing', 'resolved']).optional(), limit: z.coerce.number().int().min(1).max(1000).default(100) }).strict();
 
@@ -71,7 +85,19 @@ export function registerOpsAlertRoutes(api: FastifyInstance, rt: Runtime): void 
   api.post('/ops/alert-rules', async (req, reply) => {
     const b = parseBody(ruleCreate, req.body);
     checkWindow(rt, b.window);
-    const input: RuleInput = { name: b.name, metric: b.metric, operator: b.operator, threshold: b.threshold, window_seconds: b.window / 1000, sustained: b.sustained, severity: b.severity, cooldown_seconds: Math.round(b.cooldown / 1000), labels: b.labels, enabled: b.enabled, notify: b.notify };
+    const input: RuleInput = {
+      name: b.name,
+      metric: b.metric,
+      operator: b.operator,
+      threshold: b.threshold,
+      window_seconds: b.window / 1000,
+      sustained: b.sustained,
+      severity: b.severity,
+      cooldown_seconds: Math.round(b.cooldown / 1000),
+      labels: b.labels,
+      enabled: b.enabled,
+      notify: b.notify,
+    };
     try {
       return reply.code(201).send(ruleView(await alerts.createRule(input)));
     } catch (err) {
@@ -83,7 +109,11 @@ export function registerOpsAlertRoutes(api: FastifyInstance, rt: Runtime): void 
     const b = parseBody(rulePatch, req.body);
     if (b.window !== undefined) checkWindow(rt, b.window);
     const { window, cooldown, ...rest } = b;
-    const patch: Partial<RuleInput> = { ...rest, ...(window !== undefined ? { window_seconds: window / 1000 } : {}), ...(cooldown !== undefined ? { cooldown_seconds: Math.round(cooldown / 1000) } : {}) };
+    const patch: Partial<RuleInput> = {
+      ...rest,
+      ...(window !== undefined ? { window_seconds: window / 1000 } : {}),
+      ...(cooldown !== undefined ? { cooldown_seconds: Math.round(cooldown / 1000) } : {}),
+    };
     try {
       const r = await alerts.updateRule(parseId(req.params.id) ?? 0, patch);
       return r ? ruleView(r) : sendError(reply, 404, 'not_found', `no alert rule ${req.params.id}`);
@@ -107,7 +137,8 @@ export function registerOpsAlertRoutes(api: FastifyInstance, rt: Runtime): void 
     const b = parseBody(silenceBody, req.body);
     const starts = b.starts_at ?? new Date(rt.clock.now()).toISOString();
     if (Date.parse(b.ends_at) <= Date.parse(starts)) throw new InvalidInput([{ field: 'ends_at', message: 'must be after starts_at' }]);
-    if (b.rule_id === null && !Object.keys(b.matchers).length) throw new InvalidInput([{ field: 'matchers', message: 'give rule_id or at least one label matcher (a silence of everything is not allowed)' }]);
+    if (b.rule_id === null && !Object.keys(b.matchers).length)
+      throw new InvalidInput([{ field: 'matchers', message: 'give rule_id or at least one label matcher (a silence of everything is not allowed)' }]);
     if (b.rule_id !== null && !(await alerts.rule(b.rule_id))) throw new InvalidInput([{ field: 'rule_id', message: `no alert rule ${b.rule_id}` }]);
     return reply.code(201).send(await silences.create({ rule_id: b.rule_id, matchers: b.matchers, starts_at: starts, ends_at: b.ends_at, reason: b.reason, author: b.author }));
   });

@@ -11,9 +11,7 @@ import { parseBody, parseId, sendError } from './validation.js';
 import { InvalidInput } from '../errors/app-error.js';
 
 const when = z.iso.datetime({ offset: true, message: 'expected an ISO 8601 date-time such as 2026-11-30T00:00:00Z' });
-const metricsQuery = z
-  .object({ from: when.optional(), to: when.optional(), step: z.enum(['minute', 'hour', 'day']).optional() })
-  .strict();
+const metricsQuery = z.object({ from: when.optional(), to: when.optional(), step: z.enum(['minute', 'hour', 'day']).optional() }).strict();
 const recipient = z.string().refine((r) => r === 'webhook' || /^[^@\s]+@[^@\s]+$/.test(r), { message: 'expected an e-mail address or "webhook"' });
 const reportShape = {
   name: z.string().min(1).max(200),

@@ -21,7 +21,10 @@ const newProxySchema = z
     backup_proxy_id: id.optional().nullable(),
   })
   .strict();
-const patchProxySchema = newProxySchema.partial().extend({ status: z.enum(['active', 'disabled']).optional() }).strict();
+const patchProxySchema = newProxySchema
+  .partial()
+  .extend({ status: z.enum(['active', 'disabled']).optional() })
+  .strict();
 
 /** Egress proxies: CRUD, their expiry and fallback chain, and the manual restore. URLs are shown with the password masked. */
 export function registerProxyRoutes(api: FastifyInstance, rt: Runtime): void {

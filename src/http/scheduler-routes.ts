@@ -5,8 +5,13 @@ import { parseBody } from './validation.js';
 
 const querySchema = z
   .object({
-    platform: z.string({ error: (iss) => (iss.input === undefined ? 'required: the platform whose schedulable accounts to list' : 'expected one value') }).regex(/^[a-z0-9_-]{1,32}$/, 'expected a platform name of 1-32 characters a-z, 0-9, _ or -'),
-    group: z.string({ error: 'expected one value' }).regex(/^[A-Za-z0-9_.:-]{0,64}$/, 'expected a group name of at most 64 characters A-Z, a-z, 0-9, _ . : or -').optional(),
+    platform: z
+      .string({ error: (iss) => (iss.input === undefined ? 'required: the platform whose schedulable accounts to list' : 'expected one value') })
+      .regex(/^[a-z0-9_-]{1,32}$/, 'expected a platform name of 1-32 characters a-z, 0-9, _ or -'),
+    group: z
+      .string({ error: 'expected one value' })
+      .regex(/^[A-Za-z0-9_.:-]{0,64}$/, 'expected a group name of at most 64 characters A-Z, a-z, 0-9, _ . : or -')
+      .optional(),
   })
   .strict();
 

@@ -38,7 +38,14 @@ const cleanupBody = range({ user_id: textId.optional().nullable(), account_id: t
 );
 const idemKey = { scope: z.string().min(1).max(100), key: z.string().min(1).max(200) };
 const beginBody = z
-  .object({ ...idemKey, request: z.unknown().optional(), request_hash: z.string().regex(/^[0-9a-f]{16,128}$/, 'expected a hex digest').optional() })
+  .object({
+    ...idemKey,
+    request: z.unknown().optional(),
+    request_hash: z
+      .string()
+      .regex(/^[0-9a-f]{16,128}$/, 'expected a hex digest')
+      .optional(),
+  })
   .strict()
   .refine((b) => (b.request === undefined) !== (b.request_hash === undefined), { message: 'give exactly one of request (the body, hashed here) or request_hash', path: ['request'] });
 const completeBody = z
@@ -48,7 +55,11 @@ const completeBody = z
 const incrementsBody = z
   .object({
     increments: z
-      .array(z.object({ user_id: textId, platform: z.string().min(1).max(64), amount: z.number().int('expected a whole number').min(0, 'expected 0 or more (usage only grows; use reset)').max(1e15) }).strict())
+      .array(
+        z
+          .object({ user_id: textId, platform: z.string().min(1).max(64), amount: z.number().int('expected a whole number').min(0, 'expected 0 or more (usage only grows; use reset)').max(1e15) })
+          .strict(),
+      )
       .min(1)
       .max(10_000),
   })

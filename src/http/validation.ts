@@ -35,7 +35,11 @@ export const MAX_JSON_DEPTH = 32;
 
 /** A key as it appears in a field path: printable even when the key itself is the poison. */
 function keyLabel(k: string): string {
-  return isStorableText(k) ? k : JSON.stringify(k).slice(1, -1).replace(/[\ud800-\udfff]/g, (c) => `\\u${c.charCodeAt(0).toString(16)}`);
+  return isStorableText(k)
+    ? k
+    : JSON.stringify(k)
+        .slice(1, -1)
+        .replace(/[\ud800-\udfff]/g, (c) => `\\u${c.charCodeAt(0).toString(16)}`);
 }
 
 /**

@@ -100,7 +100,11 @@ function unknownJobs(section: Record<string, unknown>, known: string[], from: (k
 export function checkJobSections(extra: readonly AnyJobModule[] = []): (section: Record<string, unknown>, from: (key: string) => string) => string[] {
   return (section, from) => {
     const modules = [...JOBS, ...extra];
-    const problems = unknownJobs(section, modules.map((m) => m.name), from);
+    const problems = unknownJobs(
+      section,
+      modules.map((m) => m.name),
+      from,
+    );
     for (const m of modules) {
       const r = parseJobSection(m, section[m.name], from);
       if (!r.ok) problems.push(...r.problems);

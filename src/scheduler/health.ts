@@ -1,5 +1,5 @@
 import type { JobSettings } from '../config/job-settings.js';
-import type { JobSnapshot } from './run-records.js';
+import type { JobSnapshot } from '../coordination/run-records.js';
 import { Schedule } from './schedule.js';
 import { systemClock } from '../time/clock.js';
 

@@ -41,7 +41,10 @@ export interface JobDefinition {
 
 /** Why a round's AbortSignal fired. */
 export class RoundAborted extends Error {
-  constructor(readonly why: 'timeout' | 'lease_lost' | 'shutdown', message: string) {
+  constructor(
+    readonly why: 'timeout' | 'lease_lost' | 'shutdown',
+    message: string,
+  ) {
     super(message);
     this.name = 'RoundAborted';
   }

@@ -9,13 +9,12 @@ import { LeaseKeeper } from '../coordination/lease-keeper.js';
 import { FencedCursors } from '../coordination/fenced-cursor.js';
 import type { Liveness } from '../coordination/liveness.js';
 import { RoundAborted, type JobContext, type JobDefinition } from './job.js';
-import { RunRecords } from './run-records.js';
-import { SkipCounter } from './skip-counter.js';
+import { RunRecords } from '../coordination/run-records.js';
+import { SkipCounter } from '../coordination/skip-counter.js';
 import { formatDuration } from '../config/duration.js';
 
 export type RoundReport =
-  | { ran: true; runId: number; token: number; slot: Date; backend: LockBackend | null; outcome: RoundOutcome }
-  | { ran: false; slot: Date | null; backend: LockBackend | null; reason: string };
+  { ran: true; runId: number; token: number; slot: Date; backend: LockBackend | null; outcome: RoundOutcome } | { ran: false; slot: Date | null; backend: LockBackend | null; reason: string };
 
 export interface RoundRunnerDeps {
   db: Db;
@@ -110,7 +109,10 @@ export class RoundRunner {
       return this.skip(job, slot, backend, claimed.reason, log);
     }
     if (!handle && !acquisition.acquired && acquisition.takeOver) {
-      log.warn({ previous_holder: acquisition.holder, held_for_slot: new Date(acquisition.heldForSlot!).toISOString() }, 'took the job over from a holder whose lease was free (its process died or its round ended)');
+      log.warn(
+        { previous_holder: acquisition.holder, held_for_slot: new Date(acquisition.heldForSlot!).toISOString() },
+        'took the job over from a holder whose lease was free (its process died or its round ended)',
+      );
       handle = await acquisition.takeOver(lockTtlMs);
     }
     onStart?.({ runId: claimed.claim.runId, token: claimed.claim.token });
@@ -187,7 +189,7 @@ export class RoundRunner {
       log,
       db: this.deps.db,
       cursor: {
-        read: async <T>(key: string) => ((await this.cursors.read<T>(job.name, key))?.value ?? null),
+        read: async <T>(key: string) => (await this.cursors.read<T>(job.name, key))?.value ?? null,
         write: async (key: string, value: unknown) => {
           if (keeper?.lostReason) throw new RoundAborted('lease_lost', `fenced write refused locally: ${keeper.lostReason}`);
           await this.cursors.write(job.name, key, value, claim.token);
@@ -207,7 +209,7 @@ export class RoundRunner {
     } catch (err) {
       const reason = controller.signal.reason;
       const timedOut = reason instanceof RoundAborted && reason.why === 'timeout';
-      const message = reason instanceof RoundAborted ? reason.message : (err as Error)?.message ?? String(err);
+      const message = reason instanceof RoundAborted ? reason.message : ((err as Error)?.message ?? String(err));
       outcome = { status: timedOut ? 'timed_out' : 'failed', items: 0, error: message.slice(0, 2000) };
     } finally {
       clock.clearTimeout(timeout);

@@ -41,4 +41,3 @@ export function withRelease(update: string, release: { owner: string } | undefin
   return `WITH w AS (${update}), rel AS (DELETE FROM account_refresh_leases WHERE account_id = $1 AND owner = $${n})
 SELECT w.* FROM (SELECT 1) one LEFT JOIN w ON true`;
 }
-

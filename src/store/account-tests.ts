@@ -108,10 +108,11 @@ export class AccountTests {
   }
 
   async list(f: { limit: number; afterId: number; accountId?: number }): Promise<PlanView[]> {
-    const { rows } = await this.db.query(
-      `SELECT ${VIEW} FROM account_test_plans WHERE id > $1 AND ($3::bigint IS NULL OR account_id = $3) ORDER BY id LIMIT $2`,
-      [f.afterId, f.limit, f.accountId ?? null],
-    );
+    const { rows } = await this.db.query(`SELECT ${VIEW} FROM account_test_plans WHERE id > $1 AND ($3::bigint IS NULL OR account_id = $3) ORDER BY id LIMIT $2`, [
+      f.afterId,
+      f.limit,
+      f.accountId ?? null,
+    ]);
     return rows.map(toView);
   }
 
@@ -213,7 +214,11 @@ export class AccountTests {
           await q.query(`INSERT INTO account_audit (account_id, action, actor, detail) VALUES ($1, 'auto_recover', $2, $3)`, [
             plan.accountId,
             `scheduled_account_test:${owner}`,
-            JSON.stringify({ plan_id: plan.id, occurrence: plan.occurrence.toISOString(), previous: { status: r.status, status_reason: r.status_reason, temp_unschedulable_until: iso(r.temp_unschedulable_until), temp_unschedulable_reason: r.temp_unschedulable_reason } }),
+            JSON.stringify({
+              plan_id: plan.id,
+              occurrence: plan.occurrence.toISOString(),
+              previous: { status: r.status, status_reason: r.status_reason, temp_unschedulable_until: iso(r.temp_unschedulable_until), temp_unschedulable_reason: r.temp_unschedulable_reason },
+            }),
           ]);
         }
       }
@@ -222,10 +227,10 @@ export class AccountTests {
          VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) ON CONFLICT (plan_id, occurrence) DO NOTHING`,
         [plan.id, plan.accountId, plan.occurrence, out.startedAt, out.ok, out.status, out.latencyMs, out.ttfbMs, out.errorClass, recovered, owner],
       );
-      await q.query(
-        `DELETE FROM account_test_results WHERE plan_id = $1 AND id NOT IN (SELECT id FROM account_test_results WHERE plan_id = $1 ORDER BY occurrence DESC LIMIT $2)`,
-        [plan.id, plan.maxResults],
-      );
+      await q.query(`DELETE FROM account_test_results WHERE plan_id = $1 AND id NOT IN (SELECT id FROM account_test_results WHERE plan_id = $1 ORDER BY occurrence DESC LIMIT $2)`, [
+        plan.id,
+        plan.maxResults,
+      ]);
       await q.query(
         `UPDATE account_test_plans SET next_run_at = GREATEST(next_run_at, $3), lease_owner = NULL, lease_until = NULL, last_run_at = $4, last_ok = $5, updated_at = clock_timestamp()
          WHERE id = $1 AND fence = $2`,

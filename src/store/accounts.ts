@@ -110,7 +110,12 @@ function toView(r: Record<string, unknown>): AccountView {
     has_refresh_token: Boolean(r.has_refresh_token),
     token_expires_at: iso(r.token_expires_at),
     token_version: num(r.token_version),
-    refresh: { last_attempt_at: iso(r.last_refresh_attempt_at), last_success_at: iso(r.last_refresh_success_at), consecutive_failures: num(r.refresh_failures), last_error: (r.last_refresh_error as string) ?? null },
+    refresh: {
+      last_attempt_at: iso(r.last_refresh_attempt_at),
+      last_success_at: iso(r.last_refresh_success_at),
+      consecutive_failures: num(r.refresh_failures),
+      last_error: (r.last_refresh_error as string) ?? null,
+    },
     created_at: iso(r.created_at)!,
     updated_at: iso(r.updated_at)!,
   };
@@ -143,7 +148,10 @@ export interface RefreshBegin {
  * so a late or duplicate refresh can never overwrite a newer token.
  */
 export class Accounts {
-  constructor(private readonly db: Db, private readonly box: SecretBox) {}
+  constructor(
+    private readonly db: Db,
+    private readonly box: SecretBox,
+  ) {}
 
   seal(c: Credentials): string {
     return this.box.seal(JSON.stringify({ access_token: c.access_token, refresh_token: c.refresh_token ?? null, id_token: c.id_token ?? null }), CREDENTIALS);
@@ -153,7 +161,18 @@ export class Accounts {
     const { rows } = await q.query(
       `INSERT INTO accounts (platform, name, credentials_sealed, has_refresh_token, token_expires_at, proxy_id, expires_at, auto_pause_on_expired, schedulable, status)
        VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) RETURNING ${VIEW_COLUMNS}`,
-      [a.platform, a.name, this.seal(a.credentials), Boolean(a.credentials.refresh_token), a.tokenExpiresAt, a.proxyId ?? null, a.expiresAt ?? null, a.autoPauseOnExpired ?? false, a.schedulable ?? true, a.status ?? 'active'],
+      [
+        a.platform,
+        a.name,
+        this.seal(a.credentials),
+        Boolean(a.credentials.refresh_token),
+        a.tokenExpiresAt,
+        a.proxyId ?? null,
+        a.expiresAt ?? null,
+        a.autoPauseOnExpired ?? false,
+        a.schedulable ?? true,
+        a.status ?? 'active',
+      ],
     );
     return toView(rows[0]!);
   }
@@ -277,7 +296,8 @@ export class Accounts {
    */
   async writeRefreshed(id: number, version: number, creds: Credentials, tokenExpiresAt: Date | null, release?: LeaseRelease): Promise<number | null> {
     const { rows } = await this.db.query(
-      withRelease(`UPDATE accounts SET credentials_sealed = $3, has_refresh_token = $4, token_expires_at = $5, token_version = token_version + 1,
+      withRelease(
+        `UPDATE accounts SET credentials_sealed = $3, has_refresh_token = $4, token_expires_at = $5, token_version = token_version + 1,
          status = CASE WHEN status = 'refreshing' AND status_before_refresh = 'quota_exhausted' THEN 'quota_exhausted'
                        WHEN status IN ('disabled', 'banned') THEN status ELSE 'active' END,
          status_reason = CASE WHEN status IN ('disabled', 'banned') THEN status_reason ELSE NULL END,
@@ -285,7 +305,10 @@ export class Accounts {
          temp_unschedulable_until = CASE WHEN temp_unschedulable_reason = 'oauth_401' OR temp_unschedulable_reason LIKE 'refresh_failing:%' THEN NULL ELSE temp_unschedulable_until END,
          temp_unschedulable_reason = CASE WHEN temp_unschedulable_reason = 'oauth_401' OR temp_unschedulable_reason LIKE 'refresh_failing:%' THEN NULL ELSE temp_unschedulable_reason END,
          updated_at = clock_timestamp()
-       WHERE id = $1 AND token_version = $2 RETURNING token_version`, release, 6),
+       WHERE id = $1 AND token_version = $2 RETURNING token_version`,
+        release,
+        6,
+      ),
       [id, version, this.seal(creds), Boolean(creds.refresh_token), tokenExpiresAt, ...(release ? [release.owner] : [])],
     );
     return rows[0] && rows[0].token_version !== null ? num(rows[0].token_version) : null;
@@ -294,12 +317,16 @@ export class Accounts {
   /** A failed attempt: back to the status before it (transient) or to the permanent status, with the reason. */
   async recordFailure(id: number, version: number, errorClass: string, permanent: { status: AccountStatus; reason: string } | null, release?: LeaseRelease): Promise<number> {
     const { rows } = await this.db.query(
-      withRelease(`UPDATE accounts SET refresh_failures = refresh_failures + 1, last_refresh_error = $3,
+      withRelease(
+        `UPDATE accounts SET refresh_failures = refresh_failures + 1, last_refresh_error = $3,
          status = CASE WHEN $4::text IS NOT NULL AND status NOT IN ('disabled', 'banned') THEN $4
                        WHEN status = 'refreshing' THEN COALESCE(status_before_refresh, 'active') ELSE status END,
          status_reason = CASE WHEN $4::text IS NOT NULL AND status NOT IN ('disabled', 'banned') THEN $5 ELSE status_reason END,
          status_before_refresh = NULL, updated_at = clock_timestamp()
-       WHERE id = $1 AND token_version = $2 RETURNING refresh_failures`, release, 6),
+       WHERE id = $1 AND token_version = $2 RETURNING refresh_failures`,
+        release,
+        6,
+      ),
       [id, version, errorClass, permanent?.status ?? null, permanent?.reason ?? null, ...(release ? [release.owner] : [])],
     );
     return rows[0] && rows[0].refresh_failures !== null ? num(rows[0].refresh_failures) : 0;
@@ -314,8 +341,12 @@ export class Accounts {
   /** A skipped attempt that had stamped `refreshing` (lease lost, shutdown): undo the stamp only. */
   async clearRefreshing(id: number, version: number, release?: LeaseRelease): Promise<void> {
     await this.db.query(
-      withRelease(`UPDATE accounts SET status = COALESCE(status_before_refresh, 'active'), status_before_refresh = NULL, updated_at = clock_timestamp()
-       WHERE id = $1 AND token_version = $2 AND status = 'refreshing' RETURNING token_version`, release, 3),
+      withRelease(
+        `UPDATE accounts SET status = COALESCE(status_before_refresh, 'active'), status_before_refresh = NULL, updated_at = clock_timestamp()
+       WHERE id = $1 AND token_version = $2 AND status = 'refreshing' RETURNING token_version`,
+        release,
+        3,
+      ),
       [id, version, ...(release ? [release.owner] : [])],
     );
   }

@@ -159,9 +159,7 @@ export class Backups {
 
   /** The newest finish time of a verified backup (or completed, when verification is off), per trigger. */
   async lastGood(): Promise<Array<{ trigger: string; at: Date }>> {
-    const { rows } = await this.db.query<{ trigger: string; at: unknown }>(
-      `SELECT trigger, max(finished_at) AS at FROM backups WHERE state IN ('verified', 'completed') GROUP BY trigger`,
-    );
+    const { rows } = await this.db.query<{ trigger: string; at: unknown }>(`SELECT trigger, max(finished_at) AS at FROM backups WHERE state IN ('verified', 'completed') GROUP BY trigger`);
     return rows.map((r) => ({ trigger: r.trigger, at: new Date(String(r.at instanceof Date ? r.at.toISOString() : r.at)) }));
   }
 

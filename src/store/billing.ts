@@ -3,7 +3,8 @@ import { num } from './db.js';
 
 const row = (r: Record<string, unknown>) => {
   const out: Record<string, unknown> = {};
-  for (const [k, v] of Object.entries(r)) out[k] = v instanceof Date ? v.toISOString() : typeof v === 'string' && /^(id|user_id|plan_id|order_id|balance|frozen_balance|amount|price)$/.test(k) ? num(v) : v;
+  for (const [k, v] of Object.entries(r))
+    out[k] = v instanceof Date ? v.toISOString() : typeof v === 'string' && /^(id|user_id|plan_id|order_id|balance|frozen_balance|amount|price)$/.test(k) ? num(v) : v;
   return out;
 };
 
@@ -82,7 +83,16 @@ export class Billing {
     return (await this.db.query(`UPDATE subscriptions SET status = 'expired', updated_at = clock_timestamp() WHERE status = 'active' AND expires_at <= clock_timestamp()`)).rowCount;
   }
 
-  async createOrder(o: { userId: number; amount: number; currency: string; provider: string; providerOrderId: string | null; purpose: 'balance' | 'subscription'; planId: number | null; expiresAt: Date }): Promise<Order> {
+  async createOrder(o: {
+    userId: number;
+    amount: number;
+    currency: string;
+    provider: string;
+    providerOrderId: string | null;
+    purpose: 'balance' | 'subscription';
+    planId: number | null;
+    expiresAt: Date;
+  }): Promise<Order> {
     return this.db.tx(async (q) => {
       const { rows } = await q.query(
         `INSERT INTO payment_orders (user_id, amount, currency, provider, provider_order_id, purpose, plan_id, expires_at)
@@ -109,8 +119,25 @@ export class Billing {
     return (await this.db.query(`SELECT event, from_status, to_status, source, detail, created_at FROM payment_order_events WHERE order_id = $1 ORDER BY id`, [id])).rows.map(row);
   }
 
-  async event(q: Queryable, orderId: number | null, provider: string | null, event: string, from: string | null, to: string | null, source: string, detail: Record<string, unknown> | null): Promise<void> {
-    await q.query(`INSERT INTO payment_order_events (order_id, provider, event, from_status, to_status, source, detail) VALUES ($1, $2, $3, $4, $5, $6, $7::jsonb)`, [orderId, provider, event, from, to, source, detail ? JSON.stringify(detail) : null]);
+  async event(
+    q: Queryable,
+    orderId: number | null,
+    provider: string | null,
+    event: string,
+    from: string | null,
+    to: string | null,
+    source: string,
+    detail: Record<string, unknown> | null,
+  ): Promise<void> {
+    await q.query(`INSERT INTO payment_order_events (order_id, provider, event, from_status, to_status, source, detail) VALUES ($1, $2, $3, $4, $5, $6, $7::jsonb)`, [
+      orderId,
+      provider,
+      event,
+      from,
+      to,
+      source,
+      detail ? JSON.stringify(detail) : null,
+    ]);
   }
 
   /**
@@ -188,8 +215,10 @@ export class Billing {
   }
 
   async expiryCandidates(limit: number, retryBaseMs: number): Promise<number[]> {
-    const { rows } = await this.db.query(`SELECT id FROM payment_orders WHERE status = 'pending' AND expires_at <= clock_timestamp() AND ${BACKOFF.replace(/\$3/g, () => '$2')} ORDER BY expires_at, id LIMIT $1`, [limit, retryBaseMs]);
+    const { rows } = await this.db.query(
+      `SELECT id FROM payment_orders WHERE status = 'pending' AND expires_at <= clock_timestamp() AND ${BACKOFF.replace(/\$3/g, () => '$2')} ORDER BY expires_at, id LIMIT $1`,
+      [limit, retryBaseMs],
+    );
     return rows.map((r) => num(r.id));
   }
 }
-

@@ -40,9 +40,7 @@ export class DataDirLock {
         const owner = DataDirLock.liveOwner(dataDir);
         if (owner) {
           const port = owner.http_port ? `, http port ${owner.http_port}` : '';
-          throw new UserError(
-            `data directory ${resolve(dataDir)} is in use by another relay-jobs process (pid ${owner.pid}${port}); stop it first or set RELAY_JOBS_DATA_DIR to another directory`,
-          );
+          throw new UserError(`data directory ${resolve(dataDir)} is in use by another relay-jobs process (pid ${owner.pid}${port}); stop it first or set RELAY_JOBS_DATA_DIR to another directory`);
         }
         rmSync(path, { force: true }); // stale: its owner is gone
       }

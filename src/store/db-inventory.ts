@@ -58,7 +58,10 @@ export async function countRows(q: Queryable): Promise<Record<string, number>> {
  * what `counts` counted. Held open (and the connection pinned) until `close`.
  */
 export class ExportedSnapshot {
-  private constructor(private readonly conn: PinnedConnection, readonly id: string) {}
+  private constructor(
+    private readonly conn: PinnedConnection,
+    readonly id: string,
+  ) {}
 
   static async open(db: Db): Promise<ExportedSnapshot> {
     const conn = await db.pin();

@@ -3,10 +3,7 @@ import { createHash } from 'node:crypto';
 import type { Db } from './db.js';
 import { num, toDate } from './db.js';
 
-export type BeginResult =
-  | { state: 'started' }
-  | { state: 'in_progress'; locked_until: string }
-  | { state: 'replay'; response: unknown; status_code: number | null };
+export type BeginResult = { state: 'started' } | { state: 'in_progress'; locked_until: string } | { state: 'replay'; response: unknown; status_code: number | null };
 
 /** The same key came back with a different request: never replayed, never run. */
 export class IdempotencyConflict extends Conflict {
@@ -17,8 +14,19 @@ export class IdempotencyConflict extends Conflict {
 
 /** A stable hash of a request body: object keys sorted, so key order does not matter. */
 export function requestHash(body: unknown): string {
-  const canon = (v: unknown): unknown => (Array.isArray(v) ? v.map(canon) : v && typeof v === 'object' ? Object.fromEntries(Object.keys(v).sort().map((k) => [k, canon((v as Record<string, unknown>)[k])])) : v);
-  return createHash('sha256').update(JSON.stringify(canon(body) ?? null)).digest('hex');
+  const canon = (v: unknown): unknown =>
+    Array.isArray(v)
+      ? v.map(canon)
+      : v && typeof v === 'object'
+        ? Object.fromEntries(
+            Object.keys(v)
+              .sort()
+              .map((k) => [k, canon((v as Record<string, unknown>)[k])]),
+          )
+        : v;
+  return createHash('sha256')
+    .update(JSON.stringify(canon(body) ?? null))
+    .digest('hex');
 }
 
 /**
@@ -28,7 +36,11 @@ export function requestHash(body: unknown): string {
  * is a conflict. Records expire after the TTL and are deleted by idempotency_cleanup.
  */
 export class Idempotency {
-  constructor(private readonly db: Db, private readonly ttlMs: number, private readonly lockMs: number) {}
+  constructor(
+    private readonly db: Db,
+    private readonly ttlMs: number,
+    private readonly lockMs: number,
+  ) {}
 
   async begin(scope: string, key: string, hash: string): Promise<BeginResult> {
     const { rows } = await this.db.query(
@@ -64,10 +76,9 @@ export class Idempotency {
     let total = 0;
     for (;;) {
       signal?.throwIfAborted();
-      const { rowCount } = await this.db.query(
-        `DELETE FROM idempotency_records WHERE (scope, key) IN (SELECT scope, key FROM idempotency_records WHERE expires_at <= clock_timestamp() LIMIT $1)`,
-        [batch],
-      );
+      const { rowCount } = await this.db.query(`DELETE FROM idempotency_records WHERE (scope, key) IN (SELECT scope, key FROM idempotency_records WHERE expires_at <= clock_timestamp() LIMIT $1)`, [
+        batch,
+      ]);
       total += rowCount;
       if (rowCount < batch) return total;
     }

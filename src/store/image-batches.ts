@@ -45,7 +45,8 @@ export interface NewBatch {
   pricePerImage: number;
 }
 
-export type SubmitResult = { kind: 'created'; batch: ImageBatch } | { kind: 'replay'; batch: ImageBatch } | { kind: 'conflict' } | { kind: 'insufficient'; balance: number; shortfall: number } | { kind: 'no_user' };
+export type SubmitResult =
+  { kind: 'created'; batch: ImageBatch } | { kind: 'replay'; batch: ImageBatch } | { kind: 'conflict' } | { kind: 'insufficient'; balance: number; shortfall: number } | { kind: 'no_user' };
 
 const NUMERIC = new Set(['id', 'user_id', 'n', 'image_count', 'price_per_image', 'hold_amount', 'succeeded', 'failed', 'captured', 'errors']);
 
@@ -79,35 +80,37 @@ export class ImageBatches {
   async submit(b: NewBatch): Promise<SubmitResult> {
     const holdAmount = b.prompts.length * b.n * b.pricePerImage;
     if (!Number.isSafeInteger(holdAmount)) throw new RangeError('hold amount exceeds the safe integer range');
-    return this.db.tx<SubmitResult>(async (q) => {
-      // The user row locked first: submits of one user are serialised, and an unknown user is an answer, not a foreign-key error.
-      if (!(await q.query(`SELECT 1 FROM billing_users WHERE id = $1 FOR UPDATE`, [b.userId])).rows[0]) return { kind: 'no_user' };
-      const { rows } = await q.query(
-        `INSERT INTO image_batches (user_id, idempotency_key, request_hash, model, size, n, prompts, image_count, price_per_image, hold_amount)
+    return this.db
+      .tx<SubmitResult>(async (q) => {
+        // The user row locked first: submits of one user are serialised, and an unknown user is an answer, not a foreign-key error.
+        if (!(await q.query(`SELECT 1 FROM billing_users WHERE id = $1 FOR UPDATE`, [b.userId])).rows[0]) return { kind: 'no_user' };
+        const { rows } = await q.query(
+          `INSERT INTO image_batches (user_id, idempotency_key, request_hash, model, size, n, prompts, image_count, price_per_image, hold_amount)
          VALUES ($1, $2, $3, $4, $5, $6, $7::jsonb, $8, $9, $10) ON CONFLICT (user_id, idempotency_key) DO NOTHING RETURNING *`,
-        [b.userId, b.idempotencyKey, b.requestHash, b.model, b.size, b.n, JSON.stringify(b.prompts), b.prompts.length * b.n, b.pricePerImage, holdAmount],
-      );
-      if (!rows[0]) {
-        const prior = (await q.query(`SELECT * FROM image_batches WHERE user_id = $1 AND idempotency_key = $2`, [b.userId, b.idempotencyKey])).rows[0]!;
-        return prior.request_hash === b.requestHash ? { kind: 'replay', batch: toBatch(prior) } : { kind: 'conflict' };
-      }
-      const batch = toBatch(rows[0]);
-      const held = await q.query(
-        `UPDATE billing_users SET balance = balance - $2, frozen_balance = frozen_balance + $2, updated_at = clock_timestamp() WHERE id = $1 AND balance >= $2 RETURNING balance`,
-        [b.userId, holdAmount],
-      );
-      if (held.rows.length !== 1) {
-        const user = (await q.query(`SELECT balance FROM billing_users WHERE id = $1`, [b.userId])).rows[0];
-        throw new SubmitRefused(user ? { kind: 'insufficient', balance: num(user.balance), shortfall: holdAmount - num(user.balance) } : { kind: 'no_user' });
-      }
-      await q.query(`INSERT INTO image_batch_money (batch_id, step, amount) VALUES ($1, 'hold', $2)`, [batch.id, holdAmount]);
-      await q.query(`INSERT INTO image_batch_queue (batch_id) VALUES ($1)`, [batch.id]);
-      await recordEvent(q, batch.id, null, 'created', null);
-      return { kind: 'created', batch };
-    }).catch((err: unknown) => {
-      if (err instanceof SubmitRefused) return err.result;
-      throw err;
-    });
+          [b.userId, b.idempotencyKey, b.requestHash, b.model, b.size, b.n, JSON.stringify(b.prompts), b.prompts.length * b.n, b.pricePerImage, holdAmount],
+        );
+        if (!rows[0]) {
+          const prior = (await q.query(`SELECT * FROM image_batches WHERE user_id = $1 AND idempotency_key = $2`, [b.userId, b.idempotencyKey])).rows[0]!;
+          return prior.request_hash === b.requestHash ? { kind: 'replay', batch: toBatch(prior) } : { kind: 'conflict' };
+        }
+        const batch = toBatch(rows[0]);
+        const held = await q.query(
+          `UPDATE billing_users SET balance = balance - $2, frozen_balance = frozen_balance + $2, updated_at = clock_timestamp() WHERE id = $1 AND balance >= $2 RETURNING balance`,
+          [b.userId, holdAmount],
+        );
+        if (held.rows.length !== 1) {
+          const user = (await q.query(`SELECT balance FROM billing_users WHERE id = $1`, [b.userId])).rows[0];
+          throw new SubmitRefused(user ? { kind: 'insufficient', balance: num(user.balance), shortfall: holdAmount - num(user.balance) } : { kind: 'no_user' });
+        }
+        await q.query(`INSERT INTO image_batch_money (batch_id, step, amount) VALUES ($1, 'hold', $2)`, [batch.id, holdAmount]);
+        await q.query(`INSERT INTO image_batch_queue (batch_id) VALUES ($1)`, [batch.id]);
+        await recordEvent(q, batch.id, null, 'created', null);
+        return { kind: 'created', batch };
+      })
+      .catch((err: unknown) => {
+        if (err instanceof SubmitRefused) return err.result;
+        throw err;
+      });
   }
 
   async get(id: number): Promise<ImageBatch | null> {

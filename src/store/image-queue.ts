@@ -9,8 +9,7 @@ export interface BatchLease {
 }
 
 /** The SQL condition "this lease still holds": `$l1` batch id, `$l2` fence, `$l3` owner. */
-export const LEASE_HELD = (b: string, f: string, o: string) =>
-  `EXISTS (SELECT 1 FROM image_batch_queue WHERE batch_id = ${b} AND fence = ${f} AND locked_by = ${o} AND status = 'active')`;
+export const LEASE_HELD = (b: string, f: string, o: string) => `EXISTS (SELECT 1 FROM image_batch_queue WHERE batch_id = ${b} AND fence = ${f} AND locked_by = ${o} AND status = 'active')`;
 
 /**
  * The batch work queue in PostgreSQL (table `image_batch_queue`, one row per live batch):

@@ -47,7 +47,10 @@ export class BatchTransitions {
         params.push(lease.fence, lease.owner);
         guard = ` AND ${LEASE_HELD('$1', `$${params.length - 1}`, `$${params.length}`)}`;
       }
-      const { rows } = await q.query(`UPDATE image_batches b SET ${sets.join(', ')} FROM (SELECT state AS old FROM image_batches WHERE id = $1 FOR UPDATE) o WHERE b.id = $1 AND b.state = ANY($2::text[])${guard} RETURNING b.*, o.old`, params);
+      const { rows } = await q.query(
+        `UPDATE image_batches b SET ${sets.join(', ')} FROM (SELECT state AS old FROM image_batches WHERE id = $1 FOR UPDATE) o WHERE b.id = $1 AND b.state = ANY($2::text[])${guard} RETURNING b.*, o.old`,
+        params,
+      );
       if (!rows[0]) return null;
       const old = rows[0].old as BatchState;
       if (old !== to) await recordEvent(q, id, old, to, reason ?? patch.reason ?? null);
@@ -60,7 +63,15 @@ export class BatchTransitions {
    * balance) or release (the whole hold back). The dedup row is claimed first; if it exists
    * the whole transaction is a no-op. Null when nothing changed.
    */
-  async finish(lease: BatchLease | null, id: number, from: readonly BatchState[], to: 'completed' | 'failed' | 'cancelled', money: Settlement, reason: string | null, patch: { succeeded?: number; failed?: number } = {}): Promise<ImageBatch | null> {
+  async finish(
+    lease: BatchLease | null,
+    id: number,
+    from: readonly BatchState[],
+    to: 'completed' | 'failed' | 'cancelled',
+    money: Settlement,
+    reason: string | null,
+    patch: { succeeded?: number; failed?: number } = {},
+  ): Promise<ImageBatch | null> {
     return this.db
       .tx(async (q) => {
         const cost = money.step === 'capture' ? money.cost : 0;
@@ -79,7 +90,12 @@ export class BatchTransitions {
           params,
         );
         if (!rows[0]) return null;
-        const claimed = await q.query(`INSERT INTO image_batch_money (batch_id, step, amount, refunded) VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING RETURNING 1`, [id, money.step, money.step === 'capture' ? cost : hold, hold - cost]);
+        const claimed = await q.query(`INSERT INTO image_batch_money (batch_id, step, amount, refunded) VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING RETURNING 1`, [
+          id,
+          money.step,
+          money.step === 'capture' ? cost : hold,
+          hold - cost,
+        ]);
         if (claimed.rows.length !== 1) throw new AlreadySettled();
         await q.query(`UPDATE billing_users SET frozen_balance = frozen_balance - $2, balance = balance + $3, updated_at = clock_timestamp() WHERE id = $1`, [num(rows[0].user_id), hold, hold - cost]);
         await q.query(`DELETE FROM image_batch_queue WHERE batch_id = $1`, [id]);
@@ -134,7 +150,14 @@ export class BatchTransitions {
       if (held.rows.length !== 1) return false; // rows, not rowCount: PGlite counts a SELECT … FOR UPDATE as 0 affected rows
       await q.query(`DELETE FROM image_batch_results WHERE batch_id = $1`, [id]);
       for (const r of results) {
-        await q.query(`INSERT INTO image_batch_results (batch_id, idx, status, images, object_keys, error) VALUES ($1, $2, $3, $4, $5::jsonb, $6)`, [id, r.idx, r.status, r.images, JSON.stringify(r.objectKeys), r.error]);
+        await q.query(`INSERT INTO image_batch_results (batch_id, idx, status, images, object_keys, error) VALUES ($1, $2, $3, $4, $5::jsonb, $6)`, [
+          id,
+          r.idx,
+          r.status,
+          r.images,
+          JSON.stringify(r.objectKeys),
+          r.error,
+        ]);
       }
       return true;
     });

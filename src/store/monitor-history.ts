@@ -72,10 +72,10 @@ export class MonitorHistory {
 
   /** Deletes raw results older than `rawMs` and rollups older than `rollupMs`, at most `batch` rows of each. */
   async prune(rawMs: number, rollupMs: number, batch: number): Promise<number> {
-    const raw = await this.db.query(
-      `DELETE FROM monitor_results WHERE id IN (SELECT id FROM monitor_results WHERE started_at < now() - make_interval(secs => $1::double precision / 1000) LIMIT $2)`,
-      [rawMs, batch],
-    );
+    const raw = await this.db.query(`DELETE FROM monitor_results WHERE id IN (SELECT id FROM monitor_results WHERE started_at < now() - make_interval(secs => $1::double precision / 1000) LIMIT $2)`, [
+      rawMs,
+      batch,
+    ]);
     const rolled = await this.db.query(
       `DELETE FROM monitor_rollups WHERE (monitor_id, minute) IN (SELECT monitor_id, minute FROM monitor_rollups WHERE minute < now() - make_interval(secs => $1::double precision / 1000) LIMIT $2)`,
       [rollupMs, batch],

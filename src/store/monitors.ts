@@ -84,7 +84,12 @@ function toView(r: Record<string, unknown>): MonitorView {
     enabled: Boolean(r.enabled),
     labels: (typeof r.labels === 'string' ? JSON.parse(r.labels) : r.labels) as Record<string, string>,
     next_due_at: iso(r.next_due_at)!,
-    last_probe: { at: iso(r.last_probe_at), status: r.last_status === null ? null : num(r.last_status), error_class: (r.last_error_class as string) ?? null, latency_ms: r.last_latency_ms === null ? null : num(r.last_latency_ms) },
+    last_probe: {
+      at: iso(r.last_probe_at),
+      status: r.last_status === null ? null : num(r.last_status),
+      error_class: (r.last_error_class as string) ?? null,
+      latency_ms: r.last_latency_ms === null ? null : num(r.last_latency_ms),
+    },
     created_at: iso(r.created_at)!,
     updated_at: iso(r.updated_at)!,
   };
@@ -96,7 +101,10 @@ function toView(r: Record<string, unknown>): MonitorView {
  * releases each lease only under the fence it was claimed with.
  */
 export class Monitors {
-  constructor(private readonly db: Db, private readonly box: SecretBox) {}
+  constructor(
+    private readonly db: Db,
+    private readonly box: SecretBox,
+  ) {}
 
   /** The first due time is `now + jitter_offset`: jitter spreads monitors' phases, never a monitor's own interval. */
   async create(m: MonitorInput, phaseMs: number): Promise<MonitorView> {
@@ -205,7 +213,19 @@ export class Monitors {
        SELECT r.monitor_id, r.fence, r.scheduled_for, r.started_at, r.ok, r.status, r.latency_ms, r.ttfb_ms, r.error_class, $1,
          NOT EXISTS (SELECT 1 FROM rel WHERE rel.id = r.monitor_id), r.missed FROM r
        RETURNING fenced_out`,
-      [owner, col((p) => p.monitorId), col((p) => p.fence), col((p) => p.scheduledFor), col((p) => p.startedAt), col((p) => p.ok), col((p) => p.status), col((p) => p.latencyMs), col((p) => p.ttfbMs), col((p) => p.errorClass), col((p) => p.missed)],
+      [
+        owner,
+        col((p) => p.monitorId),
+        col((p) => p.fence),
+        col((p) => p.scheduledFor),
+        col((p) => p.startedAt),
+        col((p) => p.ok),
+        col((p) => p.status),
+        col((p) => p.latencyMs),
+        col((p) => p.ttfbMs),
+        col((p) => p.errorClass),
+        col((p) => p.missed),
+      ],
     );
     return rows.filter((r) => Boolean(r.fenced_out)).length;
   }

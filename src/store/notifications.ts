@@ -103,7 +103,10 @@ export class Notifications {
 
   /** Puts a claimed row back untouched (its channel is down this round). */
   async release(id: number, delayMs: number): Promise<void> {
-    await this.db.query(`UPDATE notification_deliveries SET status = 'pending', claimed_by = NULL, claimed_until = NULL, next_attempt_at = clock_timestamp() + $2 * interval '1 millisecond' WHERE id = $1`, [id, delayMs]);
+    await this.db.query(
+      `UPDATE notification_deliveries SET status = 'pending', claimed_by = NULL, claimed_until = NULL, next_attempt_at = clock_timestamp() + $2 * interval '1 millisecond' WHERE id = $1`,
+      [id, delayMs],
+    );
   }
 
   async settings(): Promise<Record<string, unknown>> {
@@ -114,7 +117,10 @@ export class Notifications {
   async putSettings(values: Record<string, unknown>): Promise<void> {
     await this.db.tx(async (q) => {
       for (const [k, v] of Object.entries(values)) {
-        await q.query(`INSERT INTO notification_settings (key, value) VALUES ($1, $2::jsonb) ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value, updated_at = clock_timestamp()`, [k, JSON.stringify(v)]);
+        await q.query(`INSERT INTO notification_settings (key, value) VALUES ($1, $2::jsonb) ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value, updated_at = clock_timestamp()`, [
+          k,
+          JSON.stringify(v),
+        ]);
       }
     });
   }

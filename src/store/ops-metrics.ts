@@ -90,10 +90,11 @@ export class OpsMetricsStore {
 
   /** Buckets in [from, to), oldest first. */
   async range(granularity: Granularity, from: Date, to: Date, limit = 20_000): Promise<MetricPoint[]> {
-    const { rows } = await this.db.query<{ bucket: unknown; metrics: SeriesValues }>(
-      `SELECT bucket, metrics FROM ${TABLE[granularity]} WHERE bucket >= $1 AND bucket < $2 ORDER BY bucket LIMIT $3`,
-      [from, to, limit],
-    );
+    const { rows } = await this.db.query<{ bucket: unknown; metrics: SeriesValues }>(`SELECT bucket, metrics FROM ${TABLE[granularity]} WHERE bucket >= $1 AND bucket < $2 ORDER BY bucket LIMIT $3`, [
+      from,
+      to,
+      limit,
+    ]);
     return rows.map((r) => ({ bucket: toDate(r.bucket)!.toISOString(), metrics: r.metrics }));
   }
 

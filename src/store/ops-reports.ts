@@ -44,14 +44,20 @@ export class OpsReports {
   constructor(private readonly db: Db) {}
 
   async create(r: ReportInput): Promise<Report> {
-    const { rows } = await this.db.query(`INSERT INTO ops_reports (${COLS.join(', ')}) VALUES (${COLS.map((c, i) => `$${i + 1}${cast(c)}`).join(', ')}) RETURNING *`, COLS.map((c) => param(c, r[c])));
+    const { rows } = await this.db.query(
+      `INSERT INTO ops_reports (${COLS.join(', ')}) VALUES (${COLS.map((c, i) => `$${i + 1}${cast(c)}`).join(', ')}) RETURNING *`,
+      COLS.map((c) => param(c, r[c])),
+    );
     return toReport(rows[0]!);
   }
 
   async update(id: number, patch: Partial<ReportInput>): Promise<Report | null> {
     const keys = COLS.filter((c) => patch[c] !== undefined);
     if (!keys.length) return this.get(id);
-    const { rows } = await this.db.query(`UPDATE ops_reports SET ${keys.map((c, i) => `${c} = $${i + 2}${cast(c)}`).join(', ')}, updated_at = clock_timestamp() WHERE id = $1 RETURNING *`, [id, ...keys.map((c) => param(c, patch[c]))]);
+    const { rows } = await this.db.query(`UPDATE ops_reports SET ${keys.map((c, i) => `${c} = $${i + 2}${cast(c)}`).join(', ')}, updated_at = clock_timestamp() WHERE id = $1 RETURNING *`, [
+      id,
+      ...keys.map((c) => param(c, patch[c])),
+    ]);
     return rows[0] ? toReport(rows[0]) : null;
   }
 
@@ -85,7 +91,11 @@ export class OpsReports {
       const { rowCount } = await q.query(`INSERT INTO ops_report_runs (report_id, occurrence, status, note) VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING`, [reportId, occurrence, status, note]);
       if (rowCount !== 1) return false;
       for (const c of coalesced) {
-        await q.query(`INSERT INTO ops_report_runs (report_id, occurrence, status, note) VALUES ($1, $2, 'coalesced', $3) ON CONFLICT DO NOTHING`, [reportId, c, `missed while no replica ran; covered by ${occurrence.toISOString()}`]);
+        await q.query(`INSERT INTO ops_report_runs (report_id, occurrence, status, note) VALUES ($1, $2, 'coalesced', $3) ON CONFLICT DO NOTHING`, [
+          reportId,
+          c,
+          `missed while no replica ran; covered by ${occurrence.toISOString()}`,
+        ]);
       }
       await insertIntents(q, intents);
       return true;

@@ -30,10 +30,14 @@ export class OpsSilences {
   constructor(private readonly db: Db) {}
 
   async create(s: Omit<SilenceRow, 'id' | 'created_at'>): Promise<SilenceRow> {
-    const { rows } = await this.db.query(
-      `INSERT INTO ops_silences (rule_id, matchers, starts_at, ends_at, reason, author) VALUES ($1, $2::jsonb, $3, $4, $5, $6) RETURNING *`,
-      [s.rule_id, JSON.stringify(s.matchers), s.starts_at, s.ends_at, s.reason, s.author],
-    );
+    const { rows } = await this.db.query(`INSERT INTO ops_silences (rule_id, matchers, starts_at, ends_at, reason, author) VALUES ($1, $2::jsonb, $3, $4, $5, $6) RETURNING *`, [
+      s.rule_id,
+      JSON.stringify(s.matchers),
+      s.starts_at,
+      s.ends_at,
+      s.reason,
+      s.author,
+    ]);
     return toSilence(rows[0]!);
   }
 

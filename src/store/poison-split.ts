@@ -13,6 +13,7 @@
  */
 
 // NUL cannot be stored in PostgreSQL text or jsonb; a lone surrogate is not valid UTF-8 at all.
+// eslint-disable-next-line no-control-regex -- NUL is exactly what this must find
 const UNSTORABLE = /\u0000|[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/;
 
 /** True when PostgreSQL can store the text (no NUL, no lone surrogate). */

@@ -46,7 +46,6 @@ const VIEW = `p.id, p.name, p.url_display, p.status, p.expires_at, p.fallback_mo
   (SELECT count(*) FROM accounts a WHERE a.proxy_id = p.id) AS accounts,
   (SELECT count(*) FROM accounts a WHERE a.proxy_fallback_origin_id = p.id) AS fallback_accounts`;
 
-
 function toView(r: Record<string, unknown>): ProxyView {
   return {
     id: num(r.id),
@@ -66,13 +65,21 @@ function toView(r: Record<string, unknown>): ProxyView {
 
 /** The proxies table and the account moves that proxy expiry and restore make. */
 export class Proxies {
-  constructor(private readonly db: Db, private readonly box: SecretBox) {}
+  constructor(
+    private readonly db: Db,
+    private readonly box: SecretBox,
+  ) {}
 
   async create(p: Required<Pick<ProxyInput, 'name' | 'url'>> & ProxyInput): Promise<ProxyView> {
-    const { rows } = await this.db.query(
-      `INSERT INTO proxies (name, url_sealed, url_display, expires_at, fallback_mode, backup_proxy_id, status) VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING id`,
-      [p.name, this.box.seal(p.url, URL_PURPOSE), redactUrl(p.url), p.expiresAt ?? null, p.fallbackMode ?? 'none', p.backupProxyId ?? null, p.status ?? 'active'],
-    );
+    const { rows } = await this.db.query(`INSERT INTO proxies (name, url_sealed, url_display, expires_at, fallback_mode, backup_proxy_id, status) VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING id`, [
+      p.name,
+      this.box.seal(p.url, URL_PURPOSE),
+      redactUrl(p.url),
+      p.expiresAt ?? null,
+      p.fallbackMode ?? 'none',
+      p.backupProxyId ?? null,
+      p.status ?? 'active',
+    ]);
     return (await this.get(num(rows[0]!.id)))!;
   }
 
@@ -108,7 +115,16 @@ export class Proxies {
   async links(q: Queryable = this.db): Promise<Map<number, ProxyLink>> {
     const { rows } = await q.query(`SELECT id, status, expires_at, fallback_mode, backup_proxy_id FROM proxies`);
     return new Map(
-      rows.map((r) => [num(r.id), { id: num(r.id), status: r.status as ProxyStatus, expiresAt: toDate(r.expires_at), fallbackMode: r.fallback_mode as FallbackMode, backupProxyId: r.backup_proxy_id === null ? null : num(r.backup_proxy_id) }]),
+      rows.map((r) => [
+        num(r.id),
+        {
+          id: num(r.id),
+          status: r.status as ProxyStatus,
+          expiresAt: toDate(r.expires_at),
+          fallbackMode: r.fallback_mode as FallbackMode,
+          backupProxyId: r.backup_proxy_id === null ? null : num(r.backup_proxy_id),
+        },
+      ]),
     );
   }
 
@@ -153,10 +169,7 @@ export class Proxies {
 
   /** Returns every account whose original proxy is `id` back to it. */
   async returnAccounts(q: Queryable, id: number): Promise<number[]> {
-    const { rows } = await q.query(
-      `UPDATE accounts SET proxy_id = $1, proxy_fallback_origin_id = NULL, updated_at = clock_timestamp() WHERE proxy_fallback_origin_id = $1 RETURNING id`,
-      [id],
-    );
+    const { rows } = await q.query(`UPDATE accounts SET proxy_id = $1, proxy_fallback_origin_id = NULL, updated_at = clock_timestamp() WHERE proxy_fallback_origin_id = $1 RETURNING id`, [id]);
     return rows.map((r) => num(r.id));
   }
 

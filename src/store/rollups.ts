@@ -32,7 +32,10 @@ export const AGGREGATION_WATERMARK = { job: 'dashboard_aggregation', key: 'water
 const READ_WATERMARK = `SELECT value FROM job_cursors WHERE job_name = $1 AND key = $2`;
 
 export class Rollups {
-  constructor(private readonly db: Db, private readonly timezone: string) {}
+  constructor(
+    private readonly db: Db,
+    private readonly timezone: string,
+  ) {}
 
   /** The aggregation's watermark as committed (only fenced writes move it, only forward); null before the first round. */
   async coveredUntil(): Promise<Date | null> {

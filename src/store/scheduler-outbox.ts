@@ -91,20 +91,20 @@ export class SchedulerOutbox {
   /** A batch that failed: claimable again after `delayMs` (the rows keep their claim, so dedup still sees them as taken). */
   async release(ids: number[], token: string, delayMs: number): Promise<void> {
     if (!ids.length) return;
-    await this.db.query(
-      `UPDATE scheduler_outbox SET claimed_until = clock_timestamp() + $3 * interval '1 millisecond' WHERE id = ANY($1::bigint[]) AND claim_token = $2 AND consumed_at IS NULL`,
-      [ids, token, delayMs],
-    );
+    await this.db.query(`UPDATE scheduler_outbox SET claimed_until = clock_timestamp() + $3 * interval '1 millisecond' WHERE id = ANY($1::bigint[]) AND claim_token = $2 AND consumed_at IS NULL`, [
+      ids,
+      token,
+      delayMs,
+    ]);
   }
 
   /** Deletes consumed rows, `batch` per statement so no statement holds many row locks; returns rows deleted. */
   async deleteConsumed(batch: number, maxBatches: number): Promise<number> {
     let total = 0;
     for (let i = 0; i < maxBatches; i++) {
-      const { rowCount } = await this.db.query(
-        `DELETE FROM scheduler_outbox WHERE id IN (SELECT id FROM scheduler_outbox WHERE consumed_at IS NOT NULL ORDER BY id LIMIT $1 FOR UPDATE SKIP LOCKED)`,
-        [batch],
-      );
+      const { rowCount } = await this.db.query(`DELETE FROM scheduler_outbox WHERE id IN (SELECT id FROM scheduler_outbox WHERE consumed_at IS NOT NULL ORDER BY id LIMIT $1 FOR UPDATE SKIP LOCKED)`, [
+        batch,
+      ]);
       total += rowCount;
       if (rowCount < batch) break;
     }

@@ -31,7 +31,9 @@ WITH input AS (
   INSERT INTO usage_request_ids (request_id, created_at) SELECT request_id, created_at FROM input
   ON CONFLICT (request_id) DO NOTHING RETURNING request_id
 )
-INSERT INTO usage_logs (${COLUMNS}) SELECT ${COLUMNS.split(', ').map((c) => `i.${c}`).join(', ')} FROM input i JOIN fresh f USING (request_id)
+INSERT INTO usage_logs (${COLUMNS}) SELECT ${COLUMNS.split(', ')
+  .map((c) => `i.${c}`)
+  .join(', ')} FROM input i JOIN fresh f USING (request_id)
 RETURNING request_id`;
 
 /** `usage_logs_p20261130` holds [2026-11-30 00:00 UTC, 2026-12-01 00:00 UTC). */
@@ -113,7 +115,10 @@ export class UsageStore {
    * so each batch's index scan starts past the dead entries of the batches before it (without
    * that, a 10-million-row delete slows down quadratically until vacuum runs).
    */
-  async deleteBatch(f: { before?: Date; from?: Date; to?: Date; userId?: string | null; accountId?: string | null }, limit: number): Promise<{ deleted: number; earliest: Date | null; latest: Date | null }> {
+  async deleteBatch(
+    f: { before?: Date; from?: Date; to?: Date; userId?: string | null; accountId?: string | null },
+    limit: number,
+  ): Promise<{ deleted: number; earliest: Date | null; latest: Date | null }> {
     const where = `($1::timestamptz IS NULL OR created_at < $1) AND ($2::timestamptz IS NULL OR created_at >= $2) AND ($3::timestamptz IS NULL OR created_at < $3)
       AND ($4::text IS NULL OR user_id = $4) AND ($5::text IS NULL OR account_id = $5)`;
     const { rows } = await this.db.query<{ n: string; earliest: unknown; latest: unknown }>(
@@ -127,10 +132,7 @@ export class UsageStore {
 
   /** Old entries of the request-id index (kept as long as the raw rows they guard). */
   async deleteRequestIds(before: Date, limit: number): Promise<number> {
-    const { rowCount } = await this.db.query(
-      `DELETE FROM usage_request_ids WHERE request_id IN (SELECT request_id FROM usage_request_ids WHERE created_at < $1 LIMIT $2)`,
-      [before, limit],
-    );
+    const { rowCount } = await this.db.query(`DELETE FROM usage_request_ids WHERE request_id IN (SELECT request_id FROM usage_request_ids WHERE created_at < $1 LIMIT $2)`, [before, limit]);
     return rowCount;
   }
 

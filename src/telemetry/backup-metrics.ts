@@ -12,8 +12,19 @@ export class BackupMetrics {
 
   constructor(registry: Registry, now: () => number = Date.now) {
     const registers = [registry];
-    this.finished = new Counter({ name: 'relay_jobs_backup_finished_total', help: 'Backups finished by this instance, by trigger and final state (verified, completed, verify_failed, failed)', labelNames: ['trigger', 'state'], registers });
-    this.duration = new Histogram({ name: 'relay_jobs_backup_duration_seconds', help: 'Duration of backups (dump, upload and verification)', labelNames: ['trigger'], buckets: [1, 5, 15, 60, 300, 900, 1800, 3600, 10800], registers });
+    this.finished = new Counter({
+      name: 'relay_jobs_backup_finished_total',
+      help: 'Backups finished by this instance, by trigger and final state (verified, completed, verify_failed, failed)',
+      labelNames: ['trigger', 'state'],
+      registers,
+    });
+    this.duration = new Histogram({
+      name: 'relay_jobs_backup_duration_seconds',
+      help: 'Duration of backups (dump, upload and verification)',
+      labelNames: ['trigger'],
+      buckets: [1, 5, 15, 60, 300, 900, 1800, 3600, 10800],
+      registers,
+    });
     this.size = new Gauge({ name: 'relay_jobs_backup_size_bytes', help: 'Stored size of the newest good backup this instance made', labelNames: ['trigger'], registers });
     const lastGood = this.lastGood;
     this.lastSuccessAge = new Gauge({

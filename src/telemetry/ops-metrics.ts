@@ -20,7 +20,12 @@ export class OpsMetrics {
     this.collectErrors = new Counter({ name: 'relay_jobs_ops_collect_errors_total', help: 'Series an ops_metrics round could not read (stored as unknown)', registers });
     this.alertsFiring = new Gauge({ name: 'relay_jobs_ops_alerts_firing', help: 'Alert rules firing after the last evaluation on this replica', registers });
     this.alertTransitions = new Counter({ name: 'relay_jobs_ops_alert_transitions_total', help: 'Alert transitions stored, by transition (fire, resolve)', labelNames: ['transition'], registers });
-    this.evaluateSeconds = new Histogram({ name: 'relay_jobs_ops_alert_evaluation_seconds', help: 'Duration of an ops_alert_evaluator round', buckets: [0.005, 0.01, 0.05, 0.1, 0.5, 1, 5], registers });
+    this.evaluateSeconds = new Histogram({
+      name: 'relay_jobs_ops_alert_evaluation_seconds',
+      help: 'Duration of an ops_alert_evaluator round',
+      buckets: [0.005, 0.01, 0.05, 0.1, 0.5, 1, 5],
+      registers,
+    });
     this.reportsQueued = new Counter({ name: 'relay_jobs_ops_reports_total', help: 'Report occurrences recorded, by outcome (queued, skipped_empty)', labelNames: ['outcome'], registers });
     this.cleanupDeleted = new Counter({ name: 'relay_jobs_ops_cleanup_deleted_total', help: 'Rows deleted by ops_cleanup, by target', labelNames: ['target'], registers });
     this.cleanupFailures = new Counter({ name: 'relay_jobs_ops_cleanup_failures_total', help: 'ops_cleanup targets that failed in a round', labelNames: ['target'], registers });

@@ -103,10 +103,13 @@ export async function settledWithin(work: Promise<unknown>, ms: number): Promise
   let timer: ReturnType<typeof setTimeout> | undefined;
   const late = new Promise<false>((resolve) => (timer = setTimeout(() => resolve(false), Math.max(0, ms))));
   try {
-    return await Promise.race([work.then(
-      () => true,
-      () => true,
-    ), late]);
+    return await Promise.race([
+      work.then(
+        () => true,
+        () => true,
+      ),
+      late,
+    ]);
   } finally {
     clearTimeout(timer);
   }

@@ -107,4 +107,3 @@ export function fileSource(path: string): FsStorage & { key: string } {
   s.key = abs.slice(dirname(abs).length + 1);
   return s;
 }
-

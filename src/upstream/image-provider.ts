@@ -9,7 +9,11 @@ export type ProviderErrorClass = 'timeout' | 'network' | 'http_5xx' | 'http_429'
  * error, a 5xx or an unreadable body leave it unknown whether a create took effect.
  */
 export class ImageProviderError extends Error {
-  constructor(readonly kind: ProviderErrorClass, message: string, readonly retryAfterMs: number | null = null) {
+  constructor(
+    readonly kind: ProviderErrorClass,
+    message: string,
+    readonly retryAfterMs: number | null = null,
+  ) {
     super(`image provider: ${message}`);
     this.name = 'ImageProviderError';
   }

@@ -23,7 +23,10 @@ export class SmtpChannel implements Channel {
   readonly name = 'email' as const;
   private readonly transport;
 
-  constructor(private readonly c: { host: string; port: number; secure: boolean; user?: string; pass?: string; from: string }, timeoutMs: number) {
+  constructor(
+    private readonly c: { host: string; port: number; secure: boolean; user?: string; pass?: string; from: string },
+    timeoutMs: number,
+  ) {
     // Pooled: one SMTP session carries many messages instead of a handshake per message.
     this.transport = nodemailer.createTransport({
       pool: true,
@@ -52,7 +55,10 @@ export class SmtpChannel implements Channel {
 export class WebhookChannel implements Channel {
   readonly name = 'webhook' as const;
 
-  constructor(private readonly c: { url: string; secret?: string }, private readonly timeoutMs: number) {}
+  constructor(
+    private readonly c: { url: string; secret?: string },
+    private readonly timeoutMs: number,
+  ) {}
 
   async send(m: OutgoingMessage): Promise<void> {
     const body = JSON.stringify({ key: m.dedupKey, to: m.to, subject: m.subject, text: m.text });

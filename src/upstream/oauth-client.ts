@@ -20,7 +20,17 @@ export type RefreshCallResult =
   | { kind: 'permanent'; reason: string; status: number; detail: string; accountStatus: PermanentStatus }
   | { kind: 'config'; reason: string; status: number; detail: string };
 
-const EXPIRED_ERRORS = new Set(['invalid_grant', 'invalid_token', 'access_denied', 'refresh_token_expired', 'token_expired', 'token_revoked', 'refresh_token_invalidated', 'refresh_token_reused', 'unauthorized']);
+const EXPIRED_ERRORS = new Set([
+  'invalid_grant',
+  'invalid_token',
+  'access_denied',
+  'refresh_token_expired',
+  'token_expired',
+  'token_revoked',
+  'refresh_token_invalidated',
+  'refresh_token_reused',
+  'unauthorized',
+]);
 const BANNED_ERRORS = new Set(['account_deactivated', 'account_banned', 'account_suspended', 'user_banned']);
 const CONFIG_ERRORS = new Set(['invalid_client', 'unauthorized_client', 'invalid_scope', 'unsupported_grant_type']);
 const BANNED_TEXT = /deactivated|banned|suspended/i;
@@ -39,7 +49,8 @@ export function classifyReply(status: number, body: string, headers: { retryAfte
   }
   if (status >= 200 && status < 300) {
     const at = json?.access_token;
-    if (typeof at !== 'string' || at.length === 0) return { kind: 'transient', reason: 'bad_response', status, retryAfterMs: null, detail: json ? 'reply has no access_token' : 'reply is not a JSON object' };
+    if (typeof at !== 'string' || at.length === 0)
+      return { kind: 'transient', reason: 'bad_response', status, retryAfterMs: null, detail: json ? 'reply has no access_token' : 'reply is not a JSON object' };
     const rt = json!.refresh_token;
     const idt = json!.id_token;
     return {
@@ -50,8 +61,14 @@ export function classifyReply(status: number, body: string, headers: { retryAfte
       expiresAt: tokenExpiry(at, json!.expires_in, nowMs),
     };
   }
-  const error = typeof json?.error === 'string' ? json.error.toLowerCase() : typeof (json?.error as { code?: unknown })?.code === 'string' ? String((json!.error as { code: string }).code).toLowerCase() : '';
-  const description = typeof json?.error_description === 'string' ? json.error_description : typeof (json?.error as { message?: unknown })?.message === 'string' ? String((json!.error as { message: string }).message) : '';
+  const error =
+    typeof json?.error === 'string' ? json.error.toLowerCase() : typeof (json?.error as { code?: unknown })?.code === 'string' ? String((json!.error as { code: string }).code).toLowerCase() : '';
+  const description =
+    typeof json?.error_description === 'string'
+      ? json.error_description
+      : typeof (json?.error as { message?: unknown })?.message === 'string'
+        ? String((json!.error as { message: string }).message)
+        : '';
   const detail = [error, description].filter(Boolean).join(': ').slice(0, 200) || `HTTP ${status}`;
   if (status === 429) return { kind: 'transient', reason: 'rate_limited', status, retryAfterMs: parseRetryAfter(headers.retryAfter ?? null, nowMs), detail };
   if (status >= 500) return { kind: 'transient', reason: 'server_error', status, retryAfterMs: parseRetryAfter(headers.retryAfter ?? null, nowMs), detail };
@@ -128,7 +145,8 @@ export class OAuthClient {
       const code = e.cause?.code ?? '';
       if (code === 'UND_ERR_CONNECT_TIMEOUT') return { kind: 'transient', reason: 'timeout', status: null, retryAfterMs: null, detail: `could not connect within ${opts.timeoutMs}ms` };
       // The request was sent and no reply came in time: the provider may have rotated the token.
-      if (code === 'UND_ERR_HEADERS_TIMEOUT' || code === 'UND_ERR_BODY_TIMEOUT') return { kind: 'transient', reason: 'reply_timeout', status: null, retryAfterMs: null, detail: `request sent, no complete reply within ${replyMs}ms; the refresh token may have been rotated` };
+      if (code === 'UND_ERR_HEADERS_TIMEOUT' || code === 'UND_ERR_BODY_TIMEOUT')
+        return { kind: 'transient', reason: 'reply_timeout', status: null, retryAfterMs: null, detail: `request sent, no complete reply within ${replyMs}ms; the refresh token may have been rotated` };
       // Name the host that failed (the token endpoint's, or the proxy's when the proxy failed), never the proxy's credentials.
       const failed = e.cause?.hostname ?? (e.cause?.address ? `${e.cause.address}${e.cause.port ? `:${e.cause.port}` : ''}` : null);
       const target = new URL(provider.tokenUrl).host;

@@ -20,7 +20,10 @@ const BUILT_IN: Record<string, { token_url: string; client_id: string }> = {
 const DEFAULT_MAX_PER_SECOND = 10;
 
 export class UnknownPlatform extends AppError {
-  constructor(readonly platform: string, known: string[]) {
+  constructor(
+    readonly platform: string,
+    known: string[],
+  ) {
     super('invalid', 'unknown_platform', `unknown platform ${JSON.stringify(platform)}: expected one of ${known.join(', ')}, or configure oauth.providers.${platform}.token_url and .client_id`);
   }
 }

@@ -5,7 +5,10 @@ export type ProviderOrderStatus = 'paid' | 'pending' | 'closed' | 'not_found';
 
 /** The provider could not be asked (network, 5xx, a reply we cannot read): try again next round, change nothing. */
 export class ProviderError extends AppError {
-  constructor(readonly provider: string, message: string) {
+  constructor(
+    readonly provider: string,
+    message: string,
+  ) {
     super('upstream_failed', 'provider_error', `payment provider ${provider}: ${message}`);
   }
 }
@@ -53,7 +56,12 @@ const header = (h: Record<string, string | string[] | undefined>, name: string) 
  * webhooks signed with `X-Signature: hex(HMAC-SHA256(secret, X-Timestamp + "." + body))`.
  */
 export class GenericJsonProvider implements PaymentProvider {
-  constructor(readonly name: string, private readonly c: GenericProviderConfig, private readonly timeoutMs: number, private readonly toleranceMs: number) {}
+  constructor(
+    readonly name: string,
+    private readonly c: GenericProviderConfig,
+    private readonly timeoutMs: number,
+    private readonly toleranceMs: number,
+  ) {}
 
   private async call(method: 'GET' | 'POST', path: string): Promise<{ status: number; body: Record<string, unknown> | null }> {
     let res: Response;
@@ -85,7 +93,8 @@ export class GenericJsonProvider implements PaymentProvider {
       throw new ProviderError(this.name, `malformed reply to order query ${id} (HTTP ${r.status}): expected {status: paid|pending|closed}`);
     }
     const amount = r.body!.amount;
-    if (status === 'paid' && (typeof amount !== 'number' || !Number.isSafeInteger(amount))) throw new ProviderError(this.name, `malformed reply to order query ${id}: a paid order without an integer amount`);
+    if (status === 'paid' && (typeof amount !== 'number' || !Number.isSafeInteger(amount)))
+      throw new ProviderError(this.name, `malformed reply to order query ${id}: a paid order without an integer amount`);
     return { status, amount: typeof amount === 'number' ? amount : null };
   }
 

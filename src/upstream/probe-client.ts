@@ -37,7 +37,10 @@ export class ProbeClient {
   private readonly direct: Agent;
   private readonly proxies = new Map<string, ProxyAgent>();
 
-  constructor(private readonly now: () => number = () => performance.now(), connections = 256) {
+  constructor(
+    private readonly now: () => number = () => performance.now(),
+    connections = 256,
+  ) {
     this.direct = new Agent({ connections, keepAliveTimeout: 30_000 });
   }
 
@@ -55,7 +58,11 @@ export class ProbeClient {
     }, t.timeoutMs);
     const onAbort = () => ctl.abort(signal?.reason);
     signal?.addEventListener('abort', onAbort, { once: true });
-    const timeout = { get aborted(): boolean { return timedOutFlag; } };
+    const timeout = {
+      get aborted(): boolean {
+        return timedOutFlag;
+      },
+    };
     const both = ctl.signal;
     try {
       const headers: Record<string, string> = { authorization: `Bearer ${t.apiKey}`, 'content-type': 'application/json', 'user-agent': 'relay-jobs-probe' };

@@ -9,7 +9,10 @@ export class RateLimiter {
   private last: number;
   private tail: Promise<void> = Promise.resolve();
 
-  constructor(private readonly clock: Clock, private readonly perSecond: number) {
+  constructor(
+    private readonly clock: Clock,
+    private readonly perSecond: number,
+  ) {
     this.tokens = Math.max(1, perSecond);
     this.last = clock.now();
   }

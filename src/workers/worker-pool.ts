@@ -36,7 +36,10 @@ export class WorkerPool<T> {
   private readonly abort = new AbortController();
   readonly stats: PoolStats = { waiting: 0, running: 0, completed: 0, failed: 0, dropped: 0, syncFallback: 0 };
 
-  constructor(private readonly handler: (task: T, signal: AbortSignal) => Promise<void>, private readonly opts: WorkerPoolOptions) {
+  constructor(
+    private readonly handler: (task: T, signal: AbortSignal) => Promise<void>,
+    private readonly opts: WorkerPoolOptions,
+  ) {
     if (!(opts.concurrency >= 1) || !(opts.queueLimit >= 0)) throw new Error(`worker pool ${opts.name}: concurrency must be >= 1 and queueLimit >= 0`);
     // Every running task may listen on the pool's signal: one listener per task is expected.
     setMaxListeners(0, this.abort.signal);

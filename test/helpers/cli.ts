@@ -33,7 +33,10 @@ export function runCli(args: string[], env: Record<string, string>, timeoutMs = 
 export class ServiceProcess {
   readonly lines: string[] = [];
   readonly exited: Promise<number | null>;
-  constructor(readonly name: string, readonly proc: ChildProcess) {
+  constructor(
+    readonly name: string,
+    readonly proc: ChildProcess,
+  ) {
     let buf = '';
     proc.stdout!.on('data', (d) => {
       buf += d;

@@ -101,7 +101,12 @@ function App() {
       () => setSignedIn(false),
     );
   }, []);
-  if (signedIn === null) return <p class="muted" role="status">Loading…</p>;
+  if (signedIn === null)
+    return (
+      <p class="muted" role="status">
+        Loading…
+      </p>
+    );
   if (!signedIn) return <SignIn onDone={() => setSignedIn(true)} />;
   const top = route.split('/')[0];
   return (

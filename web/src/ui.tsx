@@ -30,12 +30,26 @@ export function usePoll<T = any>(path: string | null, everyMs = 3000) {
 
 /** Loading, error and empty states, shown honestly; children only when there is data. */
 export function Load<T>({ s, empty, children }: { s: { data: T | null; error: string | null; loading: boolean }; empty?: (d: T) => boolean; children: (d: T) => ComponentChildren }) {
-  if (s.loading && !s.data) return <p class="muted" role="status">Loading…</p>;
-  if (s.error && !s.data) return <p class="error" role="alert">Could not load: {s.error}</p>;
+  if (s.loading && !s.data)
+    return (
+      <p class="muted" role="status">
+        Loading…
+      </p>
+    );
+  if (s.error && !s.data)
+    return (
+      <p class="error" role="alert">
+        Could not load: {s.error}
+      </p>
+    );
   if (!s.data) return null;
   return (
     <>
-      {s.error && <p class="error" role="alert">Refresh failed: {s.error}</p>}
+      {s.error && (
+        <p class="error" role="alert">
+          Refresh failed: {s.error}
+        </p>
+      )}
       {empty?.(s.data) ? <p class="muted">Nothing here yet.</p> : children(s.data)}
     </>
   );
@@ -46,7 +60,13 @@ export function Time({ at }: { at: string | null | undefined }) {
   if (!at) return <span class="muted">—</span>;
   const d = new Date(at);
   return (
-    <time dateTime={d.toISOString()} title={d.toISOString().replace('T', ' ').replace(/\.\d+Z$/, ' UTC')}>
+    <time
+      dateTime={d.toISOString()}
+      title={d
+        .toISOString()
+        .replace('T', ' ')
+        .replace(/\.\d+Z$/, ' UTC')}
+    >
       {d.toLocaleString()}
     </time>
   );

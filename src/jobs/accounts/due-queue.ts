@@ -27,7 +27,10 @@ export class DueQueue {
   private timerAt = Infinity;
   private stopped = false;
 
-  constructor(private readonly clock: Clock, private readonly onDue: (entry: DueEntry) => void) {}
+  constructor(
+    private readonly clock: Clock,
+    private readonly onDue: (entry: DueEntry) => void,
+  ) {}
 
   get size(): number {
     return this.current.size;

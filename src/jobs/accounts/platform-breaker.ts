@@ -15,7 +15,11 @@ const TRIP_AT_ONCE = new Set(['invalid_client', 'invalid_scope']);
 export class PlatformBreaker {
   private readonly state = new Map<string, { failures: number; openUntil: number; reason: string }>();
 
-  constructor(private readonly clock: Clock, private readonly threshold: number, private readonly openMs: number) {}
+  constructor(
+    private readonly clock: Clock,
+    private readonly threshold: number,
+    private readonly openMs: number,
+  ) {}
 
   /** Ms until the platform's breaker closes, or 0 when calls may go out. */
   openFor(platform: string): { ms: number; reason: string } {

@@ -63,37 +63,37 @@ async function expireOne(db: Db, proxies: Proxies, id: number, log: Logger): Pro
  * future), its accounts return automatically. Proxies expiring soon are a metric.
  */
 export const proxyExpiryJob = defineJob({
-    name: 'proxy_expiry',
-    description: 'Expires proxies past their date, moves their accounts to the fallback, and moves them back when the proxy is renewed',
-    scope: 'cluster',
-    options: { expiring_soon: positiveDuration.optional() },
-    defaults: { enabled: true, every: '1m', timeout: '1m' },
-    needs: ['proxies', 'metrics'],
-    async run(ctx, { proxies, metrics }, o) {
-      const soonMs = o.expiring_soon ?? 7 * 86_400_000;
-      let items = 0;
-      const notes: string[] = [];
-      for (const id of await proxies.dueForExpiry()) {
-        ctx.signal.throwIfAborted();
-        const r = await expireOne(ctx.db, proxies, id, ctx.log);
-        if (!r) continue;
-        items++;
-        metrics.proxyAccountsMoved.inc({ direction: 'to_fallback' }, r.moved.length);
-        const where = r.target.kind === 'direct' ? 'direct' : r.target.kind === 'proxy' ? `proxy ${r.target.id}` : `nowhere (${r.target.reason})`;
-        notes.push(`proxy ${id} expired, ${r.moved.length} accounts → ${where}`);
-        ctx.log.info({ proxy_id: id, accounts_moved: r.moved.length, fallback: where }, 'proxy expired');
-      }
-      for (const id of await proxies.renewed()) {
-        ctx.signal.throwIfAborted();
-        const moved = await restoreProxy(ctx.db, proxies, id, 'renewed');
-        items++;
-        metrics.proxyAccountsMoved.inc({ direction: 'restored' }, moved.length);
-        notes.push(`proxy ${id} renewed, ${moved.length} accounts back`);
-        ctx.log.info({ proxy_id: id, accounts_restored: moved.length }, 'proxy renewed; accounts returned to it');
-      }
-      const { soon, expired } = await proxies.countExpiringWithin(soonMs);
-      metrics.proxiesExpiringSoon.set(soon);
-      metrics.proxiesExpired.set(expired);
-      return { items, note: notes.join('; ') || undefined };
-    },
+  name: 'proxy_expiry',
+  description: 'Expires proxies past their date, moves their accounts to the fallback, and moves them back when the proxy is renewed',
+  scope: 'cluster',
+  options: { expiring_soon: positiveDuration.optional() },
+  defaults: { enabled: true, every: '1m', timeout: '1m' },
+  needs: ['proxies', 'metrics'],
+  async run(ctx, { proxies, metrics }, o) {
+    const soonMs = o.expiring_soon ?? 7 * 86_400_000;
+    let items = 0;
+    const notes: string[] = [];
+    for (const id of await proxies.dueForExpiry()) {
+      ctx.signal.throwIfAborted();
+      const r = await expireOne(ctx.db, proxies, id, ctx.log);
+      if (!r) continue;
+      items++;
+      metrics.proxyAccountsMoved.inc({ direction: 'to_fallback' }, r.moved.length);
+      const where = r.target.kind === 'direct' ? 'direct' : r.target.kind === 'proxy' ? `proxy ${r.target.id}` : `nowhere (${r.target.reason})`;
+      notes.push(`proxy ${id} expired, ${r.moved.length} accounts → ${where}`);
+      ctx.log.info({ proxy_id: id, accounts_moved: r.moved.length, fallback: where }, 'proxy expired');
+    }
+    for (const id of await proxies.renewed()) {
+      ctx.signal.throwIfAborted();
+      const moved = await restoreProxy(ctx.db, proxies, id, 'renewed');
+      items++;
+      metrics.proxyAccountsMoved.inc({ direction: 'restored' }, moved.length);
+      notes.push(`proxy ${id} renewed, ${moved.length} accounts back`);
+      ctx.log.info({ proxy_id: id, accounts_restored: moved.length }, 'proxy renewed; accounts returned to it');
+    }
+    const { soon, expired } = await proxies.countExpiringWithin(soonMs);
+    metrics.proxiesExpiringSoon.set(soon);
+    metrics.proxiesExpired.set(expired);
+    return { items, note: notes.join('; ') || undefined };
+  },
 });

@@ -12,6 +12,7 @@ import { Semaphore } from '../../workers/semaphore.js';
 import { RateLimiter } from '../../workers/rate-limiter.js';
 import { PlatformBreaker } from './platform-breaker.js';
 import { settledWithin } from '../../time/clock.js';
+import { systemClock } from '../../time/clock.js';
 
 /** Who asked: the scheduler's timers, its retries and recoveries, the hot path, an upstream 401, an admin. */
 export type RefreshTrigger = 'schedule' | 'retry' | 'recovery' | 'hot_path' | 'unauthorized' | 'admin';
@@ -108,8 +109,9 @@ export class Refresher {
   /** No new provider calls; running refreshes finish (their results must be stored). */
   async stop(deadlineMs: number): Promise<number> {
     this.stopController.abort();
-    const end = Date.now() + deadlineMs;
-    while (this.inFlight.size && Date.now() < end) await Promise.race([Promise.allSettled([...this.inFlight.values()].map((f) => f.outcome)), new Promise((r) => setTimeout(r, 50))]);
+    // Wall time: a shutdown deadline, whatever clock the refresher schedules with.
+    const end = systemClock.now() + deadlineMs;
+    while (this.inFlight.size && systemClock.now() < end) await Promise.race([Promise.allSettled([...this.inFlight.values()].map((f) => f.outcome)), new Promise((r) => setTimeout(r, 50))]);
     this.gaveUp = this.inFlight.size > 0;
     return this.inFlight.size;
   }
@@ -200,7 +202,13 @@ export class Refresher {
       const breaker = this.breaker.openFor(provider.platform);
       if (breaker.ms > 0) {
         // No call and no recorded failure: the account waits for the breaker like a Retry-After.
-        return this.count(acct.platform, trigger, { result: 'transient', reason: 'breaker_open', detail: `platform ${acct.platform} breaker open after ${breaker.reason}; next call in ${Math.ceil(breaker.ms / 1000)} s`, retryAfterMs: breaker.ms, failures: 0 });
+        return this.count(acct.platform, trigger, {
+          result: 'transient',
+          reason: 'breaker_open',
+          detail: `platform ${acct.platform} breaker open after ${breaker.reason}; next call in ${Math.ceil(breaker.ms / 1000)} s`,
+          retryAfterMs: breaker.ms,
+          failures: 0,
+        });
       }
       let limiter = this.limiters.get(provider.platform);
       if (!limiter) this.limiters.set(provider.platform, (limiter = new RateLimiter(this.o.clock, provider.maxPerSecond)));
@@ -213,10 +221,18 @@ export class Refresher {
       // rotated refresh token exists only in its reply, so the reply is always awaited and stored
       // (oauth-client bounds connecting by requestTimeoutMs and the reply by replyTimeoutMs only).
       const call = (async () => {
-        const reply = await this.o.oauth.refresh(provider, acct.credentials.refresh_token!, { proxyUrl: acct.proxyUrl, timeoutMs: this.o.requestTimeoutMs, replyTimeoutMs: this.o.replyTimeoutMs, nowMs: () => this.o.clock.now() });
+        const reply = await this.o.oauth.refresh(provider, acct.credentials.refresh_token!, {
+          proxyUrl: acct.proxyUrl,
+          timeoutMs: this.o.requestTimeoutMs,
+          replyTimeoutMs: this.o.replyTimeoutMs,
+          nowMs: () => this.o.clock.now(),
+        });
         metrics.refreshCallDuration.observe({ platform: acct.platform }, (this.o.clock.now() - started) / 1000);
         if (this.breaker.record(acct.platform, reply.kind, 'reason' in reply ? reply.reason : '')) {
-          log.error({ platform: acct.platform, reason: 'reason' in reply ? reply.reason : '' }, `refresh breaker open for platform ${acct.platform}: no provider calls for ${Math.round((this.o.breakerOpenMs ?? 60_000) / 1000)} s`);
+          log.error(
+            { platform: acct.platform, reason: 'reason' in reply ? reply.reason : '' },
+            `refresh breaker open for platform ${acct.platform}: no provider calls for ${Math.round((this.o.breakerOpenMs ?? 60_000) / 1000)} s`,
+          );
         }
         open = false; // settle's one write stores the outcome and drops the lease and the stamp
         return this.settle(acct, reply);
@@ -302,13 +318,13 @@ export class Refresher {
       } catch (err) {
         this.o.metrics.rotationPersistFailures.inc();
         if (this.gaveUp) {
-          this.o.log.error({ account_id: acct.id, rotated, err: (err as Error).message }, 'shutdown deadline passed before refreshed credentials could be stored; if the refresh token rotated, re-authorize this account');
+          this.o.log.error(
+            { account_id: acct.id, rotated, err: (err as Error).message },
+            'shutdown deadline passed before refreshed credentials could be stored; if the refresh token rotated, re-authorize this account',
+          );
           throw err;
         }
-        this.o.log.error(
-          { account_id: acct.id, attempt, rotated, err: (err as Error).message },
-          'could not store refreshed credentials; retrying (the old refresh token may already be dead)',
-        );
+        this.o.log.error({ account_id: acct.id, attempt, rotated, err: (err as Error).message }, 'could not store refreshed credentials; retrying (the old refresh token may already be dead)');
         await sleep(this.o.clock, Math.min(5000, 100 * 2 ** Math.min(attempt, 6)));
       }
     }

@@ -12,7 +12,12 @@ export type UnavailableCode = 'not_found' | 'unavailable' | 'no_refresh_token' |
 const KIND: Record<UnavailableCode, ErrorKind> = { not_found: 'not_found', unavailable: 'conflict', no_refresh_token: 'conflict', refresh_failed: 'upstream_failed', timeout: 'timeout' };
 
 export class AccountUnavailable extends AppError {
-  constructor(readonly accountId: number, override readonly code: UnavailableCode, message: string, readonly status?: AccountStatus) {
+  constructor(
+    readonly accountId: number,
+    override readonly code: UnavailableCode,
+    message: string,
+    readonly status?: AccountStatus,
+  ) {
     super(KIND[code], code, message, undefined, status ? { status } : undefined);
   }
 }
@@ -75,7 +80,8 @@ export class TokenApi {
       if (acct.credentials.refresh_token) void this.service.refreshNow(id, 'hot_path', acct.tokenVersion).catch(() => undefined);
       return this.view(acct);
     }
-    if (!acct.credentials.refresh_token) throw new AccountUnavailable(id, 'no_refresh_token', `account ${id}: access token expired at ${acct.tokenExpiresAt!.toISOString()} and there is no refresh token; re-authorize it`);
+    if (!acct.credentials.refresh_token)
+      throw new AccountUnavailable(id, 'no_refresh_token', `account ${id}: access token expired at ${acct.tokenExpiresAt!.toISOString()} and there is no refresh token; re-authorize it`);
     const started = this.clock.now();
     const outcome = await this.service.refreshNow(id, 'hot_path', acct.tokenVersion);
     if (outcome.result === 'lease_held') {

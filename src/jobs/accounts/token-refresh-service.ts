@@ -135,11 +135,10 @@ export class TokenRefreshService {
           // Sub2API: an account whose retries are exhausted is temporarily unschedulable until its recovery attempt
           // (`auth.refresh_recovery_delay`, 10 min), so the gateway stops routing to a token that may lapse meanwhile.
           const until = now + this.s.recoveryDelayMs;
-          this.accounts.coolDown(id, until, `refresh_failing: ${o.reason}; next attempt at ${new Date(until).toISOString()}`).catch((err: Error) =>
-            this.log.warn({ account_id: id, err: err.message }, 'could not mark the account temporarily unschedulable'),
-          );
-        }
-        else this.log.warn(fields, 'Refresh attempt failed, retrying');
+          this.accounts
+            .coolDown(id, until, `refresh_failing: ${o.reason}; next attempt at ${new Date(until).toISOString()}`)
+            .catch((err: Error) => this.log.warn({ account_id: id, err: err.message }, 'could not mark the account temporarily unschedulable'));
+        } else this.log.warn(fields, 'Refresh attempt failed, retrying');
         break;
       }
       case 'config':

@@ -14,7 +14,10 @@ import { settledWithin } from '../../time/clock.js';
 
 /** A backup was asked for while another one runs somewhere in the cluster (HTTP 409). */
 export class BackupBusy extends Error {
-  constructor(readonly runningId: string, readonly instanceId: string) {
+  constructor(
+    readonly runningId: string,
+    readonly instanceId: string,
+  ) {
     super(`backup ${runningId} is already running on ${instanceId}`);
     this.name = 'BackupBusy';
   }
@@ -101,8 +104,8 @@ export class BackupService {
     for (const r of reaped) {
       this.o.metrics.abandoned.inc();
       this.o.log.warn({ backup: r.id, owner: r.instance_id }, 'backup abandoned: its lease expired; partial objects removed');
-      await this.o.storage.remove(r.object_key).catch((err) => this.o.log.warn({ backup: r.id, err: oneLine(err) }, 'could not remove an abandoned backup\'s objects'));
-      await this.o.verifier?.dropScratch(r.id).catch((err) => this.o.log.warn({ backup: r.id, err: oneLine(err) }, 'could not drop an abandoned backup\'s scratch database'));
+      await this.o.storage.remove(r.object_key).catch((err) => this.o.log.warn({ backup: r.id, err: oneLine(err) }, "could not remove an abandoned backup's objects"));
+      await this.o.verifier?.dropScratch(r.id).catch((err) => this.o.log.warn({ backup: r.id, err: oneLine(err) }, "could not drop an abandoned backup's scratch database"));
     }
     return reaped.length;
   }

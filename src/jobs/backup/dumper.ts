@@ -47,9 +47,8 @@ export class PgDumper implements Dumper {
       const kill = () => p.proc.kill('SIGTERM');
       signal.addEventListener('abort', kill, { once: true });
       const hasher = new HashCounter();
-      let piped: Promise<void>;
       const body = pipeline(p.stdout, createGzip({ level: this.o.level }), hasher, () => undefined) as HashCounter;
-      piped = store(body);
+      const piped = store(body);
       try {
         await allSettledOrThrow([p.done, piped, counting]);
       } finally {

@@ -14,7 +14,10 @@ import type { DumpResult, Dumper } from './dumper.js';
 export class PgliteDumper implements Dumper {
   readonly format = 'pglite' as const;
 
-  constructor(private readonly db: Db, private readonly level: number) {}
+  constructor(
+    private readonly db: Db,
+    private readonly level: number,
+  ) {}
 
   async check(): Promise<void> {}
 

@@ -31,7 +31,14 @@ export async function resolveSource(source: string, config: Config, makeStorage:
   const s3 = parseS3Uri(source);
   if (s3) {
     const c = config.backup.s3;
-    const storage = new S3Storage({ bucket: s3.bucket, prefix: '', region: c?.region ?? process.env.AWS_REGION ?? 'us-east-1', endpoint: c?.endpoint, forcePathStyle: c?.force_path_style ?? false, partSizeMb: 16 });
+    const storage = new S3Storage({
+      bucket: s3.bucket,
+      prefix: '',
+      region: c?.region ?? process.env.AWS_REGION ?? 'us-east-1',
+      endpoint: c?.endpoint,
+      forcePathStyle: c?.force_path_style ?? false,
+      partSizeMb: 16,
+    });
     return { storage, key: s3.key, label: source, format: 'pg_dump', sha256: sidecar(await storage.readText(checksumKey(s3.key))), counts: null, close: () => storage.close() };
   }
   if (source.includes('/') || source.endsWith('.gz') || existsSync(source)) {
@@ -52,5 +59,13 @@ export async function resolveSource(source: string, config: Config, makeStorage:
   if (rec.state === 'running' || rec.state === 'failed') throw new UserError(`backup ${source} is ${rec.state}${rec.error ? ` (${rec.error})` : ''}: nothing complete to restore`);
   const storage = makeStorage(config);
   if (storage.kind !== rec.storage) throw new UserError(`backup ${source} is in ${rec.storage} storage but backup.storage is ${storage.kind}: restore it by its file or s3:// URI (${rec.location})`);
-  return { storage, key: rec.object_key, label: `backup ${source} (${rec.location})`, format: rec.format, sha256: rec.sha256, counts: rec.table_counts, close: () => (storage as Partial<S3Storage>).close?.() };
+  return {
+    storage,
+    key: rec.object_key,
+    label: `backup ${source} (${rec.location})`,
+    format: rec.format,
+    sha256: rec.sha256,
+    counts: rec.table_counts,
+    close: () => (storage as Partial<S3Storage>).close?.(),
+  };
 }

@@ -78,7 +78,8 @@ export async function restore(o: RestoreOptions): Promise<{ tables: number; rows
     const live = await liveInstances(target, o.livenessMs);
     if (live.length) throw new UserError(`refusing to restore into ${where}: replicas are live on it (${live.join(', ')}); stop them first`);
     const rel = await userRelations(target);
-    if (rel.count > 0 && !o.force) throw new UserError(`refusing to restore into ${where}: it is not empty (${rel.count} relations, e.g. ${rel.sample.split(', ').slice(0, 3).join(', ')}); pass --force to empty it first`);
+    if (rel.count > 0 && !o.force)
+      throw new UserError(`refusing to restore into ${where}: it is not empty (${rel.count} relations, e.g. ${rel.sample.split(', ').slice(0, 3).join(', ')}); pass --force to empty it first`);
     const path = await checkTool('pg_restore', (await serverVersion(target)).num, o.binDir);
     if (rel.count > 0) {
       o.out(`--force: emptying ${where} (${rel.count} relations)`);

@@ -64,10 +64,15 @@ export class Notifier {
     for (const name of channels.keys()) this.health.set(name, { up: true, last_error: null, last_failure_at: null, last_success_at: null });
   }
 
-  async deliverDue(owner: string, precheck: (d: Delivery) => Promise<string | null>, signal?: AbortSignal, templates: string[] | null = null): Promise<{ sent: number; failed: number; skipped: number; deferred: number }> {
+  async deliverDue(
+    owner: string,
+    precheck: (d: Delivery) => Promise<string | null>,
+    signal?: AbortSignal,
+    templates: string[] | null = null,
+  ): Promise<{ sent: number; failed: number; skipped: number; deferred: number }> {
     const out = { sent: 0, failed: 0, skipped: 0, deferred: 0 };
     const down = new Set<string>();
-    for (let done = 0; done < this.s.batch && !signal?.aborted && down.size < this.channels.size; ) {
+    for (let done = 0; done < this.s.batch && !signal?.aborted && down.size < this.channels.size;) {
       const due = await this.store.claim(owner, Math.min(CHUNK, this.s.batch - done), this.s.sendTimeoutMs * (CHUNK + 2), templates);
       if (!due.length) break;
       done += due.length;
@@ -76,7 +81,14 @@ export class Notifier {
     return out;
   }
 
-  private async deliver(due: Delivery[], owner: string, precheck: (d: Delivery) => Promise<string | null>, down: Set<string>, out: { sent: number; failed: number; skipped: number; deferred: number }, signal?: AbortSignal): Promise<void> {
+  private async deliver(
+    due: Delivery[],
+    owner: string,
+    precheck: (d: Delivery) => Promise<string | null>,
+    down: Set<string>,
+    out: { sent: number; failed: number; skipped: number; deferred: number },
+    signal?: AbortSignal,
+  ): Promise<void> {
     for (const d of due) {
       if (signal?.aborted || down.has(d.channel)) {
         await this.store.release(d.id, signal?.aborted ? 0 : this.s.retryBaseMs);
@@ -95,7 +107,14 @@ export class Notifier {
       await limiter.take();
       const { subject, text } = render(d.template, d.params);
       try {
-        await channel.send({ to: d.recipient, subject, text, html: typeof d.params.html === 'string' ? d.params.html : undefined, messageId: `<${d.dedup_key.replace(/[^A-Za-z0-9.:_-]/g, '_')}@relay-jobs>`, dedupKey: d.dedup_key });
+        await channel.send({
+          to: d.recipient,
+          subject,
+          text,
+          html: typeof d.params.html === 'string' ? d.params.html : undefined,
+          messageId: `<${d.dedup_key.replace(/[^A-Za-z0-9.:_-]/g, '_')}@relay-jobs>`,
+          dedupKey: d.dedup_key,
+        });
         await this.store.sent(d.id, owner);
         this.mark(d.channel, null);
         this.metrics.notifySent.inc({ channel: d.channel, template: d.template });
@@ -107,7 +126,10 @@ export class Notifier {
         this.mark(d.channel, msg);
         down.add(d.channel);
         this.metrics.notifyFailures.inc({ channel: d.channel });
-        this.log.warn({ channel: d.channel, delivery_id: d.id, attempt: d.attempts + 1, retry_in_s: state === 'retry' ? retryMs / 1000 : null, err: msg }, state === 'retry' ? 'notification failed; retried later' : 'notification failed for good');
+        this.log.warn(
+          { channel: d.channel, delivery_id: d.id, attempt: d.attempts + 1, retry_in_s: state === 'retry' ? retryMs / 1000 : null, err: msg },
+          state === 'retry' ? 'notification failed; retried later' : 'notification failed for good',
+        );
         out.failed++;
       }
     }

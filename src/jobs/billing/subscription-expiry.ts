@@ -16,28 +16,31 @@ export async function reminderSettings(config: Config, notifications: Notificati
 }
 
 export const subscriptionExpiryJob = defineJob({
-    name: 'subscription_expiry',
-    description: 'Expires subscriptions past their end, records expiry reminders once per window, sends due notifications',
-    scope: 'cluster',
-    defaults: { enabled: true, every: '1m', timeout: '5m' },
-    needs: ['billing', 'notifications', 'notifier', 'metrics'],
-    async run(ctx, s, _o, config) {
-      const expired = await s.billing.expireSubscriptions();
-      if (expired) {
-        s.metrics.subscriptionsExpired.inc(expired);
-        ctx.log.info({ expired }, 'subscriptions expired');
+  name: 'subscription_expiry',
+  description: 'Expires subscriptions past their end, records expiry reminders once per window, sends due notifications',
+  scope: 'cluster',
+  defaults: { enabled: true, every: '1m', timeout: '5m' },
+  needs: ['billing', 'notifications', 'notifier', 'metrics'],
+  async run(ctx, s, _o, config) {
+    const expired = await s.billing.expireSubscriptions();
+    if (expired) {
+      s.metrics.subscriptionsExpired.inc(expired);
+      ctx.log.info({ expired }, 'subscriptions expired');
+    }
+    let queued = 0;
+    const { reminders_enabled, reminder_days: days } = await reminderSettings(config, s.notifications);
+    for (const channel of (reminders_enabled ? s.notifier.channels.keys() : []) as Iterable<'email' | 'webhook'>) {
+      for (let i = 0; i < days.length; i++) {
+        const n = await s.notifications.queueReminders(channel, days[i]!, days[i + 1] ?? 0);
+        if (n) s.metrics.remindersQueued.inc({ days: String(days[i]) }, n);
+        queued += n;
       }
-      let queued = 0;
-      const { reminders_enabled, reminder_days: days } = await reminderSettings(config, s.notifications);
-      for (const channel of (reminders_enabled ? s.notifier.channels.keys() : []) as Iterable<'email' | 'webhook'>) {
-        for (let i = 0; i < days.length; i++) {
-          const n = await s.notifications.queueReminders(channel, days[i]!, days[i + 1] ?? 0);
-          if (n) s.metrics.remindersQueued.inc({ days: String(days[i]) }, n);
-          queued += n;
-        }
-      }
-      const d = await s.notifier.deliverDue(ctx.instanceId, (x) => s.notifications.reminderStillDue(x), ctx.signal);
-      const down = [...s.notifier.health].filter(([, h]) => !h.up).map(([c, h]) => `${c} down: ${h.last_error}`);
-      return { items: expired + queued + d.sent, note: `${expired} expired, ${queued} reminders queued, ${d.sent} sent, ${d.failed} failed, ${d.skipped} skipped, ${d.deferred} deferred${down.length ? `; ${down.join('; ')}` : ''}` };
-    },
+    }
+    const d = await s.notifier.deliverDue(ctx.instanceId, (x) => s.notifications.reminderStillDue(x), ctx.signal);
+    const down = [...s.notifier.health].filter(([, h]) => !h.up).map(([c, h]) => `${c} down: ${h.last_error}`);
+    return {
+      items: expired + queued + d.sent,
+      note: `${expired} expired, ${queued} reminders queued, ${d.sent} sent, ${d.failed} failed, ${d.skipped} skipped, ${d.deferred} deferred${down.length ? `; ${down.join('; ')}` : ''}`,
+    };
+  },
 });

@@ -95,7 +95,8 @@ export class BatchDriver {
         return this.submitted(l, b, found);
       }
       if (b.cancel_requested) return this.end(l, b, 'cancelled', 'cancelled; the provider has no batch for it');
-      if (nowMs - Date.parse(b.create_sent_at) > this.o.staleTimeoutMs) return this.end(l, b, 'failed', `create sent at ${b.create_sent_at} but the provider has no such batch after the stale timeout`);
+      if (nowMs - Date.parse(b.create_sent_at) > this.o.staleTimeoutMs)
+        return this.end(l, b, 'failed', `create sent at ${b.create_sent_at} but the provider has no such batch after the stale timeout`);
       return { kind: 'later', delayMs: Math.min(this.o.retryDelayMs, this.o.pollIntervalMs) };
     }
     if (b.cancel_requested) return this.end(l, b, 'cancelled', 'cancelled before submission');
@@ -137,14 +138,24 @@ export class BatchDriver {
 
   private async poll(l: BatchLease, b: ImageBatch): Promise<StepOutcome> {
     let pb: ProviderBatch;
-    if (b.cancel_requested && b.provider_status !== 'cancelling' && b.provider_status !== 'cancelled' && ACTIVE_AT_PROVIDER.has(b.provider_status ?? 'validating')) pb = await this.provider.cancel(b.provider_batch_id!);
+    if (b.cancel_requested && b.provider_status !== 'cancelling' && b.provider_status !== 'cancelled' && ACTIVE_AT_PROVIDER.has(b.provider_status ?? 'validating'))
+      pb = await this.provider.cancel(b.provider_batch_id!);
     else pb = await this.provider.get(b.provider_batch_id!);
     if (ACTIVE_AT_PROVIDER.has(pb.status)) {
       const moved = await this.t.move(l, b.id, b.state, 'running', { provider_status: pb.status, errors: 0 });
       return moved ? { kind: 'later', delayMs: this.o.pollIntervalMs } : { kind: 'done' };
     }
     if (pb.status === 'completed' || ((pb.status === 'expired' || pb.status === 'cancelled') && pb.output_file_id)) {
-      return this.next(await this.t.move(l, b.id, b.state, 'indexing', { provider_status: pb.status, output_file_id: pb.output_file_id ?? null, error_file_id: pb.error_file_id ?? null, errors: 0 }, `provider ${pb.status}`));
+      return this.next(
+        await this.t.move(
+          l,
+          b.id,
+          b.state,
+          'indexing',
+          { provider_status: pb.status, output_file_id: pb.output_file_id ?? null, error_file_id: pb.error_file_id ?? null, errors: 0 },
+          `provider ${pb.status}`,
+        ),
+      );
     }
     return this.end(l, b, b.cancel_requested || pb.status === 'cancelled' ? 'cancelled' : 'failed', `provider batch ${pb.status} with no output`);
   }
@@ -152,7 +163,14 @@ export class BatchDriver {
   private async settle(l: BatchLease, b: ImageBatch): Promise<StepOutcome> {
     if (b.succeeded === 0) return this.end(l, b, b.cancel_requested ? 'cancelled' : 'failed', 'no image succeeded');
     const cost = b.succeeded * b.price_per_image;
-    const done = await this.t.finish(l, b.id, ['settling'], b.cancel_requested ? 'cancelled' : 'completed', { step: 'capture', cost }, `${b.succeeded} of ${b.image_count} images × ${b.price_per_image}`);
+    const done = await this.t.finish(
+      l,
+      b.id,
+      ['settling'],
+      b.cancel_requested ? 'cancelled' : 'completed',
+      { step: 'capture', cost },
+      `${b.succeeded} of ${b.image_count} images × ${b.price_per_image}`,
+    );
     if (done) {
       this.metrics.settled.inc({ step: 'capture' });
       this.metrics.settledAmount.inc({ step: 'capture' }, cost);

@@ -8,7 +8,7 @@ import { defineJob } from '../define-job.js';
  */
 export const batchImageWorkerJob = defineJob({
   name: 'batch_image_worker',
-  description: 'Drives paid image batches through the provider\'s Batch API; recovers stuck batches, deletes expired inputs and outputs',
+  description: "Drives paid image batches through the provider's Batch API; recovers stuck batches, deletes expired inputs and outputs",
   scope: 'instance',
   defaults: (config) => ({ enabled: config.image.provider.base_url !== undefined, every: '30s', timeout: '5m', jitter: '5s' }),
   needs: ['imageBatches'],

@@ -14,7 +14,13 @@ export const customId = (id: number, idx: number) => `b${id}-p${idx}`;
 
 /** The JSONL input: one `/v1/images/generations` request per prompt. */
 export function inputJsonl(b: ImageBatch): string {
-  return b.prompts.map((prompt, idx) => JSON.stringify({ custom_id: customId(b.id, idx), method: 'POST', url: '/v1/images/generations', body: { model: b.model, prompt, n: b.n, size: b.size, response_format: 'b64_json' } })).join('\n') + '\n';
+  return (
+    b.prompts
+      .map((prompt, idx) =>
+        JSON.stringify({ custom_id: customId(b.id, idx), method: 'POST', url: '/v1/images/generations', body: { model: b.model, prompt, n: b.n, size: b.size, response_format: 'b64_json' } }),
+      )
+      .join('\n') + '\n'
+  );
 }
 
 export const objectPrefix = (id: number) => `image-batches/${id}/`;

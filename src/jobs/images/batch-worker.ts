@@ -109,18 +109,21 @@ export class BatchWorker {
 
   private async drive(l: BatchLease): Promise<void> {
     let lost = false;
-    const beat = setInterval(() => {
-      void this.queue.heartbeat(l, this.o.leaseMs).then(
-        (held) => {
-          if (!held && !lost) {
-            lost = true;
-            this.metrics.leasesLost.inc();
-            this.log.warn({ batch: l.batchId, fence: l.fence }, 'lost the lease of an image batch; its next write is refused');
-          }
-        },
-        () => undefined,
-      );
-    }, Math.max(50, Math.floor(this.o.leaseMs / 3)));
+    const beat = setInterval(
+      () => {
+        void this.queue.heartbeat(l, this.o.leaseMs).then(
+          (held) => {
+            if (!held && !lost) {
+              lost = true;
+              this.metrics.leasesLost.inc();
+              this.log.warn({ batch: l.batchId, fence: l.fence }, 'lost the lease of an image batch; its next write is refused');
+            }
+          },
+          () => undefined,
+        );
+      },
+      Math.max(50, Math.floor(this.o.leaseMs / 3)),
+    );
     try {
       for (let i = 0; i < (this.o.maxStepsPerClaim ?? 20); i++) {
         const b = await this.batches.get(l.batchId);

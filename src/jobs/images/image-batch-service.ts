@@ -23,7 +23,13 @@ export interface SubmitRequest {
 
 /** A submit the service refuses before anything is held; `field` names the offending input. */
 export class SubmitRejected extends Error {
-  constructor(readonly status: 400 | 402 | 404 | 409 | 503, readonly code: string, message: string, readonly field: string | null = null, readonly detail: Record<string, unknown> = {}) {
+  constructor(
+    readonly status: 400 | 402 | 404 | 409 | 503,
+    readonly code: string,
+    message: string,
+    readonly field: string | null = null,
+    readonly detail: Record<string, unknown> = {},
+  ) {
     super(message);
   }
 }
@@ -54,14 +60,36 @@ export class ImageBatchService {
   async submit(key: string, req: SubmitRequest): Promise<Exclude<SubmitResult, { kind: 'conflict' | 'insufficient' | 'no_user' }>> {
     if (!this.provider) throw new SubmitRejected(503, 'not_configured', 'image batches are not configured: set image.provider.base_url');
     const price = this.price(req.model);
-    if (price === null) throw new SubmitRejected(400, 'invalid', `model ${JSON.stringify(req.model)} has no price; configured models: ${Object.keys(this.image.prices).join(', ') || '(none; set image.prices.<model>)'}`, 'model');
+    if (price === null)
+      throw new SubmitRejected(
+        400,
+        'invalid',
+        `model ${JSON.stringify(req.model)} has no price; configured models: ${Object.keys(this.image.prices).join(', ') || '(none; set image.prices.<model>)'}`,
+        'model',
+      );
     if (req.prompts.length * req.n * price > Number.MAX_SAFE_INTEGER) throw new SubmitRejected(400, 'invalid', 'the batch total is too large', 'prompts');
-    const r = await this.batches.submit({ userId: req.user_id, idempotencyKey: key, requestHash: requestHash(req), model: req.model, size: req.size, n: req.n, prompts: req.prompts, pricePerImage: price });
-    if (r.kind === 'conflict') throw new SubmitRejected(409, 'idempotency_conflict', `Idempotency-Key ${JSON.stringify(key)} was first used with a different request body; use a new key for a new batch`, 'Idempotency-Key');
+    const r = await this.batches.submit({
+      userId: req.user_id,
+      idempotencyKey: key,
+      requestHash: requestHash(req),
+      model: req.model,
+      size: req.size,
+      n: req.n,
+      prompts: req.prompts,
+      pricePerImage: price,
+    });
+    if (r.kind === 'conflict')
+      throw new SubmitRejected(409, 'idempotency_conflict', `Idempotency-Key ${JSON.stringify(key)} was first used with a different request body; use a new key for a new batch`, 'Idempotency-Key');
     if (r.kind === 'no_user') throw new SubmitRejected(404, 'not_found', `no user ${req.user_id}`, 'user_id');
     if (r.kind === 'insufficient') {
       const total = req.prompts.length * req.n * price;
-      throw new SubmitRejected(402, 'insufficient_balance', `the batch costs ${total} (${req.prompts.length * req.n} images × ${price}); the balance is ${r.balance}, short by ${r.shortfall}`, 'user_id', { required: total, balance: r.balance, shortfall: r.shortfall });
+      throw new SubmitRejected(
+        402,
+        'insufficient_balance',
+        `the batch costs ${total} (${req.prompts.length * req.n} images × ${price}); the balance is ${r.balance}, short by ${r.shortfall}`,
+        'user_id',
+        { required: total, balance: r.balance, shortfall: r.shortfall },
+      );
     }
     if (r.kind === 'created') this.log.info({ batch: r.batch.id, user: req.user_id, hold: r.batch.hold_amount }, 'image batch accepted; hold placed');
     return r;
@@ -91,7 +119,8 @@ export class ImageBatchService {
     for (const b of due.inputs) {
       signal?.throwIfAborted();
       await this.store.deletePrefix(`${objectPrefix(b.id)}input.jsonl`);
-      if (b.input_file_id && this.provider) await this.provider.deleteFile(b.input_file_id).catch((err: Error) => this.log.warn({ batch: b.id, err: err.message }, 'could not delete the input file at the provider'));
+      if (b.input_file_id && this.provider)
+        await this.provider.deleteFile(b.input_file_id).catch((err: Error) => this.log.warn({ batch: b.id, err: err.message }, 'could not delete the input file at the provider'));
       await this.transitions.move(null, b.id, b.state, b.state, { inputs_deleted_at: 'now' });
     }
     for (const b of due.outputs) {

@@ -6,22 +6,18 @@ import { atLeast } from './alert-logic.js';
  * The outbox intents announcing one transition of one event: a key per event, transition,
  * channel and recipient, so whichever replica records the transition, it is sent once.
  */
-export function alertIntents(
-  config: Config,
-  channels: Iterable<string>,
-  rule: AlertRule,
-  eventId: number,
-  transition: 'firing' | 'resolved',
-  value: number | null,
-  silenced: boolean,
-): Intent[] {
+export function alertIntents(config: Config, channels: Iterable<string>, rule: AlertRule, eventId: number, transition: 'firing' | 'resolved', value: number | null, silenced: boolean): Intent[] {
   if (!rule.notify || silenced || !atLeast(rule.severity, config.ops.notify_min_severity)) return [];
   const subject = `[${transition.toUpperCase()}] ${rule.severity}: ${rule.name}`;
   const text = [
     `Alert ${rule.name} is ${transition}.`,
     `${rule.metric} = ${value === null ? 'unknown' : round(value)} (rule: ${rule.metric} ${rule.operator} ${rule.threshold} over ${rule.window_seconds}s, ${rule.sustained} evaluation(s) in a row)`,
     `severity: ${rule.severity}`,
-    Object.keys(rule.labels).length ? `labels: ${Object.entries(rule.labels).map(([k, v]) => `${k}=${v}`).join(', ')}` : '',
+    Object.keys(rule.labels).length
+      ? `labels: ${Object.entries(rule.labels)
+          .map(([k, v]) => `${k}=${v}`)
+          .join(', ')}`
+      : '',
     `event: ${eventId}`,
   ]
     .filter(Boolean)

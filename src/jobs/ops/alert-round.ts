@@ -39,7 +39,17 @@ export async function evaluateAlerts(i: AlertRoundInput): Promise<{ rules: numbe
     if (i.signal.aborted) throw i.signal.reason;
     const stored = states.get(rule.id);
     const s: AlertState = { streak: stored?.streak ?? 0, lastBucket: stored?.last_bucket?.getTime() ?? null, firing: stored?.event_id != null, resolvedAt: stored?.resolved_at?.getTime() ?? null };
-    const spec: RuleSpec = { id: rule.id, name: rule.name, metric: rule.metric, operator: rule.operator, threshold: rule.threshold, sustained: rule.sustained, cooldownMs: rule.cooldown_seconds * 1000, severity: rule.severity, labels: rule.labels };
+    const spec: RuleSpec = {
+      id: rule.id,
+      name: rule.name,
+      metric: rule.metric,
+      operator: rule.operator,
+      threshold: rule.threshold,
+      sustained: rule.sustained,
+      cooldownMs: rule.cooldown_seconds * 1000,
+      severity: rule.severity,
+      labels: rule.labels,
+    };
     const inWindow = fresh ? buckets.filter((b) => b.t > fresh.getTime() - rule.window_seconds * 1000) : [];
     const value = fresh ? fold(rule.metric, inWindow, bucketMs / 1000) : null;
     const { state, transition } = step(spec, s, { bucket: fresh?.getTime() ?? null, value }, now);
@@ -47,10 +57,19 @@ export async function evaluateAlerts(i: AlertRoundInput): Promise<{ rules: numbe
     // Nothing to store when the streak did not move: a rule that stays at 0 writes nothing (its
     // last_bucket only guards increments, and a breaching bucket always writes).
     if (transition === 'none' && state.streak === s.streak) continue;
-    const base = { job: i.job, token: i.token, ruleId: rule.id, streak: state.streak, lastBucket: state.lastBucket === null ? null : new Date(state.lastBucket), resolvedAt: state.resolvedAt === null ? null : new Date(state.resolvedAt) };
+    const base = {
+      job: i.job,
+      token: i.token,
+      ruleId: rule.id,
+      streak: state.streak,
+      lastBucket: state.lastBucket === null ? null : new Date(state.lastBucket),
+      resolvedAt: state.resolvedAt === null ? null : new Date(state.resolvedAt),
+    };
     if (transition === 'fire') {
       const silence = silencedBy(spec, silences, now);
-      await ops.alerts.apply(base, { kind: 'fire', rule, value: value!, bucket: fresh!, silenced: silence !== null }, (id) => alertIntents(config, channels, rule, id, 'firing', value, silence !== null));
+      await ops.alerts.apply(base, { kind: 'fire', rule, value: value!, bucket: fresh!, silenced: silence !== null }, (id) =>
+        alertIntents(config, channels, rule, id, 'firing', value, silence !== null),
+      );
       i.log.warn({ rule: rule.name, metric: rule.metric, value, silenced: silence?.id ?? null }, 'alert firing');
       out.fired++;
     } else if (transition === 'resolve') {

@@ -5,10 +5,7 @@
  * `max`/`avg` fold per-bucket values, `last` is the newest bucket's value (states: accounts in
  * error, jobs failing). A series absent from every bucket of the window is unknown (null).
  */
-export type Fold =
-  | { kind: 'sum' | 'max' | 'avg' | 'last' }
-  | { kind: 'ratio'; num: string; den: string }
-  | { kind: 'per_second'; of: string };
+export type Fold = { kind: 'sum' | 'max' | 'avg' | 'last' } | { kind: 'ratio'; num: string; den: string } | { kind: 'per_second'; of: string };
 
 export const SERIES: Record<string, Fold> = {
   request_count: { kind: 'sum' },

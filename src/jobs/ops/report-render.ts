@@ -52,14 +52,19 @@ export async function renderReport(ops: Ops, r: Report, occurrence: Date, bucket
     const total = byStatus.reduce((a, b) => a + b.count, 0);
     const min = r.params.min_count ?? 1;
     const title = `Error digest ${from.toISOString()} – ${to.toISOString()}: ${total} errors`;
-    const body = page(title, byStatus.map((s) => [`HTTP ${s.status}`, String(s.count)]));
+    const body = page(
+      title,
+      byStatus.map((s) => [`HTTP ${s.status}`, String(s.count)]),
+    );
     return { empty: total < min, subject: `[relay-jobs] ${r.name}: ${total} errors`, ...body, note: `${total} errors (minimum ${min})` };
   }
   const from = period(24 * HOUR);
   const threshold = r.params.error_rate_threshold ?? 0.1;
   const bad = await ops.reports.unhealthyAccounts(from, to, threshold);
   const title = `Account health ${from.toISOString()} – ${to.toISOString()}: ${bad.length} account(s) above ${(threshold * 100).toFixed(1)}% errors`;
-  const body = page(title, bad.map((a) => [`account ${a.account_id}`, `${(a.error_rate * 100).toFixed(2)}% of ${a.requests} requests`]));
+  const body = page(
+    title,
+    bad.map((a) => [`account ${a.account_id}`, `${(a.error_rate * 100).toFixed(2)}% of ${a.requests} requests`]),
+  );
   return { empty: bad.length === 0, subject: `[relay-jobs] ${r.name}: ${bad.length} unhealthy account(s)`, ...body, note: `${bad.length} accounts above ${threshold}` };
 }
-

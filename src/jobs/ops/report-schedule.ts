@@ -34,7 +34,7 @@ export function occurrencesBetween(expr: string, timezone: string, since: Date, 
   const newest = cron.previousRuns(1, new Date(now.getTime() + 1))[0];
   if (!newest || newest.getTime() <= since.getTime()) return [];
   const missed: Date[] = [];
-  for (let t: Date | null = since; missed.length < cap - 1; ) {
+  for (let t: Date | null = since; missed.length < cap - 1;) {
     t = cron.nextRun(t);
     if (!t || t.getTime() >= newest.getTime()) break;
     missed.push(t);

@@ -36,7 +36,13 @@ export const scheduledReportsJob = defineJob({
         for (const to of r.recipients) {
           const channel = to === 'webhook' ? 'webhook' : 'email';
           if (!notifier.channels.has(channel)) continue;
-          intents.push({ dedupKey: `ops-report:${r.id}:${occurrence.toISOString()}:${channel}:${to}`, channel, recipient: to, template: 'ops_report', params: { subject: out.subject, text: out.text, html: out.html, report: r.name, occurrence: occurrence.toISOString() } });
+          intents.push({
+            dedupKey: `ops-report:${r.id}:${occurrence.toISOString()}:${channel}:${to}`,
+            channel,
+            recipient: to,
+            template: 'ops_report',
+            params: { subject: out.subject, text: out.text, html: out.html, report: r.name, occurrence: occurrence.toISOString() },
+          });
         }
       }
       const recorded = await ops.reports.record(r.id, occurrence, out.empty ? 'skipped_empty' : 'queued', out.note, intents, due);

@@ -12,7 +12,10 @@ export interface ProbeAuth {
  * `error` may use the stored token as is: that is how auto-recover finds out it works again.
  */
 export class AccountProbeAuth {
-  constructor(private readonly accounts: Accounts, private readonly tokens: TokenApi) {}
+  constructor(
+    private readonly accounts: Accounts,
+    private readonly tokens: TokenApi,
+  ) {}
 
   async resolve(accountId: number, opts: { allowUnhealthy: boolean }): Promise<ProbeAuth> {
     let token: string | null = null;

@@ -35,10 +35,13 @@ export const channelMonitorJob = defineJob({
       throw err;
     }
     let pruned = 0;
-    for (let n = PRUNE_BATCH; n === PRUNE_BATCH && !ctx.signal.aborted; ) {
+    for (let n = PRUNE_BATCH; n === PRUNE_BATCH && !ctx.signal.aborted;) {
       n = await monitorHistory.prune(c.raw_retention, c.rollup_retention, PRUNE_BATCH);
       pruned += n;
     }
-    return { items: rolled.rows + pruned, note: `${counts.enabled} monitors (${counts.due} due, ${counts.overdue} overdue); ${rolled.rows} minute rollups to ${rolled.upto.toISOString()}; ${pruned} old rows pruned` };
+    return {
+      items: rolled.rows + pruned,
+      note: `${counts.enabled} monitors (${counts.due} due, ${counts.overdue} overdue); ${rolled.rows} minute rollups to ${rolled.upto.toISOString()}; ${pruned} old rows pruned`,
+    };
   },
 });

@@ -60,7 +60,13 @@ export class MonitorRunner {
     private readonly log: Logger,
     private readonly s: MonitorRunnerSettings,
   ) {
-    this.pool = new WorkerPool((t, signal) => this.probe(t, signal), { name: 'channel_monitor', concurrency: s.poolSize, queueLimit: 0, metrics, onError: (err) => log.error({ err: (err as Error).message }, 'probe task failed') });
+    this.pool = new WorkerPool((t, signal) => this.probe(t, signal), {
+      name: 'channel_monitor',
+      concurrency: s.poolSize,
+      queueLimit: 0,
+      metrics,
+      onError: (err) => log.error({ err: (err as Error).message }, 'probe task failed'),
+    });
   }
 
   get inFlight(): number {
@@ -146,7 +152,10 @@ export class MonitorRunner {
       const timeoutMs = Math.min(m.timeoutMs, leaseLeftMs(m.leaseUntil.getTime() - m.claimedAt.getTime(), seenAt, this.clock.now(), this.s.leaseGraceMs));
       if (timeoutMs < MIN_PROBE_MS) {
         this.metrics.probes.abandoned.inc();
-        this.log.warn({ monitor_id: m.id, lease_left_ms: timeoutMs }, 'probe not sent: its lease ran out before it could start (this replica is stalled); the monitor is due again when the lease ends');
+        this.log.warn(
+          { monitor_id: m.id, lease_left_ms: timeoutMs },
+          'probe not sent: its lease ran out before it could start (this replica is stalled); the monitor is due again when the lease ends',
+        );
         return;
       }
       result = await this.client.probe({ ...target, model: m.model, timeoutMs, slot: m.scheduledFor }, signal);
@@ -154,7 +163,18 @@ export class MonitorRunner {
       result = { ok: false, status: null, latencyMs: Math.round(this.clock.now() - startedLocal), ttfbMs: null, errorClass: 'auth', detail: (err as Error).message.slice(0, 200) };
     }
     this.metrics.probes.probes.inc({ result: result.ok ? 'ok' : 'failed', class: result.errorClass ?? 'none' });
-    this.pending.push({ monitorId: m.id, fence: m.fence, scheduledFor: m.scheduledFor, startedAt, ok: result.ok, status: result.status, latencyMs: result.latencyMs, ttfbMs: result.ttfbMs, errorClass: result.errorClass, missed: m.missed });
+    this.pending.push({
+      monitorId: m.id,
+      fence: m.fence,
+      scheduledFor: m.scheduledFor,
+      startedAt,
+      ok: result.ok,
+      status: result.status,
+      latencyMs: result.latencyMs,
+      ttfbMs: result.ttfbMs,
+      errorClass: result.errorClass,
+      missed: m.missed,
+    });
     if (this.pending.length > MAX_PENDING) {
       const dropped = this.pending.splice(0, this.pending.length - MAX_PENDING).length;
       this.metrics.probes.claimErrors.inc({ what: 'results_dropped' }, dropped);

@@ -23,7 +23,8 @@ export const schedulerSnapshotJob = defineJob({
       metrics.scheduler.snapshotEpoch.set({ bucket: g.bucket }, g.epoch);
     }
     const note = `applied ${r.applied}, backlog ${r.backlog}, lag ${r.lagSeconds.toFixed(1)}s${snapshotConsumer.latched ? ', rebuild latched' : ''}`;
-    if (r.lagSeconds * 1000 >= config.snapshot.lag_bound) throw new Error(`scheduler outbox lag ${r.lagSeconds.toFixed(1)}s is at or past snapshot.lag_bound (${config.snapshot.lag_bound / 1000}s): ${note}`);
+    if (r.lagSeconds * 1000 >= config.snapshot.lag_bound)
+      throw new Error(`scheduler outbox lag ${r.lagSeconds.toFixed(1)}s is at or past snapshot.lag_bound (${config.snapshot.lag_bound / 1000}s): ${note}`);
     ctx.log.debug({ applied: r.applied, backlog: r.backlog, lag_seconds: r.lagSeconds }, 'scheduler snapshot round');
     return { items: r.applied, note };
   },

@@ -42,7 +42,10 @@ export class PlatformQuota {
 
   async increment(userId: string, platform: string, amount: number): Promise<{ used: number }> {
     // Checked before the counter moves: a counter PostgreSQL cannot store would be counted and never flushed.
-    const bad = [['user_id', userId], ['platform', platform]].filter(([, v]) => !isStorableText(v!));
+    const bad = [
+      ['user_id', userId],
+      ['platform', platform],
+    ].filter(([, v]) => !isStorableText(v!));
     if (bad.length) throw new InvalidInput(bad.map(([field]) => ({ field: field!, message: 'text contains a NUL character or an unpaired UTF-16 surrogate, which cannot be stored' })));
     const member = quotaMember(userId, platform);
     try {
@@ -144,7 +147,10 @@ export class PlatformQuota {
   private async setAside(poison: Array<{ row: QuotaRow; reason: string }>): Promise<void> {
     await this.deadLetters.add(poison.map((p) => ({ source: 'quota_flush', reason: p.reason, payload: p.row })));
     this.metrics.integrity.deadLetters.inc({ source: 'quota_flush' }, poison.length);
-    this.log.error({ keys: poison.length, reason: poison[0]!.reason }, 'quota counters refused by the database for their content: set aside in dead_letters (GET /api/v1/dead-letters), not flushed again');
+    this.log.error(
+      { keys: poison.length, reason: poison[0]!.reason },
+      'quota counters refused by the database for their content: set aside in dead_letters (GET /api/v1/dead-letters), not flushed again',
+    );
   }
 
   /** The dirty set's size, for the backlog gauge; null when the counters cannot be read. */

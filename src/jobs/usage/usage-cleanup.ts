@@ -48,7 +48,7 @@ async function retentionSweep(ctx: JobContext, s: Deps, config: Config): Promise
       ctx.log.info({ partition: p.name, rows: n }, 'usage partition dropped');
     }
   }
-  for (let from: Date | undefined; ; ) {
+  for (let from: Date | undefined; ;) {
     ctx.signal.throwIfAborted();
     const r = await s.usageStore.deleteBatch({ before: cutoff, from }, u.delete_batch);
     s.metrics.usageDeleted.inc({ kind: 'raw_batch' }, r.deleted);

@@ -4,19 +4,19 @@ import type { UsageRow } from '../../store/usage.js';
 /** One usage record as stored: ids are the gateway's own, as text; cost is an exact decimal string. */
 export type UsageEvent = UsageRow;
 
-const ID = z.union([z.string().min(1).max(128), z.number().int().nonnegative().max(Number.MAX_SAFE_INTEGER)], { message: 'expected a string of 1-128 characters or a non-negative integer' }).transform(String);
+const ID = z
+  .union([z.string().min(1).max(128), z.number().int().nonnegative().max(Number.MAX_SAFE_INTEGER)], { message: 'expected a string of 1-128 characters or a non-negative integer' })
+  .transform(String);
 const TOKENS = z.number({ message: 'expected a whole number of tokens' }).int('expected a whole number of tokens').min(0, 'expected 0 or more').max(1e12);
 /** Decimal text or a JSON number; stored as numeric(24,10), so at most 14 integer and 10 fraction digits. */
-const COST = z
-  .union([z.string(), z.number()], { message: 'expected a decimal amount such as "0.0123"' })
-  .transform((v, ctx) => {
-    const text = typeof v === 'number' ? (Number.isFinite(v) ? String(v) : '') : v.trim();
-    if (!/^\d{1,14}(\.\d{1,10})?$/.test(text)) {
-      ctx.addIssue({ code: 'custom', message: `expected a non-negative decimal amount with at most 10 decimal places, got ${JSON.stringify(v)}` });
-      return z.NEVER;
-    }
-    return text;
-  });
+const COST = z.union([z.string(), z.number()], { message: 'expected a decimal amount such as "0.0123"' }).transform((v, ctx) => {
+  const text = typeof v === 'number' ? (Number.isFinite(v) ? String(v) : '') : v.trim();
+  if (!/^\d{1,14}(\.\d{1,10})?$/.test(text)) {
+    ctx.addIssue({ code: 'custom', message: `expected a non-negative decimal amount with at most 10 decimal places, got ${JSON.stringify(v)}` });
+    return z.NEVER;
+  }
+  return text;
+});
 
 export const usageEventSchema = z
   .object({

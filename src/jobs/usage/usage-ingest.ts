@@ -4,17 +4,22 @@ import type { UsageWriter, RecordOutcome } from './usage-writer.js';
 import { normalizeUsage, usageEventSchema, type UsageEvent } from './usage-event.js';
 import { isStorableText } from '../../store/poison-split.js';
 
-
 /**
  * Validation in front of the writer, shared by the library (`record`) and the HTTP API
  * (`accept`): a batch is checked whole before anything is queued, so a bad event means nothing
  * of its batch is written.
  */
 export class UsageIngest {
-  constructor(private readonly writer: UsageWriter, private readonly clock: Clock, private readonly retentionMs: number, private readonly maxPerRequest: number) {}
+  constructor(
+    private readonly writer: UsageWriter,
+    private readonly clock: Clock,
+    private readonly retentionMs: number,
+    private readonly maxPerRequest: number,
+  ) {}
 
   validate(events: unknown[], prefix = 'events'): UsageEvent[] {
-    if (events.length > this.maxPerRequest) throw new InvalidInput([{ field: prefix, message: `expected at most ${this.maxPerRequest} events per request (usage.max_events_per_request), got ${events.length}` }]);
+    if (events.length > this.maxPerRequest)
+      throw new InvalidInput([{ field: prefix, message: `expected at most ${this.maxPerRequest} events per request (usage.max_events_per_request), got ${events.length}` }]);
     const errors: FieldError[] = [];
     const rows: UsageEvent[] = [];
     const now = this.clock.now();

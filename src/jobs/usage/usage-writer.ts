@@ -6,6 +6,7 @@ import type { DeadLetters, DeadLetterSource } from '../../store/dead-letters.js'
 import { writeIsolatingPoison } from '../../store/poison-split.js';
 import type { Logger } from '../../telemetry/logger.js';
 import type { Metrics } from '../../telemetry/metrics.js';
+import { systemClock } from '../../time/clock.js';
 
 export interface UsageWriterOptions {
   batchSize: number;
@@ -61,7 +62,13 @@ export class UsageWriter {
   private deadline = Infinity;
   private gaveUp = false;
 
-  constructor(private readonly store: UsageStore, private readonly o: UsageWriterOptions, private readonly metrics: Metrics, private readonly log: Logger, private readonly deadLetters: DeadLetters) {}
+  constructor(
+    private readonly store: UsageStore,
+    private readonly o: UsageWriterOptions,
+    private readonly metrics: Metrics,
+    private readonly log: Logger,
+    private readonly deadLetters: DeadLetters,
+  ) {}
 
   get waiting(): number {
     return this.queue.length;
@@ -107,7 +114,6 @@ export class UsageWriter {
     return { outcome: 'enqueued', stored: rows.length - req.duplicates, duplicates: req.duplicates };
   }
 
-
   private kick(): void {
     this.metrics.usageWaiting.set(this.queue.length);
     while (this.lanes < LANES && this.queue.length && !this.gaveUp) {
@@ -126,7 +132,11 @@ export class UsageWriter {
       this.metrics.usageRunning.inc(batch.length);
       try {
         const fresh = await this.insertWithRetry(batch.map((i) => i.row));
-        for (const k of countDuplicates(batch.map((i) => i.row), fresh)) if (batch[k]!.req) batch[k]!.req!.duplicates++;
+        for (const k of countDuplicates(
+          batch.map((i) => i.row),
+          fresh,
+        ))
+          if (batch[k]!.req) batch[k]!.req!.duplicates++;
       } catch {
         // Only past the shutdown deadline: give the batch back; stop() spills what is left.
         this.gaveUp = true;
@@ -154,7 +164,7 @@ export class UsageWriter {
         this.metrics.usageFailedBatches.inc();
         this.log.warn({ rows: rows.length, attempt, err: (err as Error).message }, 'usage batch write failed; retrying (the batch is kept)');
         const wait = Math.min(MAX_BACKOFF_MS, 50 * 2 ** Math.min(attempt, 7));
-        if (Date.now() + wait > this.deadline) throw err;
+        if (systemClock.now() + wait > this.deadline) throw err;
         await new Promise((r) => setTimeout(r, wait));
       }
     }
@@ -171,7 +181,10 @@ export class UsageWriter {
     if (r.poisoned.length) {
       await this.deadLetters.add(r.poisoned.map((p) => ({ source, reason: p.reason, payload: p.row })));
       this.metrics.integrity.deadLetters.inc({ source }, r.poisoned.length);
-      this.log.error({ rows: r.poisoned.length, request_ids: r.poisoned.slice(0, 20).map((p) => JSON.stringify(p.row.request_id)), reason: r.poisoned[0]!.reason }, 'usage rows refused by the database for their content: set aside in dead_letters (GET /api/v1/dead-letters), not retried');
+      this.log.error(
+        { rows: r.poisoned.length, request_ids: r.poisoned.slice(0, 20).map((p) => JSON.stringify(p.row.request_id)), reason: r.poisoned[0]!.reason },
+        'usage rows refused by the database for their content: set aside in dead_letters (GET /api/v1/dead-letters), not retried',
+      );
     }
     return fresh;
   }
@@ -179,7 +192,7 @@ export class UsageWriter {
   /** Drains the queue, retrying until `deadlineMs` from now; then spills what is left. Returns rows spilled. */
   async stop(deadlineMs: number): Promise<number> {
     this.stopping = true;
-    this.deadline = Date.now() + deadlineMs;
+    this.deadline = systemClock.now() + deadlineMs;
     const before = this.queue.length;
     if (this.lanes > 0) await new Promise<void>((r) => this.idle.push(r));
     const spilled = this.queue.length;
@@ -197,7 +210,7 @@ export class UsageWriter {
   private spill(rows: UsageRow[]): void {
     if (!rows.length) return;
     mkdirSync(this.o.spillDir, { recursive: true });
-    const file = join(this.o.spillDir, `usage-${Date.now()}-${process.pid}.jsonl`);
+    const file = join(this.o.spillDir, `usage-${systemClock.now()}-${process.pid}.jsonl`);
     appendFileSync(file, rows.map((r) => JSON.stringify(r)).join('\n') + '\n', { mode: 0o600 });
     this.metrics.usageSpilled.inc(rows.length);
     this.log.error({ rows: rows.length, file }, 'usage events could not be written before exit; kept in a spill file, written at the next start');
@@ -207,7 +220,9 @@ export class UsageWriter {
   async replaySpills(): Promise<number> {
     let files: string[];
     try {
-      files = readdirSync(this.o.spillDir).filter((f) => /^usage-.*\.jsonl$/.test(f)).sort();
+      files = readdirSync(this.o.spillDir)
+        .filter((f) => /^usage-.*\.jsonl$/.test(f))
+        .sort();
     } catch {
       return 0;
     }

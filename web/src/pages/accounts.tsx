@@ -22,7 +22,11 @@ function Action({ label, path, after }: { label: string; path: string; after: ()
       >
         {label}
       </button>
-      {msg && <span class="error small" role="alert">{msg}</span>}
+      {msg && (
+        <span class="error small" role="alert">
+          {msg}
+        </span>
+      )}
     </>
   );
 }
@@ -81,7 +85,12 @@ export function Accounts() {
                 h: 'Actions',
                 c: (a: any) => (
                   <>
-                    <Action label="Refresh" path={`/accounts/${a.id}/refresh`} after={acc.reload} /> {a.status === 'disabled' ? <Action label="Enable" path={`/accounts/${a.id}/enable`} after={acc.reload} /> : <Action label="Disable" path={`/accounts/${a.id}/disable`} after={acc.reload} />}
+                    <Action label="Refresh" path={`/accounts/${a.id}/refresh`} after={acc.reload} />{' '}
+                    {a.status === 'disabled' ? (
+                      <Action label="Enable" path={`/accounts/${a.id}/enable`} after={acc.reload} />
+                    ) : (
+                      <Action label="Disable" path={`/accounts/${a.id}/disable`} after={acc.reload} />
+                    )}
                   </>
                 ),
               },

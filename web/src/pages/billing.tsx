@@ -31,7 +31,11 @@ function Lookup() {
         Id <input value={id} onInput={(e) => setId((e.target as HTMLInputElement).value)} required />
       </label>
       <button type="submit">Look up</button>
-      {result?.error && <p class="error" role="alert">{result.error}</p>}
+      {result?.error && (
+        <p class="error" role="alert">
+          {result.error}
+        </p>
+      )}
       {result?.data && (
         <div style="width: 100%">
           <AutoTable label="Record" rows={[result.data]} />
@@ -56,10 +60,14 @@ export function Billing() {
     <>
       <h1>Billing &amp; notifications</h1>
       <Section title="Plans">
-        <Load s={plans} empty={(d: any) => !d.plans.length}>{(d: any) => <AutoTable label="Plans" rows={d.plans} />}</Load>
+        <Load s={plans} empty={(d: any) => !d.plans.length}>
+          {(d: any) => <AutoTable label="Plans" rows={d.plans} />}
+        </Load>
       </Section>
       <Section title="Notification deliveries">
-        <Load s={deliveries} empty={(d: any) => !d.deliveries.length}>{(d: any) => <AutoTable label="Notification deliveries" rows={d.deliveries} />}</Load>
+        <Load s={deliveries} empty={(d: any) => !d.deliveries.length}>
+          {(d: any) => <AutoTable label="Notification deliveries" rows={d.deliveries} />}
+        </Load>
       </Section>
       <Section title="Channel health">
         <Load s={channels} empty={(d: any) => !Object.keys(d.channels).length}>

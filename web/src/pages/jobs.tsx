@@ -48,7 +48,11 @@ function lastRun(r: any) {
   if (!r) return <span class="muted">never</span>;
   return (
     <>
-      <Badge v={r.status} /> <Time at={r.started_at} /> <span class="muted small">on {r.instance_id}{r.duration_ms != null ? `, ${r.duration_ms} ms` : ''}</span>
+      <Badge v={r.status} /> <Time at={r.started_at} />{' '}
+      <span class="muted small">
+        on {r.instance_id}
+        {r.duration_ms != null ? `, ${r.duration_ms} ms` : ''}
+      </span>
     </>
   );
 }
@@ -68,7 +72,14 @@ export function Jobs() {
               { h: 'Name', c: (j: any) => <a href={`#/jobs/${j.name}`}>{j.name}</a> },
               { h: 'Scope', c: (j: any) => j.scope },
               { h: 'Schedule', c: (j: any) => scheduleWords(j.schedule) },
-              { h: 'Health', c: (j: any) => (<><Badge v={j.health} /> <span class="muted small">{j.health_reason}</span></>) },
+              {
+                h: 'Health',
+                c: (j: any) => (
+                  <>
+                    <Badge v={j.health} /> <span class="muted small">{j.health_reason}</span>
+                  </>
+                ),
+              },
               { h: 'Last run', c: (j: any) => lastRun(j.last_run) },
               { h: 'Next attempt', c: (j: any) => <Time at={j.next_attempt} /> },
               { h: 'Lease holder', c: (j: any) => j.lease_holder ?? '—' },

@@ -10,10 +10,14 @@ export function Ops() {
     <>
       <h1>Alerts</h1>
       <Section title="Alert events">
-        <Load s={events} empty={(d: any) => !(d.events ?? d.alert_events ?? []).length}>{(d: any) => <AutoTable label="Alert events" rows={d.events ?? d.alert_events} />}</Load>
+        <Load s={events} empty={(d: any) => !(d.events ?? d.alert_events ?? []).length}>
+          {(d: any) => <AutoTable label="Alert events" rows={d.events ?? d.alert_events} />}
+        </Load>
       </Section>
       <Section title="Rules">
-        <Load s={rules} empty={(d: any) => !(d.rules ?? d.alert_rules ?? []).length}>{(d: any) => <AutoTable label="Alert rules" rows={d.rules ?? d.alert_rules} />}</Load>
+        <Load s={rules} empty={(d: any) => !(d.rules ?? d.alert_rules ?? []).length}>
+          {(d: any) => <AutoTable label="Alert rules" rows={d.rules ?? d.alert_rules} />}
+        </Load>
       </Section>
       <Section title="Silences">
         <Load s={silences} empty={(d: any) => !(d.silences ?? []).length}>
@@ -30,7 +34,9 @@ export function Ops() {
         </Load>
       </Section>
       <Section title="Scheduled reports">
-        <Load s={reports} empty={(d: any) => !(d.reports ?? []).length}>{(d: any) => <AutoTable label="Reports" rows={d.reports} />}</Load>
+        <Load s={reports} empty={(d: any) => !(d.reports ?? []).length}>
+          {(d: any) => <AutoTable label="Reports" rows={d.reports} />}
+        </Load>
       </Section>
     </>
   );

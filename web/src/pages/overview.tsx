@@ -6,7 +6,13 @@ function useReadiness() {
   const [r, setR] = useState<{ ready: boolean; checks: Record<string, string> } | null>(null);
   const [error, setError] = useState<string | null>(null);
   useEffect(() => {
-    const load = () => fetch('/readyz').then((x) => x.json()).then((d) => (setR(d), setError(null)), (e: Error) => setError(e.message));
+    const load = () =>
+      fetch('/readyz')
+        .then((x) => x.json())
+        .then(
+          (d) => (setR(d), setError(null)),
+          (e: Error) => setError(e.message),
+        );
     load();
     const t = setInterval(load, 5000);
     return () => clearInterval(t);
@@ -72,7 +78,11 @@ export function Overview() {
               />
             </Section>
             <Section title="Backends">
-              {ready.error && <p class="error" role="alert">Readiness unknown: {ready.error}</p>}
+              {ready.error && (
+                <p class="error" role="alert">
+                  Readiness unknown: {ready.error}
+                </p>
+              )}
               {ready.r && (
                 <div class="cards">
                   {Object.entries(ready.r.checks).map(([k, v]) => (
@@ -106,7 +116,18 @@ export function Overview() {
       </Load>
       <Section title="Recompute tasks">
         <Load s={rc} empty={(d: any) => !d.recomputes.length}>
-          {(d: any) => <Table label="Recompute tasks" rows={d.recomputes.slice(0, 5)} rowKey={(t: any) => t.id} cols={[{ h: 'Id', c: (t: any) => t.id }, { h: 'Status', c: (t: any) => <Badge v={t.status} /> }, { h: 'Progress', c: (t: any) => `${t.chunks_done} / ${t.chunks}` }]} />}
+          {(d: any) => (
+            <Table
+              label="Recompute tasks"
+              rows={d.recomputes.slice(0, 5)}
+              rowKey={(t: any) => t.id}
+              cols={[
+                { h: 'Id', c: (t: any) => t.id },
+                { h: 'Status', c: (t: any) => <Badge v={t.status} /> },
+                { h: 'Progress', c: (t: any) => `${t.chunks_done} / ${t.chunks}` },
+              ]}
+            />
+          )}
         </Load>
       </Section>
     </>

@@ -41,19 +41,25 @@ export function Usage() {
         <label>
           Range{' '}
           <select value={range} onChange={(e) => setRange((e.target as HTMLSelectElement).value)}>
-            {Object.keys(RANGES).map((r) => <option key={r}>{r}</option>)}
+            {Object.keys(RANGES).map((r) => (
+              <option key={r}>{r}</option>
+            ))}
           </select>
         </label>
         <label>
           Group by{' '}
           <select value={group} onChange={(e) => setGroup((e.target as HTMLSelectElement).value)}>
-            {['none', 'model', 'platform', 'account', 'user'].map((g) => <option key={g}>{g}</option>)}
+            {['none', 'model', 'platform', 'account', 'user'].map((g) => (
+              <option key={g}>{g}</option>
+            ))}
           </select>
         </label>
         <label>
           Metric{' '}
           <select value={metric} onChange={(e) => setMetric((e.target as HTMLSelectElement).value as any)}>
-            {METRICS.map((m) => <option key={m}>{m}</option>)}
+            {METRICS.map((m) => (
+              <option key={m}>{m}</option>
+            ))}
           </select>
         </label>
         <button onClick={recompute}>Recompute this range</button>
@@ -75,7 +81,9 @@ export function Usage() {
               return p ? Number(p[metric]) : metric === 'avg_latency_ms' ? null : 0;
             }),
           }));
-          return <Chart xRange={[Date.parse(sp.from) / 1000, Date.parse(sp.to) / 1000]} title={`Usage: ${metric} per ${d.granularity}`} x={xs.map((t) => new Date(t).getTime() / 1000)} series={series} />;
+          return (
+            <Chart xRange={[Date.parse(sp.from) / 1000, Date.parse(sp.to) / 1000]} title={`Usage: ${metric} per ${d.granularity}`} x={xs.map((t) => new Date(t).getTime() / 1000)} series={series} />
+          );
         }}
       </Load>
       <Section title="Recompute tasks">
@@ -88,7 +96,14 @@ export function Usage() {
               cols={[
                 { h: 'Id', c: (t: any) => t.id },
                 { h: 'Status', c: (t: any) => t.status },
-                { h: 'Progress', c: (t: any) => (<><progress max={t.chunks} value={t.chunks_done} /> {t.chunks_done}/{t.chunks} days</>) },
+                {
+                  h: 'Progress',
+                  c: (t: any) => (
+                    <>
+                      <progress max={t.chunks} value={t.chunks_done} /> {t.chunks_done}/{t.chunks} days
+                    </>
+                  ),
+                },
                 { h: 'Range', c: (t: any) => `${t.from} → ${t.to}` },
               ]}
             />
