@@ -9,7 +9,6 @@ import { RoundRunner, type RoundReport } from '../scheduler/round-runner.js';
 import { LivenessSession } from '../coordination/liveness.js';
 import { RunRecords } from '../coordination/run-records.js';
 import { InstanceRegistry, type InstanceInfo } from '../coordination/instance-registry.js';
-import { WorkerPool, type WorkerPoolOptions } from '../workers/worker-pool.js';
 import { buildJobs, type AnyJobModule } from '../jobs/registry.js';
 import type { BuiltJob } from '../jobs/define-job.js';
 import type { Services } from '../jobs/services.js';
@@ -36,7 +35,7 @@ export interface RuntimeOptions {
   jobs?: readonly AnyJobModule[];
 }
 
-/** What takes requests in: closed right after readiness goes false, before pools drain. */
+/** What takes requests in: closed right after readiness goes false, before the rounds and jobs stop. */
 export interface Ingress {
   close(): Promise<void>;
 }
@@ -64,7 +63,6 @@ export class Runtime {
   private readonly heartbeat: InstanceHeartbeat;
   private readonly serviceRungs: Stoppable[];
   private readonly prepare: () => Promise<void>;
-  private readonly pools: WorkerPool<unknown>[] = [];
   private readonly shutdownController = manyListeners(new AbortController());
   private shuttingDown: Promise<void> | null = null;
   private ingress: Ingress | null = null;
@@ -191,13 +189,6 @@ export class Runtime {
     return this.shuttingDown !== null;
   }
 
-  /** A worker pool that the shutdown ladder drains. */
-  createPool<T>(handler: (task: T, signal: AbortSignal) => Promise<void>, opts: Omit<WorkerPoolOptions, 'metrics' | 'onError'>): WorkerPool<T> {
-    const pool = new WorkerPool<T>(handler, { ...opts, metrics: this.metrics, onError: (err) => this.log.error({ pool: opts.name, err: (err as Error)?.message }, 'worker task failed') });
-    this.pools.push(pool as WorkerPool<unknown>);
-    return pool;
-  }
-
   async readiness(): Promise<{ ready: boolean; checks: Record<string, string> }> {
     const checks: Record<string, string> = {};
     checks.shutdown = this.isShuttingDown ? 'shutting down' : 'ok';
@@ -257,14 +248,6 @@ export class Runtime {
       },
       ...jobStops,
       ...this.serviceRungs,
-      ...this.pools.map((pool) => ({
-        name: `pool ${pool.name}`,
-        minMs: 1000,
-        stop: async (ms: number) => {
-          const { drained, remaining } = await pool.stopAndWait(ms);
-          return drained ? undefined : `worker pool ${pool.name} did not drain before the deadline (${remaining} left)`;
-        },
-      })),
       { name: 'skip summary', stop: () => this.heartbeat.flushSkips() },
       { name: 'liveness session', stop: () => this.liveness?.stop() },
       { name: 'instance record', stop: () => this.registry.markStopped() },
