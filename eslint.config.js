@@ -15,7 +15,7 @@ const SQL = [
 ];
 
 export default tseslint.config(
-  { ignores: ['dist/', 'node_modules/', 'docs/api/', 'coverage/', 'data/', 'web/dist/'] },
+  { ignores: ['dist/', '.test-dist/', 'test-artifacts/', 'node_modules/', 'docs/api/', 'coverage/', 'data/', 'web/dist/', '*.building-*/', '*.old-*/'] },
   {
     files: ['**/*.cjs', '**/*.mjs', 'scripts/**', 'eslint.config.js'],
     languageOptions: { globals: { module: 'readonly', require: 'readonly', process: 'readonly', console: 'readonly', __dirname: 'readonly' } },

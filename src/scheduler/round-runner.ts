@@ -1,6 +1,6 @@
 import { setMaxListeners } from 'node:events';
 import type { Db } from '../store/db.js';
-import type { Clock } from '../time/clock.js';
+import { systemClock, type Clock } from '../time/clock.js';
 import type { Logger } from '../telemetry/logger.js';
 import type { Metrics } from '../telemetry/metrics.js';
 import type { LeaderLock, LockBackend, LockHandle } from '../coordination/leader-lock.js';
@@ -12,6 +12,7 @@ import { RoundAborted, type JobContext, type JobDefinition } from './job.js';
 import { RunRecords } from '../coordination/run-records.js';
 import { SkipCounter } from '../coordination/skip-counter.js';
 import { formatDuration } from '../config/duration.js';
+import { retry } from '../time/retry.js';
 
 export type RoundReport =
   { ran: true; runId: number; token: number; slot: Date; backend: LockBackend | null; outcome: RoundOutcome } | { ran: false; slot: Date | null; backend: LockBackend | null; reason: string };
@@ -220,16 +221,18 @@ export class RoundRunner {
     }
 
     const durationMs = clock.now() - startedAt;
-    let recorded = false;
-    for (let attempt = 0; attempt < 3 && !recorded; attempt++) {
-      try {
-        if (!(await this.claims.complete(claim, outcome))) log.warn('round record was taken over as abandoned (lease expired before the round finished)');
-        recorded = true;
-      } catch (err) {
-        log.warn({ err: (err as Error).message, attempt }, 'could not record round outcome; retrying');
-        await new Promise((r) => setTimeout(r, 200 * (attempt + 1)));
-      }
-    }
+    // Three tries on wall time (a test's manual clock must not stall the record); then the lease expiring tells the story.
+    const completed = await retry(() => this.claims.complete(claim, outcome), {
+      baseMs: 200,
+      maxMs: 400,
+      attempts: 3,
+      clock: systemClock,
+      onRetry: (err, attempt) => log.warn({ err: (err as Error).message, attempt }, 'could not record round outcome; retrying'),
+    }).catch((err: Error) => {
+      log.error({ err: err.message }, 'could not record round outcome; the record stays running until its lease expires');
+      return true;
+    });
+    if (!completed) log.warn('round record was taken over as abandoned (lease expired before the round finished)');
     await handle?.release();
     metrics.roundsTotal.inc({ job: job.name, status: outcome.status, lock_backend: handle?.backend ?? 'none' });
     metrics.roundDuration.observe({ job: job.name }, durationMs / 1000);

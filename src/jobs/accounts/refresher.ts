@@ -2,7 +2,6 @@ import { setMaxListeners } from 'node:events';
 import type { Logger } from '../../telemetry/logger.js';
 import type { Metrics } from '../../telemetry/metrics.js';
 import type { Clock } from '../../time/clock.js';
-import { sleep } from '../../time/clock.js';
 import type { Accounts, AccountSecrets, AccountStatus } from '../../store/accounts.js';
 import type { RefreshLeaseHandle, RefreshLeases } from '../../coordination/refresh-lease.js';
 import { LeaseKeeper } from '../../coordination/lease-keeper.js';
@@ -13,6 +12,7 @@ import { RateLimiter } from '../../workers/rate-limiter.js';
 import { PlatformBreaker } from './platform-breaker.js';
 import { settledWithin } from '../../time/clock.js';
 import { systemClock } from '../../time/clock.js';
+import { retry } from '../../time/retry.js';
 
 /** Who asked: the scheduler's timers, its retries and recoveries, the hot path, an upstream 401, an admin. */
 export type RefreshTrigger = 'schedule' | 'retry' | 'recovery' | 'hot_path' | 'unauthorized' | 'admin';
@@ -312,22 +312,22 @@ export class Refresher {
    * until it lands or the version check says someone else wrote.
    */
   private async persist(acct: AccountSecrets, creds: AccountSecrets['credentials'], expiresAt: Date | null, rotated: boolean): Promise<number | null> {
-    for (let attempt = 1; ; attempt++) {
-      try {
-        return await this.o.accounts.writeRefreshed(acct.id, acct.tokenVersion, creds, expiresAt, this.release);
-      } catch (err) {
+    return retry(() => this.o.accounts.writeRefreshed(acct.id, acct.tokenVersion, creds, expiresAt, this.release), {
+      baseMs: 200,
+      maxMs: 5000,
+      clock: this.o.clock,
+      retryIf: (err) => {
         this.o.metrics.rotationPersistFailures.inc();
-        if (this.gaveUp) {
-          this.o.log.error(
-            { account_id: acct.id, rotated, err: (err as Error).message },
-            'shutdown deadline passed before refreshed credentials could be stored; if the refresh token rotated, re-authorize this account',
-          );
-          throw err;
-        }
-        this.o.log.error({ account_id: acct.id, attempt, rotated, err: (err as Error).message }, 'could not store refreshed credentials; retrying (the old refresh token may already be dead)');
-        await sleep(this.o.clock, Math.min(5000, 100 * 2 ** Math.min(attempt, 6)));
-      }
-    }
+        if (!this.gaveUp) return true;
+        this.o.log.error(
+          { account_id: acct.id, rotated, err: (err as Error).message },
+          'shutdown deadline passed before refreshed credentials could be stored; if the refresh token rotated, re-authorize this account',
+        );
+        return false;
+      },
+      onRetry: (err, attempt) =>
+        this.o.log.error({ account_id: acct.id, attempt, rotated, err: (err as Error).message }, 'could not store refreshed credentials; retrying (the old refresh token may already be dead)'),
+    });
   }
 
   /** The ending write drops this process's PostgreSQL refresh lease in the same statement. */

@@ -7,6 +7,7 @@ import { writeIsolatingPoison } from '../../store/poison-split.js';
 import type { Logger } from '../../telemetry/logger.js';
 import type { Metrics } from '../../telemetry/metrics.js';
 import { systemClock } from '../../time/clock.js';
+import { retry } from '../../time/retry.js';
 
 export interface UsageWriterOptions {
   batchSize: number;
@@ -150,24 +151,26 @@ export class UsageWriter {
     }
   }
 
+  /** Writes a batch, retrying database errors with the batch kept, until the shutdown deadline (wall time). */
   private async insertWithRetry(rows: UsageRow[]): Promise<Set<string>> {
-    for (let attempt = 1; ; attempt++) {
-      const t = performance.now();
-      try {
+    return retry(
+      async () => {
+        const t = performance.now();
         const fresh = await this.insertIsolated(rows, 'usage');
-        const inserted = fresh.size;
         this.metrics.usageBatchSeconds.observe((performance.now() - t) / 1000);
-        this.metrics.usageWritten.inc(inserted);
-        if (inserted < rows.length) this.metrics.usageDuplicates.inc(rows.length - inserted);
+        this.metrics.usageWritten.inc(fresh.size);
+        if (fresh.size < rows.length) this.metrics.usageDuplicates.inc(rows.length - fresh.size);
         return fresh;
-      } catch (err) {
-        this.metrics.usageFailedBatches.inc();
-        this.log.warn({ rows: rows.length, attempt, err: (err as Error).message }, 'usage batch write failed; retrying (the batch is kept)');
-        const wait = Math.min(MAX_BACKOFF_MS, 50 * 2 ** Math.min(attempt, 7));
-        if (systemClock.now() + wait > this.deadline) throw err;
-        await new Promise((r) => setTimeout(r, wait));
-      }
-    }
+      },
+      {
+        baseMs: 100,
+        maxMs: MAX_BACKOFF_MS,
+        clock: systemClock,
+        deadline: () => this.deadline,
+        retryIf: () => (this.metrics.usageFailedBatches.inc(), true),
+        onRetry: (err, attempt) => this.log.warn({ rows: rows.length, attempt, err: (err as Error).message }, 'usage batch write failed; retrying (the batch is kept)'),
+      },
+    );
   }
 
   /** One insert; rows the database refuses for their content are dead-lettered (the write of the others stands). */
