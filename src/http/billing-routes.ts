@@ -4,6 +4,7 @@ import { z } from 'zod';
 import type { Runtime } from '../app/runtime.js';
 import { parseBody, parseId, sendError } from './validation.js';
 import { reminderSettings } from '../jobs/billing/subscription-expiry.js';
+import { STATUS, errorBody } from './errors.js';
 
 const when = z.iso.datetime({ offset: true, message: 'expected an ISO 8601 date-time such as 2026-12-31T00:00:00Z' });
 const money = z.number({ message: 'expected an integer amount in minor units (cents, fen)' }).int('expected an integer amount in minor units (cents, fen)');
@@ -118,7 +119,8 @@ export function registerPaymentWebhook(app: FastifyInstance, rt: Runtime): void 
       pub.post<{ Params: { provider: string } }>('/webhook/:provider', async (req, reply) => {
         const raw = typeof req.body === 'string' ? req.body : '';
         const a = await rt.services.payments.webhook(req.params.provider, raw, req.headers);
-        return reply.code(a.status).send(a.body);
+        if (a.ok) return reply.code(200).send({ result: a.result, order_id: a.order_id });
+        return reply.code(STATUS[a.kind]).send(errorBody(a.code, a.message));
       });
     },
     { prefix: '/api/v1/payments' },

@@ -3,11 +3,10 @@ import { ProviderError, type PaymentProvider } from '../../upstream/payment-prov
 import type { Clock } from '../../time/clock.js';
 import type { Logger } from '../../telemetry/logger.js';
 import type { Metrics } from '../../telemetry/metrics.js';
+import type { ErrorKind } from '../../errors/app-error.js';
 
-export interface WebhookAnswer {
-  status: number;
-  body: Record<string, unknown>;
-}
+/** What a webhook did: a result, or a refusal whose kind the HTTP layer maps to a status (no status codes here). */
+export type WebhookAnswer = { ok: true; result: 'paid' | 'already_paid'; order_id: number } | { ok: false; kind: ErrorKind; code: string; message: string };
 
 export interface RoundCounts {
   checked: number;
@@ -31,36 +30,36 @@ export class Payments {
     private readonly log: Logger,
   ) {}
 
-  private async reject(provider: string, orderId: number | null, status: number, reason: string, code: string, detail: Record<string, unknown> = {}): Promise<WebhookAnswer> {
+  private async reject(provider: string, orderId: number | null, kind: ErrorKind, reason: string, code: string, detail: Record<string, unknown> = {}): Promise<WebhookAnswer> {
     this.metrics.webhooksRejected.inc({ provider, reason: code });
     await this.billing.event(this.billing.db, orderId, provider, 'webhook_rejected', null, null, 'webhook', { reason, ...detail });
     this.log.warn({ provider, order_id: orderId, reason }, 'payment webhook rejected');
-    return { status, body: { error: { code, message: reason } } };
+    return { ok: false, kind, code, message: reason };
   }
 
   async webhook(providerName: string, rawBody: string, headers: Record<string, string | string[] | undefined>): Promise<WebhookAnswer> {
     const provider = this.providers.get(providerName);
     // Unauthenticated and named by the caller: no row, no metric label, no log line per name, so nothing grows with it.
-    if (!provider) return { status: 404, body: { error: { code: 'unknown_provider', message: 'unknown payment provider' } } };
+    if (!provider) return { ok: false, kind: 'not_found', code: 'unknown_provider', message: 'unknown payment provider' };
     const v = provider.verifyWebhook(rawBody, headers, this.clock.now());
     if (!v.ok) {
       // Unsigned or mis-signed: anyone can send these, so they are counted (a configured label) and logged, never stored.
       this.metrics.webhooksRejected.inc({ provider: providerName, reason: 'unverified' });
       this.log.warn({ provider: providerName, reason: v.reason }, 'payment webhook rejected');
-      return { status: 401, body: { error: { code: 'unverified', message: v.reason } } };
+      return { ok: false, kind: 'unauthorized', code: 'unverified', message: v.reason };
     }
     const order = await this.billing.orderByProviderId(providerName, v.event.provider_order_id);
-    if (!order) return this.reject(providerName, null, 404, `unknown order ${v.event.provider_order_id}`, 'unknown_order', { provider_order_id: v.event.provider_order_id });
+    if (!order) return this.reject(providerName, null, 'not_found', `unknown order ${v.event.provider_order_id}`, 'unknown_order', { provider_order_id: v.event.provider_order_id });
     const r = await this.billing.markPaid(order.id, 'webhook', v.event.amount, { event_id: v.event.event_id });
     if (r.changed) {
       this.metrics.ordersPaid.inc({ source: 'webhook' });
       this.log.info({ order_id: order.id, provider: providerName, amount: order.amount }, 'order paid (webhook)');
-      return { status: 200, body: { result: 'paid', order_id: order.id } };
+      return { ok: true, result: 'paid', order_id: order.id };
     }
-    if (r.reason === 'already_paid') return { status: 200, body: { result: 'already_paid', order_id: order.id } };
+    if (r.reason === 'already_paid') return { ok: true, result: 'already_paid', order_id: order.id };
     this.metrics.webhooksRejected.inc({ provider: providerName, reason: r.reason });
     const message = r.reason === 'amount_mismatch' ? `amount ${v.event.amount} does not match order ${order.id} (${order.amount})` : `order ${order.id} is ${order.status} and cannot be paid`;
-    return { status: r.reason === 'amount_mismatch' ? 400 : 409, body: { error: { code: r.reason, message } } };
+    return { ok: false, kind: r.reason === 'amount_mismatch' ? 'invalid' : 'conflict', code: r.reason, message };
   }
 
   /** Asks the provider about one order; paid → credited. Returns the provider's status and the order as read, or null when it could not be asked. */
