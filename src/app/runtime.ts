@@ -1,3 +1,5 @@
+// The composition root: it composes the parts in this folder (backends, wiring, heartbeat, job views, ladder);
+// what is left here is the order of start and stop, which reads best in one file.
 import type { Redis } from 'ioredis';
 import type { Config } from '../config/load.js';
 import { formatDuration } from '../config/duration.js';

@@ -1,3 +1,5 @@
+// Longer than one read on purpose: the whole configuration schema, section by section in the order of
+// config.example.yaml, so a key and its default are found in one place. Job keys are not here (each job declares its own).
 import { z } from 'zod';
 import { DURATION_FORM, parseDuration } from './duration.js';
 import { backupSchema } from './backup-schema.js';

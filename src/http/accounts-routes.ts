@@ -119,14 +119,10 @@ export function registerAccountRoutes(api: FastifyInstance, rt: Runtime): void {
       }
     }
     if (errors.length) throw new InvalidInput(errors);
-    const created = await rt.db.tx(async (q) => {
-      const ids: number[] = [];
-      for (const [i, b] of parsed.entries()) {
-        ids.push((await accounts.create(toNew(b).input, q)).id);
-        if ((i + 1) % 1000 === 0) rt.log.info({ imported: i + 1, total: parsed.length }, 'account import progress');
-      }
-      return ids;
-    });
+    const created = await accounts.importAll(
+      parsed.map((b) => toNew(b).input),
+      (done) => rt.log.info({ imported: done, total: parsed.length }, 'account import progress'),
+    );
     rt.log.info({ imported: created.length }, 'accounts imported');
     return reply.code(201).send({ imported: created.length, ids: created });
   });

@@ -1,3 +1,5 @@
+// Longer than one read on purpose: the one refresh guard (join, concurrency, rate limit, breaker, lease,
+// version check, the call, settle, persist) whose steps must be read together to see that no rotated token is lost.
 import { setMaxListeners } from 'node:events';
 import type { Logger } from '../../telemetry/logger.js';
 import type { Metrics } from '../../telemetry/metrics.js';
