@@ -219,6 +219,9 @@ describe('web console (browser, embedded runtime)', () => {
       ['Alerts', 'Alerts'],
       ['Image batches', 'Image batches'],
       ['Scheduler', 'Scheduler snapshot'],
+      ['Monitors', 'Monitors'],
+      ['Account tests', 'Account tests'],
+      ['Backups', 'Backups'],
       ['Overview', 'Overview'],
     ] as const) {
       await page.getByRole('link', { name: link, exact: true }).click();

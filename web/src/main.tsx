@@ -8,6 +8,7 @@ import { Usage } from './pages/usage';
 import { Billing } from './pages/billing';
 import { Ops } from './pages/ops';
 import { Images, Scheduler } from './pages/more';
+import { AccountTests, Backups, Monitors } from './pages/probes';
 import './style.css';
 
 const PAGES: { path: string; label: string }[] = [
@@ -19,6 +20,9 @@ const PAGES: { path: string; label: string }[] = [
   { path: 'ops', label: 'Alerts' },
   { path: 'images', label: 'Image batches' },
   { path: 'scheduler', label: 'Scheduler' },
+  { path: 'monitors', label: 'Monitors' },
+  { path: 'account-tests', label: 'Account tests' },
+  { path: 'backups', label: 'Backups' },
 ];
 
 function useHash(): string {
@@ -86,6 +90,12 @@ function Page({ route }: { route: string }) {
       return <Images />;
     case 'scheduler':
       return <Scheduler />;
+    case 'monitors':
+      return <Monitors />;
+    case 'account-tests':
+      return <AccountTests />;
+    case 'backups':
+      return <Backups />;
     default:
       return <Overview />;
   }
