@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import { ConfigError } from '../config/errors.js';
 import { parseDuration } from '../config/duration.js';
-import { resolveJobSettings, type JobDefaults } from '../config/job-settings.js';
+import { resolveJobSettings, type JobDefaults, type JobSettings } from '../config/job-settings.js';
 import { jobBase, formatIssues } from '../config/schema.js';
 import { configErrorMap } from '../config/error-map.js';
 import { keySource, type Config } from '../config/load.js';
@@ -45,11 +45,28 @@ export interface JobModule<K extends keyof Services = keyof Services, O extends 
   onStart?(deps: Deps<K>, log: Logger): void | Promise<void>;
   /** Returns how many pieces of work were still running at the deadline (0 when drained). */
   onStop?(deps: Deps<K>, withinMs: number): Promise<number | void>;
+  /**
+   * A job's own health rule, judged after the cluster-wide one when that says healthy or idle
+   * (e.g. backup: late when no verified backup is younger than 1.5× its cadence).
+   */
+  health?(deps: Deps<K>, h: JobHealthInput): Promise<JobHealthOverride | null>;
   run(ctx: JobContext, deps: Deps<K>, options: z.infer<z.ZodObject<O>>, config: Config): Promise<JobResult>;
 }
 
 export function defineJob<K extends keyof Services, O extends z.ZodRawShape = Record<never, never>>(module: JobModule<K, O>): JobModule<K, O> {
   return module;
+}
+
+export interface JobHealthInput {
+  settings: JobSettings;
+  /** When the job's state row was created: its age when it never succeeded. */
+  createdAt: Date | null;
+  nowMs: number;
+}
+
+export interface JobHealthOverride {
+  health: 'late' | 'failing';
+  reason: string;
 }
 
 /** Resolves the late-bound services of a job (jobs are built before any connection exists). */
@@ -59,6 +76,7 @@ export type ServicesRef = () => Services;
 export interface BuiltJob extends JobDefinition {
   start?(log: Logger): void | Promise<void>;
   stop?(withinMs: number): Promise<number | void>;
+  health?(h: JobHealthInput): Promise<JobHealthOverride | null>;
 }
 
 function ms(key: string, value: string | undefined, problems: string[]): number | undefined {
@@ -115,5 +133,6 @@ export function buildJob<K extends keyof Services, O extends z.ZodRawShape>(modu
     run: (ctx) => module.run(ctx, deps(), options, config),
     start: module.onStart && ((log) => module.onStart!(deps(), log)),
     stop: module.onStop && ((withinMs) => module.onStop!(deps(), withinMs)),
+    health: module.health && ((h) => module.health!(deps(), h)),
   };
 }

@@ -196,6 +196,12 @@ export class BackupService {
   }
 
   /** Seeds the last-success gauge from the table (another replica may have made the newest backup). */
+  /** When the newest good backup (verified, or completed when verification is off) finished, of any trigger. */
+  async lastGoodAt(): Promise<Date | null> {
+    const good = await this.o.backups.lastGood();
+    return good.reduce<Date | null>((max, g) => (!max || g.at > max ? g.at : max), null);
+  }
+
   async loadMetrics(): Promise<void> {
     for (const g of await this.o.backups.lastGood()) this.o.metrics.goodAt(g.trigger, g.at.getTime());
   }

@@ -1,5 +1,7 @@
 import { defineJob } from '../define-job.js';
 import { BackupBusy } from './backup-service.js';
+import { Schedule } from '../../scheduler/schedule.js';
+import { formatDuration } from '../../config/duration.js';
 
 /**
  * backup: once per occurrence cluster-wide (the slot claim), a full backup of the database,
@@ -18,6 +20,19 @@ export const backupJob = defineJob({
     void backup.loadMetrics().catch((err) => log.warn({ err: (err as Error).message }, 'could not read the last backups for the metrics'));
   },
   onStop: ({ backup }, withinMs) => backup.stop(withinMs),
+  // Late when no good backup is younger than 1.5× the cadence (counted from the job's first start when none ever was).
+  async health({ backup }, h) {
+    const period = new Schedule(h.settings.schedule).periodAt(h.nowMs);
+    const good = await backup.lastGoodAt();
+    const since = good ?? h.createdAt;
+    if (!since || h.nowMs - since.getTime() <= 1.5 * period) return null;
+    const age = formatDuration(Math.round((h.nowMs - since.getTime()) / 1000) * 1000);
+    const limit = formatDuration(Math.round((1.5 * period) / 1000) * 1000);
+    return {
+      health: 'late',
+      reason: good ? `the newest good backup is ${age} old, over 1.5× the cadence (${limit})` : `no good backup yet, ${age} after the job was first scheduled (limit ${limit})`,
+    };
+  },
   async run(ctx, { backup }) {
     let started;
     try {
