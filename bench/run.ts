@@ -9,6 +9,8 @@ import { benchOutbox, benchReads, benchRebuild, benchVisibility } from './schedu
 import { benchImageBatches } from './image-batches.js';
 import { benchProbes, printProbes } from './probes.js';
 import { benchBackup, printBackup } from './backup.js';
+import buildCli from '../test/helpers/build-cli.js';
+import { benchRefreshShards, shardTable } from './refresh-shards.js';
 
 const fmt = (n: number) => n.toFixed(3);
 
@@ -99,7 +101,20 @@ async function probes() {
   printProbes(await benchProbes(monitors, intervalS, windowS), monitors, intervalS, windowS);
 }
 
+async function shards() {
+  const accounts = Number(process.env.BENCH_SHARD_ACCOUNTS ?? 1000);
+  const rows = [];
+  for (const n of (process.env.BENCH_REPLICAS ?? '3,9').split(',').map(Number)) {
+    if (process.env.BENCH_BASE_CLI) rows.push(await benchRefreshShards(n, accounts, process.env.BENCH_BASE_CLI, 'before (base)'));
+    rows.push(await benchRefreshShards(n, accounts));
+  }
+  console.log(`\n## Refresh work shared among replicas (${accounts} accounts, 30 s tokens, one replica SIGKILLed)\n`);
+  console.log(shardTable(rows));
+}
+
 async function main() {
+  // The process benchmarks (probes, cluster) spawn the CLI's test build: make it current first.
+  buildCli();
   if (process.env.BENCH_ONLY === 'ops') return ops();
   if (process.env.BENCH_ONLY === 'snapshot') return snapshot();
   if (process.env.BENCH_ONLY === 'images') return images();
@@ -111,6 +126,7 @@ async function main() {
     return printBackup(results);
   }
   if (process.env.BENCH_ONLY === 'usage') return usage();
+  if (process.env.BENCH_ONLY === 'shards') return shards();
   if (process.env.BENCH_ONLY === 'cluster') {
     const rows = [];
     for (const n of (process.env.BENCH_REPLICAS ?? '3,9').split(',').map(Number)) rows.push({ build: 'this build', ...(await runScenario(n)) });
@@ -157,6 +173,7 @@ async function main() {
   await snapshot();
   await images();
   await probes();
+  await shards();
 }
 
 main().catch((err) => {

@@ -274,7 +274,7 @@ describe('accounts and token refresh (real PostgreSQL, Redis, OAuth server)', ()
     const fresh = new TokenRefreshService(
       rt.services.accounts,
       rt.services.tokenRefresh.refresher,
-      { enabled: true, marginMs: MARGIN_S * 1000, maxAttempts: 5, backoffBaseMs: 5000, backoffMaxMs: 300_000, recoveryDelayMs: 600_000 },
+      { enabled: true, marginMs: MARGIN_S * 1000, maxAttempts: 5, backoffBaseMs: 5000, backoffMaxMs: 300_000, recoveryDelayMs: 600_000, backstopMs: 120_000, shardsWaitMs: 0, leaseTtlMs: 300_000 },
       clock,
       () => 0.5,
       logs.logger,

@@ -112,8 +112,9 @@ describe('token refresh across three real replicas', () => {
     expect(codes).toEqual([0, 0, 0]);
 
     const elapsed = (Date.now() - started) / 1000;
-    // Several cycles: each account refreshed about every 6 s.
-    expect(oauth.successes).toBeGreaterThan(ACCOUNTS * 3);
+    // Several cycles: each account is due about every 6 s (five cycles in the run on a quiet machine);
+    // at least two full ones on a loaded one, where each account's one owner may be slow.
+    expect(oauth.successes).toBeGreaterThan(ACCOUNTS * 2);
     expect(oauth.reuses, 'a refresh token was presented twice').toBe(0);
     expect(oauth.unknown, 'a refresh token the server never issued was presented').toBe(0);
     expect(served.failed.slice(0, 5)).toEqual([]);

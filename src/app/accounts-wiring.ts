@@ -47,11 +47,15 @@ export function buildAccounts(w: WiringContext): Wired<Pick<Services, 'accounts'
       backoffBaseMs: a.refresh_backoff_base,
       backoffMaxMs: a.refresh_backoff_max,
       recoveryDelayMs: a.refresh_recovery_delay,
+      backstopMs: a.refresh_shard_backstop,
+      shardsWaitMs: 2 * config.cluster.instance_heartbeat + 1000,
+      leaseTtlMs: a.refresh_lease_ttl,
     },
     clock,
     random,
     log,
     metrics,
+    w.shards,
   );
   const tokens = new TokenApi(accounts, tokenRefresh, clock, { marginMs, waitMs: a.hot_path_wait, cooldownMs: a.oauth_401_cooldown }, metrics, log);
   return {

@@ -3,6 +3,7 @@ import { formatDuration } from '../config/duration.js';
 import type { InstanceRegistry } from '../coordination/instance-registry.js';
 import type { SkipCounter } from '../coordination/skip-counter.js';
 import type { LivenessSession } from '../coordination/liveness.js';
+import type { RefreshShards } from '../coordination/refresh-shards.js';
 import type { RunRecords } from '../coordination/run-records.js';
 import type { Metrics } from '../telemetry/metrics.js';
 import type { Logger } from '../telemetry/logger.js';
@@ -38,6 +39,8 @@ export class InstanceHeartbeat {
       /** Scheduled skips since the last beat, written as one summary row per job (coordination v2). */
       skips: SkipCounter;
       liveness: LivenessSession | null;
+      /** Updated from every beat's member list (the beat's statement returns it). */
+      shards: RefreshShards;
     },
   ) {}
 
@@ -80,6 +83,10 @@ export class InstanceHeartbeat {
       // One statement: the beat, the clock-skew round trip, the skip summary, and the liveness self-check.
       const beat = await registry.beat(-this.offsetMs, this.deps.liveness, skips);
       if (beat.skewMs !== null) this.applySkew(beat.skewMs);
+      if (beat.refreshMembers && this.deps.shards.update(beat.refreshMembers)) {
+        metrics.refreshShardMembers.set(beat.refreshMembers.length);
+        log.info({ members: beat.refreshMembers }, 'refresh shard members changed: scheduled refreshes re-balanced');
+      }
       metrics.instanceConflict.set(beat.mine ? 0 : 1);
       if (!beat.mine) {
         log.error(

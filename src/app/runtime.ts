@@ -22,6 +22,7 @@ import { openBackends, type Backends } from './backends.js';
 import { embeddedAdminToken } from './admin-token.js';
 import { wireServices } from './services-wiring.js';
 import { InstanceHeartbeat } from './instance-heartbeat.js';
+import { RefreshShards } from '../coordination/refresh-shards.js';
 import { jobViews, type JobView } from './job-views.js';
 import { runShutdownLadder, type Stoppable } from './shutdown-ladder.js';
 
@@ -63,6 +64,8 @@ export class Runtime {
   /** Crash detection (coordination v2): a session-held advisory lock that dies with this process. */
   private readonly liveness: LivenessSession | null;
   private readonly heartbeat: InstanceHeartbeat;
+  /** Which live replica owns which account's scheduled refresh (fed by the heartbeat). */
+  readonly shards: RefreshShards;
   private readonly serviceRungs: Stoppable[];
   private readonly prepare: () => Promise<void>;
   private readonly shutdownController = manyListeners(new AbortController());
@@ -103,7 +106,9 @@ export class Runtime {
       httpPort: config.http.port,
       version: VERSION,
       heartbeatMs: config.cluster.instance_heartbeat,
+      refreshes: jobs.some((j) => j.name === 'token_refresh' && j.settings.enabled),
     });
+    this.shards = new RefreshShards(instanceId);
     this.heartbeat = new InstanceHeartbeat({
       config,
       registry: this.registry,
@@ -114,6 +119,7 @@ export class Runtime {
       views: () => this.jobViews(),
       skips: runner.skips,
       liveness: this.liveness,
+      shards: this.shards,
     });
     this.scheduler = new Scheduler({
       jobs,
@@ -124,7 +130,7 @@ export class Runtime {
       clockOffsetMs: () => this.heartbeat.offsetMs,
       lastSlot: (job) => runner.slotClaims.lastSlot(job),
     });
-    const wired = wireServices({ config, db, redis, box: backends.box, clock, random, log, metrics: this.metrics, runtime: this });
+    const wired = wireServices({ config, db, redis, box: backends.box, clock, random, log, metrics: this.metrics, runtime: this, shards: this.shards });
     this.services = wired.services;
     this.sessions = wired.services.sessions;
     this.serviceRungs = wired.rungs;
@@ -240,6 +246,7 @@ export class Runtime {
       .map((job) => ({ name: `job ${job.name}`, minMs: 1000, stop: async (ms) => ((await job.stop!(ms)) ? `${job.name}: work still running after the grace period` : undefined) }));
     const ladder: Stoppable[] = [
       { name: 'http', stop: () => this.ingress?.close() },
+      { name: 'refresh shard', stop: () => this.registry.leaveRefreshShards() },
       {
         name: 'rounds',
         stop: async (ms) => {

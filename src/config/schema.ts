@@ -122,6 +122,7 @@ const AUTH_DEFAULTS = {
   refresh_breaker_threshold: 5,
   refresh_breaker_open: 60_000,
   refresh_lease_ttl: 300_000,
+  refresh_shard_backstop: 120_000,
   oauth_401_cooldown: 600_000,
   hot_path_wait: 10_000,
 };
@@ -230,6 +231,8 @@ export const configSchema = z
         refresh_breaker_threshold: positiveInt.default(5),
         refresh_breaker_open: positiveDuration.default(60_000),
         refresh_lease_ttl: positiveDuration.default(300_000),
+        // Refresh sharding: a replica that does not own an account refreshes it this much after it is due (the owner normally has).
+        refresh_shard_backstop: positiveDuration.default(120_000),
         oauth_401_cooldown: positiveDuration.default(600_000),
         hot_path_wait: positiveDuration.default(10_000),
       })

@@ -4,7 +4,7 @@ import { UserError } from '../config/errors.js';
 import type { Db } from '../store/db.js';
 import { num, toDate } from '../store/db.js';
 import type { Clock } from '../time/clock.js';
-import { HELD_BY_ME, type LivenessSession } from '../coordination/liveness.js';
+import { HELD_BY_ME, holderAliveSql, type LivenessSession } from '../coordination/liveness.js';
 import type { SkipSummary } from './skip-counter.js';
 
 export interface InstanceInfo {
@@ -26,16 +26,23 @@ const LOCK_ROW = `SELECT boot_id, hostname, pid, heartbeat_at, stopped_at,
   (stopped_at IS NULL AND heartbeat_at > clock_timestamp() - make_interval(secs => $2::double precision / 1000)) AS alive
   FROM instances WHERE instance_id = $1 FOR UPDATE`;
 const UPSERT = `
-INSERT INTO instances (instance_id, boot_id, env, mode, hostname, pid, http_port, version, started_at, heartbeat_at, stopped_at)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, clock_timestamp(), clock_timestamp(), NULL)
+INSERT INTO instances (instance_id, boot_id, env, mode, hostname, pid, http_port, version, refreshes, started_at, heartbeat_at, stopped_at)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, clock_timestamp(), clock_timestamp(), NULL)
 ON CONFLICT (instance_id) DO UPDATE SET boot_id = EXCLUDED.boot_id, env = EXCLUDED.env, mode = EXCLUDED.mode, hostname = EXCLUDED.hostname,
-  pid = EXCLUDED.pid, http_port = EXCLUDED.http_port, version = EXCLUDED.version, started_at = EXCLUDED.started_at,
+  pid = EXCLUDED.pid, http_port = EXCLUDED.http_port, version = EXCLUDED.version, refreshes = EXCLUDED.refreshes, started_at = EXCLUDED.started_at,
   heartbeat_at = EXCLUDED.heartbeat_at, stopped_at = NULL`;
 // Rounds a previous life of this instance left `running` can never finish now.
 const ABANDON_OWN = `UPDATE job_runs SET status = 'failed', finished_at = clock_timestamp(), error = 'abandoned: its instance restarted'
   WHERE instance_id = $1 AND status = 'running'`;
+// The replicas that share the scheduled refreshes (refresh-shards.ts): beating within the liveness
+// window, not stopped, running token_refresh, and, when they publish a liveness key, still holding it
+// (a crashed replica drops out at the next beat of any other, not after the heartbeat timeout).
+const REFRESH_MEMBERS = `(SELECT coalesce(array_agg(m.instance_id ORDER BY m.instance_id), '{}') FROM instances m
+  WHERE m.refreshes AND m.stopped_at IS NULL AND m.heartbeat_at > clock_timestamp() - make_interval(secs => $5::double precision / 1000)
+    AND (m.alive_key IS NULL OR ${holderAliveSql('m.alive_key')}))`;
 // One statement per beat, whatever the number of jobs: the beat, the database clock for the skew
-// measurement, and the summary of the rounds skipped since the last beat. $1 instance, $2 boot, $3 skew ms, $4 skips json
+// measurement, the summary of the rounds skipped since the last beat, and the refresh members.
+// $1 instance, $2 boot, $3 skew ms, $4 skips json, $5 liveness window ms
 const beatSql = (aliveKey: string, held: string) => `
 WITH skips AS (
   INSERT INTO job_skip_counts (job_name, instance_id, skipped, last_skip_at, last_reason)
@@ -44,7 +51,7 @@ WITH skips AS (
      last_skip_at = GREATEST(job_skip_counts.last_skip_at, EXCLUDED.last_skip_at), last_reason = EXCLUDED.last_reason
 )
 UPDATE instances SET heartbeat_at = clock_timestamp(), clock_skew_ms = $3, alive_key = ${aliveKey} WHERE instance_id = $1 AND boot_id = $2
-RETURNING (extract(epoch FROM clock_timestamp()) * 1000)::double precision AS db_ms, ${held} AS held`;
+RETURNING (extract(epoch FROM clock_timestamp()) * 1000)::double precision AS db_ms, ${held} AS held, ${REFRESH_MEMBERS} AS members`;
 const BEAT = beatSql('NULL', 'true');
 // The same beat sent on the liveness session: it publishes the key and checks, at no extra statement, that this backend still holds it.
 const BEAT_ALIVE = beatSql('$LK', HELD_BY_ME);
@@ -54,6 +61,8 @@ export interface BeatResult {
   mine: boolean;
   /** This replica's clock minus the database clock, from the beat's own round trip (null when not mine). */
   skewMs: number | null;
+  /** The live replicas that run token_refresh (this one's own update included), sorted; null when not mine. */
+  refreshMembers: string[] | null;
 }
 
 /**
@@ -67,7 +76,7 @@ export class InstanceRegistry {
   constructor(
     private readonly db: Db,
     private readonly clock: Clock,
-    private readonly info: { instanceId: string; env: string; mode: string; httpPort: number | null; version: string; heartbeatMs: number },
+    private readonly info: { instanceId: string; env: string; mode: string; httpPort: number | null; version: string; heartbeatMs: number; refreshes?: boolean },
   ) {}
 
   get livenessMs(): number {
@@ -83,7 +92,7 @@ export class InstanceRegistry {
           `instance id "${this.info.instanceId}" is already used by a live replica (host ${cur.hostname}, pid ${cur.pid}, last heartbeat ${toDate(cur.heartbeat_at)!.toISOString()}); give every replica its own RELAY_JOBS_INSTANCE_ID`,
         );
       }
-      await q.query(UPSERT, [this.info.instanceId, this.bootId, this.info.env, this.info.mode, hostname(), process.pid, this.info.httpPort, this.info.version]);
+      await q.query(UPSERT, [this.info.instanceId, this.bootId, this.info.env, this.info.mode, hostname(), process.pid, this.info.httpPort, this.info.version, this.info.refreshes ?? false]);
       await q.query(ABANDON_OWN, [this.info.instanceId]);
     });
   }
@@ -93,12 +102,24 @@ export class InstanceRegistry {
    * With a liveness session it is sent on that session and also self-checks the lock there.
    */
   async beat(clockSkewMs: number, liveness?: LivenessSession | null, skips: SkipSummary[] = []): Promise<BeatResult> {
-    const params = [this.info.instanceId, this.bootId, Math.round(clockSkewMs), JSON.stringify(skips)];
+    const params = [this.info.instanceId, this.bootId, Math.round(clockSkewMs), JSON.stringify(skips), this.livenessMs];
+    type Row = { held: boolean; db_ms: unknown; members: string[] };
     const t0 = this.clock.now();
-    let rows = liveness ? await liveness.queryChecked<{ held: boolean; db_ms: unknown }>(BEAT_ALIVE, params, 'held') : null;
-    rows ??= (await this.db.query<{ held: boolean; db_ms: unknown }>(BEAT, params)).rows;
+    let rows = liveness ? await liveness.queryChecked<Row>(BEAT_ALIVE, params, 'held') : null;
+    rows ??= (await this.db.query<Row>(BEAT, params)).rows;
     const t1 = this.clock.now();
-    return { mine: rows.length === 1, skewMs: rows[0] ? (t0 + t1) / 2 - num(rows[0].db_ms) : null };
+    const row = rows[0];
+    return { mine: rows.length === 1, skewMs: row ? (t0 + t1) / 2 - num(row.db_ms) : null, refreshMembers: row ? this.withSelf(row.members) : null };
+  }
+
+  /** The beat's subquery reads the rows as they were before this very beat: this replica counts itself in. */
+  private withSelf(members: string[]): string[] {
+    return this.info.refreshes && !members.includes(this.info.instanceId) ? [...members, this.info.instanceId].sort() : members;
+  }
+
+  /** At the start of shutdown: the other replicas take this one's accounts over at their next beat. */
+  async leaveRefreshShards(): Promise<void> {
+    if (this.info.refreshes) await this.db.query('UPDATE instances SET refreshes = false WHERE instance_id = $1 AND boot_id = $2', [this.info.instanceId, this.bootId]);
   }
 
   async markStopped(): Promise<void> {

@@ -109,6 +109,22 @@ export class Metrics {
     registers: [this.registry],
   });
   readonly refreshScheduled = new Gauge({ name: 'relay_jobs_token_refresh_scheduled', help: 'Accounts with a refresh timer in this process', registers: [this.registry] });
+  readonly refreshLeaseAttempts = new Counter({
+    name: 'relay_jobs_token_refresh_lease_attempts_total',
+    help: 'Attempts to take an account refresh lease in this process, by trigger (with refresh sharding, about one per refresh cluster-wide)',
+    labelNames: ['trigger'],
+    registers: [this.registry],
+  });
+  readonly refreshShardMembers = new Gauge({
+    name: 'relay_jobs_token_refresh_shard_members',
+    help: 'Live replicas sharing the scheduled refreshes, as this replica last saw them',
+    registers: [this.registry],
+  });
+  readonly refreshShardOwned = new Gauge({
+    name: 'relay_jobs_token_refresh_shard_owned',
+    help: 'Scheduled accounts this replica owns (the others it keeps as a backstop)',
+    registers: [this.registry],
+  });
   readonly refreshInFlight = new Gauge({ name: 'relay_jobs_token_refresh_in_flight', help: 'Refreshes requested and not finished in this process (waiting or running)', registers: [this.registry] });
   readonly accountsByStatus = new Gauge({ name: 'relay_jobs_accounts', help: 'Accounts by status', labelNames: ['status'], registers: [this.registry] });
   readonly accountsRefreshFailing = new Gauge({ name: 'relay_jobs_accounts_refresh_failing', help: 'Accounts whose last refresh attempt failed', registers: [this.registry] });

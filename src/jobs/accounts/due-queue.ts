@@ -8,6 +8,8 @@ export interface DueEntry {
   kind: DueKind;
   /** The token version the entry was computed from; a newer version makes it moot. */
   version: number;
+  /** When the account is due; `at` is later when another replica owns it (refresh sharding's backstop). */
+  due?: number;
 }
 
 /** Timers are re-armed at least this often, so a far-away due time never overflows setTimeout. */
@@ -46,6 +48,11 @@ export class DueQueue {
     this.push(entry);
     if (this.heap.length > 4 * this.current.size + 1024) this.compact();
     if (entry.at < this.timerAt) this.arm();
+  }
+
+  /** Every scheduled entry, one per account. */
+  entries(): IterableIterator<DueEntry> {
+    return this.current.values();
   }
 
   cancel(id: number): void {

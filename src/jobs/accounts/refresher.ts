@@ -159,6 +159,7 @@ export class Refresher {
     const { log, metrics } = this.o;
     const statuses = [...(trigger === 'admin' || trigger === 'recovery' ? ADMIN_REFRESHABLE : AUTO_REFRESHABLE)];
     const attemptedBefore = trigger === 'recovery' ? new Date(this.o.clock.now() - this.o.recoveryDelayMs / 2) : null;
+    metrics.refreshLeaseAttempts.inc({ trigger });
     const lease = await this.o.leases.acquireWith(id, async (owner, ttlMs) => {
       const b = await this.o.accounts.beginRefresh(id, owner, ttlMs, { expectedVersion, statuses, attemptedBefore });
       return { leased: b.leased, value: b };

@@ -5,6 +5,7 @@ import type { Accounts, RefreshCandidate } from '../../store/accounts.js';
 import { DueQueue, type DueEntry } from './due-queue.js';
 import type { Refresher, RefreshOutcome, RefreshTrigger } from './refresher.js';
 import { backoffDelay, jitter, nextRefreshAt } from './refresh-timing.js';
+import type { RefreshShards } from '../../coordination/refresh-shards.js';
 
 export interface TokenRefreshSettings {
   enabled: boolean;
@@ -13,12 +14,24 @@ export interface TokenRefreshSettings {
   backoffBaseMs: number;
   backoffMaxMs: number;
   recoveryDelayMs: number;
+  /** How much later a replica that does not own an account refreshes it anyway (`auth.refresh_shard_backstop`). */
+  backstopMs: number;
+  /** How long the first sync waits for the first member list (the first heartbeat). */
+  shardsWaitMs: number;
+  /** The refresh lease's TTL: a held lease is looked at again no later than this (its holder may have died). */
+  leaseTtlMs: number;
 }
+
+/** An entry as planned: when the account is due; `place` decides when this replica fires it. */
+type Planned = Omit<DueEntry, 'at' | 'due'> & { due: number };
 
 /** Seconds between the staggered crash-recovery attempts at start (codex-proxy-rs: 30 s + 2 s × i). */
 const RECOVERY_FIRST_MS = 30_000;
 const RECOVERY_STEP_MS = 2_000;
-/** How long after `lease_held` this process looks again (the holder will have bumped the version by then). */
+/**
+ * How long after `lease_held` this process looks again, at most (the holder will have bumped the
+ * version by then); never later than the lease's TTL, after which a dead holder's lease is gone.
+ */
 const RECHECK_MS = 60_000;
 /** Rows written just before a sync may carry an `updated_at` a little older than the sync's own read. */
 const SYNC_OVERLAP_MS = 10_000;
@@ -28,8 +41,14 @@ const SYNC_OVERLAP_MS = 10_000;
  * timer for all, see DueQueue), hands due accounts to the Refresher guard, and turns each
  * outcome into the next due time: success → from the new expiry; transient → backoff, then a
  * recovery attempt every `recovery_delay` after the last attempt; permanent → nothing (the
- * account's status says why). Every replica runs one; the per-account lease decides who calls
- * the provider and the others see a new token version and move on.
+ * account's status says why).
+ *
+ * Every replica runs one and plans every account, but fires only the accounts it owns
+ * (`RefreshShards`: rendezvous hashing over the live replicas) at their due time; the others
+ * wait `backstopMs` longer and are normally superseded by the owner's new token version before
+ * they fire. When a replica joins or dies the entries whose owner changed are re-placed at once,
+ * so an account the dead replica owned is due on its new owner as soon as the heartbeat shows
+ * the death. The per-account lease stays the safety net for every overlap.
  */
 export class TokenRefreshService {
   readonly queue: DueQueue;
@@ -45,13 +64,42 @@ export class TokenRefreshService {
     private readonly random: Random,
     private readonly log: Logger,
     private readonly metrics: Metrics,
+    private readonly shards: RefreshShards | null = null,
   ) {
     this.queue = new DueQueue(clock, (e) => void this.fire(e));
+    shards?.onChange(() => this.rebalance());
+  }
+
+  /** Schedules an entry: at its due time on the owner, `backstopMs` later elsewhere. */
+  private place(e: Planned): void {
+    this.queue.schedule({ ...e, at: this.shards && !this.shards.owns(e.id) ? e.due + this.s.backstopMs : e.due });
+  }
+
+  /** The member list changed: entries whose owner changed move (a dead owner's overdue accounts fire now). */
+  private rebalance(): void {
+    if (this.stopped) return;
+    const moved: DueEntry[] = [];
+    for (const e of this.queue.entries()) {
+      const due = e.due ?? e.at;
+      const at = this.shards && !this.shards.owns(e.id) ? due + this.s.backstopMs : due;
+      if (at !== e.at) moved.push({ ...e, due, at });
+    }
+    for (const e of moved) this.queue.schedule(e);
+    this.countOwned();
+  }
+
+  private countOwned(): void {
+    if (!this.shards) return this.metrics.refreshShardOwned.set(this.queue.size);
+    let owned = 0;
+    for (const e of this.queue.entries()) if (this.shards.owns(e.id)) owned++;
+    this.metrics.refreshShardOwned.set(owned);
   }
 
   /** Reads accounts changed since the last sync and (re)arms their timers. Never refreshes inline. */
   async sync(signal?: AbortSignal): Promise<{ armed: number; seen: number }> {
     const first = !this.loadedOnce;
+    // Owning everything before the first beat answered would fire every overdue account on every replica at start.
+    if (first && this.shards) await this.shards.whenKnown(this.s.shardsWaitMs);
     const since = this.since && new Date(this.since.getTime() - SYNC_OVERLAP_MS);
     const { rows, dbNow } = await this.accounts.candidates(since);
     let armed = 0;
@@ -66,14 +114,15 @@ export class TokenRefreshService {
         continue;
       }
       if (existing && existing.version === entry.version && !first) continue;
-      this.queue.schedule(entry);
+      this.place(entry);
       armed++;
-      if (entry.kind === 'refresh') this.log.debug({ account_id: c.id, delay_secs: Math.round((entry.at - this.clock.now()) / 1000) }, 'Refresh scheduled');
-      else if (entry.kind === 'recovery') this.log.info({ account_id: c.id, delay_secs: Math.round((entry.at - this.clock.now()) / 1000) }, 'Expired account, scheduling recovery attempt');
+      if (entry.kind === 'refresh') this.log.debug({ account_id: c.id, delay_secs: Math.round((entry.due - this.clock.now()) / 1000) }, 'Refresh scheduled');
+      else if (entry.kind === 'recovery') this.log.info({ account_id: c.id, delay_secs: Math.round((entry.due - this.clock.now()) / 1000) }, 'Expired account, scheduling recovery attempt');
     }
     this.since = dbNow;
     this.loadedOnce = true;
     this.metrics.refreshScheduled.set(this.queue.size);
+    this.countOwned();
     const { byStatus, failing } = await this.accounts.countByStatus();
     for (const st of ['active', 'quota_exhausted', 'refreshing', 'expired', 'error', 'disabled', 'banned']) this.metrics.accountsByStatus.set({ status: st }, byStatus.get(st) ?? 0);
     this.metrics.accountsRefreshFailing.set(failing);
@@ -81,25 +130,25 @@ export class TokenRefreshService {
   }
 
   /** The next due entry for an account, or null when automatic refresh does not apply. */
-  private plan(c: RefreshCandidate, atStart: boolean, nextRecoveryIndex: () => number): DueEntry | null {
+  private plan(c: RefreshCandidate, atStart: boolean, nextRecoveryIndex: () => number): Planned | null {
     if (!this.s.enabled || !c.hasRefreshToken) return null;
     const now = this.clock.now();
     if (c.status === 'expired') {
       // Crash recovery: an expired account that still has a refresh token gets one staggered attempt per process start.
       if (!atStart) return null;
-      return { id: c.id, kind: 'recovery', version: c.tokenVersion, at: now + jitter(RECOVERY_FIRST_MS + RECOVERY_STEP_MS * nextRecoveryIndex(), this.random) };
+      return { id: c.id, kind: 'recovery', version: c.tokenVersion, due: now + jitter(RECOVERY_FIRST_MS + RECOVERY_STEP_MS * nextRecoveryIndex(), this.random) };
     }
     if (c.status !== 'active' && c.status !== 'quota_exhausted' && c.status !== 'refreshing') return null;
     if (c.status === 'refreshing' && atStart) {
       // Left by a dead process (or a live peer, whose lease will make this a skip).
-      return { id: c.id, kind: 'recovery', version: c.tokenVersion, at: now + jitter(RECOVERY_FIRST_MS / 10 + RECOVERY_STEP_MS * nextRecoveryIndex(), this.random) };
+      return { id: c.id, kind: 'recovery', version: c.tokenVersion, due: now + jitter(RECOVERY_FIRST_MS / 10 + RECOVERY_STEP_MS * nextRecoveryIndex(), this.random) };
     }
     if (c.failures > 0 && c.lastAttemptAt) {
       const wait = c.failures >= this.s.maxAttempts ? jitter(this.s.recoveryDelayMs, this.random) : backoffDelay(c.failures, this.s.backoffBaseMs, this.s.backoffMaxMs, this.random);
-      return { id: c.id, kind: c.failures >= this.s.maxAttempts ? 'recovery' : 'retry', version: c.tokenVersion, at: Math.max(now, c.lastAttemptAt.getTime() + wait) };
+      return { id: c.id, kind: c.failures >= this.s.maxAttempts ? 'recovery' : 'retry', version: c.tokenVersion, due: Math.max(now, c.lastAttemptAt.getTime() + wait) };
     }
     if (!c.tokenExpiresAt) return null;
-    return { id: c.id, kind: 'refresh', version: c.tokenVersion, at: nextRefreshAt(now, c.tokenExpiresAt.getTime(), this.s.marginMs, this.random) };
+    return { id: c.id, kind: 'refresh', version: c.tokenVersion, due: nextRefreshAt(now, c.tokenExpiresAt.getTime(), this.s.marginMs, this.random) };
   }
 
   private async fire(e: DueEntry): Promise<void> {
@@ -118,17 +167,17 @@ export class TokenRefreshService {
       case 'superseded':
         if (o.tokenExpiresAt) {
           const at = nextRefreshAt(now, o.tokenExpiresAt.getTime(), this.s.marginMs, this.random);
-          this.queue.schedule({ id, kind: 'refresh', version: o.version, at });
+          this.place({ id, kind: 'refresh', version: o.version, due: at });
           if (o.result === 'refreshed') this.log.info({ account_id: id, delay_secs: Math.round((at - now) / 1000) }, 'Next refresh scheduled');
         } else this.queue.cancel(id);
         break;
       case 'lease_held':
-        this.queue.schedule({ id, kind: 'recheck', version, at: now + jitter(RECHECK_MS, this.random) });
+        this.place({ id, kind: 'recheck', version, due: now + jitter(Math.min(RECHECK_MS, this.s.leaseTtlMs), this.random) });
         break;
       case 'transient': {
         const exhausted = o.failures >= this.s.maxAttempts;
         const delay = exhausted ? jitter(this.s.recoveryDelayMs, this.random) : backoffDelay(o.failures, this.s.backoffBaseMs, this.s.backoffMaxMs, this.random, o.retryAfterMs);
-        this.queue.schedule({ id, kind: exhausted ? 'recovery' : 'retry', version, at: now + delay });
+        this.place({ id, kind: exhausted ? 'recovery' : 'retry', version, due: now + delay });
         const fields = { account_id: id, attempt: o.failures, max_attempts: this.s.maxAttempts, delay_secs: Math.round(delay / 1000), error: `${o.reason}: ${o.detail}` };
         if (exhausted) {
           this.log.error(fields, 'All refresh attempts exhausted; recovery attempt scheduled');
@@ -147,7 +196,7 @@ export class TokenRefreshService {
           if (o.reason !== 'stopped') this.queue.cancel(id);
           break;
         }
-        this.queue.schedule({ id, kind: 'recovery', version, at: now + jitter(this.s.recoveryDelayMs, this.random) });
+        this.place({ id, kind: 'recovery', version, due: now + jitter(this.s.recoveryDelayMs, this.random) });
         break;
       case 'permanent':
         this.queue.cancel(id);

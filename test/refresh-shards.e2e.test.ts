@@ -1,0 +1,164 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import pg from 'pg';
+import { Redis } from 'ioredis';
+import { ServiceProcess } from './helpers/cli.js';
+import { REDIS_URL, TEST_MASTER_KEY, dropRedisPrefix, freePort, freshDatabase, uniqueName } from './helpers/services.js';
+import { FakeOAuthServer } from './fixtures/oauth-server.js';
+
+/**
+ * Refresh sharding with real processes: three replicas share 300 accounts whose tokens live
+ * 16 s (refreshed 8 s before expiry), so each replica refreshes about a third of them and the
+ * others do not even try: lease attempts per refresh stay about one. Then one replica is
+ * SIGKILLed: its accounts must be taken over by the survivors before any of their tokens
+ * lapses, i.e. no account is left without an owner longer than the 3 s heartbeat timeout
+ * (heartbeat 1 s). Accounts the dead replica was refreshing at that instant are left to their
+ * lease (they are the crash's own loss, counted apart).
+ */
+const ACCOUNTS = 300;
+const LIFETIME_S = 16;
+const ADMIN = 'e2e-shards-admin-token-0123';
+const SCHEDULED = /relay_jobs_token_refresh_lease_attempts_total\{trigger="(schedule|retry|recovery)"\} (\d+)/g;
+
+describe('refresh sharding across three real replicas', () => {
+  let db: Awaited<ReturnType<typeof freshDatabase>>;
+  let oauth: FakeOAuthServer;
+  let sql: pg.Client;
+  const prefix = uniqueName('rjshard');
+  const replicas: ServiceProcess[] = [];
+  const ports: number[] = [];
+
+  beforeAll(async () => {
+    db = await freshDatabase();
+    oauth = await FakeOAuthServer.start({ lifetimeSec: LIFETIME_S, clientId: 'e2e-client' });
+    sql = new pg.Client({ connectionString: db.url });
+    await sql.connect();
+  });
+  afterAll(async () => {
+    for (const r of replicas) if (r.proc.exitCode === null) r.proc.kill('SIGKILL');
+    await sql.end();
+    await oauth.close();
+    await dropRedisPrefix(prefix);
+    await db.drop();
+  });
+
+  const scheduledAttempts = async (i: number): Promise<number> => {
+    const text = await (await fetch(`http://127.0.0.1:${ports[i]}/metrics`)).text();
+    return [...text.matchAll(SCHEDULED)].reduce((n, m) => n + Number(m[2]), 0);
+  };
+
+  it('about one lease attempt per refresh, and a dead replica’s accounts refreshed before they lapse', async () => {
+    for (let i = 0; i < 3; i++) {
+      const port = await freePort();
+      ports.push(port);
+      replicas.push(
+        ServiceProcess.start(`s${i}`, {
+          DATABASE_URL: db.url,
+          REDIS_URL,
+          RELAY_JOBS_INSTANCE_ID: `s${i}`,
+          RELAY_JOBS_ENV: 'e2e',
+          RELAY_JOBS_HTTP_PORT: String(port),
+          RELAY_JOBS_ADMIN_TOKEN: ADMIN,
+          RELAY_JOBS_MASTER_KEY: TEST_MASTER_KEY,
+          RELAY_JOBS__REDIS__KEY_PREFIX: prefix,
+          RELAY_JOBS__DATABASE__POOL_SIZE: '6',
+          RELAY_JOBS__CLUSTER__INSTANCE_HEARTBEAT: '1s',
+          RELAY_JOBS__OAUTH__PROVIDERS__OPENAI__TOKEN_URL: oauth.tokenUrl,
+          RELAY_JOBS__OAUTH__PROVIDERS__OPENAI__CLIENT_ID: 'e2e-client',
+          RELAY_JOBS__OAUTH__PROVIDERS__OPENAI__MAX_PER_SECOND: '500',
+          RELAY_JOBS__AUTH__REFRESH_MARGIN_SECONDS: '8',
+          RELAY_JOBS__AUTH__REFRESH_CONCURRENCY: '8',
+          RELAY_JOBS__AUTH__REFRESH_LEASE_TTL: '4s',
+          RELAY_JOBS__JOBS__TOKEN_REFRESH__EVERY: '1s',
+          RELAY_JOBS__JOBS__TOKEN_REFRESH__JITTER: '0s',
+        }),
+      );
+    }
+    await Promise.all(replicas.map((r) => r.waitForLine(/relay-jobs started/, 60_000)));
+    // Every replica has seen all three before the accounts arrive (the shard map comes with the heartbeat).
+    await Promise.all(replicas.map((r) => r.waitForLine(/"members":\["s0","s1","s2"\]/, 30_000)));
+
+    const accounts = Array.from({ length: ACCOUNTS }, (_, i) => ({ platform: 'openai', name: `acct-${i}`, credentials: oauth.issue(`acct-${i}`, 10 + (i % 7)) }));
+    const imported = await fetch(`http://127.0.0.1:${ports[0]}/api/v1/accounts/import`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${ADMIN}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ accounts }),
+    });
+    expect(imported.status, await imported.clone().text()).toBe(201);
+
+    // Watch every account's expiry from the database four times a second for the whole run.
+    const lapsed = new Map<number, number>();
+    let watching = true;
+    const watcher = (async () => {
+      while (watching) {
+        const { rows } = await sql.query<{ id: number; lapsed_ms: number }>(
+          `SELECT id, (extract(epoch FROM clock_timestamp() - token_expires_at) * 1000)::float8 AS lapsed_ms FROM accounts WHERE token_expires_at < clock_timestamp()`,
+        );
+        for (const r of rows) lapsed.set(r.id, Math.max(lapsed.get(r.id) ?? 0, r.lapsed_ms));
+        await new Promise((r) => setTimeout(r, 250));
+      }
+    })();
+
+    // A refresh cycle and a half on three replicas.
+    const firstCycles = ACCOUNTS * 1.5;
+    await waitFor(
+      () => oauth.successes >= firstCycles,
+      60_000,
+      () => `${oauth.successes} refreshes`,
+    );
+    const attemptsOfDead = await scheduledAttempts(2);
+    const beforeKill = oauth.successes;
+    replicas[2]!.proc.kill('SIGKILL');
+    await replicas[2]!.exited;
+    const killedAt = Date.now();
+    // The crash's own loss: accounts the dead replica held a refresh lock or lease on at the kill
+    // (they wait for auth.refresh_lease_ttl, as after any crash mid-refresh).
+    const { rows: held } = await sql.query<{ account_id: number }>(`SELECT account_id FROM account_refresh_leases WHERE owner LIKE 's2:%'`);
+    const inFlight = new Set(held.map((r) => Number(r.account_id)));
+    const redis = new Redis(REDIS_URL);
+    for (const key of await redis.keys(`${prefix}:e2e:oauth:refresh_lock:*`)) if ((await redis.get(key))?.startsWith('s2:')) inFlight.add(Number(/\{(\d+)\}/.exec(key)![1]));
+    redis.disconnect();
+    const lapsedBeforeKill = new Set(lapsed.keys());
+
+    // As many again on the two survivors.
+    await waitFor(
+      () => oauth.successes >= beforeKill + ACCOUNTS * 1.5,
+      60_000,
+      () => `${oauth.successes - beforeKill} refreshes since the kill`,
+    );
+    watching = false;
+    await watcher;
+    const attempts = attemptsOfDead + (await scheduledAttempts(0)) + (await scheduledAttempts(1));
+    const refreshes = oauth.successes;
+
+    for (const r of replicas.slice(0, 2)) r.proc.kill('SIGTERM');
+    expect(await Promise.all(replicas.slice(0, 2).map((r) => r.exited))).toEqual([0, 0]);
+
+    // A request the dead replica had sent may have rotated a token it never stored: only those may be reused.
+    const names = new Map((await sql.query<{ id: number; name: string }>('SELECT id, name FROM accounts')).rows.map((r) => [r.name, Number(r.id)]));
+    expect(
+      oauth.reusedBy.filter((name) => !inFlight.has(names.get(name)!)),
+      'a refresh token was presented twice',
+    ).toEqual([]);
+    expect([...lapsedBeforeKill], 'a token lapsed before the kill').toEqual([]);
+    const lapsedAfter = [...lapsed].filter(([id]) => !inFlight.has(id)).map(([id, ms]) => `account ${id} lapsed ${Math.round(ms)} ms`);
+    expect(lapsedAfter, 'an account owned by the dead replica was left without an owner until its token lapsed').toEqual([]);
+    // Each refresh was tried by about one replica: no N× lock traffic (3× without sharding).
+    expect(attempts / refreshes).toBeLessThan(1.2);
+    for (const r of replicas)
+      console.log(
+        r.name,
+        r.lines.filter((l) => l.includes('shard members')).map((l) => JSON.parse(l).members.join('+') + '@' + JSON.parse(l).time),
+      );
+    console.log(
+      `refresh shards e2e: ${refreshes} refreshes, ${attempts} scheduled lease attempts (${(attempts / refreshes).toFixed(3)} per refresh), ${inFlight.size} in flight at the kill, ${Date.now() - killedAt} ms after the kill`,
+    );
+  }, 180_000);
+});
+
+async function waitFor(cond: () => boolean, ms: number, what: () => string): Promise<void> {
+  const end = Date.now() + ms;
+  while (!cond()) {
+    if (Date.now() > end) throw new Error(`timed out after ${ms} ms: ${what()}`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
