@@ -13,6 +13,7 @@ import { OpsAlerts } from '../src/store/ops-alerts.js';
 import { OpsSilences } from '../src/store/ops-silences.js';
 import { OpsReports } from '../src/store/ops-reports.js';
 import { OpsRetention } from '../src/store/ops-retention.js';
+import { MonitorWindows } from '../src/store/monitor-windows.js';
 import { OpsCollector } from '../src/jobs/ops/ops-collector.js';
 import { evaluateAlerts } from '../src/jobs/ops/alert-round.js';
 import { SERIES_NAMES } from '../src/jobs/ops/catalogue.js';
@@ -105,6 +106,7 @@ export async function benchAlertEvaluation(counts: number[]): Promise<Array<{ ru
           reports: new OpsReports(db),
           retention: new OpsRetention(db),
           collector: null as never,
+          monitorWindows: new MonitorWindows(db),
         };
         await db.query(`INSERT INTO job_state (job_name, fencing_token) VALUES ('ops_alert_evaluator', 1)`);
         const metrics = ['error_rate', 'request_count', 'p95_latency_ms', 'accounts_error', 'qps', 'outbox_lag_seconds'];

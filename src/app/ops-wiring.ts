@@ -6,6 +6,7 @@ import { OpsSilences } from '../store/ops-silences.js';
 import { OpsReports } from '../store/ops-reports.js';
 import { OpsRetention } from '../store/ops-retention.js';
 import { OpsCollector } from '../jobs/ops/ops-collector.js';
+import { MonitorWindows } from '../store/monitor-windows.js';
 
 /**
  * The ops plane's services. Called while the runtime builds its services: the probes read the
@@ -22,5 +23,10 @@ export function buildOps(w: WiringContext): Wired<Pick<Services, 'ops'>> {
     usageQueue: () => rt.services.usageWriter.waiting,
     dbPoolInUse: () => null,
   });
-  return { services: { ops: { series, alerts: new OpsAlerts(db), silences: new OpsSilences(db), reports: new OpsReports(db), retention: new OpsRetention(db), collector } }, rungs: [] };
+  return {
+    services: {
+      ops: { series, alerts: new OpsAlerts(db), silences: new OpsSilences(db), reports: new OpsReports(db), retention: new OpsRetention(db), collector, monitorWindows: new MonitorWindows(db) },
+    },
+    rungs: [],
+  };
 }

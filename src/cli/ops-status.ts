@@ -55,7 +55,10 @@ function render(o: Overview): string {
     `last bucket ${o.latest_bucket ?? 'none'}${o.collector_fresh ? '' : '  (collector not running: ops_metrics)'}`,
     '',
     `firing alerts: ${o.firing_alerts.length}`,
-    ...o.firing_alerts.map((e) => `  ${e.severity.padEnd(8)} ${e.rule_name}  ${e.metric}=${e.value ?? '?'}  since ${e.fired_at}${e.silenced ? '  (silenced)' : ''}`),
+    ...o.firing_alerts.map(
+      (e) =>
+        `  ${e.severity.padEnd(8)} ${e.rule_name}${e.labels.monitor ? ` (monitor ${e.labels.monitor})` : ''}  ${e.metric}=${e.value ?? '?'}  since ${e.fired_at}${e.silenced ? '  (silenced)' : ''}`,
+    ),
     '',
     `jobs: ${
       Object.entries(o.jobs_by_health)

@@ -4,6 +4,8 @@ import type { Runtime } from '../app/runtime.js';
 import { parseDuration, formatDuration } from '../config/duration.js';
 import { SERIES, SERIES_NAMES } from '../jobs/ops/catalogue.js';
 import { OPERATORS, SEVERITIES } from '../jobs/ops/alert-logic.js';
+import { isMonitorMetric, MONITOR_METRIC_NAMES } from '../jobs/ops/monitor-series.js';
+import { checkMonitorRule, selectorShape } from './monitor-rule-check.js';
 import type { AlertRule, RuleInput } from '../store/ops-alerts.js';
 import { parseBody, parseId, sendError } from './validation.js';
 import { InvalidInput } from '../errors/app-error.js';
@@ -21,7 +23,7 @@ const dur = z.union([z.string(), z.number()]).transform((v, ctx) => {
 const labels = z.record(z.string().regex(/^[A-Za-z_][A-Za-z0-9_]{0,62}$/, 'expected a label name of letters, digits, _'), z.string().max(200));
 const ruleShape = {
   name: z.string().min(1).max(200),
-  metric: z.string().refine((m) => m in SERIES, { message: `unknown metric; known: ${SERIES_NAMES.join(', ')}` }),
+  metric: z.string().refine((m) => m in SERIES || isMonitorMetric(m), { message: `unknown metric; known: ${[...SERIES_NAMES, ...MONITOR_METRIC_NAMES].join(', ')}` }),
   operator: z.enum(OPERATORS, { message: `expected one of ${OPERATORS.join(' ')}` }),
   threshold: z.number({ message: 'expected a number' }).finite(),
   window: dur,
@@ -29,6 +31,7 @@ const ruleShape = {
   severity: z.enum(SEVERITIES, { message: `expected one of ${SEVERITIES.join(', ')}` }),
   cooldown: dur,
   labels,
+  selector: selectorShape(labels),
   enabled: z.boolean(),
   notify: z.boolean(),
 };
@@ -38,6 +41,7 @@ const ruleCreate = z
     sustained: ruleShape.sustained.default(1),
     cooldown: ruleShape.cooldown.default(0),
     labels: labels.default({}),
+    selector: ruleShape.selector.default(null),
     enabled: z.boolean().default(true),
     notify: z.boolean().default(true),
   })
@@ -55,13 +59,21 @@ const silenceBody = z
   .strict();
 const eventsQuery = z.object({ state: z.enum(['firing', 'resolved']).optional(), limit: z.coerce.number().int().min(1).max(1000).default(100) }).strict();
 
-/** A rule's window must span at least one bucket and stay inside the minute series' retention. */
-function checkWindow(rt: Runtime, windowMs: number, field = 'window'): void {
+/**
+ * A rule's window must span at least one bucket and stay inside what it reads: the minute series'
+ * retention, or for a monitor metric the monitors' rollup retention.
+ */
+function checkWindow(rt: Runtime, windowMs: number, metric: string, field = 'window'): void {
   const bucket = rt.config.ops.bucket;
-  const keepDays = rt.config.ops.retention_days.ops_metrics_minute ?? 7;
-  const keepMs = keepDays > 0 ? keepDays * DAY : Infinity;
   if (windowMs < bucket) throw new InvalidInput([{ field, message: `must be at least one bucket (ops.bucket = ${formatDuration(bucket)})` }]);
-  if (windowMs > keepMs) throw new InvalidInput([{ field, message: `must not exceed the minute series' retention (${keepDays} days)` }]);
+  if (isMonitorMetric(metric)) {
+    const keep = rt.config.channel_monitor.rollup_retention;
+    if (windowMs > keep) throw new InvalidInput([{ field, message: `must not exceed the monitors' rollup retention (channel_monitor.rollup_retention = ${formatDuration(keep)})` }]);
+  } else {
+    const keepDays = rt.config.ops.retention_days.ops_metrics_minute ?? 7;
+    const keepMs = keepDays > 0 ? keepDays * DAY : Infinity;
+    if (windowMs > keepMs) throw new InvalidInput([{ field, message: `must not exceed the minute series' retention (${keepDays} days)` }]);
+  }
   if (windowMs % 1000) throw new InvalidInput([{ field, message: 'must be a whole number of seconds' }]);
 }
 
@@ -84,7 +96,8 @@ export function registerOpsAlertRoutes(api: FastifyInstance, rt: Runtime): void 
   });
   api.post('/ops/alert-rules', async (req, reply) => {
     const b = parseBody(ruleCreate, req.body);
-    checkWindow(rt, b.window);
+    checkWindow(rt, b.window, b.metric);
+    await checkMonitorRule(rt.services.ops.monitorWindows, b);
     const input: RuleInput = {
       name: b.name,
       metric: b.metric,
@@ -95,6 +108,7 @@ export function registerOpsAlertRoutes(api: FastifyInstance, rt: Runtime): void 
       severity: b.severity,
       cooldown_seconds: Math.round(b.cooldown / 1000),
       labels: b.labels,
+      selector: b.selector,
       enabled: b.enabled,
       notify: b.notify,
     };
@@ -107,7 +121,13 @@ export function registerOpsAlertRoutes(api: FastifyInstance, rt: Runtime): void 
   });
   api.patch<{ Params: { id: string } }>('/ops/alert-rules/:id', async (req, reply) => {
     const b = parseBody(rulePatch, req.body);
-    if (b.window !== undefined) checkWindow(rt, b.window);
+    const id = parseId(req.params.id) ?? 0;
+    const current = await alerts.rule(id);
+    if (!current) return sendError(reply, 404, 'not_found', `no alert rule ${req.params.id}`);
+    const metric = b.metric ?? current.metric;
+    if (b.window !== undefined || b.metric !== undefined) checkWindow(rt, b.window ?? current.window_seconds * 1000, metric);
+    if (b.metric !== undefined || b.selector !== undefined || b.labels !== undefined)
+      await checkMonitorRule(rt.services.ops.monitorWindows, { metric, selector: b.selector === undefined ? current.selector : b.selector, labels: b.labels ?? current.labels });
     const { window, cooldown, ...rest } = b;
     const patch: Partial<RuleInput> = {
       ...rest,
@@ -115,7 +135,7 @@ export function registerOpsAlertRoutes(api: FastifyInstance, rt: Runtime): void 
       ...(cooldown !== undefined ? { cooldown_seconds: Math.round(cooldown / 1000) } : {}),
     };
     try {
-      const r = await alerts.updateRule(parseId(req.params.id) ?? 0, patch);
+      const r = await alerts.updateRule(id, patch);
       return r ? ruleView(r) : sendError(reply, 404, 'not_found', `no alert rule ${req.params.id}`);
     } catch (err) {
       if (isUniqueViolation(err)) throw new InvalidInput([{ field: 'name', message: `a rule named ${JSON.stringify(b.name)} exists` }]);

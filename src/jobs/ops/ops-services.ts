@@ -3,6 +3,7 @@ import type { OpsAlerts } from '../../store/ops-alerts.js';
 import type { OpsSilences } from '../../store/ops-silences.js';
 import type { OpsReports } from '../../store/ops-reports.js';
 import type { OpsRetention } from '../../store/ops-retention.js';
+import type { MonitorWindows } from '../../store/monitor-windows.js';
 import type { OpsCollector } from './ops-collector.js';
 
 /** The ops plane's repositories and collector, one key of `Services`. */
@@ -13,6 +14,8 @@ export interface Ops {
   reports: OpsReports;
   retention: OpsRetention;
   collector: OpsCollector;
+  /** Monitor probes over a rule's window, for alert rules over `monitor_*` metrics. */
+  monitorWindows: MonitorWindows;
 }
 
 /** Templates the ops jobs send from the shared outbox. */

@@ -70,7 +70,7 @@ export function Overview() {
                 rows={o.firing_alerts}
                 rowKey={(e: any) => e.id}
                 cols={[
-                  { h: 'Rule', c: (e: any) => e.rule_name ?? e.rule_id },
+                  { h: 'Rule', c: (e: any) => `${e.rule_name ?? e.rule_id}${e.labels?.monitor ? ` (monitor ${e.labels.monitor})` : ''}` },
                   { h: 'Severity', c: (e: any) => <Badge v={e.severity} /> },
                   { h: 'Since', c: (e: any) => <Time at={e.fired_at ?? e.started_at} /> },
                   { h: 'Silenced', c: (e: any) => (e.silenced ? 'yes' : 'no') },
