@@ -239,6 +239,13 @@ describe('alerting on monitors (real PostgreSQL, loopback upstream)', () => {
     expect(after.find((e) => e.id === b!.id)).toMatchObject({ state: 'resolved', value: b!.value });
     expect(after.filter((e) => e.state === 'firing').map((e) => e.labels.monitor)).toEqual(['mon-a']);
     await waitFor('the resolved webhook of the deselected monitor', async () => hooks.find((h) => h.key === `ops-alert:${b!.id}:resolved:webhook:ops` && h.subject.includes('mon-b')));
+    // Disabling a firing rule resolves its events (and resets its streaks) instead of leaving them firing.
+    const a = after.find((e) => e.state === 'firing')!;
+    expect((await api('PATCH', `/ops/alert-rules/${slow}`, { enabled: false })).statusCode).toBe(200);
+    await evaluate();
+    expect((await events(slow)).filter((e) => e.state === 'firing')).toEqual([]);
+    expect(Object.values(await states(slow)).filter((streak) => streak > 0)).toEqual([]);
+    await waitFor('the resolved webhook of the disabled rule', async () => hooks.find((h) => h.key === `ops-alert:${a.id}:resolved:webhook:ops`));
     await api('DELETE', `/ops/alert-rules/${slow}`);
   });
 

@@ -41,7 +41,8 @@ export async function evaluateAlerts(i: AlertRoundInput): Promise<AlertRoundResu
   const { ops, config } = i;
   const bucketMs = config.ops.bucket;
   const channels = [...i.channels];
-  const rules = await ops.alerts.rules(true);
+  const allRules = await ops.alerts.rules();
+  const rules = allRules.filter((r) => r.enabled);
   const stored = byRule(await ops.alerts.states());
   const silences = await ops.silences.list();
   const latest = await ops.series.latest();
@@ -108,6 +109,19 @@ export async function evaluateAlerts(i: AlertRoundInput): Promise<AlertRoundResu
     out.resolved++;
   };
 
+  // Series a rule no longer observes (its monitor was deleted, disabled or relabelled, the rule's
+  // metric or selector changed, or the rule was disabled): a firing event resolves (value unknown),
+  // a streak resets, so a series that comes back starts from nothing.
+  const retire = async (rule: AlertRule, states: Map<string, StoredState>, why: string) => {
+    for (const [key, st] of states) {
+      const base = { job: i.job, token: i.token, ruleId: rule.id, series: key, streak: 0, lastBucket: st.last_bucket };
+      if (st.event_id !== null) {
+        await resolve(rule, { ...base, resolvedAt: new Date(i.now) }, st.event_id, null, null);
+        i.log.info({ rule: rule.name, metric: rule.metric, series: key }, `alert resolved: ${why}`);
+      } else if (st.streak > 0) streaks.push(base);
+    }
+  };
+
   for (const rule of rules) {
     if (i.signal.aborted) throw i.signal.reason;
     const observed = isMonitorMetric(rule.metric) ? await monitorSeries(ops.monitorWindows, rule, bucketMs) : [opsSeries(rule)];
@@ -117,17 +131,11 @@ export async function evaluateAlerts(i: AlertRoundInput): Promise<AlertRoundResu
       await evaluate(rule, o, states.get(o.key));
       states.delete(o.key);
     }
-    // Series the rule no longer observes (its monitor was deleted, disabled or relabelled, or the
-    // rule's metric or selector changed): a firing event resolves (value unknown), a streak resets,
-    // so a monitor that comes back starts from nothing.
-    for (const [key, st] of states) {
-      const base = { job: i.job, token: i.token, ruleId: rule.id, series: key, streak: 0, lastBucket: st.last_bucket };
-      if (st.event_id !== null) {
-        await resolve(rule, { ...base, resolvedAt: new Date(i.now) }, st.event_id, null, null);
-        i.log.info({ rule: rule.name, metric: rule.metric, series: key }, 'alert resolved: the series is no longer selected');
-      } else if (st.streak > 0) streaks.push(base);
-    }
+    await retire(rule, states, 'the series is no longer selected');
   }
+  // A disabled rule judges nothing: its firing events resolve (value unknown) and its streaks reset,
+  // so re-enabling it starts from nothing instead of leaving an event firing forever.
+  for (const rule of allRules) if (!rule.enabled && stored.has(rule.id)) await retire(rule, stored.get(rule.id)!, 'the rule is disabled');
   await ops.alerts.applyStreaks(i.job, i.token, streaks);
   return out;
 }
