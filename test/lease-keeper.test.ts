@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { LeaseKeeper } from '../src/coordination/lease-keeper.js';
+import { LeaseKeeper, RENEW_GRID_MS } from '../src/coordination/lease-keeper.js';
+import { RenewalBatch } from '../src/coordination/renewal-batch.js';
 import { ManualClock } from '../src/time/clock.js';
 
 function setup(renew: () => Promise<boolean>, renewLock?: () => Promise<boolean>) {
@@ -71,5 +72,59 @@ describe('LeaseKeeper', () => {
     await s.clock.advance(2000);
     expect(s.lockFailures.length).toBe(2);
     expect(s.lost).toEqual([]);
+  });
+
+  it("long leases renew on a shared one-second grid, so one replica's renewals fall due together", async () => {
+    const clock = new ManualClock(Date.UTC(2026, 10, 30, 12));
+    const at: number[][] = [[], [], []];
+    const keepers = [0, 300, 700].map(
+      (startOffset, i) => () =>
+        new LeaseKeeper({
+          clock,
+          leaseMs: 30_000,
+          renewLease: async () => {
+            at[i]!.push(clock.now());
+            return true;
+          },
+          onLost: () => undefined,
+        }),
+    );
+    const k0 = keepers[0]!();
+    k0.start();
+    await clock.advance(300);
+    const k1 = keepers[1]!();
+    k1.start();
+    await clock.advance(400);
+    const k2 = keepers[2]!();
+    k2.start();
+    await clock.advance(40_000);
+    for (const k of [k0, k1, k2]) k.stop();
+    // Started 0.3 s and 0.7 s apart, all three renew at the same instants, every 10 s at most (never later).
+    expect(at[1]).toEqual(at[0]);
+    expect(at[2]).toEqual(at[0]);
+    for (const t of at[0]!) expect(t % RENEW_GRID_MS).toBe(0);
+    expect(at[0]!.length).toBeGreaterThanOrEqual(4);
+  });
+});
+
+describe('RenewalBatch', () => {
+  it('sends the renewals of one turn of the event loop as one call, and answers each its own', async () => {
+    const calls: number[][] = [];
+    const batch = new RenewalBatch<number>(async (ids) => {
+      calls.push(ids);
+      return ids.map((id) => id !== 2);
+    });
+    expect(await Promise.all([1, 2, 3].map((id) => batch.renew(id)))).toEqual([true, false, true]);
+    expect(await batch.renew(4)).toBe(true);
+    expect(calls).toEqual([[1, 2, 3], [4]]);
+  });
+
+  it('a failed call fails each renewal of its batch (each keeper then retries on its next tick)', async () => {
+    const batch = new RenewalBatch<number>(async () => {
+      throw new Error('database unreachable');
+    });
+    const results = await Promise.allSettled([batch.renew(1), batch.renew(2)]);
+    expect(results.map((r) => r.status)).toEqual(['rejected', 'rejected']);
+    expect(batch.batches).toBe(1);
   });
 });

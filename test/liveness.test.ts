@@ -54,6 +54,32 @@ describe('liveness sessions on PostgreSQL', () => {
     (await db.query<{ pid: number }>(`SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND objsubid = 2 AND classid = $1::int::oid AND objid = $2::int::oid AND granted`, [LIVENESS_NS, key]))
       .rows[0]?.pid;
 
+  it('the renewals of several rounds held at once are one statement; a stale token is refused in it', async () => {
+    const a = new SlotClaims(db, 'a');
+    const jobs = ['rb1', 'rb2', 'rb3'];
+    await a.ensureJobs(jobs);
+    const s0 = new Date(Math.floor(Date.now() / 1000) * 1000 - 60_000);
+    const claims = [];
+    for (const job of jobs) {
+      const c = await a.claimScheduled({ job, slot: s0, leaseMs: 60_000, timeoutMs: 30_000, backend: 'postgres', toleratedFutureMs: 500 });
+      if (!c.claimed) throw new Error(`not claimed: ${c.reason}`);
+      claims.push(c.claim);
+    }
+    const before = a.renewals.batches;
+    const stale = { ...claims[1]!, token: claims[1]!.token - 1 };
+    expect(await Promise.all([a.renew(claims[0]!, 90_000), a.renew(stale, 90_000), a.renew(claims[2]!, 90_000)])).toEqual([true, false, true]);
+    expect(a.renewals.batches - before).toBe(1);
+    const { rows } = await db.query<{ job_name: string; left_s: number }>(
+      `SELECT job_name, extract(epoch FROM lease_until - clock_timestamp())::float8 AS left_s FROM job_state WHERE job_name = ANY($1) ORDER BY job_name`,
+      [jobs],
+    );
+    expect(rows.map((r) => [r.job_name, r.left_s > 80])).toEqual([
+      ['rb1', true],
+      ['rb2', false],
+      ['rb3', true],
+    ]);
+  });
+
   it('a live holder keeps its lease until it expires; a dead holder loses it at once, with its token fenced off', async () => {
     const la = await session();
     const lb = await session();

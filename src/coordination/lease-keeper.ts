@@ -12,6 +12,13 @@ export interface LeaseKeeperOptions {
 }
 
 /**
+ * Renewal ticks of leases of 6 s or more (a tick every 2 s or more) fall on whole multiples of this
+ * on the process clock, so every lease a replica holds renews at the same instants and `RenewalBatch`
+ * sends them as one statement (a tick is up to one grid step early, never late).
+ */
+export const RENEW_GRID_MS = 1000;
+
+/**
  * Keeps a round's lease alive: renews every third of the lease and trusts the lease only until
  * `start of the last successful renewal + lease − margin` (River's trust window). A lease
  * refused by the store is lost at once; a store that cannot be reached is retried on the next
@@ -44,7 +51,11 @@ export class LeaseKeeper {
 
   private scheduleTick(): void {
     if (this.stopped) return;
-    this.tick = this.opts.clock.setTimeout(() => void this.renew(), Math.max(1, Math.floor(this.opts.leaseMs / 3)));
+    const every = Math.max(1, Math.floor(this.opts.leaseMs / 3));
+    const now = this.opts.clock.now();
+    // On the grid when the lease is long enough for a step early not to matter.
+    const delay = every >= 2 * RENEW_GRID_MS ? Math.floor((now + every) / RENEW_GRID_MS) * RENEW_GRID_MS - now : every;
+    this.tick = this.opts.clock.setTimeout(() => void this.renew(), delay);
   }
 
   private armDeadline(from: number): void {

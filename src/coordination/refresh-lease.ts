@@ -3,6 +3,7 @@ import type { Redis } from 'ioredis';
 import type { Db } from '../store/db.js';
 import { refreshLockKey, type KeySpace } from './keys.js';
 import { redisScripts, type LockScripts } from './redis-scripts.js';
+import { RenewalBatch } from './renewal-batch.js';
 
 export interface RefreshLeaseHandle {
   /** Which locks were taken: Redis is skipped (and counted) while it is down. */
@@ -26,7 +27,9 @@ VALUES ($1, $2, clock_timestamp() + $3 * interval '1 millisecond', clock_timesta
 ON CONFLICT (account_id) DO UPDATE SET owner = EXCLUDED.owner, expires_at = EXCLUDED.expires_at, updated_at = EXCLUDED.updated_at
 WHERE account_refresh_leases.expires_at <= clock_timestamp() OR account_refresh_leases.owner = EXCLUDED.owner
 RETURNING account_id`;
-const RENEW_SQL = `UPDATE account_refresh_leases SET expires_at = clock_timestamp() + $3 * interval '1 millisecond', updated_at = clock_timestamp() WHERE account_id = $1 AND owner = $2`;
+// Every refresh lease this process renews at one instant, in one statement (renewal-batch.ts).
+const RENEW_MANY_SQL = `UPDATE account_refresh_leases SET expires_at = clock_timestamp() + $3 * interval '1 millisecond', updated_at = clock_timestamp()
+ WHERE account_id = ANY($1::bigint[]) AND owner = $2 RETURNING account_id`;
 const RELEASE_SQL = `DELETE FROM account_refresh_leases WHERE account_id = $1 AND owner = $2`;
 
 /**
@@ -43,6 +46,7 @@ const RELEASE_SQL = `DELETE FROM account_refresh_leases WHERE account_id = $1 AN
 export class RefreshLeases {
   readonly owner: string;
   private readonly scripts: LockScripts | null;
+  private readonly renewals: RenewalBatch<number>;
 
   constructor(
     private readonly db: Db,
@@ -54,6 +58,11 @@ export class RefreshLeases {
   ) {
     this.owner = `${instanceId}:${process.pid}:${randomBytes(6).toString('hex')}`;
     this.scripts = redis ? redisScripts(redis) : null;
+    this.renewals = new RenewalBatch(async (ids) => {
+      const { rows } = await this.db.query<{ account_id: unknown }>(RENEW_MANY_SQL, [ids, this.owner, this.ttlMs]);
+      const renewed = new Set(rows.map((r) => Number(r.account_id)));
+      return ids.map((id) => renewed.has(id));
+    });
   }
 
   async acquire(accountId: number): Promise<RefreshLeaseResult> {
@@ -98,7 +107,7 @@ export class RefreshLeases {
       value: pg.value,
       handle: {
         redis: redisHeld,
-        renewLease: async () => (await this.db.query(RENEW_SQL, [accountId, this.owner, this.ttlMs])).rowCount === 1,
+        renewLease: () => this.renewals.renew(accountId),
         renewLock: async () => (redisHeld && this.scripts ? (await this.scripts.compareAndExtend(key, this.owner, this.ttlMs)) === 1 : true),
         release: async () => {
           await this.db.query(RELEASE_SQL, [accountId, this.owner]).catch(() => undefined);

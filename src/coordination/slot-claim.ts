@@ -2,6 +2,7 @@ import type { Db } from '../store/db.js';
 import { num, toDate } from '../store/db.js';
 import type { LockBackend } from './leader-lock.js';
 import { holderAliveSql } from './liveness.js';
+import { RenewalBatch } from './renewal-batch.js';
 import { systemClock } from '../time/clock.js';
 
 /**
@@ -93,11 +94,12 @@ SELECT last_slot, holder_instance, NOT ${LEASE_FREE} AS leased, lease_until,
        extract(epoch FROM ($2::timestamptz - clock_timestamp())) * 1000 AS ahead_ms
   FROM job_state WHERE job_name = $1`;
 
-// $1 job, $2 token, $3 lease ms
-const RENEW = `
-UPDATE job_state SET lease_until = clock_timestamp() + ${MS('$3')}
- WHERE job_name = $1 AND fencing_token = $2 AND lease_until > clock_timestamp()
-RETURNING lease_until`;
+// Every lease this replica renews at one instant, in one statement (renewal-batch.ts). $1 [{job, token, ms}]
+const RENEW_MANY = `
+UPDATE job_state j SET lease_until = clock_timestamp() + ${MS('x.ms')}
+  FROM jsonb_to_recordset($1::jsonb) AS x(job text, token bigint, ms double precision)
+ WHERE j.job_name = x.job AND j.fencing_token = x.token AND j.lease_until > clock_timestamp()
+RETURNING j.job_name, j.fencing_token`;
 
 // One statement finishes the record and frees the lease. $1 run id, $2 status, $3 items, $4 note, $5 error, $6 job, $7 token
 const COMPLETE = `
@@ -113,10 +115,19 @@ WITH fin AS (
 SELECT count(*)::int AS finished FROM fin`;
 
 export class SlotClaims {
+  /** The renewals of every round this replica runs, sent together when they fall due together. */
+  readonly renewals: RenewalBatch<{ job: string; token: number; ms: number }>;
+
   constructor(
     private readonly db: Db,
     private readonly instanceId: string,
-  ) {}
+  ) {
+    this.renewals = new RenewalBatch(async (items) => {
+      const { rows } = await this.db.query<{ job_name: string; fencing_token: unknown }>(RENEW_MANY, [JSON.stringify(items)]);
+      const renewed = new Set(rows.map((r) => `${r.job_name}\u0000${num(r.fencing_token)}`));
+      return items.map((i) => renewed.has(`${i.job}\u0000${i.token}`));
+    });
+  }
 
   async ensureJobs(names: string[]): Promise<void> {
     for (const name of names) await this.db.query('INSERT INTO job_state (job_name) VALUES ($1) ON CONFLICT DO NOTHING', [name]);
@@ -147,9 +158,8 @@ export class SlotClaims {
   }
 
   /** True while the lease is still ours (same token, not yet expired by the database clock). */
-  async renew(claim: Claim, leaseMs: number): Promise<boolean> {
-    const { rowCount } = await this.db.query(RENEW, [claim.job, claim.token, leaseMs]);
-    return rowCount === 1;
+  renew(claim: Claim, leaseMs: number): Promise<boolean> {
+    return this.renewals.renew({ job: claim.job, token: claim.token, ms: leaseMs });
   }
 
   /** Records the outcome and frees the lease. False when the record had already been taken over as abandoned. */
