@@ -47,6 +47,15 @@ async function fetchOverview(config: Config): Promise<Overview> {
   }
 }
 
+const mib = (bytes: number) => `${Math.round(bytes / 1048576)}MiB`;
+/** A replica's process figures from its newest fresh heartbeat; a dash when it has none. */
+function figures(p: Overview['instances'][number]['process']): string {
+  if (!p) return '  process -';
+  const lag = p.event_loop_lag_p99_ms === null ? '?' : `${p.event_loop_lag_p99_ms}ms`;
+  const cpu = p.cpu_percent === null ? '?' : `${p.cpu_percent}%`;
+  return `  rss ${mib(p.rss_bytes)}  heap ${mib(p.heap_used_bytes)}  loop p99 ${lag}  cpu ${cpu}`;
+}
+
 function render(o: Overview): string {
   const p = o.health_parts;
   const part = (v: number | null) => (v === null ? '?' : String(v));
@@ -64,7 +73,7 @@ function render(o: Overview): string {
     }`,
     '',
     `instances: ${o.instances.filter((i) => i.alive).length} alive of ${o.instances.length}`,
-    ...o.instances.map((i) => `  ${i.instance_id.padEnd(20)} ${i.alive ? 'alive' : 'gone '}  heartbeat ${i.heartbeat_at}  skew ${i.clock_skew_ms ?? '?'}ms  ${i.version}`),
+    ...o.instances.map((i) => `  ${i.instance_id.padEnd(20)} ${i.alive ? 'alive' : 'gone '}  heartbeat ${i.heartbeat_at}  skew ${i.clock_skew_ms ?? '?'}ms  ${i.version}${figures(i.process)}`),
   ];
   return lines.join('\n') + '\n';
 }

@@ -10,6 +10,7 @@ import { sql as probes } from './008_probes.js';
 import { sql as deadLetters } from './005_dead_letters.js';
 import { sql as coordinationV2 } from './011_coordination_v2.js';
 import { sql as backups } from './009_backups.js';
+import { sql as instanceProcess } from './014_instance_process.js';
 
 export interface Migration {
   version: number;
@@ -31,4 +32,5 @@ export const MIGRATIONS: Migration[] = [
   { version: 5, name: 'dead_letters', sql: deadLetters },
   { version: 11, name: 'coordination_v2', sql: coordinationV2 },
   { version: 9, name: 'backups', sql: backups },
+  { version: 14, name: 'instance_process', sql: instanceProcess },
 ];
