@@ -207,5 +207,6 @@ describe('ops_metrics per-instance process figures (PostgreSQL)', () => {
     }
     expect(out).toMatch(/r2\s+alive .* rss 300MiB {2}heap 40MiB {2}loop p99 40ms {2}cpu 8%/);
     expect(out).toMatch(/dead\s+gone .* process -/);
+    expect(out).toMatch(/outbox: backlog 0 \(0 waiting for the rate limit\), oldest 0s/);
   });
 });

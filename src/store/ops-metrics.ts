@@ -39,7 +39,8 @@ SELECT count(*) FILTER (WHERE status = 'expired') AS expired,
   FROM proxies`;
 
 const OUTBOX = `
-SELECT count(*) AS backlog, coalesce(extract(epoch FROM clock_timestamp() - min(created_at)), 0) AS lag
+SELECT count(*) AS backlog, coalesce(extract(epoch FROM clock_timestamp() - min(created_at)), 0) AS lag,
+       count(*) FILTER (WHERE status = 'pending' AND rate_limited) AS rate_limited
   FROM notification_deliveries WHERE status IN ('pending', 'sending')`;
 
 // Idempotent on the bucket: a second collection of the same bucket (late usage rows) replaces
@@ -82,6 +83,7 @@ export class OpsMetricsStore {
       proxies_expired: num(p.expired),
       proxies_expiring: num(p.expiring),
       notification_backlog: num(o.backlog),
+      notification_rate_limited: num(o.rate_limited),
       outbox_lag_seconds: Math.round(num(o.lag) * 10) / 10,
     };
   }

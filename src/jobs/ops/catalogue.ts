@@ -32,6 +32,7 @@ export const SERIES: Record<string, Fold> = {
   jobs_stuck: { kind: 'last' },
   jobs_failing: { kind: 'last' },
   notification_backlog: { kind: 'last' },
+  notification_rate_limited: { kind: 'last' },
   outbox_lag_seconds: { kind: 'last' },
   usage_queue: { kind: 'max' },
   db_latency_ms: { kind: 'avg' },

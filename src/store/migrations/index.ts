@@ -11,6 +11,7 @@ import { sql as deadLetters } from './005_dead_letters.js';
 import { sql as coordinationV2 } from './011_coordination_v2.js';
 import { sql as backups } from './009_backups.js';
 import { sql as instanceProcess } from './014_instance_process.js';
+import { sql as notificationRateLimit } from './015_notification_rate_limit.js';
 
 export interface Migration {
   version: number;
@@ -33,4 +34,5 @@ export const MIGRATIONS: Migration[] = [
   { version: 11, name: 'coordination_v2', sql: coordinationV2 },
   { version: 9, name: 'backups', sql: backups },
   { version: 14, name: 'instance_process', sql: instanceProcess },
+  { version: 15, name: 'notification_rate_limit', sql: notificationRateLimit },
 ];
