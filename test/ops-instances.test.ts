@@ -12,6 +12,7 @@ import { InstanceHeartbeat } from '../src/app/instance-heartbeat.js';
 import { RunRecords } from '../src/coordination/run-records.js';
 import { SkipCounter } from '../src/coordination/skip-counter.js';
 import { Metrics } from '../src/telemetry/metrics.js';
+import { LivenessSession } from '../src/coordination/liveness.js';
 import type { Db } from '../src/store/db.js';
 import { BACKENDS } from './helpers/backends.js';
 import { outcomeOf } from './helpers/rounds.js';
@@ -126,7 +127,12 @@ describe('ops_metrics per-instance process figures (PostgreSQL)', () => {
     await stopped!.markStopped();
     await rt.db.query(`UPDATE instances SET process_at = process_at - interval '1 hour' WHERE instance_id = 'silent'`);
     await silent!.beat(0, null, [], null);
-    await r1!.beat(0, null, [], figures(12.5, 120, 60, 35));
+    // r1 beats on its liveness session (cluster mode's path: the lock self-check rides on the same statement).
+    const session = new LivenessSession(rt.db, silentLogger(), 100);
+    await session.start();
+    expect((await r1!.beat(0, session, [], figures(12.5, 120, 60, 35))).mine).toBe(true);
+    expect(session.key).not.toBeNull();
+    await session.stop();
     await r2!.beat(0, null, [], figures(40, 300, 40, 8));
 
     expect(outcomeOf(await rt.runNow('ops_metrics'))?.status).toBe('ok');

@@ -67,8 +67,9 @@ interface RoundState {
  * channel's budget in PostgreSQL is taken before each send; when none is free the delivery goes
  * back to pending until one frees, which is neither a failure nor an attempt), a per-process
  * smoothing limit, and a circuit for the round — the first failure of a channel puts its
- * remaining deliveries back for later instead of trying each one against a broken server. Failed deliveries back off (base × 4^(attempt−1)), so a
- * broken SMTP server is not hammered every minute; after `maxAttempts` a delivery is `failed`.
+ * remaining deliveries back for later instead of trying each one against a broken server.
+ * Failed deliveries back off (base × 4^(attempt−1)), so a broken SMTP server is not hammered
+ * every minute; after `maxAttempts` a delivery is `failed`.
  * A `precheck` lets the owner of a delivery cancel it (a renewed subscription needs no reminder).
  */
 export class Notifier {
