@@ -84,7 +84,6 @@ export async function benchCollector(sizes: number[]): Promise<Array<{ rows: num
         );
         const collector = new OpsCollector(ops, { jobHealth: async () => [], instances: async () => [], pingDb: () => db.ping(), pingRedis: null, usageQueue: () => 0, dbPoolInUse: () => null });
         const roundMs = await timeIt(10, () => collector.collect(from, to).then((c) => ops.write(from, 60, c.metrics, c.instances, 1)));
-        collector.close();
         return { rows: rows + 1000, indexMs, seqScanMs, roundMs };
       }),
     );

@@ -207,6 +207,8 @@ describe('ops plane', () => {
     const o = (await api('GET', '/ops/overview')).json();
     expect(o.firing_alerts.map((e: { rule_name: string }) => e.rule_name)).toEqual(['quiet']);
     expect(o.health_parts).toHaveProperty('jobs');
+    // The channel view carries the outbox backlog and the (unset, so unlimited) cluster-wide rate limit.
+    expect((await api('GET', '/notifications/channels')).json().channels.webhook).toMatchObject({ up: true, rate_limit: null, backlog: 0, rate_limited: 0 });
   });
 
   it('scheduled reports: each occurrence recorded once, downtime coalesced into one, empty ones skipped', async () => {

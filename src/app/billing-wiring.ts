@@ -1,5 +1,6 @@
 import { Billing } from '../store/billing.js';
 import { Notifications } from '../store/notifications.js';
+import { ChannelBudget } from '../store/channel-budget.js';
 import { Notifier } from '../jobs/billing/notifier.js';
 import { Payments } from '../jobs/billing/payments.js';
 import { SmtpChannel, WebhookChannel, type Channel } from '../upstream/notifier.js';
@@ -14,10 +15,12 @@ export function buildBilling(w: WiringContext): Wired<Pick<Services, 'billing' |
   if (n.smtp) channels.set('email', new SmtpChannel(n.smtp, n.send_timeout));
   if (n.webhook) channels.set('webhook', new WebhookChannel(n.webhook, n.send_timeout));
   const notifications = new Notifications(db);
+  const rateLimits = Object.fromEntries(Object.entries(n.rate_limit).map(([channel, l]) => [channel, { count: l.count, periodMs: l.period }]));
   const notifier = new Notifier(
     notifications,
+    new ChannelBudget(db),
     channels,
-    { perSecond: n.per_second, maxAttempts: n.max_attempts, retryBaseMs: n.retry_base, batch: n.batch, sendTimeoutMs: n.send_timeout },
+    { perSecond: n.per_second, rateLimits, maxAttempts: n.max_attempts, retryBaseMs: n.retry_base, batch: n.batch, sendTimeoutMs: n.send_timeout },
     clock,
     metrics,
     log,

@@ -8,6 +8,7 @@ import type { RunRecords } from '../coordination/run-records.js';
 import type { Metrics } from '../telemetry/metrics.js';
 import type { Logger } from '../telemetry/logger.js';
 import type { Clock } from '../time/clock.js';
+import { ProcessSampler } from '../telemetry/process-sampler.js';
 import { HEALTH_STATES, type JobView } from './job-views.js';
 
 const PRUNE_EVERY_MS = 3_600_000;
@@ -16,8 +17,9 @@ const HEALTH_EVERY_MS = 15_000;
 
 /**
  * The replica's beat, every `cluster.instance_heartbeat`: measures clock skew against the
- * database (the scheduler corrects its slots by it), refreshes the `instances` row (and notices
- * another process with this instance id), exports job health, and prunes old `job_runs`.
+ * database (the scheduler corrects its slots by it), refreshes the `instances` row with this
+ * process's figures since the previous beat (and notices another process with this instance
+ * id), exports job health, and prunes old `job_runs`.
  */
 export class InstanceHeartbeat {
   private timer: ReturnType<typeof setTimeout> | null = null;
@@ -26,6 +28,7 @@ export class InstanceHeartbeat {
   private lastHealth = 0;
   /** What the scheduler adds to this replica's clock to get the database's. */
   offsetMs = 0;
+  private readonly sampler: ProcessSampler;
 
   constructor(
     private readonly deps: {
@@ -41,8 +44,12 @@ export class InstanceHeartbeat {
       liveness: LivenessSession | null;
       /** Updated from every beat's member list (the beat's statement returns it). */
       shards: RefreshShards;
+      /** This process's figures, sampled (and reset) once per beat; a test may bring its own source. */
+      sampler?: ProcessSampler;
     },
-  ) {}
+  ) {
+    this.sampler = deps.sampler ?? new ProcessSampler();
+  }
 
   async measureSkew(atStart = false): Promise<void> {
     this.applySkew(await this.deps.registry.measureSkew(), atStart);
@@ -67,6 +74,7 @@ export class InstanceHeartbeat {
   stop(): void {
     this.stopped = true;
     if (this.timer) clearTimeout(this.timer);
+    this.sampler.close();
   }
 
   /** At shutdown: the skips counted since the last beat are written, so the summary loses nothing. */
@@ -80,8 +88,8 @@ export class InstanceHeartbeat {
     const { registry, records, metrics, log, config, clock } = this.deps;
     const skips = this.deps.skips.take();
     try {
-      // One statement: the beat, the clock-skew round trip, the skip summary, and the liveness self-check.
-      const beat = await registry.beat(-this.offsetMs, this.deps.liveness, skips);
+      // One statement: the beat, the clock-skew round trip, the skip summary, the process figures, and the liveness self-check.
+      const beat = await registry.beat(-this.offsetMs, this.deps.liveness, skips, this.sampler.sample());
       if (beat.skewMs !== null) this.applySkew(beat.skewMs);
       if (beat.refreshMembers && this.deps.shards.update(beat.refreshMembers)) {
         metrics.refreshShardMembers.set(beat.refreshMembers.length);

@@ -47,12 +47,28 @@ async function fetchOverview(config: Config): Promise<Overview> {
   }
 }
 
+const mib = (bytes: number) => `${Math.round(bytes / 1048576)}MiB`;
+/** A replica's process figures from its newest fresh heartbeat; a dash when it has none. */
+function figures(p: Overview['instances'][number]['process']): string {
+  if (!p) return '  process -';
+  const lag = p.event_loop_lag_p99_ms === null ? '?' : `${p.event_loop_lag_p99_ms}ms`;
+  const cpu = p.cpu_percent === null ? '?' : `${p.cpu_percent}%`;
+  return `  rss ${mib(p.rss_bytes)}  heap ${mib(p.heap_used_bytes)}  loop p99 ${lag}  cpu ${cpu}`;
+}
+
+/** The notification outbox at the last bucket: backlog, the part waiting for a channel's rate limit, age of the oldest. */
+function outbox(m: Overview['latest_metrics']): string {
+  const v = (k: string) => (typeof m?.[k] === 'number' ? String(m[k]) : '?');
+  return `backlog ${v('notification_backlog')} (${v('notification_rate_limited')} waiting for the rate limit), oldest ${v('outbox_lag_seconds')}s`;
+}
+
 function render(o: Overview): string {
   const p = o.health_parts;
   const part = (v: number | null) => (v === null ? '?' : String(v));
   const lines = [
     `health ${o.health_score ?? '?'}/100   errors ${part(p.errors)}  jobs ${part(p.jobs)}  alerts ${part(p.alerts)}  freshness ${part(p.freshness)}   error rate ${p.error_rate === null ? 'unknown' : `${(p.error_rate * 100).toFixed(2)}%`}`,
     `last bucket ${o.latest_bucket ?? 'none'}${o.collector_fresh ? '' : '  (collector not running: ops_metrics)'}`,
+    `outbox: ${outbox(o.latest_metrics)}`,
     '',
     `firing alerts: ${o.firing_alerts.length}`,
     ...o.firing_alerts.map(
@@ -67,7 +83,7 @@ function render(o: Overview): string {
     }`,
     '',
     `instances: ${o.instances.filter((i) => i.alive).length} alive of ${o.instances.length}`,
-    ...o.instances.map((i) => `  ${i.instance_id.padEnd(20)} ${i.alive ? 'alive' : 'gone '}  heartbeat ${i.heartbeat_at}  skew ${i.clock_skew_ms ?? '?'}ms  ${i.version}`),
+    ...o.instances.map((i) => `  ${i.instance_id.padEnd(20)} ${i.alive ? 'alive' : 'gone '}  heartbeat ${i.heartbeat_at}  skew ${i.clock_skew_ms ?? '?'}ms  ${i.version}${figures(i.process)}`),
   ];
   return lines.join('\n') + '\n';
 }

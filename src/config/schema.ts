@@ -53,6 +53,15 @@ const SNAPSHOT_DEFAULTS = {
   rebuild_backoff_max: 300_000,
   rebuild_chunk: 2000,
 };
+/** A channel's cluster-wide send budget: `count` sends per `period` across every replica; 0 = unlimited. */
+const channelRateLimit = z
+  .object({
+    count: numeric(z.number().int('expected a whole number of sends').min(0, 'expected 0 (unlimited) or a positive whole number')).default(0),
+    period: positiveDuration.default(60_000),
+  })
+  .strict();
+const RATE_LIMIT_DEFAULTS = { email: { count: 0, period: 60_000 }, webhook: { count: 0, period: 60_000 } };
+
 const USAGE_DEFAULTS = {
   batch_size: 1000,
   queue_limit: 100_000,
@@ -327,13 +336,18 @@ export const configSchema = z
           .strict()
           .optional(),
         per_second: numeric(z.number().positive()).default(5),
+        // Per channel, cluster-wide (held in PostgreSQL), unlike per_second, which is per process.
+        rate_limit: z
+          .object({ email: channelRateLimit.default(RATE_LIMIT_DEFAULTS.email), webhook: channelRateLimit.default(RATE_LIMIT_DEFAULTS.webhook) })
+          .strict()
+          .default(RATE_LIMIT_DEFAULTS),
         max_attempts: positiveInt.default(5),
         retry_base: positiveDuration.default(60_000),
         send_timeout: positiveDuration.default(10_000),
         batch: positiveInt.default(100),
       })
       .strict()
-      .default({ per_second: 5, max_attempts: 5, retry_base: 60_000, send_timeout: 10_000, batch: 100 }),
+      .default({ per_second: 5, rate_limit: RATE_LIMIT_DEFAULTS, max_attempts: 5, retry_base: 60_000, send_timeout: 10_000, batch: 100 }),
     ops: z
       .object({
         // The collector's bucket: one ops_metrics row per bucket, cluster-wide.

@@ -6,6 +6,7 @@ import { num, toDate } from '../store/db.js';
 import type { Clock } from '../time/clock.js';
 import { HELD_BY_ME, holderAliveSql, type LivenessSession } from '../coordination/liveness.js';
 import type { SkipSummary } from './skip-counter.js';
+import type { ProcessFigures } from '../telemetry/process-sampler.js';
 
 export interface InstanceInfo {
   instance_id: string;
@@ -20,6 +21,10 @@ export interface InstanceInfo {
   stopped_at: Date | null;
   clock_skew_ms: number | null;
   alive: boolean;
+  /** The figures of its newest beat; null unless that beat is fresh (live replica, within the liveness window). */
+  process: ProcessFigures | null;
+  /** Database time of the beat that carried `process` (kept when stale, so a view can say how old). */
+  process_at: Date | null;
 }
 
 const LOCK_ROW = `SELECT boot_id, hostname, pid, heartbeat_at, stopped_at,
@@ -30,7 +35,7 @@ INSERT INTO instances (instance_id, boot_id, env, mode, hostname, pid, http_port
 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, clock_timestamp(), clock_timestamp(), NULL)
 ON CONFLICT (instance_id) DO UPDATE SET boot_id = EXCLUDED.boot_id, env = EXCLUDED.env, mode = EXCLUDED.mode, hostname = EXCLUDED.hostname,
   pid = EXCLUDED.pid, http_port = EXCLUDED.http_port, version = EXCLUDED.version, refreshes = EXCLUDED.refreshes, started_at = EXCLUDED.started_at,
-  heartbeat_at = EXCLUDED.heartbeat_at, stopped_at = NULL`;
+  heartbeat_at = EXCLUDED.heartbeat_at, stopped_at = NULL, process = NULL, process_at = NULL`;
 // Rounds a previous life of this instance left `running` can never finish now.
 const ABANDON_OWN = `UPDATE job_runs SET status = 'failed', finished_at = clock_timestamp(), error = 'abandoned: its instance restarted'
   WHERE instance_id = $1 AND status = 'running'`;
@@ -41,8 +46,9 @@ const REFRESH_MEMBERS = `(SELECT coalesce(array_agg(m.instance_id ORDER BY m.ins
   WHERE m.refreshes AND m.stopped_at IS NULL AND m.heartbeat_at > clock_timestamp() - make_interval(secs => $5::double precision / 1000)
     AND (m.alive_key IS NULL OR ${holderAliveSql('m.alive_key')}))`;
 // One statement per beat, whatever the number of jobs: the beat, the database clock for the skew
-// measurement, the summary of the rounds skipped since the last beat, and the refresh members.
-// $1 instance, $2 boot, $3 skew ms, $4 skips json, $5 liveness window ms
+// measurement, the summary of the rounds skipped since the last beat, this process's figures
+// (null keeps the previous ones), and the refresh members.
+// $1 instance, $2 boot, $3 skew ms, $4 skips json, $5 liveness window ms, $6 process json
 const beatSql = (aliveKey: string, held: string) => `
 WITH skips AS (
   INSERT INTO job_skip_counts (job_name, instance_id, skipped, last_skip_at, last_reason)
@@ -50,7 +56,9 @@ WITH skips AS (
   ON CONFLICT (job_name, instance_id) DO UPDATE SET skipped = job_skip_counts.skipped + EXCLUDED.skipped,
      last_skip_at = GREATEST(job_skip_counts.last_skip_at, EXCLUDED.last_skip_at), last_reason = EXCLUDED.last_reason
 )
-UPDATE instances SET heartbeat_at = clock_timestamp(), clock_skew_ms = $3, alive_key = ${aliveKey} WHERE instance_id = $1 AND boot_id = $2
+UPDATE instances SET heartbeat_at = clock_timestamp(), clock_skew_ms = $3, alive_key = ${aliveKey},
+  process = coalesce($6::jsonb, process), process_at = CASE WHEN $6::jsonb IS NULL THEN process_at ELSE clock_timestamp() END
+ WHERE instance_id = $1 AND boot_id = $2
 RETURNING (extract(epoch FROM clock_timestamp()) * 1000)::double precision AS db_ms, ${held} AS held, ${REFRESH_MEMBERS} AS members`;
 const BEAT = beatSql('NULL', 'true');
 // The same beat sent on the liveness session: it publishes the key and checks, at no extra statement, that this backend still holds it.
@@ -98,11 +106,12 @@ export class InstanceRegistry {
   }
 
   /**
-   * One statement: beats, measures the skew from its own round trip, writes the skip summary.
-   * With a liveness session it is sent on that session and also self-checks the lock there.
+   * One statement: beats, measures the skew from its own round trip, writes the skip summary and
+   * the process figures. With a liveness session it is sent on that session and also
+   * self-checks the lock there. (Issue 18 measured it: keep it one statement.)
    */
-  async beat(clockSkewMs: number, liveness?: LivenessSession | null, skips: SkipSummary[] = []): Promise<BeatResult> {
-    const params = [this.info.instanceId, this.bootId, Math.round(clockSkewMs), JSON.stringify(skips), this.livenessMs];
+  async beat(clockSkewMs: number, liveness?: LivenessSession | null, skips: SkipSummary[] = [], figures: ProcessFigures | null = null): Promise<BeatResult> {
+    const params = [this.info.instanceId, this.bootId, Math.round(clockSkewMs), JSON.stringify(skips), this.livenessMs, figures ? JSON.stringify(figures) : null];
     type Row = { held: boolean; db_ms: unknown; members: string[] };
     const t0 = this.clock.now();
     let rows = liveness ? await liveness.queryChecked<Row>(BEAT_ALIVE, params, 'held') : null;
@@ -153,7 +162,9 @@ export class InstanceRegistry {
 
   async list(): Promise<InstanceInfo[]> {
     const { rows } = await this.db.query<Record<string, unknown>>(
-      `SELECT *, (stopped_at IS NULL AND heartbeat_at > clock_timestamp() - make_interval(secs => $1::double precision / 1000)) AS alive FROM instances ORDER BY instance_id`,
+      `SELECT *, (stopped_at IS NULL AND heartbeat_at > clock_timestamp() - make_interval(secs => $1::double precision / 1000)) AS alive,
+              (stopped_at IS NULL AND process_at > clock_timestamp() - make_interval(secs => $1::double precision / 1000)) AS process_fresh
+         FROM instances ORDER BY instance_id`,
       [this.livenessMs],
     );
     return rows.map((r) => ({
@@ -169,6 +180,8 @@ export class InstanceRegistry {
       stopped_at: toDate(r.stopped_at),
       clock_skew_ms: r.clock_skew_ms === null ? null : num(r.clock_skew_ms),
       alive: r.alive === true,
+      process: r.process_fresh === true ? (r.process as ProcessFigures) : null,
+      process_at: toDate(r.process_at),
     }));
   }
 }

@@ -2,6 +2,7 @@ import { InvalidInput } from '../errors/app-error.js';
 import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
 import type { Runtime } from '../app/runtime.js';
+import { formatDuration } from '../config/duration.js';
 import { parseBody, parseId, sendError } from './validation.js';
 import { reminderSettings } from '../jobs/billing/subscription-expiry.js';
 import { STATUS, errorBody } from './errors.js';
@@ -100,7 +101,23 @@ export function registerBillingRoutes(api: FastifyInstance, rt: Runtime): void {
     );
     return { deliveries: await notifications.list(q) };
   });
-  api.get('/notifications/channels', async () => ({ channels: Object.fromEntries(notifier.health) }));
+  // Each channel's health, its cluster-wide rate limit, and its outbox backlog (and how much of it waits for the limit).
+  api.get('/notifications/channels', async () => {
+    const backlog = await notifications.backlog();
+    const limits: Record<string, { count: number; period: number }> = rt.config.notify.rate_limit;
+    return {
+      channels: Object.fromEntries(
+        [...notifier.health].map(([name, h]) => [
+          name,
+          {
+            ...h,
+            rate_limit: limits[name]?.count ? { count: limits[name].count, period: formatDuration(limits[name].period) } : null,
+            ...(backlog[name] ?? { backlog: 0, rate_limited: 0 }),
+          },
+        ]),
+      ),
+    };
+  });
 
   api.get('/notifications/settings', async () => reminderSettings(rt.config, notifications));
   api.put('/notifications/settings', async (req) => {

@@ -11,7 +11,7 @@ import { parseBody, parseId, sendError } from './validation.js';
 import { InvalidInput } from '../errors/app-error.js';
 
 const when = z.iso.datetime({ offset: true, message: 'expected an ISO 8601 date-time such as 2026-11-30T00:00:00Z' });
-const metricsQuery = z.object({ from: when.optional(), to: when.optional(), step: z.enum(['minute', 'hour', 'day']).optional() }).strict();
+const metricsQuery = z.object({ from: when.optional(), to: when.optional(), step: z.enum(['minute', 'hour', 'day']).optional(), instances: z.enum(['true', 'false']).optional() }).strict();
 const recipient = z.string().refine((r) => r === 'webhook' || /^[^@\s]+@[^@\s]+$/.test(r), { message: 'expected an e-mail address or "webhook"' });
 const reportShape = {
   name: z.string().min(1).max(200),
@@ -46,7 +46,8 @@ export function registerOpsRoutes(api: FastifyInstance, rt: Runtime): void {
     const from = q.from ? new Date(q.from) : new Date(to.getTime() - 3_600_000);
     if (to <= from) throw new InvalidInput([{ field: 'query.to', message: 'must be after from' }]);
     const { granularity } = chooseGranularity(from, to, q.step);
-    return { step: granularity, from: from.toISOString(), to: to.toISOString(), bucket_seconds: rt.config.ops.bucket / 1000, points: await ops.series.range(granularity, from, to) };
+    const points = await ops.series.range(granularity, from, to, undefined, q.instances === 'true');
+    return { step: granularity, from: from.toISOString(), to: to.toISOString(), bucket_seconds: rt.config.ops.bucket / 1000, points };
   });
 
   api.get('/ops/overview', async () => {

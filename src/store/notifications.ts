@@ -10,6 +10,10 @@ export interface Delivery {
   params: Record<string, unknown>;
   status: 'pending' | 'sending' | 'sent' | 'failed' | 'skipped';
   attempts: number;
+  /** Times the channel's cluster-wide rate limit put it back (not attempts). */
+  deferrals: number;
+  /** Pending because the channel's rate limit was full; retried when a slot frees. */
+  rate_limited: boolean;
   last_error: string | null;
   created_at: string;
   sent_at: string | null;
@@ -25,6 +29,8 @@ function toDelivery(r: Record<string, unknown>): Delivery {
     params: r.params as Record<string, unknown>,
     status: r.status as Delivery['status'],
     attempts: num(r.attempts),
+    deferrals: num(r.deferrals),
+    rate_limited: r.rate_limited === true,
     last_error: (r.last_error as string) ?? null,
     created_at: iso(r.created_at)!,
     sent_at: iso(r.sent_at),
@@ -67,22 +73,25 @@ export class Notifications {
     return rowCount === 1 ? null : 'subscription renewed, cancelled or ended since the reminder was queued';
   }
 
-  /** Due deliveries, optionally only of some templates (each area sends its own on its own cadence). */
-  async claim(owner: string, limit: number, leaseMs: number, templates: string[] | null = null): Promise<Delivery[]> {
+  /** Due deliveries, optionally only of some templates (each area sends its own on its own cadence), never of `skipChannels` (down or rate-limited this round). */
+  async claim(owner: string, limit: number, leaseMs: number, templates: string[] | null = null, skipChannels: string[] = []): Promise<Delivery[]> {
     const { rows } = await this.db.query(
       `UPDATE notification_deliveries SET status = 'sending', claimed_by = $1, claimed_until = clock_timestamp() + $3 * interval '1 millisecond'
        WHERE id IN (SELECT id FROM notification_deliveries
                     WHERE ((status = 'pending' AND next_attempt_at <= clock_timestamp()) OR (status = 'sending' AND claimed_until < clock_timestamp()))
-                      AND ($4::text[] IS NULL OR template = ANY($4::text[]))
+                      AND ($4::text[] IS NULL OR template = ANY($4::text[])) AND channel <> ALL($5::text[])
                     ORDER BY next_attempt_at, id LIMIT $2 FOR UPDATE SKIP LOCKED)
        RETURNING *`,
-      [owner, limit, leaseMs, templates],
+      [owner, limit, leaseMs, templates, skipChannels],
     );
     return rows.map(toDelivery).sort((a, b) => a.id - b.id);
   }
 
   async sent(id: number, owner: string): Promise<void> {
-    await this.db.query(`UPDATE notification_deliveries SET status = 'sent', sent_at = clock_timestamp(), attempts = attempts + 1, last_error = NULL WHERE id = $1 AND claimed_by = $2`, [id, owner]);
+    await this.db.query(
+      `UPDATE notification_deliveries SET status = 'sent', sent_at = clock_timestamp(), attempts = attempts + 1, last_error = NULL, rate_limited = false WHERE id = $1 AND claimed_by = $2`,
+      [id, owner],
+    );
   }
 
   async skipped(id: number, reason: string): Promise<void> {
@@ -94,7 +103,7 @@ export class Notifications {
     const { rows } = await this.db.query<{ status: string }>(
       `UPDATE notification_deliveries SET attempts = attempts + 1, last_error = $2,
          status = CASE WHEN attempts + 1 >= $4 THEN 'failed' ELSE 'pending' END,
-         next_attempt_at = clock_timestamp() + $3 * interval '1 millisecond', claimed_by = NULL, claimed_until = NULL
+         next_attempt_at = clock_timestamp() + $3 * interval '1 millisecond', claimed_by = NULL, claimed_until = NULL, rate_limited = false
        WHERE id = $1 RETURNING status`,
       [id, error.slice(0, 500), retryMs, maxAttempts],
     );
@@ -104,9 +113,31 @@ export class Notifications {
   /** Puts a claimed row back untouched (its channel is down this round). */
   async release(id: number, delayMs: number): Promise<void> {
     await this.db.query(
-      `UPDATE notification_deliveries SET status = 'pending', claimed_by = NULL, claimed_until = NULL, next_attempt_at = clock_timestamp() + $2 * interval '1 millisecond' WHERE id = $1`,
+      `UPDATE notification_deliveries SET status = 'pending', claimed_by = NULL, claimed_until = NULL, rate_limited = false,
+         next_attempt_at = clock_timestamp() + $2 * interval '1 millisecond' WHERE id = $1`,
       [id, delayMs],
     );
+  }
+
+  /**
+   * Puts a claimed row back because its channel's cluster-wide rate limit is full: pending again,
+   * due when the first slot frees, counted as a deferral and never as an attempt.
+   */
+  async defer(id: number, owner: string, until: Date): Promise<void> {
+    await this.db.query(
+      `UPDATE notification_deliveries SET status = 'pending', claimed_by = NULL, claimed_until = NULL, next_attempt_at = $3,
+         deferrals = deferrals + 1, rate_limited = true WHERE id = $1 AND claimed_by = $2`,
+      [id, owner, until],
+    );
+  }
+
+  /** The outbox backlog per channel: pending or sending, and how many of those wait for the rate limit. */
+  async backlog(): Promise<Record<string, { backlog: number; rate_limited: number }>> {
+    const { rows } = await this.db.query<{ channel: string; backlog: unknown; rate_limited: unknown }>(
+      `SELECT channel, count(*) AS backlog, count(*) FILTER (WHERE status = 'pending' AND rate_limited) AS rate_limited
+         FROM notification_deliveries WHERE status IN ('pending', 'sending') GROUP BY channel`,
+    );
+    return Object.fromEntries(rows.map((r) => [r.channel, { backlog: num(r.backlog), rate_limited: num(r.rate_limited) }]));
   }
 
   async settings(): Promise<Record<string, unknown>> {

@@ -5,6 +5,8 @@ export type SeriesValues = Record<string, number | null>;
 export interface MetricPoint {
   bucket: string;
   metrics: SeriesValues;
+  /** Minute buckets only, when asked: each replica's liveness and process figures at collection. */
+  instances?: unknown[];
 }
 export type Granularity = 'minute' | 'hour' | 'day';
 
@@ -37,7 +39,8 @@ SELECT count(*) FILTER (WHERE status = 'expired') AS expired,
   FROM proxies`;
 
 const OUTBOX = `
-SELECT count(*) AS backlog, coalesce(extract(epoch FROM clock_timestamp() - min(created_at)), 0) AS lag
+SELECT count(*) AS backlog, coalesce(extract(epoch FROM clock_timestamp() - min(created_at)), 0) AS lag,
+       count(*) FILTER (WHERE status = 'pending' AND rate_limited) AS rate_limited
   FROM notification_deliveries WHERE status IN ('pending', 'sending')`;
 
 // Idempotent on the bucket: a second collection of the same bucket (late usage rows) replaces
@@ -80,6 +83,7 @@ export class OpsMetricsStore {
       proxies_expired: num(p.expired),
       proxies_expiring: num(p.expiring),
       notification_backlog: num(o.backlog),
+      notification_rate_limited: num(o.rate_limited),
       outbox_lag_seconds: Math.round(num(o.lag) * 10) / 10,
     };
   }
@@ -88,14 +92,14 @@ export class OpsMetricsStore {
     return (await this.db.query(UPSERT, [bucket, bucketSeconds, JSON.stringify(metrics), JSON.stringify(instances), token])).rowCount === 1;
   }
 
-  /** Buckets in [from, to), oldest first. */
-  async range(granularity: Granularity, from: Date, to: Date, limit = 20_000): Promise<MetricPoint[]> {
-    const { rows } = await this.db.query<{ bucket: unknown; metrics: SeriesValues }>(`SELECT bucket, metrics FROM ${TABLE[granularity]} WHERE bucket >= $1 AND bucket < $2 ORDER BY bucket LIMIT $3`, [
-      from,
-      to,
-      limit,
-    ]);
-    return rows.map((r) => ({ bucket: toDate(r.bucket)!.toISOString(), metrics: r.metrics }));
+  /** Buckets in [from, to), oldest first; `withInstances` adds the per-replica list (minute buckets only: rollups have none). */
+  async range(granularity: Granularity, from: Date, to: Date, limit = 20_000, withInstances = false): Promise<MetricPoint[]> {
+    const cols = withInstances && granularity === 'minute' ? 'bucket, metrics, instances' : 'bucket, metrics';
+    const { rows } = await this.db.query<{ bucket: unknown; metrics: SeriesValues; instances?: unknown[] }>(
+      `SELECT ${cols} FROM ${TABLE[granularity]} WHERE bucket >= $1 AND bucket < $2 ORDER BY bucket LIMIT $3`,
+      [from, to, limit],
+    );
+    return rows.map((r) => ({ bucket: toDate(r.bucket)!.toISOString(), metrics: r.metrics, ...(r.instances ? { instances: r.instances } : {}) }));
   }
 
   /** The newest minute bucket, if any. */

@@ -180,6 +180,12 @@ export class Metrics {
 
   readonly notifySent = new Counter({ name: 'relay_jobs_notifications_sent_total', help: 'Notifications delivered', labelNames: ['channel', 'template'], registers: [this.registry] });
   readonly notifyFailures = new Counter({ name: 'relay_jobs_notification_failures_total', help: 'Notification attempts that failed', labelNames: ['channel'], registers: [this.registry] });
+  readonly notifyDeferred = new Counter({
+    name: 'relay_jobs_notifications_deferred_total',
+    help: 'Claimed notifications put back for later without an attempt, by channel and reason (rate_limit: the cluster-wide budget was full; channel_down: the channel failed this round)',
+    labelNames: ['channel', 'reason'],
+    registers: [this.registry],
+  });
   readonly notifyChannelUp = new Gauge({ name: 'relay_jobs_notification_channel_up', help: "1 when the channel's last attempt succeeded", labelNames: ['channel'], registers: [this.registry] });
   readonly subscriptionsExpired = new Counter({ name: 'relay_jobs_subscriptions_expired_total', help: 'Subscriptions set expired', registers: [this.registry] });
   readonly remindersQueued = new Counter({ name: 'relay_jobs_subscription_reminders_queued_total', help: 'Reminder intents recorded', labelNames: ['days'], registers: [this.registry] });

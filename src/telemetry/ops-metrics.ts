@@ -12,6 +12,7 @@ export class OpsMetrics {
   readonly cleanupFailures: Counter;
   readonly outboxLag: Gauge;
   readonly notificationBacklog: Gauge;
+  readonly notificationRateLimited: Gauge;
   readonly lastBucket: Gauge;
 
   constructor(registry: Registry) {
@@ -31,6 +32,11 @@ export class OpsMetrics {
     this.cleanupFailures = new Counter({ name: 'relay_jobs_ops_cleanup_failures_total', help: 'ops_cleanup targets that failed in a round', labelNames: ['target'], registers });
     this.outboxLag = new Gauge({ name: 'relay_jobs_ops_outbox_lag_seconds', help: 'Age of the oldest pending notification, at the last collection on this replica', registers });
     this.notificationBacklog = new Gauge({ name: 'relay_jobs_ops_notification_backlog', help: 'Pending and sending notifications, at the last collection on this replica', registers });
+    this.notificationRateLimited = new Gauge({
+      name: 'relay_jobs_ops_notification_rate_limited',
+      help: "Pending notifications waiting for their channel's cluster-wide rate limit, at the last collection on this replica",
+      registers,
+    });
     this.lastBucket = new Gauge({ name: 'relay_jobs_ops_last_bucket_timestamp_seconds', help: 'Start of the last ops bucket this replica collected', registers });
   }
 }

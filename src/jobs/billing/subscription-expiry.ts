@@ -40,7 +40,7 @@ export const subscriptionExpiryJob = defineJob({
     const down = [...s.notifier.health].filter(([, h]) => !h.up).map(([c, h]) => `${c} down: ${h.last_error}`);
     return {
       items: expired + queued + d.sent,
-      note: `${expired} expired, ${queued} reminders queued, ${d.sent} sent, ${d.failed} failed, ${d.skipped} skipped, ${d.deferred} deferred${down.length ? `; ${down.join('; ')}` : ''}`,
+      note: `${expired} expired, ${queued} reminders queued, ${d.sent} sent, ${d.failed} failed, ${d.skipped} skipped, ${d.deferred} deferred, ${d.rate_limited} rate-limited${down.length ? `; ${down.join('; ')}` : ''}`,
     };
   },
 });

@@ -32,15 +32,18 @@ export const SERIES: Record<string, Fold> = {
   jobs_stuck: { kind: 'last' },
   jobs_failing: { kind: 'last' },
   notification_backlog: { kind: 'last' },
+  notification_rate_limited: { kind: 'last' },
   outbox_lag_seconds: { kind: 'last' },
   usage_queue: { kind: 'max' },
   db_latency_ms: { kind: 'avg' },
   redis_latency_ms: { kind: 'avg' },
   db_pool_in_use: { kind: 'max' },
   instances_alive: { kind: 'last' },
+  // Process figures: each bucket holds the worst fresh live replica's (max over replicas).
   event_loop_lag_ms: { kind: 'max' },
   rss_bytes: { kind: 'max' },
   heap_used_bytes: { kind: 'max' },
+  cpu_percent: { kind: 'max' },
 };
 
 export const SERIES_NAMES = Object.keys(SERIES);

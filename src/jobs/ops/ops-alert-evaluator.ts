@@ -25,7 +25,7 @@ export const opsAlertEvaluatorJob = defineJob({
     const d = await notifier.deliverDue(ctx.instanceId, async () => null, ctx.signal, OPS_TEMPLATES);
     return {
       items: r.fired + r.resolved + d.sent,
-      note: `${r.rules} rules (${r.series} series) over bucket ${r.bucket?.toISOString() ?? 'none (unknown)'}: ${r.fired} fired, ${r.resolved} resolved, ${r.firing} firing; ${d.sent} notifications sent, ${d.failed} failed, ${d.deferred} deferred`,
+      note: `${r.rules} rules (${r.series} series) over bucket ${r.bucket?.toISOString() ?? 'none (unknown)'}: ${r.fired} fired, ${r.resolved} resolved, ${r.firing} firing; ${d.sent} notifications sent, ${d.failed} failed, ${d.deferred} deferred, ${d.rate_limited} rate-limited`,
     };
   },
 });

@@ -1,32 +1,66 @@
-import { monitorEventLoopDelay, type IntervalHistogram } from 'node:perf_hooks';
 import type { OpsMetricsStore, SeriesValues } from '../../store/ops-metrics.js';
+import type { ProcessFigures } from '../../telemetry/process-sampler.js';
+
+/** A replica as the collector reads it: `process` is null unless its newest beat is fresh. */
+export interface CollectedInstance {
+  instance_id: string;
+  alive: boolean;
+  heartbeat_at: Date;
+  clock_skew_ms: number | null;
+  version: string;
+  process: ProcessFigures | null;
+  process_at: Date | null;
+}
 
 /** What the collector reads outside the database tables (the runtime supplies these). */
 export interface OpsProbes {
   jobHealth(): Promise<Array<{ name: string; health: string }>>;
-  instances(): Promise<Array<{ instance_id: string; alive: boolean; heartbeat_at: Date; clock_skew_ms: number | null; version: string }>>;
+  instances(): Promise<CollectedInstance[]>;
   pingDb(): Promise<void>;
   pingRedis: (() => Promise<unknown>) | null;
   usageQueue(): number;
   dbPoolInUse(): number | null;
 }
 
+/** One replica's entry in a bucket row's `instances`: liveness, and its figures when fresh. */
+export interface BucketInstance {
+  instance_id: string;
+  alive: boolean;
+  heartbeat_at: string;
+  clock_skew_ms: number | null;
+  version: string;
+  process: ProcessFigures | null;
+  process_at: string | null;
+}
+
+/** Cluster-wide process series: the worst live replica (max), from fresh heartbeat figures only. */
+export function processSeries(instances: CollectedInstance[]): SeriesValues {
+  const fresh = instances.filter((i) => i.alive && i.process).map((i) => i.process!);
+  const worst = (pick: (p: ProcessFigures) => number | null) => {
+    const v = fresh.map(pick).filter((x): x is number => typeof x === 'number' && Number.isFinite(x));
+    return v.length ? Math.max(...v) : null;
+  };
+  return {
+    event_loop_lag_ms: worst((p) => p.event_loop_lag_p99_ms),
+    rss_bytes: worst((p) => p.rss_bytes),
+    heap_used_bytes: worst((p) => p.heap_used_bytes),
+    cpu_percent: worst((p) => p.cpu_percent),
+  };
+}
+
 /**
  * Gathers one bucket's series: usage of the bucket (an index range read), state counts, job
- * health, outbox backlog, dependency round trips, and this process's figures. A series it
- * could not read is null (unknown), never zero; a bucket without traffic is zeroes.
+ * health, outbox backlog, dependency round trips, and every live replica's process figures from
+ * its heartbeat. A series it could not read is null (unknown), never zero; a bucket without
+ * traffic is zeroes.
  */
 export class OpsCollector {
-  private readonly loop: IntervalHistogram = monitorEventLoopDelay({ resolution: 20 });
-
   constructor(
     private readonly store: OpsMetricsStore,
     private readonly probes: OpsProbes,
-  ) {
-    this.loop.enable();
-  }
+  ) {}
 
-  async collect(from: Date, to: Date): Promise<{ metrics: SeriesValues; instances: unknown[]; errors: string[] }> {
+  async collect(from: Date, to: Date): Promise<{ metrics: SeriesValues; instances: BucketInstance[]; errors: string[] }> {
     const errors: string[] = [];
     const metrics: SeriesValues = {};
     const part = async (name: string, fn: () => Promise<SeriesValues>) => {
@@ -52,18 +86,21 @@ export class OpsCollector {
     });
     await part('db', async () => ({ db_latency_ms: await this.time(() => this.probes.pingDb()), db_pool_in_use: this.probes.dbPoolInUse() }));
     if (this.probes.pingRedis) await part('redis', async () => ({ redis_latency_ms: await this.time(() => this.probes.pingRedis!()) }));
-    let instances: unknown[] = [];
+    let instances: BucketInstance[] = [];
     await part('instances', async () => {
       const list = await this.probes.instances();
-      instances = list.map((i) => ({ instance_id: i.instance_id, alive: i.alive, heartbeat_at: i.heartbeat_at.toISOString(), clock_skew_ms: i.clock_skew_ms, version: i.version }));
-      return { instances_alive: list.filter((i) => i.alive).length };
+      instances = list.map((i) => ({
+        instance_id: i.instance_id,
+        alive: i.alive,
+        heartbeat_at: i.heartbeat_at.toISOString(),
+        clock_skew_ms: i.clock_skew_ms,
+        version: i.version,
+        process: i.alive ? i.process : null,
+        process_at: i.process_at?.toISOString() ?? null,
+      }));
+      return { instances_alive: list.filter((i) => i.alive).length, ...processSeries(list) };
     });
-    const mem = process.memoryUsage();
     metrics.usage_queue = this.probes.usageQueue();
-    metrics.event_loop_lag_ms = Math.round(this.loop.percentile(99) / 1e4) / 100;
-    metrics.rss_bytes = mem.rss;
-    metrics.heap_used_bytes = mem.heapUsed;
-    this.loop.reset();
     return { metrics, instances, errors };
   }
 
@@ -71,9 +108,5 @@ export class OpsCollector {
     const t0 = performance.now();
     await fn();
     return Math.round((performance.now() - t0) * 100) / 100;
-  }
-
-  close(): void {
-    this.loop.disable();
   }
 }

@@ -23,6 +23,7 @@ export const opsMetricsJob = defineJob({
     m.ops.lastBucket.set(from.getTime() / 1000);
     if (typeof metrics.outbox_lag_seconds === 'number') m.ops.outboxLag.set(metrics.outbox_lag_seconds);
     if (typeof metrics.notification_backlog === 'number') m.ops.notificationBacklog.set(metrics.notification_backlog);
+    if (typeof metrics.notification_rate_limited === 'number') m.ops.notificationRateLimited.set(metrics.notification_rate_limited);
     if (errors.length) {
       m.ops.collectErrors.inc(errors.length);
       ctx.log.warn({ errors }, 'ops_metrics: some series could not be read (stored as unknown)');

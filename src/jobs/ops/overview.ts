@@ -1,5 +1,6 @@
 import type { Ops } from './ops-services.js';
 import { fold } from './catalogue.js';
+import type { CollectedInstance } from './ops-collector.js';
 
 export interface OverviewInput {
   ops: Ops;
@@ -7,7 +8,7 @@ export interface OverviewInput {
   alertIntervalMs: number;
   now: number;
   jobs: Array<{ name: string; health: string; enabled: boolean }>;
-  instances: Array<{ instance_id: string; alive: boolean; heartbeat_at: Date; version: string; clock_skew_ms: number | null }>;
+  instances: CollectedInstance[];
 }
 
 const clamp = (x: number) => Math.max(0, Math.min(100, Math.round(x)));
@@ -16,7 +17,8 @@ const clamp = (x: number) => Math.max(0, Math.min(100, Math.round(x)));
  * The cluster at a glance. The health score (0-100) is a weighted mean of parts, each shown:
  * errors (5xx rate over the last 5 buckets: 100 under 1 %, 0 at 20 %), jobs (share of enabled
  * jobs healthy or idle), alerts (100 minus 30 per critical and 10 per warning firing), and
- * freshness (100 when the collector's newest bucket is recent, else 0).
+ * freshness (100 when the collector's newest bucket is recent, else 0). Each instance carries its
+ * process figures from its newest heartbeat, or null when that beat is not fresh.
  */
 export async function overview(i: OverviewInput) {
   const latest = await i.ops.series.latest();
@@ -50,6 +52,14 @@ export async function overview(i: OverviewInput) {
     collector_fresh: fresh,
     firing_alerts: firing,
     jobs_by_health: byHealth,
-    instances: i.instances.map((x) => ({ instance_id: x.instance_id, alive: x.alive, heartbeat_at: x.heartbeat_at.toISOString(), version: x.version, clock_skew_ms: x.clock_skew_ms })),
+    instances: i.instances.map((x) => ({
+      instance_id: x.instance_id,
+      alive: x.alive,
+      heartbeat_at: x.heartbeat_at.toISOString(),
+      version: x.version,
+      clock_skew_ms: x.clock_skew_ms,
+      process: x.alive ? x.process : null,
+      process_at: x.process_at?.toISOString() ?? null,
+    })),
   };
 }

@@ -53,6 +53,6 @@ export const scheduledReportsJob = defineJob({
       ctx.log.info({ report: r.name, occurrence: occurrence.toISOString(), empty: out.empty, coalesced: due.length, recipients: intents.length }, 'report occurrence recorded');
     }
     const d = await notifier.deliverDue(ctx.instanceId, async () => null, ctx.signal, OPS_TEMPLATES);
-    return { items: queued + skipped + d.sent, note: `${queued} queued, ${skipped} empty; ${d.sent} sent, ${d.failed} failed, ${d.deferred} deferred` };
+    return { items: queued + skipped + d.sent, note: `${queued} queued, ${skipped} empty; ${d.sent} sent, ${d.failed} failed, ${d.deferred} deferred, ${d.rate_limited} rate-limited` };
   },
 });

@@ -12,6 +12,8 @@ import { sql as coordinationV2 } from './011_coordination_v2.js';
 import { sql as backups } from './009_backups.js';
 import { sql as monitorAlerts } from './014_monitor_alerts.js';
 import { sql as refreshShards } from './015_refresh_shards.js';
+import { sql as instanceProcess } from './016_instance_process.js';
+import { sql as notificationRateLimit } from './017_notification_rate_limit.js';
 
 export interface Migration {
   version: number;
@@ -35,4 +37,6 @@ export const MIGRATIONS: Migration[] = [
   { version: 9, name: 'backups', sql: backups },
   { version: 14, name: 'monitor_alerts', sql: monitorAlerts },
   { version: 15, name: 'refresh_shards', sql: refreshShards },
+  { version: 16, name: 'instance_process', sql: instanceProcess },
+  { version: 17, name: 'notification_rate_limit', sql: notificationRateLimit },
 ];

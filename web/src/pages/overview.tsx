@@ -20,6 +20,8 @@ function useReadiness() {
   return { r, error };
 }
 
+const mib = (bytes: number) => `${Math.round(bytes / 1048576)} MiB`;
+
 export function Overview() {
   const ov = usePoll('/ops/overview', 5000);
   const ready = useReadiness();
@@ -61,6 +63,11 @@ export function Overview() {
                   { h: 'Heartbeat', c: (i: any) => <span title={i.heartbeat_at}>{ago(i.heartbeat_at)} ago</span> },
                   { h: 'Clock skew', c: (i: any) => `${i.clock_skew_ms ?? 0} ms` },
                   { h: 'State', c: (i: any) => <Badge v={i.alive ? 'alive' : 'gone'} /> },
+                  // From the replica's newest heartbeat; a dash when that beat is not fresh.
+                  { h: 'RSS', c: (i: any) => (i.process ? mib(i.process.rss_bytes) : '—') },
+                  { h: 'Heap', c: (i: any) => (i.process ? mib(i.process.heap_used_bytes) : '—') },
+                  { h: 'Loop lag p99', c: (i: any) => (i.process?.event_loop_lag_p99_ms != null ? `${i.process.event_loop_lag_p99_ms} ms` : '—') },
+                  { h: 'CPU', c: (i: any) => (i.process?.cpu_percent != null ? `${i.process.cpu_percent} %` : '—') },
                 ]}
               />
             </Section>
