@@ -112,32 +112,7 @@ async function shards() {
   console.log(shardTable(rows));
 }
 
-async function main() {
-  // The process benchmarks (probes, cluster) spawn the CLI's test build: make it current first.
-  buildCli();
-  if (process.env.BENCH_ONLY === 'ops') return ops();
-  if (process.env.BENCH_ONLY === 'snapshot') return snapshot();
-  if (process.env.BENCH_ONLY === 'images') return images();
-  if (process.env.BENCH_ONLY === 'probes') return probes();
-  if (process.env.BENCH_ONLY === 'backup') {
-    const sizes = (process.env.BENCH_BACKUP_ROWS ?? '1000000').split(',').map(Number);
-    const results = [];
-    for (const n of sizes) results.push(await benchBackup(n));
-    return printBackup(results);
-  }
-  if (process.env.BENCH_ONLY === 'usage') return usage();
-  if (process.env.BENCH_ONLY === 'shards') return shards();
-  if (process.env.BENCH_ONLY === 'cluster') {
-    const rows = [];
-    for (const n of (process.env.BENCH_REPLICAS ?? '3,9').split(',').map(Number)) rows.push({ build: 'this build', ...(await runScenario(n)) });
-    console.log(scenarioTable(rows));
-    return;
-  }
-  if (process.env.BENCH_ONLY === 'cleanup') {
-    for (const c of await benchCleanup(Number(process.env.BENCH_CLEANUP_ROWS ?? 1_000_000)))
-      console.log(`| ${c.method} | ${c.rows} | ${c.seconds.toFixed(2)} | ${c.rowsPerSec.toFixed(0)} | ${c.longestTxMs.toFixed(0)} |`);
-    return;
-  }
+async function coordinationAndRefresh() {
   const rounds = Number(process.env.BENCH_ROUNDS ?? 2000);
   console.log(`machine: ${cpus().length} × ${cpus()[0]?.model ?? 'cpu'}, ${(totalmem() / 2 ** 30).toFixed(0)} GiB, Node ${process.version}, ${new Date().toISOString()}`);
   const { baseline, full } = await benchCoordination(rounds);
@@ -166,8 +141,45 @@ async function main() {
   console.log('|---|---|---|---|');
   for (const t of tp) console.log(`| ${t.path} | ${t.refreshes} | ${t.seconds.toFixed(2)} | ${t.perSecond.toFixed(0)} |`);
   console.log(`\nratio (refreshes/s, relay-jobs / bare calls): ${(tp[1]!.perSecond / tp[0]!.perSecond).toFixed(2)}x`);
+  // One lane: the time a refresh spends in coordination, without the bench's own CPU contention.
+  const one = (await benchRefreshThroughput(Number(process.env.BENCH_REFRESHES_ONE_LANE ?? 1500), 1)).results;
+  const perRefresh = (r: { perSecond: number }) => 1000 / r.perSecond;
+  console.log('\n## One refresh at a time (concurrency 1)\n');
+  console.log('| path | ms per refresh |\n|---|---|');
+  for (const t of one) console.log(`| ${t.path} | ${perRefresh(t).toFixed(2)} |`);
+  console.log(`\ncoordination per refresh: ${(perRefresh(one[1]!) - perRefresh(one[0]!)).toFixed(2)} ms`);
   console.log(`\n## Refresh lateness (stored − due), ${lateness.accounts} accounts due over ${lateness.windowS} s\n`);
   console.log(`p50 ${lateness.p50Ms} ms, p99 ${lateness.p99Ms} ms, max ${lateness.maxMs} ms`);
+}
+
+async function main() {
+  // The process benchmarks (probes, cluster) spawn the CLI's test build: make it current first.
+  buildCli();
+  if (process.env.BENCH_ONLY === 'ops') return ops();
+  if (process.env.BENCH_ONLY === 'snapshot') return snapshot();
+  if (process.env.BENCH_ONLY === 'images') return images();
+  if (process.env.BENCH_ONLY === 'probes') return probes();
+  if (process.env.BENCH_ONLY === 'backup') {
+    const sizes = (process.env.BENCH_BACKUP_ROWS ?? '1000000').split(',').map(Number);
+    const results = [];
+    for (const n of sizes) results.push(await benchBackup(n));
+    return printBackup(results);
+  }
+  if (process.env.BENCH_ONLY === 'usage') return usage();
+  if (process.env.BENCH_ONLY === 'shards') return shards();
+  if (process.env.BENCH_ONLY === 'coordination') return coordinationAndRefresh();
+  if (process.env.BENCH_ONLY === 'cluster') {
+    const rows = [];
+    for (const n of (process.env.BENCH_REPLICAS ?? '3,9').split(',').map(Number)) rows.push({ build: 'this build', ...(await runScenario(n)) });
+    console.log(scenarioTable(rows));
+    return;
+  }
+  if (process.env.BENCH_ONLY === 'cleanup') {
+    for (const c of await benchCleanup(Number(process.env.BENCH_CLEANUP_ROWS ?? 1_000_000)))
+      console.log(`| ${c.method} | ${c.rows} | ${c.seconds.toFixed(2)} | ${c.rowsPerSec.toFixed(0)} | ${c.longestTxMs.toFixed(0)} |`);
+    return;
+  }
+  await coordinationAndRefresh();
   await usage();
   await ops();
   await snapshot();

@@ -117,7 +117,9 @@ describe('fleet probes across three real replicas', () => {
     await sleep(4000);
     const t1 = Date.now();
     for (const r of replicas) if (r !== victim) r.proc.kill('SIGTERM');
-    expect(await Promise.all(replicas.filter((r) => r !== victim).map((r) => r.exited))).toEqual([0, 0]);
+    const codes = await Promise.all(replicas.filter((r) => r !== victim).map((r) => r.exited));
+    const why = replicas.filter((r) => r !== victim && r.proc.exitCode !== 0).map((r) => `${r.name} exited ${r.proc.exitCode}:\n${r.lines.slice(-15).join('\n')}`);
+    expect(codes, why.join('\n')).toEqual([0, 0]);
 
     // ---- the evidence (the upstream's own records) ----
     const overlaps = up.overlapping.filter((o) => o.next.start >= t0 && o.next.start < t1);

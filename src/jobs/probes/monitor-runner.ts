@@ -49,6 +49,8 @@ export class MonitorRunner {
   private timer: ReturnType<Clock['setTimeout']> | null = null;
   private running = false;
   private stopped = true;
+  /** The last pass took every slot it asked for: more monitors are probably due than this replica holds. */
+  private backlog = false;
   private loop: Promise<void> = Promise.resolve();
 
   constructor(
@@ -131,12 +133,33 @@ export class MonitorRunner {
       claimed = await this.tick();
     } finally {
       this.running = false;
+      this.backlog = claimed > 0 && claimed === wanted;
       // A full batch means more may be due: go again at once (when the pool has room).
       this.schedule(claimed > 0 && claimed === wanted && this.pool.stats.running < this.s.poolSize ? 0 : this.s.pollMs);
     }
   }
 
-  private async probe({ m, seenAt }: Task, signal: AbortSignal): Promise<void> {
+  /**
+   * Behind (the last pass filled every free slot): when half the pool has freed up, claim again at
+   * once instead of waiting for the poll, so a busy replica's throughput is set by the pool, not by
+   * `poll_interval`. Claims stay batched (at least half a pool each).
+   */
+  private refill(): void {
+    if (!this.backlog || this.running || this.stopped || !this.timer) return;
+    if (this.pool.stats.running > this.s.poolSize / 2) return;
+    this.clock.clearTimeout(this.timer);
+    this.schedule(0);
+  }
+
+  private async probe(task: Task, signal: AbortSignal): Promise<void> {
+    try {
+      await this.probeOnce(task, signal);
+    } finally {
+      this.refill();
+    }
+  }
+
+  private async probeOnce({ m, seenAt }: Task, signal: AbortSignal): Promise<void> {
     const startedLocal = this.clock.now();
     const sinceClaim = Math.max(0, startedLocal - seenAt);
     const startedAt = new Date(m.claimedAt.getTime() + sinceClaim);
