@@ -14,20 +14,11 @@ import { spawn } from 'node:child_process';
 import pg from 'pg';
 import { Redis } from 'ioredis';
 import { CLI, ServiceProcess, cleanEnv } from '../test/helpers/cli.js';
+import { JOBS } from '../src/jobs/registry.js';
 import { PrivateRedis, TEST_MASTER_KEY, freePort, freshDatabase, uniqueName } from '../test/helpers/services.js';
 
-const OTHER_JOBS = [
-  'token_refresh',
-  'account_expiry',
-  'proxy_expiry',
-  'subscription_expiry',
-  'payment_order_expiry',
-  'dashboard_aggregation',
-  'usage_cleanup',
-  'idempotency_cleanup',
-  'platform_quota_flusher',
-  'session_cleanup',
-];
+/** Every job of the registry but the canary and token_refresh; a scenario turns off these and whichever of the two it does not measure. */
+export const OTHER_JOBS = JOBS.map((j) => j.name).filter((n) => n !== 'canary' && n !== 'token_refresh');
 
 export interface ScenarioResult {
   replicas: number;
@@ -84,7 +75,7 @@ export async function runScenario(replicas: number, cli = CLI, steadyS = Number(
         RELAY_JOBS__JOBS__CANARY__LOCK_TTL: '3s',
         RELAY_JOBS__LOGGING__LEVEL: 'warn',
       };
-      for (const j of OTHER_JOBS) env[`RELAY_JOBS__JOBS__${j.toUpperCase()}__ENABLED`] = 'false';
+      for (const j of [...OTHER_JOBS, 'token_refresh']) env[`RELAY_JOBS__JOBS__${j.toUpperCase()}__ENABLED`] = 'false';
       procs.push(new ServiceProcess(`s${i}`, spawn(process.execPath, [cli, 'start'], { env: cleanEnv(env), stdio: ['ignore', 'pipe', 'pipe'] })));
     }
     const q = async (text: string, params: unknown[] = []) => (await sql.query(text, params)).rows;

@@ -33,6 +33,19 @@ export interface BucketInstance {
   process_at: string | null;
 }
 
+/** A replica as a bucket row and the overview show it: its figures only while it is alive. */
+export function bucketInstance(i: CollectedInstance): BucketInstance {
+  return {
+    instance_id: i.instance_id,
+    alive: i.alive,
+    heartbeat_at: i.heartbeat_at.toISOString(),
+    clock_skew_ms: i.clock_skew_ms,
+    version: i.version,
+    process: i.alive ? i.process : null,
+    process_at: i.process_at?.toISOString() ?? null,
+  };
+}
+
 /** Cluster-wide process series: the worst live replica (max), from fresh heartbeat figures only. */
 export function processSeries(instances: CollectedInstance[]): SeriesValues {
   const fresh = instances.filter((i) => i.alive && i.process).map((i) => i.process!);
@@ -89,15 +102,7 @@ export class OpsCollector {
     let instances: BucketInstance[] = [];
     await part('instances', async () => {
       const list = await this.probes.instances();
-      instances = list.map((i) => ({
-        instance_id: i.instance_id,
-        alive: i.alive,
-        heartbeat_at: i.heartbeat_at.toISOString(),
-        clock_skew_ms: i.clock_skew_ms,
-        version: i.version,
-        process: i.alive ? i.process : null,
-        process_at: i.process_at?.toISOString() ?? null,
-      }));
+      instances = list.map(bucketInstance);
       return { instances_alive: list.filter((i) => i.alive).length, ...processSeries(list) };
     });
     metrics.usage_queue = this.probes.usageQueue();

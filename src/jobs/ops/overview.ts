@@ -1,6 +1,6 @@
 import type { Ops } from './ops-services.js';
 import { fold } from './catalogue.js';
-import type { CollectedInstance } from './ops-collector.js';
+import { bucketInstance, type CollectedInstance } from './ops-collector.js';
 
 export interface OverviewInput {
   ops: Ops;
@@ -52,14 +52,6 @@ export async function overview(i: OverviewInput) {
     collector_fresh: fresh,
     firing_alerts: firing,
     jobs_by_health: byHealth,
-    instances: i.instances.map((x) => ({
-      instance_id: x.instance_id,
-      alive: x.alive,
-      heartbeat_at: x.heartbeat_at.toISOString(),
-      version: x.version,
-      clock_skew_ms: x.clock_skew_ms,
-      process: x.alive ? x.process : null,
-      process_at: x.process_at?.toISOString() ?? null,
-    })),
+    instances: i.instances.map(bucketInstance),
   };
 }

@@ -30,6 +30,12 @@ export function leaseLeftMs(leaseMs: number, seenAt: number, now: number, graceM
   return leaseMs - Math.max(0, now - seenAt) - graceMs / 2;
 }
 
+/**
+ * A pass that found nothing due looks again after this (or `poll_interval` if longer): an idle
+ * replica costs one claim statement a second, and an edit still takes effect within a second.
+ */
+export const IDLE_POLL_MS = 1000;
+
 /** Results waiting for the next write beyond this are dropped oldest-first (counted): the database is down for long. */
 const MAX_PENDING = 50_000;
 
@@ -135,18 +141,18 @@ export class MonitorRunner {
       this.running = false;
       this.backlog = claimed > 0 && claimed === wanted;
       // A full batch means more may be due: go again at once (when the pool has room).
-      this.schedule(claimed > 0 && claimed === wanted && this.pool.stats.running < this.s.poolSize ? 0 : this.s.pollMs);
+      this.schedule(claimed > 0 && claimed === wanted && this.pool.stats.running < this.s.poolSize ? 0 : claimed === 0 && wanted > 0 ? Math.max(IDLE_POLL_MS, this.s.pollMs) : this.s.pollMs);
     }
   }
 
   /**
-   * Behind (the last pass filled every free slot): when half the pool has freed up, claim again at
-   * once instead of waiting for the poll, so a busy replica's throughput is set by the pool, not by
-   * `poll_interval`. Claims stay batched (at least half a pool each).
+   * Behind (the last pass filled every free slot): when a quarter of the pool has freed up, claim
+   * again at once instead of waiting for the poll, so a busy replica's throughput is set by the
+   * pool, not by `poll_interval`. Claims stay batched (a quarter of the pool or more each).
    */
   private refill(): void {
     if (!this.backlog || this.running || this.stopped || !this.timer) return;
-    if (this.pool.stats.running > this.s.poolSize / 2) return;
+    if (this.pool.stats.running > (this.s.poolSize * 3) / 4) return;
     this.clock.clearTimeout(this.timer);
     this.schedule(0);
   }
