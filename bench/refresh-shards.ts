@@ -13,6 +13,7 @@
  */
 import { spawn } from 'node:child_process';
 import pg from 'pg';
+import { Redis } from 'ioredis';
 import { CLI, ServiceProcess, cleanEnv } from '../test/helpers/cli.js';
 import { REDIS_URL, TEST_MASTER_KEY, dropRedisPrefix, freePort, freshDatabase, uniqueName } from '../test/helpers/services.js';
 import { FakeOAuthServer } from '../test/fixtures/oauth-server.js';
@@ -120,8 +121,13 @@ export async function benchRefreshShards(replicas: number, accounts: number, cli
     victim.proc.kill('SIGKILL');
     await victim.exited;
     const killedAt = Date.now();
-    const { rows: held } = await sql.query<{ account_id: string }>(`SELECT account_id FROM account_refresh_leases WHERE owner LIKE $1`, [`b${replicas - 1}:%`]);
+    // In flight: the accounts whose PostgreSQL lease or Redis lock the dead replica held (they wait for the lock's TTL).
+    const dead = `b${replicas - 1}:`;
+    const { rows: held } = await sql.query<{ account_id: string }>(`SELECT account_id FROM account_refresh_leases WHERE owner LIKE $1`, [`${dead}%`]);
     const inFlight = new Set(held.map((r) => Number(r.account_id)));
+    const redis = new Redis(REDIS_URL);
+    for (const key of await redis.keys(`${prefix}:bench:oauth:refresh_lock:*`)) if ((await redis.get(key))?.startsWith(dead)) inFlight.add(Number(/\{(\d+)\}/.exec(key)![1]));
+    redis.disconnect();
     const dropped = new RegExp(`"members":\\[(?![^\\]]*"b${replicas - 1}")`);
     let ownerlessMs: number | null = null;
     const sharded = procs[0]!.lines.some((l) => l.includes('"members":'));

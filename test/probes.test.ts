@@ -113,7 +113,10 @@ describe('fleet probes (real PostgreSQL, loopback upstream)', () => {
     const row = (await sql.query(`SELECT api_key_sealed FROM monitors WHERE id = $1`, [id])).rows[0];
     expect(row.api_key_sealed).toMatch(/^v1:/);
     expect(logs.text()).not.toContain(secret);
+    // Deleting a monitor takes its history with it: raw results and minute rollups.
+    await sql.query(`INSERT INTO monitor_rollups (monitor_id, minute, probes, ok) VALUES ($1, date_trunc('minute', now()), 2, 1)`, [id]);
     expect((await http.inject({ method: 'DELETE', url: `/api/v1/monitors/${id}`, headers: auth })).statusCode).toBe(204);
+    expect((await sql.query(`SELECT count(*)::int AS n FROM monitor_rollups WHERE monitor_id = $1`, [id])).rows[0].n).toBe(0);
   });
 
   it('classifies garbage, hangs, resets, 401, 429 and 5xx without crashing', async () => {

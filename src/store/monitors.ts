@@ -147,7 +147,8 @@ export class Monitors {
 
   async delete(id: number): Promise<boolean> {
     const { rows } = await this.db.query(
-      `WITH gone AS (DELETE FROM monitors WHERE id = $1 RETURNING id), r AS (DELETE FROM monitor_results WHERE monitor_id IN (SELECT id FROM gone))
+      `WITH gone AS (DELETE FROM monitors WHERE id = $1 RETURNING id), r AS (DELETE FROM monitor_results WHERE monitor_id IN (SELECT id FROM gone)),
+         h AS (DELETE FROM monitor_rollups WHERE monitor_id IN (SELECT id FROM gone))
        SELECT id FROM gone`,
       [id],
     );

@@ -70,9 +70,13 @@ export class TokenRefreshService {
     shards?.onChange(() => this.rebalance());
   }
 
-  /** Schedules an entry: at its due time on the owner, `backstopMs` later elsewhere. */
+  /** When this replica fires an account due at `due`: then on its owner, `backstopMs` later elsewhere. */
+  private fireAt(id: number, due: number): number {
+    return this.shards && !this.shards.owns(id) ? due + this.s.backstopMs : due;
+  }
+
   private place(e: Planned): void {
-    this.queue.schedule({ ...e, at: this.shards && !this.shards.owns(e.id) ? e.due + this.s.backstopMs : e.due });
+    this.queue.schedule({ ...e, at: this.fireAt(e.id, e.due) });
   }
 
   /** The member list changed: entries whose owner changed move (a dead owner's overdue accounts fire now). */
@@ -81,7 +85,7 @@ export class TokenRefreshService {
     const moved: DueEntry[] = [];
     for (const e of this.queue.entries()) {
       const due = e.due ?? e.at;
-      const at = this.shards && !this.shards.owns(e.id) ? due + this.s.backstopMs : due;
+      const at = this.fireAt(e.id, due);
       if (at !== e.at) moved.push({ ...e, due, at });
     }
     for (const e of moved) this.queue.schedule(e);
