@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Redis } from 'ioredis';
 import { FallbackLeaderLock, MemoryLeaderLock, PgAdvisoryLock, RedisLeaderLock } from '../src/coordination/leader-lock.js';
 import { leaderKey } from '../src/coordination/keys.js';
-import { connectRedis } from '../src/coordination/redis-client.js';
+import { connectRedis, type RedisClient } from '../src/coordination/redis-client.js';
 import { PgDb } from '../src/store/pg-db.js';
 import { ManualClock } from '../src/time/clock.js';
 import { UserError } from '../src/config/errors.js';
@@ -10,7 +10,7 @@ import { REDIS_URL, dropRedisPrefix, freshDatabase, uniqueName, freePort } from 
 
 describe('leader locks on real Redis and PostgreSQL', () => {
   const prefix = uniqueName('rjtest');
-  let redis: Redis;
+  let redis: RedisClient;
   let db: PgDb;
   let drop: () => Promise<void>;
   let dbUrl: string;

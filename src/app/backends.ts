@@ -1,4 +1,4 @@
-import type { Redis } from 'ioredis';
+import type { RedisClient } from '../coordination/redis-client.js';
 import type { Config } from '../config/load.js';
 import { UserError } from '../config/errors.js';
 import type { Db } from '../store/db.js';
@@ -14,7 +14,7 @@ import type { Logger } from '../telemetry/logger.js';
 /** The connections a runtime owns: PostgreSQL (or PGlite), Redis in cluster mode, the data-dir lock in embedded mode. */
 export interface Backends {
   db: Db;
-  redis: Redis | null;
+  redis: RedisClient | null;
   box: SecretBox;
   dataDirLock: DataDirLock | null;
   /** Closes whatever is open, in reverse order of opening; never throws. */
@@ -30,7 +30,7 @@ export async function openBackends(config: Config, log: Logger): Promise<Backend
     throw new UserError('RELAY_JOBS_MASTER_KEY is not set: cluster mode encrypts account credentials with it; give every replica the same 32 random bytes in base64 (e.g. `openssl rand -base64 32`)');
   }
   let db: Db | null = null;
-  let redis: Redis | null = null;
+  let redis: RedisClient | null = null;
   let dataDirLock: DataDirLock | null = null;
   const close = async (l: Logger) => {
     if (redis) await redis.quit().catch(() => redis!.disconnect());

@@ -1,6 +1,6 @@
 // The composition root: it composes the parts in this folder (backends, wiring, heartbeat, job views, ladder);
 // what is left here is the order of start and stop, which reads best in one file.
-import type { Redis } from 'ioredis';
+import type { RedisClient } from '../coordination/redis-client.js';
 import type { Config } from '../config/load.js';
 import { formatDuration } from '../config/duration.js';
 import type { Db } from '../store/db.js';
@@ -57,7 +57,7 @@ export class Runtime {
   readonly records: RunRecords;
   readonly services: Services;
   readonly db: Db;
-  readonly redis: Redis | null;
+  readonly redis: RedisClient | null;
   readonly startedAt: Date;
   adminToken: string | undefined;
   private readonly runner: RoundRunner;

@@ -1,4 +1,4 @@
-import type { Redis } from 'ioredis';
+import type { RedisClient } from '../coordination/redis-client.js';
 import type { Config } from '../config/load.js';
 import type { Db } from '../store/db.js';
 import type { SecretBox } from '../store/secret-box.js';
@@ -22,7 +22,7 @@ export interface RuntimeView {
 export interface WiringContext {
   config: Config;
   db: Db;
-  redis: Redis | null;
+  redis: RedisClient | null;
   box: SecretBox;
   clock: Clock;
   random: Random;

@@ -3,6 +3,7 @@
 import { z } from 'zod';
 import { DURATION_FORM, parseDuration } from './duration.js';
 import { backupSchema } from './backup-schema.js';
+import { parseRedisUrl } from './redis-url.js';
 
 /**
  * The configuration file's schema. Every object is strict: an unknown key is an error that
@@ -186,7 +187,13 @@ export const configSchema = z
       .object({
         url: z
           .string()
-          .regex(/^rediss?:\/\//, 'expected a redis:// or rediss:// URL')
+          .superRefine((url, ctx) => {
+            try {
+              parseRedisUrl(url);
+            } catch (err) {
+              ctx.addIssue({ code: 'custom', message: (err as Error).message });
+            }
+          })
           .optional(),
         key_prefix: z
           .string()

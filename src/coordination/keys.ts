@@ -1,9 +1,10 @@
 /**
  * Every Redis key lives under `<prefix>:<env>:` so staging and production never share a lock.
- * Lock keys carry a hash tag (`{job:<name>}`, `{<account>}`); they are single-key, so a Redis
- * Cluster is fine for them. The quota scripts touch two keys (a counter and the dirty set) that
- * are NOT tagged alike: quota counters need a single Redis node (or Sentinel), not Redis
- * Cluster, which would answer CROSSSLOT. Tagging them would move live counters on upgrade.
+ * Lock keys carry a hash tag (`{job:<name>}`, `{<account>}`): single-key, and spread over the
+ * slots of a Redis Cluster by job and by account. The quota scripts touch two keys (a counter and
+ * a dirty set), so on a Redis Cluster both carry one shard's tag (`{q<n>}`, the shard a stable
+ * hash of the member) and the dirty set is one per shard; on one node or behind Sentinel the
+ * untagged layout of earlier releases is kept, so an upgrade moves no live counter.
  */
 export interface KeySpace {
   prefix: string;
@@ -24,11 +25,25 @@ export function refreshLockKey(ks: KeySpace, accountId: number): string {
   return `${ks.prefix}:${ks.env}:oauth:refresh_lock:{${accountId}}`;
 }
 
-/** A user's usage counter for one platform, and the set of counters changed since the last flush. */
-export function quotaCounterKey(ks: KeySpace, member: string): string {
-  return `${ks.prefix}:${ks.env}:quota:${member}`;
+/** Dirty-set shards on a Redis Cluster: enough to spread quota keys over a few primaries. */
+export const CLUSTER_QUOTA_SHARDS = 8;
+
+/** The shard of a quota member (FNV-1a): stable across replicas and releases. */
+export function quotaShard(member: string, shards: number): number {
+  if (shards <= 1) return 0;
+  let h = 0x811c9dc5;
+  for (let i = 0; i < member.length; i++) h = Math.imul(h ^ member.charCodeAt(i), 0x01000193);
+  return (h >>> 0) % shards;
 }
 
-export function quotaDirtyKey(ks: KeySpace): string {
-  return `${ks.prefix}:${ks.env}:quota:dirty`;
+/** A user's usage counter for one platform (`shards` 1: the untagged single-node layout). */
+export function quotaCounterKey(ks: KeySpace, member: string, shards = 1): string {
+  if (shards <= 1) return `${ks.prefix}:${ks.env}:quota:${member}`;
+  return `${ks.prefix}:${ks.env}:quota:{q${quotaShard(member, shards)}}:${member}`;
+}
+
+/** The set of counters changed since the last flush, one per shard. */
+export function quotaDirtyKey(ks: KeySpace, shard = 0, shards = 1): string {
+  if (shards <= 1) return `${ks.prefix}:${ks.env}:quota:dirty`;
+  return `${ks.prefix}:${ks.env}:quota:{q${shard}}:dirty`;
 }

@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import type { Redis } from 'ioredis';
+import type { RedisClient } from './redis-client.js';
 import type { Clock } from '../time/clock.js';
 import type { Db, PinnedConnection } from '../store/db.js';
 import { advisoryLockName, leaderKey, type KeySpace } from './keys.js';
@@ -54,7 +54,7 @@ export class RedisLeaderLock implements LeaderLock {
   private nxGet = true;
 
   constructor(
-    private readonly redis: Redis,
+    private readonly redis: RedisClient,
     private readonly keys: KeySpace,
     private readonly instanceId: string,
   ) {

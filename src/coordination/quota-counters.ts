@@ -1,5 +1,6 @@
-import type { Redis } from 'ioredis';
-import { quotaCounterKey, quotaDirtyKey, type KeySpace } from './keys.js';
+import type { RedisClient } from './redis-client.js';
+import { Cluster } from 'ioredis';
+import { CLUSTER_QUOTA_SHARDS, quotaCounterKey, quotaDirtyKey, quotaShard, type KeySpace } from './keys.js';
 import { redisScripts, type QuotaScripts } from './redis-scripts.js';
 
 /** `user` and `platform` as one dirty-set member (URI-encoded, so any id is safe). */
@@ -37,50 +38,84 @@ export interface QuotaCounters {
 
 export class RedisQuotaCounters implements QuotaCounters {
   private readonly s: QuotaScripts;
-  private readonly dirty: string;
+  private readonly shards: number;
+  /** Where the next popDirty starts, so replicas do not all drain shard 0 first. */
+  private cursor = 0;
 
   constructor(
-    private readonly redis: Redis,
+    private readonly redis: RedisClient,
     private readonly keys: KeySpace,
   ) {
     this.s = redisScripts(redis);
-    this.dirty = quotaDirtyKey(keys);
+    this.shards = redis instanceof Cluster ? CLUSTER_QUOTA_SHARDS : 1;
+    this.cursor = Math.floor(Math.random() * this.shards);
+  }
+
+  private counter(member: string): string {
+    return quotaCounterKey(this.keys, member, this.shards);
+  }
+
+  private dirtyOf(member: string): string {
+    return quotaDirtyKey(this.keys, quotaShard(member, this.shards), this.shards);
   }
 
   async increment(member: string, amount: number) {
-    const [used, seeded] = await this.s.quotaIncr(quotaCounterKey(this.keys, member), this.dirty, amount, member);
+    const [used, seeded] = await this.s.quotaIncr(this.counter(member), this.dirtyOf(member), amount, member);
     return { used: Number(used), seeded: Number(seeded) === 1 };
   }
 
   async seed(member: string, used: number, epoch: number): Promise<void> {
-    await this.s.quotaSeed(quotaCounterKey(this.keys, member), used, epoch);
+    await this.s.quotaSeed(this.counter(member), used, epoch);
   }
 
   async reset(member: string, storedEpoch: number): Promise<number> {
-    return Number(await this.s.quotaReset(quotaCounterKey(this.keys, member), this.dirty, member, storedEpoch));
+    return Number(await this.s.quotaReset(this.counter(member), this.dirtyOf(member), member, storedEpoch));
   }
 
   async popDirty(count: number): Promise<string[]> {
-    return (await this.redis.spop(this.dirty, count)) ?? [];
+    const out: string[] = [];
+    for (let i = 0; i < this.shards && out.length < count; i++) {
+      const shard = (this.cursor + i) % this.shards;
+      out.push(...((await this.redis.spop(quotaDirtyKey(this.keys, shard, this.shards), count - out.length)) ?? []));
+    }
+    this.cursor = (this.cursor + 1) % this.shards;
+    return out;
   }
 
   async markDirty(members: string[]): Promise<void> {
-    if (members.length) await this.redis.sadd(this.dirty, ...members);
+    for (const [shard, group] of this.byShard(members)) await this.redis.sadd(quotaDirtyKey(this.keys, shard, this.shards), ...group.map((g) => g.member));
   }
 
   async read(members: string[]): Promise<Array<CounterValue | null>> {
-    const p = this.redis.pipeline();
-    for (const m of members) p.hmget(quotaCounterKey(this.keys, m), 'used', 'epoch', 'seeded');
-    const res = (await p.exec()) ?? [];
-    return res.map(([err, v], i) => {
-      if (err) throw err;
-      const [used, epoch, seeded] = v as Array<string | null>;
-      return used === null ? null : { member: members[i]!, used: Number(used), epoch: Number(epoch ?? 0), seeded: seeded !== null };
-    });
+    const out = new Array<CounterValue | null>(members.length).fill(null);
+    // One pipeline per shard: a Redis Cluster pipeline must stay within one slot.
+    for (const group of this.byShard(members).values()) {
+      const p = this.redis.pipeline();
+      for (const { member } of group) p.hmget(this.counter(member), 'used', 'epoch', 'seeded');
+      const res = (await p.exec()) ?? [];
+      res.forEach(([err, v], i) => {
+        if (err) throw err;
+        const [used, epoch, seeded] = v as Array<string | null>;
+        const { member, index } = group[i]!;
+        out[index] = used === null ? null : { member, used: Number(used), epoch: Number(epoch ?? 0), seeded: seeded !== null };
+      });
+    }
+    return out;
   }
 
   async dirtyCount(): Promise<number> {
-    return this.redis.scard(this.dirty);
+    let n = 0;
+    for (let shard = 0; shard < this.shards; shard++) n += await this.redis.scard(quotaDirtyKey(this.keys, shard, this.shards));
+    return n;
+  }
+
+  private byShard(members: string[]): Map<number, Array<{ member: string; index: number }>> {
+    const groups = new Map<number, Array<{ member: string; index: number }>>();
+    members.forEach((member, index) => {
+      const shard = quotaShard(member, this.shards);
+      groups.set(shard, [...(groups.get(shard) ?? []), { member, index }]);
+    });
+    return groups;
   }
 }
 

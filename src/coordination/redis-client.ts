@@ -1,20 +1,31 @@
-import { Redis } from 'ioredis';
+import { Cluster, Redis, type RedisOptions } from 'ioredis';
 import { UserError } from '../config/errors.js';
 import { redactUrl, scrubUrlSecrets } from '../config/redact-url.js';
+import { parseRedisUrl, type RedisTarget } from '../config/redis-url.js';
+
+/** A connection to one node, a Sentinel-managed primary, or a Redis Cluster: the same commands. */
+export type RedisClient = Redis | Cluster;
 
 /**
  * A Redis client for coordination: commands fail fast while Redis is down (no offline queue,
  * one retry, a command timeout) so a lock attempt turns into the PostgreSQL fallback within
  * about `commandTimeoutMs` instead of hanging; the connection itself keeps retrying.
+ *
+ * Behind Sentinel the client follows failovers (the failover detector subscribes to
+ * `+switch-master`; a `READONLY` reply from a demoted primary reconnects). Commands sent during
+ * the switch fail like an outage, so rounds take the PostgreSQL fallback meanwhile. A Redis
+ * Cluster client discovers the slots from the seed nodes and follows MOVED/ASK redirections.
  */
-export async function connectRedis(url: string, commandTimeoutMs: number, connectTimeoutMs: number): Promise<Redis> {
-  const redis = new Redis(url, {
+export async function connectRedis(url: string, commandTimeoutMs: number, connectTimeoutMs: number): Promise<RedisClient> {
+  const target = parseRedisUrl(url);
+  const redis = createClient(target, {
     lazyConnect: true,
     enableOfflineQueue: false,
     maxRetriesPerRequest: 1,
     commandTimeout: commandTimeoutMs,
     connectTimeout: connectTimeoutMs,
     retryStrategy: (times) => Math.min(100 * times, 1000),
+    reconnectOnError: (err) => (err.message.startsWith('READONLY') ? 2 : false),
   });
   // ioredis rejects connect() with "Connection is closed." and reports the real cause
   // (ECONNREFUSED, ENOTFOUND, an auth error) only as an 'error' event: keep the last one.
@@ -32,6 +43,32 @@ export async function connectRedis(url: string, commandTimeoutMs: number, connec
   }
   redis.on('error', () => undefined); // reported by readiness and lock metrics, not as crashes
   return redis;
+}
+
+function createClient(target: RedisTarget, base: RedisOptions): RedisClient {
+  const auth = { username: target.username, password: target.password, ...(target.tls ? { tls: {} } : {}) };
+  if (target.kind === 'single') return new Redis(target.url, base);
+  if (target.kind === 'sentinel') {
+    return new Redis({
+      ...base,
+      ...auth,
+      sentinels: target.sentinels,
+      name: target.master,
+      db: target.db,
+      role: 'master',
+      sentinelPassword: target.sentinelPassword,
+      failoverDetector: true,
+      sentinelRetryStrategy: (times) => Math.min(100 * times, 1000),
+    });
+  }
+  const { lazyConnect, enableOfflineQueue, retryStrategy: _perNode, ...nodeOptions } = base;
+  return new Cluster(target.nodes, {
+    lazyConnect,
+    enableOfflineQueue,
+    clusterRetryStrategy: (times) => Math.min(100 * times, 1000),
+    slotsRefreshTimeout: base.connectTimeout,
+    redisOptions: { ...nodeOptions, ...auth },
+  });
 }
 
 /** One line naming the cause of a failed Redis connection, with the address where the system gave one. */

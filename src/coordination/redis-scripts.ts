@@ -1,5 +1,5 @@
 import { readFileSync } from 'node:fs';
-import type { Redis } from 'ioredis';
+import type { RedisClient } from './redis-client.js';
 
 /** Lua scripts, one per file; the number before `.lua` is the key count. */
 function load(file: string): { lua: string; numberOfKeys: number } {
@@ -39,7 +39,7 @@ const scripts = {
 };
 
 /** Registers the scripts on a client (ioredis sends EVALSHA and falls back to EVAL after a Redis restart). */
-export function redisScripts(redis: Redis): LockScripts & QuotaScripts & SnapshotScripts {
+export function redisScripts(redis: RedisClient): LockScripts & QuotaScripts & SnapshotScripts {
   for (const [name, def] of Object.entries(scripts)) {
     if (!(name in redis)) redis.defineCommand(name, def);
   }

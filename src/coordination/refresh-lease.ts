@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import type { Redis } from 'ioredis';
+import type { RedisClient } from './redis-client.js';
 import type { Db } from '../store/db.js';
 import { refreshLockKey, type KeySpace } from './keys.js';
 import { redisScripts, type LockScripts } from './redis-scripts.js';
@@ -50,7 +50,7 @@ export class RefreshLeases {
 
   constructor(
     private readonly db: Db,
-    private readonly redis: Redis | null,
+    private readonly redis: RedisClient | null,
     private readonly keys: KeySpace,
     instanceId: string,
     private readonly ttlMs: number,

@@ -1,4 +1,4 @@
-import type { Redis } from 'ioredis';
+import type { RedisClient } from './redis-client.js';
 import type { KeySpace } from './keys.js';
 import { redisScripts, type LockScripts, type SnapshotScripts } from './redis-scripts.js';
 import type { BucketId, RoutingEntry, RoutingRow } from '../store/routing-accounts.js';
@@ -90,7 +90,7 @@ export class RedisSnapshotBuckets implements SnapshotBuckets {
   private readonly base: string;
 
   constructor(
-    private readonly redis: Redis,
+    private readonly redis: RedisClient,
     ks: KeySpace,
   ) {
     this.scripts = redisScripts(redis);

@@ -1,0 +1,63 @@
+/**
+ * The three forms `REDIS_URL` may take, parsed into what ioredis needs:
+ *
+ * - `redis://[user:pass@]host:port[/db]` (or `rediss://` for TLS): one node;
+ * - `redis+sentinel://[user:pass@]host:port,host:port/<master>[/db][?sentinel_password=…]`
+ *   (`rediss+sentinel://` for TLS to the data nodes): a Sentinel set; ioredis asks the sentinels
+ *   for the current primary and follows failovers;
+ * - `redis+cluster://[user:pass@]host:port,host:port` (`rediss+cluster://`): Redis Cluster seed
+ *   nodes; the rest of the topology is discovered.
+ *
+ * The credentials are those of the data nodes. The WHATWG URL parser rejects a comma-separated
+ * authority, so the authority is split here by hand; every error names `REDIS_URL` and never
+ * echoes the password.
+ */
+export interface RedisNode {
+  host: string;
+  port: number;
+}
+
+interface Common {
+  username?: string;
+  password?: string;
+  tls: boolean;
+}
+
+export type RedisTarget =
+  | ({ kind: 'single'; url: string } & Common)
+  | ({ kind: 'sentinel'; sentinels: RedisNode[]; master: string; db: number; sentinelPassword?: string } & Common)
+  | ({ kind: 'cluster'; nodes: RedisNode[] } & Common);
+
+const FORM = /^(rediss?)(\+sentinel|\+cluster)?:\/\/([^/?#]*)(\/[^?#]*)?(\?[^#]*)?$/;
+
+export function parseRedisUrl(url: string): RedisTarget {
+  const m = FORM.exec(url);
+  if (!m) throw new Error('expected redis://, rediss://, redis+sentinel://host:port,host:port/<master> or redis+cluster://host:port,host:port');
+  const [, scheme, variant, authority, path = '', query = ''] = m;
+  const tls = scheme === 'rediss';
+  if (!variant) return { kind: 'single', url, tls };
+  const at = authority!.lastIndexOf('@');
+  const userinfo = at >= 0 ? authority!.slice(0, at) : '';
+  const hosts = at >= 0 ? authority!.slice(at + 1) : authority!;
+  const colon = userinfo.indexOf(':');
+  const username = decodeURIComponent(colon >= 0 ? userinfo.slice(0, colon) : userinfo) || undefined;
+  const password = colon >= 0 ? decodeURIComponent(userinfo.slice(colon + 1)) || undefined : undefined;
+  const nodes = hosts.split(',').map((h, i) => parseNode(h, i, variant === '+sentinel' ? 26379 : 6379));
+  if (variant === '+cluster') {
+    if (path && path !== '/') throw new Error('a redis+cluster:// URL takes no path (Redis Cluster has only database 0)');
+    return { kind: 'cluster', nodes, username, password, tls };
+  }
+  const [master, db = '0'] = path.split('/').filter(Boolean);
+  if (!master) throw new Error('a redis+sentinel:// URL needs the primary group name as its path (…/mymaster)');
+  if (!/^\d{1,2}$/.test(db)) throw new Error(`the database after the primary group name must be a number, got "${db}"`);
+  const sentinelPassword = new URLSearchParams(query.slice(1)).get('sentinel_password') ?? undefined;
+  return { kind: 'sentinel', sentinels: nodes, master: decodeURIComponent(master), db: Number(db), username, password, sentinelPassword, tls };
+}
+
+function parseNode(text: string, index: number, defaultPort: number): RedisNode {
+  const m = /^(\[[0-9a-fA-F:.]+\]|[A-Za-z0-9._-]+)(?::(\d{1,5}))?$/.exec(text);
+  if (!m) throw new Error(`host ${index + 1} of the list ("${text}") is not host or host:port`);
+  const port = m[2] ? Number(m[2]) : defaultPort;
+  if (port < 1 || port > 65535) throw new Error(`host ${index + 1} of the list has port ${port}, outside 1-65535`);
+  return { host: m[1]!.replace(/^\[|\]$/g, ''), port };
+}
