@@ -1,31 +1,20 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, it } from 'vitest';
 import pg from 'pg';
-import { ServiceProcess } from './helpers/cli.js';
-import { PrivateRedis, TEST_MASTER_KEY, freePort, freshDatabase, uniqueName } from './helpers/services.js';
+import type { ServiceProcess } from './helpers/cli.js';
+import { runClusterScenario } from './helpers/cluster-scenario.js';
+import { PrivateRedis, freshDatabase } from './helpers/services.js';
 
 /**
  * Invariants 1, 2 and 4 with real processes: three `relay-jobs start` replicas share a canary
  * every second; the leader is SIGKILLed mid-round; Redis is stopped for five seconds and
- * started again; then every replica gets SIGTERM. The database records are the evidence.
+ * started again; then every replica gets SIGTERM. The database records are the evidence
+ * (`test/helpers/cluster-scenario.ts`; `test/pgbouncer.e2e.test.ts` runs the same through PgBouncer).
  */
-const INTERVAL = 1000;
-const LOCK_TTL = 3000;
-const GRACE = 5000;
-
-interface CanaryRound {
-  token: number;
-  slot: string;
-  instance: string;
-  start: number;
-  end: number | null;
-}
-
 describe('cluster of three real replicas', () => {
   let db: Awaited<ReturnType<typeof freshDatabase>>;
   let redis: PrivateRedis;
   let client: pg.Client;
   const replicas: ServiceProcess[] = [];
-  const ports: number[] = [];
 
   beforeAll(async () => {
     db = await freshDatabase();
@@ -40,148 +29,7 @@ describe('cluster of three real replicas', () => {
     await db.drop();
   });
 
-  const dbNow = async () => Number((await client.query(`SELECT extract(epoch FROM clock_timestamp()) * 1000 AS t`)).rows[0].t);
-
   it('no slot twice, no overlap, failover within TTL + interval, PG fallback while Redis is down, clean SIGTERM', async () => {
-    const prefix = uniqueName('rje2e');
-    for (let i = 0; i < 3; i++) {
-      const port = await freePort();
-      ports.push(port);
-      replicas.push(
-        ServiceProcess.start(`r${i}`, {
-          DATABASE_URL: db.url,
-          REDIS_URL: redis.url,
-          RELAY_JOBS_INSTANCE_ID: `r${i}`,
-          RELAY_JOBS_ENV: 'e2e',
-          RELAY_JOBS_HTTP_PORT: String(port),
-          RELAY_JOBS_ADMIN_TOKEN: 'e2e-admin-token-0123456789',
-          RELAY_JOBS_MASTER_KEY: TEST_MASTER_KEY,
-          RELAY_JOBS__REDIS__KEY_PREFIX: prefix,
-          RELAY_JOBS__REDIS__COMMAND_TIMEOUT: '300ms',
-          // During the Redis outage each running round pins a connection for its advisory lock, beside the
-          // liveness session and the rounds' own statements: 5 left no headroom on a loaded 2-core machine.
-          RELAY_JOBS__DATABASE__POOL_SIZE: '8',
-          RELAY_JOBS__CLUSTER__INSTANCE_HEARTBEAT: '1s',
-          RELAY_JOBS__SHUTDOWN__GRACE: `${GRACE}ms`,
-          RELAY_JOBS__JOBS__CANARY__ENABLED: 'true',
-          RELAY_JOBS__JOBS__CANARY__EVERY: `${INTERVAL}ms`,
-          RELAY_JOBS__JOBS__CANARY__SLEEP: '400ms',
-          RELAY_JOBS__JOBS__CANARY__TIMEOUT: '2s',
-          RELAY_JOBS__JOBS__CANARY__LOCK_TTL: `${LOCK_TTL}ms`,
-          RELAY_JOBS__JOBS__SESSION_CLEANUP__ENABLED: 'false',
-        }),
-      );
-    }
-    await Promise.all(replicas.map((r) => r.waitForLine(/relay-jobs started/)));
-    await new Promise((r) => setTimeout(r, 3500));
-
-    // SIGKILL whichever replica is in the middle of a round (started 50-250 ms ago: its 400 ms sleep has not ended, so the kill lands mid-round).
-    let victim: ServiceProcess | undefined;
-    for (let i = 0; i < 200 && !victim; i++) {
-      const { rows } = await client.query(
-        `SELECT instance_id FROM job_runs WHERE job_name = 'canary' AND status = 'running' AND started_at BETWEEN clock_timestamp() - interval '250 milliseconds' AND clock_timestamp() - interval '50 milliseconds'`,
-      );
-      victim = rows[0] && replicas.find((r) => r.name === rows[0].instance_id);
-      if (!victim) await new Promise((r) => setTimeout(r, 20));
-    }
-    expect(victim, 'a replica mid-round').toBeDefined();
-    victim!.proc.kill('SIGKILL');
-    await victim!.exited;
-    const killedAt = await dbNow();
-    const survivors = replicas.filter((r) => r !== victim);
-    await new Promise((r) => setTimeout(r, LOCK_TTL + INTERVAL + 2000));
-
-    // Redis down for five seconds: rounds go on under the PostgreSQL advisory lock; readiness reports it.
-    await redis.stop();
-    const redisDownAt = await dbNow();
-    await new Promise((r) => setTimeout(r, 2500));
-    const notReady = await fetch(`http://127.0.0.1:${ports[replicas.indexOf(survivors[0]!)]}/readyz`);
-    expect(notReady.status).toBe(503);
-    expect(((await notReady.json()) as { checks: { redis: string } }).checks.redis).toMatch(/unreachable/);
-    await new Promise((r) => setTimeout(r, 2500));
-    await redis.start();
-    const redisUpAt = await dbNow();
-    await new Promise((r) => setTimeout(r, 4000));
-    const ready = await fetch(`http://127.0.0.1:${ports[replicas.indexOf(survivors[0]!)]}/readyz`);
-    expect(ready.status).toBe(200);
-
-    // SIGTERM all: each exits 0 within the grace period.
-    const t0 = Date.now();
-    for (const r of survivors) r.proc.kill('SIGTERM');
-    const codes = await Promise.all(survivors.map((r) => r.exited));
-    expect(codes).toEqual([0, 0]);
-    expect(Date.now() - t0).toBeLessThan(GRACE + 2000);
-
-    // ---- the evidence ----
-    const dup = await client.query(`SELECT slot, count(*) FROM job_runs WHERE job_name = 'canary' AND fencing_token IS NOT NULL AND trigger = 'schedule' GROUP BY slot HAVING count(*) > 1`);
-    expect(dup.rows, 'a slot ran twice').toEqual([]);
-    const dupStart = await client.query(`SELECT slot, count(*) FROM canary_runs WHERE phase = 'start' GROUP BY slot HAVING count(*) > 1`);
-    expect(dupStart.rows, 'a canary slot started twice').toEqual([]);
-
-    const { rows } = await client.query(`
-      SELECT r.fencing_token::int AS token, r.slot::text AS slot, r.instance_id AS instance,
-             extract(epoch FROM s.at) * 1000 AS start, extract(epoch FROM e.at) * 1000 AS "end", extract(epoch FROM r.finished_at) * 1000 AS finished
-        FROM job_runs r
-        JOIN canary_runs s ON s.fencing_token = r.fencing_token AND s.phase = 'start'
-        LEFT JOIN canary_runs e ON e.fencing_token = r.fencing_token AND e.phase = 'end'
-       WHERE r.job_name = 'canary' AND r.fencing_token IS NOT NULL ORDER BY s.at`);
-    const rounds: CanaryRound[] = rows.map((r) => ({
-      token: r.token,
-      slot: r.slot,
-      instance: r.instance,
-      start: Number(r.start),
-      // A round with no end row was cut short: by SIGKILL (ends at the kill), or by shutdown/lease loss (ends when recorded).
-      end: r.end !== null ? Number(r.end) : r.instance === victim!.name ? killedAt : r.finished === null ? null : Number(r.finished),
-    }));
-    expect(rounds.length).toBeGreaterThan(10);
-    for (let i = 1; i < rounds.length; i++) {
-      const prev = rounds[i - 1]!;
-      const cur = rounds[i]!;
-      expect(cur.token, 'fencing tokens grow with time').toBeGreaterThan(prev.token);
-      expect(prev.end, `round ${prev.token} has an end`).not.toBeNull();
-      expect(cur.start, `round ${cur.token} (${cur.instance}) overlapped round ${prev.token} (${prev.instance})`).toBeGreaterThanOrEqual(prev.end!);
-    }
-
-    // Failover: another replica ran within lock TTL + one interval of the kill (plus scheduling slack).
-    const after = rounds.find((r) => r.start > killedAt && r.instance !== victim!.name);
-    expect(after, 'a round after the kill').toBeDefined();
-    expect(after!.start - killedAt).toBeLessThanOrEqual(LOCK_TTL + INTERVAL + 1000);
-    const abandoned = await client.query(`SELECT count(*)::int AS n FROM job_runs WHERE instance_id = $1 AND error LIKE 'abandoned%'`, [victim!.name]);
-    expect(abandoned.rows[0].n).toBe(1);
-
-    // Redis outage: rounds went on under the PostgreSQL advisory lock, still one per slot.
-    const pgRounds = await client.query(
-      `SELECT count(*)::int AS n FROM job_runs WHERE job_name = 'canary' AND lock_backend = 'postgres' AND fencing_token IS NOT NULL
-         AND started_at BETWEEN to_timestamp($1 / 1000.0) AND to_timestamp($2 / 1000.0)`,
-      [redisDownAt, redisUpAt],
-    );
-    const during = await client.query(
-      `SELECT instance_id, status, lock_backend, slot::text, started_at::text, error, note FROM job_runs WHERE job_name = 'canary' AND started_at BETWEEN to_timestamp($1 / 1000.0) - interval '2 s' AND to_timestamp($2 / 1000.0) + interval '2 s' ORDER BY started_at`,
-      [redisDownAt, redisUpAt],
-    );
-    expect(
-      pgRounds.rows[0].n,
-      `rounds around the outage: ${JSON.stringify(during.rows)}\n${survivors
-        .map(
-          (r) =>
-            `${r.name}:\n${r.lines
-              .filter((l) => /"level":(40|50)/.test(l))
-              .slice(-25)
-              .join('\n')}`,
-        )
-        .join('\n')}`,
-    ).toBeGreaterThanOrEqual(2);
-
-    // Skipped scheduled rounds are counted per replica with the reason (summarised by the heartbeat and
-    // at shutdown), so "not leader" is never mistaken for "stuck", and cost no write per slot.
-    const skips = await client.query(`SELECT instance_id, skipped::int AS n, last_reason FROM job_skip_counts WHERE job_name = 'canary'`);
-    expect(skips.rows.length).toBeGreaterThan(0);
-    expect(skips.rows.reduce((n, s) => n + s.n, 0)).toBeGreaterThan(10);
-    for (const s of skips.rows) expect(s.last_reason).toMatch(/held by|already claimed|lease held|claim lost to a concurrent replica/);
-    const perSlot = await client.query(`SELECT count(*)::int AS n FROM job_runs WHERE job_name = 'canary' AND status = 'skipped_not_leader' AND trigger = 'schedule'`);
-    expect(perSlot.rows[0].n, 'a skipped slot was written as a record').toBe(0);
-
-    const stopped = await client.query(`SELECT instance_id FROM instances WHERE stopped_at IS NOT NULL ORDER BY instance_id`);
-    expect(stopped.rows.map((r) => r.instance_id)).toEqual(survivors.map((r) => r.name).sort());
+    await runClusterScenario({ databaseUrl: db.url, client, redis, replicas });
   }, 120_000);
 });

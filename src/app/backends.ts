@@ -14,6 +14,11 @@ import type { Logger } from '../telemetry/logger.js';
 /** The connections a runtime owns: PostgreSQL (or PGlite), Redis in cluster mode, the data-dir lock in embedded mode. */
 export interface Backends {
   db: Db;
+  /**
+   * Where session state lives (the liveness session, the advisory-lock fallback): a small pool on
+   * DATABASE_DIRECT_URL when it is set (PgBouncer in transaction mode keeps no session), else `db`.
+   */
+  sessionDb: Db;
   redis: RedisClient | null;
   box: SecretBox;
   dataDirLock: DataDirLock | null;
@@ -30,10 +35,12 @@ export async function openBackends(config: Config, log: Logger): Promise<Backend
     throw new UserError('RELAY_JOBS_MASTER_KEY is not set: cluster mode encrypts account credentials with it; give every replica the same 32 random bytes in base64 (e.g. `openssl rand -base64 32`)');
   }
   let db: Db | null = null;
+  let directDb: Db | null = null;
   let redis: RedisClient | null = null;
   let dataDirLock: DataDirLock | null = null;
   const close = async (l: Logger) => {
     if (redis) await redis.quit().catch(() => redis!.disconnect());
+    await directDb?.close().catch((err) => l.warn({ err: (err as Error).message }, 'closing the direct database session failed'));
     await db?.close().catch((err) => l.warn({ err: (err as Error).message }, 'closing the database failed'));
     dataDirLock?.release();
   };
@@ -46,6 +53,16 @@ export async function openBackends(config: Config, log: Logger): Promise<Backend
         connectTimeoutMs: config.database.connect_timeout,
         onError: (err) => log.warn({ err: err.message }, 'idle PostgreSQL connection failed'),
       });
+      if (config.database.direct_url) {
+        // Two sessions: the liveness session and the advisory-lock fallback's.
+        directDb = await PgDb.connect({
+          url: config.database.direct_url,
+          poolSize: 2,
+          connectTimeoutMs: config.database.connect_timeout,
+          onError: (err) => log.warn({ err: err.message }, 'idle direct PostgreSQL session failed'),
+        });
+        log.info('session state (liveness, advisory-lock fallback) on DATABASE_DIRECT_URL; statements on DATABASE_URL');
+      }
       redis = await connectRedis(config.redis.url!, config.redis.command_timeout, config.database.connect_timeout);
     } else {
       dataDirLock = DataDirLock.acquire(config.database.data_dir, { httpPort: config.http.port });
@@ -59,7 +76,7 @@ export async function openBackends(config: Config, log: Logger): Promise<Backend
     const box = config.security.master_key ? SecretBox.fromBase64(config.security.master_key) : SecretBox.forDataDir(config.database.data_dir);
     await checkMasterKey(db, box.fingerprint);
     if (config.mode === 'cluster') await warnConnectionBudget(db, config, log);
-    return { db, redis, box, dataDirLock, close };
+    return { db, sessionDb: directDb ?? db, redis, box, dataDirLock, close };
   } catch (err) {
     redis?.disconnect();
     redis = null;

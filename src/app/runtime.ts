@@ -86,7 +86,7 @@ export class Runtime {
     this.redis = redis;
     this.startedAt = new Date(clock.now());
     const instanceId = config.instance.id;
-    this.liveness = config.mode === 'cluster' && config.cluster.crash_detection === 'session' ? new LivenessSession(db, log) : null;
+    this.liveness = config.mode === 'cluster' && config.cluster.crash_detection === 'session' ? new LivenessSession(backends.sessionDb, log) : null;
     const runner = (this.runner = new RoundRunner({
       db,
       clock,

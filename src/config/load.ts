@@ -14,6 +14,7 @@ export type Config = ConfigFile & { mode: Mode; instance: { id: string; env: str
 /** Pinned environment variables (DESIGN.md) and the config path each one sets. */
 export const ENV_KEYS: Record<string, string[]> = {
   DATABASE_URL: ['database', 'url'],
+  DATABASE_DIRECT_URL: ['database', 'direct_url'],
   REDIS_URL: ['redis', 'url'],
   RELAY_JOBS_INSTANCE_ID: ['instance', 'id'],
   RELAY_JOBS_ENV: ['instance', 'env'],
@@ -132,6 +133,8 @@ function finish(data: ConfigFile, file: string | undefined, sources: Map<string,
   if (mode === 'cluster') {
     if (!data.instance.id) problems.push('instance.id: cluster mode needs a unique instance id per replica; set RELAY_JOBS_INSTANCE_ID (e.g. the pod name)');
     if (!data.instance.env) problems.push('instance.env: cluster mode needs an environment name so staging and production never share locks; set RELAY_JOBS_ENV (e.g. production)');
+  } else if (data.database.direct_url) {
+    problems.push(`database.direct_url (${sources.get('database.direct_url') ?? 'config file'}) is set but DATABASE_URL is not: the direct session is for cluster mode behind a pooler; unset it for embedded mode`);
   }
   if (problems.length) throw new ConfigError(problems);
   return {
@@ -195,7 +198,7 @@ export function redactConfig(config: Config): unknown {
       ...config.image,
       provider: { ...config.image.provider, base_url: config.image.provider.base_url && redactUrl(config.image.provider.base_url), api_key: config.image.provider.api_key ? '***' : undefined },
     },
-    database: { ...config.database, url: config.database.url && redactUrl(config.database.url) },
+    database: { ...config.database, url: config.database.url && redactUrl(config.database.url), direct_url: config.database.direct_url && redactUrl(config.database.direct_url) },
     redis: { ...config.redis, url: config.redis.url && redactUrl(config.redis.url) },
   };
 }

@@ -176,6 +176,10 @@ export const configSchema = z
           .string()
           .regex(/^postgres(ql)?:\/\//, 'expected a postgres:// or postgresql:// URL')
           .optional(),
+        direct_url: z
+          .string()
+          .regex(/^postgres(ql)?:\/\//, 'expected a postgres:// or postgresql:// URL')
+          .optional(),
         data_dir: z.string().min(1).default('./data'),
         pool_size: positiveInt.default(10),
         connect_timeout: positiveDuration.default(5000),

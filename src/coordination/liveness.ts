@@ -18,6 +18,9 @@ import type { Logger } from '../telemetry/logger.js';
  * key is withdrawn (new claims store none, and fall back to lease expiry), listeners abort the
  * rounds claimed under it, and a new session with a new key is opened after `retryMs`.
  */
+/** Sessions in a row found moved before crash detection is switched off (logged once). */
+const MOVED_LIMIT = 3;
+
 export const LIVENESS_NS = 1381649996; // first int4 of the two-key advisory lock; objsubid = 2 in pg_locks
 
 /** SQL: true when the session advisory lock of the holder's liveness key is granted to some session (of this database). */
@@ -45,6 +48,8 @@ export class LivenessSession implements Liveness {
   private readonly listeners = new Set<(key: number, reason: string) => void>();
   private retry: NodeJS.Timeout | null = null;
   private stopped = false;
+  /** Consecutive sessions found moved to another backend: a transaction pooler, not a blip. */
+  private moved = 0;
 
   constructor(
     private readonly db: Db,
@@ -102,7 +107,12 @@ export class LivenessSession implements Liveness {
       if (this.conn === conn) this.lose(`liveness self-check failed: ${(err as Error).message}`);
       throw err;
     }
-    if (rows[0] && rows[0][heldColumn] !== true && this.conn === conn) this.lose('liveness lock not held by this session (a transaction pooler in between? see docs/coordination.md)');
+    if (rows[0] && rows[0][heldColumn] !== true && this.conn === conn) {
+      this.moved += 1;
+      this.lose('liveness lock not held by this session (a transaction pooler in between? see docs/coordination.md)');
+    } else if (rows[0]) {
+      this.moved = 0;
+    }
     return rows;
   }
 
@@ -137,6 +147,14 @@ export class LivenessSession implements Liveness {
 
   private scheduleReopen(): void {
     if (this.stopped || this.retry) return;
+    if (this.moved >= MOVED_LIMIT) {
+      // Reopening would only flap: every new session lands behind the same pooler.
+      this.log.error(
+        { sessions_moved: this.moved },
+        'crash detection off: the liveness session keeps moving to other server connections (PgBouncer in transaction mode?). A dead replica\'s rounds are now taken over when its lease expires (jobs.<name>.lock_ttl), not at once. Fix: set DATABASE_DIRECT_URL to a direct or session-pooled connection, or cluster.crash_detection: lease to silence this',
+      );
+      return;
+    }
     this.retry = setTimeout(() => {
       this.retry = null;
       if (this.stopped) return;
