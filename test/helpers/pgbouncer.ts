@@ -78,7 +78,7 @@ export class PgBouncer {
         return bouncer;
       } catch (err) {
         await c.end().catch(() => undefined);
-        if (i > 200 || proc.exitCode !== null) throw new Error(`pgbouncer did not start on ${port}: ${(err as Error).message}`);
+        if (i > 200 || proc.exitCode !== null) throw new Error(`pgbouncer did not start on ${port}: ${(err as Error).message}`, { cause: err });
         await new Promise((r) => setTimeout(r, 50));
       }
     }
