@@ -134,7 +134,9 @@ function finish(data: ConfigFile, file: string | undefined, sources: Map<string,
     if (!data.instance.id) problems.push('instance.id: cluster mode needs a unique instance id per replica; set RELAY_JOBS_INSTANCE_ID (e.g. the pod name)');
     if (!data.instance.env) problems.push('instance.env: cluster mode needs an environment name so staging and production never share locks; set RELAY_JOBS_ENV (e.g. production)');
   } else if (data.database.direct_url) {
-    problems.push(`database.direct_url (${sources.get('database.direct_url') ?? 'config file'}) is set but DATABASE_URL is not: the direct session is for cluster mode behind a pooler; unset it for embedded mode`);
+    problems.push(
+      `database.direct_url (${sources.get('database.direct_url') ?? 'config file'}) is set but DATABASE_URL is not: the direct session is for cluster mode behind a pooler; unset it for embedded mode`,
+    );
   }
   if (problems.length) throw new ConfigError(problems);
   return {

@@ -151,7 +151,7 @@ export class LivenessSession implements Liveness {
       // Reopening would only flap: every new session lands behind the same pooler.
       this.log.error(
         { sessions_moved: this.moved },
-        'crash detection off: the liveness session keeps moving to other server connections (PgBouncer in transaction mode?). A dead replica\'s rounds are now taken over when its lease expires (jobs.<name>.lock_ttl), not at once. Fix: set DATABASE_DIRECT_URL to a direct or session-pooled connection, or cluster.crash_detection: lease to silence this',
+        "crash detection off: the liveness session keeps moving to other server connections (PgBouncer in transaction mode?). A dead replica's rounds are now taken over when its lease expires (jobs.<name>.lock_ttl), not at once. Fix: set DATABASE_DIRECT_URL to a direct or session-pooled connection, or cluster.crash_detection: lease to silence this",
       );
       return;
     }
