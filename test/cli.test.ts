@@ -120,7 +120,7 @@ describe('CLI commands', () => {
       expect(canary).toMatchObject({ health: expect.any(String), last_run: { status: 'ok' }, schedule: { every: '1m' } });
       expect((JSON.parse(jobs.stdout) as Array<{ name: string; next_attempt: string | null }>).find((j) => j.name === 'session_cleanup')!.next_attempt).toMatch(/^\d{4}-/);
       const table = await runCli(['jobs'], { RELAY_JOBS_DATA_DIR: dir });
-      expect(table.stdout).toMatch(/^JOB\s+ENABLED\s+SCOPE\s+SCHEDULE\s+HEALTH\s+LAST_RUN\s+NEXT_ATTEMPT/);
+      expect(table.stdout).toMatch(/^JOB\s+ENABLED\s+SCOPE\s+SCHEDULE\s+HEALTH\s+WORST_INSTANCE\s+LAST_RUN\s+NEXT_ATTEMPT/);
       // Embedded mode's SQL while the service owns PGlite: through its admin API, read-only.
       const sql = await runCli(['sql', `SELECT job_name, status FROM job_runs WHERE job_name = 'canary'`, '--json'], { RELAY_JOBS_DATA_DIR: dir });
       expect(sql.code, sql.stderr).toBe(0);

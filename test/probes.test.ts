@@ -256,4 +256,41 @@ describe('fleet probes (real PostgreSQL, loopback upstream)', () => {
     expect(new Set(occurrences).size).toBe(occurrences.length);
     await patch(`/api/v1/account-tests/${plan}`, { enabled: false });
   });
+  it('scheduled_account_test rounds report the tests that ran since the previous round', async () => {
+    const first = await rt.scheduler.runNow('scheduled_account_test');
+    expect(first.ran && first.outcome.status, JSON.stringify(first)).toBe('ok');
+    expect(first.ran && first.outcome.items).toBeGreaterThanOrEqual(3);
+    expect(first.ran && first.outcome.note).toMatch(/^\d+ tests ran since an hour ago \(\d+ failed\)/);
+    // Counted once: the next round starts from where this one counted to (no plan is enabled now).
+    const second = await rt.scheduler.runNow('scheduled_account_test');
+    expect(second.ran && [second.outcome.status, second.outcome.items]).toEqual(['no_work', 0]);
+  });
+
+  it('a probe runner that leaves due work waiting makes its job late, saying how much', async () => {
+    await rt.services.monitorRunner.stop(2000);
+    await rt.services.accountTestRunner.stop(2000);
+    for (const job of ['channel_monitor', 'scheduled_account_test']) await rt.scheduler.runNow(job);
+    const health = async (name: string) => (await rt.jobViews()).find((j) => j.name === name)!;
+    // Nothing overdue yet from these two (earlier monitors are disabled or leased): no verdict from the hook.
+    await sql.query(`UPDATE monitors SET enabled = false`);
+    expect((await health('channel_monitor')).health).toBe('healthy');
+
+    const m = await post('/api/v1/monitors', monitor('m-missed', { interval: '10s' }));
+    expect(m.statusCode, m.body).toBe(201);
+    await sql.query(`UPDATE monitors SET next_due_at = now() - interval '1 minute', lease_until = NULL WHERE id = $1`, [m.json().id]);
+    const cm = await health('channel_monitor');
+    expect(cm.health).toBe('late');
+    expect(cm.health_reason).toMatch(/^1 monitor\(s\) a whole interval past due, the oldest due since .*no replica's probe runner is taking them/);
+
+    const acct = await rt.services.accounts.create({ platform: 'openai', name: 'plan-missed', credentials: { access_token: 'plan-missed-token' }, tokenExpiresAt: null });
+    const p = await post('/api/v1/account-tests', { account_id: acct.id, cron: '* * * * *', model: 'gpt-test' });
+    expect(p.statusCode, p.body).toBe(201);
+    await sql.query(`UPDATE account_test_plans SET next_run_at = now() - interval '5 minutes' WHERE id = $1`, [p.json().id]);
+    const at = await health('scheduled_account_test');
+    expect(at.health).toBe('late');
+    expect(at.health_reason).toMatch(/^1 test plan\(s\) more than a minute past their next run/);
+    await sql.query(`UPDATE monitors SET enabled = false`);
+    await sql.query(`UPDATE account_test_plans SET enabled = false`);
+    expect((await health('channel_monitor')).health).toBe('healthy');
+  });
 });

@@ -1,5 +1,5 @@
 import { formatDuration } from '../config/duration.js';
-import { judgeHealth, type HealthVerdict } from '../scheduler/health.js';
+import { judgeHealth, judgeReplicas, type HealthVerdict } from '../scheduler/health.js';
 import type { InstanceRegistry } from '../coordination/instance-registry.js';
 import type { RunRecord, RunRecords } from '../coordination/run-records.js';
 import type { Scheduler } from '../scheduler/scheduler.js';
@@ -25,6 +25,17 @@ export interface JobView {
   lease_holder: string | null;
   last_run: RunRecord | null;
   last_success_at: string | null;
+  /** Instance-scoped jobs: each live replica's verdict (null for cluster jobs). */
+  instances: ReplicaHealth[] | null;
+  /** The replica the job's health comes from when it is not healthy (instance-scoped jobs), else null. */
+  worst_instance: string | null;
+}
+
+export interface ReplicaHealth {
+  instance_id: string;
+  health: HealthVerdict['health'];
+  health_reason: string;
+  last_round: RunRecord | null;
 }
 
 export async function jobViews(p: { jobs: readonly BuiltJob[]; records: RunRecords; registry: InstanceRegistry; scheduler: Scheduler; startedAt: Date; abortGraceMs: number }): Promise<JobView[]> {
@@ -32,10 +43,28 @@ export async function jobViews(p: { jobs: readonly BuiltJob[]; records: RunRecor
   // Health of a job that never ran counts from the start of the cluster's current life: the oldest live replica's start.
   const live = (await p.registry.list()).filter((i) => i.alive);
   const since = live.reduce((min, i) => (i.started_at < min ? i.started_at : min), p.startedAt);
+  // Jobs that run on every replica are judged per live replica (scheduler/health.ts judgeReplicas).
+  const perReplica = p.jobs.filter((j) => j.scope === 'instance' && j.settings.enabled).map((j) => j.name);
+  const rounds = await p.records.replicaRounds(
+    perReplica,
+    live.map((i) => i.instance_id),
+  );
   return Promise.all(
     p.jobs.map(async (job) => {
       const snap = snapshots.get(job.name);
-      const verdict = judgeHealth({ settings: job.settings, snapshot: snap, since, abortGraceMs: p.abortGraceMs });
+      let verdict: HealthVerdict;
+      let instances: ReplicaHealth[] | null = null;
+      let worst: string | null = null;
+      if (job.scope === 'instance') {
+        const mine = rounds.get(job.name);
+        const replicas = live.map((i) => ({ instanceId: i.instance_id, startedAt: i.started_at, lastRound: mine?.get(i.instance_id) ?? null }));
+        const judged = judgeReplicas({ settings: job.settings, snapshot: snap, replicas, since, abortGraceMs: p.abortGraceMs });
+        verdict = judged.verdict;
+        worst = judged.worst;
+        instances = judged.replicas.map((r) => ({ instance_id: r.instanceId, health: r.health, health_reason: r.reason, last_round: r.lastRound }));
+      } else {
+        verdict = judgeHealth({ settings: job.settings, snapshot: snap, since, abortGraceMs: p.abortGraceMs });
+      }
       // A job's own rule may say more than its rounds do (backup: no verified backup recently).
       if (job.health && (verdict.health === 'healthy' || verdict.health === 'idle')) {
         const own = await job.health({ settings: job.settings, createdAt: snap?.createdAt ?? null, nowMs: (snap?.dbNow ?? p.startedAt).getTime() }).catch(() => null);
@@ -59,6 +88,8 @@ export async function jobViews(p: { jobs: readonly BuiltJob[]; records: RunRecor
         lease_holder: snap?.leaseUntil && snap.leaseUntil > snap.dbNow ? snap.holder : null,
         last_run: snap?.lastRun ?? null,
         last_success_at: snap?.lastSuccessAt?.toISOString() ?? null,
+        instances,
+        worst_instance: worst,
       };
     }),
   );

@@ -72,8 +72,9 @@ export function table(rows: string[][]): string {
 export function jobsTable(jobs: JobView[]): string {
   const last = (j: JobView) => (j.last_run ? `${j.last_run.status} ${String(j.last_run.finished_at ?? j.last_run.started_at)}` : '-');
   return table([
-    ['JOB', 'ENABLED', 'SCOPE', 'SCHEDULE', 'HEALTH', 'LAST_RUN', 'NEXT_ATTEMPT'],
-    ...jobs.map((j) => [j.name, String(j.enabled), j.scope, scheduleText(j.schedule), j.health, last(j), j.next_attempt ?? '-']),
+    ['JOB', 'ENABLED', 'SCOPE', 'SCHEDULE', 'HEALTH', 'WORST_INSTANCE', 'LAST_RUN', 'NEXT_ATTEMPT'],
+    // WORST_INSTANCE: the replica an instance-scoped job's health comes from (judged per live replica).
+    ...jobs.map((j) => [j.name, String(j.enabled), j.scope, scheduleText(j.schedule), j.health, j.worst_instance ?? '-', last(j), j.next_attempt ?? '-']),
   ]);
 }
 

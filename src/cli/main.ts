@@ -1,10 +1,9 @@
 #!/usr/bin/env node
 import { Command } from 'commander';
 import { UserError } from '../config/errors.js';
-import { loadConfig, redactConfig, type Config } from '../config/load.js';
+import { loadConfig, type Config } from '../config/load.js';
 import { formatDuration } from '../config/duration.js';
-import { withDurationStrings } from '../config/duration-keys.js';
-import { stringify as stringifyYaml } from 'yaml';
+import { printConfig } from '../config/print.js';
 import { buildJobs, checkJobSections } from '../jobs/registry.js';
 import { VERSION } from '../version.js';
 import { startService } from './start.js';
@@ -132,9 +131,10 @@ program
     const jobs = buildJobs(cfg);
     const enabled = jobs.filter((j) => j.settings.enabled).map((j) => j.name);
     for (const w of cfg.warnings) process.stderr.write(`relay-jobs: warning: ${w}\n`);
-    process.stdout.write(`config ok: ${cfg.mode} mode, instance ${cfg.instance.id}, env ${cfg.instance.env}, jobs enabled: ${enabled.join(', ') || 'none'}\n`);
-    // YAML in the config's own form (durations as `20s`), so a printed value can be pasted back as it is.
-    if (opts.print) process.stdout.write(`# effective configuration (secrets redacted)\n${stringifyYaml(withDurationStrings(redactConfig(cfg)))}`);
+    // With --print the summary is a YAML comment: the whole output is a config file.
+    process.stdout.write(`${opts.print ? '# ' : ''}config ok: ${cfg.mode} mode, instance ${cfg.instance.id}, env ${cfg.instance.env}, jobs enabled: ${enabled.join(', ') || 'none'}\n`);
+    // YAML in the config's own form (durations as `20s`, no derived keys), so the output loads back as the same configuration.
+    if (opts.print) process.stdout.write(printConfig(cfg));
   });
 
 program.parseAsync(process.argv).catch((err: unknown) => {

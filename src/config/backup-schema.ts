@@ -1,14 +1,5 @@
 import { z } from 'zod';
-import { DURATION_FORM, parseDuration } from './duration.js';
-
-const positiveDuration = z.union([z.string(), z.number()]).transform((value, ctx) => {
-  const ms = parseDuration(value);
-  if (ms === null || ms <= 0) {
-    ctx.addIssue({ code: 'custom', message: `expected ${DURATION_FORM} greater than zero, got ${JSON.stringify(value)}` });
-    return z.NEVER;
-  }
-  return ms;
-});
+import { positiveDuration } from './duration-schema.js';
 
 const s3 = z
   .object({

@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { formatDuration, parseDuration } from './duration.js';
-import { configSchema, duration, jobBase, positiveDuration } from './schema.js';
+import { configSchema, jobBase } from './schema.js';
+import { isDurationSchema } from './duration-schema.js';
 
 /**
  * Which config keys are durations, read from the schema itself, so that printing and the
@@ -8,8 +9,6 @@ import { configSchema, duration, jobBase, positiveDuration } from './schema.js';
  * written back in the config's own form (`20s`, `5m`) wherever a user sees them: a printed
  * `20000` pasted back into YAML, where a bare number means seconds, would be 5.5 hours.
  */
-const DURATIONS = new Set<z.ZodType>([duration, positiveDuration]);
-
 function unwrap(schema: z.ZodType): z.ZodType {
   let s = schema;
   while (s instanceof z.ZodDefault || s instanceof z.ZodOptional) s = (s as z.ZodDefault | z.ZodOptional).def.innerType as z.ZodType;
@@ -18,7 +17,7 @@ function unwrap(schema: z.ZodType): z.ZodType {
 
 function paths(schema: z.ZodType, prefix: string[], out: string[][]): string[][] {
   const s = unwrap(schema);
-  if (DURATIONS.has(s)) out.push(prefix);
+  if (isDurationSchema(s)) out.push(prefix);
   else if (s instanceof z.ZodObject) for (const [k, v] of Object.entries(s.shape as Record<string, z.ZodType>)) paths(v, [...prefix, k], out);
   return out;
 }
@@ -27,7 +26,7 @@ function paths(schema: z.ZodType, prefix: string[], out: string[][]): string[][]
 export const DURATION_KEYS: readonly string[][] = paths(configSchema, [], []);
 /** The common duration keys of every `jobs.<name>` section. */
 export const JOB_DURATION_KEYS: readonly string[] = Object.entries(jobBase)
-  .filter(([, v]) => DURATIONS.has(unwrap(v)))
+  .filter(([, v]) => isDurationSchema(unwrap(v)))
   .map(([k]) => k);
 
 type Tree = Record<string, unknown>;

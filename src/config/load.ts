@@ -5,6 +5,7 @@ import { ConfigError } from './errors.js';
 import { redactUrl } from './redact-url.js';
 import { bareNumberWarnings } from './duration-keys.js';
 import { configErrorMap } from './error-map.js';
+import { moveDeprecatedKeys } from './deprecated-keys.js';
 
 export type Mode = 'embedded' | 'cluster';
 /** `source.keys`: where each key set by a variable came from (the file otherwise), for error messages. */
@@ -113,11 +114,12 @@ export function loadConfig(opts: LoadOptions = {}): Config {
   }
 
   const from = (key: string) => keySource(sources, file, key);
+  const deprecated = moveDeprecatedKeys(tree, from, sources);
   const result = configSchema.safeParse(tree, { error: configErrorMap });
   const jobs = tree.jobs && typeof tree.jobs === 'object' && !Array.isArray(tree.jobs) ? (tree.jobs as Record<string, unknown>) : {};
   const problems = [...(result.success ? [] : formatIssues(result.error.issues, [], from)), ...(opts.checkJobs?.(jobs, from) ?? [])];
   if (!result.success || problems.length) throw new ConfigError(problems);
-  return finish(result.data, file, sources, bareNumberWarnings(tree, from));
+  return finish(result.data, file, sources, [...deprecated, ...bareNumberWarnings(tree, from)]);
 }
 
 function finish(data: ConfigFile, file: string | undefined, sources: Map<string, string>, warnings: string[]): Config {
@@ -173,6 +175,12 @@ export function keySource(sources: Map<string, string>, file: string | undefined
   return own ?? file ?? 'defaults';
 }
 
+/** A URL as printed: redacted when it holds a credential, else exactly as given (the parser's normal form would not load back equal). */
+function urlShown(url: string): string {
+  const redacted = redactUrl(url);
+  return redacted.includes('***') ? redacted : url;
+}
+
 /** The configuration with every secret replaced, for `config check` and logs. */
 export function redactConfig(config: Config): unknown {
   const { source: _source, warnings: _warnings, ...rest } = config;
@@ -183,25 +191,25 @@ export function redactConfig(config: Config): unknown {
     payments: {
       ...config.payments,
       providers: Object.fromEntries(
-        Object.entries(config.payments.providers).map(([k, p]) => [k, { ...p, base_url: redactUrl(p.base_url), api_key: p.api_key ? '***' : undefined, webhook_secret: '***' }]),
+        Object.entries(config.payments.providers).map(([k, p]) => [k, { ...p, base_url: urlShown(p.base_url), api_key: p.api_key ? '***' : undefined, webhook_secret: '***' }]),
       ),
     },
     notify: {
       ...config.notify,
       smtp: config.notify.smtp && { ...config.notify.smtp, pass: config.notify.smtp.pass ? '***' : undefined },
-      webhook: config.notify.webhook && { ...config.notify.webhook, url: redactUrl(config.notify.webhook.url), secret: config.notify.webhook.secret ? '***' : undefined },
+      webhook: config.notify.webhook && { ...config.notify.webhook, url: urlShown(config.notify.webhook.url), secret: config.notify.webhook.secret ? '***' : undefined },
     },
     oauth: {
       providers: Object.fromEntries(
-        Object.entries(config.oauth.providers).map(([k, p]) => [k, { ...p, token_url: p.token_url && redactUrl(p.token_url), client_secret: p.client_secret ? '***' : undefined }]),
+        Object.entries(config.oauth.providers).map(([k, p]) => [k, { ...p, token_url: p.token_url && urlShown(p.token_url), client_secret: p.client_secret ? '***' : undefined }]),
       ),
     },
     image: {
       ...config.image,
-      provider: { ...config.image.provider, base_url: config.image.provider.base_url && redactUrl(config.image.provider.base_url), api_key: config.image.provider.api_key ? '***' : undefined },
+      provider: { ...config.image.provider, base_url: config.image.provider.base_url && urlShown(config.image.provider.base_url), api_key: config.image.provider.api_key ? '***' : undefined },
     },
-    database: { ...config.database, url: config.database.url && redactUrl(config.database.url), direct_url: config.database.direct_url && redactUrl(config.database.direct_url) },
-    redis: { ...config.redis, url: config.redis.url && redactUrl(config.redis.url) },
+    database: { ...config.database, url: config.database.url && urlShown(config.database.url), direct_url: config.database.direct_url && urlShown(config.database.direct_url) },
+    redis: { ...config.redis, url: config.redis.url && urlShown(config.redis.url) },
   };
 }
 

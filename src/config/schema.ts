@@ -1,7 +1,7 @@
 // Longer than one read on purpose: the whole configuration schema, section by section in the order of
 // config.example.yaml, so a key and its default are found in one place. Job keys are not here (each job declares its own).
 import { z } from 'zod';
-import { DURATION_FORM, parseDuration } from './duration.js';
+import { positiveDuration, duration } from './duration-schema.js';
 import { backupSchema } from './backup-schema.js';
 import { parseRedisUrl } from './redis-url.js';
 
@@ -10,15 +10,7 @@ import { parseRedisUrl } from './redis-url.js';
  * names the key, because a typo silently ignored is a job silently misconfigured.
  * Durations become milliseconds here; job defaults live with the jobs (see resolveJob).
  */
-export const duration = z.union([z.string(), z.number()]).transform((value, ctx) => {
-  const ms = parseDuration(value);
-  if (ms === null) {
-    ctx.addIssue({ code: 'custom', message: `expected ${DURATION_FORM}, got ${JSON.stringify(value)}` });
-    return z.NEVER;
-  }
-  return ms;
-});
-export const positiveDuration = duration.refine((ms) => ms > 0, { message: 'expected a duration greater than zero' });
+export { duration, positiveDuration } from './duration-schema.js';
 /** A number, also from text that is one ("8080" in a quoted YAML value); other text stays text, so errors show it. */
 export const numeric = <T extends z.ZodType>(schema: T) => z.preprocess((v) => (typeof v === 'string' && v.trim() !== '' && Number.isFinite(Number(v)) ? Number(v) : v), schema);
 const port = numeric(z.number().int().min(0).max(65535));
@@ -79,16 +71,27 @@ const USAGE_DEFAULTS = {
   task_timeout: 30 * 60_000,
 };
 
-/** ops_cleanup targets and their default retention in days (0 empties the target, negative skips it). */
+/**
+ * ops_cleanup targets and their default retention in days (0 empties the target, negative skips it).
+ * `job_runs` is not one: `scheduler.run_retention` prunes it (deprecated-keys.ts maps the old key).
+ */
 export const OPS_RETENTION: Record<string, number> = {
   ops_metrics_minute: 7,
   ops_metrics_hourly: 90,
   ops_metrics_daily: 730,
   ops_alert_events: 90,
   notification_deliveries: 30,
-  job_runs: 30,
   canary_runs: 7,
 };
+/** `ops.retention_days`: the keys given merge over the defaults (setting one keeps the others); an unknown target is an error naming it. */
+const retentionDays = z
+  .record(z.string(), z.number().int('expected a whole number of days').min(-1, 'expected -1 (skip), 0 (empty) or a number of days'))
+  .superRefine((days, ctx) => {
+    for (const name of Object.keys(days)) {
+      if (!(name in OPS_RETENTION)) ctx.addIssue({ code: 'custom', path: [name], message: `unknown ops_cleanup target; known: ${Object.keys(OPS_RETENTION).join(', ')}` });
+    }
+  })
+  .transform((days) => ({ ...OPS_RETENTION, ...days }));
 const IMAGE_DEFAULTS = {
   provider: { request_timeout: 30_000, lookup_pages: 20 },
   prices: {},
@@ -367,9 +370,7 @@ export const configSchema = z
         notify_min_severity: z.enum(['info', 'warning', 'critical']).default('info'),
         alert_recipients: z.array(z.string().min(3)).default([]),
         timezone: z.string().default('UTC'),
-        retention_days: z
-          .record(z.string().regex(/^[a-z_]{1,40}$/), z.number().int('expected a whole number of days').min(-1, 'expected -1 (skip), 0 (empty) or a number of days'))
-          .default(OPS_RETENTION),
+        retention_days: retentionDays.default(() => ({ ...OPS_RETENTION })),
       })
       .strict()
       .default({ bucket: 60_000, alert_interval: 60_000, notify_min_severity: 'info', alert_recipients: [], timezone: 'UTC', retention_days: OPS_RETENTION }),

@@ -50,6 +50,13 @@ SELECT s.job_name, s.created_at, s.last_slot, s.holder_instance, s.lease_until, 
   LEFT JOIN LATERAL (SELECT finished_at FROM job_runs WHERE job_name = s.job_name AND status IN ('ok', 'no_work') ORDER BY started_at DESC LIMIT 1) ok ON true
   LEFT JOIN LATERAL (SELECT max(last_skip_at) AS started_at FROM job_skip_counts WHERE job_name = s.job_name) sk ON true`;
 
+// The newest round of each instance-scoped job on each given replica: one probe of
+// job_runs_by_job_instance per pair (migration 022). $1 job names, $2 instance ids.
+const REPLICA_ROUNDS = `
+SELECT r.* FROM unnest($1::text[]) AS j(name) CROSS JOIN unnest($2::text[]) AS i(id)
+  CROSS JOIN LATERAL (SELECT ${COLUMNS} FROM job_runs WHERE job_name = j.name AND instance_id = i.id AND status <> 'skipped_not_leader'
+                      ORDER BY started_at DESC LIMIT 1) r`;
+
 const SKIP_SUMMARY = `SELECT instance_id, skipped, last_skip_at, last_reason FROM job_skip_counts WHERE job_name = $1 ORDER BY instance_id`;
 
 export interface SkipCount {
@@ -79,6 +86,20 @@ export class RunRecords {
   async skipSummary(job: string): Promise<SkipCount[]> {
     const { rows } = await this.db.query<Record<string, unknown>>(SKIP_SUMMARY, [job]);
     return rows.map((r) => ({ instance_id: String(r.instance_id), skipped: num(r.skipped), last_skip_at: toDate(r.last_skip_at), last_reason: (r.last_reason as string | null) ?? null }));
+  }
+
+  /** Per job, each given replica's newest round (a replica with none is absent). */
+  async replicaRounds(jobs: string[], instanceIds: string[]): Promise<Map<string, Map<string, RunRecord>>> {
+    const out = new Map<string, Map<string, RunRecord>>();
+    if (!jobs.length || !instanceIds.length) return out;
+    const { rows } = await this.db.query<Record<string, unknown>>(REPLICA_ROUNDS, [jobs, instanceIds]);
+    for (const row of rows) {
+      const r = toRecord(row);
+      let m = out.get(r.job_name);
+      if (!m) out.set(r.job_name, (m = new Map()));
+      m.set(r.instance_id, r);
+    }
+    return out;
   }
 
   async get(id: number): Promise<RunRecord | null> {

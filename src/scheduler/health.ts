@@ -1,5 +1,5 @@
 import type { JobSettings } from '../config/job-settings.js';
-import type { JobSnapshot } from '../coordination/run-records.js';
+import type { JobSnapshot, RunRecord } from '../coordination/run-records.js';
 import { Schedule } from './schedule.js';
 import { systemClock } from '../time/clock.js';
 
@@ -54,4 +54,48 @@ export function judgeHealth(p: { settings: JobSettings; snapshot: JobSnapshot | 
   }
   if (!last) return { health: 'idle', reason: 'waiting for its first slot', expectedBy: new Date(expectedBy) };
   return { health: 'healthy', reason: `last round ${last.status} at ${last.started_at.toISOString()}`, expectedBy: new Date(expectedBy) };
+}
+
+/** How bad a verdict is, for "the worst replica": a round holding the job, then no round, then a failed one. */
+const SEVERITY: Record<Health, number> = { stuck: 5, late: 4, failing: 3, idle: 1, healthy: 0, disabled: 0 };
+
+export interface ReplicaVerdict extends HealthVerdict {
+  instanceId: string;
+  lastRound: RunRecord | null;
+}
+
+/**
+ * Judges an instance-scoped job (one that runs on every replica) per live replica, each against
+ * the job's own cadence with only its own rounds, so one replica's dead or failing loop is not
+ * hidden by another's newest round. A live replica with no round at all is judged from its own
+ * start: late once a round was due. The job's verdict is the worst replica's, naming it (ties:
+ * the first in `replicas` order); `worst` is null when every replica is healthy.
+ *
+ * With no live replica known (nothing to judge per replica) the cluster-wide verdict stands.
+ */
+export function judgeReplicas(p: {
+  settings: JobSettings;
+  snapshot: JobSnapshot | undefined;
+  replicas: Array<{ instanceId: string; startedAt: Date; lastRound: RunRecord | null }>;
+  since: Date;
+  abortGraceMs: number;
+  now?: Date;
+}): { verdict: HealthVerdict; replicas: ReplicaVerdict[]; worst: string | null } {
+  const clusterWide = judgeHealth({ settings: p.settings, snapshot: p.snapshot, since: p.since, abortGraceMs: p.abortGraceMs, now: p.now });
+  if (!p.settings.enabled || !p.replicas.length) return { verdict: clusterWide, replicas: [], worst: null };
+  const replicas = p.replicas.map((r): ReplicaVerdict => {
+    // The replica's own history: its newest round, no cluster-wide slot; a replica that never ran counts from its own start.
+    const own: JobSnapshot | undefined = p.snapshot && { ...p.snapshot, lastSlot: null, lastRun: r.lastRound, lastSkipAt: null };
+    const v = judgeHealth({ settings: p.settings, snapshot: own, since: r.startedAt, abortGraceMs: p.abortGraceMs, now: p.now });
+    return { ...v, instanceId: r.instanceId, lastRound: r.lastRound };
+  });
+  const worst = replicas.reduce((w, r) => (SEVERITY[r.health] > SEVERITY[w.health] ? r : w));
+  if (SEVERITY[worst.health] === 0) return { verdict: clusterWide, replicas, worst: null };
+  const others = replicas.filter((r) => r !== worst && SEVERITY[r.health] >= SEVERITY.failing).map((r) => `${r.instanceId} ${r.health}`);
+  const also = others.length ? ` (also ${others.join(', ')})` : '';
+  return {
+    verdict: { health: worst.health, reason: `replica ${worst.instanceId}: ${worst.reason}${also}`, expectedBy: worst.expectedBy },
+    replicas,
+    worst: worst.instanceId,
+  };
 }

@@ -199,6 +199,8 @@ export class RoundRunner {
     };
 
     metrics.running.set({ job: job.name }, 1);
+    metrics.jobTimeout.set({ job: job.name }, job.settings.timeoutMs / 1000);
+    metrics.roundStarted.set({ job: job.name }, startedAt / 1000);
     // Start lines are debug: "round finished" says everything once; idle jobs would otherwise fill the log.
     log.debug('round started');
     let outcome: RoundOutcome;
@@ -218,6 +220,7 @@ export class RoundRunner {
       offLiveness?.();
       this.deps.shutdown.removeEventListener('abort', onShutdown);
       metrics.running.set({ job: job.name }, 0);
+      metrics.roundStarted.set({ job: job.name }, 0);
     }
 
     const durationMs = clock.now() - startedAt;

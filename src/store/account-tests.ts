@@ -245,6 +245,25 @@ export class AccountTests {
     return rows.map((r) => ({ action: String(r.action), actor: String(r.actor), detail: typeof r.detail === 'string' ? JSON.parse(r.detail) : r.detail, created_at: iso(r.created_at)! }));
   }
 
+  /** What scheduled_account_test's round reports: tests whose result was written after `after` (null: none yet), and the database time read. Read-only. */
+  async ranSince(after: Date | null): Promise<{ ran: number; failed: number; upto: Date }> {
+    const { rows } = await this.db.query(
+      `SELECT count(*) AS ran, count(*) FILTER (WHERE NOT ok) AS failed, now() AS upto FROM account_test_results WHERE started_at > coalesce($1::timestamptz, now() - interval '1 hour') AND started_at <= now()`,
+      [after?.toISOString() ?? null],
+    );
+    return { ran: num(rows[0]!.ran), failed: num(rows[0]!.failed), upto: toDate(rows[0]!.upto)! };
+  }
+
+  /** Enabled, unleased plans more than `ms` past their next_run_at, and the oldest's due time (for the job's health). Read-only. */
+  async overdueSince(ms: number): Promise<{ overdue: number; oldestDueAt: Date | null }> {
+    const { rows } = await this.db.query(
+      `SELECT count(*) AS n, min(next_run_at) AS oldest FROM account_test_plans
+        WHERE enabled AND next_run_at < now() - make_interval(secs => $1::double precision / 1000) AND (lease_until IS NULL OR lease_until < now())`,
+      [ms],
+    );
+    return { overdue: num(rows[0]!.n), oldestDueAt: toDate(rows[0]!.oldest) };
+  }
+
   /** Enabled plans more than `ms` past their next_run_at (replicas down, or the cap too small). */
   async overdue(ms: number): Promise<number> {
     const { rows } = await this.db.query(`SELECT count(*) AS n FROM account_test_plans WHERE enabled AND next_run_at < now() - make_interval(secs => $1::double precision / 1000)`, [ms]);

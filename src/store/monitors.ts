@@ -231,6 +231,18 @@ export class Monitors {
     return rows.filter((r) => Boolean(r.fenced_out)).length;
   }
 
+  /**
+   * For channel_monitor's health: enabled, unleased monitors a whole interval of their own past due
+   * (a probe missed, not a busy second), and since when the oldest has waited. Read-only.
+   */
+  async missedIntervals(): Promise<{ missed: number; oldestDueAt: Date | null }> {
+    const { rows } = await this.db.query(
+      `SELECT count(*) AS n, min(next_due_at) AS oldest FROM monitors
+        WHERE enabled AND next_due_at <= now() - make_interval(secs => interval_ms::double precision / 1000) AND (lease_until IS NULL OR lease_until < now())`,
+    );
+    return { missed: num(rows[0]!.n), oldestDueAt: toDate(rows[0]!.oldest) };
+  }
+
   /** Enabled monitors due now, and those due for longer than `overdueMs` (the pool cannot keep up, or no replica runs). */
   async dueCounts(overdueMs: number): Promise<{ due: number; overdue: number; enabled: number }> {
     const { rows } = await this.db.query(

@@ -11,7 +11,6 @@ export const CLEANUP_TARGETS: Record<string, { table: string; column: string; wh
   ops_metrics_daily: { table: 'ops_metrics_daily', column: 'bucket' },
   ops_alert_events: { table: 'ops_alert_events', column: 'fired_at', where: `state = 'resolved'` },
   notification_deliveries: { table: 'notification_deliveries', column: 'created_at', where: `status IN ('sent', 'failed', 'skipped')` },
-  job_runs: { table: 'job_runs', column: 'started_at', where: `status <> 'running'` },
   canary_runs: { table: 'canary_runs', column: 'at' },
 };
 

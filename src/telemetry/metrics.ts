@@ -43,6 +43,14 @@ export class Metrics {
     registers: [this.registry],
   });
   readonly running = new Gauge({ name: 'relay_jobs_round_running', help: '1 while this instance runs a round of the job', labelNames: ['job'], registers: [this.registry] });
+  // With roundStarted, lets one alert rule follow every job's own timeout (deploy/prometheus: RelayJobsLockHeldTooLong).
+  readonly jobTimeout = new Gauge({ name: 'relay_jobs_job_timeout_seconds', help: "The job's own timeout (jobs.<name>.timeout) on this instance", labelNames: ['job'], registers: [this.registry] });
+  readonly roundStarted = new Gauge({
+    name: 'relay_jobs_round_started_timestamp_seconds',
+    help: "When this instance's running round of the job started; 0 while none runs",
+    labelNames: ['job'],
+    registers: [this.registry],
+  });
   readonly lastSuccess = new Gauge({
     name: 'relay_jobs_job_last_success_timestamp_seconds',
     help: 'When this instance last finished the job ok or no_work',

@@ -22,6 +22,17 @@ export const channelMonitorJob = defineJob({
     monitorRunner.start();
   },
   onStop: ({ monitorRunner }, withinMs) => monitorRunner.stop(withinMs),
+  // The probes run outside the rounds: a dead or saturated runner shows here, not in them. Late
+  // when an unleased monitor is a whole interval of its own past due (a probe was missed).
+  async health({ monitors }, h) {
+    const { missed, oldestDueAt } = await monitors.missedIntervals();
+    if (!missed) return null;
+    const waited = oldestDueAt ? `, the oldest due since ${oldestDueAt.toISOString()} (${Math.round((h.nowMs - oldestDueAt.getTime()) / 1000)}s)` : '';
+    return {
+      health: 'late',
+      reason: `${missed} monitor(s) a whole interval past due${waited}: no replica's probe runner is taking them (runner stopped, or every pool full: channel_monitor.pool_size)`,
+    };
+  },
   async run(ctx, { monitors, monitorHistory, metrics }, _o, config) {
     const c = config.channel_monitor;
     const counts = await monitors.dueCounts(c.late_after);

@@ -57,6 +57,13 @@ function lastRun(r: any) {
   );
 }
 
+/** Instance-scoped jobs are judged per live replica: name the one the health comes from, or how many are fine. */
+function replicaWords(j: any): string {
+  if (!j.instances) return '—';
+  if (j.worst_instance) return `${j.worst_instance} (${j.instances.find((i: any) => i.instance_id === j.worst_instance)?.health ?? j.health})`;
+  return `${j.instances.length} live, all ${j.health}`;
+}
+
 export function Jobs() {
   const s = usePoll('/jobs', 2000);
   return (
@@ -81,6 +88,7 @@ export function Jobs() {
                 ),
               },
               { h: 'Last run', c: (j: any) => lastRun(j.last_run) },
+              { h: 'Replica', c: (j: any) => replicaWords(j) },
               { h: 'Next attempt', c: (j: any) => <Time at={j.next_attempt} /> },
               { h: 'Lease holder', c: (j: any) => j.lease_holder ?? '—' },
               { h: 'Action', c: (j: any) => <RunNow job={j} after={s.reload} /> },
