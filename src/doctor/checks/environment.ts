@@ -1,7 +1,8 @@
 import { combine, fail, ok, warn, type CheckOutcome, type DoctorCheck } from '../check.js';
 
-/** How many keys of the prefix to look at for other environments: a sample, not a full scan. */
+/** How many keys of the prefix, and SCAN calls, to spend looking for other environments: a sample, not a full scan. */
 const SCAN_LIMIT = 10_000;
+const SCAN_CALLS = 200;
 
 /**
  * Environment isolation: every Redis key is `<redis.key_prefix>:<RELAY_JOBS_ENV>:…`, so locks of
@@ -35,12 +36,13 @@ export const envIsolation: DoctorCheck = {
     if (redis) {
       let cursor = '0';
       let seen = 0;
+      let calls = 0;
       do {
         const [next, keys] = await redis.scan(cursor, 'MATCH', `${prefix}:*`, 'COUNT', 1000);
         cursor = next;
         seen += keys.length;
         for (const k of keys) envs.add(k.slice(prefix.length + 1).split(':')[0]!);
-      } while (cursor !== '0' && seen < SCAN_LIMIT);
+      } while (cursor !== '0' && seen < SCAN_LIMIT && ++calls < SCAN_CALLS);
       envs.delete(env);
       if (envs.size)
         findings.push(
