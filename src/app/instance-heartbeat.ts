@@ -10,10 +10,13 @@ import type { Logger } from '../telemetry/logger.js';
 import type { Clock } from '../time/clock.js';
 import { ProcessSampler } from '../telemetry/process-sampler.js';
 import { HEALTH_STATES, type JobView } from './job-views.js';
+import type { BackendIdentity } from '../coordination/backend-identity.js';
 
 const PRUNE_EVERY_MS = 3_600_000;
 /** How often the heartbeat refreshes the job health gauges (two cluster-wide reads). */
 const HEALTH_EVERY_MS = 15_000;
+/** How often the beat re-reads the backends' identity (Redis INFO, system_identifier): a Redis restart or failover shows within a minute. */
+const IDENTITY_EVERY_MS = 60_000;
 
 /**
  * The replica's beat, every `cluster.instance_heartbeat`: measures clock skew against the
@@ -26,6 +29,8 @@ export class InstanceHeartbeat {
   private stopped = false;
   private lastPrune = 0;
   private lastHealth = 0;
+  private lastIdentity = 0;
+  private identity: BackendIdentity | null = null;
   /** What the scheduler adds to this replica's clock to get the database's. */
   offsetMs = 0;
   private readonly sampler: ProcessSampler;
@@ -46,6 +51,8 @@ export class InstanceHeartbeat {
       shards: RefreshShards;
       /** This process's figures, sampled (and reset) once per beat; a test may bring its own source. */
       sampler?: ProcessSampler;
+      /** The Redis and database this replica talks to, re-sent with a beat when it changed (the doctor compares replicas). */
+      identity?: () => Promise<BackendIdentity>;
     },
   ) {
     this.sampler = deps.sampler ?? new ProcessSampler();
@@ -83,11 +90,22 @@ export class InstanceHeartbeat {
     if (skips.length) await this.deps.registry.beat(-this.offsetMs, null, skips);
   }
 
+  /** Re-reads the identity once a minute; a Redis that does not answer keeps the last identity it gave. */
+  async readIdentity(force = false): Promise<void> {
+    const { identity, clock, registry } = this.deps;
+    if (!identity || (!force && clock.now() - this.lastIdentity < IDENTITY_EVERY_MS)) return;
+    this.lastIdentity = clock.now();
+    const read = await identity();
+    this.identity = { ...read, redis: read.redis ?? this.identity?.redis ?? null };
+    registry.setBackends(this.identity);
+  }
+
   private async beat(): Promise<void> {
     if (this.stopped) return;
     const { registry, records, metrics, log, config, clock } = this.deps;
     const skips = this.deps.skips.take();
     try {
+      await this.readIdentity();
       // One statement: the beat, the clock-skew round trip, the skip summary, the process figures, and the liveness self-check.
       const beat = await registry.beat(-this.offsetMs, this.deps.liveness, skips, this.sampler.sample());
       if (beat.skewMs !== null) this.applySkew(beat.skewMs);

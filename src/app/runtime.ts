@@ -25,6 +25,7 @@ import { InstanceHeartbeat } from './instance-heartbeat.js';
 import { RefreshShards } from '../coordination/refresh-shards.js';
 import { jobViews, type JobView } from './job-views.js';
 import { runShutdownLadder, type Stoppable } from './shutdown-ladder.js';
+import { readBackendIdentity } from '../coordination/backend-identity.js';
 
 export type { JobView } from './job-views.js';
 
@@ -120,6 +121,7 @@ export class Runtime {
       skips: runner.skips,
       liveness: this.liveness,
       shards: this.shards,
+      identity: () => readBackendIdentity(db, redis, { poolSize: config.mode === 'cluster' ? config.database.pool_size : null, keyPrefix: redis ? config.redis.key_prefix : null }),
     });
     this.scheduler = new Scheduler({
       jobs,
@@ -175,6 +177,7 @@ export class Runtime {
       await rt.runner.slotClaims.ensureJobs(jobs.map((j) => j.name));
       await rt.prepare();
       if (opts.register !== false) {
+        await rt.heartbeat.readIdentity(true);
         await rt.registry.register();
         await rt.liveness?.start();
       }

@@ -10,11 +10,12 @@ import { schedulerWiring } from './scheduler-wiring.js';
 import { buildImages } from './images-wiring.js';
 import { buildProbes } from './probes-wiring.js';
 import { buildBackup } from './backup-wiring.js';
+import { buildDoctor } from './doctor-wiring.js';
 
 /** Every area's services and their shutdown rungs, in the order they stop. Adding an area is one line here. */
 export function wireServices(w: WiringContext): Wired<Services> {
   const accounts = buildAccounts(w);
-  const parts = [accounts, buildUsage(w), buildBilling(w), buildOps(w), schedulerWiring(w), buildImages(w), buildProbes(w, accounts.services), buildBackup(w)];
+  const parts = [accounts, buildUsage(w), buildBilling(w), buildOps(w), schedulerWiring(w), buildImages(w), buildProbes(w, accounts.services), buildBackup(w), buildDoctor(w)];
   return {
     services: Object.assign({ metrics: w.metrics, sessions: new AdminSessions(w.db), canaryRuns: new CanaryRuns(w.db) }, ...parts.map((p) => p.services)) as Services,
     rungs: parts.flatMap((p) => p.rungs),

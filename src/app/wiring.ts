@@ -10,12 +10,14 @@ import type { InstanceInfo } from '../coordination/instance-registry.js';
 import type { RefreshShards } from '../coordination/refresh-shards.js';
 import type { Services } from '../jobs/services.js';
 import type { JobView } from './job-views.js';
+import type { JobDefinition } from '../scheduler/job.js';
 
 /** What an area may read from the running runtime, lazily (at use, never while wiring). */
 export interface RuntimeView {
   jobViews(): Promise<JobView[]>;
   instances(): Promise<InstanceInfo[]>;
   readonly services: Services;
+  readonly jobs: readonly JobDefinition[];
 }
 
 /** What every area's wiring gets: the connections and the runtime's shared parts. */

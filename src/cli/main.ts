@@ -14,6 +14,7 @@ import { backupCommand } from './backup.js';
 import { backupsCommand } from './backups.js';
 import { restoreCommand } from './restore.js';
 import { sqlCommand } from './sql.js';
+import { doctorCommand } from './doctor.js';
 import { jobsTable, readLiveView, scheduleText, statusText, table } from './live-view.js';
 
 function config(cmd: Command): Config {
@@ -118,6 +119,16 @@ program
   .option('--json', 'print JSON')
   .action(async (opts: { json?: boolean }, cmd: Command) => {
     process.exitCode = await opsStatus(config(cmd), Boolean(opts.json));
+  });
+
+program
+  .command('doctor')
+  .description(
+    'check the live deployment against the operating rules (same backends, Redis eviction, clocks, pool budget, autovacuum, retention order, refresh margin, backups, security); exit 0 ok, 1 warn, 2 fail',
+  )
+  .option('--json', 'print JSON')
+  .action(async (opts: { json?: boolean }, cmd: Command) => {
+    process.exitCode = await doctorCommand(config(cmd), Boolean(opts.json));
   });
 
 program

@@ -7,6 +7,7 @@ import type { Clock } from '../time/clock.js';
 import { HELD_BY_ME, holderAliveSql, type LivenessSession } from '../coordination/liveness.js';
 import type { SkipSummary } from './skip-counter.js';
 import type { ProcessFigures } from '../telemetry/process-sampler.js';
+import type { BackendIdentity } from './backend-identity.js';
 
 export interface InstanceInfo {
   instance_id: string;
@@ -25,17 +26,19 @@ export interface InstanceInfo {
   process: ProcessFigures | null;
   /** Database time of the beat that carried `process` (kept when stale, so a view can say how old). */
   process_at: Date | null;
+  /** The Redis and database it reported through its newest beat (the doctor compares them); null before migration 025's first beat. */
+  backends: BackendIdentity | null;
 }
 
 const LOCK_ROW = `SELECT boot_id, hostname, pid, heartbeat_at, stopped_at,
   (stopped_at IS NULL AND heartbeat_at > clock_timestamp() - make_interval(secs => $2::double precision / 1000)) AS alive
   FROM instances WHERE instance_id = $1 FOR UPDATE`;
 const UPSERT = `
-INSERT INTO instances (instance_id, boot_id, env, mode, hostname, pid, http_port, version, refreshes, started_at, heartbeat_at, stopped_at)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, clock_timestamp(), clock_timestamp(), NULL)
+INSERT INTO instances (instance_id, boot_id, env, mode, hostname, pid, http_port, version, refreshes, backends, started_at, heartbeat_at, stopped_at)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10::jsonb, clock_timestamp(), clock_timestamp(), NULL)
 ON CONFLICT (instance_id) DO UPDATE SET boot_id = EXCLUDED.boot_id, env = EXCLUDED.env, mode = EXCLUDED.mode, hostname = EXCLUDED.hostname,
   pid = EXCLUDED.pid, http_port = EXCLUDED.http_port, version = EXCLUDED.version, refreshes = EXCLUDED.refreshes, started_at = EXCLUDED.started_at,
-  heartbeat_at = EXCLUDED.heartbeat_at, stopped_at = NULL, process = NULL, process_at = NULL`;
+  heartbeat_at = EXCLUDED.heartbeat_at, stopped_at = NULL, process = NULL, process_at = NULL, backends = EXCLUDED.backends`;
 // Rounds a previous life of this instance left `running` can never finish now.
 const ABANDON_OWN = `UPDATE job_runs SET status = 'failed', finished_at = clock_timestamp(), error = 'abandoned: its instance restarted'
   WHERE instance_id = $1 AND status = 'running'`;
@@ -48,7 +51,7 @@ const REFRESH_MEMBERS = `(SELECT coalesce(array_agg(m.instance_id ORDER BY m.ins
 // One statement per beat, whatever the number of jobs: the beat, the database clock for the skew
 // measurement, the summary of the rounds skipped since the last beat, this process's figures
 // (null keeps the previous ones), and the refresh members.
-// $1 instance, $2 boot, $3 skew ms, $4 skips json, $5 liveness window ms, $6 process json
+// $1 instance, $2 boot, $3 skew ms, $4 skips json, $5 liveness window ms, $6 process json, $7 backend identity json (null keeps it)
 const beatSql = (aliveKey: string, held: string) => `
 WITH skips AS (
   INSERT INTO job_skip_counts (job_name, instance_id, skipped, last_skip_at, last_reason)
@@ -57,7 +60,8 @@ WITH skips AS (
      last_skip_at = GREATEST(job_skip_counts.last_skip_at, EXCLUDED.last_skip_at), last_reason = EXCLUDED.last_reason
 )
 UPDATE instances SET heartbeat_at = clock_timestamp(), clock_skew_ms = $3, alive_key = ${aliveKey},
-  process = coalesce($6::jsonb, process), process_at = CASE WHEN $6::jsonb IS NULL THEN process_at ELSE clock_timestamp() END
+  process = coalesce($6::jsonb, process), process_at = CASE WHEN $6::jsonb IS NULL THEN process_at ELSE clock_timestamp() END,
+  backends = coalesce($7::jsonb, backends)
  WHERE instance_id = $1 AND boot_id = $2
 RETURNING (extract(epoch FROM clock_timestamp()) * 1000)::double precision AS db_ms, ${held} AS held, ${REFRESH_MEMBERS} AS members`;
 const BEAT = beatSql('NULL', 'true');
@@ -80,6 +84,9 @@ export interface BeatResult {
  */
 export class InstanceRegistry {
   readonly bootId = randomUUID();
+  /** What `register` records, and a beat re-sends when `setBackends` changed it (a Redis restart, a failover). */
+  private backends: BackendIdentity | null = null;
+  private backendsDirty = false;
 
   constructor(
     private readonly db: Db,
@@ -91,6 +98,12 @@ export class InstanceRegistry {
     return this.info.heartbeatMs * 3;
   }
 
+  setBackends(b: BackendIdentity): void {
+    if (JSON.stringify(b) === JSON.stringify(this.backends)) return;
+    this.backends = b;
+    this.backendsDirty = true;
+  }
+
   async register(): Promise<void> {
     await this.db.tx(async (q) => {
       const { rows } = await q.query<{ boot_id: string; hostname: string; pid: number; heartbeat_at: unknown; alive: boolean }>(LOCK_ROW, [this.info.instanceId, this.livenessMs]);
@@ -100,7 +113,19 @@ export class InstanceRegistry {
           `instance id "${this.info.instanceId}" is already used by a live replica (host ${cur.hostname}, pid ${cur.pid}, last heartbeat ${toDate(cur.heartbeat_at)!.toISOString()}); give every replica its own RELAY_JOBS_INSTANCE_ID`,
         );
       }
-      await q.query(UPSERT, [this.info.instanceId, this.bootId, this.info.env, this.info.mode, hostname(), process.pid, this.info.httpPort, this.info.version, this.info.refreshes ?? false]);
+      await q.query(UPSERT, [
+        this.info.instanceId,
+        this.bootId,
+        this.info.env,
+        this.info.mode,
+        hostname(),
+        process.pid,
+        this.info.httpPort,
+        this.info.version,
+        this.info.refreshes ?? false,
+        this.backends ? JSON.stringify(this.backends) : null,
+      ]);
+      this.backendsDirty = false;
       await q.query(ABANDON_OWN, [this.info.instanceId]);
     });
   }
@@ -111,13 +136,15 @@ export class InstanceRegistry {
    * self-checks the lock there. (Issue 18 measured it: keep it one statement.)
    */
   async beat(clockSkewMs: number, liveness?: LivenessSession | null, skips: SkipSummary[] = [], figures: ProcessFigures | null = null): Promise<BeatResult> {
-    const params = [this.info.instanceId, this.bootId, Math.round(clockSkewMs), JSON.stringify(skips), this.livenessMs, figures ? JSON.stringify(figures) : null];
+    const backends = this.backendsDirty && this.backends ? JSON.stringify(this.backends) : null;
+    const params = [this.info.instanceId, this.bootId, Math.round(clockSkewMs), JSON.stringify(skips), this.livenessMs, figures ? JSON.stringify(figures) : null, backends];
     type Row = { held: boolean; db_ms: unknown; members: string[] };
     const t0 = this.clock.now();
     let rows = liveness ? await liveness.queryChecked<Row>(BEAT_ALIVE, params, 'held') : null;
     rows ??= (await this.db.query<Row>(BEAT, params)).rows;
     const t1 = this.clock.now();
     const row = rows[0];
+    if (row && backends) this.backendsDirty = false;
     return { mine: rows.length === 1, skewMs: row ? (t0 + t1) / 2 - num(row.db_ms) : null, refreshMembers: row ? this.withSelf(row.members) : null };
   }
 
@@ -182,6 +209,7 @@ export class InstanceRegistry {
       alive: r.alive === true,
       process: r.process_fresh === true ? (r.process as ProcessFigures) : null,
       process_at: toDate(r.process_at),
+      backends: (r.backends as BackendIdentity | null) ?? null,
     }));
   }
 }

@@ -17,6 +17,7 @@ import { registerBillingListRoutes } from './billing-list-routes.js';
 import { registerSqlRoutes } from './sql-routes.js';
 import { registerSessionRoutes } from './session-routes.js';
 import { registerConsoleRoutes } from './console-routes.js';
+import { registerDoctorRoutes } from './doctor-routes.js';
 
 /** The hot path's refusals: unknown account, not serving, refresh failed, no new token in time. */
 const notFound = (what: string) => errorBody('not_found', what);
@@ -97,6 +98,7 @@ export function buildHttpServer(rt: Runtime): FastifyInstance {
       registerBackupRoutes(api, rt);
       registerBillingListRoutes(api, rt);
       registerSqlRoutes(api, rt);
+      registerDoctorRoutes(api, rt);
 
       api.get('/instances', async () => ({ instances: await rt.instances() }));
 

@@ -23,6 +23,7 @@ import { batchImageWorkerJob } from './images/batch-image-worker.js';
 import { channelMonitorJob } from './probes/channel-monitor.js';
 import { scheduledAccountTestJob } from './probes/scheduled-account-test.js';
 import { backupJob } from './backup/backup.js';
+import { doctorJob } from './doctor/doctor.js';
 
 // eslint-disable-next-line @typescript-eslint/no-explicit-any -- a list of jobs with different needs and options
 export type AnyJobModule = JobModule<any, any>;
@@ -49,6 +50,7 @@ export const JOBS: readonly AnyJobModule[] = [
   channelMonitorJob,
   scheduledAccountTestJob,
   backupJob,
+  doctorJob,
   canaryJob,
 ];
 

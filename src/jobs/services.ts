@@ -31,6 +31,7 @@ import type { AccountTestRunner } from './probes/account-test-runner.js';
 import type { Random } from '../time/clock.js';
 import type { DeadLetters } from '../store/dead-letters.js';
 import type { BackupService } from './backup/backup-service.js';
+import type { Doctor } from '../doctor/index.js';
 
 /** What jobs use beyond their JobContext: repositories and long-lived services the runtime builds. */
 export interface Services {
@@ -72,4 +73,6 @@ export interface Services {
   /** Rows the database refused for their content, set aside by the batch writers. */
   deadLetters: DeadLetters;
   backup: BackupService;
+  /** `relay-jobs doctor`'s checks against the live deployment (the doctor job, the API, the CLI). */
+  doctor: Doctor;
 }

@@ -61,6 +61,12 @@ export class Metrics {
   readonly clockSkew = new Gauge({ name: 'relay_jobs_clock_skew_seconds', help: "This replica's clock minus the database clock", registers: [this.registry] });
   readonly instanceConflict = new Gauge({ name: 'relay_jobs_instance_id_conflict', help: '1 while another live process uses this instance id', registers: [this.registry] });
   readonly dependencyUp = new Gauge({ name: 'relay_jobs_dependency_up', help: '1 when the dependency answered its last probe', labelNames: ['dependency'], registers: [this.registry] });
+  readonly doctorCheck = new Gauge({
+    name: 'relay_jobs_doctor_check',
+    help: "1 for each doctor check's status (ok, warn, fail) at the newest doctor run on this replica",
+    labelNames: ['check', 'status'],
+    registers: [this.registry],
+  });
   readonly ready = new Gauge({ name: 'relay_jobs_ready', help: '1 while /readyz answers 200', registers: [this.registry] });
 
   readonly poolWaiting = new Gauge({ name: 'relay_jobs_pool_waiting', help: 'Tasks queued in a worker pool', labelNames: ['pool'], registers: [this.registry] });

@@ -9,6 +9,7 @@ import { Billing } from './pages/billing';
 import { Ops } from './pages/ops';
 import { Images, Scheduler } from './pages/more';
 import { AccountTests, Backups, Monitors } from './pages/probes';
+import { Doctor } from './pages/doctor';
 import './style.css';
 
 const PAGES: { path: string; label: string }[] = [
@@ -23,6 +24,7 @@ const PAGES: { path: string; label: string }[] = [
   { path: 'monitors', label: 'Monitors' },
   { path: 'account-tests', label: 'Account tests' },
   { path: 'backups', label: 'Backups' },
+  { path: 'doctor', label: 'Doctor' },
 ];
 
 function useHash(): string {
@@ -96,6 +98,8 @@ function Page({ route }: { route: string }) {
       return <AccountTests />;
     case 'backups':
       return <Backups />;
+    case 'doctor':
+      return <Doctor />;
     default:
       return <Overview />;
   }

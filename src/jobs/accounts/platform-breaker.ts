@@ -28,6 +28,11 @@ export class PlatformBreaker {
     return ms > 0 ? { ms, reason: s!.reason } : { ms: 0, reason: '' };
   }
 
+  /** Every platform whose breaker is open now, with the time left and the failure that tripped it. */
+  open(): Array<{ platform: string; ms: number; reason: string }> {
+    return [...this.state.keys()].map((platform) => ({ platform, ...this.openFor(platform) })).filter((b) => b.ms > 0);
+  }
+
   /** Feeds one provider call's result; returns true when this result tripped the breaker. */
   record(platform: string, kind: 'ok' | 'transient' | 'permanent' | 'config', reason = ''): boolean {
     const s = this.state.get(platform) ?? { failures: 0, openUntil: 0, reason: '' };

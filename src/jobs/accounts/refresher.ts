@@ -86,6 +86,11 @@ export class Refresher {
     return this.inFlight.size;
   }
 
+  /** The platforms whose breaker is open in this process (the doctor's refresh_breaker check). */
+  openBreakers(): Array<{ platform: string; ms: number; reason: string }> {
+    return this.breaker.open();
+  }
+
   isInFlight(id: number): boolean {
     return this.inFlight.has(id);
   }

@@ -15,6 +15,7 @@ import { sql as refreshShards } from './015_refresh_shards.js';
 import { sql as instanceProcess } from './016_instance_process.js';
 import { sql as notificationRateLimit } from './017_notification_rate_limit.js';
 import { sql as jobRunsByInstance } from './022_job_runs_by_instance.js';
+import { sql as doctor } from './025_doctor.js';
 
 export interface Migration {
   version: number;
@@ -41,4 +42,5 @@ export const MIGRATIONS: Migration[] = [
   { version: 16, name: 'instance_process', sql: instanceProcess },
   { version: 17, name: 'notification_rate_limit', sql: notificationRateLimit },
   { version: 22, name: 'job_runs_by_instance', sql: jobRunsByInstance },
+  { version: 25, name: 'doctor', sql: doctor },
 ];

@@ -1,0 +1,40 @@
+import type { DoctorCheck } from './check.js';
+import { sameBackends } from './checks/backends.js';
+import { redisEviction, redisPersistence, redisTopology } from './checks/redis.js';
+import { clockSkew, cronTimezones } from './checks/clock.js';
+import { connectionBudgetCheck, poolBudget } from './checks/pool.js';
+import { autovacuum, autovacuumServer, diskHeadroom, xidAge } from './checks/postgres.js';
+import { opsRetentionTables, retentionOrder } from './checks/retention.js';
+import { refreshBreaker, refreshMargin, tokenExpiry } from './checks/refresh.js';
+import { envIsolation } from './checks/environment.js';
+import { backupAge, backupPermissions, restoreDrill } from './checks/backups.js';
+import { adminToken, backendTls, dataDirPermissions, sqlConsoleRole } from './checks/security.js';
+
+/** Every check, in the order they print. A new check is one file in `checks/` and one entry here. */
+export const CHECKS: readonly DoctorCheck[] = [
+  sameBackends,
+  redisEviction,
+  redisPersistence,
+  redisTopology,
+  clockSkew,
+  cronTimezones,
+  poolBudget,
+  connectionBudgetCheck,
+  autovacuumServer,
+  autovacuum,
+  xidAge,
+  diskHeadroom,
+  retentionOrder,
+  opsRetentionTables,
+  refreshMargin,
+  tokenExpiry,
+  refreshBreaker,
+  envIsolation,
+  backupAge,
+  restoreDrill,
+  backupPermissions,
+  adminToken,
+  sqlConsoleRole,
+  dataDirPermissions,
+  backendTls,
+];
