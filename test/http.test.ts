@@ -1,3 +1,4 @@
+import { ServerIngress } from '../src/http/connection-limits.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { mkdtempSync } from 'node:fs';
 import { join } from 'node:path';
@@ -22,7 +23,7 @@ describe('HTTP API (embedded runtime)', () => {
     });
     rt = await Runtime.create(config, { logger: silentLogger() });
     http = buildHttpServer(rt);
-    rt.start({ close: () => http.close() });
+    rt.start(new ServerIngress(http));
   });
   afterAll(async () => {
     await rt.shutdown();
@@ -57,7 +58,7 @@ describe('HTTP API (embedded runtime)', () => {
     expect(ok.json()).toMatchObject({ columns: ['n'], rows: [{ n: expect.any(Number) }], truncated: false });
     const write = await sql(`DELETE FROM job_runs`);
     expect(write.statusCode).toBe(400);
-    expect(write.json().error.message).toMatch(/read-only transaction/);
+    expect(write.json().error.message).toMatch(/DELETE is refused: the console is read-only/);
     expect((await sql('SELECT 1; DELETE FROM job_runs')).json().error.message).toMatch(/one SQL statement/);
     expect((await http.inject({ method: 'POST', url: '/api/v1/sql', payload: { query: 'SELECT 1' } })).statusCode).toBe(401);
   });

@@ -197,6 +197,7 @@ export function redactConfig(config: Config): unknown {
     },
     database: { ...config.database, url: config.database.url && redactUrl(config.database.url) },
     redis: { ...config.redis, url: config.redis.url && redactUrl(config.redis.url) },
+    sql: { ...config.sql, database_url: config.sql.database_url && redactUrl(config.sql.database_url) },
   };
 }
 
