@@ -58,13 +58,10 @@ export function buildHttpServer(rt: Runtime): FastifyInstance {
   void app.register(
     async (api) => {
       // onRequest, not preHandler: an unauthenticated body is never read or parsed.
-      const admin = requireAdmin(rt);
-      api.addHook('onRequest', admin);
-      // An unknown route is 401 to a caller without a token (routes cannot be listed by probing), 404 only after auth.
-      api.setNotFoundHandler(async (req, reply) => {
-        await admin(req, reply);
-        if (!reply.sent) return reply.code(404).send(notFound(`no route ${req.method} ${req.url.slice(0, 200)}`));
-      });
+      api.addHook('onRequest', requireAdmin(rt));
+      // Every other path under /api/v1 lands here, after the hook above: 401 to a caller without a token
+      // (routes cannot be listed by probing), 404 only after auth.
+      api.all('/*', async (req, reply) => reply.code(404).send(notFound(`no route ${req.method} ${req.url.slice(0, 200)}`)));
 
       api.get('/jobs', async () => ({ jobs: await rt.jobViews() }));
 
