@@ -48,6 +48,7 @@ const MANUAL: Record<string, unknown> = {
   'http.host': '127.0.0.2',
   'database.url': 'postgres://db.example:5432/relay',
   'database.direct_url': 'postgres://db-direct.example:5432/relay',
+  'sql.database_url': 'postgres://db-console.example:5432/relay',
   'database.data_dir': './data-print',
   'redis.url': 'redis://cache.example:6379/2',
   'redis.key_prefix': 'rj-print',

@@ -1,3 +1,4 @@
+import { ServerIngress } from '../src/http/connection-limits.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -62,7 +63,7 @@ describe('web console (browser, embedded runtime)', () => {
     const port = await freePort();
     await http.listen({ port, host: '127.0.0.1' });
     base = `http://127.0.0.1:${port}`;
-    rt.start({ close: () => http.close() });
+    rt.start(new ServerIngress(http));
     profile = mkdtempSync(join(tmpdir(), 'rj-chromium-'));
     ctx = await chromium.launchPersistentContext(profile, {
       executablePath: CHROMIUM,

@@ -10,7 +10,6 @@ import { Runtime } from '../src/app/runtime.js';
 import { buildHttpServer } from '../src/http/server.js';
 import { silentLogger } from '../src/telemetry/logger.js';
 import { buildJobs } from '../src/jobs/registry.js';
-import { PgDb } from '../src/store/pg-db.js';
 import type { Db } from '../src/store/db.js';
 import { CHECKS, Doctor, exitCode, renderReport, type CheckResult, type DoctorReport } from '../src/doctor/index.js';
 import { outcomeOf } from './helpers/rounds.js';
@@ -179,20 +178,21 @@ describe('relay-jobs doctor (cluster)', () => {
     expect((await check('refresh_margin', { RELAY_JOBS__AUTH__REFRESH_MARGIN_SECONDS: String(need) })).status).toBe('ok');
   });
 
-  it("sql_console_role: the console's pool on a superuser is fail; on a role without SUPERUSER it is ok", async () => {
+  it("sql_console_role: the console's role (sql.database_url, else DATABASE_URL) as a superuser is fail; a role without SUPERUSER is ok", async () => {
     const bad = await check('sql_console_role');
     expect(bad.status).toBe('fail'); // the tests connect as postgres
+    expect(bad.fix).toMatch(/sql\.database_url/);
     const role = uniqueName('rj_doctor_role');
     const admin = new pg.Client({ connectionString: PG_ADMIN_URL });
     await admin.connect();
     await admin.query(`CREATE ROLE ${role} LOGIN NOSUPERUSER`);
     const url = new URL(fresh.url);
     url.username = role;
-    const db = await PgDb.connect({ url: url.toString(), poolSize: 1, connectTimeoutMs: 5000 });
     try {
-      expect((await check('sql_console_role', {}, { db })).status).toBe('ok');
+      const good = await check('sql_console_role', { RELAY_JOBS__SQL__DATABASE_URL: url.toString() });
+      expect(good.status, good.measured).toBe('ok');
+      expect(good.measured).toContain(role);
     } finally {
-      await db.close();
       await admin.query(`DROP ROLE ${role}`);
       await admin.end();
     }

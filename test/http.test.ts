@@ -1,3 +1,5 @@
+import { applyConnectionCap, ServerIngress } from '../src/http/connection-limits.js';
+import { connect } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { mkdtempSync } from 'node:fs';
 import { join } from 'node:path';
@@ -18,11 +20,19 @@ describe('HTTP API (embedded runtime)', () => {
   beforeAll(async () => {
     const dir = mkdtempSync(join(tmpdir(), 'rj-http-'));
     const config = loadConfig({
-      env: { RELAY_JOBS_DATA_DIR: dir, RELAY_JOBS_ADMIN_TOKEN: TOKEN, RELAY_JOBS__JOBS__CANARY__SLEEP: '400ms', RELAY_JOBS__SHUTDOWN__GRACE: '2s' },
+      env: {
+        RELAY_JOBS_DATA_DIR: dir,
+        RELAY_JOBS_ADMIN_TOKEN: TOKEN,
+        RELAY_JOBS__JOBS__CANARY__SLEEP: '400ms',
+        RELAY_JOBS__SHUTDOWN__GRACE: '2s',
+        RELAY_JOBS__HTTP__HEADERS_TIMEOUT: '1s',
+        RELAY_JOBS__HTTP__REQUEST_TIMEOUT: '2s',
+        RELAY_JOBS__HTTP__MAX_CONNECTIONS: '20',
+      },
     });
     rt = await Runtime.create(config, { logger: silentLogger() });
     http = buildHttpServer(rt);
-    rt.start({ close: () => http.close() });
+    rt.start(new ServerIngress(http));
   });
   afterAll(async () => {
     await rt.shutdown();
@@ -50,6 +60,67 @@ describe('HTTP API (embedded runtime)', () => {
     expect(bare.json().error.message).not.toMatch(/missing/);
   });
 
+  it("unknown /api/v1 routes: 401 without a token, 404 after auth; API answers are no-store; Fastify's own errors in the one shape", async () => {
+    const anon = await http.inject({ url: '/api/v1/no-such-thing' });
+    expect(anon.statusCode).toBe(401);
+    expect(anon.json().error.code).toBe('unauthorized');
+    expect(anon.headers['cache-control']).toBe('no-store');
+    const authed = await http.inject({ url: '/api/v1/no-such-thing', headers: auth });
+    expect(authed.statusCode).toBe(404);
+    expect(authed.json()).toEqual({ error: { code: 'not_found', message: 'no route GET /api/v1/no-such-thing' } });
+    expect((await http.inject({ url: '/api/v1/jobs', headers: auth })).headers['cache-control']).toBe('no-store');
+    expect((await http.inject({ method: 'POST', url: '/api/v1/sessions' })).headers['cache-control']).toBe('no-store');
+    const badUrl = await http.inject({ url: '/api/v1/jobs/%E0%A4%A', headers: auth });
+    expect(badUrl.statusCode).toBe(400);
+    expect(badUrl.json()).toEqual({ error: { code: 'bad_request', message: 'the URL is not valid (bad percent-encoding)' } });
+    const badJson = await http.inject({ method: 'POST', url: '/api/v1/billing/users', headers: { ...auth, 'content-type': 'application/json' }, payload: '{"a":' });
+    expect(badJson.statusCode).toBe(400);
+    expect(Object.keys(badJson.json())).toEqual(['error']);
+    expect(badJson.json().error.code).toBe('bad_request');
+    const big = await http.inject({
+      method: 'POST',
+      url: '/api/v1/billing/users',
+      headers: { ...auth, 'content-type': 'application/json' },
+      payload: JSON.stringify({ external_id: 'x'.repeat(100_000) }),
+    });
+    expect(big.statusCode).toBe(413);
+    expect(big.json().error.code).toBe('too_large');
+  });
+
+  it('slow clients on real sockets: a half-sent request gets 408 in the one shape and is closed; connections past the cap are closed on arrival', async () => {
+    await http.listen({ port: 0, host: '127.0.0.1' });
+    applyConnectionCap(http, rt.config);
+    const port = (http.server.address() as { port: number }).port;
+    const open = (text: string) =>
+      new Promise<{ data: () => string; closed: Promise<void>; end: () => void }>((resolve) => {
+        let data = '';
+        const s = connect(port, '127.0.0.1', () => {
+          s.write(text);
+          resolve({ data: () => data, closed, end: () => s.destroy() });
+        });
+        const closed = new Promise<void>((r) => s.on('close', () => r()));
+        s.on('data', (d) => (data += d));
+        s.on('error', () => undefined);
+      });
+    const body = await open(`POST /api/v1/billing/users HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${TOKEN}\r\nContent-Type: application/json\r\nContent-Length: 60000\r\n\r\n{"a":`);
+    const headers = await open('GET /healthz HTTP/1.1\r\nHost: x\r\nX-Slow: ');
+    // http.request_timeout is 2 s and http.headers_timeout 1 s here; Node checks them on a timer, so wait for the close, not for a time.
+    await Promise.all([body.closed, headers.closed]);
+    for (const c of [body, headers]) {
+      expect(c.data()).toMatch(/^HTTP\/1\.1 408/);
+      expect(JSON.parse(c.data().slice(c.data().indexOf('\r\n\r\n') + 4))).toEqual({ error: { code: 'timeout', message: expect.stringMatching(/http\.request_timeout/) } });
+    }
+    const idle = await Promise.all(Array.from({ length: 30 }, () => open('')));
+    // http.max_connections is 20: the ones past it are closed at once.
+    for (;;) {
+      const closed = await Promise.all(idle.map((c) => Promise.race([c.closed.then(() => 1), new Promise<number>((r) => setTimeout(() => r(0), 10))])));
+      if (closed.reduce((a, b) => a + b, 0) >= 10) break;
+    }
+    for (const c of idle) c.end();
+    await Promise.all(idle.map((c) => c.closed));
+    expect((await fetch(`http://127.0.0.1:${port}/healthz`)).status).toBe(200);
+  });
+
   it('POST /sql runs one read-only statement; writes and several statements are refused', async () => {
     const sql = (query: string) => http.inject({ method: 'POST', url: '/api/v1/sql', headers: auth, payload: { query } });
     const ok = await sql(`SELECT count(*)::int AS n FROM job_runs WHERE job_name = 'canary';`);
@@ -57,7 +128,7 @@ describe('HTTP API (embedded runtime)', () => {
     expect(ok.json()).toMatchObject({ columns: ['n'], rows: [{ n: expect.any(Number) }], truncated: false });
     const write = await sql(`DELETE FROM job_runs`);
     expect(write.statusCode).toBe(400);
-    expect(write.json().error.message).toMatch(/read-only transaction/);
+    expect(write.json().error.message).toMatch(/DELETE is refused: the console is read-only/);
     expect((await sql('SELECT 1; DELETE FROM job_runs')).json().error.message).toMatch(/one SQL statement/);
     expect((await http.inject({ method: 'POST', url: '/api/v1/sql', payload: { query: 'SELECT 1' } })).statusCode).toBe(401);
   });

@@ -39,9 +39,11 @@ export interface RuntimeOptions {
   jobs?: readonly AnyJobModule[];
 }
 
-/** What takes requests in: closed right after readiness goes false, before the rounds and jobs stop. */
+/** What takes requests in: stops taking new ones right after readiness goes false; what is still open is closed at the end of the grace. */
 export interface Ingress {
-  close(): Promise<void>;
+  stopAccepting(): void;
+  /** Waits up to `withinMs` for requests in flight, then closes every connection left; a string is a warning. */
+  close(withinMs: number): Promise<string | void>;
 }
 
 /**
@@ -248,7 +250,7 @@ export class Runtime {
       .filter((job) => job.stop && job.settings.enabled)
       .map((job) => ({ name: `job ${job.name}`, minMs: 1000, stop: async (ms) => ((await job.stop!(ms)) ? `${job.name}: work still running after the grace period` : undefined) }));
     const ladder: Stoppable[] = [
-      { name: 'http', stop: () => this.ingress?.close() },
+      { name: 'http', stop: () => this.ingress?.stopAccepting() },
       { name: 'refresh shard', stop: () => this.registry.leaveRefreshShards() },
       {
         name: 'rounds',
@@ -263,6 +265,7 @@ export class Runtime {
       { name: 'skip summary', stop: () => this.heartbeat.flushSkips() },
       { name: 'liveness session', stop: () => this.liveness?.stop() },
       { name: 'instance record', stop: () => this.registry.markStopped() },
+      { name: 'http connections', stop: (ms) => this.ingress?.close(ms) },
       { name: 'connections', stop: () => this.backends.close(this.log) },
     ];
     await runShutdownLadder(ladder, this.clock.now() + graceMs, this.clock, this.log);

@@ -5,7 +5,7 @@ import { DataDirLock } from '../store/data-dir-lock.js';
 import { PgliteDb } from '../store/pglite-db.js';
 import { PgDb } from '../store/pg-db.js';
 import type { Db } from '../store/db.js';
-import { readOnlyQuery, SqlRefused, type SqlResult } from '../store/sql-console.js';
+import { openSqlConsole, SqlRefused, SqlUnavailable, type SqlResult } from '../store/sql-console.js';
 import { table } from './live-view.js';
 
 /**
@@ -19,7 +19,7 @@ export async function sqlCommand(config: Config, query: string, json: boolean): 
   if (!result.columns.length) return void process.stdout.write('(no rows)\n');
   const cell = (v: unknown) => (v === null || v === undefined ? '' : v instanceof Date ? v.toISOString() : typeof v === 'object' ? JSON.stringify(v) : String(v));
   process.stdout.write(table([result.columns, ...result.rows.map((r) => result.columns.map((c) => cell(r[c])))]));
-  process.stdout.write(`(${result.rows.length} row${result.rows.length === 1 ? '' : 's'}${result.truncated ? ', cut at 1000' : ''})\n`);
+  process.stdout.write(`(${result.rows.length} row${result.rows.length === 1 ? '' : 's'}${result.truncated ? `, cut at ${config.sql.max_rows} (sql.max_rows)` : ''})\n`);
 }
 
 async function run(config: Config, query: string): Promise<SqlResult> {
@@ -34,11 +34,13 @@ async function run(config: Config, query: string): Promise<SqlResult> {
     lock = DataDirLock.acquire(config.database.data_dir);
     db = await PgliteDb.open(config.database.data_dir);
   }
+  const sql = openSqlConsole(config, db);
   try {
-    return await readOnlyQuery(db, query);
+    return await sql.console.run(query);
   } catch (err) {
-    throw new UserError(err instanceof SqlRefused ? err.message : `sql: ${(err as Error).message.split('\n')[0]}`);
+    throw new UserError(err instanceof SqlRefused || err instanceof SqlUnavailable ? err.message : `sql: ${(err as Error).message.split('\n')[0]}`);
   } finally {
+    await sql.close();
     await db.close();
     lock?.release();
   }

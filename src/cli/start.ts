@@ -1,6 +1,7 @@
 import type { Config } from '../config/load.js';
 import { Runtime } from '../app/runtime.js';
 import { buildHttpServer } from '../http/server.js';
+import { applyConnectionCap, ServerIngress } from '../http/connection-limits.js';
 import { startedByScript, watchParent } from './parent-watch.js';
 import { checkPortFree, portError } from './port-check.js';
 
@@ -70,7 +71,8 @@ export async function startService(config: Config): Promise<void> {
     await runtime.shutdown('http listen failed');
     throw portError(config, err as NodeJS.ErrnoException);
   }
-  runtime.start({ close: () => http.close() });
+  applyConnectionCap(http, config);
+  runtime.start(new ServerIngress(http));
   const enabled = runtime.jobs.filter((j) => j.settings.enabled).map((j) => j.name);
   runtime.log.info(
     { mode: config.mode, pid: process.pid, http_port: (http.server.address() as { port: number }).port, jobs: enabled },

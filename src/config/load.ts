@@ -210,6 +210,7 @@ export function redactConfig(config: Config): unknown {
     },
     database: { ...config.database, url: config.database.url && urlShown(config.database.url), direct_url: config.database.direct_url && urlShown(config.database.direct_url) },
     redis: { ...config.redis, url: config.redis.url && urlShown(config.redis.url) },
+    sql: { ...config.sql, database_url: config.sql.database_url && urlShown(config.sql.database_url) },
   };
 }
 

@@ -46,6 +46,8 @@ const SNAPSHOT_DEFAULTS = {
   rebuild_backoff_max: 300_000,
   rebuild_chunk: 2000,
 };
+const HTTP_DEFAULTS = { headers_timeout: 10_000, request_timeout: 30_000, keep_alive_timeout: 5000, socket_timeout: 60_000, max_connections: 1000 };
+const SQL_DEFAULTS = { statement_timeout: 5000, concurrency: 2, max_rows: 1000, embedded_max_cost: 20_000 };
 /** A channel's cluster-wide send budget: `count` sends per `period` across every replica; 0 = unlimited. */
 const channelRateLimit = z
   .object({
@@ -169,10 +171,35 @@ export const configSchema = z
       })
       .strict()
       .default({}),
+    // Slow clients: each limit closes a connection that holds the service without finishing (docs/security.md).
     http: z
-      .object({ host: z.string().default('0.0.0.0'), port: port.default(8080), admin_token: z.string().min(16, 'expected at least 16 characters').optional() })
+      .object({
+        host: z.string().default('0.0.0.0'),
+        port: port.default(8080),
+        admin_token: z.string().min(16, 'expected at least 16 characters').optional(),
+        headers_timeout: positiveDuration.default(HTTP_DEFAULTS.headers_timeout),
+        request_timeout: positiveDuration.default(HTTP_DEFAULTS.request_timeout),
+        keep_alive_timeout: positiveDuration.default(HTTP_DEFAULTS.keep_alive_timeout),
+        socket_timeout: positiveDuration.default(HTTP_DEFAULTS.socket_timeout),
+        max_connections: positiveInt.default(HTTP_DEFAULTS.max_connections),
+      })
       .strict()
-      .default({ host: '0.0.0.0', port: 8080 }),
+      .refine((h) => h.headers_timeout <= h.request_timeout, { message: 'http.headers_timeout must not be longer than http.request_timeout', path: ['headers_timeout'] })
+      .default({ host: '0.0.0.0', port: 8080, ...HTTP_DEFAULTS }),
+    // The read-only SQL console (POST /api/v1/sql, relay-jobs sql); docs/security.md.
+    sql: z
+      .object({
+        statement_timeout: positiveDuration.default(SQL_DEFAULTS.statement_timeout),
+        database_url: z
+          .string()
+          .regex(/^postgres(ql)?:\/\//, 'expected a postgres:// or postgresql:// URL')
+          .optional(),
+        concurrency: positiveInt.default(SQL_DEFAULTS.concurrency),
+        max_rows: numeric(z.number().int().min(1).max(100_000)).default(SQL_DEFAULTS.max_rows),
+        embedded_max_cost: numeric(z.number().positive()).default(SQL_DEFAULTS.embedded_max_cost),
+      })
+      .strict()
+      .default(SQL_DEFAULTS),
     database: z
       .object({
         url: z

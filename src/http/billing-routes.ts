@@ -133,6 +133,13 @@ export function registerPaymentWebhook(app: FastifyInstance, rt: Runtime): void 
   void app.register(
     async (pub) => {
       pub.addContentTypeParser('application/json', { parseAs: 'string', bodyLimit: 64 * 1024 }, (_req, body, done) => done(null, body));
+      // An unknown provider is refused before its body is read: an unfinished body to a made-up name holds nothing.
+      pub.addHook('onRequest', async (req, reply) => {
+        const name = (req.params as { provider?: string }).provider;
+        if (name !== undefined && !rt.services.payments.providers.has(name)) {
+          return reply.code(404).header('connection', 'close').send(errorBody('unknown_provider', 'unknown payment provider'));
+        }
+      });
       pub.post<{ Params: { provider: string } }>('/webhook/:provider', async (req, reply) => {
         const raw = typeof req.body === 'string' ? req.body : '';
         const a = await rt.services.payments.webhook(req.params.provider, raw, req.headers);

@@ -18,6 +18,7 @@ import { registerSqlRoutes } from './sql-routes.js';
 import { registerSessionRoutes } from './session-routes.js';
 import { registerConsoleRoutes } from './console-routes.js';
 import { registerDoctorRoutes } from './doctor-routes.js';
+import { clientErrorHandler, frameworkErrors, serverTimeouts } from './connection-limits.js';
 
 /** The hot path's refusals: unknown account, not serving, refresh failed, no new token in time. */
 const notFound = (what: string) => errorBody('not_found', what);
@@ -31,10 +32,14 @@ export const BODY_LIMIT = 64 * 1024;
 
 /** Probes, metrics and the admin API. Routes call the runtime; they know no SQL and no Redis keys. */
 export function buildHttpServer(rt: Runtime): FastifyInstance {
-  const app = Fastify({ logger: false, bodyLimit: BODY_LIMIT, forceCloseConnections: 'idle' });
+  const app = Fastify({ logger: false, bodyLimit: BODY_LIMIT, forceCloseConnections: 'idle', ...serverTimeouts(rt.config), clientErrorHandler, frameworkErrors });
 
   app.setErrorHandler(handleError(rt.log));
-  app.setNotFoundHandler((req, reply) => void reply.code(404).send(notFound(`no route ${req.method} ${req.url}`)));
+  app.setNotFoundHandler((req, reply) => void reply.code(404).send(notFound(`no route ${req.method} ${req.url.slice(0, 200)}`)));
+  // API answers carry tokens, balances and personal data: no browser or proxy keeps them.
+  app.addHook('onRequest', async (req, reply) => {
+    if (!req.url.startsWith('/assets/') && req.url !== '/' && !req.url.startsWith('/?')) void reply.header('cache-control', 'no-store');
+  });
 
   app.get('/healthz', async () => ({ status: 'ok', instance_id: rt.config.instance.id, mode: rt.config.mode }));
   app.get('/readyz', async (_req, reply) => {
@@ -55,6 +60,9 @@ export function buildHttpServer(rt: Runtime): FastifyInstance {
     async (api) => {
       // onRequest, not preHandler: an unauthenticated body is never read or parsed.
       api.addHook('onRequest', requireAdmin(rt));
+      // Every other path under /api/v1 lands here, after the hook above: 401 to a caller without a token
+      // (routes cannot be listed by probing), 404 only after auth.
+      api.all('/*', async (req, reply) => reply.code(404).send(notFound(`no route ${req.method} ${req.url.slice(0, 200)}`)));
 
       api.get('/jobs', async () => ({ jobs: await rt.jobViews() }));
 

@@ -48,7 +48,6 @@ SELECT (max(bytes) FILTER (WHERE at = last) - max(bytes) FILTER (WHERE at = firs
        extract(epoch FROM max(last) - max(first))::double precision AS seconds
   FROM (SELECT bytes, at, min(at) OVER () AS first, max(at) OVER () AS last FROM doctor_db_size WHERE at > clock_timestamp() - interval '7 days') s`;
 const EXISTING = `SELECT c.relname FROM pg_class c WHERE c.relname = ANY($1::text[]) AND c.relkind IN ('r', 'p') AND pg_table_is_visible(c.oid)`;
-const SUPERUSER = `SELECT rolsuper FROM pg_roles WHERE rolname = current_user`;
 const SSL = `SELECT ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()`;
 const EXPIRING = `
 SELECT id, name, platform, token_expires_at FROM accounts
@@ -107,11 +106,6 @@ export class DoctorFacts {
   async existingTables(names: string[]): Promise<Set<string>> {
     const { rows } = await this.db.query<{ relname: string }>(EXISTING, [names]);
     return new Set(rows.map((r) => r.relname));
-  }
-
-  /** Whether the role this pool connects as is a superuser. */
-  async isSuperuser(): Promise<boolean> {
-    return (await this.db.query<{ rolsuper: boolean }>(SUPERUSER)).rows[0]?.rolsuper === true;
   }
 
   /** Whether this pool's connection is encrypted (null where the server cannot say: PGlite). */

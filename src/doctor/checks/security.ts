@@ -1,5 +1,7 @@
 import { stat } from 'node:fs/promises';
 import { combine, fail, ok, warn, type CheckOutcome, type DoctorCheck } from '../check.js';
+import { PgDb } from '../../store/pg-db.js';
+import { readConsoleRole } from '../../store/sql-console.js';
 
 const LOOPBACK = new Set(['localhost', '127.0.0.1', '::1', '[::1]']);
 
@@ -21,18 +23,26 @@ export const adminToken: DoctorCheck = {
 };
 
 /**
- * The SQL console's role: `POST /api/v1/sql` runs in a READ ONLY transaction on the service's pool,
- * and a superuser can leave that (`SET transaction_read_only`, `pg_read_file`, `COPY … PROGRAM`).
+ * The SQL console's role: in cluster mode `POST /api/v1/sql` connects as `sql.database_url`'s role
+ * (else DATABASE_URL's) and refuses to run as a superuser or a member of the server-file/program
+ * roles, which could leave its read-only transaction and reach the host.
  */
 export const sqlConsoleRole: DoctorCheck = {
   name: 'sql_console_role',
   group: 'security',
   modes: ['cluster'],
-  async run({ facts }) {
-    const superuser = await facts.isSuperuser();
-    const fix = 'connect DATABASE_URL as a role without SUPERUSER (ALTER ROLE <role> NOSUPERUSER, or a role that owns only the relay-jobs database)';
-    if (superuser) return fail("the SQL console (POST /api/v1/sql) runs on DATABASE_URL's role, a superuser: read-only can be undone and the server's files read", fix);
-    return ok("the SQL console's role is not a superuser", fix);
+  async run({ config }) {
+    const url = config.sql.database_url ?? config.database.url!;
+    const key = config.sql.database_url ? 'sql.database_url' : 'DATABASE_URL (no sql.database_url)';
+    const fix = 'create a read-only role (docs/security.md, "SQL console role") and set sql.database_url (RELAY_JOBS__SQL__DATABASE_URL) to connect as it';
+    const db = new PgDb({ url, poolSize: 1, connectTimeoutMs: config.database.connect_timeout });
+    try {
+      const role = await db.tx((q) => readConsoleRole(q));
+      if (role.unsafe) return fail(`the SQL console would connect as ${JSON.stringify(role.name)} (${key}), a superuser or a holder of server-file/program rights: it refuses to run (503)`, fix);
+      return ok(`the SQL console connects as ${JSON.stringify(role.name)} (${key}), without superuser or file rights`, fix);
+    } finally {
+      await db.close();
+    }
   },
 };
 

@@ -1,0 +1,79 @@
+import type { ServerOptions } from 'node:http';
+import type { Socket } from 'node:net';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import type { Config } from '../config/load.js';
+import { errorBody } from './errors.js';
+
+/**
+ * What keeps slow or idle clients from holding the service (docs/security.md, "Slow clients"):
+ * - `http.headers_timeout`: the whole header block must arrive within it;
+ * - `http.request_timeout`: the whole request, headers and body, must arrive within it;
+ * - `http.keep_alive_timeout`: an idle keep-alive connection is closed after it;
+ * - `http.socket_timeout`: a connection with no bytes either way (a client that stopped reading) is closed;
+ * - `http.max_connections`: connections past it are closed on arrival;
+ * and at shutdown (ServerIngress) every connection still open at the end of the grace is closed.
+ * Node checks the header and request deadlines on a timer; it runs every quarter of the shorter one
+ * (at least 250 ms, at most 1 s), so a deadline is late by at most that.
+ */
+export function serverTimeouts(config: Config): { connectionTimeout: number; keepAliveTimeout: number; requestTimeout: number; http: ServerOptions } {
+  const h = config.http;
+  return {
+    connectionTimeout: h.socket_timeout,
+    keepAliveTimeout: h.keep_alive_timeout,
+    requestTimeout: h.request_timeout,
+    http: { headersTimeout: h.headers_timeout, connectionsCheckingInterval: Math.max(250, Math.min(1000, Math.floor(Math.min(h.headers_timeout, h.request_timeout) / 4))) },
+  };
+}
+
+export function applyConnectionCap(app: FastifyInstance, config: Config): void {
+  app.server.maxConnections = config.http.max_connections;
+}
+
+/** Errors Node's HTTP parser raises before Fastify sees a request (timeouts, malformed requests), in the API's one error shape. */
+export function clientErrorHandler(err: NodeJS.ErrnoException, socket: Socket): void {
+  if (err.code === 'ECONNRESET' || socket.destroyed) return;
+  const [status, reason, code, message] =
+    err.code === 'ERR_HTTP_REQUEST_TIMEOUT'
+      ? [408, 'Request Timeout', 'timeout', 'the request did not arrive within http.request_timeout (or its headers within http.headers_timeout)']
+      : err.code === 'HPE_HEADER_OVERFLOW'
+        ? [431, 'Request Header Fields Too Large', 'too_large', 'the request headers are too large']
+        : [400, 'Bad Request', 'bad_request', 'malformed HTTP request'];
+  if (socket.writable) {
+    const body = JSON.stringify(errorBody(code, message));
+    socket.write(
+      `HTTP/1.1 ${status} ${reason}\r\nContent-Length: ${Buffer.byteLength(body)}\r\nContent-Type: application/json; charset=utf-8\r\nCache-Control: no-store\r\nConnection: close\r\n\r\n${body}`,
+    );
+  }
+  socket.destroy();
+}
+
+/** Fastify's own refusals before routing (a URL that is not valid percent-encoding, an over-long parameter), in the one error shape. */
+export function frameworkErrors(err: Error & { code?: string }, _req: FastifyRequest, reply: FastifyReply): void {
+  const message = err.code === 'FST_ERR_BAD_URL' ? 'the URL is not valid (bad percent-encoding)' : err.message;
+  void reply.code(400).header('cache-control', 'no-store').send(errorBody('bad_request', message));
+}
+
+/** The shutdown ladder's view of the HTTP server: stop taking connections first, cut the ones left at the end of the grace. */
+export class ServerIngress {
+  private closing: Promise<void> | null = null;
+
+  constructor(private readonly app: FastifyInstance) {}
+
+  /** No new connections; idle keep-alive ones close now; requests in flight go on (new requests on open connections get 503). */
+  stopAccepting(): void {
+    this.closing ??= this.app.close();
+  }
+
+  /** Waits up to `withinMs` for requests in flight, then closes every connection still open (half-sent requests included). */
+  async close(withinMs: number): Promise<string | void> {
+    this.stopAccepting();
+    let timer: NodeJS.Timeout | undefined;
+    const timedOut = await Promise.race([this.closing!.then(() => false), new Promise<boolean>((r) => (timer = setTimeout(() => r(true), withinMs)))]);
+    clearTimeout(timer);
+    if (!timedOut) return;
+    const open = await new Promise<number>((r) => this.app.server.getConnections((_e, n) => r(n ?? 0)));
+    this.app.server.closeAllConnections();
+    await Promise.race([this.closing, new Promise((r) => setTimeout(r, 1000).unref())]);
+    return `${open} HTTP connection(s) still open at the end of the grace period were closed`;
+  }
+}

@@ -1,0 +1,225 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { existsSync, mkdtempSync } from 'node:fs';
+import { join } from 'node:path';
+import { tmpdir } from 'node:os';
+import pg from 'pg';
+import { classifyStatement, SqlRefused } from '../src/store/sql-guard.js';
+import { SqlConsole, SqlUnavailable } from '../src/store/sql-console.js';
+import { PgDb } from '../src/store/pg-db.js';
+import { PgliteDb } from '../src/store/pglite-db.js';
+import { freshDatabase, PG_ADMIN_URL, uniqueName } from './helpers/services.js';
+
+const OPTS = { statementTimeoutMs: 1000, maxRows: 1000, concurrency: 2, embeddedMaxCost: 20_000 };
+
+async function refusal(p: Promise<unknown>): Promise<string> {
+  try {
+    await p;
+  } catch (err) {
+    if (err instanceof SqlRefused) return err.message;
+    throw err;
+  }
+  throw new Error('expected the statement to be refused');
+}
+
+describe('SQL console guard (PostgreSQL parser)', () => {
+  const refused = (sql: string, embedded = false) => refusal(classifyStatement(sql, { embedded }));
+
+  it('admits one SELECT / WITH / TABLE / VALUES / EXPLAIN / SHOW and returns its own text', async () => {
+    for (const [sql, kind] of [
+      ['SELECT 1', 'query'],
+      ["  select * from job_runs where note = ';' ; ", 'query'],
+      ['WITH x AS (SELECT 1) SELECT * FROM x', 'query'],
+      ['TABLE job_runs', 'query'],
+      ['VALUES (1), (2)', 'query'],
+      ['EXPLAIN SELECT 1', 'explain'],
+      ['SHOW statement_timeout', 'show'],
+      ['SELECT pg_sleep(0.1)', 'query'],
+    ] as const) {
+      expect(await classifyStatement(sql, { embedded: false }), sql).toMatchObject({ kind });
+    }
+    // PostgreSQL's own statement bounds: a quoted ';' is not an end, the final ';' and a leading comment are not part of it.
+    expect((await classifyStatement("/* c */ SELECT ';' -- x\n;", { embedded: false })).text).toBe("SELECT ';' -- x");
+  });
+
+  it('refuses what the issue tried, each with a reason', async () => {
+    expect(await refused("COPY (SELECT 1) TO PROGRAM 'id > /tmp/x'")).toMatch(/COPY is refused: the console is read-only/);
+    expect(await refused("COPY job_runs TO '/tmp/x'")).toMatch(/COPY is refused/);
+    expect(await refused("SELECT pg_read_file('/etc/passwd')")).toMatch(/function pg_read_file\(\) is refused/);
+    expect(await refused("SELECT * FROM pg_catalog.pg_read_binary_file('/etc/passwd')")).toMatch(/pg_read_binary_file/);
+    expect(await refused("SELECT lo_import('/etc/passwd')")).toMatch(/lo_import/);
+    expect(await refused("SELECT lo_from_bytea(0, 'x')")).toMatch(/lo_from_bytea/);
+    expect(await refused("SELECT set_config('default_transaction_read_only', 'on', false)")).toMatch(/set_config/);
+    expect(await refused("SELECT 1 WHERE set_config('search_path', 'x', false) IS NOT NULL")).toMatch(/set_config/);
+    expect(await refused("SELECT query_to_xml('COPY (SELECT 1) TO PROGRAM ''id''', true, true, '')")).toMatch(/query_to_xml/);
+    expect(await refused('SET search_path = x')).toMatch(/SET is refused/);
+    expect(await refused('DO $$ BEGIN PERFORM 1; END $$')).toMatch(/DO is refused/);
+    expect(await refused('CALL p()')).toMatch(/CALL is refused/);
+    expect(await refused('LOCK job_runs')).toMatch(/LOCK is refused/);
+    expect(await refused('LISTEN x')).toMatch(/LISTEN is refused/);
+    expect(await refused('SELECT 1; SELECT 2')).toMatch(/exactly one SQL statement, got 2/);
+    expect(await refused('SELECT 1; DELETE FROM job_runs')).toMatch(/exactly one/);
+    expect(await refused('WITH d AS (DELETE FROM job_runs RETURNING *) SELECT * FROM d')).toMatch(/data-modifying part \(DELETE\)/);
+    expect(await refused('EXPLAIN ANALYZE SELECT 1')).toMatch(/EXPLAIN ANALYZE runs the statement/);
+    expect(await refused('EXPLAIN (ANALYZE) DELETE FROM job_runs')).toMatch(/ANALYZE/);
+    expect(await refused('SELECT * INTO t FROM job_runs')).toMatch(/SELECT INTO/);
+    expect(await refused('SELECT * FROM job_runs FOR UPDATE')).toMatch(/FOR UPDATE/);
+    expect(await refused("SELECT nextval('s')")).toMatch(/nextval/);
+    expect(await refused('SELECT pg_advisory_lock(1)')).toMatch(/pg_advisory_lock/);
+    expect(await refused('SELECT pg_terminate_backend(1)')).toMatch(/pg_terminate_backend/);
+    expect(await refused("SELECT pg_notify('a', 'b')")).toMatch(/pg_notify/);
+    expect(await refused("SELECT dblink('x', 'y')")).toMatch(/dblink/);
+    expect(await refused('SELEC 1')).toMatch(/syntax error/);
+    expect(await refused('   ')).toMatch(/exactly one/);
+  });
+
+  it('embedded mode also refuses what only waits or grows without bound', async () => {
+    expect(await refused('SELECT pg_sleep(6)', true)).toMatch(/pg_sleep\(\) is refused in embedded mode/);
+    expect(await refused('WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM r) SELECT count(*) FROM r', true)).toMatch(/WITH RECURSIVE is refused in embedded mode/);
+    expect(await refused('SELECT count(*) FROM generate_series(1, (SELECT 2000000000))', true)).toMatch(/computed bounds/);
+    expect(await classifyStatement('SELECT * FROM generate_series(1, 10)', { embedded: true })).toMatchObject({ kind: 'query' });
+  });
+});
+
+describe('SQL console, embedded (PGlite)', () => {
+  let db: PgliteDb;
+  let sql: SqlConsole;
+  beforeAll(async () => {
+    db = await PgliteDb.open();
+    await db.exec('CREATE TABLE t (id int PRIMARY KEY, v text)');
+    await db.exec("INSERT INTO t SELECT g, 'v' || g FROM generate_series(1, 3000) g");
+    sql = new SqlConsole(db, OPTS);
+  });
+  afterAll(async () => {
+    await db.close();
+  });
+
+  it('reads through a cursor and cuts at the row limit', async () => {
+    const r = await sql.run('SELECT * FROM t ORDER BY id');
+    expect(r.rows).toHaveLength(1000);
+    expect(r.truncated).toBe(true);
+    expect(r.columns).toEqual(['id', 'v']);
+    expect(await sql.run('SHOW statement_timeout')).toMatchObject({ truncated: false });
+  });
+
+  it('refuses COPY TO PROGRAM, and a statement planned above the cost ceiling before running it', async () => {
+    expect(await refusal(sql.run("COPY (SELECT 1) TO PROGRAM 'true'"))).toMatch(/COPY is refused/);
+    const started = Date.now();
+    const msg = await refusal(sql.run('SELECT count(*) FROM generate_series(1, 5000000)'));
+    expect(msg).toMatch(/above sql\.embedded_max_cost/);
+    // Refused from the plan: far less than the 15 s PGlite takes to run it (measured).
+    expect(Date.now() - started).toBeLessThan(5000);
+  });
+
+  it('a setting never outlives the statement: writes still work afterwards', async () => {
+    expect(await refusal(sql.run("SELECT set_config('default_transaction_read_only', 'on', false)"))).toMatch(/set_config/);
+    await sql.run("SELECT current_setting('default_transaction_read_only') AS ro");
+    await db.query("INSERT INTO t VALUES (100000, 'after')");
+    expect((await db.query<{ ro: string }>("SELECT current_setting('transaction_read_only') AS ro")).rows[0]!.ro).toBe('off');
+    expect((await db.query<{ s: string }>("SELECT current_setting('statement_timeout') AS s")).rows[0]!.s).toBe('0');
+  });
+});
+
+describe('SQL console, cluster (PostgreSQL, own role)', () => {
+  let database: Awaited<ReturnType<typeof freshDatabase>>;
+  const role = uniqueName('rj_sql');
+  let owner: PgDb;
+  let asRole: PgDb;
+  let sql: SqlConsole;
+  const file = join(mkdtempSync(join(tmpdir(), 'rj-sql-')), 'pwned');
+  const admin = async (text: string) => {
+    const c = new pg.Client({ connectionString: PG_ADMIN_URL });
+    await c.connect();
+    try {
+      await c.query(text);
+    } finally {
+      await c.end();
+    }
+  };
+
+  beforeAll(async () => {
+    database = await freshDatabase();
+    owner = await PgDb.connect({ url: database.url, poolSize: 4, connectTimeoutMs: 5000 });
+    await owner.exec("CREATE TABLE t (id int PRIMARY KEY, v text); INSERT INTO t SELECT g, 'v' || g FROM generate_series(1, 3000) g");
+    // What docs/security.md tells an operator to run.
+    await admin(`CREATE ROLE ${role} LOGIN`);
+    await admin(`GRANT pg_read_all_data TO ${role}`);
+    const url = new URL(database.url);
+    url.username = role;
+    asRole = new PgDb({ url: url.toString(), poolSize: 2, connectTimeoutMs: 5000 });
+    sql = new SqlConsole(asRole, OPTS);
+  });
+  afterAll(async () => {
+    await asRole?.close();
+    await owner?.close();
+    await database?.drop();
+    await admin(`DROP ROLE IF EXISTS ${role}`);
+  });
+
+  it('runs as its role, through a cursor, cut at the row limit', async () => {
+    expect((await sql.run('SELECT current_user AS u')).rows).toEqual([{ u: role }]);
+    const r = await sql.run('SELECT * FROM t');
+    expect(r).toMatchObject({ truncated: true, columns: ['id', 'v'] });
+    expect(r.rows).toHaveLength(1000);
+  });
+
+  it('refuses to run as a superuser and names the fix', async () => {
+    const superuser = new SqlConsole(owner, OPTS);
+    const err = await superuser.run('SELECT 1').catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(SqlUnavailable);
+    expect((err as Error).message).toMatch(/refuses to run as role "postgres".*superuser.*sql\.database_url/);
+  });
+
+  it('COPY TO PROGRAM, COPY TO a file, pg_read_file, lo_import and lo_from_bytea are refused and leave nothing', async () => {
+    for (const q of [`COPY (SELECT 1) TO PROGRAM 'id > ${file}'`, `COPY t TO '${file}'`, "SELECT pg_read_file('/etc/passwd')", "SELECT lo_import('/etc/passwd')", "SELECT lo_from_bytea(0, 'x')"]) {
+      expect(await refusal(sql.run(q)), q).toMatch(/refused/);
+    }
+    expect(existsSync(file)).toBe(false);
+    expect((await owner.query<{ n: number }>('SELECT count(*)::int AS n FROM pg_largeobject_metadata')).rows[0]!.n).toBe(0);
+  });
+
+  it('the role itself cannot reach the host even if a statement got past the parser', async () => {
+    const url = new URL(database.url);
+    url.username = role;
+    const c = new pg.Client({ connectionString: url.toString() });
+    await c.connect();
+    try {
+      await expect(c.query("SELECT pg_read_file('/etc/passwd')")).rejects.toThrow(/permission denied/);
+      await expect(c.query(`COPY (SELECT 1) TO PROGRAM 'id > ${file}'`)).rejects.toThrow(/permission denied|must be superuser|privilege/);
+    } finally {
+      await c.end();
+    }
+    expect(existsSync(file)).toBe(false);
+  });
+
+  it('pg_sleep past sql.statement_timeout is cancelled by the server', async () => {
+    const started = Date.now();
+    const err = await sql.run('SELECT pg_sleep(8)').catch((e: unknown) => e as Error & { code?: string });
+    expect((err as { code?: string }).code).toBe('57014');
+    // Cancelled by its timeout (1 s here), long before the 8 s it asked for.
+    expect(Date.now() - started).toBeLessThan(7000);
+  });
+
+  it('10 parallel pg_sleep: at most sql.concurrency run, the rest are refused as busy, the service pool is untouched', async () => {
+    const results = await Promise.allSettled(Array.from({ length: 10 }, () => sql.run('SELECT pg_sleep(3)')));
+    const busy = results.filter((r) => r.status === 'rejected' && r.reason instanceof SqlUnavailable && r.reason.reason === 'busy');
+    expect(busy.length).toBe(8);
+    await owner.ping();
+  });
+
+  it('a session setting never reaches the next statement (its connection is destroyed)', async () => {
+    const before = (await sql.run("SELECT current_setting('search_path') AS p")).rows[0]!.p;
+    await sql.run('SHOW search_path');
+    expect((await sql.run("SELECT current_setting('search_path') AS p")).rows[0]!.p).toBe(before);
+    expect((await sql.run("SELECT current_setting('transaction_read_only') AS ro")).rows[0]!.ro).toBe('on');
+  });
+
+  it('5M rows of generate_series: memory stays flat (the cursor stops at the limit)', async () => {
+    global.gc?.();
+    const before = process.memoryUsage().heapUsed;
+    const r = await sql.run('SELECT g, md5(g::text) FROM (SELECT generate_series(1, 5000000) AS g) s');
+    expect(r.rows).toHaveLength(1000);
+    expect(r.truncated).toBe(true);
+    // The whole result would be several hundred MB in the heap; the cursor brings 1,001 rows.
+    expect(process.memoryUsage().heapUsed - before).toBeLessThan(50 * 1024 * 1024);
+  });
+});
