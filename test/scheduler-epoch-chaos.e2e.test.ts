@@ -130,19 +130,26 @@ describe('scheduler snapshot epoch under chaos: three replicas, a SIGKILL, Redis
       }
     })();
 
-    // Accounts created through the API, spread over the replicas, 20 at a time.
+    // Accounts created through the API, spread over the replicas, 10 at a time.
     const far = new Date(Date.now() + 30 * 86_400_000).toISOString();
     const ids: number[] = [];
-    for (let i = 0; i < ACCOUNTS; i += 20) {
+    for (let i = 0; i < ACCOUNTS; i += 10) {
       const made = await Promise.all(
-        Array.from({ length: Math.min(20, ACCOUNTS - i) }, async (_, j) => {
+        Array.from({ length: Math.min(10, ACCOUNTS - i) }, async (_, j) => {
           const n = i + j;
-          const res = await api(replicas[n % 3]!.port, 'POST', '/accounts', {
+          const r = replicas[n % 3]!;
+          const res = await api(r.port, 'POST', '/accounts', {
             platform: PLATFORMS[n % 2],
             name: `chaos-${n}`,
             credentials: { access_token: `chaos-secret-${n}`, expires_at: far },
           });
-          if (res.status !== 201 && res.status !== 200) throw new Error(`create answered ${res.status}: ${await res.text()}`);
+          if (res.status !== 201 && res.status !== 200)
+            throw new Error(
+              `create on ${r.proc.name} answered ${res.status}: ${await res.text()}; its errors:\n${r.proc.lines
+                .filter((l) => /"level":"(error|fatal|warn)"/.test(l))
+                .slice(-5)
+                .join('\n')}`,
+            );
           return ((await res.json()) as { id: number }).id;
         }),
       );
