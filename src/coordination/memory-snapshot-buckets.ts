@@ -68,6 +68,14 @@ export class MemorySnapshotBuckets implements SnapshotBuckets {
     return true;
   }
 
+  async raiseEpoch(b: BucketId, epoch: number): Promise<boolean> {
+    const h = this.buckets.get(this.name(b));
+    const cur = Number(h?.get('_epoch'));
+    if (!h?.get('_gen') || !Number.isSafeInteger(cur) || epoch <= cur) return false;
+    h.set('_epoch', String(epoch)).set('_rev', String(Number(h.get('_rev')) + 1));
+    return true;
+  }
+
   async head(b: BucketId): Promise<BucketHead | null> {
     const h = this.buckets.get(this.name(b));
     return h && h.get('_complete') === '1' ? { gen: h.get('_gen')!, rev: Number(h.get('_rev')) } : null;

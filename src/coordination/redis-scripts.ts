@@ -24,6 +24,7 @@ export interface SnapshotScripts {
   snapshotOpen(bucketKey: string, registryKey: string, gen: string, reset: '0' | '1', member: string, nowMs: number, floor: number): Promise<string>;
   snapshotApply(bucketKey: string, nowMs: number, ...fieldValues: string[]): Promise<number>;
   snapshotComplete(bucketKey: string, gen: string, nowMs: number, floor: number): Promise<number>;
+  snapshotRaise(bucketKey: string, epoch: number): Promise<number>;
 }
 
 const scripts = {
@@ -36,6 +37,7 @@ const scripts = {
   snapshotOpen: load('snapshot-open-2.lua'),
   snapshotApply: load('snapshot-apply-1.lua'),
   snapshotComplete: load('snapshot-complete-1.lua'),
+  snapshotRaise: load('snapshot-raise-1.lua'),
 };
 
 /** Registers the scripts on a client (ioredis sends EVALSHA and falls back to EVAL after a Redis restart). */

@@ -27,6 +27,8 @@ export interface SnapshotBuckets {
   apply(b: BucketId, rows: RoutingRow[], nowMs: number): Promise<number>;
   /** Marks the bucket complete if it is still generation `gen`, raising its epoch to at least `floor`. */
   complete(b: BucketId, gen: string, nowMs: number, floor: number): Promise<boolean>;
+  /** Raises the bucket's epoch to at least `epoch` if it exists (a PostgreSQL answer's, before it returns). */
+  raiseEpoch(b: BucketId, epoch: number): Promise<boolean>;
   head(b: BucketId): Promise<BucketHead | null>;
   /** Epoch and write times of a complete bucket (no entries), for the metrics. */
   meta(b: BucketId): Promise<{ epoch: number; builtAt: number; writtenAt: number } | null>;
@@ -118,6 +120,10 @@ export class RedisSnapshotBuckets implements SnapshotBuckets {
 
   async complete(b: BucketId, gen: string, nowMs: number, floor: number): Promise<boolean> {
     return (await this.scripts.snapshotComplete(this.key(b), gen, nowMs, floor)) === 1;
+  }
+
+  async raiseEpoch(b: BucketId, epoch: number): Promise<boolean> {
+    return (await this.scripts.snapshotRaise(this.key(b), epoch)) === 1;
   }
 
   async head(b: BucketId): Promise<BucketHead | null> {

@@ -80,9 +80,40 @@ export class RoutingAccounts {
     return rows.map((r) => ({ platform: String(r.platform), group: String(r.g) }));
   }
 
-  /** The version counter now: every version assigned so far is at most this (an epoch floor). */
-  async currentVersion(): Promise<number> {
-    return num((await this.db.query(`SELECT last_value AS v FROM scheduler_snapshot_version`)).rows[0]!.v);
+  /** A bucket's epoch high-water (`scheduler_bucket_epochs`); 0 for a bucket never recorded. */
+  async epochOf(b: BucketId): Promise<number> {
+    const { rows } = await this.db.query(`SELECT epoch FROM scheduler_bucket_epochs WHERE platform = $1 AND sched_group = $2`, [b.platform, b.group]);
+    return rows[0] ? num(rows[0].epoch) : 0;
+  }
+
+  /** The high-water of each bucket, in the order given. */
+  async epochsOf(bs: BucketId[]): Promise<number[]> {
+    if (!bs.length) return [];
+    const { rows } = await this.db.query(
+      `SELECT b.i, COALESCE(e.epoch, 0) AS epoch FROM unnest($1::text[], $2::text[]) WITH ORDINALITY AS b(platform, grp, i)
+       LEFT JOIN scheduler_bucket_epochs e ON e.platform = b.platform AND e.sched_group = b.grp ORDER BY b.i`,
+      [bs.map((b) => b.platform), bs.map((b) => b.group)],
+    );
+    return rows.map((r) => num(r.epoch));
+  }
+
+  /**
+   * Raises a bucket's high-water to at least `atLeast` (never lowers it) and returns it. Called
+   * BEFORE a number can reach an answer: by writers before they write the bucket, by a PostgreSQL
+   * answer before it returns. The row is updated only when it rises (no dead tuple per batch); a
+   * raise committed after this statement's snapshot was concurrent with it, so returning the
+   * value this statement saw keeps every answer at or above all answers completed before it.
+   */
+  async raiseEpoch(b: BucketId, atLeast: number): Promise<number> {
+    const { rows } = await this.db.query(
+      `WITH up AS (
+         INSERT INTO scheduler_bucket_epochs AS e (platform, sched_group, epoch) VALUES ($1, $2, $3)
+         ON CONFLICT (platform, sched_group) DO UPDATE SET epoch = EXCLUDED.epoch WHERE e.epoch < EXCLUDED.epoch
+         RETURNING epoch)
+       SELECT GREATEST((SELECT epoch FROM up), (SELECT epoch FROM scheduler_bucket_epochs WHERE platform = $1 AND sched_group = $2), $3::bigint) AS epoch`,
+      [b.platform, b.group, atLeast],
+    );
+    return num(rows[0]!.epoch);
   }
 
   /** A version newer than any an account has had so far (tombstones of deleted accounts use it). */

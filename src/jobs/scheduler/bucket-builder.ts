@@ -36,7 +36,17 @@ export class BucketBuilder {
     return randomBytes(8).toString('hex');
   }
 
+  /**
+   * Writes rows through the epoch rule. The bucket's high-water in PostgreSQL is raised FIRST:
+   * no number reaches the bucket (nor so any answer) before PostgreSQL covers it, so a bucket
+   * rebuilt after Redis lost its data, completed at the high-water, is never older than it was.
+   */
   async applyRows(b: BucketId, rows: RoutingRow[]): Promise<number> {
+    if (!rows.length) return 0;
+    await this.routing.raiseEpoch(
+      b,
+      rows.reduce((m, r) => Math.max(m, r.version), 0),
+    );
     let written = 0;
     for (let i = 0; i < rows.length; i += APPLY_CHUNK) {
       const n = await this.buckets.apply(b, rows.slice(i, i + APPLY_CHUNK), this.clock.now());
@@ -64,14 +74,18 @@ export class BucketBuilder {
     await this.applyRows(b, rows);
   }
 
-  /** Builds one bucket; `reset` first discards what the store holds there (corrupt). Returns the rows read. */
+  /**
+   * Builds one bucket; `reset` first discards what the store holds there (corrupt). Returns the
+   * rows read. The bucket is completed (made servable) at the high-water read AFTER it was opened:
+   * a high-water read before (a floor from before Redis lost its data, or from before a PostgreSQL
+   * answer raised it) could serve an answer older than one already given.
+   */
   async buildBucket(b: BucketId, reset: boolean, signal?: AbortSignal): Promise<RoutingRow[]> {
-    const floor = await this.routing.currentVersion();
-    const gen = await this.buckets.open(b, this.gen(), reset, this.clock.now(), floor);
+    const gen = await this.buckets.open(b, this.gen(), reset, this.clock.now(), await this.routing.epochOf(b));
     const rows = await this.routing.bucket(b, signal);
     if ((await this.applyRows(b, rows)) >= 0) {
       await this.sweep(b, new Set(rows.map((r) => r.id)));
-      await this.buckets.complete(b, gen, this.clock.now(), floor);
+      await this.buckets.complete(b, gen, this.clock.now(), await this.routing.epochOf(b));
     }
     return rows;
   }
@@ -79,14 +93,15 @@ export class BucketBuilder {
   /**
    * Rebuilds every bucket: opens them all first, then scans the accounts in `chunk`-row pieces
    * (each a short query; `between` runs after each, to keep a claim alive and yield), then sweeps
-   * and completes each bucket. Returns the highest version written (the rebuild's epoch).
+   * and completes each bucket at its high-water read after all were opened (see `buildBucket`).
+   * Returns the highest epoch a bucket was completed at (the rebuild's epoch).
    */
   async rebuildAll(chunk: number, between: () => Promise<void>, signal?: AbortSignal): Promise<{ accounts: number; buckets: number; epoch: number }> {
     const list = new Map<string, BucketId>();
     for (const b of [...(await this.routing.buckets()), ...(await this.buckets.known())]) list.set(bucketName(b), b);
-    const floor = await this.routing.currentVersion();
+    const opened = await this.routing.epochsOf([...list.values()]);
     const gens = new Map<string, string>();
-    for (const [k, b] of list) gens.set(k, await this.buckets.open(b, this.gen(), false, this.clock.now(), floor));
+    for (const [i, [k, b]] of [...list].entries()) gens.set(k, await this.buckets.open(b, this.gen(), false, this.clock.now(), opened[i]!));
     const seen = new Map<string, Set<number>>([...list.keys()].map((k) => [k, new Set<number>()]));
     let afterId = 0;
     let accounts = 0;
@@ -110,8 +125,13 @@ export class BucketBuilder {
     for (const [k, b] of list) {
       signal?.throwIfAborted();
       await this.sweep(b, seen.get(k)!);
-      await this.buckets.complete(b, gens.get(k)!, this.clock.now(), floor);
     }
-    return { accounts, buckets: list.size, epoch: Math.max(epoch, floor) };
+    const floors = await this.routing.epochsOf([...list.values()]);
+    for (const [i, [k, b]] of [...list].entries()) {
+      signal?.throwIfAborted();
+      await this.buckets.complete(b, gens.get(k)!, this.clock.now(), floors[i]!);
+      epoch = Math.max(epoch, floors[i]!);
+    }
+    return { accounts, buckets: list.size, epoch };
   }
 }

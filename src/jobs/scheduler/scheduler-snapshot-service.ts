@@ -12,7 +12,10 @@ export interface SchedulerAccounts {
   group: string;
   /** `snapshot` when served from the snapshot, `postgres` when the snapshot missed. */
   source: 'snapshot' | 'postgres';
-  /** The highest account version the answer reflects (never decreases for a bucket). */
+  /**
+   * A number from the account version counter that never decreases for a bucket, whichever the
+   * source, replica, Redis data loss or rebuild; it rises when the bucket's content changes.
+   */
   epoch: number;
   /** Seconds since the bucket was last written or rebuilt; 0 for a PostgreSQL answer. */
   age_seconds: number;
@@ -31,10 +34,17 @@ function available(entries: RoutingEntry[], nowMs: number): RoutingEntry[] {
  * head (generation and revision, one round trip) and serves its decoded copy while unchanged;
  * a missing, incomplete or corrupt bucket is never served: the answer comes from PostgreSQL and
  * the bucket is rebuilt in the background (one repair per bucket at a time, cluster-wide).
+ *
+ * The epoch never goes back (docs/scheduler-snapshot.md): a PostgreSQL answer carries the
+ * bucket's high-water, raised to its rows and pushed into the Redis bucket before it returns; a
+ * snapshot answer is served only at or above the highest epoch this replica has answered for the
+ * bucket (first loaded from the high-water), else it is answered from PostgreSQL and repaired.
  */
 export class SchedulerSnapshot {
   private readonly cache = new Map<string, Ok>();
   private readonly repairing = new Map<string, Promise<void>>();
+  /** The highest epoch this replica has answered per bucket (only buckets with a high-water: bounded). */
+  private readonly answered = new Map<string, number>();
   readonly builder: BucketBuilder;
 
   constructor(
@@ -52,7 +62,7 @@ export class SchedulerSnapshot {
   async accounts(platform: string, group = ''): Promise<SchedulerAccounts> {
     const b = { platform, group };
     const key = bucketName(b);
-    let found: BucketRead['state'] | 'error';
+    let found: BucketRead['state'] | 'behind' | 'error';
     try {
       const cached = this.cache.get(key);
       const head = cached ? await this.buckets.head(b) : null;
@@ -60,11 +70,16 @@ export class SchedulerSnapshot {
       found = read.state;
       if (read.state === 'ok') {
         this.cache.set(key, read);
-        return this.fromSnapshot(b, read);
+        const floor = await this.floorOf(key, b);
+        if (read.epoch >= floor) return this.fromSnapshot(b, key, read);
+        // A bucket behind an answer already given (a Redis that came back with older data, a write that failed after its promise).
+        found = 'behind';
+        this.log.info({ bucket: key, epoch: read.epoch, answered: floor }, 'scheduler snapshot bucket is behind an epoch already answered: answering from PostgreSQL; rebuilding it');
+      } else {
+        this.cache.delete(key);
+        read = read as Exclude<BucketRead, Ok>;
+        if (read.state === 'corrupt') this.log.warn({ bucket: key, detail: read.detail }, 'scheduler snapshot bucket is corrupt: not served; rebuilding it');
       }
-      this.cache.delete(key);
-      read = read as Exclude<BucketRead, Ok>;
-      if (read.state === 'corrupt') this.log.warn({ bucket: key, detail: read.detail }, 'scheduler snapshot bucket is corrupt: not served; rebuilding it');
     } catch (err) {
       found = 'error';
       this.log.warn({ bucket: key, err: (err as Error).message }, 'scheduler snapshot unreadable: answering from PostgreSQL');
@@ -72,21 +87,52 @@ export class SchedulerSnapshot {
     return this.fromPostgres(b, found);
   }
 
-  private fromSnapshot(b: BucketId, r: Ok): SchedulerAccounts {
+  /** The lowest epoch this replica may answer for a bucket: its last answer, or after a start the high-water. */
+  private async floorOf(key: string, b: BucketId): Promise<number> {
+    const known = this.answered.get(key);
+    if (known !== undefined) return known;
+    const hw = await this.routing.epochOf(b);
+    if (hw > 0) this.answered.set(key, Math.max(hw, this.answered.get(key) ?? 0));
+    return hw;
+  }
+
+  private remember(key: string, epoch: number): void {
+    if (epoch > (this.answered.get(key) ?? 0)) this.answered.set(key, epoch);
+  }
+
+  private fromSnapshot(b: BucketId, key: string, r: Ok): SchedulerAccounts {
     this.metrics.reads.inc({ source: 'snapshot' });
+    this.remember(key, r.epoch);
     const now = this.clock.now();
     const at = Math.max(r.builtAt, r.writtenAt);
     return { ...b, source: 'snapshot', epoch: r.epoch, age_seconds: Math.max(0, (now - at) / 1000), accounts: available(r.entries, now) };
   }
 
-  private async fromPostgres(b: BucketId, found: BucketRead['state'] | 'error'): Promise<SchedulerAccounts> {
+  /**
+   * The answer from PostgreSQL, at the bucket's high-water raised to its rows (and to what this
+   * replica answered): at least every epoch any replica answered before. Before it returns, its
+   * rows and epoch are written into the Redis bucket if one is there (newer version wins), so no
+   * snapshot answer after it is older, in epoch or in any account it lists; a bucket that does
+   * not exist yet completes at the high-water read later (one opened meanwhile is written).
+   * Nothing is written when Redis just failed.
+   */
+  private async fromPostgres(b: BucketId, found: BucketRead['state'] | 'behind' | 'error'): Promise<SchedulerAccounts> {
     this.metrics.reads.inc({ source: 'postgres' });
-    const floor = await this.routing.currentVersion();
+    const key = bucketName(b);
     const rows = await this.routing.bucket(b);
-    // An unknown platform or group is an empty answer, and never creates a bucket.
-    if (rows.length && found !== 'error') this.repair(b, found === 'corrupt');
+    const top = rows.reduce((m, r) => Math.max(m, r.version), this.answered.get(key) ?? 0);
+    // An unknown platform or group is an empty answer, and never creates a bucket (nor a high-water).
+    const epoch = Math.max(top, rows.length ? await this.routing.raiseEpoch(b, top) : await this.routing.epochOf(b));
+    if (rows.length && found !== 'error') {
+      await (async () => {
+        await this.builder.applyRows(b, rows);
+        await this.buckets.raiseEpoch(b, epoch);
+      })().catch((err) => this.log.warn({ bucket: key, err: (err as Error).message }, 'scheduler snapshot: a PostgreSQL answer could not be written to its bucket'));
+      this.repair(b, found === 'corrupt');
+    }
+    if (epoch > 0) this.remember(key, epoch);
     const entries = rows.flatMap((r) => (r.entry ? [r.entry] : [])).sort(routingOrder);
-    return { ...b, source: 'postgres', epoch: rows.reduce((m, r) => Math.max(m, r.version), floor), age_seconds: 0, accounts: available(entries, this.clock.now()) };
+    return { ...b, source: 'postgres', epoch, age_seconds: 0, accounts: available(entries, this.clock.now()) };
   }
 
   /** Rebuilds one bucket in the background; `reset` discards a corrupt value first. */

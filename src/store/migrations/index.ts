@@ -16,6 +16,7 @@ import { sql as instanceProcess } from './016_instance_process.js';
 import { sql as notificationRateLimit } from './017_notification_rate_limit.js';
 import { sql as jobRunsByInstance } from './022_job_runs_by_instance.js';
 import { sql as doctor } from './025_doctor.js';
+import { sql as snapshotEpochs } from './020_snapshot_epochs.js';
 
 export interface Migration {
   version: number;
@@ -43,4 +44,5 @@ export const MIGRATIONS: Migration[] = [
   { version: 17, name: 'notification_rate_limit', sql: notificationRateLimit },
   { version: 22, name: 'job_runs_by_instance', sql: jobRunsByInstance },
   { version: 25, name: 'doctor', sql: doctor },
+  { version: 20, name: 'snapshot_epochs', sql: snapshotEpochs },
 ];
