@@ -17,6 +17,8 @@ import { registerBillingListRoutes } from './billing-list-routes.js';
 import { registerSqlRoutes } from './sql-routes.js';
 import { registerSessionRoutes } from './session-routes.js';
 import { registerConsoleRoutes } from './console-routes.js';
+import { registerTimelineRoutes } from './timeline-routes.js';
+import { registerEventRoutes } from './event-streams.js';
 
 /** The hot path's refusals: unknown account, not serving, refresh failed, no new token in time. */
 const notFound = (what: string) => errorBody('not_found', what);
@@ -99,6 +101,8 @@ export function buildHttpServer(rt: Runtime): FastifyInstance {
       registerSqlRoutes(api, rt);
 
       api.get('/instances', async () => ({ instances: await rt.instances() }));
+      registerTimelineRoutes(api, rt);
+      registerEventRoutes(api, rt);
 
       registerSessionRoutes(api, rt);
     },
