@@ -94,7 +94,7 @@ describe('web console (browser, embedded runtime)', () => {
       args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'],
     });
     page = ctx.pages()[0] ?? (await ctx.newPage());
-  }, 180_000);
+  }, 420_000);
 
   afterAll(async () => {
     await ctx?.close();
