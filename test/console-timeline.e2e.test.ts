@@ -60,6 +60,7 @@ describe('console Timeline: two replicas and a SIGKILL (browser, cluster mode)',
         RELAY_JOBS__JOBS__CANARY__ENABLED: 'true',
         RELAY_JOBS__JOBS__CANARY__EVERY: '2s',
         RELAY_JOBS__JOBS__CANARY__SLEEP: '300ms',
+        RELAY_JOBS__JOBS__CANARY__TIMEOUT: '2s',
         RELAY_JOBS__JOBS__CANARY__LOCK_TTL: '4s',
       });
       replicas.set(id, { proc, port });

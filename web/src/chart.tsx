@@ -1,6 +1,7 @@
 import { useEffect, useRef } from 'preact/hooks';
 import uPlot from 'uplot';
 import 'uplot/dist/uPlot.min.css';
+import { fmtTime } from './ui';
 
 const COLORS = ['#3b82f6', '#ef4444', '#10b981', '#f59e0b', '#8b5cf6', '#ec4899', '#14b8a6', '#64748b'];
 
@@ -48,7 +49,11 @@ export function Chart({
           })),
         ],
         scales: { x: { time: true, range: () => span } },
-        axes: [{ stroke: 'currentColor' }, { stroke: 'currentColor' }],
+        // The console's one time format on the axis too (HH:MM:SS, or the date when the span is days).
+        axes: [
+          { stroke: 'currentColor', values: (_u, splits) => splits.map((v) => (span[1] - span[0] > 2 * 86400 ? fmtTime(new Date(v * 1000)).slice(0, 10) : fmtTime(new Date(v * 1000)).slice(11))) },
+          { stroke: 'currentColor' },
+        ],
       },
       [x, ...series.map((s) => s.values)] as uPlot.AlignedData,
       el.current,

@@ -81,6 +81,11 @@ export function fmtTime(at: string | Date | null | undefined): string {
   return `${d.getFullYear()}-${pad(d.getMonth() + 1)}-${pad(d.getDate())} ${pad(d.getHours())}:${pad(d.getMinutes())}:${pad(d.getSeconds())}`;
 }
 
+/** A server sentence with ISO times in it ("last round at 2026-12-01T17:02:25.273Z"), in the one format. */
+export function localizeTimes(text: string | null | undefined): string {
+  return (text ?? '').replace(/\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?Z/g, (iso) => fmtTime(iso));
+}
+
 /** The same instant in UTC, for hover text. */
 export function utcTime(at: string | Date): string {
   return new Date(at)

@@ -2,7 +2,7 @@ import { useState } from 'preact/hooks';
 import { api } from '../api';
 import { Chart } from '../chart';
 import { Legend, OUTCOMES } from '../status';
-import { Badge, Load, Table, Time, duration, scheduleWords, useLive } from '../ui';
+import { Badge, Load, Table, Time, duration, localizeTimes, scheduleWords, useLive } from '../ui';
 
 /** Why the API would refuse a round now (409), or null: the button is disabled only for that. */
 function busyReason(j: any): string | null {
@@ -83,7 +83,7 @@ export function Jobs() {
                 h: 'Health',
                 c: (j: any) => (
                   <>
-                    <Badge v={j.health} /> <span class="muted small">{j.health_reason}</span>
+                    <Badge v={j.health} /> <span class="muted small">{localizeTimes(j.health_reason)}</span>
                   </>
                 ),
               },
@@ -114,7 +114,7 @@ export function JobPage({ name }: { name: string }) {
           return (
             <>
               <p>
-                {d.job.description} · <Badge v={d.job.health} /> {d.job.health_reason} · {scheduleWords(d.job.schedule)} · <RunNow job={d.job} after={s.reload} />
+                {d.job.description} · <Badge v={d.job.health} /> {localizeTimes(d.job.health_reason)} · {scheduleWords(d.job.schedule)} · <RunNow job={d.job} after={s.reload} />
               </p>
               {done.length > 0 && (
                 <>
