@@ -141,12 +141,14 @@ describe('console Timeline: two replicas and a SIGKILL (browser, cluster mode)',
     expect(after.every((r) => r.instance_id === survivor)).toBe(true);
 
     await page.getByLabel('Job').selectOption('');
+    await page.getByLabel('Window').selectOption('5m');
+    await page.locator('g[data-instance] rect').first().waitFor();
     mkdirSync(DOCS, { recursive: true });
     await page.screenshot({ path: join(DOCS, 'console-timeline.png') });
   }, 240_000);
 
   it('SIGTERM with an open event stream: the stream is ended and the replica exits 0 within its grace', async () => {
-    const [id, r] = [...replicas.entries()].find(([, v]) => v.proc.proc.exitCode === null)!;
+    const [id, r] = [...replicas.entries()].find(([, v]) => v.proc.proc.exitCode === null && v.proc.proc.signalCode === null)!; // the survivor (a SIGKILLed child has a signalCode, no exitCode)
     await ctx.close(); // the browser's own stream
     const res = await fetch(`http://127.0.0.1:${r.port}/api/v1/events`, { headers: { authorization: `Bearer ${TOKEN}` } });
     expect(res.status).toBe(200);

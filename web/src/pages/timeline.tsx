@@ -152,10 +152,10 @@ export function Timeline() {
       ) : (
         <div class="timeline" ref={box}>
           <svg width={width} height={height} role="img" aria-label="Rounds by replica over time">
-            {ticks.map((t) => (
+            {ticks.map((t, i) => (
               <g key={t}>
                 <line class="grid" x1={x(t)} x2={x(t)} y1={TOP - 6} y2={height - 20} />
-                <text class="axis" x={x(t)} y={height - 6} text-anchor="middle">
+                <text class="axis" x={x(t)} y={height - 6} text-anchor={i === ticks.length - 1 ? 'end' : 'middle'}>
                   {fmtTime(new Date(t).toISOString()).slice(11)}
                 </text>
               </g>
