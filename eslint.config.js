@@ -15,7 +15,7 @@ const SQL = [
 ];
 
 export default tseslint.config(
-  { ignores: ['dist/', '.test-dist/', 'test-artifacts/', 'node_modules/', 'docs/api/', 'coverage/', 'data/', 'web/dist/', '*.building-*/', '*.old-*/'] },
+  { ignores: ['dist/', '.test-dist/', 'test-artifacts/', 'node_modules/', 'docs/api/', 'coverage/', 'data/', 'web/dist/', '*.building-*/', '*.old-*/', '.build-check-*/', 'data-example/'] },
   {
     files: ['**/*.cjs', '**/*.mjs', 'scripts/**', 'eslint.config.js'],
     languageOptions: { globals: { module: 'readonly', require: 'readonly', process: 'readonly', console: 'readonly', __dirname: 'readonly' } },

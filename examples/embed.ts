@@ -4,7 +4,8 @@
  * down cleanly. Run it from the repository with `npx tsx --tsconfig examples/tsconfig.json
  * examples/embed.ts`; in a project that depends on relay-jobs, the same code runs as it is.
  *
- * Embedded mode keeps its data in RELAY_JOBS_DATA_DIR (default ./data); set DATABASE_URL and
+ * Embedded mode keeps its data in RELAY_JOBS_DATA_DIR; the example defaults it to ./data-example, so it
+ * never writes into the data directory of a service started from the same checkout. Set DATABASE_URL and
  * REDIS_URL (and RELAY_JOBS_INSTANCE_ID, RELAY_JOBS_ENV, RELAY_JOBS_MASTER_KEY) for a cluster.
  */
 import { Runtime, defineJob, loadConfig, createLogger } from 'relay-jobs';
@@ -24,7 +25,9 @@ const staleKeyReport = defineJob({
   },
 });
 
-const config = loadConfig(); // RELAY_JOBS_CONFIG, RELAY_JOBS_* variables; `jobs.gateway_stale_key_report.*` works too
+// RELAY_JOBS_CONFIG, RELAY_JOBS_* variables; `jobs.gateway_stale_key_report.*` works too. Its own data
+// directory unless one is given: the example's fake account must not land in a service's ./data.
+const config = loadConfig({ env: { RELAY_JOBS_DATA_DIR: 'data-example', ...process.env } });
 const log = createLogger({ level: config.logging.level, format: config.logging.format, instanceId: config.instance.id, env: config.instance.env });
 const runtime = await Runtime.create(config, { jobs: [staleKeyReport], logger: log });
 runtime.start();

@@ -164,6 +164,28 @@ describe('billing: subscriptions, payment orders, reminders', () => {
     expect(await balance()).toBe(before + 300 + 700 + 400);
   });
 
+  it('an order paid by webhook during the round is not counted as a provider error in the round note', async () => {
+    await rt.runNow('payment_order_expiry'); // nothing pending left behind by earlier tests
+    const first = await order(110);
+    const second = await order(120);
+    // While the round asks the provider about the first order, the second one's webhook arrives.
+    provider.onQuery = async (id) => {
+      if (id !== first.provider_order_id) return;
+      provider.onQuery = null;
+      provider.pay(second.provider_order_id);
+      expect((await provider.sendWebhook(webhookUrl(), second.provider_order_id)).body).toMatchObject({ result: 'paid' });
+    };
+    // The round itself credited nothing (the webhook did), so it is a no_work round, not a failing one.
+    expect(outcomeOf(await rt.runNow('payment_order_expiry'))).toMatchObject({ status: 'no_work' });
+    expect(provider.onQuery, 'the webhook arrived during the round').toBeNull();
+    const [round] = await rt.records.recent('payment_order_expiry', 1);
+    expect(round!.note).toContain('0 provider errors');
+    expect(round!.note).toContain('1 settled meanwhile (webhook)');
+    expect((await get(`/api/v1/billing/orders/${second.id}`)).status).toBe('paid');
+    provider.pay(first.provider_order_id); // settled now, so the next test starts with nothing pending
+    expect((await provider.sendWebhook(webhookUrl(), first.provider_order_id)).body).toMatchObject({ result: 'paid' });
+  });
+
   it('never expires an order the provider could not confirm unpaid (failures, garbage); retried next round', async () => {
     const o = await order(250, { expires_at: new Date(Date.now() - 1000).toISOString() });
     provider.failQueries = 10;

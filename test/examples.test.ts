@@ -40,5 +40,14 @@ describe('examples/', () => {
       jobs: [{ name: 'gateway_stale_key_report', enabled: true, schedule: { every: '10m' } }],
     });
     expect(out).toContain('"msg":"shutdown complete"');
+    // A clean run logs no warning: a shutdown that stops a snapshot rebuild is not a failed rebuild.
+    const warnings = out
+      .split('\n')
+      .filter((l) => l.startsWith('{'))
+      .map((l) => JSON.parse(l) as { level: string | number; msg: string })
+      .filter((l) => l.level === 'warn' || l.level === 'error' || (typeof l.level === 'number' && l.level >= 40));
+    expect(warnings.map((w) => w.msg)).toEqual([]);
+    // Embedded mode has no Redis to lose: its first snapshot build says why it really runs.
+    expect(out).not.toContain('redis_lost');
   });
 });

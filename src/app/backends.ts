@@ -66,7 +66,11 @@ export async function openBackends(config: Config, log: Logger): Promise<Backend
       redis = await connectRedis(config.redis.url!, config.redis.command_timeout, config.database.connect_timeout);
     } else {
       dataDirLock = DataDirLock.acquire(config.database.data_dir, { httpPort: config.http.port });
-      log.info({ data_dir: config.database.data_dir }, 'opening the embedded database (PGlite; the first start takes several seconds)');
+      const fresh = !PgliteDb.exists(config.database.data_dir);
+      log.info(
+        { data_dir: config.database.data_dir },
+        fresh ? 'creating the embedded database (PGlite) in a new data directory: this takes several seconds, once' : 'opening the embedded database (PGlite)',
+      );
       db = await PgliteDb.open(config.database.data_dir);
     }
     if (config.database.auto_migrate) {

@@ -13,6 +13,8 @@ export interface JobView {
   description: string;
   scope: string;
   enabled: boolean;
+  /** Null when enabled; otherwise why it is off (a disabled job can still be run by hand). */
+  disabled_reason: string | null;
   schedule: { every?: string; cron?: string; timezone?: string };
   timeout: string;
   lock_ttl: string;
@@ -76,12 +78,13 @@ export async function jobViews(p: { jobs: readonly BuiltJob[]; records: RunRecor
         description: job.description,
         scope: job.scope,
         enabled: job.settings.enabled,
+        disabled_reason: job.settings.enabled ? null : (job.disabledReason ?? 'disabled'),
         schedule: s.kind === 'every' ? { every: formatDuration(s.everyMs) } : { cron: s.expr, timezone: s.timezone },
         timeout: formatDuration(job.settings.timeoutMs),
         lock_ttl: formatDuration(job.settings.lockTtlMs),
         jitter: formatDuration(job.settings.jitterMs),
         health: verdict.health,
-        health_reason: verdict.reason,
+        health_reason: verdict.health === 'disabled' ? (job.disabledReason ?? verdict.reason) : verdict.reason,
         expected_by: verdict.expectedBy?.toISOString() ?? null,
         next_attempt: p.scheduler.nextAttempt(job.name)?.toISOString() ?? null,
         last_slot: snap?.lastSlot?.toISOString() ?? null,

@@ -6,6 +6,8 @@ import { FIELD_PREFIX, decodeBucket, encodeRow, type BucketHead, type BucketRead
  * version wins, served only when complete), in a Map. One process, so locks are a Map too.
  */
 export class MemorySnapshotBuckets implements SnapshotBuckets {
+  /** Embedded mode: the snapshot lives in this process and starts empty with it; no Redis was lost. */
+  readonly emptyReason = 'memory_start' as const;
   readonly backend = 'memory' as const;
   private readonly buckets = new Map<string, Map<string, string>>();
   private readonly registry = new Set<string>();

@@ -102,6 +102,43 @@ export class RunRecords {
     return out;
   }
 
+  /**
+   * The rounds of a time window, every job and replica (the console's Timeline), oldest first; at most
+   * `limit`, the newest kept when there are more. Also the database's clock, which the window is measured by.
+   */
+  async window(since: Date, limit: number): Promise<{ rounds: RunRecord[]; truncated: boolean; dbNow: Date }> {
+    const { rows } = await this.db.query(`SELECT ${COLUMNS}, clock_timestamp() AS db_now FROM job_runs WHERE started_at >= $1::timestamptz ORDER BY started_at DESC, id DESC LIMIT $2`, [
+      since.toISOString(),
+      limit + 1,
+    ]);
+    const dbNow = rows[0] ? toDate(rows[0].db_now)! : toDate((await this.db.query(`SELECT clock_timestamp() AS t`)).rows[0]!.t)!;
+    return { rounds: rows.slice(0, limit).map(toRecord).reverse(), truncated: rows.length > limit, dbNow };
+  }
+
+  /** Rounds recorded after `afterId`, and the listed ones (running when last seen), for change pushes; at most `limit`. */
+  async changedSince(afterId: number, watched: number[], limit: number): Promise<RunRecord[]> {
+    const { rows } = await this.db.query(`SELECT ${COLUMNS} FROM job_runs WHERE id > $1 OR (id = ANY($2::bigint[]) AND status <> 'running') ORDER BY id LIMIT $3`, [afterId, watched, limit]);
+    return rows.map(toRecord);
+  }
+
+  /** The newest round's id (0 when none): where a change stream starts. */
+  async latestId(): Promise<number> {
+    const { rows } = await this.db.query(`SELECT coalesce(max(id), 0) AS id FROM job_runs`);
+    return num(rows[0]!.id);
+  }
+
+  /** Every job's skipped scheduled slots per replica (the heartbeat's summary). */
+  async allSkips(): Promise<(SkipCount & { job_name: string })[]> {
+    const { rows } = await this.db.query<Record<string, unknown>>(`SELECT job_name, instance_id, skipped, last_skip_at, last_reason FROM job_skip_counts ORDER BY job_name, instance_id`);
+    return rows.map((r) => ({
+      job_name: String(r.job_name),
+      instance_id: String(r.instance_id),
+      skipped: num(r.skipped),
+      last_skip_at: toDate(r.last_skip_at),
+      last_reason: (r.last_reason as string | null) ?? null,
+    }));
+  }
+
   async get(id: number): Promise<RunRecord | null> {
     const { rows } = await this.db.query(`SELECT ${COLUMNS} FROM job_runs WHERE id = $1`, [id]);
     return rows[0] ? toRecord(rows[0]) : null;

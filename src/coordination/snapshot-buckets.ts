@@ -38,6 +38,8 @@ export interface SnapshotBuckets {
   known(): Promise<BucketId[]>;
   /** Sets the data-present marker; true when it was missing (an empty or restarted store). */
   claimMarker(): Promise<boolean>;
+  /** The rebuild reason a missing marker means for this store: Redis lost its data, or a process-local store starts empty. */
+  readonly emptyReason: 'redis_lost' | 'memory_start';
   tryLock(name: string, owner: string, ttlMs: number): Promise<boolean>;
   unlock(name: string, owner: string): Promise<void>;
 }
@@ -87,6 +89,7 @@ export function decodeBucket(h: Record<string, string>): BucketRead {
 
 /** Redis hashes under `<prefix>:<env>:{sched}:`; one hash tag, so a Redis Cluster keeps them on one slot. */
 export class RedisSnapshotBuckets implements SnapshotBuckets {
+  readonly emptyReason = 'redis_lost' as const;
   readonly backend = 'redis' as const;
   private readonly scripts: SnapshotScripts & LockScripts;
   private readonly base: string;

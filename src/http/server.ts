@@ -19,6 +19,8 @@ import { registerSessionRoutes } from './session-routes.js';
 import { registerConsoleRoutes } from './console-routes.js';
 import { registerDoctorRoutes } from './doctor-routes.js';
 import { clientErrorHandler, frameworkErrors, serverTimeouts } from './connection-limits.js';
+import { registerTimelineRoutes } from './timeline-routes.js';
+import { registerEventRoutes } from './event-streams.js';
 
 /** The hot path's refusals: unknown account, not serving, refresh failed, no new token in time. */
 const notFound = (what: string) => errorBody('not_found', what);
@@ -109,6 +111,8 @@ export function buildHttpServer(rt: Runtime): FastifyInstance {
       registerDoctorRoutes(api, rt);
 
       api.get('/instances', async () => ({ instances: await rt.instances() }));
+      registerTimelineRoutes(api, rt);
+      registerEventRoutes(api, rt);
 
       registerSessionRoutes(api, rt);
     },

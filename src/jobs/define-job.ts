@@ -40,6 +40,8 @@ export interface JobModule<K extends keyof Services = keyof Services, O extends 
   defaults: JobDefaultsSpec | ((config: Config, options: z.infer<z.ZodObject<O>>) => JobDefaultsSpec);
   options?: O;
   needs: readonly K[];
+  /** Why the job is off by default under this config, when that is not the user's choice (batch_image_worker: no image provider). */
+  offReason?(config: Config): string | null;
   /** Cross-key config rules of this job; each problem names its key. */
   check?(config: Config): string[];
   onStart?(deps: Deps<K>, log: Logger): void | Promise<void>;
@@ -74,6 +76,8 @@ export type ServicesRef = () => Services;
 
 /** A built job: the scheduler's definition plus its lifecycle hooks, bound to the runtime's services. */
 export interface BuiltJob extends JobDefinition {
+  /** Null when enabled; otherwise why it is off, in words naming the key that turns it on. */
+  disabledReason?: string | null;
   start?(log: Logger): void | Promise<void>;
   stop?(withinMs: number): Promise<number | void>;
   health?(h: JobHealthInput): Promise<JobHealthOverride | null>;
@@ -130,6 +134,7 @@ export function buildJob<K extends keyof Services, O extends z.ZodRawShape>(modu
     description: module.description,
     scope: module.scope,
     settings,
+    disabledReason: settings.enabled ? null : enabled === false ? `disabled in config (${key}.enabled: false)` : (module.offReason?.(config) ?? `off by default (${key}.enabled: true turns it on)`),
     run: (ctx) => module.run(ctx, deps(), options, config),
     start: module.onStart && ((log) => module.onStart!(deps(), log)),
     stop: module.onStop && ((withinMs) => module.onStop!(deps(), withinMs)),

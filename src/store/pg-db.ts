@@ -53,7 +53,7 @@ export class PgDb implements Db {
       await q.query('COMMIT');
       return result;
     } catch (err) {
-      await client.query('ROLLBACK').catch(() => undefined);
+      await q.query('ROLLBACK').catch(() => undefined); // after any statement of fn still running
       throw err;
     } finally {
       client.release();
@@ -96,16 +96,30 @@ export class PgDb implements Db {
   }
 }
 
+/**
+ * One client's queries, one at a time. A client runs one statement at a time anyway; pg queues a
+ * second one sent while it is busy, but that queue is deprecated (removed in pg 9), so callers
+ * that share a pinned connection (the heartbeat and shutdown on the liveness session) or run
+ * statements side by side in a transaction are put in line here, in the order they asked.
+ */
 function wrapClient(client: pg.PoolClient, stats: { queries: number }): Queryable {
+  let tail: Promise<unknown> = Promise.resolve();
+  const inLine = <T>(run: () => Promise<T>): Promise<T> => {
+    const next = tail.then(run, run);
+    tail = next.catch(() => undefined);
+    return next;
+  };
   return {
-    async query<R>(text: string, params?: unknown[]): Promise<QueryResult<R>> {
+    query<R>(text: string, params?: unknown[]): Promise<QueryResult<R>> {
       stats.queries++;
-      const res = await client.query(text, params as unknown[]);
-      return { rows: res.rows as R[], rowCount: res.rowCount ?? 0 };
+      return inLine(async () => {
+        const res = await client.query(text, params as unknown[]);
+        return { rows: res.rows as R[], rowCount: res.rowCount ?? 0 };
+      });
     },
-    async exec(sql: string): Promise<void> {
+    exec(sql: string): Promise<void> {
       stats.queries++;
-      await client.query(sql);
+      return inLine(async () => void (await client.query(sql)));
     },
   };
 }

@@ -1,4 +1,4 @@
-import { mkdirSync } from 'node:fs';
+import { existsSync, mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { PGlite } from '@electric-sql/pglite';
 import type { Db, PinnedConnection, Queryable, QueryResult } from './db.js';
@@ -12,6 +12,11 @@ export class PgliteDb implements Db {
   readonly stats = { queries: 0 };
 
   private constructor(private readonly pg: PGlite) {}
+
+  /** Whether a data directory already holds a database (a new one takes seconds to create). */
+  static exists(dataDir: string): boolean {
+    return existsSync(join(dataDir, 'pgdata', 'PG_VERSION'));
+  }
 
   static async open(dataDir?: string): Promise<PgliteDb> {
     let path: string | undefined;

@@ -20,7 +20,7 @@ export class SchedulerMetrics {
     this.applied = new Counter({ name: 'relay_jobs_scheduler_outbox_applied_total', help: 'Outbox events applied to the snapshot by this replica, by event type', labelNames: ['type'], registers });
     this.rebuilds = new Counter({
       name: 'relay_jobs_scheduler_snapshot_rebuilds_total',
-      help: 'Full snapshot rebuilds by reason (periodic, lag, backlog, redis_lost, manual) and result (ok, failed, requested)',
+      help: 'Full snapshot rebuilds by reason (periodic, lag, backlog, redis_lost, memory_start, manual) and result (ok, failed, requested)',
       labelNames: ['reason', 'result'],
       registers,
     });

@@ -35,6 +35,11 @@ export class S3Storage implements BackupStorage {
   private readonly client: S3Client;
 
   constructor(private readonly opts: S3StorageOptions) {
+    // The SDK warns on Node < 22 that its releases after January 2027 will need Node 22. The version
+    // pinned in package.json (3.1175.0, engines >=20) is one of the releases that support Node 20,
+    // and relay-jobs supports Node 20, so the warning is about an upgrade we do not make; it is turned
+    // off with the SDK's own switch, unless the operator set that switch themselves (CHANGELOG, docs/backup.md).
+    process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED ??= 'true';
     this.client = new S3Client({ region: opts.region, endpoint: opts.endpoint, forcePathStyle: opts.forcePathStyle, maxAttempts: 3 });
   }
 

@@ -2,6 +2,8 @@ import { render } from 'preact';
 import { useEffect, useState } from 'preact/hooks';
 import { api, signIn, signOut, whenSignedOut, ApiError } from './api';
 import { Overview } from './pages/overview';
+import { Timeline } from './pages/timeline';
+import { closeLive, isLive, onLiveState, openLive } from './live';
 import { Jobs, JobPage } from './pages/jobs';
 import { Accounts } from './pages/accounts';
 import { Usage } from './pages/usage';
@@ -15,6 +17,7 @@ import './style.css';
 const PAGES: { path: string; label: string }[] = [
   { path: '', label: 'Overview' },
   { path: 'jobs', label: 'Jobs' },
+  { path: 'timeline', label: 'Timeline' },
   { path: 'accounts', label: 'Accounts & proxies' },
   { path: 'usage', label: 'Usage' },
   { path: 'billing', label: 'Billing & notifications' },
@@ -80,6 +83,8 @@ function Page({ route }: { route: string }) {
   switch (top) {
     case 'jobs':
       return <Jobs />;
+    case 'timeline':
+      return <Timeline />;
     case 'accounts':
       return <Accounts />;
     case 'usage':
@@ -105,9 +110,24 @@ function Page({ route }: { route: string }) {
   }
 }
 
+/** Whether the push stream is up; while it is down, pages fall back to polling and say so here. */
+function LiveState() {
+  const [up, setUp] = useState(isLive());
+  useEffect(() => onLiveState(setUp), []);
+  return (
+    <span class={`live muted`} role="status" title={up ? 'changes arrive by server push' : 'the push stream is down: pages poll until it is back'}>
+      {up ? '● live' : '○ reconnecting'}
+    </span>
+  );
+}
+
 function App() {
   const [signedIn, setSignedIn] = useState<boolean | null>(null);
   const route = useHash();
+  useEffect(() => {
+    if (signedIn) openLive();
+    else closeLive();
+  }, [signedIn]);
   useEffect(() => {
     whenSignedOut(() => setSignedIn(false));
     api('/sessions/current').then(
@@ -134,7 +154,8 @@ function App() {
             </a>
           ))}
         </nav>
-        <button class="quiet" onClick={() => void signOut().finally(() => setSignedIn(false))}>
+        <LiveState />
+        <button class="quiet" onClick={() => (closeLive(), void signOut().finally(() => setSignedIn(false)))}>
           Sign out
         </button>
       </header>

@@ -18,6 +18,10 @@ export const paymentOrderExpiryJob = defineJob({
     const e = await payments.expire(p.batch, p.retry_base, ctx.signal);
     const errors = r.providerErrors + e.providerErrors;
     if (errors && r.checked + e.checked === 0) throw new Error(`every provider check failed (${errors}); no order was changed, retried next round`);
-    return { items: r.paid + e.paid + e.expired, note: `reconciled ${r.checked} (${r.paid} paid), expiry checks ${e.checked} (${e.paid} paid, ${e.expired} expired), ${errors} provider errors` };
+    const settled = r.settled + e.settled;
+    return {
+      items: r.paid + e.paid + e.expired,
+      note: `reconciled ${r.checked} (${r.paid} paid), expiry checks ${e.checked} (${e.paid} paid, ${e.expired} expired), ${errors} provider errors${settled ? `, ${settled} settled meanwhile (webhook)` : ''}`,
+    };
   },
 });

@@ -13,6 +13,8 @@ export interface RoundCounts {
   paid: number;
   expired: number;
   providerErrors: number;
+  /** Candidates settled by something else (a webhook) between the candidate query and the check: nothing to ask. */
+  settled: number;
 }
 
 /**
@@ -62,10 +64,14 @@ export class Payments {
     return { ok: false, kind: r.reason === 'amount_mismatch' ? 'invalid' : 'conflict', code: r.reason, message };
   }
 
-  /** Asks the provider about one order; paid → credited. Returns the provider's status and the order as read, or null when it could not be asked. */
-  private async check(orderId: number, source: string): Promise<{ status: 'paid' | 'pending' | 'closed' | 'not_found'; order: Order } | null> {
+  /**
+   * Asks the provider about one order; paid → credited. Returns the provider's status and the order as read,
+   * 'settled' when the order is no longer pending (a webhook paid it during the round: not a provider error),
+   * or null when the provider could not be asked.
+   */
+  private async check(orderId: number, source: string): Promise<{ status: 'paid' | 'pending' | 'closed' | 'not_found'; order: Order } | 'settled' | null> {
     const order = await this.billing.order(orderId);
-    if (!order || order.status !== 'pending') return null;
+    if (!order || order.status !== 'pending') return 'settled';
     const provider = this.providers.get(order.provider);
     try {
       if (!provider) throw new ProviderError(order.provider, 'not configured (payments.providers)');
@@ -89,22 +95,29 @@ export class Payments {
   }
 
   async reconcile(windowMs: number, batch: number, retryBaseMs: number, signal?: AbortSignal): Promise<RoundCounts> {
-    const c: RoundCounts = { checked: 0, paid: 0, expired: 0, providerErrors: 0 };
+    const c: RoundCounts = { checked: 0, paid: 0, expired: 0, providerErrors: 0, settled: 0 };
     for (const id of await this.billing.reconcileCandidates(windowMs, batch, retryBaseMs)) {
       signal?.throwIfAborted();
       const r = await this.check(id, 'reconcile');
-      if (r === null) c.providerErrors++;
-      else c.checked++;
-      if (r?.status === 'paid') c.paid++;
+      if (r === 'settled') c.settled++;
+      else if (r === null) c.providerErrors++;
+      else {
+        c.checked++;
+        if (r.status === 'paid') c.paid++;
+      }
     }
     return c;
   }
 
   async expire(batch: number, retryBaseMs: number, signal?: AbortSignal): Promise<RoundCounts> {
-    const c: RoundCounts = { checked: 0, paid: 0, expired: 0, providerErrors: 0 };
+    const c: RoundCounts = { checked: 0, paid: 0, expired: 0, providerErrors: 0, settled: 0 };
     for (const id of await this.billing.expiryCandidates(batch, retryBaseMs)) {
       signal?.throwIfAborted();
       const r = await this.check(id, 'expiry_check');
+      if (r === 'settled') {
+        c.settled++;
+        continue;
+      }
       if (r === null) {
         c.providerErrors++;
         continue;

@@ -11,6 +11,7 @@ export const batchImageWorkerJob = defineJob({
   description: "Drives paid image batches through the provider's Batch API; recovers stuck batches, deletes expired inputs and outputs",
   scope: 'instance',
   defaults: (config) => ({ enabled: config.image.provider.base_url !== undefined, every: '30s', timeout: '5m', jitter: '5s' }),
+  offReason: (config) => (config.image.provider.base_url === undefined ? 'off: no image provider is configured (image.provider.base_url)' : null),
   needs: ['imageBatches'],
   onStart({ imageBatches }) {
     imageBatches.worker.start();

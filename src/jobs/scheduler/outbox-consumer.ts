@@ -141,7 +141,7 @@ export class OutboxConsumer {
       this.log.debug({ err: (err as Error).message }, 'snapshot store unreachable');
       return;
     }
-    if (lost) await this.request('redis_lost', true);
+    if (lost) await this.request(this.snapshot.buckets.emptyReason, true);
   }
 
   private async checkPeriodic(): Promise<void> {
@@ -238,6 +238,12 @@ export class OutboxConsumer {
       this.metrics.rebuilds.inc({ reason, result: 'ok' });
       this.log.info({ reason, accounts: r.accounts, buckets: r.buckets, epoch: r.epoch, ms: this.clock.now() - t0 }, 'scheduler snapshot rebuilt');
     } catch (err) {
+      if (this.stopping.signal.aborted) {
+        // Shutdown cut it short: not a failure. Handed back at once for another replica or the next start.
+        await this.outbox.release([ev.id], token, 0).catch(() => undefined);
+        this.log.info({ reason, ms: this.clock.now() - t0 }, 'scheduler snapshot rebuild stopped by shutdown; handed back');
+        return;
+      }
       const delay = rebuildBackoffMs(ev.attempts, this.o.rebuildBackoffBaseMs, this.o.rebuildBackoffMaxMs);
       await this.outbox.release([ev.id], token, delay).catch(() => undefined);
       this.metrics.rebuilds.inc({ reason, result: 'failed' });

@@ -1,6 +1,6 @@
 import { useState } from 'preact/hooks';
 import { api } from '../api';
-import { Badge, Load, Section, Table, Time, usePoll } from '../ui';
+import { Badge, Load, Section, Table, Time, useLive } from '../ui';
 
 const STATUSES = ['', 'active', 'quota_exhausted', 'refreshing', 'expired', 'error', 'disabled', 'banned'];
 
@@ -35,9 +35,9 @@ export function Accounts() {
   const [status, setStatus] = useState('');
   const [platform, setPlatform] = useState('');
   const q = new URLSearchParams({ limit: '500', ...(status ? { status } : {}), ...(platform ? { platform } : {}) });
-  const acc = usePoll(`/accounts?${q}`, 5000);
-  const all = usePoll('/accounts?limit=1000', 10000);
-  const px = usePoll('/proxies', 5000);
+  const acc = useLive(`/accounts?${q}`, 5000);
+  const all = useLive('/accounts?limit=1000', 10000);
+  const px = useLive('/proxies', 5000);
   const counts: Record<string, number> = {};
   for (const a of (all.data as any)?.accounts ?? []) counts[a.status] = (counts[a.status] ?? 0) + 1;
   return (

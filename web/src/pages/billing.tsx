@@ -1,6 +1,6 @@
 import { useState } from 'preact/hooks';
 import { api } from '../api';
-import { AutoTable, Load, Section, usePoll } from '../ui';
+import { AutoTable, Load, Section, useLive } from '../ui';
 
 /** Orders and subscriptions have no list route: look one up by id, with its audit trail. */
 function Lookup() {
@@ -52,10 +52,10 @@ function Lookup() {
 }
 
 export function Billing() {
-  const plans = usePoll('/billing/plans', 15000);
-  const deliveries = usePoll('/notifications?limit=100', 5000);
-  const channels = usePoll('/notifications/channels', 5000);
-  const settings = usePoll('/notifications/settings', 30000);
+  const plans = useLive('/billing/plans', 15000);
+  const deliveries = useLive('/notifications?limit=100', 5000);
+  const channels = useLive('/notifications/channels', 5000);
+  const settings = useLive('/notifications/settings', 30000);
   return (
     <>
       <h1>Billing &amp; notifications</h1>

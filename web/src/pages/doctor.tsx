@@ -1,4 +1,4 @@
-import { Badge, Load, Table, Time, usePoll } from '../ui';
+import { Badge, Load, Table, Time, useLive } from '../ui';
 
 interface Check {
   name: string;
@@ -11,7 +11,7 @@ interface Check {
 /** `GET /api/v1/doctor`: every check run now by the replica that answers, and what the hourly doctor job recorded. */
 export function Doctor() {
   // Each load runs every check against the deployment: once a minute, or on demand.
-  const s = usePoll<{ status: string; checked_at: string; instance_id: string; checks: Check[]; recorded: Array<Check & { checked_at: string; instance_id: string }> }>('/doctor', 60_000);
+  const s = useLive<{ status: string; checked_at: string; instance_id: string; checks: Check[]; recorded: Array<Check & { checked_at: string; instance_id: string }> }>('/doctor', 60_000, false);
   return (
     <>
       <h1>Doctor</h1>

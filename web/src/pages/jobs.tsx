@@ -1,10 +1,11 @@
 import { useState } from 'preact/hooks';
 import { api } from '../api';
 import { Chart } from '../chart';
-import { Badge, Load, Table, Time, scheduleWords, usePoll } from '../ui';
+import { Legend, OUTCOMES } from '../status';
+import { Badge, Load, Table, Time, duration, localizeTimes, scheduleWords, useLive } from '../ui';
 
+/** Why the API would refuse a round now (409), or null: the button is disabled only for that. */
 function busyReason(j: any): string | null {
-  if (!j.enabled) return `disabled in config (jobs.${j.name}.enabled)`;
   if (j.lease_holder) return `a round holds the lease (${j.lease_holder})`;
   if (j.last_run?.status === 'running') return 'a round is running';
   return null;
@@ -34,6 +35,12 @@ function RunNow({ job, after }: { job: any; after: () => void }) {
           {reason}
         </span>
       )}
+      {!reason && !job.enabled && (
+        <span class="muted small" title={job.disabled_reason ?? undefined}>
+          {' '}
+          not scheduled; runs one round by hand, as the CLI and API do
+        </span>
+      )}
       {msg && (
         <span class="small" role="status">
           {' '}
@@ -51,7 +58,7 @@ function lastRun(r: any) {
       <Badge v={r.status} /> <Time at={r.started_at} />{' '}
       <span class="muted small">
         on {r.instance_id}
-        {r.duration_ms != null ? `, ${r.duration_ms} ms` : ''}
+        {r.duration_ms != null ? `, ${duration(r.duration_ms)}` : ''}
       </span>
     </>
   );
@@ -65,7 +72,7 @@ function replicaWords(j: any): string {
 }
 
 export function Jobs() {
-  const s = usePoll('/jobs', 2000);
+  const s = useLive('/jobs', 2000);
   return (
     <>
       <h1>Jobs</h1>
@@ -83,7 +90,7 @@ export function Jobs() {
                 h: 'Health',
                 c: (j: any) => (
                   <>
-                    <Badge v={j.health} /> <span class="muted small">{j.health_reason}</span>
+                    <Badge v={j.health} /> <span class="muted small">{localizeTimes(j.health_reason)}</span>
                   </>
                 ),
               },
@@ -101,7 +108,7 @@ export function Jobs() {
 }
 
 export function JobPage({ name }: { name: string }) {
-  const s = usePoll(`/jobs/${encodeURIComponent(name)}`, 2000);
+  const s = useLive(`/jobs/${encodeURIComponent(name)}`, 2000);
   return (
     <>
       <p>
@@ -115,17 +122,22 @@ export function JobPage({ name }: { name: string }) {
           return (
             <>
               <p>
-                {d.job.description} · <Badge v={d.job.health} /> {d.job.health_reason} · {scheduleWords(d.job.schedule)} · <RunNow job={d.job} after={s.reload} />
+                {d.job.description} · <Badge v={d.job.health} /> {localizeTimes(d.job.health_reason)} · {scheduleWords(d.job.schedule)} · <RunNow job={d.job} after={s.reload} />
               </p>
               {done.length > 0 && (
-                <Chart
-                  title="Round duration (ms) by outcome"
-                  x={done.map((r: any) => new Date(r.started_at).getTime() / 1000)}
-                  series={[
-                    { label: 'ok', values: done.map((r: any) => (r.status === 'ok' ? r.duration_ms : null)), points: true },
-                    { label: 'failed', values: done.map((r: any) => (r.status !== 'ok' ? r.duration_ms : null)), points: true },
-                  ]}
-                />
+                <>
+                  <Chart
+                    title="Round duration (ms) by outcome"
+                    x={done.map((r: any) => new Date(r.started_at).getTime() / 1000)}
+                    series={OUTCOMES.filter((o) => done.some((r: any) => r.status === o.status)).map((o) => ({
+                      label: o.label,
+                      color: o.color,
+                      values: done.map((r: any) => (r.status === o.status ? r.duration_ms : null)),
+                      points: true,
+                    }))}
+                  />
+                  <Legend />
+                </>
               )}
               <h2>Recent rounds</h2>
               <Table
@@ -139,7 +151,7 @@ export function JobPage({ name }: { name: string }) {
                   { h: 'Started', c: (r: any) => <Time at={r.started_at} /> },
                   { h: 'Instance', c: (r: any) => r.instance_id },
                   { h: 'Fencing token', c: (r: any) => r.fencing_token ?? '—' },
-                  { h: 'Duration', c: (r: any) => (r.duration_ms != null ? `${r.duration_ms} ms` : '—') },
+                  { h: 'Duration', c: (r: any) => duration(r.duration_ms) },
                   { h: 'Items', c: (r: any) => r.items ?? '—' },
                   { h: 'Error', c: (r: any) => r.error ?? '' },
                 ]}

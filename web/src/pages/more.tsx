@@ -1,9 +1,9 @@
 import { useState } from 'preact/hooks';
 import { api } from '../api';
-import { AutoTable, Load, usePoll } from '../ui';
+import { AutoTable, Load, useLive } from '../ui';
 
 export function Images() {
-  const s = usePoll('/image-batches?limit=100', 5000);
+  const s = useLive('/image-batches?limit=100', 5000);
   return (
     <>
       <h1>Image batches</h1>
@@ -28,7 +28,7 @@ export function Images() {
 export function Scheduler() {
   const [platform, setPlatform] = useState('openai');
   const [group, setGroup] = useState('');
-  const s = usePoll(`/scheduler/accounts?${new URLSearchParams({ platform, ...(group ? { group } : {}) })}`, 5000);
+  const s = useLive(`/scheduler/accounts?${new URLSearchParams({ platform, ...(group ? { group } : {}) })}`, 5000);
   return (
     <>
       <h1>Scheduler snapshot</h1>

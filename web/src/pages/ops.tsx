@@ -1,11 +1,11 @@
 import { api } from '../api';
-import { AutoTable, Load, Section, usePoll } from '../ui';
+import { AutoTable, Load, Section, useLive } from '../ui';
 
 export function Ops() {
-  const events = usePoll('/ops/alert-events', 5000);
-  const rules = usePoll('/ops/alert-rules', 10000);
-  const silences = usePoll('/ops/silences', 10000);
-  const reports = usePoll('/ops/reports', 30000);
+  const events = useLive('/ops/alert-events', 5000);
+  const rules = useLive('/ops/alert-rules', 10000);
+  const silences = useLive('/ops/silences', 10000);
+  const reports = useLive('/ops/reports', 30000);
   return (
     <>
       <h1>Alerts</h1>

@@ -1,5 +1,5 @@
 import { useEffect, useState } from 'preact/hooks';
-import { Badge, Load, Section, Table, Time, ago, usePoll } from '../ui';
+import { Badge, Load, Section, Table, Time, ago, bytes, duration, fmtTime, humanize, useLive, utcTime } from '../ui';
 
 /** /readyz (no token needed): PostgreSQL, Redis (cluster mode) and shutdown checks of the replica that answers. */
 function useReadiness() {
@@ -20,12 +20,22 @@ function useReadiness() {
   return { r, error };
 }
 
-const mib = (bytes: number) => `${Math.round(bytes / 1048576)} MiB`;
+/**
+ * Jobs by health as the ops series and the health score count them: `healthy` includes `idle`
+ * (a job with nothing due is not a problem), so this card agrees with `jobs_healthy`.
+ */
+function jobCards(by: Record<string, number>): [string, number, string | null][] {
+  const out: [string, number, string | null][] = [];
+  const healthy = (by.healthy ?? 0) + (by.idle ?? 0);
+  if (healthy || !Object.keys(by).length) out.push(['healthy', healthy, by.idle ? `${by.idle} of them idle` : null]);
+  for (const [h, n] of Object.entries(by)) if (h !== 'healthy' && h !== 'idle') out.push([h, n, h === 'disabled' ? 'not scheduled' : null]);
+  return out;
+}
 
 export function Overview() {
-  const ov = usePoll('/ops/overview', 5000);
+  const ov = useLive('/ops/overview', 5000);
   const ready = useReadiness();
-  const rc = usePoll('/usage/recompute', 10000);
+  const rc = useLive('/usage/recompute', 10000);
   return (
     <>
       <h1>Overview</h1>
@@ -37,10 +47,11 @@ export function Overview() {
                 <span class="muted">Health score</span>
                 <b>{o.health_score ?? '—'}</b>
               </div>
-              {Object.entries(o.jobs_by_health as Record<string, number>).map(([h, n]) => (
-                <div class="card" key={h}>
+              {jobCards(o.jobs_by_health).map(([h, n, note]) => (
+                <div class="card" key={h} data-health={h}>
                   <Badge v={h} />
                   <b>{n}</b>
+                  {note && <span class="muted small">{note}</span>}
                 </div>
               ))}
               <div class="card">
@@ -60,13 +71,13 @@ export function Overview() {
                 cols={[
                   { h: 'Instance', c: (i: any) => i.instance_id },
                   { h: 'Version', c: (i: any) => i.version },
-                  { h: 'Heartbeat', c: (i: any) => <span title={i.heartbeat_at}>{ago(i.heartbeat_at)} ago</span> },
-                  { h: 'Clock skew', c: (i: any) => `${i.clock_skew_ms ?? 0} ms` },
+                  { h: 'Heartbeat', c: (i: any) => <span title={`${fmtTime(i.heartbeat_at)} (${utcTime(i.heartbeat_at)})`}>{ago(i.heartbeat_at)} ago</span> },
+                  { h: 'Clock skew', c: (i: any) => duration(i.clock_skew_ms ?? 0) },
                   { h: 'State', c: (i: any) => <Badge v={i.alive ? 'alive' : 'gone'} /> },
                   // From the replica's newest heartbeat; a dash when that beat is not fresh.
-                  { h: 'RSS', c: (i: any) => (i.process ? mib(i.process.rss_bytes) : '—') },
-                  { h: 'Heap', c: (i: any) => (i.process ? mib(i.process.heap_used_bytes) : '—') },
-                  { h: 'Loop lag p99', c: (i: any) => (i.process?.event_loop_lag_p99_ms != null ? `${i.process.event_loop_lag_p99_ms} ms` : '—') },
+                  { h: 'RSS', c: (i: any) => (i.process ? bytes(i.process.rss_bytes) : '—') },
+                  { h: 'Heap', c: (i: any) => (i.process ? bytes(i.process.heap_used_bytes) : '—') },
+                  { h: 'Loop lag p99', c: (i: any) => (i.process?.event_loop_lag_p99_ms != null ? duration(i.process.event_loop_lag_p99_ms) : '—') },
                   { h: 'CPU', c: (i: any) => (i.process?.cpu_percent != null ? `${i.process.cpu_percent} %` : '—') },
                 ]}
               />
@@ -110,7 +121,7 @@ export function Overview() {
                     .map(([k, v]) => (
                       <div key={k}>
                         <dt>{k}</dt>
-                        <dd>{String(v)}</dd>
+                        <dd>{humanize(k, v)}</dd>
                       </div>
                     ))}
                 </dl>

@@ -1,29 +1,15 @@
 import { useState } from 'preact/hooks';
 import { api, ApiError } from '../api';
-import { Badge, Load, Section, Table, Time, usePoll } from '../ui';
+import { Badge, Load, Section, Table, Time, bytes, duration, useLive } from '../ui';
 
-function dur(ms: number | null | undefined): string {
-  if (ms === null || ms === undefined) return '—';
-  if (ms < 1000) return `${ms} ms`;
-  if (ms < 120_000) return `${Math.round(ms / 100) / 10} s`;
-  if (ms < 7_200_000) return `${Math.round(ms / 60_000)} min`;
-  return `${Math.round(ms / 360_000) / 10} h`;
-}
-
-function bytes(n: number | null | undefined): string {
-  if (n === null || n === undefined) return '—';
-  if (n < 1024) return `${n} B`;
-  if (n < 1024 ** 2) return `${(n / 1024).toFixed(1)} KiB`;
-  if (n < 1024 ** 3) return `${(n / 1024 ** 2).toFixed(1)} MiB`;
-  return `${(n / 1024 ** 3).toFixed(2)} GiB`;
-}
+const dur = duration;
 
 const yesNo = (v: boolean | null | undefined) => (v === null || v === undefined ? '—' : v ? 'yes' : 'no');
 
 /** The last hour of one monitor's probes (raw points), or minute rollups if the API answers those. */
 function MonitorHistory({ id, name }: { id: number; name: string }) {
   const [from] = useState(() => new Date(Date.now() - 3_600_000).toISOString());
-  const s = usePoll(`/monitors/${id}/history?${new URLSearchParams({ from })}`, 10000);
+  const s = useLive(`/monitors/${id}/history?${new URLSearchParams({ from })}`, 10000);
   return (
     <Section title={`History of ${name} (last hour)`}>
       <Load s={s} empty={(d: any) => !(d.points ?? []).length}>
@@ -73,7 +59,7 @@ function MonitorHistory({ id, name }: { id: number; name: string }) {
 }
 
 export function Monitors() {
-  const s = usePoll('/monitors?limit=1000', 5000);
+  const s = useLive('/monitors?limit=1000', 5000);
   const [open, setOpen] = useState<{ id: number; name: string } | null>(null);
   return (
     <>
@@ -122,7 +108,7 @@ export function Monitors() {
 }
 
 export function AccountTests() {
-  const s = usePoll('/account-tests?limit=1000', 5000);
+  const s = useLive('/account-tests?limit=1000', 5000);
   return (
     <>
       <h1>Account tests</h1>
@@ -151,7 +137,7 @@ export function AccountTests() {
 }
 
 export function Backups() {
-  const s = usePoll('/backups?limit=100', 5000);
+  const s = useLive('/backups?limit=100', 5000);
   const [msg, setMsg] = useState<{ ok: boolean; text: string } | null>(null);
   const [busy, setBusy] = useState(false);
   const start = async () => {

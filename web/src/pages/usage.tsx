@@ -1,7 +1,7 @@
 import { useState } from 'preact/hooks';
 import { api } from '../api';
 import { Chart } from '../chart';
-import { Load, Section, Table, usePoll } from '../ui';
+import { Load, Section, Table, useLive } from '../ui';
 
 const RANGES: Record<string, { hours: number; granularity: 'hour' | 'day' }> = {
   '24h': { hours: 24, granularity: 'hour' },
@@ -22,8 +22,8 @@ export function Usage() {
   const [group, setGroup] = useState('none');
   const [metric, setMetric] = useState<(typeof METRICS)[number]>('requests');
   const sp = span(range);
-  const s = usePoll(`/dashboard/usage?${new URLSearchParams({ from: sp.from, to: sp.to, granularity: sp.granularity, group_by: group })}`, 10000);
-  const tasks = usePoll('/usage/recompute', 2000);
+  const s = useLive(`/dashboard/usage?${new URLSearchParams({ from: sp.from, to: sp.to, granularity: sp.granularity, group_by: group })}`, 10000);
+  const tasks = useLive('/usage/recompute', 2000);
   const [msg, setMsg] = useState<string | null>(null);
   const recompute = async () => {
     try {

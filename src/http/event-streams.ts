@@ -1,0 +1,177 @@
+import { createHash } from 'node:crypto';
+import type { ServerResponse } from 'node:http';
+import type { FastifyInstance } from 'fastify';
+import type { Runtime } from '../app/runtime.js';
+import { sessionToken } from './auth.js';
+import { errorBody } from './errors.js';
+
+export interface EventStreamLimits {
+  /** Open streams per session (the console opens one; a reload's new stream replaces the old). */
+  perSession: number;
+  /** Open streams on this replica, all sessions together; more are refused with 503. */
+  total: number;
+  /** How often the one shared reader looks for new or finished rounds while any stream is open. */
+  pollMs: number;
+  /** A comment line this often keeps proxies from closing an idle stream. */
+  keepaliveMs: number;
+  /** A session's token is re-checked this often, so a sign-out on another replica ends the stream too. */
+  reverifyMs: number;
+  /** A client this far behind (bytes queued) is cut off instead of growing the queue. */
+  maxQueuedBytes: number;
+}
+
+export const DEFAULT_EVENT_STREAM_LIMITS: EventStreamLimits = { perSession: 1, total: 32, pollMs: 1000, keepaliveMs: 15_000, reverifyMs: 30_000, maxQueuedBytes: 1 << 20 };
+
+interface Stream {
+  key: string;
+  token: string | null;
+  res: ServerResponse;
+  verifiedAt: number;
+}
+
+/**
+ * Server push for the console (`GET /api/v1/events`, Server-Sent Events). One reader per replica
+ * polls `job_runs` for new and finished rounds (and the replicas' liveness) while any stream is
+ * open, and fans each change out to every stream: the database is read once per tick, however
+ * many consoles watch. Streams are bounded per session and in total, authenticated like the API
+ * (they sit behind the same onRequest check), ended on sign-out, and ended at once when the HTTP
+ * server closes, so an open console never holds shutdown.
+ */
+export class EventStreams {
+  private readonly streams = new Set<Stream>();
+  private timer: NodeJS.Timeout | null = null;
+  private lastId = -1;
+  private readonly watched = new Set<number>();
+  private lastInstances = '';
+  private lastKeepalive = 0;
+  private closed = false;
+
+  constructor(
+    private readonly rt: Runtime,
+    readonly limits: EventStreamLimits = DEFAULT_EVENT_STREAM_LIMITS,
+  ) {}
+
+  get size(): number {
+    return this.streams.size;
+  }
+
+  /** Opens a stream on a hijacked reply; false (and nothing written) when the replica is full or closing. */
+  open(key: string, token: string | null, res: ServerResponse): boolean {
+    if (this.closed) return false;
+    const mine = [...this.streams].filter((s) => s.key === key);
+    // The newest stream of a session wins: a reload must not wait for the old socket to time out.
+    for (const old of mine.slice(0, Math.max(0, mine.length - this.limits.perSession + 1))) this.end(old, 'replaced by a newer stream of this session');
+    if (this.streams.size >= this.limits.total) return false;
+    const s: Stream = { key, token, res, verifiedAt: this.rt.clock.now() };
+    this.streams.add(s);
+    res.on('close', () => this.streams.delete(s));
+    res.writeHead(200, { 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-store', 'x-accel-buffering': 'no' });
+    res.write('retry: 3000\n\n');
+    this.send(s, 'hello', { instance_id: this.rt.config.instance.id, poll_ms: this.limits.pollMs });
+    this.schedule(0);
+    return true;
+  }
+
+  /** Ends every stream of a session (sign-out). */
+  closeSession(key: string): void {
+    for (const s of this.streams) if (s.key === key) this.end(s, 'signed out');
+  }
+
+  /** Ends every stream and stops the reader; later opens are refused. */
+  closeAll(): void {
+    this.closed = true;
+    if (this.timer) clearTimeout(this.timer);
+    this.timer = null;
+    for (const s of this.streams) this.end(s, 'the server is shutting down');
+  }
+
+  private end(s: Stream, reason: string): void {
+    this.streams.delete(s);
+    if (!s.res.writableEnded) s.res.end(`event: bye\ndata: ${JSON.stringify({ reason })}\n\n`);
+  }
+
+  private send(s: Stream, event: string, data: unknown): void {
+    if (s.res.writableLength > this.limits.maxQueuedBytes) return this.end(s, 'the client reads too slowly');
+    s.res.write(`event: ${event}\ndata: ${JSON.stringify(data)}\n\n`);
+  }
+
+  private broadcast(event: string, data: unknown): void {
+    for (const s of this.streams) this.send(s, event, data);
+  }
+
+  private schedule(ms: number): void {
+    if (this.timer || this.closed || !this.streams.size) return;
+    this.timer = setTimeout(() => {
+      void this.tick().finally(() => {
+        this.timer = null;
+        this.schedule(this.limits.pollMs);
+      });
+    }, ms);
+    this.timer.unref();
+  }
+
+  private async tick(): Promise<void> {
+    try {
+      if (this.lastId < 0) this.lastId = await this.rt.records.latestId();
+      const changed = await this.rt.records.changedSince(this.lastId, [...this.watched], 500);
+      for (const r of changed) {
+        this.lastId = Math.max(this.lastId, r.id);
+        if (r.status === 'running') this.watched.add(r.id);
+        else this.watched.delete(r.id);
+      }
+      if (changed.length) this.broadcast('rounds', { rounds: changed });
+      const instances = (await this.rt.instances()).map((i) => ({ instance_id: i.instance_id, alive: i.alive, stopped_at: i.stopped_at }));
+      const json = JSON.stringify(instances);
+      if (json !== this.lastInstances) this.broadcast('instances', { instances });
+      this.lastInstances = json;
+      const now = this.rt.clock.now();
+      if (now - this.lastKeepalive >= this.limits.keepaliveMs) {
+        this.lastKeepalive = now;
+        for (const s of this.streams) s.res.write(': keepalive\n\n');
+      }
+      for (const s of this.streams) {
+        if (!s.token || now - s.verifiedAt < this.limits.reverifyMs) continue;
+        s.verifiedAt = now;
+        if (!(await this.rt.sessions.verify(s.token))) this.end(s, 'the session ended');
+      }
+    } catch (err) {
+      this.rt.log.debug({ err: (err as Error).message }, 'console event stream: reading changes failed; retrying');
+    }
+  }
+}
+
+/** Streams are keyed by session without holding the key in the clear. */
+function streamKey(token: string | null): string {
+  return token ? createHash('sha256').update(token).digest('hex').slice(0, 32) : 'admin-token';
+}
+
+/**
+ * `GET /api/v1/events`. Registered inside `/api/v1`, so the admin check runs first. The route sets
+ * its own socket timeout (none: the stream is long-lived by design and sends a keepalive), so the
+ * server's request timeouts do not apply, and the server's close ends every stream (preClose).
+ */
+export function registerEventRoutes(api: FastifyInstance, rt: Runtime, limits?: EventStreamLimits): EventStreams {
+  const hub = new EventStreams(rt, limits);
+  api.get('/events', async (req, reply) => {
+    const auth = sessionToken(req);
+    const token = auth && !(rt.adminToken && !auth.viaCookie && auth.token === rt.adminToken) ? auth.token : null;
+    if (rt.isShuttingDown) return reply.code(503).send(errorBody('shutting_down', 'this replica is shutting down; reconnect to another'));
+    reply.hijack();
+    req.raw.socket.setTimeout(0);
+    if (!hub.open(streamKey(token), token, reply.raw)) {
+      reply.raw.writeHead(503, { 'content-type': 'application/json', 'retry-after': '10' });
+      reply.raw.end(JSON.stringify(errorBody('too_many_streams', `this replica has ${hub.limits.total} console event streams open (the limit); close a console tab or retry later`)));
+    }
+  });
+  // Sign-out ends the session's streams at once (other replicas notice at their next re-check).
+  api.addHook('onResponse', async (req, reply) => {
+    if (req.method === 'DELETE' && req.routeOptions.url === '/api/v1/sessions/current' && reply.statusCode === 204) {
+      const auth = sessionToken(req);
+      if (auth) hub.closeSession(streamKey(auth.token));
+    }
+  });
+  // preClose, not onClose: Fastify's own onClose waits in server.close() for every open connection,
+  // which an open stream would hold until the grace runs out; preClose runs before that.
+  api.addHook('preClose', async () => hub.closeAll());
+  return hub;
+}
