@@ -119,7 +119,7 @@ describe('image output files are streamed into the object store (issue 23, item 
     });
     rt = await Runtime.create(config, { logger: logs.logger });
     rt.start();
-  }, 60_000);
+  }, 240_000);
   afterAll(async () => {
     await rt?.shutdown();
     await fake?.stop();
