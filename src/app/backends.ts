@@ -5,6 +5,7 @@ import type { Db } from '../store/db.js';
 import { PgDb } from '../store/pg-db.js';
 import { PgliteDb } from '../store/pglite-db.js';
 import { DataDirLock } from '../store/data-dir-lock.js';
+import { tightenDataDir } from '../store/data-dir-perms.js';
 import { migrate } from '../store/migrate.js';
 import { SecretBox } from '../store/secret-box.js';
 import { checkMasterKey, connectionBudget } from '../store/server-checks.js';
@@ -49,6 +50,9 @@ export async function openBackends(config: Config, log: Logger): Promise<Backend
       redis = await connectRedis(config.redis.url!, config.redis.command_timeout, config.database.connect_timeout);
     } else {
       dataDirLock = DataDirLock.acquire(config.database.data_dir, { httpPort: config.http.port });
+      // Before PGlite opens its files: data written by an older version (0666/0755) becomes private.
+      const perms = tightenDataDir(config.database.data_dir);
+      log.info({ data_dir: config.database.data_dir, tightened: perms.tightened, failed: perms.failed }, `data directory: ${perms.tightened} paths tightened to 0600/0700`);
       log.info({ data_dir: config.database.data_dir }, 'opening the embedded database (PGlite; the first start takes several seconds)');
       db = await PgliteDb.open(config.database.data_dir);
     }

@@ -7,6 +7,7 @@ import { withDurationStrings } from '../config/duration-keys.js';
 import { stringify as stringifyYaml } from 'yaml';
 import { buildJobs, checkJobSections } from '../jobs/registry.js';
 import { VERSION } from '../version.js';
+import { PRIVATE_UMASK } from '../store/data-dir-perms.js';
 import { startService } from './start.js';
 import { runJob } from './run.js';
 import { migrateCommand } from './migrate.js';
@@ -16,6 +17,9 @@ import { backupsCommand } from './backups.js';
 import { restoreCommand } from './restore.js';
 import { sqlCommand } from './sql.js';
 import { jobsTable, readLiveView, scheduleText, statusText, table } from './live-view.js';
+
+// Everything this process creates (embedded database, backups, spill files, objects) is for its own user only.
+process.umask(PRIVATE_UMASK);
 
 function config(cmd: Command): Config {
   const file = (cmd.optsWithGlobals() as { config?: string }).config;
