@@ -33,9 +33,11 @@ export async function openBackends(config: Config, log: Logger): Promise<Backend
   let db: Db | null = null;
   let redis: Redis | null = null;
   let dataDirLock: DataDirLock | null = null;
+  let perms: { tightened: number; failed: number } | null = null;
   const close = async (l: Logger) => {
     if (redis) await redis.quit().catch(() => redis!.disconnect());
     await db?.close().catch((err) => l.warn({ err: (err as Error).message }, 'closing the database failed'));
+    if (dataDirLock) tightenDataDir(config.database.data_dir);
     dataDirLock?.release();
   };
   try {
@@ -51,10 +53,18 @@ export async function openBackends(config: Config, log: Logger): Promise<Backend
     } else {
       dataDirLock = DataDirLock.acquire(config.database.data_dir, { httpPort: config.http.port });
       // Before PGlite opens its files: data written by an older version (0666/0755) becomes private.
-      const perms = tightenDataDir(config.database.data_dir);
-      log.info({ data_dir: config.database.data_dir, tightened: perms.tightened, failed: perms.failed }, `data directory: ${perms.tightened} paths tightened to 0600/0700`);
+      perms = tightenDataDir(config.database.data_dir);
       log.info({ data_dir: config.database.data_dir }, 'opening the embedded database (PGlite; the first start takes several seconds)');
       db = await PgliteDb.open(config.database.data_dir);
+    }
+    if (perms) {
+      // PGlite's WASM file system creates its files 0666 whatever the umask: tightened again once open and
+      // migrated (and at close); in between, a new file is still unreachable inside the 0700 pgdata folder.
+      const after = tightenDataDir(config.database.data_dir);
+      log.info(
+        { data_dir: config.database.data_dir, tightened: perms.tightened, created_open: after.tightened, failed: perms.failed + after.failed },
+        `data directory: ${perms.tightened} paths tightened to 0600/0700`,
+      );
     }
     if (config.database.auto_migrate) {
       const applied = await migrate(db, undefined, (m) => log.info({ migration: `${m.version}_${m.name}` }, 'applying migration'));
