@@ -55,10 +55,10 @@ describe('files at rest', () => {
     const port = await freePort();
     const env = { RELAY_JOBS_DATA_DIR: dataDir, RELAY_JOBS_HTTP_PORT: String(port), RELAY_JOBS_ADMIN_TOKEN: 'an-admin-token-0123456789', RELAY_JOBS__BACKUP__DIR: backupDir };
     svc = ServiceProcess.start('perms', env);
-    const line = JSON.parse(await svc.waitForLine(/paths tightened/)) as { tightened: number; msg: string };
+    const line = JSON.parse(await svc.waitForLine(/paths tightened/, 480_000)) as { tightened: number; msg: string };
     expect(line.tightened).toBe(before);
     expect(line.msg).toBe(`data directory: ${before} paths tightened to 0600/0700`);
-    await svc.waitForLine(/relay-jobs started/);
+    await svc.waitForLine(/relay-jobs started/, 240_000);
 
     const b = await runCli(['backup', '--wait'], env, 180_000);
     expect(b.code, b.stdout + b.stderr).toBe(0);
@@ -86,5 +86,5 @@ describe('files at rest', () => {
       `embedded data dir: ${total} paths; ${before} pre-existing paths tightened at start; while running ${running.length} PGlite files 0666 inside 0700 folders; at rest none readable by others; ${backups.length} backup files 0600`,
     );
     expect(readableByOthers(backupDir)).toEqual([]);
-  }, 400_000);
+  }, 840_000);
 });
