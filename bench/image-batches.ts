@@ -65,7 +65,7 @@ export async function benchImageBatches(n: number, claims: number): Promise<Imag
       t,
       new ImageProvider({ baseUrl: fake.url, apiKey: () => 'k', timeoutMs: 5000 }),
       store,
-      { pollIntervalMs: 0, retryDelayMs: 0, staleTimeoutMs: 60_000, maxErrors: 5, lookupPages: 1 },
+      { pollIntervalMs: 0, retryDelayMs: 0, staleTimeoutMs: 60_000, maxErrors: 5, lookupPages: 1, maxImageBytes: 8 * 1024 * 1024 },
       metrics.images,
       log,
     );

@@ -171,9 +171,29 @@ describe('HTTP API (embedded runtime)', () => {
     expect((await http.inject({ method: 'DELETE', url: '/api/v1/sessions/current', headers: bySession })).statusCode).toBe(204);
     expect((await http.inject({ url: '/api/v1/jobs', headers: bySession })).statusCode).toBe(401);
 
-    for (let i = 0; i < 3; i++) await rt.sessions.create(60);
+    // Bound to the admin token: a rotation ends every session it minted (bearer and cookie alike).
+    const before = rt.adminToken!;
+    const keep = (await http.inject({ method: 'POST', url: '/api/v1/sessions', headers: auth })).json().token as string;
+    const cookieLogin = await http.inject({ method: 'POST', url: '/api/v1/sessions', headers: auth, payload: { cookie: true } });
+    const cookie = cookieLogin.cookies.map((c) => `${c.name}=${c.value}`).join('; ');
+    expect((await http.inject({ url: '/api/v1/jobs', headers: { cookie } })).statusCode).toBe(200);
+    expect((await http.inject({ url: '/api/v1/jobs', headers: { authorization: `Bearer ${keep}` } })).statusCode).toBe(200);
+    rt.adminToken = 'a-rotated-admin-token-0123456789';
+    expect((await http.inject({ url: '/api/v1/jobs', headers: { authorization: `Bearer ${keep}` } })).statusCode).toBe(401);
+    expect((await http.inject({ url: '/api/v1/jobs', headers: { cookie } })).statusCode).toBe(401);
+    expect((await http.inject({ url: '/api/v1/jobs', headers: auth })).statusCode).toBe(401);
+    rt.adminToken = before;
+    expect((await http.inject({ url: '/api/v1/jobs', headers: { authorization: `Bearer ${keep}` } })).statusCode).toBe(200);
+    // Revoke-all ends every session at once; the admin token still works.
+    const all = await http.inject({ method: 'POST', url: '/api/v1/sessions/revoke-all', headers: { authorization: `Bearer ${keep}` } });
+    expect(all.json()).toEqual({ revoked: 2 });
+    expect((await http.inject({ url: '/api/v1/jobs', headers: { authorization: `Bearer ${keep}` } })).statusCode).toBe(401);
+    expect((await http.inject({ url: '/api/v1/jobs', headers: { cookie } })).statusCode).toBe(401);
+    expect((await http.inject({ url: '/api/v1/jobs', headers: auth })).statusCode).toBe(200);
+
+    for (let i = 0; i < 3; i++) await rt.sessions.create(60, before);
     await rt.db.query(`UPDATE admin_sessions SET expires_at = now() - interval '1 second'`);
-    await rt.sessions.create(60); // still valid
+    await rt.sessions.create(60, before); // still valid
     const report = await rt.runNow('session_cleanup');
     expect(report.ran && report.outcome).toMatchObject({ status: 'ok', items: 3 });
     const left = await rt.db.query('SELECT count(*)::int AS n FROM admin_sessions');

@@ -106,15 +106,19 @@ describe.each(BACKENDS)('store on $name', (backend) => {
     expect(Math.abs(await second.measureSkew())).toBeLessThan(1000);
   });
 
-  it('admin sessions: stored hashed, verified until expiry', async () => {
+  it('admin sessions: stored hashed, bound to the admin token that minted them, verified until expiry', async () => {
     const sessions = new AdminSessions(db);
-    const s = await sessions.create(5);
-    const { rows } = await db.query('SELECT token_hash FROM admin_sessions WHERE id = $1', [s.id]);
+    const admin = 'admin-token-one-0123456789';
+    const s = await sessions.create(5, admin);
+    const { rows } = await db.query('SELECT token_hash, admin_fingerprint FROM admin_sessions WHERE id = $1', [s.id]);
     expect(rows[0]!.token_hash).not.toBe(s.token);
-    expect(await sessions.verify(s.token)).toBe(true);
-    expect(await sessions.verify('nope')).toBe(false);
+    expect(String(rows[0]!.admin_fingerprint)).not.toContain(admin);
+    expect(await sessions.verify(s.token, admin)).toBe(true);
+    expect(await sessions.verify(s.token, 'admin-token-two-0123456789')).toBe(false);
+    expect(await sessions.verify(s.token, undefined)).toBe(false);
+    expect(await sessions.verify('nope', admin)).toBe(false);
     await db.query(`UPDATE admin_sessions SET expires_at = now() - interval '1 minute' WHERE id = $1`, [s.id]);
-    expect(await sessions.verify(s.token)).toBe(false);
+    expect(await sessions.verify(s.token, admin)).toBe(false);
   });
 });
 

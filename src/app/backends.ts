@@ -5,6 +5,7 @@ import type { Db } from '../store/db.js';
 import { PgDb } from '../store/pg-db.js';
 import { PgliteDb } from '../store/pglite-db.js';
 import { DataDirLock } from '../store/data-dir-lock.js';
+import { tightenDataDir } from '../store/data-dir-perms.js';
 import { migrate } from '../store/migrate.js';
 import { SecretBox } from '../store/secret-box.js';
 import { checkMasterKey, connectionBudget } from '../store/server-checks.js';
@@ -38,10 +39,12 @@ export async function openBackends(config: Config, log: Logger): Promise<Backend
   let directDb: Db | null = null;
   let redis: RedisClient | null = null;
   let dataDirLock: DataDirLock | null = null;
+  let perms: { tightened: number; failed: number } | null = null;
   const close = async (l: Logger) => {
     if (redis) await redis.quit().catch(() => redis!.disconnect());
     await directDb?.close().catch((err) => l.warn({ err: (err as Error).message }, 'closing the direct database session failed'));
     await db?.close().catch((err) => l.warn({ err: (err as Error).message }, 'closing the database failed'));
+    if (dataDirLock) tightenDataDir(config.database.data_dir);
     dataDirLock?.release();
   };
   try {
@@ -66,12 +69,23 @@ export async function openBackends(config: Config, log: Logger): Promise<Backend
       redis = await connectRedis(config.redis.url!, config.redis.command_timeout, config.database.connect_timeout);
     } else {
       dataDirLock = DataDirLock.acquire(config.database.data_dir, { httpPort: config.http.port });
+      // Before PGlite opens its files: data written by an older version (0666/0755) becomes private.
       const fresh = !PgliteDb.exists(config.database.data_dir);
+      perms = tightenDataDir(config.database.data_dir);
       log.info(
         { data_dir: config.database.data_dir },
         fresh ? 'creating the embedded database (PGlite) in a new data directory: this takes several seconds, once' : 'opening the embedded database (PGlite)',
       );
       db = await PgliteDb.open(config.database.data_dir);
+    }
+    if (perms) {
+      // PGlite's WASM file system creates its files 0666 whatever the umask: tightened again once open and
+      // migrated (and at close); in between, a new file is still unreachable inside the 0700 pgdata folder.
+      const after = tightenDataDir(config.database.data_dir);
+      log.info(
+        { data_dir: config.database.data_dir, tightened: perms.tightened, created_open: after.tightened, failed: perms.failed + after.failed },
+        `data directory: ${perms.tightened} paths tightened to 0600/0700`,
+      );
     }
     if (config.database.auto_migrate) {
       const applied = await migrate(db, undefined, (m) => log.info({ migration: `${m.version}_${m.name}` }, 'applying migration'));

@@ -20,7 +20,12 @@ export function buildImages(w: WiringContext): Wired<Pick<Services, 'imageBatche
   const c = config.image;
   const sealed = c.provider.api_key ? box.seal(c.provider.api_key, 'image.provider.api_key') : undefined;
   const provider = c.provider.base_url
-    ? new ImageProvider({ baseUrl: c.provider.base_url, apiKey: () => sealed && box.open(sealed, 'image.provider.api_key'), timeoutMs: c.provider.request_timeout })
+    ? new ImageProvider({
+        baseUrl: c.provider.base_url,
+        apiKey: () => sealed && box.open(sealed, 'image.provider.api_key'),
+        timeoutMs: c.provider.request_timeout,
+        downloadTimeoutMs: c.provider.download_timeout,
+      })
     : null;
   const store = new FsObjectStore(c.storage_dir ?? join(config.database.data_dir, 'objects'));
   const batches = new ImageBatches(db);
@@ -32,7 +37,14 @@ export function buildImages(w: WiringContext): Wired<Pick<Services, 'imageBatche
         transitions,
         provider,
         store,
-        { pollIntervalMs: c.poll_interval, retryDelayMs: c.retry_delay, staleTimeoutMs: c.stale_timeout, maxErrors: c.max_errors, lookupPages: c.provider.lookup_pages },
+        {
+          pollIntervalMs: c.poll_interval,
+          retryDelayMs: c.retry_delay,
+          staleTimeoutMs: c.stale_timeout,
+          maxErrors: c.max_errors,
+          lookupPages: c.provider.lookup_pages,
+          maxImageBytes: c.max_image_bytes,
+        },
         metrics.images,
         ilog,
       )

@@ -41,6 +41,7 @@ export function buildProbes(w: WiringContext, { accounts, tokens }: Pick<Service
       timeoutMs: t.timeout,
       leaseGraceMs: c.lease_grace,
       baseUrl: c.account_base_url,
+      minIntervalMs: c.min_interval,
     }),
   };
   // The runners stop in their jobs' onStop; the client's connection pools close after them.

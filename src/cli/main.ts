@@ -6,6 +6,7 @@ import { formatDuration } from '../config/duration.js';
 import { printConfig } from '../config/print.js';
 import { buildJobs, checkJobSections } from '../jobs/registry.js';
 import { VERSION } from '../version.js';
+import { PRIVATE_UMASK } from '../store/data-dir-perms.js';
 import { startService } from './start.js';
 import { runJob } from './run.js';
 import { migrateCommand } from './migrate.js';
@@ -16,6 +17,9 @@ import { restoreCommand } from './restore.js';
 import { sqlCommand } from './sql.js';
 import { doctorCommand } from './doctor.js';
 import { jobsTable, readLiveView, scheduleText, statusText, table } from './live-view.js';
+
+// Everything this process creates (embedded database, backups, spill files, objects) is for its own user only.
+process.umask(PRIVATE_UMASK);
 
 function config(cmd: Command): Config {
   const file = (cmd.optsWithGlobals() as { config?: string }).config;

@@ -84,3 +84,13 @@ export function scrubUrlSecrets(text: string, url: string): string {
   for (const s of secretsOf(url)) t = t.split(s).join(s === url ? safe : MASK);
   return t;
 }
+
+/** True when the URL carries credentials in its authority (`user:pass@` or `user@`), as the WHATWG parser (and fetch) read it. */
+export function hasUserinfo(url: string): boolean {
+  try {
+    const u = new URL(url);
+    return u.username !== '' || u.password !== '';
+  } catch {
+    return /^[a-z][a-z0-9+.-]*:\/\/[^/?#]*@/i.test(url);
+  }
+}

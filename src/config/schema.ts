@@ -2,6 +2,8 @@
 // config.example.yaml, so a key and its default are found in one place. Job keys are not here (each job declares its own).
 import { z } from 'zod';
 import { positiveDuration, duration } from './duration-schema.js';
+import { hasUserinfo } from './redact-url.js';
+import { INDEXABLE_LINE_BYTES, maxIndexableN } from './image-limits.js';
 import { backupSchema } from './backup-schema.js';
 import { parseRedisUrl } from './redis-url.js';
 
@@ -15,6 +17,17 @@ export { duration, positiveDuration } from './duration-schema.js';
 export const numeric = <T extends z.ZodType>(schema: T) => z.preprocess((v) => (typeof v === 'string' && v.trim() !== '' && Number.isFinite(Number(v)) ? Number(v) : v), schema);
 const port = numeric(z.number().int().min(0).max(65535));
 export const positiveInt = numeric(z.number().int().positive());
+
+/**
+ * An outgoing provider URL: credentials in it (`user:pass@`) are refused, naming the key that
+ * takes them instead. fetch refuses such a URL and quotes it whole in its error text, which then
+ * reaches logs and stored rows; a key in its own field is sealed and sent as a header.
+ */
+const providerUrl = (pattern: RegExp, expected: string, instead: string) =>
+  z
+    .string()
+    .regex(pattern, expected)
+    .refine((u) => !hasUserinfo(u), `must not carry credentials (user:pass@host): put the secret in ${instead} instead`);
 
 /** The keys every job has under `jobs.<name>`; a job adds its own (see jobs/define-job.ts). */
 export const jobBase = {
@@ -95,11 +108,12 @@ const retentionDays = z
   })
   .transform((days) => ({ ...OPS_RETENTION, ...days }));
 const IMAGE_DEFAULTS = {
-  provider: { request_timeout: 30_000, lookup_pages: 20 },
+  provider: { request_timeout: 30_000, download_timeout: 600_000, lookup_pages: 20 },
   prices: {},
   max_prompts: 500,
   max_prompt_chars: 4000,
   max_n: 4,
+  max_image_bytes: 8 * 1024 * 1024,
   concurrency: 4,
   poll_interval: 10_000,
   claim_interval: 1000,
@@ -145,10 +159,8 @@ const AUTH_DEFAULTS = {
 /** An OAuth token endpoint. Built-in platforms have defaults (see upstream/oauth-providers.ts); any key here overrides them. */
 const providerSchema = z
   .object({
-    token_url: z
-      .string()
-      .url('expected an http(s) URL')
-      .regex(/^https?:\/\//, 'expected an http(s) URL')
+    token_url: providerUrl(/^https?:\/\//, 'expected an http(s) URL', 'client_secret')
+      .pipe(z.string().url('expected an http(s) URL'))
       .optional(),
     client_id: z.string().min(1).optional(),
     client_secret: z.string().min(1).optional(),
@@ -351,7 +363,7 @@ export const configSchema = z
             z.string().regex(/^[a-z0-9_-]{1,32}$/, 'expected a provider name of 1-32 characters a-z, 0-9, _ or -'),
             z
               .object({
-                base_url: z.string().regex(/^https?:\/\//, 'expected an http(s) URL'),
+                base_url: providerUrl(/^https?:\/\//, 'expected an http(s) URL', 'payments.providers.<name>.api_key'),
                 api_key: z.string().min(1).optional(),
                 webhook_secret: z.string().min(16, 'expected at least 16 characters'),
               })
@@ -373,7 +385,7 @@ export const configSchema = z
           .strict()
           .optional(),
         webhook: z
-          .object({ url: z.string().regex(/^https?:\/\//, 'expected an http(s) URL'), secret: z.string().min(16).optional() })
+          .object({ url: providerUrl(/^https?:\/\//, 'expected an http(s) URL', 'notify.webhook.secret (it signs every request)'), secret: z.string().min(16).optional() })
           .strict()
           .optional(),
         per_second: numeric(z.number().positive()).default(5),
@@ -412,10 +424,7 @@ export const configSchema = z
         lease_grace: positiveDuration.default(5000),
         late_after: positiveDuration.default(1000),
         default_timeout: positiveDuration.default(10_000),
-        account_base_url: z
-          .string()
-          .regex(/^https?:\/\/[^\s/]+/, 'expected an http(s) URL')
-          .default('https://api.openai.com'),
+        account_base_url: providerUrl(/^https?:\/\/[^\s/]+/, 'expected an http(s) URL', "the account's token").default('https://api.openai.com'),
       })
       .strict()
       .default(PROBE_DEFAULTS),
@@ -437,16 +446,15 @@ export const configSchema = z
       .object({
         provider: z
           .object({
-            base_url: z
-              .string()
-              .regex(/^https?:\/\/.+\/v1\/?$/, 'expected an http(s) URL ending in /v1')
-              .optional(),
+            base_url: providerUrl(/^https?:\/\/.+\/v1\/?$/, 'expected an http(s) URL ending in /v1', 'image.provider.api_key').optional(),
             api_key: z.string().min(1).optional(),
             request_timeout: positiveDuration.default(30_000),
+            // Downloading one output file (streamed; it can be several GB).
+            download_timeout: positiveDuration.default(600_000),
             lookup_pages: positiveInt.default(20),
           })
           .strict()
-          .default({ request_timeout: 30_000, lookup_pages: 20 }),
+          .default({ request_timeout: 30_000, download_timeout: 600_000, lookup_pages: 20 }),
         prices: z
           .record(
             z.string().regex(/^[A-Za-z0-9._-]{1,64}$/, 'expected a model name of 1-64 characters of letters, digits, . _ -'),
@@ -456,6 +464,8 @@ export const configSchema = z
         max_prompts: positiveInt.default(500),
         max_prompt_chars: positiveInt.default(4000),
         max_n: positiveInt.default(4),
+        // One decoded image in an output file; with max_n it bounds the output line held while indexing.
+        max_image_bytes: positiveInt.default(8 * 1024 * 1024),
         concurrency: positiveInt.default(4),
         poll_interval: positiveDuration.default(10_000),
         claim_interval: positiveDuration.default(1000),
@@ -468,6 +478,14 @@ export const configSchema = z
         storage_dir: z.string().min(1).optional(),
       })
       .strict()
+      .superRefine((im, ctx) => {
+        if (im.max_n > maxIndexableN(im.max_image_bytes))
+          ctx.addIssue({
+            code: 'custom',
+            path: ['max_n'],
+            message: `at most ${maxIndexableN(im.max_image_bytes)} with image.max_image_bytes = ${im.max_image_bytes}: one output line (max_n base64 images) must stay under ${INDEXABLE_LINE_BYTES} bytes to be indexed`,
+          });
+      })
       .default(IMAGE_DEFAULTS),
     admin: z
       .object({ session_cleanup_interval_secs: positiveInt.default(3600), session_ttl_minutes: positiveInt.default(1440) })

@@ -25,7 +25,7 @@ export function registerAccountTestRoutes(api: FastifyInstance, rt: Runtime): vo
 
   async function check(p: PlanInput): Promise<Date> {
     if (!(await accounts.get(p.accountId))) throw new InvalidInput([{ field: 'account_id', message: `no account ${p.accountId}` }]);
-    const bad = checkPlanSchedule(p.cron, p.timezone, rt.clock.now());
+    const bad = checkPlanSchedule(p.cron, p.timezone, rt.clock.now(), rt.config.channel_monitor.min_interval);
     if (bad) throw new InvalidInput([bad]);
     return nextOccurrence(p.cron, p.timezone, rt.clock.now())!;
   }

@@ -33,7 +33,7 @@ export function requireAdmin(rt: Runtime) {
     }
     if (!auth) return reply.code(401).send({ error: { code: 'unauthorized', message: 'missing "Authorization: Bearer <token>" header' } });
     if (!auth.viaCookie && sameSecret(auth.token, rt.adminToken)) return;
-    if (!(await rt.sessions.verify(auth.token))) return reply.code(401).send({ error: { code: 'unauthorized', message: 'invalid or expired token' } });
+    if (!(await rt.sessions.verify(auth.token, rt.adminToken))) return reply.code(401).send({ error: { code: 'unauthorized', message: 'invalid or expired token' } });
     if (auth.viaCookie && !csrfOk(req, auth.token)) {
       return reply.code(403).send({ error: { code: 'csrf_failed', message: 'a cookie-authenticated state-changing call needs the X-CSRF-Token header' } });
     }

@@ -132,7 +132,7 @@ export class EventStreams {
       for (const s of this.streams) {
         if (!s.token || now - s.verifiedAt < this.limits.reverifyMs) continue;
         s.verifiedAt = now;
-        if (!(await this.rt.sessions.verify(s.token))) this.end(s, 'the session ended');
+        if (!(await this.rt.sessions.verify(s.token, this.rt.adminToken))) this.end(s, 'the session ended');
       }
     } catch (err) {
       this.rt.log.debug({ err: (err as Error).message }, 'console event stream: reading changes failed; retrying');

@@ -16,7 +16,7 @@ export function registerSessionRoutes(api: FastifyInstance, rt: Runtime): void {
       return reply.code(403).send(errorBody('forbidden', 'sessions are created with the admin token only, not with a session token'));
     }
     const ttl = rt.config.admin.session_ttl_minutes;
-    const s = await rt.sessions.create(ttl);
+    const s = await rt.sessions.create(ttl, rt.adminToken);
     const expires_at = s.expiresAt.toISOString();
     if (req.body && typeof req.body === 'object' && req.body.cookie === true) {
       const csrf = setSessionCookies(req, reply, s.token, ttl * 60);
@@ -26,6 +26,14 @@ export function registerSessionRoutes(api: FastifyInstance, rt: Runtime): void {
   });
 
   api.get('/sessions/current', async (req) => ({ signed_in: true, via: sessionToken(req)?.viaCookie ? 'cookie' : 'bearer' }));
+
+  // Ends every session at once (a leaked cookie, a departed admin), the caller's own included; the admin token still works.
+  api.post('/sessions/revoke-all', async (req, reply) => {
+    const revoked = await rt.sessions.revokeAll();
+    rt.log.warn({ revoked, via: sessionToken(req)?.viaCookie ? 'cookie' : 'bearer' }, 'all admin sessions revoked');
+    if (sessionToken(req)?.viaCookie) clearSessionCookies(reply);
+    return { revoked };
+  });
 
   api.delete('/sessions/current', async (req, reply) => {
     const auth = sessionToken(req)!;

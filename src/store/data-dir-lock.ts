@@ -26,7 +26,7 @@ export class DataDirLock {
   private constructor(readonly path: string) {}
 
   static acquire(dataDir: string, info: { httpPort?: number } = {}): DataDirLock {
-    mkdirSync(dataDir, { recursive: true });
+    mkdirSync(dataDir, { recursive: true, mode: 0o700 });
     const path = join(dataDir, 'relay-jobs.lock');
     const body = JSON.stringify({ pid: process.pid, http_port: info.httpPort, started_at: new Date(systemClock.now()).toISOString() } satisfies DataDirOwner);
     for (let attempt = 0; attempt < 2; attempt++) {

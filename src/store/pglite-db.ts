@@ -22,7 +22,7 @@ export class PgliteDb implements Db {
     let path: string | undefined;
     if (dataDir) {
       path = join(dataDir, 'pgdata');
-      mkdirSync(path, { recursive: true });
+      mkdirSync(path, { recursive: true, mode: 0o700 });
     }
     const pg = new PGlite(path);
     await pg.waitReady;

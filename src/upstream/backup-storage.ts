@@ -48,7 +48,7 @@ export class FsStorage implements BackupStorage {
 
   async check(): Promise<void> {
     try {
-      await mkdir(this.dir, { recursive: true });
+      await mkdir(this.dir, { recursive: true, mode: 0o700 });
       await access(this.dir, constants.W_OK);
     } catch (err) {
       throw new UserError(`backup.dir ${this.dir} is not a writable directory: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`);
@@ -57,10 +57,10 @@ export class FsStorage implements BackupStorage {
 
   async put(key: string, body: Readable, signal?: AbortSignal): Promise<void> {
     const path = this.path(key);
-    await mkdir(dirname(path), { recursive: true });
+    await mkdir(dirname(path), { recursive: true, mode: 0o700 });
     const partial = `${path}.partial`;
     try {
-      await pipeline(body, createWriteStream(partial, { flags: 'wx' }), { signal });
+      await pipeline(body, createWriteStream(partial, { flags: 'wx', mode: 0o600 }), { signal });
       await rename(partial, path);
     } catch (err) {
       await rm(partial, { force: true });
@@ -70,8 +70,8 @@ export class FsStorage implements BackupStorage {
 
   async putText(key: string, text: string): Promise<void> {
     const path = this.path(key);
-    await mkdir(dirname(path), { recursive: true });
-    await writeFile(`${path}.partial`, text);
+    await mkdir(dirname(path), { recursive: true, mode: 0o700 });
+    await writeFile(`${path}.partial`, text, { mode: 0o600 });
     await rename(`${path}.partial`, path);
   }
 

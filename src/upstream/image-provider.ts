@@ -1,5 +1,7 @@
 import { z } from 'zod';
 import { systemClock } from '../time/clock.js';
+import { failureText } from './error-text.js';
+import { JSON_REPLY_LIMIT, ReplyTooLarge, readReplyText } from './reply-limit.js';
 
 export type ProviderErrorClass = 'timeout' | 'network' | 'http_5xx' | 'http_429' | 'http_4xx' | 'malformed';
 
@@ -39,6 +41,8 @@ export interface ImageProviderOptions {
   baseUrl: string;
   apiKey: () => string | undefined;
   timeoutMs: number;
+  /** Bound on downloading one output file (default: 20 × timeoutMs). */
+  downloadTimeoutMs?: number;
 }
 
 /** The metadata key that carries our batch id, so a lost create reply can be found again. */
@@ -52,31 +56,43 @@ export const BATCH_ID_KEY = 'relay_batch_id';
 export class ImageProvider {
   constructor(private readonly o: ImageProviderOptions) {}
 
-  private async call(method: string, path: string, body?: BodyInit, contentType?: string): Promise<{ status: number; text: string }> {
+  /** Sends one request; a reply that is not 2xx is an ImageProviderError. The caller reads the body (capped or streamed). */
+  private async send(method: string, path: string, body?: BodyInit, contentType?: string, timeoutMs = this.o.timeoutMs): Promise<Response> {
     const key = this.o.apiKey();
+    const url = `${this.o.baseUrl.replace(/\/$/, '')}${path}`;
     let res: Response;
     try {
-      res = await fetch(`${this.o.baseUrl.replace(/\/$/, '')}${path}`, {
+      res = await fetch(url, {
         method,
         headers: { accept: 'application/json', ...(key ? { authorization: `Bearer ${key}` } : {}), ...(contentType ? { 'content-type': contentType } : {}) },
         body,
-        signal: AbortSignal.timeout(this.o.timeoutMs),
+        signal: AbortSignal.timeout(timeoutMs),
       });
     } catch (err) {
-      const e = err as Error & { cause?: { code?: string } };
-      if (e.name === 'TimeoutError') throw new ImageProviderError('timeout', `no answer to ${method} ${path} within ${this.o.timeoutMs}ms`);
-      throw new ImageProviderError('network', `${method} ${path}: unreachable (${e.cause?.code ?? e.message})`);
+      const e = err as Error;
+      if (e.name === 'TimeoutError') throw new ImageProviderError('timeout', `no answer to ${method} ${path} within ${timeoutMs}ms`);
+      throw new ImageProviderError('network', `${method} ${path}: unreachable (${failureText(err, [url, this.o.baseUrl], 200)})`);
     }
-    let text: string;
-    try {
-      text = await res.text();
-    } catch (err) {
-      throw new ImageProviderError('network', `${method} ${path}: reply cut off (${(err as Error).message})`);
-    }
+    if (res.status < 400) return res;
+    const text = await this.text(res, method, path).catch(() => '');
     if (res.status === 429) throw new ImageProviderError('http_429', `${method} ${path}: rate limited (429)`, retryAfter(res.headers.get('retry-after')));
     if (res.status >= 500) throw new ImageProviderError('http_5xx', `${method} ${path}: HTTP ${res.status}`);
-    if (res.status >= 400) throw new ImageProviderError('http_4xx', `${method} ${path}: HTTP ${res.status}: ${text.slice(0, 200)}`);
-    return { status: res.status, text };
+    throw new ImageProviderError('http_4xx', `${method} ${path}: HTTP ${res.status}: ${text.slice(0, 200)}`);
+  }
+
+  private async text(res: Response, method: string, path: string): Promise<string> {
+    try {
+      return await readReplyText(res, JSON_REPLY_LIMIT, `${method} ${path}`);
+    } catch (err) {
+      // Too large is as unreadable as garbage: the call's effect is unknown, retried like a malformed reply.
+      if (err instanceof ReplyTooLarge) throw new ImageProviderError('malformed', err.message);
+      throw new ImageProviderError('network', `${method} ${path}: reply cut off (${failureText(err, [this.o.baseUrl], 200)})`);
+    }
+  }
+
+  private async call(method: string, path: string, body?: BodyInit, contentType?: string): Promise<{ status: number; text: string }> {
+    const res = await this.send(method, path, body, contentType);
+    return { status: res.status, text: await this.text(res, method, path) };
   }
 
   private async json<S extends z.ZodType>(schema: S, method: string, path: string, body?: BodyInit, contentType?: string): Promise<z.infer<S>> {
@@ -126,8 +142,23 @@ export class ImageProvider {
     return this.json(batchSchema, 'POST', `/batches/${encodeURIComponent(providerBatchId)}/cancel`);
   }
 
-  async content(fileId: string): Promise<string> {
-    return (await this.call('GET', `/files/${encodeURIComponent(fileId)}/content`)).text;
+  /**
+   * An output or error file as a byte stream, never read whole (it can be several GB). The
+   * timeout covers the whole download, so it is `downloadTimeoutMs`, not the request timeout.
+   */
+  async contentStream(fileId: string): Promise<AsyncIterable<Uint8Array>> {
+    const path = `/files/${encodeURIComponent(fileId)}/content`;
+    const res = await this.send('GET', path, undefined, undefined, this.o.downloadTimeoutMs ?? this.o.timeoutMs * 20);
+    const body = res.body;
+    if (!body) return (async function* () {})();
+    const baseUrl = this.o.baseUrl;
+    return (async function* () {
+      try {
+        for await (const chunk of body) yield chunk;
+      } catch (err) {
+        throw new ImageProviderError('network', `GET ${path}: download cut off (${failureText(err, [baseUrl], 200)})`);
+      }
+    })();
   }
 
   async deleteFile(fileId: string): Promise<void> {

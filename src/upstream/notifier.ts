@@ -1,6 +1,8 @@
 import { createHmac } from 'node:crypto';
 import nodemailer from 'nodemailer';
 import { systemClock } from '../time/clock.js';
+import { failureText } from './error-text.js';
+import { JSON_REPLY_LIMIT, readReplyText } from './reply-limit.js';
 
 export interface OutgoingMessage {
   to: string;
@@ -17,6 +19,14 @@ export interface Channel {
   readonly name: 'email' | 'webhook';
   send(msg: OutgoingMessage): Promise<void>;
   close(): void;
+}
+
+/**
+ * A send that failed, with a scrubbed message and deliberately no `cause`: the original error
+ * quotes the URL (and its credentials), and a logger serialises causes.
+ */
+export class DeliveryFailed extends Error {
+  override name = 'DeliveryFailed';
 }
 
 export class SmtpChannel implements Channel {
@@ -44,7 +54,13 @@ export class SmtpChannel implements Channel {
   }
 
   async send(m: OutgoingMessage): Promise<void> {
-    await this.transport.sendMail({ from: this.c.from, to: m.to, subject: m.subject, text: m.text, html: m.html, messageId: m.messageId, headers: { 'X-Relay-Jobs-Key': m.dedupKey } });
+    try {
+      await this.transport.sendMail({ from: this.c.from, to: m.to, subject: m.subject, text: m.text, html: m.html, messageId: m.messageId, headers: { 'X-Relay-Jobs-Key': m.dedupKey } });
+    } catch (err) {
+      const pass = this.c.pass;
+      const text = (err as Error).message ?? String(err);
+      throw new DeliveryFailed((pass && pass.length >= 3 ? text.split(pass).join('***') : text).slice(0, 500));
+    }
   }
 
   close(): void {
@@ -63,16 +79,24 @@ export class WebhookChannel implements Channel {
   async send(m: OutgoingMessage): Promise<void> {
     const body = JSON.stringify({ key: m.dedupKey, to: m.to, subject: m.subject, text: m.text });
     const ts = String(Math.floor(systemClock.now() / 1000));
-    const res = await fetch(this.c.url, {
-      method: 'POST',
-      headers: {
-        'content-type': 'application/json',
-        'idempotency-key': m.dedupKey,
-        ...(this.c.secret ? { 'x-timestamp': ts, 'x-signature': createHmac('sha256', this.c.secret).update(`${ts}.${body}`).digest('hex') } : {}),
-      },
-      body,
-      signal: AbortSignal.timeout(this.timeoutMs),
-    });
+    let res: Response;
+    try {
+      res = await fetch(this.c.url, {
+        method: 'POST',
+        headers: {
+          'content-type': 'application/json',
+          'idempotency-key': m.dedupKey,
+          ...(this.c.secret ? { 'x-timestamp': ts, 'x-signature': createHmac('sha256', this.c.secret).update(`${ts}.${body}`).digest('hex') } : {}),
+        },
+        body,
+        signal: AbortSignal.timeout(this.timeoutMs),
+      });
+    } catch (err) {
+      // fetch's error text quotes the URL (with any user:pass@ or ?token=): only the scrubbed text leaves here.
+      throw new DeliveryFailed(`webhook unreachable: ${failureText(err, [this.c.url], 300)}`);
+    }
+    // The reply is not used, but is read (capped) so the connection can be reused and a huge one cannot pile up.
+    await readReplyText(res, JSON_REPLY_LIMIT, 'webhook reply').catch(() => undefined);
     if (!res.ok) throw new Error(`webhook answered HTTP ${res.status}`);
   }
 

@@ -1,5 +1,7 @@
 import { Agent, fetch, ProxyAgent, type Dispatcher } from 'undici';
 import { tokenExpiry } from './jwt.js';
+import { scrubbedText } from './error-text.js';
+import { ReplyTooLarge, readReplyText, type ReplyLike } from './reply-limit.js';
 import type { OAuthProvider } from './oauth-providers.js';
 
 /** The account state a permanent failure puts the account in. */
@@ -107,6 +109,8 @@ export interface RefreshCallOptions {
 }
 
 export const DEFAULT_REPLY_TIMEOUT_MS = 120_000;
+/** A token reply is a few KB; anything past 64 KiB is not one. */
+export const TOKEN_REPLY_LIMIT = 64 * 1024;
 
 /**
  * The refresh call pinned by the issue: a form-encoded POST of `grant_type=refresh_token`,
@@ -129,7 +133,13 @@ export class OAuthClient {
     try {
       dispatcher = this.agent(opts.proxyUrl, opts.timeoutMs, replyMs);
     } catch (err) {
-      return { kind: 'transient', reason: 'bad_proxy_url', status: null, retryAfterMs: null, detail: `the account's proxy URL cannot be used: ${(err as Error).message}`.slice(0, 200) };
+      return {
+        kind: 'transient',
+        reason: 'bad_proxy_url',
+        status: null,
+        retryAfterMs: null,
+        detail: scrubbedText(`the account's proxy URL cannot be used: ${(err as Error).message}`, [opts.proxyUrl], 200),
+      };
     }
     try {
       const res = await fetch(provider.tokenUrl, {
@@ -138,8 +148,14 @@ export class OAuthClient {
         body: form.toString(),
         dispatcher,
       });
-      const body = await res.text();
-      return classifyReply(res.status, body.slice(0, 64 * 1024), { retryAfter: res.headers.get('retry-after') }, opts.nowMs());
+      let body: string;
+      try {
+        body = await readReplyText(res as unknown as ReplyLike, TOKEN_REPLY_LIMIT, 'token endpoint');
+      } catch (err) {
+        if (!(err instanceof ReplyTooLarge)) throw err;
+        return { kind: 'transient', reason: 'bad_response', status: res.status, retryAfterMs: null, detail: `reply larger than ${TOKEN_REPLY_LIMIT} bytes` };
+      }
+      return classifyReply(res.status, body, { retryAfter: res.headers.get('retry-after') }, opts.nowMs());
     } catch (err) {
       const e = err as Error & { cause?: { code?: string; hostname?: string; address?: string; port?: number } };
       const code = e.cause?.code ?? '';
@@ -151,7 +167,7 @@ export class OAuthClient {
       const failed = e.cause?.hostname ?? (e.cause?.address ? `${e.cause.address}${e.cause.port ? `:${e.cause.port}` : ''}` : null);
       const target = new URL(provider.tokenUrl).host;
       const where = `${failed && failed !== new URL(provider.tokenUrl).hostname ? failed : target}${opts.proxyUrl ? ` (token endpoint ${target}, through the account's proxy)` : ''}`;
-      return { kind: 'transient', reason: 'network', status: null, retryAfterMs: null, detail: `${code || e.message} ${where}`.slice(0, 200) };
+      return { kind: 'transient', reason: 'network', status: null, retryAfterMs: null, detail: scrubbedText(`${code || e.message} ${where}`, [provider.tokenUrl, opts.proxyUrl], 200) };
     }
   }
 

@@ -28,9 +28,9 @@ export class FsObjectStore implements ObjectStore {
 
   async put(key: string, data: Buffer | string): Promise<void> {
     const p = this.path(key);
-    await mkdir(dirname(p), { recursive: true });
+    await mkdir(dirname(p), { recursive: true, mode: 0o700 });
     // Write then rename would be atomic; a half-written image is simply rewritten by the next indexing attempt.
-    await writeFile(p, data);
+    await writeFile(p, data, { mode: 0o600 });
   }
 
   async get(key: string): Promise<Buffer | null> {

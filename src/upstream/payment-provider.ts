@@ -1,5 +1,7 @@
 import { createHmac, timingSafeEqual } from 'node:crypto';
 import { AppError } from '../errors/app-error.js';
+import { failureText } from './error-text.js';
+import { JSON_REPLY_LIMIT, ReplyTooLarge, readReplyText } from './reply-limit.js';
 
 export type ProviderOrderStatus = 'paid' | 'pending' | 'closed' | 'not_found';
 
@@ -65,17 +67,23 @@ export class GenericJsonProvider implements PaymentProvider {
 
   private async call(method: 'GET' | 'POST', path: string): Promise<{ status: number; body: Record<string, unknown> | null }> {
     let res: Response;
+    const url = `${this.c.base_url.replace(/\/$/, '')}${path}`;
     try {
-      res = await fetch(`${this.c.base_url.replace(/\/$/, '')}${path}`, {
+      res = await fetch(url, {
         method,
         headers: { accept: 'application/json', ...(this.c.api_key ? { authorization: `Bearer ${this.c.api_key}` } : {}) },
         signal: AbortSignal.timeout(this.timeoutMs),
       });
     } catch (err) {
-      const e = err as Error & { cause?: { code?: string } };
-      throw new ProviderError(this.name, e.name === 'TimeoutError' ? `no answer within ${this.timeoutMs}ms` : `unreachable (${e.cause?.code ?? e.message})`);
+      const e = err as Error;
+      throw new ProviderError(this.name, e.name === 'TimeoutError' ? `no answer within ${this.timeoutMs}ms` : `unreachable (${failureText(err, [url, this.c.base_url], 200)})`);
     }
-    const text = await res.text();
+    let text: string;
+    try {
+      text = await readReplyText(res, JSON_REPLY_LIMIT, `${method} ${path}`);
+    } catch (err) {
+      throw new ProviderError(this.name, err instanceof ReplyTooLarge ? err.message : `reply cut off on ${method} ${path} (${failureText(err, [url, this.c.base_url], 200)})`);
+    }
     if (res.status >= 500) throw new ProviderError(this.name, `HTTP ${res.status} on ${method} ${path}`);
     try {
       const body = JSON.parse(text) as unknown;

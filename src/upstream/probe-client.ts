@@ -1,5 +1,6 @@
 import { Agent, ProxyAgent, request, type Dispatcher } from 'undici';
 import { systemClock } from '../time/clock.js';
+import { readCappedChunks } from './reply-limit.js';
 
 /** Why a probe failed; `null` on a probe that passed. */
 export type ErrorClass = 'timeout' | 'connect' | 'auth' | 'rate_limited' | '5xx' | 'http_4xx' | 'bad_body';
@@ -80,7 +81,8 @@ export class ProbeClient {
       });
       ttfb = elapsed();
       status = res.statusCode;
-      const body = await readCapped(res.body);
+      // Stops reading at the cap and drops the connection: a huge reply costs 64 KiB, not its size.
+      const body = (await readCappedChunks(res.body, MAX_BODY)).text;
       const errorClass = classifyStatus(status) ?? (looksLikeCompletion(body) ? null : 'bad_body');
       return { ok: errorClass === null, status, latencyMs: elapsed(), ttfbMs: ttfb, errorClass, detail: errorClass ? `${errorClass}${status ? ` (HTTP ${status})` : ''}` : null };
     } catch (err) {
@@ -122,16 +124,6 @@ export function classifyStatus(status: number): ErrorClass | null {
   if (status >= 400) return 'http_4xx';
   if (status < 200 || status >= 300) return 'bad_body';
   return null;
-}
-
-async function readCapped(body: AsyncIterable<Buffer>): Promise<string> {
-  const parts: Buffer[] = [];
-  let size = 0;
-  for await (const chunk of body) {
-    if (size < MAX_BODY) parts.push(chunk);
-    size += chunk.length;
-  }
-  return Buffer.concat(parts).toString('utf8').slice(0, MAX_BODY);
 }
 
 /** A chat completion: JSON with a `choices` array (content is not judged; one token is enough). */

@@ -34,7 +34,7 @@ export async function restorePglite(src: RestoreSource, target: string, force: b
     const { stream } = await src.storage.open(src.key);
     await pipeline(stream, createGunzip(), new Writable({ write: (c: Buffer, _e, cb) => (parts.push(c), cb()) }));
     out(`loading the data directory (${parts.reduce((n, p) => n + p.length, 0)} bytes)`);
-    mkdirSync(pgdata, { recursive: true });
+    mkdirSync(pgdata, { recursive: true, mode: 0o700 });
     try {
       const pg = new PGlite(pgdata, { loadDataDir: new Blob(parts.map((p) => new Uint8Array(p))) });
       await pg.waitReady;

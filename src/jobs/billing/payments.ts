@@ -2,11 +2,15 @@ import type { Billing, Order } from '../../store/billing.js';
 import { ProviderError, type PaymentProvider } from '../../upstream/payment-provider.js';
 import type { Clock } from '../../time/clock.js';
 import type { Logger } from '../../telemetry/logger.js';
+import { WarnSampler } from '../../telemetry/warn-sampler.js';
 import type { Metrics } from '../../telemetry/metrics.js';
 import type { ErrorKind } from '../../errors/app-error.js';
 
 /** What a webhook did: a result, or a refusal whose kind the HTTP layer maps to a status (no status codes here). */
 export type WebhookAnswer = { ok: true; result: 'paid' | 'already_paid'; order_id: number } | { ok: false; kind: ErrorKind; code: string; message: string };
+
+/** At most one "payment webhook rejected" (unverified) line per provider per minute; the others are counted in it. */
+export const WEBHOOK_WARN_INTERVAL_MS = 60_000;
 
 export interface RoundCounts {
   checked: number;
@@ -32,6 +36,8 @@ export class Payments {
     private readonly log: Logger,
   ) {}
 
+  private readonly unverifiedLog = new WarnSampler(WEBHOOK_WARN_INTERVAL_MS, () => this.clock.now());
+
   private async reject(provider: string, orderId: number | null, kind: ErrorKind, reason: string, code: string, detail: Record<string, unknown> = {}): Promise<WebhookAnswer> {
     this.metrics.webhooksRejected.inc({ provider, reason: code });
     await this.billing.event(this.billing.db, orderId, provider, 'webhook_rejected', null, null, 'webhook', { reason, ...detail });
@@ -47,7 +53,9 @@ export class Payments {
     if (!v.ok) {
       // Unsigned or mis-signed: anyone can send these, so they are counted (a configured label) and logged, never stored.
       this.metrics.webhooksRejected.inc({ provider: providerName, reason: 'unverified' });
-      this.log.warn({ provider: providerName, reason: v.reason }, 'payment webhook rejected');
+      // Sampled: 5,000 unsigned requests are 5,000 in the metric and a few log lines with `suppressed`.
+      const sample = this.unverifiedLog.take(providerName);
+      if (sample) this.log.warn({ provider: providerName, reason: v.reason, suppressed: sample.suppressed }, 'payment webhook rejected');
       return { ok: false, kind: 'unauthorized', code: 'unverified', message: v.reason };
     }
     const order = await this.billing.orderByProviderId(providerName, v.event.provider_order_id);

@@ -5,7 +5,7 @@ import type { BatchLease } from '../../store/image-queue.js';
 import type { BatchTransitions } from '../../store/image-transitions.js';
 import { ImageProviderError, type ImageProvider, type ProviderBatch } from '../../upstream/image-provider.js';
 import type { ObjectStore } from '../../upstream/object-store.js';
-import { indexOutputs, inputJsonl, objectPrefix } from './batch-indexer.js';
+import { indexOutputs, inputJsonl, maxLineBytes, objectPrefix } from './batch-indexer.js';
 
 export type StepOutcome = { kind: 'again' } | { kind: 'later'; delayMs: number } | { kind: 'done' };
 
@@ -15,6 +15,8 @@ export interface DriverOptions {
   staleTimeoutMs: number;
   maxErrors: number;
   lookupPages: number;
+  /** `image.max_image_bytes`: one decoded image; bounds the output line read into memory. */
+  maxImageBytes: number;
 }
 
 const ACTIVE_AT_PROVIDER = new Set(['validating', 'in_progress', 'finalizing', 'cancelling']);
@@ -72,8 +74,9 @@ export class BatchDriver {
       case 'running':
         return this.poll(l, b);
       case 'indexing': {
-        const [out, err] = await Promise.all([b.output_file_id ? this.provider.content(b.output_file_id) : '', b.error_file_id ? this.provider.content(b.error_file_id) : '']);
-        const results = await indexOutputs(b, out, err, this.store);
+        // Streamed, one line at a time: an output file can be several GB (never read whole).
+        const files = [b.output_file_id, b.error_file_id].filter((f): f is string => Boolean(f)).map((f) => () => this.provider.contentStream(f));
+        const results = await indexOutputs(b, files, this.store, maxLineBytes(b.n, this.o.maxImageBytes));
         if (!(await this.t.saveResults(l, b.id, results))) return { kind: 'done' };
         const ok = results.filter((r) => r.status === 'succeeded');
         const images = ok.reduce((s, r) => s + r.images, 0);

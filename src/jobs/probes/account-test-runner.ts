@@ -15,6 +15,8 @@ export interface AccountTestSettings {
   timeoutMs: number;
   leaseGraceMs: number;
   baseUrl: string;
+  /** `channel_monitor.min_interval`: a plan stored before the floor existed still fires no closer than this. */
+  minIntervalMs?: number;
 }
 
 /**
@@ -112,7 +114,9 @@ export class AccountTestRunner {
       this.log.warn({ plan_id: p.id, account_id: p.accountId, err: (err as Error).message }, 'account test could not start');
       out = { startedAt: new Date(startedLocal), ok: false, status: null, latencyMs: Math.round(this.clock.now() - startedLocal), ttfbMs: null, errorClass: 'auth' };
     }
-    const next = nextOccurrence(p.cron, p.timezone, Math.max(p.occurrence.getTime(), this.clock.now())) ?? new Date(8.64e15);
+    // The floor holds for plans stored before it was enforced: the next firing is at least minIntervalMs after this one.
+    const floor = p.occurrence.getTime() + Math.max(0, (this.s.minIntervalMs ?? 0) - 1);
+    const next = nextOccurrence(p.cron, p.timezone, Math.max(floor, this.clock.now())) ?? new Date(8.64e15);
     try {
       const done = await this.plans.finish(p, this.s.instanceId, out, next);
       const result = done === null ? 'fenced_out' : out.ok ? 'ok' : 'failed';

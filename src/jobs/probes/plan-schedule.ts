@@ -9,7 +9,24 @@ export function nextOccurrence(cron: string, timezone: string, afterMs: number):
   return c.nextRun(new Date(afterMs));
 }
 
-export function checkPlanSchedule(cron: string, timezone: string, nowMs: number): { field: 'cron' | 'timezone'; message: string } | null {
+/**
+ * The closest two firings of a cron, over its next `runs` occurrences from `afterMs` (enough to
+ * see every pattern of a minute/hour/day field; a cron that fires faster than the floor anywhere
+ * in them is refused).
+ */
+export function closestFirings(cron: string, timezone: string, afterMs: number, runs = 400): number | null {
+  const c = new Cron(cron, { timezone, paused: true });
+  const times = c.nextRuns(runs, new Date(afterMs)).map((d) => d.getTime());
+  let min: number | null = null;
+  for (let i = 1; i < times.length; i++) min = Math.min(min ?? Infinity, times[i]! - times[i - 1]!);
+  return min;
+}
+
+/**
+ * `minIntervalMs` is the floor account tests share with channel monitors (`channel_monitor.min_interval`):
+ * a plan spends a real upstream completion with the account's token every time it fires.
+ */
+export function checkPlanSchedule(cron: string, timezone: string, nowMs: number, minIntervalMs = 0): { field: 'cron' | 'timezone'; message: string } | null {
   try {
     new Intl.DateTimeFormat('en-US', { timeZone: timezone });
   } catch {
@@ -22,5 +39,11 @@ export function checkPlanSchedule(cron: string, timezone: string, nowMs: number)
     return { field: 'cron', message: `not a cron expression: ${(err as Error).message}` };
   }
   if (!next) return { field: 'cron', message: `cron ${JSON.stringify(cron)} never fires` };
+  const gap = minIntervalMs > 0 ? closestFirings(cron, timezone, nowMs) : null;
+  if (gap !== null && gap < minIntervalMs)
+    return {
+      field: 'cron',
+      message: `cron ${JSON.stringify(cron)} fires ${gap / 1000}s apart at its closest: account tests must be at least ${minIntervalMs / 1000}s apart (channel_monitor.min_interval)`,
+    };
   return null;
 }

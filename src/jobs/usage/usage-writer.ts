@@ -212,7 +212,7 @@ export class UsageWriter {
 
   private spill(rows: UsageRow[]): void {
     if (!rows.length) return;
-    mkdirSync(this.o.spillDir, { recursive: true });
+    mkdirSync(this.o.spillDir, { recursive: true, mode: 0o700 });
     const file = join(this.o.spillDir, `usage-${systemClock.now()}-${process.pid}.jsonl`);
     appendFileSync(file, rows.map((r) => JSON.stringify(r)).join('\n') + '\n', { mode: 0o600 });
     this.metrics.usageSpilled.inc(rows.length);

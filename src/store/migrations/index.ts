@@ -17,6 +17,7 @@ import { sql as notificationRateLimit } from './017_notification_rate_limit.js';
 import { sql as jobRunsByInstance } from './022_job_runs_by_instance.js';
 import { sql as doctor } from './025_doctor.js';
 import { sql as snapshotEpochs } from './020_snapshot_epochs.js';
+import { sql as sessionAdminFingerprint } from './018_session_admin_fingerprint.js';
 
 export interface Migration {
   version: number;
@@ -45,4 +46,5 @@ export const MIGRATIONS: Migration[] = [
   { version: 22, name: 'job_runs_by_instance', sql: jobRunsByInstance },
   { version: 25, name: 'doctor', sql: doctor },
   { version: 20, name: 'snapshot_epochs', sql: snapshotEpochs },
+  { version: 18, name: 'session_admin_fingerprint', sql: sessionAdminFingerprint },
 ];
