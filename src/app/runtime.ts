@@ -5,7 +5,8 @@ import type { Config } from '../config/load.js';
 import { formatDuration } from '../config/duration.js';
 import type { Db } from '../store/db.js';
 import type { AdminSessions } from '../store/admin-sessions.js';
-import { FallbackLeaderLock, MemoryLeaderLock, PgAdvisoryLock, RedisLeaderLock, type LeaderLock } from '../coordination/leader-lock.js';
+import { FallbackLeaderLock, MemoryLeaderLock, RedisLeaderLock, type LeaderLock } from '../coordination/leader-lock.js';
+import { PgAdvisoryLock } from '../coordination/advisory-lock.js';
 import { Scheduler, manyListeners } from '../scheduler/scheduler.js';
 import { RoundRunner, type RoundReport } from '../scheduler/round-runner.js';
 import { LivenessSession } from '../coordination/liveness.js';
@@ -63,6 +64,8 @@ export class Runtime {
   private readonly runner: RoundRunner;
   /** Crash detection (coordination v2): a session-held advisory lock that dies with this process. */
   private readonly liveness: LivenessSession | null;
+  /** The leader lock while Redis is down: on the liveness session (or one session of its own), never a pool connection per round. */
+  private fallbackLock: PgAdvisoryLock | null = null;
   private readonly heartbeat: InstanceHeartbeat;
   /** Which live replica owns which account's scheduled refresh (fed by the heartbeat). */
   readonly shards: RefreshShards;
@@ -144,7 +147,8 @@ export class Runtime {
     const { db, redis } = this.backends;
     if (!redis) return new MemoryLeaderLock(this.clock, config.instance.id);
     const keys = { prefix: config.redis.key_prefix, env: config.instance.env };
-    return new FallbackLeaderLock(new RedisLeaderLock(redis, keys, config.instance.id), new PgAdvisoryLock(db, keys), (err, job) => {
+    this.fallbackLock = new PgAdvisoryLock(db, keys, this.liveness ?? undefined, config.instance.id);
+    return new FallbackLeaderLock(new RedisLeaderLock(redis, keys, config.instance.id), this.fallbackLock, (err, job) => {
       this.metrics.dependencyUp.set({ dependency: 'redis' }, 0);
       this.metrics.lockFallback.inc({ job });
       log.warn({ job, err: err.message }, 'redis error: falling back to the PostgreSQL advisory lock for this round');
@@ -258,7 +262,13 @@ export class Runtime {
       ...jobStops,
       ...this.serviceRungs,
       { name: 'skip summary', stop: () => this.heartbeat.flushSkips() },
-      { name: 'liveness session', stop: () => this.liveness?.stop() },
+      {
+        name: 'coordination session',
+        stop: async () => {
+          this.fallbackLock?.close();
+          await this.liveness?.stop();
+        },
+      },
       { name: 'instance record', stop: () => this.registry.markStopped() },
       { name: 'connections', stop: () => this.backends.close(this.log) },
     ];
