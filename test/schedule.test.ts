@@ -85,7 +85,10 @@ describe('per-job offsets (issue 24: cluster jobs of one cadence do not all star
 
   it('defaults to a stable hash of the name within a quarter of the period, the same on every replica', () => {
     const offsets = MINUTE_JOBS.map((n) => resolveJobSettings(n, { enabled: true, every: 60_000, timeout: 10_000 }, {}, 30_000).schedule.offsetMs!);
-    for (const o of offsets) (expect(o).toBeGreaterThanOrEqual(0), expect(o).toBeLessThan(15_000));
+    for (const o of offsets) {
+      expect(o).toBeGreaterThanOrEqual(0);
+      expect(o).toBeLessThan(15_000);
+    }
     // Twelve jobs of one cadence start at twelve different instants, never more than two in one second (the herd was twelve).
     expect(new Set(offsets).size).toBe(12);
     const perSecond = new Map<number, number>();
