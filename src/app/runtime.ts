@@ -133,7 +133,7 @@ export class Runtime {
       clockOffsetMs: () => this.heartbeat.offsetMs,
       lastSlot: (job) => runner.slotClaims.lastSlot(job),
     });
-    const wired = wireServices({ config, db, redis, box: backends.box, clock, random, log, metrics: this.metrics, runtime: this, shards: this.shards });
+    const wired = wireServices({ config, db, redis, box: backends.box, clock, random, log, metrics: this.metrics, runtime: this, shards: this.shards, liveness: this.liveness });
     this.services = wired.services;
     this.sessions = wired.services.sessions;
     this.serviceRungs = wired.rungs;
