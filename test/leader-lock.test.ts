@@ -1,6 +1,9 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Redis } from 'ioredis';
-import { FallbackLeaderLock, MemoryLeaderLock, PgAdvisoryLock, RedisLeaderLock } from '../src/coordination/leader-lock.js';
+import { FallbackLeaderLock, MemoryLeaderLock, RedisLeaderLock } from '../src/coordination/leader-lock.js';
+import { PgAdvisoryLock } from '../src/coordination/advisory-lock.js';
+import { LivenessSession } from '../src/coordination/liveness.js';
+import { silentLogger } from '../src/telemetry/logger.js';
 import { leaderKey } from '../src/coordination/keys.js';
 import { connectRedis, type RedisClient } from '../src/coordination/redis-client.js';
 import { PgDb } from '../src/store/pg-db.js';
@@ -88,7 +91,10 @@ describe('leader locks on real Redis and PostgreSQL', () => {
     const lock = new PgAdvisoryLock(db, { prefix, env: 'pg' });
     const first = await lock.acquire('job', 0);
     expect(first.acquired).toBe(true);
-    expect(await lock.acquire('job', 0)).toMatchObject({ acquired: false, backend: 'postgres', holder: null });
+    expect(await lock.acquire('job', 0)).toMatchObject({ acquired: false, backend: 'postgres' });
+    const other = new PgAdvisoryLock(db, { prefix, env: 'pg' });
+    expect(await other.acquire('job', 0)).toMatchObject({ acquired: false, backend: 'postgres', holder: null });
+    other.close();
     if (first.acquired) {
       expect(await first.handle.renew(0)).toBe(true);
       await first.handle.release();
@@ -96,6 +102,50 @@ describe('leader locks on real Redis and PostgreSQL', () => {
     const again = await lock.acquire('job', 0);
     expect(again.acquired).toBe(true);
     if (again.acquired) await again.handle.release();
+    lock.close();
+  });
+
+  it('Redis outage at full load: the fallback holds every job lock on the one liveness session, the pool stays free', async () => {
+    // A pool of 2: the liveness session takes one; twelve rounds starting at once must leave the other to the work.
+    const small = await PgDb.connect({ url: dbUrl, poolSize: 2, connectTimeoutMs: 1000 });
+    const liveness = new LivenessSession(small, silentLogger(), 100);
+    await liveness.start();
+    try {
+      const lock = new PgAdvisoryLock(small, { prefix, env: 'herd' }, liveness, 'r1');
+      const jobs = Array.from({ length: 12 }, (_, i) => `job${i}`);
+      const got = await Promise.all(jobs.map((j) => lock.acquire(j, 0)));
+      expect(got.every((g) => g.acquired)).toBe(true);
+      expect(lock.ownSessions).toBe(0);
+      // The pool's other connection is free for the rounds' own statements.
+      await small.query('SELECT 1');
+      const { rows } = await db.query<{ n: number; pids: number }>(
+        `SELECT count(*)::int AS n, count(DISTINCT pid)::int AS pids FROM pg_locks WHERE locktype = 'advisory' AND objsubid = 1 AND granted
+           AND database = (SELECT oid FROM pg_database WHERE datname = current_database())`,
+      );
+      expect(rows[0]).toEqual({ n: 12, pids: 1 });
+      // Exclusive against another replica, and against this one (a session lock is re-entrant; the lock is not).
+      const other = new PgAdvisoryLock(db, { prefix, env: 'herd' }, undefined, 'r2');
+      expect(await other.acquire('job0', 0)).toMatchObject({ acquired: false, backend: 'postgres' });
+      expect(await lock.acquire('job0', 0)).toMatchObject({ acquired: false, backend: 'postgres', holder: 'r1' });
+      for (const g of got) if (g.acquired) expect(await g.handle.renew(0)).toBe(true);
+      for (const g of got.slice(0, 6)) if (g.acquired) await g.handle.release();
+      const freed = await other.acquire('job0', 0);
+      expect(freed.acquired).toBe(true);
+      expect(other.ownSessions).toBe(1); // no liveness session: one session of its own, whatever it holds
+      if (freed.acquired) await freed.handle.release();
+      other.close();
+      // The liveness session lost: its locks went with it, renewal says so, and the other replica may take them.
+      await liveness.stop();
+      for (const g of got.slice(6)) if (g.acquired) expect(await g.handle.renew(0)).toBe(false);
+      const after = new PgAdvisoryLock(db, { prefix, env: 'herd' });
+      const taken = await after.acquire('job11', 0);
+      expect(taken.acquired).toBe(true);
+      if (taken.acquired) await taken.handle.release();
+      after.close();
+    } finally {
+      await liveness.stop();
+      await small.close();
+    }
   });
 
   it('pinning and releasing one pooled connection many times leaves no listeners behind', async () => {
@@ -109,6 +159,7 @@ describe('leader locks on real Redis and PostgreSQL', () => {
         const got = await lock.acquire('job', 0);
         if (got.acquired) await got.handle.release();
       }
+      lock.close();
       await new Promise((r) => setTimeout(r, 10));
       expect(warnings).not.toContain('MaxListenersExceededWarning');
     } finally {
@@ -122,11 +173,13 @@ describe('leader locks on real Redis and PostgreSQL', () => {
     const dead = new Redis(`redis://127.0.0.1:${port}`, { lazyConnect: true, enableOfflineQueue: false, maxRetriesPerRequest: 0, retryStrategy: () => null });
     dead.on('error', () => undefined);
     const errors: string[] = [];
-    const lock = new FallbackLeaderLock(new RedisLeaderLock(dead, { prefix, env: 'fb' }, 'a'), new PgAdvisoryLock(db, { prefix, env: 'fb' }), (e) => errors.push(e.message));
+    const fallback = new PgAdvisoryLock(db, { prefix, env: 'fb' });
+    const lock = new FallbackLeaderLock(new RedisLeaderLock(dead, { prefix, env: 'fb' }, 'a'), fallback, (e) => errors.push(e.message));
     const got = await lock.acquire('job', 5000);
     expect(got.acquired && got.handle.backend).toBe('postgres');
     expect(errors).toHaveLength(1);
     if (got.acquired) await got.handle.release();
+    fallback.close();
 
     const held = new FallbackLeaderLock(new RedisLeaderLock(redis, { prefix, env: 'fb2' }, 'b'), new PgAdvisoryLock(db, { prefix, env: 'fb2' }), (e) => errors.push(e.message));
     await redis.set(leaderKey({ prefix, env: 'fb2' }, 'job'), 'other:0123456789abcdef', 'PX', 5000);

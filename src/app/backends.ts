@@ -57,7 +57,7 @@ export async function openBackends(config: Config, log: Logger): Promise<Backend
         onError: (err) => log.warn({ err: err.message }, 'idle PostgreSQL connection failed'),
       });
       if (config.database.direct_url) {
-        // Two sessions: the liveness session and the advisory-lock fallback's.
+        // The coordination session (liveness and the advisory-lock fallback share it), plus one to reopen it while the old one closes.
         directDb = await PgDb.connect({
           url: config.database.direct_url,
           poolSize: 2,

@@ -5,7 +5,8 @@ import type { Config } from '../config/load.js';
 import { formatDuration } from '../config/duration.js';
 import type { Db } from '../store/db.js';
 import type { AdminSessions } from '../store/admin-sessions.js';
-import { FallbackLeaderLock, MemoryLeaderLock, PgAdvisoryLock, RedisLeaderLock, type LeaderLock } from '../coordination/leader-lock.js';
+import { FallbackLeaderLock, MemoryLeaderLock, RedisLeaderLock, type LeaderLock } from '../coordination/leader-lock.js';
+import { PgAdvisoryLock } from '../coordination/advisory-lock.js';
 import { Scheduler, manyListeners } from '../scheduler/scheduler.js';
 import { RoundRunner, type RoundReport } from '../scheduler/round-runner.js';
 import { LivenessSession } from '../coordination/liveness.js';
@@ -66,6 +67,8 @@ export class Runtime {
   private readonly runner: RoundRunner;
   /** Crash detection (coordination v2): a session-held advisory lock that dies with this process. */
   private readonly liveness: LivenessSession | null;
+  /** The leader lock while Redis is down: on the liveness session (or one session of its own), never a pool connection per round. */
+  private fallbackLock: PgAdvisoryLock | null = null;
   private readonly heartbeat: InstanceHeartbeat;
   /** Which live replica owns which account's scheduled refresh (fed by the heartbeat). */
   readonly shards: RefreshShards;
@@ -134,7 +137,7 @@ export class Runtime {
       clockOffsetMs: () => this.heartbeat.offsetMs,
       lastSlot: (job) => runner.slotClaims.lastSlot(job),
     });
-    const wired = wireServices({ config, db, redis, box: backends.box, clock, random, log, metrics: this.metrics, runtime: this, shards: this.shards });
+    const wired = wireServices({ config, db, redis, box: backends.box, clock, random, log, metrics: this.metrics, runtime: this, shards: this.shards, liveness: this.liveness });
     this.services = wired.services;
     this.sessions = wired.services.sessions;
     this.serviceRungs = wired.rungs;
@@ -145,10 +148,11 @@ export class Runtime {
   /** Redis SET NX with the PostgreSQL advisory lock as its fallback in cluster mode; in-process in embedded mode. */
   private leaderLock(): LeaderLock {
     const { config, log } = this;
-    const { db, redis } = this.backends;
+    const { sessionDb, redis } = this.backends;
     if (!redis) return new MemoryLeaderLock(this.clock, config.instance.id);
     const keys = { prefix: config.redis.key_prefix, env: config.instance.env };
-    return new FallbackLeaderLock(new RedisLeaderLock(redis, keys, config.instance.id), new PgAdvisoryLock(db, keys), (err, job) => {
+    this.fallbackLock = new PgAdvisoryLock(sessionDb, keys, this.liveness ?? undefined, config.instance.id);
+    return new FallbackLeaderLock(new RedisLeaderLock(redis, keys, config.instance.id), this.fallbackLock, (err, job) => {
       this.metrics.dependencyUp.set({ dependency: 'redis' }, 0);
       this.metrics.lockFallback.inc({ job });
       log.warn({ job, err: err.message }, 'redis error: falling back to the PostgreSQL advisory lock for this round');
@@ -263,7 +267,13 @@ export class Runtime {
       ...jobStops,
       ...this.serviceRungs,
       { name: 'skip summary', stop: () => this.heartbeat.flushSkips() },
-      { name: 'liveness session', stop: () => this.liveness?.stop() },
+      {
+        name: 'coordination session',
+        stop: async () => {
+          this.fallbackLock?.close();
+          await this.liveness?.stop();
+        },
+      },
       { name: 'instance record', stop: () => this.registry.markStopped() },
       { name: 'http connections', stop: (ms) => this.ingress?.close(ms) },
       { name: 'connections', stop: () => this.backends.close(this.log) },

@@ -7,6 +7,7 @@ import type { Logger } from '../telemetry/logger.js';
 import type { Clock, Random } from '../time/clock.js';
 import type { Stoppable } from './shutdown-ladder.js';
 import type { InstanceInfo } from '../coordination/instance-registry.js';
+import type { Liveness } from '../coordination/liveness.js';
 import type { RefreshShards } from '../coordination/refresh-shards.js';
 import type { Services } from '../jobs/services.js';
 import type { JobView } from './job-views.js';
@@ -33,6 +34,8 @@ export interface WiringContext {
   runtime: RuntimeView;
   /** The refresh sharding over the live replicas, kept current by the heartbeat. */
   shards: RefreshShards;
+  /** The crash detector (cluster mode with session crash detection): leases record its key so a survivor takes a dead replica's work over at once. */
+  liveness?: Liveness | null;
 }
 
 /** An area's services, and the shutdown rungs that stop them (run after the jobs' own onStop hooks). */

@@ -11,7 +11,8 @@ import type { JobSettingsInput } from './schema.js';
  */
 export type MissedSlotPolicy = 'run_late' | 'skip';
 
-export type ScheduleSpec = { kind: 'every'; everyMs: number } | { kind: 'cron'; expr: string; timezone: string };
+/** `offsetMs`: how far after each aligned (or cron) instant the slot falls; absent = 0. */
+export type ScheduleSpec = { kind: 'every'; everyMs: number; offsetMs?: number } | { kind: 'cron'; expr: string; timezone: string; offsetMs?: number };
 
 /** A job's defaults, declared by the job itself. */
 export interface JobDefaults {
@@ -51,11 +52,40 @@ export function defaultLockTtl(timeoutMs: number): number {
   return timeoutMs + Math.max(2000, Math.ceil(timeoutMs / 5));
 }
 
+/** 32-bit FNV-1a: the same number for a name on every replica and every version (the offset must not move with a runtime's hash seed). */
+export function stableHash(text: string): number {
+  let h = 0x811c9dc5;
+  for (const byte of Buffer.from(text, 'utf8')) {
+    h ^= byte;
+    h = Math.imul(h, 0x01000193) >>> 0;
+  }
+  return h;
+}
+
+/**
+ * A job's default offset: `hash(name) mod min(offset_max, period / 4)`, so jobs of one cadence
+ * do not all start at :00 (issue 24), every replica computes the same slot, and no job moves by
+ * more than a quarter of its period. `offsetMaxMs` 0 puts every job on its aligned instant.
+ */
+export function defaultOffset(name: string, periodMs: number, offsetMaxMs: number): number {
+  const span = Math.min(offsetMaxMs, Math.floor(periodMs / 4));
+  return span > 0 ? stableHash(name) % span : 0;
+}
+
+/** A cron's period near a fixed reference instant (config is checked without reading the clock). */
+function cronPeriod(expr: string, timezone: string): number {
+  const c = new Cron(expr, { timezone, paused: true });
+  const a = c.nextRun(new Date(Date.UTC(2026, 0, 5)));
+  const b = a && c.nextRun(a);
+  return a && b ? b.getTime() - a.getTime() : 0;
+}
+
 /**
  * Merges `jobs.<name>` over the job's defaults and checks the rules that span keys.
- * Throws a ConfigError naming every offending key.
+ * Throws a ConfigError naming every offending key. `offsetMaxMs`: `scheduler.offset_max`
+ * (0, the default for direct callers: slots on the aligned instant unless `jobs.<name>.offset` says otherwise).
  */
-export function resolveJobSettings(name: string, defaults: JobDefaults, input: JobSettingsInput = {}): JobSettings {
+export function resolveJobSettings(name: string, defaults: JobDefaults, input: JobSettingsInput = {}, offsetMaxMs = 0): JobSettings {
   const key = (k: string) => `jobs.${name}.${k}`;
   const problems: string[] = [];
   if (input.every !== undefined && input.cron !== undefined) problems.push(`${key('every')} and ${key('cron')}: set one schedule, not both`);
@@ -89,6 +119,15 @@ export function resolveJobSettings(name: string, defaults: JobDefaults, input: J
   }
   if (schedule.kind === 'every' && jitterMs >= schedule.everyMs) {
     problems.push(`${key('jitter')} (${formatDuration(jitterMs)}) must be shorter than ${key('every')} (${formatDuration(schedule.everyMs)})`);
+  }
+  let period = 0;
+  if (schedule.kind === 'every') period = schedule.everyMs;
+  else if (!problems.length) period = cronPeriod(schedule.expr, schedule.timezone);
+  if (input.offset !== undefined) {
+    if (period > 0 && input.offset >= period) problems.push(`${key('offset')} (${formatDuration(input.offset)}) must be shorter than the job's period (${formatDuration(period)})`);
+    schedule.offsetMs = input.offset;
+  } else {
+    schedule.offsetMs = defaultOffset(name, period, offsetMaxMs);
   }
   if (problems.length) throw new ConfigError(problems);
   return { enabled: input.enabled ?? defaults.enabled, schedule, timeoutMs, lockTtlMs, jitterMs, missed: input.missed ?? defaults.missed ?? 'run_late', noWorkLog: input.no_work_log ?? 'debug' };

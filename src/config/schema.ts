@@ -38,6 +38,8 @@ export const jobBase = {
   timeout: positiveDuration.optional(),
   lock_ttl: positiveDuration.optional(),
   jitter: duration.optional(),
+  /** Where in its period the job's slots fall (0 = on the aligned instant); default: a stable hash of the name, see scheduler.offset_max. */
+  offset: duration.optional(),
   missed: z.enum(['run_late', 'skip']).optional(),
   /** Level of the "round finished" line of a round that found nothing to do (default debug: idle jobs stay quiet). */
   no_work_log: z.enum(['debug', 'info']).optional(),
@@ -267,9 +269,9 @@ export const configSchema = z
       .strict()
       .default({ grace: 20_000 }),
     scheduler: z
-      .object({ run_retention: positiveDuration.default(7 * 86_400_000), abort_grace: positiveDuration.default(5000) })
+      .object({ run_retention: positiveDuration.default(7 * 86_400_000), abort_grace: positiveDuration.default(5000), offset_max: duration.default(30_000) })
       .strict()
-      .default({ run_retention: 7 * 86_400_000, abort_grace: 5000 }),
+      .default({ run_retention: 7 * 86_400_000, abort_grace: 5000, offset_max: 30_000 }),
     // format: json (one object per line, for machines) or pretty (colourised lines for a human at a terminal).
     logging: z
       .object({ level: z.enum(['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent']).default('info'), format: z.enum(['json', 'pretty']).default('json') })

@@ -1,8 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import type { RedisClient } from './redis-client.js';
 import type { Clock } from '../time/clock.js';
-import type { Db, PinnedConnection } from '../store/db.js';
-import { advisoryLockName, leaderKey, type KeySpace } from './keys.js';
+import { leaderKey, type KeySpace } from './keys.js';
 import { redisScripts } from './redis-scripts.js';
 
 export type LockBackend = 'redis' | 'postgres' | 'memory';
@@ -102,55 +101,6 @@ export class RedisLeaderLock implements LeaderLock {
       renew: async (ttl) => held && (await scripts.compareAndExtend(key, owner, ttl)) === 1,
       release: async () => {
         if (held) await scripts.compareAndDelete(key, owner).catch(() => undefined);
-      },
-    };
-  }
-}
-
-/**
- * Session advisory lock on a pinned connection, held for the round. The lock lives exactly as
- * long as the connection, so "renewal" proves the connection is still alive.
- */
-export class PgAdvisoryLock implements LeaderLock {
-  constructor(
-    private readonly db: Db,
-    private readonly keys: KeySpace,
-  ) {}
-
-  async acquire(job: string, _ttlMs: number): Promise<Acquisition> {
-    const name = advisoryLockName(this.keys, job);
-    const conn: PinnedConnection = await this.db.pin();
-    let ok: boolean;
-    try {
-      const { rows } = await conn.query<{ ok: boolean }>('SELECT pg_try_advisory_lock(hashtextextended($1, 0)) AS ok', [name]);
-      ok = rows[0]!.ok === true;
-    } catch (err) {
-      conn.release(true);
-      throw err;
-    }
-    if (!ok) {
-      conn.release();
-      return { acquired: false, backend: 'postgres', holder: null, heldForSlot: null };
-    }
-    let released = false;
-    return {
-      acquired: true,
-      handle: {
-        backend: 'postgres',
-        renew: async () => {
-          await conn.query('SELECT 1');
-          return true;
-        },
-        release: async () => {
-          if (released) return;
-          released = true;
-          try {
-            await conn.query('SELECT pg_advisory_unlock(hashtextextended($1, 0))', [name]);
-            conn.release();
-          } catch {
-            conn.release(true); // closing the session frees its advisory locks
-          }
-        },
       },
     };
   }

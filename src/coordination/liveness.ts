@@ -1,6 +1,8 @@
 import { randomInt } from 'node:crypto';
 import type { Db, PinnedConnection } from '../store/db.js';
 import type { Logger } from '../telemetry/logger.js';
+import { LIVENESS_NS } from '../store/liveness-sql.js';
+import { openCoordinationSession } from './coordination-session.js';
 
 /**
  * The crash detector: while a replica runs, one dedicated PostgreSQL session of it holds the
@@ -21,14 +23,7 @@ import type { Logger } from '../telemetry/logger.js';
 /** Sessions in a row found moved before crash detection is switched off (logged once). */
 const MOVED_LIMIT = 3;
 
-export const LIVENESS_NS = 1381649996; // first int4 of the two-key advisory lock; objsubid = 2 in pg_locks
-
-/** SQL: true when the session advisory lock of the holder's liveness key is granted to some session (of this database). */
-export const holderAliveSql = (keyExpr: string) => `EXISTS (
-  SELECT 1 FROM pg_locks l
-   WHERE l.locktype = 'advisory' AND l.objsubid = 2 AND l.granted
-     AND l.classid = ${LIVENESS_NS}::oid AND l.objid = (${keyExpr})::oid
-     AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database()))`;
+export { LIVENESS_NS, holderAliveSql } from '../store/liveness-sql.js';
 
 const LOCK = 'SELECT pg_try_advisory_lock($1::int, $2::int) AS ok, pg_backend_pid() AS pid';
 const UNLOCK = 'SELECT pg_advisory_unlock($1::int, $2::int)';
@@ -61,6 +56,11 @@ export class LivenessSession implements Liveness {
     return this.current;
   }
 
+  /** The open session itself (null while none is): the PostgreSQL fallback holds its leader locks on it. */
+  get session(): PinnedConnection | null {
+    return this.conn;
+  }
+
   onLost(listener: (key: number, reason: string) => void): () => void {
     this.listeners.add(listener);
     return () => this.listeners.delete(listener);
@@ -70,7 +70,7 @@ export class LivenessSession implements Liveness {
   async start(): Promise<void> {
     this.stopped = false;
     let conn: PinnedConnection | null = null;
-    conn = await this.db.pin((err) => {
+    conn = await openCoordinationSession(this.db, (err) => {
       if (conn && this.conn === conn) this.lose(`liveness session dropped: ${err.message}`);
     });
     try {
@@ -125,12 +125,9 @@ export class LivenessSession implements Liveness {
     this.conn = null;
     this.current = null;
     if (!conn || key === null) return;
-    try {
-      await conn.query(UNLOCK, [LIVENESS_NS, key]);
-      conn.release();
-    } catch {
-      conn.release(true);
-    }
+    // Closed, not returned to the pool: fallback leader locks of a round that outlived the grace may still sit on it.
+    await conn.query(UNLOCK, [LIVENESS_NS, key]).catch(() => undefined);
+    conn.release(true);
   }
 
   private lose(reason: string): void {

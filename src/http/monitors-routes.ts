@@ -47,7 +47,7 @@ const MAX_POINTS = 5000;
 
 /** Channel monitors: CRUD (the key is write-only: sealed on the way in, never returned) and history. */
 export function registerMonitorRoutes(api: FastifyInstance, rt: Runtime): void {
-  const { monitors, monitorHistory, accounts, probeRandom } = rt.services;
+  const { monitors, monitorHistory, accounts } = rt.services;
   const c = rt.config.channel_monitor;
 
   /** The whole monitor after a create or a patch must make sense; every problem names its field. */
@@ -66,8 +66,6 @@ export function registerMonitorRoutes(api: FastifyInstance, rt: Runtime): void {
     if (problems.length) throw new InvalidInput(problems);
   }
 
-  const phase = (jitterMs: number) => Math.floor(probeRandom() * jitterMs);
-
   api.post('/monitors', async (req, reply) => {
     const b = parseBody(newSchema, req.body);
     const m: MonitorInput = {
@@ -83,7 +81,8 @@ export function registerMonitorRoutes(api: FastifyInstance, rt: Runtime): void {
       labels: b.labels ?? {},
     };
     await check(m);
-    const view = await monitors.create(m, phase(m.jitterMs));
+    // Probed at once, then on its phase slots (spread over the interval by its id, not by when it was created).
+    const view = await monitors.create(m);
     rt.log.info({ monitor_id: view.id }, 'monitor created');
     return reply.code(201).send(view);
   });
@@ -131,8 +130,9 @@ export function registerMonitorRoutes(api: FastifyInstance, rt: Runtime): void {
       labels: patch.labels ?? cur.labels,
     };
     await check(merged);
-    const reschedule = b.interval !== undefined || b.jitter !== undefined || b.enabled === true;
-    const view = await monitors.update(n as number, patch, reschedule ? phase(merged.jitterMs) : null);
+    // An edit to what is probed, or how often, is probed at once (as a new monitor is); a rename or new labels are not.
+    const probeNow = ['base_url', 'model', 'api_key', 'account_id', 'interval', 'timeout'].some((k) => k in b) || b.enabled === true;
+    const view = await monitors.update(n as number, patch, probeNow);
     rt.log.info({ monitor_id: n, fields: Object.keys(b) }, 'monitor updated');
     return view;
   });

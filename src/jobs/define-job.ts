@@ -110,7 +110,7 @@ export function parseJobSection(
 export function buildJob<K extends keyof Services, O extends z.ZodRawShape>(module: JobModule<K, O>, config: Config, services: ServicesRef): BuiltJob {
   const parsed = parseJobSection(module, config.jobs[module.name], (k) => keySource(config.source.keys, config.source.file, k));
   if (!parsed.ok) throw new ConfigError(parsed.problems);
-  const { enabled, every, cron, timezone, timeout, lock_ttl, jitter, missed, no_work_log, ...rest } = parsed.data;
+  const { enabled, every, cron, timezone, timeout, lock_ttl, jitter, offset, missed, no_work_log, ...rest } = parsed.data;
   const options = rest as z.infer<z.ZodObject<O>>;
   const spec = typeof module.defaults === 'function' ? module.defaults(config, options) : module.defaults;
   const problems: string[] = [];
@@ -127,7 +127,12 @@ export function buildJob<K extends keyof Services, O extends z.ZodRawShape>(modu
   };
   problems.push(...(module.check?.(config) ?? []));
   if (problems.length) throw new ConfigError(problems);
-  const settings = resolveJobSettings(module.name, defaults, { enabled, every, cron, timezone, timeout, lock_ttl, jitter, missed, no_work_log } as Parameters<typeof resolveJobSettings>[2]);
+  const settings = resolveJobSettings(
+    module.name,
+    defaults,
+    { enabled, every, cron, timezone, timeout, lock_ttl, jitter, offset, missed, no_work_log } as Parameters<typeof resolveJobSettings>[2],
+    config.scheduler.offset_max,
+  );
   const deps = () => services() as Deps<K>;
   return {
     name: module.name,

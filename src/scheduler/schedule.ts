@@ -5,8 +5,11 @@ import { formatDuration } from '../config/duration.js';
 /**
  * A pure function of time: which slots a job has. `every` slots are aligned to the wall clock
  * (multiples of the interval since the epoch, so `every: 1h` fires on the hour on every
- * replica); `cron` slots come from croner in the job's time zone. Slot times are computed on
- * the cluster clock (the database's), never on a replica's own.
+ * replica); `cron` slots come from croner in the job's time zone. Both are then shifted by the
+ * job's offset (`jobs.<name>.offset`, by default a stable hash of its name, job-settings.ts), so
+ * jobs of one cadence do not all start in the same second; every replica computes the same
+ * shifted slot, which is what the slot claim keys on. Slot times are computed on the cluster
+ * clock (the database's), never on a replica's own.
  */
 export class Schedule {
   private readonly cron: Cron | null;
@@ -15,16 +18,31 @@ export class Schedule {
     this.cron = spec.kind === 'cron' ? new Cron(spec.expr, { timezone: spec.timezone, paused: true }) : null;
   }
 
+  /** How far after each aligned (or cron) instant this job's slots fall. */
+  get offsetMs(): number {
+    return this.spec.offsetMs ?? 0;
+  }
+
   /** The first slot strictly after `t`. */
   next(t: number): number {
+    const off = this.offsetMs;
+    return this.baseNext(t - off) + off;
+  }
+
+  /** The latest slot at or before `t`. */
+  prev(t: number): number {
+    const off = this.offsetMs;
+    return this.basePrev(t - off) + off;
+  }
+
+  private baseNext(t: number): number {
     if (this.spec.kind === 'every') return Math.floor(t / this.spec.everyMs) * this.spec.everyMs + this.spec.everyMs;
     const d = this.cron!.nextRun(new Date(t));
     if (!d) throw new Error(`cron ${this.spec.expr} has no future run`);
     return d.getTime();
   }
 
-  /** The latest slot at or before `t`. */
-  prev(t: number): number {
+  private basePrev(t: number): number {
     if (this.spec.kind === 'every') return Math.floor(t / this.spec.everyMs) * this.spec.everyMs;
     // croner's previousRuns is strictly before the reference, so look from just after t.
     const d = this.cron!.previousRuns(1, new Date(t + 1))[0];
@@ -59,6 +77,7 @@ export class Schedule {
   }
 
   describe(): string {
-    return this.spec.kind === 'every' ? `every ${formatDuration(this.spec.everyMs)}` : `cron "${this.spec.expr}" ${this.spec.timezone}`;
+    const base = this.spec.kind === 'every' ? `every ${formatDuration(this.spec.everyMs)}` : `cron "${this.spec.expr}" ${this.spec.timezone}`;
+    return this.offsetMs > 0 ? `${base} + ${formatDuration(this.offsetMs)}` : base;
   }
 }

@@ -2,8 +2,27 @@ import type { Db } from './db.js';
 import { iso, num, toDate } from './db.js';
 import type { SecretBox } from './secret-box.js';
 import { SetClause } from './set-clause.js';
+import { leaseFreeSql } from './liveness-sql.js';
 
 const API_KEY = 'monitor-api-key';
+
+/**
+ * A monitor's phase within its interval: Fibonacci (Knuth multiplicative) hashing of its id,
+ * `((id × 2654435769) mod 2³²) × interval / 2³²`, in integers so PostgreSQL and this function
+ * agree to the millisecond. Like Prometheus's scrape offsets, the phase is stable (the same on
+ * every replica, whenever the monitor was created); unlike a general hash, consecutive ids land
+ * far apart (the three-gap theorem), so N monitors created together fire at N evenly spaced
+ * instants, not at the instant they were created.
+ */
+export function spreadPhase(id: number, intervalMs: number): number {
+  return Number((((BigInt(id) * 2654435769n) % 4294967296n) * BigInt(intervalMs)) / 4294967296n);
+}
+const PHASE_SQL = (id: string, interval: string) => `(((${id}::bigint * 2654435769) % 4294967296) * ${interval}::bigint / 4294967296)`;
+/** Epoch milliseconds of a timestamptz, as bigint. */
+const EPOCH_MS = (t: string) => `floor(extract(epoch FROM ${t}) * 1000)::bigint`;
+/** The first phase slot of a monitor at or after `t` (epoch ms), as timestamptz. */
+const SLOT_AT_OR_AFTER = (id: string, interval: string, tMs: string) =>
+  `to_timestamp((${PHASE_SQL(id, interval)} + ceil((${tMs} - ${PHASE_SQL(id, interval)})::numeric / ${interval}) * ${interval})::double precision / 1000)`;
 
 /** What the API may see of a monitor: never the key, only whether one is set. */
 export interface MonitorView {
@@ -52,6 +71,12 @@ export interface ClaimedMonitor {
   accountId: number | null;
   intervalMs: number;
   timeoutMs: number;
+}
+
+/** One claim pass: the monitors to probe now, and the slots skipped as more than half an interval late (counted as missed). */
+export interface MonitorClaim {
+  claimed: ClaimedMonitor[];
+  skipped: number;
 }
 
 export interface ProbeRecord {
@@ -106,12 +131,12 @@ export class Monitors {
     private readonly box: SecretBox,
   ) {}
 
-  /** The first due time is `now + jitter_offset`: jitter spreads monitors' phases, never a monitor's own interval. */
-  async create(m: MonitorInput, phaseMs: number): Promise<MonitorView> {
+  /** Due at once (`due_now`): a new monitor is probed straight away, then on its phase slots. `at` replaces the database clock (tests). */
+  async create(m: MonitorInput, at: Date | null = null): Promise<MonitorView> {
     const { rows } = await this.db.query(
-      `INSERT INTO monitors (name, base_url, model, api_key_sealed, account_id, interval_ms, timeout_ms, jitter_ms, enabled, labels, next_due_at)
-       VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, clock_timestamp() + make_interval(secs => $11::double precision / 1000)) RETURNING ${VIEW}`,
-      [m.name, m.baseUrl, m.model, m.apiKey === null ? null : this.box.seal(m.apiKey, API_KEY), m.accountId, m.intervalMs, m.timeoutMs, m.jitterMs, m.enabled, JSON.stringify(m.labels), phaseMs],
+      `INSERT INTO monitors (name, base_url, model, api_key_sealed, account_id, interval_ms, timeout_ms, jitter_ms, enabled, labels, next_due_at, due_now)
+       VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, COALESCE($11::timestamptz, clock_timestamp()), true) RETURNING ${VIEW}`,
+      [m.name, m.baseUrl, m.model, m.apiKey === null ? null : this.box.seal(m.apiKey, API_KEY), m.accountId, m.intervalMs, m.timeoutMs, m.jitterMs, m.enabled, JSON.stringify(m.labels), at],
     );
     return toView(rows[0]!);
   }
@@ -126,8 +151,8 @@ export class Monitors {
     return rows.map(toView);
   }
 
-  /** An edit that changes the schedule (interval, enabled) makes the monitor due again at `now + phase`, on the next claim. */
-  async update(id: number, p: Partial<MonitorInput>, phaseMs: number | null): Promise<MonitorView | null> {
+  /** An edit that changes what or how often is probed makes the monitor due at once (`due_now`), then on its phase slots. */
+  async update(id: number, p: Partial<MonitorInput>, probeNow: boolean, at: Date | null = null): Promise<MonitorView | null> {
     const c = new SetClause(id);
     if (p.name !== undefined) c.set('name', p.name);
     if (p.baseUrl !== undefined) c.set('base_url', p.baseUrl);
@@ -139,7 +164,7 @@ export class Monitors {
     if (p.jitterMs !== undefined) c.set('jitter_ms', p.jitterMs);
     if (p.enabled !== undefined) c.set('enabled', p.enabled);
     if (p.labels !== undefined) c.set('labels', JSON.stringify(p.labels));
-    if (phaseMs !== null) c.raw(`next_due_at = clock_timestamp() + make_interval(secs => ${Math.max(0, Math.round(phaseMs))}::double precision / 1000)`);
+    if (probeNow) c.raw(at ? `next_due_at = '${at.toISOString()}'::timestamptz, due_now = true` : `next_due_at = clock_timestamp(), due_now = true`);
     if (c.empty) return this.get(id);
     const { rows } = await this.db.query(`UPDATE monitors SET ${c} WHERE id = $1 RETURNING ${VIEW}`, c.params);
     return rows[0] ? toView(rows[0]) : null;
@@ -158,39 +183,68 @@ export class Monitors {
   /**
    * Claims up to `limit` due monitors for `owner` in one statement. SKIP LOCKED lets replicas
    * claim side by side without waiting on each other; a live lease means the monitor's previous
-   * probe may still run, so it is not due (no overlap). The claim moves next_due_at to the first
-   * slot after now on the monitor's own phase, so each slot is claimed at most once cluster-wide;
-   * slots that passed unprobed are reported as `missed`, never probed in a burst.
+   * probe may still run, so it is not due (no overlap), unless the lease's holder is dead (its
+   * liveness key `aliveKey` is held by no session any more: taken over at once, not after the lease).
+   *
+   * Spread (issue 24): a monitor's slots are `phase + k × interval` (`spreadPhase`). A slot
+   * claimed more than half an interval late is not probed: it is skipped and counted as missed,
+   * and the monitor moves to its next slot, so two probes of one monitor are never closer than
+   * half an interval. The immediate probe of a create or edit (`due_now`) is never skipped; the
+   * slot after it is the first one at least half an interval later. Each slot is claimed at most
+   * once cluster-wide. `at` replaces the database clock (tests).
    */
-  async claim(owner: string, limit: number, leaseGraceMs: number): Promise<ClaimedMonitor[]> {
+  async claim(owner: string, limit: number, leaseGraceMs: number, aliveKey: number | null = null, at: Date | null = null): Promise<MonitorClaim> {
     const { rows } = await this.db.query(
-      `WITH due AS (
-         SELECT id, next_due_at, interval_ms FROM monitors
-         WHERE enabled AND next_due_at <= now() AND (lease_until IS NULL OR lease_until <= now())
-         ORDER BY next_due_at LIMIT $2 FOR UPDATE SKIP LOCKED),
-       step AS (SELECT id, next_due_at, floor(extract(epoch FROM now() - next_due_at) * 1000 / interval_ms)::bigint AS missed FROM due)
-       UPDATE monitors m SET fence = m.fence + 1, lease_owner = $1,
-         lease_until = now() + make_interval(secs => (m.timeout_ms + $3::double precision) / 1000),
-         next_due_at = m.next_due_at + make_interval(secs => m.interval_ms::double precision * (step.missed + 1) / 1000)
+      `WITH n AS (SELECT COALESCE($4::timestamptz, now()) AS t),
+       due AS (
+         SELECT id, next_due_at, interval_ms, due_now FROM monitors, n
+         WHERE enabled AND next_due_at <= n.t AND ${leaseFreeSql('lease_until', 'lease_alive_key', 'n.t')}
+         ORDER BY next_due_at LIMIT $2 FOR UPDATE OF monitors SKIP LOCKED),
+       behind AS (
+         SELECT due.id, due.next_due_at, due.due_now, due.interval_ms, n.t,
+           floor((${EPOCH_MS('n.t')} - ${EPOCH_MS('due.next_due_at')})::numeric / due.interval_ms)::bigint AS behind
+         FROM due, n),
+       late AS (
+         SELECT b.*, NOT b.due_now AND ${EPOCH_MS('b.t')} - ${EPOCH_MS('b.next_due_at')} - b.behind * b.interval_ms > b.interval_ms / 2 AS skip,
+           CASE WHEN b.due_now THEN b.next_due_at ELSE b.next_due_at + make_interval(secs => b.behind * b.interval_ms::double precision / 1000) END AS slot,
+           ${SLOT_AT_OR_AFTER('b.id', 'b.interval_ms', `(${EPOCH_MS('b.t')} + CASE WHEN b.due_now THEN (b.interval_ms + 1) / 2 ELSE 1 END)`)} AS next_slot
+         FROM behind b),
+       step AS (SELECT * FROM late)
+       UPDATE monitors m SET
+         fence = CASE WHEN step.skip THEN m.fence ELSE m.fence + 1 END,
+         lease_owner = CASE WHEN step.skip THEN m.lease_owner ELSE $1 END,
+         lease_alive_key = CASE WHEN step.skip THEN m.lease_alive_key ELSE $5::int END,
+         lease_until = CASE WHEN step.skip THEN m.lease_until ELSE step.t + make_interval(secs => (m.timeout_ms + $3::double precision) / 1000) END,
+         next_due_at = step.next_slot, due_now = false
        FROM step WHERE m.id = step.id
-       RETURNING m.id, m.fence, step.next_due_at AS scheduled_for, now() AS claimed_at, m.lease_until, step.missed,
+       RETURNING m.id, m.fence, step.slot AS scheduled_for, step.t AS claimed_at, m.lease_until, step.skip,
+         CASE WHEN step.skip THEN step.behind + 1 WHEN step.due_now THEN 0 ELSE step.behind END AS missed,
          m.base_url, m.model, m.api_key_sealed, m.account_id, m.interval_ms, m.timeout_ms`,
-      [owner, limit, leaseGraceMs],
+      [owner, limit, leaseGraceMs, at, aliveKey],
     );
-    return rows.map((r) => ({
-      id: num(r.id),
-      fence: num(r.fence),
-      scheduledFor: toDate(r.scheduled_for)!,
-      claimedAt: toDate(r.claimed_at)!,
-      leaseUntil: toDate(r.lease_until)!,
-      missed: num(r.missed),
-      baseUrl: (r.base_url as string) ?? null,
-      model: String(r.model),
-      apiKey: r.api_key_sealed ? this.box.open(String(r.api_key_sealed), API_KEY) : null,
-      accountId: r.account_id === null ? null : num(r.account_id),
-      intervalMs: num(r.interval_ms),
-      timeoutMs: num(r.timeout_ms),
-    }));
+    const claimed: ClaimedMonitor[] = [];
+    let skipped = 0;
+    for (const r of rows) {
+      if (r.skip) {
+        skipped += num(r.missed);
+        continue;
+      }
+      claimed.push({
+        id: num(r.id),
+        fence: num(r.fence),
+        scheduledFor: toDate(r.scheduled_for)!,
+        claimedAt: toDate(r.claimed_at)!,
+        leaseUntil: toDate(r.lease_until)!,
+        missed: num(r.missed),
+        baseUrl: (r.base_url as string) ?? null,
+        model: String(r.model),
+        apiKey: r.api_key_sealed ? this.box.open(String(r.api_key_sealed), API_KEY) : null,
+        accountId: r.account_id === null ? null : num(r.account_id),
+        intervalMs: num(r.interval_ms),
+        timeoutMs: num(r.timeout_ms),
+      });
+    }
+    return { claimed, skipped };
   }
 
   /**

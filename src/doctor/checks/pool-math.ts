@@ -7,9 +7,11 @@ const DAY = 86_400_000;
 type Job = Pick<JobDefinition, 'name' | 'scope' | 'settings'>;
 
 /**
- * The second of the next day at which the most enabled rounds start together. `every` slots are
- * multiples of the interval since the epoch, so every interval that divides a day meets at
- * midnight UTC; cron slots are listed over the day. Jitter is ignored: the worst case is no jitter.
+ * The second of the next day in which the most enabled rounds start. `every` slots are
+ * multiples of the interval since the epoch shifted by the job's offset (`jobs.<name>.offset`,
+ * by default a stable hash of its name), so each interval that divides a day has a slot at
+ * midnight UTC + its offset; cron slots (offset included) are listed over the day. Jitter is
+ * ignored: the worst case is no jitter.
  */
 export function busiestSecond(jobs: readonly Job[], nowMs: number): { at: number; cluster: string[]; instance: string[] } {
   const enabled = jobs.filter((j) => j.settings.enabled);
@@ -17,14 +19,23 @@ export function busiestSecond(jobs: readonly Job[], nowMs: number): { at: number
   const fires = new Map<string, Set<number>>();
   const candidates = new Set<number>([d0]);
   for (const j of enabled) {
-    if (j.settings.schedule.kind !== 'cron') continue;
-    const s = new Schedule(j.settings.schedule);
+    const spec = j.settings.schedule;
+    if (spec.kind === 'every') {
+      candidates.add(d0 + (spec.offsetMs ?? 0));
+      continue;
+    }
+    const s = new Schedule(spec);
     const set = new Set<number>();
     for (let t = s.next(d0 - 1), n = 0; t < d0 + DAY && n < 2000; t = s.next(t), n++) set.add(t);
     fires.set(j.name, set);
     for (const t of set) candidates.add(t);
   }
-  const at = (j: Job, t: number) => (j.settings.schedule.kind === 'every' ? t % j.settings.schedule.everyMs === 0 : fires.get(j.name)!.has(t));
+  // Starts within the same second count as together: a round lasts longer than the offsets apart.
+  const at = (j: Job, t: number) => {
+    const spec = j.settings.schedule;
+    if (spec.kind === 'cron') return [...fires.get(j.name)!].some((f) => f >= t && f < t + 1000);
+    return ((((spec.offsetMs ?? 0) - t) % spec.everyMs) + spec.everyMs) % spec.everyMs < 1000;
+  };
   let best = { at: d0, cluster: [] as string[], instance: [] as string[] };
   for (const t of candidates) {
     const starting = enabled.filter((j) => at(j, t));

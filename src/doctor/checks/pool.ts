@@ -5,11 +5,12 @@ import { fail, ok, warn, type DoctorCheck } from '../check.js';
 const hhmmss = (t: number) => new Date(t).toISOString().slice(11, 19);
 
 /**
- * Pool budget of this replica: at its busiest second every cluster round that starts pins a
- * connection for the PostgreSQL fallback lock while Redis is down, beside the liveness session;
- * its own statements, the instance rounds and the loops need more. `fail` when the pinned ones
- * alone fill the pool (the rounds then wait for a connection until they time out), `warn` when
- * everything together exceeds it.
+ * Pool budget of this replica at its busiest second: every round that starts then runs its own
+ * statements, beside the long-lived loops. The PostgreSQL fallback locks of a Redis outage no
+ * longer take pool connections: they share the replica's one coordination session (the liveness
+ * session), which is itself a pool connection unless DATABASE_DIRECT_URL gives it a pool of its
+ * own. `fail` when the rounds starting together alone fill the pool (they would wait for a
+ * connection until they time out), `warn` when everything together exceeds it.
  */
 export const poolBudget: DoctorCheck = {
   name: 'pool_budget',
@@ -18,15 +19,15 @@ export const poolBudget: DoctorCheck = {
   async run({ jobs, config, nowMs }) {
     const pool = config.database.pool_size;
     const busy = busiestSecond(jobs, nowMs);
-    const liveness = config.cluster.crash_detection === 'session' ? 1 : 0;
-    const pinned = busy.cluster.length + liveness;
+    const session = !config.database.direct_url ? 1 : 0;
+    const rounds = busy.cluster.length + busy.instance.length;
     const loops = loopConnections(jobs, config);
-    const need = pinned + busy.cluster.length + busy.instance.length + loops.reduce((n, [, c]) => n + c, 0);
+    const need = session + rounds + loops.reduce((n, [, c]) => n + c, 0);
     const measured =
-      `busiest second ${hhmmss(busy.at)} UTC: ${busy.cluster.length} cluster round(s) (${busy.cluster.join(', ') || 'none'}) and ${busy.instance.length} instance round(s) start together; ` +
-      `pinned during a Redis outage ${pinned} (fallback locks${liveness ? ' + liveness session' : ''}), with their statements and loops (${loops.map(([n, c]) => `${n} ${c}`).join(', ')}) ${need}, database.pool_size ${pool}`;
-    const fix = `raise database.pool_size to at least ${need} (and max_connections with it), or spread the jobs' slots (jobs.<name>.every / cron / jitter)`;
-    if (pinned >= pool) return fail(measured, fix);
+      `busiest second ${hhmmss(busy.at)} UTC: ${busy.cluster.length} cluster round(s) (${busy.cluster.join(', ') || 'none'}) and ${busy.instance.length} instance round(s) start in it; ` +
+      `with the coordination session${session ? '' : ' (on DATABASE_DIRECT_URL, not counted)'} and the loops (${loops.map(([n, c]) => `${n} ${c}`).join(', ')}) ${need} connection(s), database.pool_size ${pool}`;
+    const fix = `raise database.pool_size to at least ${need} (and max_connections with it), or spread the jobs' slots (jobs.<name>.offset / every / cron)`;
+    if (session + rounds >= pool) return fail(measured, fix);
     if (need > pool) return warn(measured, fix);
     return ok(measured, fix);
   },

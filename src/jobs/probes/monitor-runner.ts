@@ -14,6 +14,8 @@ export interface MonitorRunnerSettings {
   leaseGraceMs: number;
   lateAfterMs: number;
   accountBaseUrl: string;
+  /** This replica's liveness key, recorded with each lease so a survivor takes the monitor over at once if this process dies. */
+  aliveKey?: () => number | null;
 }
 
 /** A claimed monitor and when this replica saw the claim (local clock). */
@@ -107,7 +109,10 @@ export class MonitorRunner {
     }
     let claimed: ClaimedMonitor[];
     try {
-      claimed = await this.monitors.claim(this.s.instanceId, Math.min(free, this.s.claimBatch), this.s.leaseGraceMs);
+      const pass = await this.monitors.claim(this.s.instanceId, Math.min(free, this.s.claimBatch), this.s.leaseGraceMs, this.s.aliveKey?.() ?? null);
+      claimed = pass.claimed;
+      // Slots more than half an interval late: not probed (a probe now would crowd the next slot), counted as missed.
+      if (pass.skipped > 0) this.metrics.probes.missed.inc(pass.skipped);
     } catch (err) {
       this.metrics.probes.claimErrors.inc({ what: 'claim' });
       this.log.warn({ err: (err as Error).message }, 'monitor claim failed; retrying at the next poll');

@@ -18,6 +18,7 @@ import { sql as jobRunsByInstance } from './022_job_runs_by_instance.js';
 import { sql as doctor } from './025_doctor.js';
 import { sql as snapshotEpochs } from './020_snapshot_epochs.js';
 import { sql as sessionAdminFingerprint } from './018_session_admin_fingerprint.js';
+import { sql as spreadTakeover } from './021_spread_takeover.js';
 
 export interface Migration {
   version: number;
@@ -47,4 +48,5 @@ export const MIGRATIONS: Migration[] = [
   { version: 25, name: 'doctor', sql: doctor },
   { version: 20, name: 'snapshot_epochs', sql: snapshotEpochs },
   { version: 18, name: 'session_admin_fingerprint', sql: sessionAdminFingerprint },
+  { version: 21, name: 'spread_takeover', sql: spreadTakeover },
 ];
