@@ -14,6 +14,7 @@ import { sql as monitorAlerts } from './014_monitor_alerts.js';
 import { sql as refreshShards } from './015_refresh_shards.js';
 import { sql as instanceProcess } from './016_instance_process.js';
 import { sql as notificationRateLimit } from './017_notification_rate_limit.js';
+import { sql as refreshSent } from './019_refresh_sent.js';
 
 export interface Migration {
   version: number;
@@ -39,4 +40,5 @@ export const MIGRATIONS: Migration[] = [
   { version: 15, name: 'refresh_shards', sql: refreshShards },
   { version: 16, name: 'instance_process', sql: instanceProcess },
   { version: 17, name: 'notification_rate_limit', sql: notificationRateLimit },
+  { version: 19, name: 'refresh_sent', sql: refreshSent },
 ];
