@@ -50,13 +50,15 @@ export interface RetryTiming {
  * expiry nears; never less than the floor, so the provider is not hammered. While more than the
  * floor remains, the retry is therefore always scheduled before the expiry; within the last
  * floor it comes one floor later (the lapse is shorter than the floor). A provider's Retry-After
- * is obeyed even past the expiry (asking again sooner would only be refused), and a token
- * already expired (or of unknown expiry) has nothing left to save: plain backoff.
+ * is obeyed even past the expiry (asking again sooner would only be refused). A token already
+ * expired makes the account unusable now: its retries start again from the floor and triple
+ * (floor × 3^(n−1), never above the plain backoff); a token of unknown expiry gets the plain backoff.
  */
 export function retryDelay(t: RetryTiming, random: Random): number {
   const backoff = jitter(backoffStepMs(t.failures, t.baseMs, t.maxMs), random);
   const asked = t.retryAfterMs ?? 0;
-  if (t.remainingMs === null || t.remainingMs <= 0) return Math.max(backoff, asked);
-  const beforeExpiry = Math.max(t.floorMs, Math.floor(t.remainingMs / 2));
-  return Math.max(Math.min(backoff, beforeExpiry), asked);
+  if (t.remainingMs === null) return Math.max(backoff, asked);
+  // Lapsed: the account is down now, so the backoff starts again from the floor (floor × 3^(n−1)).
+  const cap = t.remainingMs <= 0 ? jitter(backoffStepMs(t.failures, t.floorMs, t.maxMs), random) : Math.max(t.floorMs, Math.floor(t.remainingMs / 2));
+  return Math.max(Math.min(backoff, cap), asked);
 }
