@@ -41,14 +41,15 @@ const ABANDON_OWN = `UPDATE job_runs SET status = 'failed', finished_at = clock_
   WHERE instance_id = $1 AND status = 'running'`;
 /**
  * The one test of "this replica is alive" over its `instances` row `m` (`windowMs`: a SQL
- * expression, the liveness window of three heartbeats): beating within the window, not stopped,
- * and, when it publishes a liveness key, still holding it, so a crashed replica is dead at once
- * and one without a liveness session once its beat is stale. The refresh members below and the
- * refresh lease takeover (refresh-lease.ts) both use it.
+ * expression, the liveness window of three heartbeats): not stopped, and, when it publishes a
+ * liveness key, still holding it (a crashed replica is dead the moment its session ends, however
+ * fresh its last beat, and a live one stays alive through a stalled beat), or, without a key,
+ * beating within the window. The refresh members below and the refresh lease takeover
+ * (refresh-lease.ts) both use it.
  */
 export const instanceAliveSql = (m: string, windowMs: string) =>
-  `(${m}.stopped_at IS NULL AND ${m}.heartbeat_at > clock_timestamp() - make_interval(secs => ${windowMs}::double precision / 1000)
-    AND (${m}.alive_key IS NULL OR ${holderAliveSql(`${m}.alive_key`)}))`;
+  `(${m}.stopped_at IS NULL AND CASE WHEN ${m}.alive_key IS NOT NULL THEN ${holderAliveSql(`${m}.alive_key`)}
+    ELSE ${m}.heartbeat_at > clock_timestamp() - make_interval(secs => ${windowMs}::double precision / 1000) END)`;
 // The replicas that share the scheduled refreshes (refresh-shards.ts): beating within the liveness
 // window, not stopped, running token_refresh, and, when they publish a liveness key, still holding it
 // (a crashed replica drops out at the next beat of any other, not after the heartbeat timeout).
