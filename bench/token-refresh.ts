@@ -121,7 +121,7 @@ export async function benchRefreshThroughput(n = 3000, concurrency = 8): Promise
   const db = await PgDb.connect({ url: fresh.url, poolSize: concurrency + 2, connectTimeoutMs: 5000 });
   const redis = new Redis(REDIS_URL);
   const client = new OAuthClient();
-  const provider = { platform: 'openai', tokenUrl: oauth.tokenUrl, clientId: 'bench', maxPerSecond: 100_000 };
+  const provider = { platform: 'openai', tokenUrl: oauth.tokenUrl, clientId: 'bench', maxPerSecond: 100_000, reuseGraceMs: 0 };
   try {
     await migrate(db);
     const results: ThroughputStats[] = [];

@@ -119,11 +119,13 @@ describe('accounts and token refresh (real PostgreSQL, Redis, OAuth server)', ()
     expect((await get(a.id)).token_version).toBe(3);
   });
 
-  it('a refresh costs two PostgreSQL statements: begin (read + lease + stamp) and the write that releases the lease', async () => {
-    const a = await createAccount('two-statements');
+  it('a refresh costs three PostgreSQL statements: begin (read + lease + stamp), the request recorded before it is sent, and the write that releases the lease', async () => {
+    const a = await createAccount('three-statements');
     const q0 = rt.db.stats.queries;
     expect((await rt.services.tokenRefresh.refreshNow(a.id, 'admin', a.token_version)).result).toBe('refreshed');
-    expect(rt.db.stats.queries - q0).toBe(2);
+    expect(rt.db.stats.queries - q0).toBe(3);
+    // The record of the request in flight is gone with the write that stored its answer.
+    expect((await sql.query(`SELECT refresh_sent_at, refresh_sent_fp FROM accounts WHERE id = $1`, [a.id])).rows[0]).toEqual({ refresh_sent_at: null, refresh_sent_fp: null });
     const leases = await sql.query(`SELECT count(*)::int AS n FROM account_refresh_leases WHERE account_id = $1`, [a.id]);
     expect(leases.rows[0].n).toBe(0);
     expect(await get(a.id)).toMatchObject({ status: 'active', token_version: 2 });
@@ -274,7 +276,18 @@ describe('accounts and token refresh (real PostgreSQL, Redis, OAuth server)', ()
     const fresh = new TokenRefreshService(
       rt.services.accounts,
       rt.services.tokenRefresh.refresher,
-      { enabled: true, marginMs: MARGIN_S * 1000, maxAttempts: 5, backoffBaseMs: 5000, backoffMaxMs: 300_000, recoveryDelayMs: 600_000, backstopMs: 120_000, shardsWaitMs: 0, leaseTtlMs: 300_000 },
+      {
+        enabled: true,
+        marginMs: MARGIN_S * 1000,
+        maxAttempts: 5,
+        backoffBaseMs: 5000,
+        backoffMaxMs: 300_000,
+        retryFloorMs: 1000,
+        recoveryDelayMs: 600_000,
+        backstopMs: 120_000,
+        shardsWaitMs: 0,
+        leaseTtlMs: 300_000,
+      },
       clock,
       () => 0.5,
       logs.logger,
@@ -282,7 +295,8 @@ describe('accounts and token refresh (real PostgreSQL, Redis, OAuth server)', ()
     );
     try {
       await fresh.sync();
-      expect(fresh.queue.get(a.id)).toMatchObject({ kind: 'recovery' });
+      // Left refreshing with no lease behind it: a dead process's, taken over at once (issue 29).
+      expect(fresh.queue.get(a.id)).toMatchObject({ kind: 'takeover' });
       expect(fresh.queue.get(b.id)).toMatchObject({ kind: 'recovery' });
       expect(fresh.queue.get(b.id)!.at - clock.now()).toBeGreaterThanOrEqual(30_000 * 0.8);
       expect(fresh.queue.get(c.id)).toMatchObject({ kind: 'retry', at: lastAttempt.getTime() + 15_000 });

@@ -132,7 +132,7 @@ describe('refresh network failures name the host', () => {
     const { OAuthClient } = await import('../src/upstream/oauth-client.js');
     const port = await freePort();
     const client = new OAuthClient();
-    const r = await client.refresh({ platform: 'openai', tokenUrl: `http://127.0.0.1:${port}/oauth/token`, clientId: 'c', maxPerSecond: 1 }, 'rt-secret-value', {
+    const r = await client.refresh({ platform: 'openai', tokenUrl: `http://127.0.0.1:${port}/oauth/token`, clientId: 'c', maxPerSecond: 1, reuseGraceMs: 0 }, 'rt-secret-value', {
       proxyUrl: null,
       timeoutMs: 10_000,
       nowMs: () => Date.now(),

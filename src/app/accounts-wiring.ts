@@ -13,10 +13,20 @@ export function buildAccounts(w: WiringContext): Wired<Pick<Services, 'accounts'
   const { config, db, redis, box, clock, random, log, metrics } = w;
   const a = config.auth;
   const keys = { prefix: config.redis.key_prefix, env: config.instance.env };
-  const leases = new RefreshLeases(db, redis, keys, config.instance.id, a.refresh_lease_ttl, (err) => {
-    metrics.refreshLockRedisErrors.inc();
-    log.warn({ err: err.message }, 'redis error: refresh lock taken with the PostgreSQL lease alone');
-  });
+  const leases = new RefreshLeases(
+    db,
+    redis,
+    keys,
+    config.instance.id,
+    a.refresh_lease_ttl,
+    (err) => {
+      metrics.refreshLockRedisErrors.inc();
+      log.warn({ err: err.message }, 'redis error: refresh lock taken with the PostgreSQL lease alone');
+    },
+    // The liveness window of the instance registry (three heartbeats): the same test the refresh shards use.
+    3 * config.cluster.instance_heartbeat,
+    (accountId, from) => log.warn({ account_id: accountId, dead_holder: from }, 'refresh lock of a dead replica taken over'),
+  );
   const oauth = new OAuthClient();
   const accounts = new Accounts(db, box);
   const providers = resolveProviders(config).providers;
@@ -46,6 +56,7 @@ export function buildAccounts(w: WiringContext): Wired<Pick<Services, 'accounts'
       maxAttempts: a.refresh_max_attempts,
       backoffBaseMs: a.refresh_backoff_base,
       backoffMaxMs: a.refresh_backoff_max,
+      retryFloorMs: a.refresh_retry_floor,
       recoveryDelayMs: a.refresh_recovery_delay,
       backstopMs: a.refresh_shard_backstop,
       shardsWaitMs: 2 * config.cluster.instance_heartbeat + 1000,

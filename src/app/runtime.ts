@@ -186,6 +186,8 @@ export class Runtime {
         await rt.heartbeat.readIdentity(true);
         await rt.registry.register();
         await rt.liveness?.start();
+        // Registered: this process's refresh leases now name its instance and boot, so the others take them over when it dies.
+        rt.services.tokenRefresh.refresher.leases.identify(rt.registry.bootId);
       }
       return rt;
     } catch (err) {

@@ -6,6 +6,7 @@ import { redactUrl } from './redact-url.js';
 import { bareNumberWarnings } from './duration-keys.js';
 import { configErrorMap } from './error-map.js';
 import { moveDeprecatedKeys } from './deprecated-keys.js';
+import { refreshMarginWarnings } from './refresh-budget.js';
 
 export type Mode = 'embedded' | 'cluster';
 /** `source.keys`: where each key set by a variable came from (the file otherwise), for error messages. */
@@ -119,7 +120,7 @@ export function loadConfig(opts: LoadOptions = {}): Config {
   const jobs = tree.jobs && typeof tree.jobs === 'object' && !Array.isArray(tree.jobs) ? (tree.jobs as Record<string, unknown>) : {};
   const problems = [...(result.success ? [] : formatIssues(result.error.issues, [], from)), ...(opts.checkJobs?.(jobs, from) ?? [])];
   if (!result.success || problems.length) throw new ConfigError(problems);
-  return finish(result.data, file, sources, [...deprecated, ...bareNumberWarnings(tree, from)]);
+  return finish(result.data, file, sources, [...deprecated, ...bareNumberWarnings(tree, from), ...refreshMarginWarnings(result.data)]);
 }
 
 function finish(data: ConfigFile, file: string | undefined, sources: Map<string, string>, warnings: string[]): Config {

@@ -147,6 +147,7 @@ const AUTH_DEFAULTS = {
   refresh_max_attempts: 5,
   refresh_backoff_base: 5000,
   refresh_backoff_max: 300_000,
+  refresh_retry_floor: 1000,
   refresh_recovery_delay: 600_000,
   refresh_request_timeout: 15_000,
   refresh_reply_timeout: 120_000,
@@ -167,6 +168,8 @@ const providerSchema = z
     client_id: z.string().min(1).optional(),
     client_secret: z.string().min(1).optional(),
     max_per_second: numeric(z.number().positive()).optional(),
+    // How long the provider still accepts a just-rotated refresh token (Auth0 rotation overlap, Okta grace period); 0 = never.
+    reuse_grace: duration.refine((ms) => ms >= 0 && ms <= 3_600_000, { message: 'expected a duration from 0 to 1h' }).optional(),
   })
   .strict();
 
@@ -287,6 +290,8 @@ export const configSchema = z
         refresh_max_attempts: positiveInt.default(5),
         refresh_backoff_base: positiveDuration.default(5000),
         refresh_backoff_max: positiveDuration.default(300_000),
+        // Deadline-aware retry: the shortest delay between two attempts, however near the token's expiry.
+        refresh_retry_floor: positiveDuration.default(1000),
         refresh_recovery_delay: positiveDuration.default(600_000),
         refresh_request_timeout: positiveDuration.default(15_000),
         // Once a refresh request is sent, its reply is awaited this long, never less (a rotated token exists only in the reply).

@@ -42,12 +42,22 @@ ON CONFLICT (instance_id) DO UPDATE SET boot_id = EXCLUDED.boot_id, env = EXCLUD
 // Rounds a previous life of this instance left `running` can never finish now.
 const ABANDON_OWN = `UPDATE job_runs SET status = 'failed', finished_at = clock_timestamp(), error = 'abandoned: its instance restarted'
   WHERE instance_id = $1 AND status = 'running'`;
+/**
+ * The one test of "this replica is alive" over its `instances` row `m` (`windowMs`: a SQL
+ * expression, the liveness window of three heartbeats): not stopped, and, when it publishes a
+ * liveness key, still holding it (a crashed replica is dead the moment its session ends, however
+ * fresh its last beat, and a live one stays alive through a stalled beat), or, without a key,
+ * beating within the window. The refresh members below and the refresh lease takeover
+ * (refresh-lease.ts) both use it.
+ */
+export const instanceAliveSql = (m: string, windowMs: string) =>
+  `(${m}.stopped_at IS NULL AND CASE WHEN ${m}.alive_key IS NOT NULL THEN ${holderAliveSql(`${m}.alive_key`)}
+    ELSE ${m}.heartbeat_at > clock_timestamp() - make_interval(secs => ${windowMs}::double precision / 1000) END)`;
 // The replicas that share the scheduled refreshes (refresh-shards.ts): beating within the liveness
 // window, not stopped, running token_refresh, and, when they publish a liveness key, still holding it
 // (a crashed replica drops out at the next beat of any other, not after the heartbeat timeout).
 const REFRESH_MEMBERS = `(SELECT coalesce(array_agg(m.instance_id ORDER BY m.instance_id), '{}') FROM instances m
-  WHERE m.refreshes AND m.stopped_at IS NULL AND m.heartbeat_at > clock_timestamp() - make_interval(secs => $5::double precision / 1000)
-    AND (m.alive_key IS NULL OR ${holderAliveSql('m.alive_key')}))`;
+  WHERE m.refreshes AND ${instanceAliveSql('m', '$5')})`;
 // One statement per beat, whatever the number of jobs: the beat, the database clock for the skew
 // measurement, the summary of the rounds skipped since the last beat, this process's figures
 // (null keeps the previous ones), and the refresh members.

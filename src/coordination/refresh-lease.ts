@@ -4,6 +4,7 @@ import type { Db } from '../store/db.js';
 import { refreshLockKey, type KeySpace } from './keys.js';
 import { redisScripts, type LockScripts } from './redis-scripts.js';
 import { RenewalBatch } from './renewal-batch.js';
+import { instanceAliveSql } from './instance-registry.js';
 
 export interface RefreshLeaseHandle {
   /** Which locks were taken: Redis is skipped (and counted) while it is down. */
@@ -21,12 +22,38 @@ export type RefreshLeaseResult = { acquired: true; handle: RefreshLeaseHandle } 
 /** `acquireWith`: the PostgreSQL step is the caller's statement (which may do more under the same lease). */
 export type RefreshLeaseWith<T> = ({ acquired: true; handle: RefreshLeaseHandle } | { acquired: false; heldIn: 'redis' | 'postgres' }) & { value: T | null };
 
+/** A registered process's lease owner: `<instance id>:<boot id>` (a UUID); anything else is never judged dead. */
+const REGISTERED_OWNER = "':[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$'";
+
+/**
+ * SQL: true when the lease owner `owner` (an expression) is a registered process whose liveness
+ * has ended: no live `instances` row with its instance id and boot id, by the one liveness test
+ * (`instanceAliveSql`: liveness session gone, or beat stale where it has none, or stopped, or
+ * its instance id restarted under a new boot). `windowMs` is the liveness window's parameter.
+ * Owners in any other form (a one-shot CLI process, a release before this one, a gateway) are
+ * never judged dead here: their leases expire.
+ */
+export const holderDeadSql = (owner: string, windowMs: string) => `(${owner} ~ ${REGISTERED_OWNER} AND NOT EXISTS (
+  SELECT 1 FROM instances m WHERE m.instance_id = left(${owner}, length(${owner}) - 37) AND m.boot_id = right(${owner}, 36)
+     AND ${instanceAliveSql('m', windowMs)}))`;
+
+/** SQL: the `account_refresh_leases` row may be taken by `EXCLUDED.owner` (expired, ours, or its holder is dead). */
+export const leaseFreeSql = (windowMs: string) =>
+  `(account_refresh_leases.expires_at <= clock_timestamp() OR account_refresh_leases.owner = EXCLUDED.owner OR ${holderDeadSql('account_refresh_leases.owner', windowMs)})`;
+
+// $1 account, $2 owner, $3 lease ms, $4 liveness window ms
 const ACQUIRE_SQL = `
 INSERT INTO account_refresh_leases (account_id, owner, expires_at, updated_at)
 VALUES ($1, $2, clock_timestamp() + $3 * interval '1 millisecond', clock_timestamp())
 ON CONFLICT (account_id) DO UPDATE SET owner = EXCLUDED.owner, expires_at = EXCLUDED.expires_at, updated_at = EXCLUDED.updated_at
-WHERE account_refresh_leases.expires_at <= clock_timestamp() OR account_refresh_leases.owner = EXCLUDED.owner
+WHERE ${leaseFreeSql('$4')}
 RETURNING account_id`;
+const HOLDER_DEAD_SQL = `SELECT ${holderDeadSql('$1::text', '$2')} AS dead`;
+// Accounts left `refreshing` whose refresh nobody can still be running: no lease row, an expired
+// one, or one whose holder is dead. $1 liveness window ms
+const ORPHANS_SQL = `
+SELECT a.id, a.token_version FROM accounts a LEFT JOIN account_refresh_leases l ON l.account_id = a.id
+ WHERE a.status = 'refreshing' AND (l.account_id IS NULL OR l.expires_at <= clock_timestamp() OR ${holderDeadSql('l.owner', '$1')})`;
 // Every refresh lease this process renews at one instant, in one statement (renewal-batch.ts).
 const RENEW_MANY_SQL = `UPDATE account_refresh_leases SET expires_at = clock_timestamp() + $3 * interval '1 millisecond', updated_at = clock_timestamp()
  WHERE account_id = ANY($1::bigint[]) AND owner = $2 RETURNING account_id`;
@@ -42,9 +69,18 @@ const RELEASE_SQL = `DELETE FROM account_refresh_leases WHERE account_id = $1 AN
  *   fallback lock was independent of the primary and both could be held by different replicas).
  * The owner is one identity per process, so a process can re-enter its own lease after a crash
  * of the refresh code path but never two processes share one.
+ *
+ * Takeover (issue 29): once the process is registered (`identify`), its owner is
+ * `<instance id>:<boot id>`, the same value in Redis and PostgreSQL, so any replica can tell
+ * whether the holder of a lock or lease is still alive by the one liveness test of the cluster
+ * (`holderDeadSql`). A dead holder's PostgreSQL lease is free at once (in the acquiring
+ * statement itself) and its Redis lock is taken over by compare-and-set on the dead value: the
+ * key never disappears in between, so a gateway that only checks whether the Redis key exists
+ * sees "a refresh is running" throughout and keeps waiting for the new token; a value that is
+ * not a registered owner (a gateway's own lock) is never taken over, only waited out.
  */
 export class RefreshLeases {
-  readonly owner: string;
+  private ownerId: string;
   private readonly scripts: LockScripts | null;
   private readonly renewals: RenewalBatch<number>;
 
@@ -52,11 +88,14 @@ export class RefreshLeases {
     private readonly db: Db,
     private readonly redis: RedisClient | null,
     private readonly keys: KeySpace,
-    instanceId: string,
+    private readonly instanceId: string,
     private readonly ttlMs: number,
     private readonly onRedisError: (err: Error) => void = () => undefined,
+    /** The liveness window (three heartbeats): a holder without a liveness session is dead once its beat is this old. */
+    private readonly livenessMs = 15_000,
+    private readonly onTakeover: (accountId: number, from: string, held: 'redis') => void = () => undefined,
   ) {
-    this.owner = `${instanceId}:${process.pid}:${randomBytes(6).toString('hex')}`;
+    this.ownerId = `${instanceId}:${process.pid}:${randomBytes(6).toString('hex')}`;
     this.scripts = redis ? redisScripts(redis) : null;
     this.renewals = new RenewalBatch(async (ids) => {
       const { rows } = await this.db.query<{ account_id: unknown }>(RENEW_MANY_SQL, [ids, this.owner, this.ttlMs]);
@@ -65,17 +104,40 @@ export class RefreshLeases {
     });
   }
 
+  get owner(): string {
+    return this.ownerId;
+  }
+
+  /** The liveness window the acquiring statements judge a holder by (`leaseFreeSql`'s parameter). */
+  get windowMs(): number {
+    return this.livenessMs;
+  }
+
+  /**
+   * Called once the process is registered in `instances` (before any refresh): from now on its
+   * leases name it by instance and boot id, so they are taken over the moment its liveness ends.
+   */
+  identify(bootId: string): void {
+    this.ownerId = `${this.instanceId}:${bootId}`;
+  }
+
+  /** Accounts left `refreshing` that no live process is refreshing (their holder died, or the lease lapsed). */
+  async orphans(): Promise<Array<{ id: number; version: number }>> {
+    const { rows } = await this.db.query<{ id: unknown; token_version: unknown }>(ORPHANS_SQL, [this.livenessMs]);
+    return rows.map((r) => ({ id: Number(r.id), version: Number(r.token_version) }));
+  }
+
   async acquire(accountId: number): Promise<RefreshLeaseResult> {
-    const r = await this.acquireWith(accountId, async () => ({ leased: (await this.db.query(ACQUIRE_SQL, [accountId, this.owner, this.ttlMs])).rowCount === 1, value: null }));
+    const r = await this.acquireWith(accountId, async () => ({ leased: (await this.db.query(ACQUIRE_SQL, [accountId, this.owner, this.ttlMs, this.livenessMs])).rowCount === 1, value: null }));
     return r.acquired ? { acquired: true, handle: r.handle } : { acquired: false, heldIn: r.heldIn };
   }
 
   /**
-   * Redis first, then `takePg(owner, ttlMs)`: a statement that takes the `account_refresh_leases`
-   * row for `owner` (and may read and stamp the account in the same statement) and says whether
-   * it did. Its value comes back either way.
+   * Redis first, then `takePg(owner, ttlMs, windowMs)`: a statement that takes the
+   * `account_refresh_leases` row for `owner` when `leaseFreeSql(windowMs)` allows (and may read
+   * and stamp the account in the same statement) and says whether it did. Its value comes back either way.
    */
-  async acquireWith<T>(accountId: number, takePg: (owner: string, ttlMs: number) => Promise<{ leased: boolean; value: T }>): Promise<RefreshLeaseWith<T>> {
+  async acquireWith<T>(accountId: number, takePg: (owner: string, ttlMs: number, windowMs: number) => Promise<{ leased: boolean; value: T }>): Promise<RefreshLeaseWith<T>> {
     const key = refreshLockKey(this.keys, accountId);
     let redisHeld = false;
     if (this.redis) {
@@ -84,7 +146,11 @@ export class RefreshLeases {
         if (ok !== 'OK') {
           // Our own key (a previous attempt of this process that could not release): re-enter.
           const holder = await this.redis.get(key);
-          if (holder !== this.owner) return { acquired: false, heldIn: 'redis', value: null };
+          if (holder !== null && holder !== this.owner) {
+            // A dead holder's lock is replaced in one step (compare-and-set on the value we judged), never deleted first.
+            if (!(await this.holderDead(holder)) || (await this.scripts!.compareAndSet(key, holder, this.owner, this.ttlMs)) !== 1) return { acquired: false, heldIn: 'redis', value: null };
+            this.onTakeover(accountId, holder, 'redis');
+          } else if (holder === null && (await this.redis.set(key, this.owner, 'PX', this.ttlMs, 'NX')) !== 'OK') return { acquired: false, heldIn: 'redis', value: null };
         }
         redisHeld = true;
       } catch (err) {
@@ -93,7 +159,7 @@ export class RefreshLeases {
     }
     let pg: { leased: boolean; value: T };
     try {
-      pg = await takePg(this.owner, this.ttlMs);
+      pg = await takePg(this.owner, this.ttlMs, this.livenessMs);
     } catch (err) {
       if (redisHeld) await this.releaseRedis(key);
       throw err;
@@ -118,6 +184,12 @@ export class RefreshLeases {
         },
       },
     };
+  }
+
+  /** True when `holder` is a registered owner whose liveness has ended (judged in PostgreSQL, database clock). */
+  private async holderDead(holder: string): Promise<boolean> {
+    const { rows } = await this.db.query<{ dead: boolean }>(HOLDER_DEAD_SQL, [holder, this.livenessMs]);
+    return rows[0]?.dead === true;
   }
 
   private async releaseRedis(key: string): Promise<void> {

@@ -1,15 +1,18 @@
 /**
- * The statements that make a refresh cost two commits (docs/token-refresh.md, "Statements per
- * refresh"): the begin (read + PostgreSQL refresh lease + `refreshing` stamp) and the wrapper
- * that lets the ending account write drop the lease in the same statement.
+ * The statements that make a refresh cost three commits (docs/token-refresh.md, "Statements per
+ * refresh"): the begin (read + PostgreSQL refresh lease + `refreshing` stamp), the record of the
+ * request just before it is sent (issue 29), and the wrapper that lets the ending account write
+ * drop the lease and that record in the same statement.
  */
-// $1 id, $2 lease owner, $3 lease ms, $4 expected version (or null), $5 allowed statuses, $6 recovery cut-off (or null).
+// $1 id, $2 lease owner, $3 lease ms, $4 expected version (or null), $5 allowed statuses, $6 recovery cut-off (or null),
+// $7 liveness window ms (the parameter of `leaseFree`, coordination's test of a free lease: expired, ours, or its holder dead).
 // One snapshot reads the account and decides; the lease upsert waits for a concurrent holder's row and
-// re-checks its expiry on the latest version; the stamp compares the version it read (a concurrent
-// writer makes it match nothing: superseded).
-export const BEGIN_REFRESH = `
+// re-checks it on the latest version; the stamp compares the version it read (a concurrent
+// writer makes it match nothing: superseded). The request a dead sender left (refresh_sent_*) comes back as read.
+const beginRefresh = (leaseFree: string) => `
 WITH a AS (
   SELECT a.id, a.platform, a.status, a.token_version, a.token_expires_at, a.credentials_sealed, a.last_refresh_attempt_at, a.last_refresh_error, p.url_sealed,
+         a.refresh_sent_at, a.refresh_sent_fp, a.refresh_sent_by, (extract(epoch FROM clock_timestamp() - a.refresh_sent_at) * 1000)::float8 AS sent_age_ms,
          CASE WHEN $4::bigint IS NOT NULL AND a.token_version <> $4::bigint THEN 'superseded'
               WHEN NOT (a.status = ANY($5::text[])) THEN 'not_eligible'
               WHEN NOT a.has_refresh_token THEN 'no_refresh_token'
@@ -20,7 +23,7 @@ WITH a AS (
   INSERT INTO account_refresh_leases (account_id, owner, expires_at, updated_at)
   SELECT id, $2, clock_timestamp() + $3 * interval '1 millisecond', clock_timestamp() FROM a WHERE skip IS NULL
   ON CONFLICT (account_id) DO UPDATE SET owner = EXCLUDED.owner, expires_at = EXCLUDED.expires_at, updated_at = EXCLUDED.updated_at
-  WHERE account_refresh_leases.expires_at <= clock_timestamp() OR account_refresh_leases.owner = EXCLUDED.owner
+  WHERE ${leaseFree}
   RETURNING account_id
 ), mark AS (
   UPDATE accounts SET status_before_refresh = CASE WHEN status = 'refreshing' THEN COALESCE(status_before_refresh, 'active') ELSE status END,
@@ -31,9 +34,27 @@ WITH a AS (
 )
 SELECT a.*, EXISTS (SELECT 1 FROM lease) AS leased, EXISTS (SELECT 1 FROM mark) AS marked FROM a`;
 
+const beginCache = new Map<string, string>();
+/** The begin statement with coordination's lease test (`leaseFreeSql('$7')`): built once per test text. */
+export function beginRefreshSql(leaseFree: string): string {
+  let sql = beginCache.get(leaseFree);
+  if (!sql) beginCache.set(leaseFree, (sql = beginRefresh(leaseFree)));
+  return sql;
+}
+
+/**
+ * Just before the provider call: which refresh token is presented (fingerprint), when, by whom.
+ * Compares the version (false: someone wrote meanwhile, do not send). $1 id, $2 version, $3 fp, $4 owner
+ */
+export const MARK_SENT = `UPDATE accounts SET refresh_sent_at = clock_timestamp(), refresh_sent_fp = $3, refresh_sent_by = $4
+ WHERE id = $1 AND token_version = $2 AND status = 'refreshing'`;
+
+/** What every write that stores a provider's answer sets: the request is no longer in flight. */
+export const CLEAR_SENT = `refresh_sent_at = NULL, refresh_sent_fp = NULL, refresh_sent_by = NULL`;
+
 /**
  * Wraps an account write that ends a refresh so the same statement drops the refresh lease of
- * `owner` (parameter \$n): the second of a refresh's two committing statements. The write's
+ * `owner` (parameter \$n): the last of a refresh's three committing statements. The write's
  * RETURNING row comes back as is (a row of nulls when the write matched nothing).
  */
 export function withRelease(update: string, release: { owner: string } | undefined, n: number): string {

@@ -4,7 +4,7 @@ import type { Db, Queryable } from './db.js';
 import { iso, num, toDate } from './db.js';
 import type { SecretBox } from './secret-box.js';
 import { SetClause } from './set-clause.js';
-import { BEGIN_REFRESH, withRelease } from './account-refresh-sql.js';
+import { beginRefreshSql, CLEAR_SENT, MARK_SENT, withRelease } from './account-refresh-sql.js';
 
 export const ACCOUNT_STATUSES = ['active', 'quota_exhausted', 'refreshing', 'expired', 'error', 'disabled', 'banned'] as const;
 export type AccountStatus = (typeof ACCOUNT_STATUSES)[number];
@@ -135,6 +135,17 @@ export interface RefreshConditions {
   statuses: readonly AccountStatus[];
   /** Recovery spacing: skip if an attempt was stamped after this instant. */
   attemptedBefore?: Date | null;
+  /** When a held lease is free: coordination's test over the lease row (`leaseFreeSql('$7')`) and its liveness window. */
+  leaseFree: { sql: string; windowMs: number };
+}
+
+/** A refresh request recorded as sent whose answer was never stored (its sender died, or the call threw). */
+export interface UnsettledSend {
+  at: Date;
+  /** Milliseconds since it was sent, by the database clock. */
+  ageMs: number;
+  fingerprint: string;
+  by: string;
 }
 
 export interface RefreshBegin {
@@ -142,6 +153,7 @@ export interface RefreshBegin {
   skip: 'gone' | 'superseded' | 'not_eligible' | 'no_refresh_token' | 'recently_attempted' | null;
   leased: boolean;
   marked: boolean;
+  unsettled: UnsettledSend | null;
 }
 
 /**
@@ -271,12 +283,18 @@ export class Accounts {
    * statement. `skip` says why not; `leased` false with no `skip` means another process holds it.
    */
   async beginRefresh(id: number, owner: string, leaseMs: number, c: RefreshConditions): Promise<RefreshBegin> {
-    const { rows } = await this.db.query(BEGIN_REFRESH, [id, owner, leaseMs, c.expectedVersion ?? null, c.statuses, c.attemptedBefore ?? null]);
+    const { rows } = await this.db.query(beginRefreshSql(c.leaseFree.sql), [id, owner, leaseMs, c.expectedVersion ?? null, c.statuses, c.attemptedBefore ?? null, c.leaseFree.windowMs]);
     const r = rows[0];
-    if (!r) return { acct: null, skip: 'gone', leased: false, marked: false };
+    if (!r) return { acct: null, skip: 'gone', leased: false, marked: false, unsettled: null };
     const acct = this.toSecrets(r);
     const skip = (r.skip as RefreshBegin['skip']) ?? (acct.credentials.refresh_token ? null : 'no_refresh_token');
-    return { acct, skip, leased: r.leased === true, marked: r.marked === true };
+    const unsettled = r.refresh_sent_at ? { at: toDate(r.refresh_sent_at)!, ageMs: num(r.sent_age_ms), fingerprint: String(r.refresh_sent_fp), by: String(r.refresh_sent_by) } : null;
+    return { acct, skip, leased: r.leased === true, marked: r.marked === true, unsettled };
+  }
+
+  /** Records the request about to be sent (fingerprint of the refresh token presented). False: the version moved, do not send. */
+  async markSent(id: number, version: number, fingerprint: string, owner: string): Promise<boolean> {
+    return (await this.db.query(MARK_SENT, [id, version, fingerprint, owner])).rowCount === 1;
   }
 
   private toSecrets(r: Record<string, unknown>): AccountSecrets {
@@ -315,7 +333,7 @@ export class Accounts {
          status = CASE WHEN status = 'refreshing' AND status_before_refresh = 'quota_exhausted' THEN 'quota_exhausted'
                        WHEN status IN ('disabled', 'banned') THEN status ELSE 'active' END,
          status_reason = CASE WHEN status IN ('disabled', 'banned') THEN status_reason ELSE NULL END,
-         status_before_refresh = NULL, refresh_failures = 0, last_refresh_error = NULL, last_refresh_success_at = clock_timestamp(),
+         status_before_refresh = NULL, refresh_failures = 0, last_refresh_error = NULL, last_refresh_success_at = clock_timestamp(), ${CLEAR_SENT},
          temp_unschedulable_until = CASE WHEN temp_unschedulable_reason = 'oauth_401' OR temp_unschedulable_reason LIKE 'refresh_failing:%' THEN NULL ELSE temp_unschedulable_until END,
          temp_unschedulable_reason = CASE WHEN temp_unschedulable_reason = 'oauth_401' OR temp_unschedulable_reason LIKE 'refresh_failing:%' THEN NULL ELSE temp_unschedulable_reason END,
          updated_at = clock_timestamp()
@@ -336,7 +354,7 @@ export class Accounts {
          status = CASE WHEN $4::text IS NOT NULL AND status NOT IN ('disabled', 'banned') THEN $4
                        WHEN status = 'refreshing' THEN COALESCE(status_before_refresh, 'active') ELSE status END,
          status_reason = CASE WHEN $4::text IS NOT NULL AND status NOT IN ('disabled', 'banned') THEN $5 ELSE status_reason END,
-         status_before_refresh = NULL, updated_at = clock_timestamp()
+         status_before_refresh = NULL, ${CLEAR_SENT}, updated_at = clock_timestamp()
        WHERE id = $1 AND token_version = $2 RETURNING refresh_failures`,
         release,
         6,

@@ -8,6 +8,8 @@ export interface OAuthProvider {
   clientSecret?: string;
   /** Refresh calls per second this process sends to the endpoint. */
   maxPerSecond: number;
+  /** How long the provider still accepts a just-rotated refresh token (`reuse_grace`; 0: never). */
+  reuseGraceMs: number;
 }
 
 /** The public OAuth clients of the official CLIs; `oauth.providers.<platform>` overrides any field. */
@@ -42,7 +44,7 @@ export function resolveProviders(config: Config): { providers: Map<string, OAuth
       problems.push(`oauth.providers.${platform}: a platform that is not built in needs both token_url and client_id`);
       continue;
     }
-    providers.set(platform, { platform, tokenUrl, clientId, clientSecret: own.client_secret, maxPerSecond: own.max_per_second ?? DEFAULT_MAX_PER_SECOND });
+    providers.set(platform, { platform, tokenUrl, clientId, clientSecret: own.client_secret, maxPerSecond: own.max_per_second ?? DEFAULT_MAX_PER_SECOND, reuseGraceMs: own.reuse_grace ?? 0 });
   }
   return { providers, problems };
 }

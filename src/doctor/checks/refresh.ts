@@ -1,13 +1,16 @@
 import { formatDuration } from '../../config/duration.js';
 import { combine, fail, ok, warn, type CheckOutcome, type DoctorCheck } from '../check.js';
-import { retryBudgetMs } from './retry-budget.js';
+import { refreshRetryBudgetMs } from '../../config/refresh-budget.js';
 
 const d = (ms: number) => formatDuration(Math.max(1000, Math.round(ms / 1000) * 1000));
 
 /**
- * Refresh margin against the worst-case retry schedule: a refresh is planned between margin and
- * margin/2 before expiry (refresh-timing.ts). Retries longer than the margin outlive the token
- * at any start (`fail`); longer than half of it, when the jitter starts the refresh late (`warn`).
+ * Refresh margin against the worst-case retries: `refreshRetryBudgetMs` (the backoff schedule the
+ * refresher uses, config/refresh-budget.ts) plus each attempt's request timeout. A refresh is
+ * planned between margin and margin/2 before expiry (refresh-timing.ts), and retries are
+ * deadline-aware: they are squeezed (down to `auth.refresh_retry_floor` apart) rather than
+ * scheduled past the token's expiry. `warn` when a late start would squeeze them; `fail` when
+ * even squeezed they cannot fit in the margin (the token then lapses whenever the provider fails).
  */
 export const refreshMargin: DoctorCheck = {
   name: 'refresh_margin',
@@ -16,11 +19,14 @@ export const refreshMargin: DoctorCheck = {
   async run({ config, jobs }) {
     if (!config.auth.refresh_enabled || !jobs.some((j) => j.name === 'token_refresh' && j.settings.enabled))
       return ok('token refresh is off (auth.refresh_enabled or jobs.token_refresh.enabled)', 'nothing to do');
-    const margin = config.auth.refresh_margin_seconds * 1000;
-    const budget = retryBudgetMs(config);
-    const measured = `auth.refresh_margin_seconds ${config.auth.refresh_margin_seconds} (latest start ${d(margin / 2)} before expiry) vs worst-case retries ${d(budget)} (auth.refresh_max_attempts ${config.auth.refresh_max_attempts}, backoff ${d(config.auth.refresh_backoff_base)}…${d(config.auth.refresh_backoff_max)}, request timeout ${d(config.auth.refresh_request_timeout)})`;
-    const fix = `raise auth.refresh_margin_seconds to at least ${Math.ceil((2 * budget) / 1000)}, or lower auth.refresh_max_attempts / auth.refresh_backoff_max`;
-    if (margin < budget) return fail(measured, fix);
+    const a = config.auth;
+    const margin = a.refresh_margin_seconds * 1000;
+    const latency = a.refresh_max_attempts * a.refresh_request_timeout;
+    const budget = refreshRetryBudgetMs(config) + latency;
+    const squeezed = latency + (a.refresh_max_attempts - 1) * a.refresh_retry_floor;
+    const measured = `auth.refresh_margin_seconds ${a.refresh_margin_seconds} (latest start ${d(margin / 2)} before expiry) vs worst-case retries ${d(budget)} (auth.refresh_max_attempts ${a.refresh_max_attempts}, backoff ${d(a.refresh_backoff_base)}…${d(a.refresh_backoff_max)}, request timeout ${d(a.refresh_request_timeout)}), ${d(squeezed)} when squeezed to auth.refresh_retry_floor`;
+    const fix = `raise auth.refresh_margin_seconds to at least ${Math.ceil((2 * budget) / 1000)}, or lower auth.refresh_max_attempts / auth.refresh_backoff_max / auth.refresh_request_timeout`;
+    if (margin < squeezed) return fail(measured, fix);
     if (margin / 2 < budget) return warn(measured, fix);
     return ok(measured, fix);
   },

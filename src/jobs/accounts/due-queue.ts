@@ -1,6 +1,7 @@
 import type { Clock, TimerHandle } from '../../time/clock.js';
 
-export type DueKind = 'refresh' | 'retry' | 'recovery' | 'recheck';
+/** `takeover`: an account a dead replica left `refreshing`, refreshed at once by its new owner (issue 29). */
+export type DueKind = 'refresh' | 'retry' | 'recovery' | 'recheck' | 'takeover';
 
 export interface DueEntry {
   id: number;

@@ -1,4 +1,5 @@
 import type { Random } from '../../time/clock.js';
+import { backoffStepMs } from '../../config/refresh-budget.js';
 
 /** The seed's jitter: a delay times a uniform factor in [0.8, 1.2). */
 export function jitter(ms: number, random: Random): number {
@@ -28,6 +29,36 @@ export function nextRefreshAt(nowMs: number, expiresAtMs: number, marginMs: numb
  * jittered; a provider's Retry-After wins when it asks for longer.
  */
 export function backoffDelay(failures: number, baseMs: number, maxMs: number, random: Random, retryAfterMs: number | null = null): number {
-  const exp = Math.min(maxMs, baseMs * 3 ** Math.max(0, failures - 1));
-  return Math.max(jitter(exp, random), retryAfterMs ?? 0);
+  return Math.max(jitter(backoffStepMs(failures, baseMs, maxMs), random), retryAfterMs ?? 0);
+}
+
+export interface RetryTiming {
+  failures: number;
+  baseMs: number;
+  maxMs: number;
+  /** `auth.refresh_retry_floor`: the shortest delay between two attempts, however near the expiry. */
+  floorMs: number;
+  /** What the provider asked for (Retry-After, or the breaker's remaining open time). */
+  retryAfterMs: number | null;
+  /** The token's remaining life; null when unknown. */
+  remainingMs: number | null;
+}
+
+/**
+ * Deadline-aware retry (issue 24): the backoff, but never more than half the token's remaining
+ * life, so a retry that fails too still leaves time for another, and the delays shrink as the
+ * expiry nears; never less than the floor, so the provider is not hammered. While more than the
+ * floor remains, the retry is therefore always scheduled before the expiry; within the last
+ * floor it comes one floor later (the lapse is shorter than the floor). A provider's Retry-After
+ * is obeyed even past the expiry (asking again sooner would only be refused). A token already
+ * expired makes the account unusable now: its retries start again from the floor and triple
+ * (floor × 3^(n−1), never above the plain backoff); a token of unknown expiry gets the plain backoff.
+ */
+export function retryDelay(t: RetryTiming, random: Random): number {
+  const backoff = jitter(backoffStepMs(t.failures, t.baseMs, t.maxMs), random);
+  const asked = t.retryAfterMs ?? 0;
+  if (t.remainingMs === null) return Math.max(backoff, asked);
+  // Lapsed: the account is down now, so the backoff starts again from the floor (floor × 3^(n−1)).
+  const cap = t.remainingMs <= 0 ? jitter(backoffStepMs(t.failures, t.floorMs, t.maxMs), random) : Math.max(t.floorMs, Math.floor(t.remainingMs / 2));
+  return Math.max(Math.min(backoff, cap), asked);
 }

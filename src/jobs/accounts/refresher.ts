@@ -4,8 +4,8 @@ import { setMaxListeners } from 'node:events';
 import type { Logger } from '../../telemetry/logger.js';
 import type { Metrics } from '../../telemetry/metrics.js';
 import type { Clock } from '../../time/clock.js';
-import type { Accounts, AccountSecrets, AccountStatus } from '../../store/accounts.js';
-import type { RefreshLeaseHandle, RefreshLeases } from '../../coordination/refresh-lease.js';
+import type { Accounts, AccountSecrets, AccountStatus, UnsettledSend } from '../../store/accounts.js';
+import { leaseFreeSql, type RefreshLeaseHandle, type RefreshLeases } from '../../coordination/refresh-lease.js';
 import { LeaseKeeper } from '../../coordination/lease-keeper.js';
 import type { OAuthClient, RefreshCallResult } from '../../upstream/oauth-client.js';
 import type { OAuthProvider } from '../../upstream/oauth-providers.js';
@@ -15,9 +15,10 @@ import { PlatformBreaker } from './platform-breaker.js';
 import { settledWithin } from '../../time/clock.js';
 import { systemClock } from '../../time/clock.js';
 import { retry } from '../../time/retry.js';
+import { lostRotationReason, refreshTokenFingerprint, repeatedSend } from './lost-rotation.js';
 
 /** Who asked: the scheduler's timers, its retries and recoveries, the hot path, an upstream 401, an admin. */
-export type RefreshTrigger = 'schedule' | 'retry' | 'recovery' | 'hot_path' | 'unauthorized' | 'admin';
+export type RefreshTrigger = 'schedule' | 'retry' | 'recovery' | 'takeover' | 'hot_path' | 'unauthorized' | 'admin';
 
 /**
  * What one request came to. `lease_held` is a skip (another process is refreshing this
@@ -29,7 +30,7 @@ export type RefreshOutcome =
   | { result: 'superseded'; version: number; tokenExpiresAt: Date | null }
   | { result: 'lease_held'; heldIn: 'redis' | 'postgres' }
   | { result: 'skipped'; reason: 'gone' | 'not_eligible' | 'no_refresh_token' | 'recently_attempted' | 'stopped'; status?: AccountStatus }
-  | { result: 'transient'; reason: string; detail: string; retryAfterMs: number | null; failures: number }
+  | { result: 'transient'; reason: string; detail: string; retryAfterMs: number | null; failures: number; tokenExpiresAt?: Date | null }
   | { result: 'permanent'; reason: string; detail: string; status: AccountStatus }
   | { result: 'config'; reason: string; detail: string };
 
@@ -56,6 +57,7 @@ export interface RefresherOptions {
 const URGENT: ReadonlySet<RefreshTrigger> = new Set(['hot_path', 'unauthorized', 'admin']);
 const ADMIN_REFRESHABLE: ReadonlySet<AccountStatus> = new Set(['active', 'quota_exhausted', 'refreshing', 'expired', 'error']);
 const AUTO_REFRESHABLE: ReadonlySet<AccountStatus> = new Set(['active', 'quota_exhausted', 'refreshing']);
+const LEASE_FREE = leaseFreeSql('$7');
 
 /**
  * The one guard every refresh goes through, whoever asks: an in-flight map (a second request
@@ -80,6 +82,11 @@ export class Refresher {
     this.breaker = new PlatformBreaker(o.clock, o.breakerThreshold ?? 5, o.breakerOpenMs ?? 60_000);
     // Every waiting refresh combines its own signal with this one: one listener per refresh is expected.
     setMaxListeners(0, this.stopController.signal);
+  }
+
+  /** The cluster-wide leases (the runtime names this process in them once it is registered). */
+  get leases(): RefreshLeases {
+    return this.o.leases;
   }
 
   get inFlightCount(): number {
@@ -156,8 +163,9 @@ export class Refresher {
   }
 
   /**
-   * Two committing statements per refresh: `beginRefresh` (read + PostgreSQL lease + `refreshing`
-   * stamp, after the Redis lock) and the write that stores the outcome and drops the lease
+   * Three committing statements per refresh: `beginRefresh` (read + PostgreSQL lease + `refreshing`
+   * stamp, after the Redis lock), `markSent` (the request and the fingerprint of the refresh token
+   * it presents, just before the call) and the write that stores the outcome and drops the lease
    * (`release` on writeRefreshed / recordFailure / clearRefreshing).
    */
   private async guarded(id: number, trigger: RefreshTrigger, expectedVersion: number | undefined, requested: number): Promise<RefreshOutcome> {
@@ -165,8 +173,8 @@ export class Refresher {
     const statuses = [...(trigger === 'admin' || trigger === 'recovery' ? ADMIN_REFRESHABLE : AUTO_REFRESHABLE)];
     const attemptedBefore = trigger === 'recovery' ? new Date(this.o.clock.now() - this.o.recoveryDelayMs / 2) : null;
     metrics.refreshLeaseAttempts.inc({ trigger });
-    const lease = await this.o.leases.acquireWith(id, async (owner, ttlMs) => {
-      const b = await this.o.accounts.beginRefresh(id, owner, ttlMs, { expectedVersion, statuses, attemptedBefore });
+    const lease = await this.o.leases.acquireWith(id, async (owner, ttlMs, windowMs) => {
+      const b = await this.o.accounts.beginRefresh(id, owner, ttlMs, { expectedVersion, statuses, attemptedBefore, leaseFree: { sql: LEASE_FREE, windowMs } });
       return { leased: b.leased, value: b };
     });
     const begun = lease.value;
@@ -216,15 +224,28 @@ export class Refresher {
           detail: `platform ${acct.platform} breaker open after ${breaker.reason}; next call in ${Math.ceil(breaker.ms / 1000)} s`,
           retryAfterMs: breaker.ms,
           failures: 0,
+          tokenExpiresAt: acct.tokenExpiresAt,
         });
       }
       let limiter = this.limiters.get(provider.platform);
       if (!limiter) this.limiters.set(provider.platform, (limiter = new RateLimiter(this.o.clock, provider.maxPerSecond)));
       await limiter.take(AbortSignal.any([abort.signal, this.stopController.signal]));
       metrics.refreshWait.observe({ trigger }, (this.o.clock.now() - requested) / 1000);
+      // Recorded before it is sent (issue 29): a sender that dies from here on leaves a trace the next attempt reads.
+      const fingerprint = refreshTokenFingerprint(acct.credentials.refresh_token!);
+      const repeated = repeatedSend(begun!.unsettled, fingerprint);
+      if (repeated)
+        log.warn(
+          { account_id: id, sent_at: repeated.at.toISOString(), sent_by: repeated.by, trigger },
+          'a refresh sent earlier was never answered in the store (its sender died?): retrying with the same refresh token now',
+        );
+      abort.signal.throwIfAborted();
+      if (!(await this.o.accounts.markSent(id, acct.tokenVersion, fingerprint, this.o.leases.owner))) {
+        const now = await this.o.accounts.currentToken(id);
+        return this.count(acct.platform, trigger, { result: 'superseded', version: now?.version ?? acct.tokenVersion, tokenExpiresAt: now?.tokenExpiresAt ?? null });
+      }
       log.info({ account_id: id, platform: acct.platform, trigger }, 'Starting token refresh');
       const started = this.o.clock.now();
-      abort.signal.throwIfAborted();
       // No abort signal on the call itself: once the request may have reached the provider, a
       // rotated refresh token exists only in its reply, so the reply is always awaited and stored
       // (oauth-client bounds connecting by requestTimeoutMs and the reply by replyTimeoutMs only).
@@ -243,7 +264,7 @@ export class Refresher {
           );
         }
         open = false; // settle's one write stores the outcome and drops the lease and the stamp
-        return this.settle(acct, reply);
+        return this.settle(acct, reply, repeated && { ...repeated, graceMs: provider.reuseGraceMs, retryAgeMs: repeated.ageMs });
       })();
       this.calling.set(id, call);
       const outcome = await call.finally(() => this.calling.delete(id));
@@ -268,7 +289,7 @@ export class Refresher {
   }
 
   /** Stores what the provider said. Credentials from a successful call are written whatever else happens. */
-  private async settle(acct: AccountSecrets, reply: RefreshCallResult): Promise<RefreshOutcome> {
+  private async settle(acct: AccountSecrets, reply: RefreshCallResult, repeated: (UnsettledSend & { graceMs: number; retryAgeMs: number }) | null): Promise<RefreshOutcome> {
     const { log } = this.o;
     const id = acct.id;
     switch (reply.kind) {
@@ -288,8 +309,20 @@ export class Refresher {
         // A rejected refresh token that another writer already replaced is not a failure: the peer won.
         // codex-proxy-rs: a permanent-looking reply is final on the second consecutive hit, not the first, so one
         // flaky reply cannot kill an account; the first is recorded as a failure and retried after the first backoff.
-        const final = acct.lastError === reply.reason;
-        const failures = await this.o.accounts.recordFailure(id, acct.tokenVersion, reply.reason, final ? { status: reply.accountStatus, reason: reply.detail } : null, this.release);
+        // A token a dead sender presented and the provider now refuses: its rotation died with the sender, final at once.
+        const lost =
+          repeated && reply.accountStatus === 'expired'
+            ? lostRotationReason({ platform: acct.platform, sent: repeated, retryAgeMs: repeated.retryAgeMs, graceMs: repeated.graceMs, providerReason: reply.reason })
+            : null;
+        const final = lost !== null || acct.lastError === reply.reason;
+        const detail = lost ?? reply.detail;
+        const failures = await this.o.accounts.recordFailure(
+          id,
+          acct.tokenVersion,
+          lost ? 'rotation_lost_in_crash' : reply.reason,
+          final ? { status: reply.accountStatus, reason: detail } : null,
+          this.release,
+        );
         // The failure write compares the version, so "matched nothing" is exactly that case.
         if (!failures) {
           const now = await this.o.accounts.currentToken(id);
@@ -297,10 +330,10 @@ export class Refresher {
         }
         if (!final) {
           log.warn({ account_id: id, reason: reply.reason, error: reply.detail }, 'permanent-looking refresh reply: retried once; the account is marked only if the next attempt gets it again');
-          return { result: 'transient', reason: reply.reason, detail: `${reply.detail} (first hit; final on the second)`, retryAfterMs: null, failures };
+          return { result: 'transient', reason: reply.reason, detail: `${reply.detail} (first hit; final on the second)`, retryAfterMs: null, failures, tokenExpiresAt: acct.tokenExpiresAt };
         }
-        log.error({ account_id: id, reason: reply.reason, status: reply.accountStatus, error: reply.detail }, 'Permanent failure detected: automatic refresh stopped for this account');
-        return { result: 'permanent', reason: reply.reason, detail: reply.detail, status: reply.accountStatus };
+        log.error({ account_id: id, reason: reply.reason, status: reply.accountStatus, error: detail }, 'Permanent failure detected: automatic refresh stopped for this account');
+        return { result: 'permanent', reason: lost ? 'rotation_lost_in_crash' : reply.reason, detail, status: reply.accountStatus };
       }
       case 'config': {
         await this.o.accounts.recordFailure(id, acct.tokenVersion, `config:${reply.reason}`, null, this.release);
@@ -309,7 +342,7 @@ export class Refresher {
       }
       case 'transient': {
         const failures = await this.o.accounts.recordFailure(id, acct.tokenVersion, reply.reason, null, this.release);
-        return { result: 'transient', reason: reply.reason, detail: reply.detail, retryAfterMs: reply.retryAfterMs, failures };
+        return { result: 'transient', reason: reply.reason, detail: reply.detail, retryAfterMs: reply.retryAfterMs, failures, tokenExpiresAt: acct.tokenExpiresAt };
       }
     }
   }

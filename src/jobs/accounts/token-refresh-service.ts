@@ -4,7 +4,7 @@ import type { Clock, Random } from '../../time/clock.js';
 import type { Accounts, RefreshCandidate } from '../../store/accounts.js';
 import { DueQueue, type DueEntry } from './due-queue.js';
 import type { Refresher, RefreshOutcome, RefreshTrigger } from './refresher.js';
-import { backoffDelay, jitter, nextRefreshAt } from './refresh-timing.js';
+import { jitter, nextRefreshAt, retryDelay } from './refresh-timing.js';
 import type { RefreshShards } from '../../coordination/refresh-shards.js';
 
 export interface TokenRefreshSettings {
@@ -13,6 +13,8 @@ export interface TokenRefreshSettings {
   maxAttempts: number;
   backoffBaseMs: number;
   backoffMaxMs: number;
+  /** `auth.refresh_retry_floor`: deadline-aware retries never come closer than this. */
+  retryFloorMs: number;
   recoveryDelayMs: number;
   /** How much later a replica that does not own an account refreshes it anyway (`auth.refresh_shard_backstop`). */
   backstopMs: number;
@@ -79,17 +81,42 @@ export class TokenRefreshService {
     this.queue.schedule({ ...e, at: this.fireAt(e.id, e.due) });
   }
 
-  /** The member list changed: entries whose owner changed move (a dead owner's overdue accounts fire now). */
+  /**
+   * The member list changed: entries whose owner changed move (a dead owner's overdue accounts
+   * fire now), a lease found held is looked at again now (its holder may be the one that died),
+   * and the accounts a dead replica left `refreshing` are taken over.
+   */
   private rebalance(): void {
     if (this.stopped) return;
     const moved: DueEntry[] = [];
+    const now = this.clock.now();
     for (const e of this.queue.entries()) {
-      const due = e.due ?? e.at;
+      const due = e.kind === 'recheck' ? Math.min(now, e.due ?? e.at) : (e.due ?? e.at);
       const at = this.fireAt(e.id, due);
       if (at !== e.at) moved.push({ ...e, due, at });
     }
     for (const e of moved) this.queue.schedule(e);
     this.countOwned();
+    void this.takeOver().catch((err: Error) => this.log.warn({ err: err.message }, 'could not look for refreshes a dead replica left unfinished; the next token_refresh round looks again'));
+  }
+
+  /**
+   * Accounts left `refreshing` whose refresh no live process can still be running (its holder's
+   * liveness ended, or its lease lapsed): this replica refreshes those it owns at once, trigger
+   * `takeover`, taking the dead holder's lease and lock over. Runs when a member leaves and in
+   * every round, so a survivor recovers them, not only a process start.
+   */
+  async takeOver(): Promise<number> {
+    if (!this.s.enabled) return 0;
+    let n = 0;
+    for (const o of await this.refresher.leases.orphans()) {
+      if (this.stopped || this.refresher.isInFlight(o.id) || (this.shards && !this.shards.owns(o.id))) continue;
+      if (this.queue.get(o.id)?.kind === 'takeover') continue;
+      this.queue.schedule({ id: o.id, kind: 'takeover', version: o.version, due: this.clock.now(), at: this.clock.now() });
+      n++;
+    }
+    if (n) this.log.warn({ accounts: n }, 'taking over refreshes a dead replica left unfinished');
+    return n;
   }
 
   private countOwned(): void {
@@ -125,6 +152,7 @@ export class TokenRefreshService {
     }
     this.since = dbNow;
     this.loadedOnce = true;
+    await this.takeOver();
     this.metrics.refreshScheduled.set(this.queue.size);
     this.countOwned();
     const { byStatus, failing } = await this.accounts.countByStatus();
@@ -148,8 +176,9 @@ export class TokenRefreshService {
       return { id: c.id, kind: 'recovery', version: c.tokenVersion, due: now + jitter(RECOVERY_FIRST_MS / 10 + RECOVERY_STEP_MS * nextRecoveryIndex(), this.random) };
     }
     if (c.failures > 0 && c.lastAttemptAt) {
-      const wait = c.failures >= this.s.maxAttempts ? jitter(this.s.recoveryDelayMs, this.random) : backoffDelay(c.failures, this.s.backoffBaseMs, this.s.backoffMaxMs, this.random);
-      return { id: c.id, kind: c.failures >= this.s.maxAttempts ? 'recovery' : 'retry', version: c.tokenVersion, due: Math.max(now, c.lastAttemptAt.getTime() + wait) };
+      const last = c.lastAttemptAt.getTime();
+      const { delay, exhausted } = this.retryPlan(c.failures, null, c.tokenExpiresAt ? c.tokenExpiresAt.getTime() - last : null);
+      return { id: c.id, kind: exhausted ? 'recovery' : 'retry', version: c.tokenVersion, due: Math.max(now, last + delay) };
     }
     if (!c.tokenExpiresAt) return null;
     return { id: c.id, kind: 'refresh', version: c.tokenVersion, due: nextRefreshAt(now, c.tokenExpiresAt.getTime(), this.s.marginMs, this.random) };
@@ -179,8 +208,7 @@ export class TokenRefreshService {
         this.place({ id, kind: 'recheck', version, due: now + jitter(Math.min(RECHECK_MS, this.s.leaseTtlMs), this.random) });
         break;
       case 'transient': {
-        const exhausted = o.failures >= this.s.maxAttempts;
-        const delay = exhausted ? jitter(this.s.recoveryDelayMs, this.random) : backoffDelay(o.failures, this.s.backoffBaseMs, this.s.backoffMaxMs, this.random, o.retryAfterMs);
+        const { delay, exhausted } = this.retryPlan(o.failures, o.retryAfterMs, o.tokenExpiresAt ? o.tokenExpiresAt.getTime() - now : null);
         this.place({ id, kind: exhausted ? 'recovery' : 'retry', version, due: now + delay });
         const fields = { account_id: id, attempt: o.failures, max_attempts: this.s.maxAttempts, delay_secs: Math.round(delay / 1000), error: `${o.reason}: ${o.detail}` };
         if (exhausted) {
@@ -207,6 +235,16 @@ export class TokenRefreshService {
         break;
     }
     this.metrics.refreshScheduled.set(this.queue.size);
+  }
+
+  /**
+   * After the `failures`-th transient failure: the deadline-aware retry (refresh-timing.ts), or,
+   * once `auth.refresh_max_attempts` are used up, the recovery cadence (`auth.refresh_recovery_delay`).
+   */
+  private retryPlan(failures: number, retryAfterMs: number | null, remainingMs: number | null): { delay: number; exhausted: boolean } {
+    if (failures >= this.s.maxAttempts) return { delay: jitter(this.s.recoveryDelayMs, this.random), exhausted: true };
+    const delay = retryDelay({ failures, baseMs: this.s.backoffBaseMs, maxMs: this.s.backoffMaxMs, floorMs: this.s.retryFloorMs, retryAfterMs, remainingMs }, this.random);
+    return { delay, exhausted: false };
   }
 
   /** Refresh through the guard now and keep the schedule in step with the result. */

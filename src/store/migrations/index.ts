@@ -19,6 +19,7 @@ import { sql as doctor } from './025_doctor.js';
 import { sql as snapshotEpochs } from './020_snapshot_epochs.js';
 import { sql as sessionAdminFingerprint } from './018_session_admin_fingerprint.js';
 import { sql as spreadTakeover } from './021_spread_takeover.js';
+import { sql as refreshSent } from './019_refresh_sent.js';
 
 export interface Migration {
   version: number;
@@ -49,4 +50,5 @@ export const MIGRATIONS: Migration[] = [
   { version: 20, name: 'snapshot_epochs', sql: snapshotEpochs },
   { version: 18, name: 'session_admin_fingerprint', sql: sessionAdminFingerprint },
   { version: 21, name: 'spread_takeover', sql: spreadTakeover },
+  { version: 19, name: 'refresh_sent', sql: refreshSent },
 ];
