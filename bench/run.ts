@@ -11,6 +11,7 @@ import { benchProbes, printProbes } from './probes.js';
 import { benchBackup, printBackup } from './backup.js';
 import buildCli from '../test/helpers/build-cli.js';
 import { benchRefreshShards, shardTable } from './refresh-shards.js';
+import { benchTopology } from './topology.js';
 
 const fmt = (n: number) => n.toFixed(3);
 
@@ -167,6 +168,11 @@ async function main() {
   }
   if (process.env.BENCH_ONLY === 'usage') return usage();
   if (process.env.BENCH_ONLY === 'shards') return shards();
+  if (process.env.BENCH_ONLY === 'topology') {
+    console.log(`machine: ${cpus().length} × ${cpus()[0]?.model ?? 'cpu'}, ${(totalmem() / 2 ** 30).toFixed(0)} GiB, Node ${process.version}, ${new Date().toISOString()}`);
+    console.log('\n## Production topology (bench/topology.ts)\n');
+    return console.log(await benchTopology());
+  }
   if (process.env.BENCH_ONLY === 'coordination') return coordinationAndRefresh();
   if (process.env.BENCH_ONLY === 'cluster') {
     const rows = [];
@@ -186,6 +192,8 @@ async function main() {
   await images();
   await probes();
   await shards();
+  console.log('\n## Production topology (bench/topology.ts)\n');
+  console.log(await benchTopology());
 }
 
 main().catch((err) => {

@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { spawnSync } from 'node:child_process';
 import type { Db } from '../src/store/db.js';
 import { migrate } from '../src/store/migrate.js';
 import { MIGRATIONS } from '../src/store/migrations/index.js';
@@ -104,6 +105,22 @@ describe.each(BACKENDS)('store on $name', (backend) => {
     expect((await first.beat(0)).mine).toBe(false); // the displaced process learns it at its next beat
     expect((await second.beat(0)).mine).toBe(true);
     expect(Math.abs(await second.measureSkew())).toBeLessThan(1000);
+  });
+
+  it('an instance id whose holder died on this host (pid gone) or lost its liveness key is free at once', async () => {
+    const info = { instanceId: 'crashloop', env: 'test', mode: 'cluster', httpPort: 1, version: 't', heartbeatMs: 60_000 };
+    const dead = spawnSync(process.execPath, ['-e', '0']).pid!; // a pid that has exited
+    const first = new InstanceRegistry(db, systemClock, info);
+    await first.register();
+    // As if the first process had run, beaten a moment ago, and been SIGKILLed under that pid.
+    await db.query(`UPDATE instances SET pid = $2, heartbeat_at = clock_timestamp() WHERE instance_id = $1`, ['crashloop', dead]);
+    await new InstanceRegistry(db, systemClock, info).register();
+    // A live pid on this host (the test runner's parent) still holds the id until its heartbeat window ends.
+    await db.query(`UPDATE instances SET pid = $2, boot_id = gen_random_uuid(), heartbeat_at = clock_timestamp() WHERE instance_id = $1`, ['crashloop', process.ppid]);
+    await expect(new InstanceRegistry(db, systemClock, info).register()).rejects.toThrow(/already used by a live replica/);
+    // A published liveness key decides at once: no session holds it, so the holder is dead.
+    await db.query(`UPDATE instances SET alive_key = 12345 WHERE instance_id = $1`, ['crashloop']);
+    await new InstanceRegistry(db, systemClock, info).register();
   });
 
   it('admin sessions: stored hashed, bound to the admin token that minted them, verified until expiry', async () => {

@@ -30,8 +30,9 @@ export interface InstanceInfo {
   backends: BackendIdentity | null;
 }
 
-const LOCK_ROW = `SELECT boot_id, hostname, pid, heartbeat_at, stopped_at,
-  (stopped_at IS NULL AND heartbeat_at > clock_timestamp() - make_interval(secs => $2::double precision / 1000)) AS alive
+// Alive as every lease judges it (instanceAliveSql): a published liveness key decides at once, so a
+// SIGKILLed replica's id is free for its restart immediately; without one, a fresh heartbeat.
+const lockRowSql = () => `SELECT boot_id, hostname, pid, heartbeat_at, stopped_at, ${instanceAliveSql('instances', '$2')} AS alive
   FROM instances WHERE instance_id = $1 FOR UPDATE`;
 const UPSERT = `
 INSERT INTO instances (instance_id, boot_id, env, mode, hostname, pid, http_port, version, refreshes, backends, started_at, heartbeat_at, stopped_at)
@@ -116,9 +117,9 @@ export class InstanceRegistry {
 
   async register(): Promise<void> {
     await this.db.tx(async (q) => {
-      const { rows } = await q.query<{ boot_id: string; hostname: string; pid: number; heartbeat_at: unknown; alive: boolean }>(LOCK_ROW, [this.info.instanceId, this.livenessMs]);
+      const { rows } = await q.query<{ boot_id: string; hostname: string; pid: number; heartbeat_at: unknown; alive: boolean }>(lockRowSql(), [this.info.instanceId, this.livenessMs]);
       const cur = rows[0];
-      if (cur?.alive && cur.boot_id !== this.bootId) {
+      if (cur?.alive && cur.boot_id !== this.bootId && !deadOnThisHost(cur)) {
         throw new UserError(
           `instance id "${this.info.instanceId}" is already used by a live replica (host ${cur.hostname}, pid ${cur.pid}, last heartbeat ${toDate(cur.heartbeat_at)!.toISOString()}); give every replica its own RELAY_JOBS_INSTANCE_ID`,
         );
@@ -221,5 +222,22 @@ export class InstanceRegistry {
       process_at: toDate(r.process_at),
       backends: (r.backends as BackendIdentity | null) ?? null,
     }));
+  }
+}
+
+/**
+ * A previous holder of this instance id that ran on this very host under a pid that no longer
+ * exists is dead, whatever its last beat says: its restart takes the id at once instead of after
+ * the heartbeat window (a crash loop under fixed ids). Another host's process cannot be checked
+ * from here, and a pid that exists may be a reused one (or this process, as pid 1 in a restarted
+ * container): those wait for the liveness key or the heartbeat window, as before.
+ */
+function deadOnThisHost(cur: { hostname: string; pid: number }): boolean {
+  if (cur.hostname !== hostname() || cur.pid === process.pid) return false;
+  try {
+    process.kill(cur.pid, 0);
+    return false;
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === 'ESRCH';
   }
 }
