@@ -279,6 +279,7 @@ describe('web console (browser, embedded runtime)', () => {
       ['Account tests', 'Account tests'],
       ['Backups', 'Backups'],
       ['Timeline', 'Timeline'],
+      ['Doctor', 'Doctor'],
       ['Overview', 'Overview'],
     ] as const) {
       await page.getByRole('link', { name: link, exact: true }).click();

@@ -44,7 +44,7 @@ describe('process lifecycle', () => {
     try {
       // A first start says what it is doing while the database opens and migrates, then that it is ready.
       const started = await svc.waitForLine(/relay-jobs started: ready/, 90_000);
-      expect(svc.lines.some((l) => l.includes('opening the embedded database'))).toBe(true);
+      expect(svc.lines.some((l) => l.includes('creating the embedded database (PGlite) in a new data directory'))).toBe(true);
       expect(svc.lines.some((l) => l.includes('applying migration') && l.includes('1_core'))).toBe(true);
       const pid = (JSON.parse(started) as { pid: number }).pid;
       expect(pid).not.toBe(npm.pid);

@@ -33,6 +33,7 @@ export function buildProbes(w: WiringContext, { accounts, tokens }: Pick<Service
       leaseGraceMs: c.lease_grace,
       lateAfterMs: c.late_after,
       accountBaseUrl: c.account_base_url,
+      minIntervalMs: c.min_interval,
       aliveKey: () => w.liveness?.key ?? null,
     }),
     accountTestRunner: new AccountTestRunner(accountTests, client, auth, clock, metrics, log.child({ area: 'scheduled_account_test' }), {

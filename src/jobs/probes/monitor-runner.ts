@@ -14,6 +14,8 @@ export interface MonitorRunnerSettings {
   leaseGraceMs: number;
   lateAfterMs: number;
   accountBaseUrl: string;
+  /** `channel_monitor.min_interval`: an idle pass looks again within a quarter of it (a slot claimed half an interval late is skipped). */
+  minIntervalMs?: number;
   /** This replica's liveness key, recorded with each lease so a survivor takes the monitor over at once if this process dies. */
   aliveKey?: () => number | null;
 }
@@ -34,7 +36,10 @@ export function leaseLeftMs(leaseMs: number, seenAt: number, now: number, graceM
 
 /**
  * A pass that found nothing due looks again after this (or `poll_interval` if longer): an idle
- * replica costs one claim statement a second, and an edit still takes effect within a second.
+ * replica costs one claim statement a second, and an edit still takes effect within a second. It
+ * is shortened to a quarter of `channel_monitor.min_interval` when that is shorter: a slot claimed
+ * more than half an interval late is skipped, and an idle poll as long as the interval would lock
+ * onto one phase and skip every slot of a monitor whose phase it misses.
  */
 export const IDLE_POLL_MS = 1000;
 
@@ -146,8 +151,12 @@ export class MonitorRunner {
       this.running = false;
       this.backlog = claimed > 0 && claimed === wanted;
       // A full batch means more may be due: go again at once (when the pool has room).
-      this.schedule(claimed > 0 && claimed === wanted && this.pool.stats.running < this.s.poolSize ? 0 : claimed === 0 && wanted > 0 ? Math.max(IDLE_POLL_MS, this.s.pollMs) : this.s.pollMs);
+      this.schedule(claimed > 0 && claimed === wanted && this.pool.stats.running < this.s.poolSize ? 0 : claimed === 0 && wanted > 0 ? this.idlePollMs() : this.s.pollMs);
     }
+  }
+
+  private idlePollMs(): number {
+    return Math.max(Math.min(IDLE_POLL_MS, (this.s.minIntervalMs ?? Infinity) / 4), this.s.pollMs);
   }
 
   /**
