@@ -11,7 +11,7 @@ import { benchProbes, printProbes } from './probes.js';
 import { benchBackup, printBackup } from './backup.js';
 import buildCli from '../test/helpers/build-cli.js';
 import { benchRefreshShards, shardTable } from './refresh-shards.js';
-import { benchTopology } from './topology.js';
+import { benchRedisSizing, benchTopology } from './topology.js';
 
 const fmt = (n: number) => n.toFixed(3);
 
@@ -171,7 +171,9 @@ async function main() {
   if (process.env.BENCH_ONLY === 'topology') {
     console.log(`machine: ${cpus().length} × ${cpus()[0]?.model ?? 'cpu'}, ${(totalmem() / 2 ** 30).toFixed(0)} GiB, Node ${process.version}, ${new Date().toISOString()}`);
     console.log('\n## Production topology (bench/topology.ts)\n');
-    return console.log(await benchTopology());
+    console.log(await benchTopology());
+    console.log('\n## Redis memory (sizing)\n');
+    return console.log(await benchRedisSizing());
   }
   if (process.env.BENCH_ONLY === 'coordination') return coordinationAndRefresh();
   if (process.env.BENCH_ONLY === 'cluster') {
@@ -194,6 +196,8 @@ async function main() {
   await shards();
   console.log('\n## Production topology (bench/topology.ts)\n');
   console.log(await benchTopology());
+  console.log('\n## Redis memory (sizing)\n');
+  console.log(await benchRedisSizing());
 }
 
 main().catch((err) => {

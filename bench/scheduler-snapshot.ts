@@ -239,3 +239,25 @@ export async function benchOutbox(events: number): Promise<{ design: string; eve
   });
   return results;
 }
+
+/** Redis memory of the scheduler snapshot for `accounts` accounts (every bucket rebuilt), from MEMORY USAGE of its keys. */
+export async function benchSnapshotMemory(accounts: number): Promise<{ accounts: number; bytes: number }> {
+  return withRig(accounts, async ({ snapshot, redis }) => {
+    await snapshot.builder.rebuildAll(2000, async () => undefined);
+    return { accounts, bytes: await keyBytes(redis, `${(snapshot.buckets as unknown as { base: string }).base}:*`) };
+  });
+}
+
+/** The sum of MEMORY USAGE (all samples) over the keys matching `pattern`. */
+export async function keyBytes(redis: Redis, pattern: string): Promise<number> {
+  let cursor = '0';
+  let total = 0;
+  do {
+    const [next, keys] = await redis.scan(cursor, 'MATCH', pattern, 'COUNT', 1000);
+    cursor = next;
+    const p = redis.pipeline();
+    for (const k of keys) p.memory('USAGE', k, 'SAMPLES', '0');
+    for (const [err, n] of (await p.exec()) ?? []) if (!err) total += Number(n ?? 0);
+  } while (cursor !== '0');
+  return total;
+}

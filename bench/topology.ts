@@ -16,8 +16,11 @@ import pg from 'pg';
 import { ServiceProcess } from '../test/helpers/cli.js';
 import { PgBouncer } from '../test/helpers/pgbouncer.js';
 import { SentinelSet } from '../test/helpers/redis-topologies.js';
-import { PrivateRedis, TEST_MASTER_KEY, freePort, freshDatabase, uniqueName } from '../test/helpers/services.js';
+import { PrivateRedis, REDIS_URL, TEST_MASTER_KEY, dropRedisPrefix, freePort, freshDatabase, uniqueName } from '../test/helpers/services.js';
+import { Redis } from 'ioredis';
 import { OTHER_JOBS } from './cluster-scenario.js';
+import { benchSnapshotMemory, keyBytes } from './scheduler-snapshot.js';
+import { RedisQuotaCounters, quotaMember } from '../src/coordination/quota-counters.js';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
@@ -158,4 +161,27 @@ export async function benchTopology(kills = Number(process.env.BENCH_TOPOLOGY_KI
     await db.drop();
   }
   return lines.join('\n');
+}
+
+/** Redis memory per 1M quota counters (measured on `keys`, scaled) and per 10k accounts of scheduler snapshot. */
+export async function benchRedisSizing(quotaKeys = Number(process.env.BENCH_SIZING_QUOTA_KEYS ?? 100_000), accounts = Number(process.env.BENCH_SIZING_ACCOUNTS ?? 10_000)): Promise<string> {
+  const redis = new Redis(REDIS_URL);
+  const prefix = uniqueName('rjsize');
+  try {
+    const counters = new RedisQuotaCounters(redis, { prefix, env: 'bench' });
+    const members = Array.from({ length: quotaKeys }, (_, i) => quotaMember(`user-${i}`, ['openai', 'anthropic', 'gemini'][i % 3]!));
+    for (let i = 0; i < members.length; i += 500) await Promise.all(members.slice(i, i + 500).map((m) => counters.increment(m, 1234)));
+    for (let i = 0; i < members.length; i += 500) await Promise.all(members.slice(i, i + 500).map((m) => counters.seed(m, 100_000, 1)));
+    const quotaBytes = await keyBytes(redis, `${prefix}:bench:quota:*`);
+    const snap = await benchSnapshotMemory(accounts);
+    return [
+      '| what | measured on | bytes | per unit |',
+      '|---|---|---|---|',
+      `| quota counters (hash + dirty-set member) | ${quotaKeys} keys | ${quotaBytes} | ${(((quotaBytes / quotaKeys) * 1e6) / 2 ** 20).toFixed(0)} MiB per 1M keys |`,
+      `| scheduler snapshot (every bucket) | ${snap.accounts} accounts | ${snap.bytes} | ${(((snap.bytes / snap.accounts) * 1e4) / 2 ** 20).toFixed(1)} MiB per 10k accounts |`,
+    ].join('\n');
+  } finally {
+    await dropRedisPrefix(prefix);
+    redis.disconnect();
+  }
 }
