@@ -12,6 +12,7 @@ import { RedisLeaderLock } from '../src/coordination/leader-lock.js';
 import { quotaCounterKey, CLUSTER_QUOTA_SHARDS } from '../src/coordination/keys.js';
 import { captureLogs } from './helpers/log-capture.js';
 import { ServiceProcess } from './helpers/cli.js';
+import { runClusterScenario } from './helpers/cluster-scenario.js';
 import { RedisClusterSet, SentinelSet } from './helpers/redis-topologies.js';
 import { TEST_MASTER_KEY, freePort, freshDatabase, uniqueName } from './helpers/services.js';
 
@@ -255,4 +256,27 @@ describe('Redis Sentinel: a failover under three replicas running canary every s
     for (const r of replicas) r.proc.kill('SIGTERM');
     expect(await Promise.all(replicas.map((r) => r.exited))).toEqual([0, 0, 0]);
   });
+});
+
+describe('the cluster scenario on a Redis Cluster', () => {
+  let set: RedisClusterSet;
+  let db: Awaited<ReturnType<typeof freshDatabase>>;
+  let client: pg.Client;
+  const replicas: ServiceProcess[] = [];
+
+  beforeAll(async () => {
+    [set, db] = await Promise.all([RedisClusterSet.start(3), freshDatabase()]);
+    client = new pg.Client({ connectionString: db.url });
+    await client.connect();
+  });
+  afterAll(async () => {
+    for (const r of replicas) if (r.proc.exitCode === null) r.proc.kill('SIGKILL');
+    await client?.end();
+    await db?.drop();
+    await set?.stop();
+  });
+
+  it('no slot twice, no overlap, failover, PG fallback while the whole Redis Cluster is down, clean SIGTERM', async () => {
+    await runClusterScenario({ databaseUrl: db.url, client, redis: { url: set.url, stop: () => set.stopNodes(), start: () => set.startNodes() }, replicas });
+  }, 150_000);
 });

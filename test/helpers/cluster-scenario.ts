@@ -6,7 +6,7 @@
 import { expect } from 'vitest';
 import type pg from 'pg';
 import { ServiceProcess } from './cli.js';
-import { PrivateRedis, TEST_MASTER_KEY, freePort, uniqueName } from './services.js';
+import { TEST_MASTER_KEY, freePort, uniqueName } from './services.js';
 
 export const INTERVAL = 1000;
 export const LOCK_TTL = 3000;
@@ -26,7 +26,8 @@ export interface ScenarioOptions {
   /** Extra environment for every replica (e.g. DATABASE_DIRECT_URL). */
   env?: Record<string, string>;
   client: pg.Client;
-  redis: PrivateRedis;
+  /** The Redis the replicas use and the test stops for five seconds: a private node, or a whole Redis Cluster. */
+  redis: { url: string; stop(): Promise<void>; start(): Promise<void> };
   /** Filled as replicas start, so the caller's afterAll can SIGKILL what is left. */
   replicas: ServiceProcess[];
 }

@@ -131,6 +131,16 @@ export class RedisClusterSet {
     return set;
   }
 
+  /** Every node SIGKILLed (a whole-cluster outage); `startNodes` brings them back from their nodes.conf. */
+  async stopNodes(): Promise<void> {
+    await Promise.all(this.nodes.map((n) => n.kill()));
+  }
+
+  async startNodes(): Promise<void> {
+    await Promise.all(this.nodes.map((n) => n.start()));
+    await this.waitHealthy();
+  }
+
   /** Until every node answers `cluster_state:ok`. */
   async waitHealthy(timeoutMs = 60_000): Promise<void> {
     const end = Date.now() + timeoutMs;
