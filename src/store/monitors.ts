@@ -1,3 +1,5 @@
+// Longer than one read on purpose: every statement on `monitors` (CRUD, the spread claim with its
+// half-interval skip, results, overdue reads) in one repository, so the claim and the lease rules are read together.
 import type { Db } from './db.js';
 import { iso, num, toDate } from './db.js';
 import type { SecretBox } from './secret-box.js';
