@@ -7,6 +7,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createServer } from 'node:net';
 import { Redis } from 'ioredis';
+import { waitForRedis } from './services.js';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
@@ -31,23 +32,6 @@ async function clusterPort(taken: Set<number>): Promise<number> {
   throw new Error('no free port pair for a Redis Cluster node');
 }
 
-async function waitForPing(port: number): Promise<void> {
-  for (let i = 0; i < 200; i++) {
-    const c = new Redis({ port, host: '127.0.0.1', lazyConnect: true, retryStrategy: () => null, maxRetriesPerRequest: 0 });
-    c.on('error', () => undefined);
-    try {
-      await c.connect();
-      await c.ping();
-      c.disconnect();
-      return;
-    } catch {
-      c.disconnect();
-      await sleep(50);
-    }
-  }
-  throw new Error(`redis-server did not answer on port ${port}`);
-}
-
 async function info(port: number, command: string[]): Promise<string> {
   const c = new Redis({ port, host: '127.0.0.1', lazyConnect: true, retryStrategy: () => null, maxRetriesPerRequest: 0 });
   c.on('error', () => undefined);
@@ -67,7 +51,7 @@ class Server {
   ) {}
   async start(): Promise<void> {
     this.proc = spawn('redis-server', this.args, { stdio: 'ignore' });
-    await waitForPing(this.port);
+    await waitForRedis(this.port);
   }
   async kill(): Promise<void> {
     const p = this.proc;

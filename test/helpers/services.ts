@@ -56,6 +56,24 @@ export async function freePort(): Promise<number> {
   });
 }
 
+/** Until a redis-server on this loopback port answers PING (about 10 s at most). */
+export async function waitForRedis(port: number): Promise<void> {
+  for (let i = 0; i < 200; i++) {
+    const c = new Redis({ port, host: '127.0.0.1', lazyConnect: true, retryStrategy: () => null, maxRetriesPerRequest: 0 });
+    c.on('error', () => undefined);
+    try {
+      await c.connect();
+      await c.ping();
+      c.disconnect();
+      return;
+    } catch {
+      c.disconnect();
+      await new Promise((r) => setTimeout(r, 50));
+    }
+  }
+  throw new Error(`redis-server did not answer on port ${port}`);
+}
+
 /** A private redis-server on its own port, so a test can stop and restart Redis without touching anyone else's. */
 export class PrivateRedis {
   private proc: ChildProcess | null = null;
@@ -73,20 +91,7 @@ export class PrivateRedis {
 
   async start(): Promise<void> {
     this.proc = spawn('redis-server', ['--port', String(this.port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'], { stdio: 'ignore' });
-    for (let i = 0; i < 100; i++) {
-      const c = new Redis(this.url, { lazyConnect: true, retryStrategy: () => null, maxRetriesPerRequest: 0 });
-      c.on('error', () => undefined);
-      try {
-        await c.connect();
-        await c.ping();
-        c.disconnect();
-        return;
-      } catch {
-        c.disconnect();
-        await new Promise((r) => setTimeout(r, 50));
-      }
-    }
-    throw new Error(`redis-server did not start on port ${this.port}`);
+    await waitForRedis(this.port);
   }
 
   async stop(): Promise<void> {
