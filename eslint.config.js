@@ -14,6 +14,18 @@ const SQL = [
   { selector: `TemplateLiteral > TemplateElement:first-child[value.raw=${SQL_START}]`, message: 'SQL belongs in src/store/ or src/coordination/ (a named statement in a repository)' },
 ];
 
+// Error statuses: only src/http/errors.ts turns an AppError kind into a status and an `{ error }` body.
+// Everywhere else an error is thrown as an AppError of a kind; success codes (201/202/204) stay literal.
+const ERROR_HINT = 'throw an AppError of a kind (src/errors/app-error.ts); only src/http/errors.ts maps kinds to statuses and builds error bodies';
+const STATUS_CALL = 'CallExpression[callee.property.name=/^(code|status|writeHead)$/]';
+const ERROR_STATUS = [
+  { selector: `${STATUS_CALL}[arguments.0.type='Literal'][arguments.0.value>=400]`, message: `an error status outside src/http/errors.ts: ${ERROR_HINT}` },
+  { selector: `${STATUS_CALL}[arguments.0.type!='Literal']`, message: `a computed status outside src/http/errors.ts (it may be an error): ${ERROR_HINT}` },
+  { selector: "AssignmentExpression[left.property.name='statusCode']", message: `a status set by hand outside src/http/errors.ts: ${ERROR_HINT}` },
+  { selector: 'CallExpression[callee.name=/^(errorBody|sendError)$/]', message: `an error body built outside src/http/errors.ts: ${ERROR_HINT}` },
+  { selector: "Property[key.name='error'] > ObjectExpression.value > Property[key.name='code']", message: `a hand-built { error: {...} } body: ${ERROR_HINT}` },
+];
+
 export default tseslint.config(
   { ignores: ['dist/', '.test-dist/', 'test-artifacts/', 'node_modules/', 'docs/api/', 'coverage/', 'data/', 'web/dist/', '*.building-*/', '*.old-*/', '.build-check-*/', 'data-example/'] },
   {
@@ -34,7 +46,8 @@ export default tseslint.config(
   // The console renders the API's JSON as it comes; its shapes are the API's, documented in docs/.
   { files: ['web/src/**/*.{ts,tsx}'], rules: { '@typescript-eslint/no-explicit-any': 'off' } },
   { files: ['test/**/*.ts', 'bench/**/*.ts'], rules: { '@typescript-eslint/no-explicit-any': 'off' } },
-  { files: ['src/**/*.ts'], ignores: ['src/time/**'], rules: { 'no-restricted-syntax': ['error', ...CLOCK] } },
-  { files: ['src/**/*.ts'], ignores: ['src/time/**', 'src/store/**', 'src/coordination/**'], rules: { 'no-restricted-syntax': ['error', ...CLOCK, ...SQL] } },
-  { files: ['src/store/**/*.ts', 'src/coordination/**/*.ts'], rules: { 'no-restricted-syntax': ['error', ...CLOCK] } },
+  { files: ['src/time/**/*.ts'], rules: { 'no-restricted-syntax': ['error', ...ERROR_STATUS] } },
+  { files: ['src/**/*.ts'], ignores: ['src/time/**', 'src/store/**', 'src/coordination/**'], rules: { 'no-restricted-syntax': ['error', ...CLOCK, ...SQL, ...ERROR_STATUS] } },
+  { files: ['src/http/errors.ts'], rules: { 'no-restricted-syntax': ['error', ...CLOCK, ...SQL] } },
+  { files: ['src/store/**/*.ts', 'src/coordination/**/*.ts'], rules: { 'no-restricted-syntax': ['error', ...CLOCK, ...ERROR_STATUS] } },
 );

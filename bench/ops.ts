@@ -14,6 +14,7 @@ import { OpsSilences } from '../src/store/ops-silences.js';
 import { OpsReports } from '../src/store/ops-reports.js';
 import { OpsRetention } from '../src/store/ops-retention.js';
 import { MonitorWindows } from '../src/store/monitor-windows.js';
+import { RunRecords } from '../src/coordination/run-records.js';
 import { OpsCollector } from '../src/jobs/ops/ops-collector.js';
 import { evaluateAlerts } from '../src/jobs/ops/alert-round.js';
 import { SERIES_NAMES } from '../src/jobs/ops/catalogue.js';
@@ -104,6 +105,7 @@ export async function benchAlertEvaluation(counts: number[]): Promise<Array<{ ru
           silences: new OpsSilences(db),
           reports: new OpsReports(db),
           retention: new OpsRetention(db),
+          runRecords: new RunRecords(db),
           collector: null as never,
           monitorWindows: new MonitorWindows(db),
         };

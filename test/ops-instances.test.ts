@@ -9,7 +9,6 @@ import { ProcessSampler, type ProcessFigures } from '../src/telemetry/process-sa
 import { opsStatus } from '../src/cli/ops-status.js';
 import { systemClock } from '../src/time/clock.js';
 import { InstanceHeartbeat } from '../src/app/instance-heartbeat.js';
-import { RunRecords } from '../src/coordination/run-records.js';
 import { SkipCounter } from '../src/coordination/skip-counter.js';
 import { Metrics } from '../src/telemetry/metrics.js';
 import { LivenessSession } from '../src/coordination/liveness.js';
@@ -185,7 +184,6 @@ describe('ops_metrics per-instance process figures (PostgreSQL)', () => {
     const beat = new InstanceHeartbeat({
       config,
       registry: own,
-      records: new RunRecords(rt.db),
       metrics: new Metrics({ defaultMetrics: false }),
       log: silentLogger(),
       clock: systemClock,

@@ -4,7 +4,6 @@ import type { InstanceRegistry } from '../coordination/instance-registry.js';
 import type { SkipCounter } from '../coordination/skip-counter.js';
 import type { LivenessSession } from '../coordination/liveness.js';
 import type { RefreshShards } from '../coordination/refresh-shards.js';
-import type { RunRecords } from '../coordination/run-records.js';
 import type { Metrics } from '../telemetry/metrics.js';
 import type { Logger } from '../telemetry/logger.js';
 import type { Clock } from '../time/clock.js';
@@ -12,7 +11,6 @@ import { ProcessSampler } from '../telemetry/process-sampler.js';
 import { HEALTH_STATES, type JobView } from './job-views.js';
 import type { BackendIdentity } from '../coordination/backend-identity.js';
 
-const PRUNE_EVERY_MS = 3_600_000;
 /** How often the heartbeat refreshes the job health gauges (two cluster-wide reads). */
 const HEALTH_EVERY_MS = 15_000;
 /** How often the beat re-reads the backends' identity (Redis INFO, system_identifier): a Redis restart or failover shows within a minute. */
@@ -22,12 +20,12 @@ const IDENTITY_EVERY_MS = 60_000;
  * The replica's beat, every `cluster.instance_heartbeat`: measures clock skew against the
  * database (the scheduler corrects its slots by it), refreshes the `instances` row with this
  * process's figures since the previous beat (and notices another process with this instance
- * id), exports job health, and prunes old `job_runs`.
+ * id), and exports job health. Nothing else: old `job_runs` are pruned by ops_cleanup, the one
+ * retention round, under `scheduler.run_retention`.
  */
 export class InstanceHeartbeat {
   private timer: ReturnType<typeof setTimeout> | null = null;
   private stopped = false;
-  private lastPrune = 0;
   private lastHealth = 0;
   private lastIdentity = 0;
   private identity: BackendIdentity | null = null;
@@ -39,7 +37,6 @@ export class InstanceHeartbeat {
     private readonly deps: {
       config: Config;
       registry: InstanceRegistry;
-      records: RunRecords;
       metrics: Metrics;
       log: Logger;
       clock: Clock;
@@ -102,7 +99,7 @@ export class InstanceHeartbeat {
 
   private async beat(): Promise<void> {
     if (this.stopped) return;
-    const { registry, records, metrics, log, config, clock } = this.deps;
+    const { registry, metrics, log, config, clock } = this.deps;
     const skips = this.deps.skips.take();
     try {
       await this.readIdentity();
@@ -126,11 +123,6 @@ export class InstanceHeartbeat {
         for (const view of await this.deps.views()) {
           for (const h of HEALTH_STATES) metrics.jobHealth.set({ job: view.name, health: h }, view.health === h ? 1 : 0);
         }
-      }
-      if (clock.now() - this.lastPrune > PRUNE_EVERY_MS) {
-        this.lastPrune = clock.now();
-        const pruned = await records.prune(config.scheduler.run_retention);
-        if (pruned) log.info({ pruned }, 'old job_runs records pruned');
       }
     } catch (err) {
       this.deps.skips.restore(skips);

@@ -7,6 +7,7 @@ import { OpsReports } from '../store/ops-reports.js';
 import { OpsRetention } from '../store/ops-retention.js';
 import { OpsCollector } from '../jobs/ops/ops-collector.js';
 import { MonitorWindows } from '../store/monitor-windows.js';
+import { RunRecords } from '../coordination/run-records.js';
 
 /**
  * The ops plane's services. Called while the runtime builds its services: the probes read the
@@ -25,7 +26,16 @@ export function buildOps(w: WiringContext): Wired<Pick<Services, 'ops'>> {
   });
   return {
     services: {
-      ops: { series, alerts: new OpsAlerts(db), silences: new OpsSilences(db), reports: new OpsReports(db), retention: new OpsRetention(db), collector, monitorWindows: new MonitorWindows(db) },
+      ops: {
+        series,
+        alerts: new OpsAlerts(db),
+        silences: new OpsSilences(db),
+        reports: new OpsReports(db),
+        retention: new OpsRetention(db),
+        runRecords: new RunRecords(db),
+        collector,
+        monitorWindows: new MonitorWindows(db),
+      },
     },
     rungs: [],
   };

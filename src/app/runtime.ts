@@ -118,7 +118,6 @@ export class Runtime {
     this.heartbeat = new InstanceHeartbeat({
       config,
       registry: this.registry,
-      records: this.records,
       metrics: this.metrics,
       log,
       clock,

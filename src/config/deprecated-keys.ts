@@ -11,9 +11,9 @@ function section(tree: Tree, key: string): Tree | undefined {
  * replacement; every one leaves a warning naming the replacement. The effective configuration
  * then holds only the replacement, so `config check --print` never prints a deprecated key.
  *
- * - `ops.retention_days.job_runs` (days) → `scheduler.run_retention`: the heartbeat prunes
- *   job_runs by `scheduler.run_retention`, and ops_cleanup never reached rows that old, so the
- *   old key never took effect.
+ * - `ops.retention_days.job_runs` (days) → `scheduler.run_retention`: job_runs were pruned by
+ *   `scheduler.run_retention` before ops_cleanup reached rows that old, so the old key never
+ *   took effect. ops_cleanup (the retention round) now prunes job_runs by that one setting.
  */
 export function moveDeprecatedKeys(tree: Tree, from: (key: string) => string, sources: Map<string, string>): string[] {
   const warnings: string[] = [];

@@ -5,7 +5,39 @@
  * knows a status code), a message that says what was wrong and where, and optional field errors.
  * `details` are extra, safe, machine-readable facts (never a secret).
  */
-export type ErrorKind = 'invalid' | 'unauthorized' | 'not_found' | 'conflict' | 'payment_required' | 'too_large' | 'rate_limited' | 'unavailable' | 'upstream_failed' | 'timeout';
+export type ErrorKind =
+  | 'invalid'
+  | 'unauthorized'
+  | 'forbidden'
+  | 'not_found'
+  | 'conflict'
+  | 'payment_required'
+  | 'too_large'
+  | 'headers_too_large'
+  | 'request_timeout'
+  | 'rate_limited'
+  | 'unavailable'
+  | 'upstream_failed'
+  | 'timeout'
+  | 'internal';
+
+/** Every kind, in the order of the status table (tests walk it). */
+export const ERROR_KINDS: readonly ErrorKind[] = [
+  'invalid',
+  'unauthorized',
+  'payment_required',
+  'forbidden',
+  'not_found',
+  'request_timeout',
+  'conflict',
+  'too_large',
+  'rate_limited',
+  'headers_too_large',
+  'internal',
+  'upstream_failed',
+  'unavailable',
+  'timeout',
+];
 
 export interface FieldError {
   /** Dotted path of the offending field: `events.3.cost`, `query.from`. */
@@ -23,9 +55,11 @@ export class AppError extends Error {
     message: string,
     readonly fields?: FieldError[],
     readonly details?: Record<string, unknown>,
+    retryAfterSeconds?: number,
   ) {
     super(message);
     this.name = new.target.name;
+    if (retryAfterSeconds !== undefined) this.retryAfterSeconds = retryAfterSeconds;
   }
 }
 
@@ -41,6 +75,23 @@ export class NotFound extends AppError {
   constructor(message: string, code = 'not_found') {
     super('not_found', code, message);
   }
+}
+
+/** The caller is known but may not do this (a session minting sessions, a cookie call without its CSRF header). */
+export class Forbidden extends AppError {
+  constructor(code: string, message: string) {
+    super('forbidden', code, message);
+  }
+}
+
+/** For `value ?? notFound('no proxy 7')`: the value, or a NotFound thrown in its place. */
+export function notFound(message: string, code = 'not_found'): never {
+  throw new NotFound(message, code);
+}
+
+/** A request the service understood but cannot take as it stands (`code` names the rule). */
+export function badRequest(code: string, message: string): never {
+  throw new AppError('invalid', code, message);
 }
 
 export class Conflict extends AppError {

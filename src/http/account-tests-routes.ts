@@ -4,8 +4,8 @@ import type { Runtime } from '../app/runtime.js';
 import type { PlanInput } from '../store/account-tests.js';
 import { checkPlanSchedule, nextOccurrence } from '../jobs/probes/plan-schedule.js';
 import { id } from './accounts-routes.js';
-import { InvalidInput } from '../errors/app-error.js';
-import { parseBody, parseId, sendError } from './validation.js';
+import { InvalidInput, notFound } from '../errors/app-error.js';
+import { parseBody, parseId } from './validation.js';
 
 const fields = {
   account_id: id,
@@ -53,25 +53,25 @@ export function registerAccountTestRoutes(api: FastifyInstance, rt: Runtime): vo
     return { plans: await accountTests.list({ afterId: Number(req.query.after_id ?? 0) || 0, limit, accountId }) };
   });
 
-  api.get<{ Params: { id: string } }>('/account-tests/:id', async (req, reply) => {
+  api.get<{ Params: { id: string } }>('/account-tests/:id', async (req) => {
     const n = parseId(req.params.id);
     const plan = n && (await accountTests.get(n));
-    if (!plan) return sendError(reply, 404, 'not_found', `no account test plan ${req.params.id}`);
+    if (!plan) return notFound(`no account test plan ${req.params.id}`);
     return { ...plan, results: await accountTests.results(plan.id, plan.max_results) };
   });
 
-  api.get<{ Params: { id: string } }>('/account-tests/:id/audit', async (req, reply) => {
+  api.get<{ Params: { id: string } }>('/account-tests/:id/audit', async (req) => {
     const n = parseId(req.params.id);
     const plan = n && (await accountTests.get(n));
-    if (!plan) return sendError(reply, 404, 'not_found', `no account test plan ${req.params.id}`);
+    if (!plan) return notFound(`no account test plan ${req.params.id}`);
     return { account_id: plan.account_id, audit: await accountTests.audit(plan.account_id, 100) };
   });
 
-  api.patch<{ Params: { id: string } }>('/account-tests/:id', async (req, reply) => {
+  api.patch<{ Params: { id: string } }>('/account-tests/:id', async (req) => {
     const n = parseId(req.params.id);
     const b = parseBody(patchSchema, req.body);
     const cur = n && (await accountTests.get(n));
-    if (!cur) return sendError(reply, 404, 'not_found', `no account test plan ${req.params.id}`);
+    if (!cur) return notFound(`no account test plan ${req.params.id}`);
     const merged: PlanInput = {
       accountId: b.account_id ?? cur.account_id,
       cron: b.cron ?? cur.cron,
@@ -94,7 +94,7 @@ export function registerAccountTestRoutes(api: FastifyInstance, rt: Runtime): vo
 
   api.delete<{ Params: { id: string } }>('/account-tests/:id', async (req, reply) => {
     const n = parseId(req.params.id);
-    if (!n || !(await accountTests.delete(n))) return sendError(reply, 404, 'not_found', `no account test plan ${req.params.id}`);
+    if (!n || !(await accountTests.delete(n))) return notFound(`no account test plan ${req.params.id}`);
     return reply.code(204).send();
   });
 }

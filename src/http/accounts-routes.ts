@@ -1,10 +1,10 @@
-import { InvalidInput } from '../errors/app-error.js';
+import { InvalidInput, notFound } from '../errors/app-error.js';
 import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
 import type { Runtime } from '../app/runtime.js';
 import { ACCOUNT_STATUSES, type Credentials } from '../store/accounts.js';
 import { jwtExpiry } from '../upstream/jwt.js';
-import { parseBody, parseId, sendError, type FieldError } from './validation.js';
+import { parseBody, parseId, type FieldError } from './validation.js';
 
 const MAX_TOKEN = 16 * 1024;
 const token = z.string().min(1, 'expected a non-empty string').max(MAX_TOKEN, `expected at most ${MAX_TOKEN} characters`);
@@ -133,16 +133,16 @@ export function registerAccountRoutes(api: FastifyInstance, rt: Runtime): void {
     return { accounts: list, next_after: list.length === q.limit ? list[list.length - 1]!.id : null };
   });
 
-  api.get<{ Params: { id: string } }>('/accounts/:id', async (req, reply) => {
+  api.get<{ Params: { id: string } }>('/accounts/:id', async (req) => {
     const n = parseId(req.params.id);
     const view = n && (await accounts.get(n));
-    return view || sendError(reply, 404, 'not_found', `no account ${req.params.id}`);
+    return view || notFound(`no account ${req.params.id}`);
   });
 
-  api.patch<{ Params: { id: string } }>('/accounts/:id', async (req, reply) => {
+  api.patch<{ Params: { id: string } }>('/accounts/:id', async (req) => {
     const n = parseId(req.params.id);
     const body = parseBody(patchAccountSchema, req.body);
-    if (!n || !(await accounts.get(n))) return sendError(reply, 404, 'not_found', `no account ${req.params.id}`);
+    if (!n || !(await accounts.get(n))) return notFound(`no account ${req.params.id}`);
     const errors = await checkRefs(body);
     if (errors.length) throw new InvalidInput(errors);
     const exp = body.credentials && tokenExpiry(body.credentials);
@@ -163,19 +163,19 @@ export function registerAccountRoutes(api: FastifyInstance, rt: Runtime): void {
     ['disable', 'disabled'],
     ['enable', 'active'],
   ] as const) {
-    api.post<{ Params: { id: string } }>(`/accounts/:id/${action}`, async (req, reply) => {
+    api.post<{ Params: { id: string } }>(`/accounts/:id/${action}`, async (req) => {
       const n = parseId(req.params.id);
       const view = n && (await accounts.update(n, { status }));
-      if (!view) return sendError(reply, 404, 'not_found', `no account ${req.params.id}`);
+      if (!view) return notFound(`no account ${req.params.id}`);
       rt.log.info({ account_id: n, status }, `account ${action}d`);
       return view;
     });
   }
 
-  api.post<{ Params: { id: string } }>('/accounts/:id/refresh', async (req, reply) => {
+  api.post<{ Params: { id: string } }>('/accounts/:id/refresh', async (req) => {
     const n = parseId(req.params.id);
     const before = n && (await accounts.get(n));
-    if (!before) return sendError(reply, 404, 'not_found', `no account ${req.params.id}`);
+    if (!before) return notFound(`no account ${req.params.id}`);
     const outcome = await tokenRefresh.refreshNow(before.id, 'admin', before.token_version);
     const { result, ...rest } = outcome;
     const detail = 'reason' in rest ? rest.reason : undefined;
@@ -184,14 +184,14 @@ export function registerAccountRoutes(api: FastifyInstance, rt: Runtime): void {
 
   api.post<{ Params: { id: string } }>('/accounts/:id/token', async (req, reply) => {
     const n = parseId(req.params.id);
-    if (!n) return sendError(reply, 404, 'not_found', `no account ${req.params.id}`);
+    if (!n) return notFound(`no account ${req.params.id}`);
     return reply.header('cache-control', 'no-store').send(await tokens.getAccessToken(n));
   });
 
-  api.post<{ Params: { id: string } }>('/accounts/:id/unauthorized', async (req, reply) => {
+  api.post<{ Params: { id: string } }>('/accounts/:id/unauthorized', async (req) => {
     const n = parseId(req.params.id);
     const body = parseBody(unauthorizedSchema, req.body);
-    if (!n) return sendError(reply, 404, 'not_found', `no account ${req.params.id}`);
+    if (!n) return notFound(`no account ${req.params.id}`);
     return tokens.reportUnauthorized(n, body.token_version);
   });
 }

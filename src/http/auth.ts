@@ -1,5 +1,6 @@
-import type { FastifyReply, FastifyRequest } from 'fastify';
+import type { FastifyRequest } from 'fastify';
 import type { Runtime } from '../app/runtime.js';
+import { AppError, Forbidden } from '../errors/app-error.js';
 import { SESSION_COOKIE, csrfOk, readCookie, sameSecret } from './console-cookie.js';
 
 export function bearer(req: FastifyRequest): string | null {
@@ -22,20 +23,17 @@ export function sessionToken(req: FastifyRequest): { token: string; viaCookie: b
  * in the console's HttpOnly cookie; a cookie-authenticated state-changing call must carry the CSRF header.
  */
 export function requireAdmin(rt: Runtime) {
-  return async (req: FastifyRequest, reply: FastifyReply) => {
-    if (!rt.adminToken) {
-      return reply.code(401).send({ error: { code: 'admin_api_disabled', message: 'the admin API is disabled: set RELAY_JOBS_ADMIN_TOKEN on this replica' } });
-    }
+  const unauthorized = (code: string, message: string) => new AppError('unauthorized', code, message);
+  return async (req: FastifyRequest) => {
+    if (!rt.adminToken) throw unauthorized('admin_api_disabled', 'the admin API is disabled: set RELAY_JOBS_ADMIN_TOKEN on this replica');
     const auth = sessionToken(req);
     if (!auth && req.headers.authorization) {
       // The header is there but not in the Bearer form: say that, instead of "missing".
-      return reply.code(401).send({ error: { code: 'unauthorized', message: 'the Authorization header must be "Bearer <token>" (the word Bearer, a space, then the token)' } });
+      throw unauthorized('unauthorized', 'the Authorization header must be "Bearer <token>" (the word Bearer, a space, then the token)');
     }
-    if (!auth) return reply.code(401).send({ error: { code: 'unauthorized', message: 'missing "Authorization: Bearer <token>" header' } });
+    if (!auth) throw unauthorized('unauthorized', 'missing "Authorization: Bearer <token>" header');
     if (!auth.viaCookie && sameSecret(auth.token, rt.adminToken)) return;
-    if (!(await rt.sessions.verify(auth.token, rt.adminToken))) return reply.code(401).send({ error: { code: 'unauthorized', message: 'invalid or expired token' } });
-    if (auth.viaCookie && !csrfOk(req, auth.token)) {
-      return reply.code(403).send({ error: { code: 'csrf_failed', message: 'a cookie-authenticated state-changing call needs the X-CSRF-Token header' } });
-    }
+    if (!(await rt.sessions.verify(auth.token, rt.adminToken))) throw unauthorized('unauthorized', 'invalid or expired token');
+    if (auth.viaCookie && !csrfOk(req, auth.token)) throw new Forbidden('csrf_failed', 'a cookie-authenticated state-changing call needs the X-CSRF-Token header');
   };
 }

@@ -1,11 +1,10 @@
-import { InvalidInput } from '../errors/app-error.js';
+import { AppError, InvalidInput, Conflict, notFound } from '../errors/app-error.js';
 import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
 import type { Runtime } from '../app/runtime.js';
 import { formatDuration } from '../config/duration.js';
-import { parseBody, parseId, sendError } from './validation.js';
+import { parseBody, parseId } from './validation.js';
 import { reminderSettings } from '../jobs/billing/subscription-expiry.js';
-import { STATUS, errorBody } from './errors.js';
 
 const when = z.iso.datetime({ offset: true, message: 'expected an ISO 8601 date-time such as 2026-12-31T00:00:00Z' });
 const money = z.number({ message: 'expected an integer amount in minor units (cents, fen)' }).int('expected an integer amount in minor units (cents, fen)');
@@ -35,9 +34,9 @@ export function registerBillingRoutes(api: FastifyInstance, rt: Runtime): void {
     const b = parseBody(userBody, req.body);
     return reply.code(201).send(await billing.createUser({ externalId: b.external_id, email: b.email }));
   });
-  api.get<{ Params: { id: string } }>('/billing/users/:id', async (req, reply) => {
+  api.get<{ Params: { id: string } }>('/billing/users/:id', async (req) => {
     const u = await billing.user(parseId(req.params.id) ?? 0);
-    if (!u) return sendError(reply, 404, 'not_found', `no user ${req.params.id}`);
+    if (!u) return notFound(`no user ${req.params.id}`);
     return { ...u, subscriptions: await billing.subscriptionsOf(u.id as number) };
   });
 
@@ -57,14 +56,14 @@ export function registerBillingRoutes(api: FastifyInstance, rt: Runtime): void {
     if (expires <= starts) throw new InvalidInput([{ field: 'expires_at', message: 'must be after starts_at' }]);
     return reply.code(201).send(await billing.createSubscription({ userId: b.user_id, planId: b.plan_id, startsAt: starts, expiresAt: expires }));
   });
-  api.get<{ Params: { id: string } }>('/billing/subscriptions/:id', async (req, reply) => {
+  api.get<{ Params: { id: string } }>('/billing/subscriptions/:id', async (req) => {
     const s = await billing.subscription(parseId(req.params.id) ?? 0);
-    return s ?? sendError(reply, 404, 'not_found', `no subscription ${req.params.id}`);
+    return s ?? notFound(`no subscription ${req.params.id}`);
   });
-  api.post<{ Params: { id: string } }>('/billing/subscriptions/:id/cancel', async (req, reply) => {
+  api.post<{ Params: { id: string } }>('/billing/subscriptions/:id/cancel', async (req) => {
     const n = parseId(req.params.id) ?? 0;
-    if (!(await billing.subscription(n))) return sendError(reply, 404, 'not_found', `no subscription ${req.params.id}`);
-    if (!(await billing.cancelSubscription(n))) return sendError(reply, 409, 'not_active', `subscription ${n} is not active`);
+    if (!(await billing.subscription(n))) return notFound(`no subscription ${req.params.id}`);
+    if (!(await billing.cancelSubscription(n))) throw new Conflict('not_active', `subscription ${n} is not active`);
     return billing.subscription(n);
   });
 
@@ -87,9 +86,9 @@ export function registerBillingRoutes(api: FastifyInstance, rt: Runtime): void {
     });
     return reply.code(201).send(order);
   });
-  api.get<{ Params: { id: string } }>('/billing/orders/:id', async (req, reply) => {
+  api.get<{ Params: { id: string } }>('/billing/orders/:id', async (req) => {
     const o = await billing.order(parseId(req.params.id) ?? 0);
-    if (!o) return sendError(reply, 404, 'not_found', `no order ${req.params.id}`);
+    if (!o) return notFound(`no order ${req.params.id}`);
     return { ...o, events: await billing.orderEvents(o.id) };
   });
 
@@ -137,14 +136,15 @@ export function registerPaymentWebhook(app: FastifyInstance, rt: Runtime): void 
       pub.addHook('onRequest', async (req, reply) => {
         const name = (req.params as { provider?: string }).provider;
         if (name !== undefined && !rt.services.payments.providers.has(name)) {
-          return reply.code(404).header('connection', 'close').send(errorBody('unknown_provider', 'unknown payment provider'));
+          void reply.header('connection', 'close');
+          notFound('unknown payment provider', 'unknown_provider');
         }
       });
       pub.post<{ Params: { provider: string } }>('/webhook/:provider', async (req, reply) => {
         const raw = typeof req.body === 'string' ? req.body : '';
         const a = await rt.services.payments.webhook(req.params.provider, raw, req.headers);
         if (a.ok) return reply.code(200).send({ result: a.result, order_id: a.order_id });
-        return reply.code(STATUS[a.kind]).send(errorBody(a.code, a.message));
+        throw new AppError(a.kind, a.code, a.message);
       });
     },
     { prefix: '/api/v1/payments' },

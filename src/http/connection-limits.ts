@@ -2,7 +2,8 @@ import type { ServerOptions } from 'node:http';
 import type { Socket } from 'node:net';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { Config } from '../config/load.js';
-import { errorBody } from './errors.js';
+import { AppError } from '../errors/app-error.js';
+import { rawHttpError, sendAppError } from './errors.js';
 
 /**
  * What keeps slow or idle clients from holding the service (docs/security.md, "Slow clients"):
@@ -32,25 +33,20 @@ export function applyConnectionCap(app: FastifyInstance, config: Config): void {
 /** Errors Node's HTTP parser raises before Fastify sees a request (timeouts, malformed requests), in the API's one error shape. */
 export function clientErrorHandler(err: NodeJS.ErrnoException, socket: Socket): void {
   if (err.code === 'ECONNRESET' || socket.destroyed) return;
-  const [status, reason, code, message] =
+  const refusal =
     err.code === 'ERR_HTTP_REQUEST_TIMEOUT'
-      ? [408, 'Request Timeout', 'timeout', 'the request did not arrive within http.request_timeout (or its headers within http.headers_timeout)']
+      ? new AppError('request_timeout', 'timeout', 'the request did not arrive within http.request_timeout (or its headers within http.headers_timeout)')
       : err.code === 'HPE_HEADER_OVERFLOW'
-        ? [431, 'Request Header Fields Too Large', 'too_large', 'the request headers are too large']
-        : [400, 'Bad Request', 'bad_request', 'malformed HTTP request'];
-  if (socket.writable) {
-    const body = JSON.stringify(errorBody(code, message));
-    socket.write(
-      `HTTP/1.1 ${status} ${reason}\r\nContent-Length: ${Buffer.byteLength(body)}\r\nContent-Type: application/json; charset=utf-8\r\nCache-Control: no-store\r\nConnection: close\r\n\r\n${body}`,
-    );
-  }
+        ? new AppError('headers_too_large', 'too_large', 'the request headers are too large')
+        : new AppError('invalid', 'bad_request', 'malformed HTTP request');
+  if (socket.writable) socket.write(rawHttpError(refusal));
   socket.destroy();
 }
 
 /** Fastify's own refusals before routing (a URL that is not valid percent-encoding, an over-long parameter), in the one error shape. */
 export function frameworkErrors(err: Error & { code?: string }, _req: FastifyRequest, reply: FastifyReply): void {
   const message = err.code === 'FST_ERR_BAD_URL' ? 'the URL is not valid (bad percent-encoding)' : err.message;
-  void reply.code(400).header('cache-control', 'no-store').send(errorBody('bad_request', message));
+  void sendAppError(reply.header('cache-control', 'no-store'), new AppError('invalid', 'bad_request', message));
 }
 
 /** The shutdown ladder's view of the HTTP server: stop taking connections first, cut the ones left at the end of the grace. */

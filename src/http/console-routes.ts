@@ -2,7 +2,7 @@ import { existsSync, readFileSync, readdirSync, statSync } from 'node:fs';
 import { extname, join, relative, sep } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { FastifyInstance } from 'fastify';
-import { errorBody } from './errors.js';
+import { notFound } from '../errors/app-error.js';
 
 /** web/dist, found from src/http (tsx, tests) and from dist/http (the build) alike. */
 export const CONSOLE_DIST = fileURLToPath(new URL('../../web/dist', import.meta.url));
@@ -55,8 +55,10 @@ export function registerConsoleRoutes(app: FastifyInstance, root = CONSOLE_DIST)
   const index = files.get('/index.html');
   app.get('/*', async (req, reply) => {
     const path = req.url.split('?')[0]!;
-    if (path.startsWith('/api/') || path === '/api') return reply.code(404).send(errorBody('not_found', `no route GET ${path}`));
+    if (path.startsWith('/api/') || path === '/api') notFound(`no route GET ${path}`);
     const asset = files.get(path) ?? index;
+    // Not an error answer but an operator's instruction, in plain text for curl and a browser alike.
+    // eslint-disable-next-line no-restricted-syntax -- a plain-text page, not the API's error shape
     if (!asset) return reply.code(503).type('text/plain; charset=utf-8').send('the console is not built: run `npm run build` (web/dist is missing)\n');
     void reply.headers(HEADERS).header('cache-control', asset === index || !asset.immutable ? 'no-cache' : 'public, max-age=31536000, immutable');
     return reply.type(asset.type).send(asset.body);

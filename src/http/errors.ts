@@ -1,17 +1,26 @@
+import { STATUS_CODES, type ServerResponse } from 'node:http';
 import type { FastifyReply } from 'fastify';
 import { AppError, type ErrorKind } from '../errors/app-error.js';
 import type { Logger } from '../telemetry/logger.js';
 import { isDataError } from '../store/poison-split.js';
 
-/** The only place an error kind becomes an HTTP status. */
+/**
+ * The only place an error kind becomes an HTTP status. Nothing else in src/ writes an error status
+ * (ESLint refuses `reply.code(4xx/5xx)`, a computed `reply.code(x)`, `writeHead(4xx/5xx)` and a
+ * hand-built `{ error: {...} }` body anywhere but here): routes throw an AppError of a kind.
+ */
 export const STATUS: Record<ErrorKind, number> = {
   invalid: 400,
   unauthorized: 401,
   payment_required: 402,
+  forbidden: 403,
   not_found: 404,
+  request_timeout: 408,
   conflict: 409,
   too_large: 413,
   rate_limited: 429,
+  headers_too_large: 431,
+  internal: 500,
   upstream_failed: 502,
   unavailable: 503,
   timeout: 504,
@@ -22,9 +31,26 @@ export function errorBody(code: string, message: string, extra: { fields?: unkno
   return { error: { code, message, ...(extra.fields ? { fields: extra.fields } : {}), ...(extra.details ?? {}) } };
 }
 
+function bodyOf(err: AppError) {
+  return errorBody(err.code, err.message, { fields: err.fields, details: err.details });
+}
+
 export function sendAppError(reply: FastifyReply, err: AppError) {
   if (err.retryAfterSeconds !== undefined) void reply.header('retry-after', String(err.retryAfterSeconds));
-  return reply.code(STATUS[err.kind]).send(errorBody(err.code, err.message, { fields: err.fields, details: err.details }));
+  return reply.code(STATUS[err.kind]).send(bodyOf(err));
+}
+
+/** For a hijacked reply (the event stream): the same answer written on the raw response. */
+export function writeRawAppError(res: ServerResponse, err: AppError): void {
+  res.writeHead(STATUS[err.kind], { 'content-type': 'application/json', ...(err.retryAfterSeconds !== undefined ? { 'retry-after': String(err.retryAfterSeconds) } : {}) });
+  res.end(JSON.stringify(bodyOf(err)));
+}
+
+/** For Node's HTTP parser errors (no request, no reply yet): a whole HTTP/1.1 answer that closes the connection. */
+export function rawHttpError(err: AppError): string {
+  const status = STATUS[err.kind];
+  const body = JSON.stringify(bodyOf(err));
+  return `HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\nContent-Length: ${Buffer.byteLength(body)}\r\nContent-Type: application/json; charset=utf-8\r\nCache-Control: no-store\r\nConnection: close\r\n\r\n${body}`;
 }
 
 /** Fastify's error handler: AppErrors by their kind, Fastify's own 4xx as they are, anything else 500 without its message. */
@@ -35,16 +61,18 @@ export function handleError(log: Logger) {
     if (isDataError(err)) {
       const conflict = err.code === '23505';
       log.warn({ sqlstate: err.code, err: err.message }, 'request refused by a database constraint');
-      return void reply
-        .code(conflict ? 409 : 400)
-        .send(errorBody(conflict ? 'conflict' : 'invalid', conflict ? 'a record with this unique value already exists' : 'the database refused a value of this request'));
+      return void sendAppError(
+        reply,
+        conflict ? new AppError('conflict', 'conflict', 'a record with this unique value already exists') : new AppError('invalid', 'invalid', 'the database refused a value of this request'),
+      );
     }
-    const status = err.statusCode && err.statusCode >= 400 && err.statusCode < 500 ? err.statusCode : 500;
-    if (status === 500) {
-      log.error({ err: err.message }, 'http handler failed');
-      return void reply.code(500).send(errorBody('internal', 'internal error; see the service log'));
+    // Fastify's own 4xx (a body too large, a wrong media type, a JSON syntax error) keep Fastify's status.
+    const status = err.statusCode;
+    if (status && status >= 400 && status < 500) {
+      const code = status === 413 ? 'too_large' : status === 415 ? 'unsupported_media_type' : 'bad_request';
+      return void reply.code(status).send(errorBody(code, err.message));
     }
-    const code = status === 413 ? 'too_large' : status === 415 ? 'unsupported_media_type' : 'bad_request';
-    void reply.code(status).send(errorBody(code, err.message));
+    log.error({ err: err.message }, 'http handler failed');
+    void sendAppError(reply, new AppError('internal', 'internal', 'internal error; see the service log'));
   };
 }

@@ -3,7 +3,8 @@ import type { ServerResponse } from 'node:http';
 import type { FastifyInstance } from 'fastify';
 import type { Runtime } from '../app/runtime.js';
 import { sessionToken } from './auth.js';
-import { errorBody } from './errors.js';
+import { writeRawAppError } from './errors.js';
+import { AppError } from '../errors/app-error.js';
 
 export interface EventStreamLimits {
   /** Open streams per session (the console opens one; a reload's new stream replaces the old). */
@@ -155,12 +156,12 @@ export function registerEventRoutes(api: FastifyInstance, rt: Runtime, limits?: 
   api.get('/events', async (req, reply) => {
     const auth = sessionToken(req);
     const token = auth && !(rt.adminToken && !auth.viaCookie && auth.token === rt.adminToken) ? auth.token : null;
-    if (rt.isShuttingDown) return reply.code(503).send(errorBody('shutting_down', 'this replica is shutting down; reconnect to another'));
+    if (rt.isShuttingDown) throw new AppError('unavailable', 'shutting_down', 'this replica is shutting down; reconnect to another');
     reply.hijack();
     req.raw.socket.setTimeout(0);
     if (!hub.open(streamKey(token), token, reply.raw)) {
-      reply.raw.writeHead(503, { 'content-type': 'application/json', 'retry-after': '10' });
-      reply.raw.end(JSON.stringify(errorBody('too_many_streams', `this replica has ${hub.limits.total} console event streams open (the limit); close a console tab or retry later`)));
+      const message = `this replica has ${hub.limits.total} console event streams open (the limit); close a console tab or retry later`;
+      writeRawAppError(reply.raw, new AppError('unavailable', 'too_many_streams', message, undefined, undefined, 10));
     }
   });
   // Sign-out ends the session's streams at once (other replicas notice at their next re-check).

@@ -1,9 +1,8 @@
 import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
 import type { Runtime } from '../app/runtime.js';
-import { parseBody, parseId, sendError } from './validation.js';
-import { InvalidInput } from '../errors/app-error.js';
-import { SubmitRejected } from '../jobs/images/image-batch-service.js';
+import { parseBody, parseId } from './validation.js';
+import { Conflict, notFound, InvalidInput } from '../errors/app-error.js';
 import { BATCH_STATES, type ImageBatch } from '../store/image-batches.js';
 
 const KEY = /^[A-Za-z0-9._:-]{1,128}$/;
@@ -35,16 +34,12 @@ export function registerImageBatchRoutes(api: FastifyInstance, rt: Runtime): voi
     const key = Array.isArray(raw) ? raw[0] : raw;
     if (!key || !KEY.test(key)) throw new InvalidInput([{ field: 'Idempotency-Key', message: 'required header: 1-128 characters of letters, digits, . _ : -' }]);
     const b = parseBody(body, req.body);
-    try {
-      const r = await s.submit(key, b);
-      return reply
-        .code(202)
-        .header('location', `/api/v1/image-batches/${r.batch.id}`)
-        .send({ ...view(r.batch), replayed: r.kind === 'replay' });
-    } catch (err) {
-      if (!(err instanceof SubmitRejected)) throw err;
-      return reply.code(err.status).send({ error: { code: err.code, message: err.message, ...(err.field ? { fields: [{ field: err.field, message: err.message }] } : {}), ...err.detail } });
-    }
+    // A refused submit throws SubmitRejected (an AppError naming the field); nothing was held.
+    const r = await s.submit(key, b);
+    return reply
+      .code(202)
+      .header('location', `/api/v1/image-batches/${r.batch.id}`)
+      .send({ ...view(r.batch), replayed: r.kind === 'replay' });
   });
 
   api.get('/image-batches', async (req) => {
@@ -63,10 +58,10 @@ export function registerImageBatchRoutes(api: FastifyInstance, rt: Runtime): voi
     return { batches: (await s.batches.list({ userId: q.user_id, state: q.state, beforeId: q.before_id, limit: q.limit })).map(view) };
   });
 
-  api.get<{ Params: { id: string } }>('/image-batches/:id', async (req, reply) => {
+  api.get<{ Params: { id: string } }>('/image-batches/:id', async (req) => {
     const id = parseId(req.params.id) ?? 0;
     const b = await s.batches.get(id);
-    if (!b) return sendError(reply, 404, 'not_found', `no image batch ${req.params.id}`);
+    if (!b) return notFound(`no image batch ${req.params.id}`);
     const [events, results, money] = await Promise.all([s.batches.events(id), s.batches.results(id), s.batches.money(id)]);
     return {
       ...view(b),
@@ -79,8 +74,8 @@ export function registerImageBatchRoutes(api: FastifyInstance, rt: Runtime): voi
   api.post<{ Params: { id: string } }>('/image-batches/:id/cancel', async (req, reply) => {
     const id = parseId(req.params.id) ?? 0;
     const r = await s.cancel(id);
-    if (r === 'not_found') return sendError(reply, 404, 'not_found', `no image batch ${req.params.id}`);
-    if (r === 'terminal') return sendError(reply, 409, 'terminal', `image batch ${id} has already ended`);
+    if (r === 'not_found') return notFound(`no image batch ${req.params.id}`);
+    if (r === 'terminal') throw new Conflict('terminal', `image batch ${id} has already ended`);
     return reply.code(202).send(view((await s.batches.get(id))!));
   });
 
@@ -89,7 +84,7 @@ export function registerImageBatchRoutes(api: FastifyInstance, rt: Runtime): voi
     const r = (await s.batches.results(id)).find((x) => String(x.idx) === req.params.idx);
     const key = r?.object_keys[Number(req.params.k)];
     const data = key ? await s.store.get(key) : null;
-    if (!data) return sendError(reply, 404, 'not_found', `no image ${req.params.idx}/${req.params.k} in batch ${req.params.id} (deleted after image.output_retention, or never produced)`);
+    if (!data) return notFound(`no image ${req.params.idx}/${req.params.k} in batch ${req.params.id} (deleted after image.output_retention, or never produced)`);
     return reply.type('image/png').send(data);
   });
 }

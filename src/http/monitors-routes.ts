@@ -4,8 +4,8 @@ import type { Runtime } from '../app/runtime.js';
 import { DURATION_FORM, formatDuration, parseDuration } from '../config/duration.js';
 import type { MonitorInput } from '../store/monitors.js';
 import { id, when } from './accounts-routes.js';
-import { InvalidInput } from '../errors/app-error.js';
-import { parseBody, parseId, sendError, type FieldError } from './validation.js';
+import { InvalidInput, notFound } from '../errors/app-error.js';
+import { parseBody, parseId, type FieldError } from './validation.js';
 
 const durationField = z.union([z.string(), z.number()]).transform((v, ctx) => {
   const ms = parseDuration(v);
@@ -92,17 +92,17 @@ export function registerMonitorRoutes(api: FastifyInstance, rt: Runtime): void {
     return { monitors: await monitors.list({ afterId: Number(req.query.after_id ?? 0) || 0, limit }) };
   });
 
-  api.get<{ Params: { id: string } }>('/monitors/:id', async (req, reply) => {
+  api.get<{ Params: { id: string } }>('/monitors/:id', async (req) => {
     const n = parseId(req.params.id);
     const view = n && (await monitors.get(n));
-    return view || sendError(reply, 404, 'not_found', `no monitor ${req.params.id}`);
+    return view || notFound(`no monitor ${req.params.id}`);
   });
 
-  api.patch<{ Params: { id: string } }>('/monitors/:id', async (req, reply) => {
+  api.patch<{ Params: { id: string } }>('/monitors/:id', async (req) => {
     const n = parseId(req.params.id);
     const b = parseBody(patchSchema, req.body);
     const cur = n && (await monitors.get(n));
-    if (!cur) return sendError(reply, 404, 'not_found', `no monitor ${req.params.id}`);
+    if (!cur) return notFound(`no monitor ${req.params.id}`);
     const patch: Partial<MonitorInput> = {
       name: b.name,
       baseUrl: b.base_url,
@@ -139,16 +139,16 @@ export function registerMonitorRoutes(api: FastifyInstance, rt: Runtime): void {
 
   api.delete<{ Params: { id: string } }>('/monitors/:id', async (req, reply) => {
     const n = parseId(req.params.id);
-    if (!n || !(await monitors.delete(n))) return sendError(reply, 404, 'not_found', `no monitor ${req.params.id}`);
+    if (!n || !(await monitors.delete(n))) return notFound(`no monitor ${req.params.id}`);
     rt.log.info({ monitor_id: n }, 'monitor deleted');
     return reply.code(204).send();
   });
 
   /** Raw probes for ranges up to two hours (within raw retention), minute rollups beyond. */
-  api.get<{ Params: { id: string }; Querystring: Record<string, string> }>('/monitors/:id/history', async (req, reply) => {
+  api.get<{ Params: { id: string }; Querystring: Record<string, string> }>('/monitors/:id/history', async (req) => {
     const n = parseId(req.params.id);
     const q = parseBody(historyQuery, req.query);
-    if (!n || !(await monitors.get(n))) return sendError(reply, 404, 'not_found', `no monitor ${req.params.id}`);
+    if (!n || !(await monitors.get(n))) return notFound(`no monitor ${req.params.id}`);
     const from = new Date(q.from);
     const to = q.to ? new Date(q.to) : new Date(rt.clock.now());
     if (to <= from) throw new InvalidInput([{ field: 'to', message: 'must be after from' }]);

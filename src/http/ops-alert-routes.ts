@@ -7,8 +7,8 @@ import { OPERATORS, SEVERITIES } from '../jobs/ops/alert-logic.js';
 import { isMonitorMetric, MONITOR_METRIC_NAMES } from '../jobs/ops/monitor-series.js';
 import { checkMonitorRule, selectorShape } from './monitor-rule-check.js';
 import type { AlertRule, RuleInput } from '../store/ops-alerts.js';
-import { parseBody, parseId, sendError } from './validation.js';
-import { InvalidInput } from '../errors/app-error.js';
+import { parseBody, parseId } from './validation.js';
+import { notFound, InvalidInput } from '../errors/app-error.js';
 
 const DAY = 86_400_000;
 const when = z.iso.datetime({ offset: true, message: 'expected an ISO 8601 date-time such as 2026-11-30T00:00:00Z' });
@@ -90,9 +90,9 @@ export function registerOpsAlertRoutes(api: FastifyInstance, rt: Runtime): void 
   const { alerts, silences } = rt.services.ops;
 
   api.get('/ops/alert-rules', async () => ({ rules: (await alerts.rules()).map(ruleView) }));
-  api.get<{ Params: { id: string } }>('/ops/alert-rules/:id', async (req, reply) => {
+  api.get<{ Params: { id: string } }>('/ops/alert-rules/:id', async (req) => {
     const r = await alerts.rule(parseId(req.params.id) ?? 0);
-    return r ? ruleView(r) : sendError(reply, 404, 'not_found', `no alert rule ${req.params.id}`);
+    return r ? ruleView(r) : notFound(`no alert rule ${req.params.id}`);
   });
   api.post('/ops/alert-rules', async (req, reply) => {
     const b = parseBody(ruleCreate, req.body);
@@ -119,11 +119,11 @@ export function registerOpsAlertRoutes(api: FastifyInstance, rt: Runtime): void 
       throw err;
     }
   });
-  api.patch<{ Params: { id: string } }>('/ops/alert-rules/:id', async (req, reply) => {
+  api.patch<{ Params: { id: string } }>('/ops/alert-rules/:id', async (req) => {
     const b = parseBody(rulePatch, req.body);
     const id = parseId(req.params.id) ?? 0;
     const current = await alerts.rule(id);
-    if (!current) return sendError(reply, 404, 'not_found', `no alert rule ${req.params.id}`);
+    if (!current) return notFound(`no alert rule ${req.params.id}`);
     const metric = b.metric ?? current.metric;
     if (b.window !== undefined || b.metric !== undefined) checkWindow(rt, b.window ?? current.window_seconds * 1000, metric);
     if (b.metric !== undefined || b.selector !== undefined || b.labels !== undefined)
@@ -136,14 +136,14 @@ export function registerOpsAlertRoutes(api: FastifyInstance, rt: Runtime): void 
     };
     try {
       const r = await alerts.updateRule(id, patch);
-      return r ? ruleView(r) : sendError(reply, 404, 'not_found', `no alert rule ${req.params.id}`);
+      return r ? ruleView(r) : notFound(`no alert rule ${req.params.id}`);
     } catch (err) {
       if (isUniqueViolation(err)) throw new InvalidInput([{ field: 'name', message: `a rule named ${JSON.stringify(b.name)} exists` }]);
       throw err;
     }
   });
   api.delete<{ Params: { id: string } }>('/ops/alert-rules/:id', async (req, reply) => {
-    if (!(await alerts.deleteRule(parseId(req.params.id) ?? 0))) return sendError(reply, 404, 'not_found', `no alert rule ${req.params.id}`);
+    if (!(await alerts.deleteRule(parseId(req.params.id) ?? 0))) return notFound(`no alert rule ${req.params.id}`);
     return reply.code(204).send();
   });
 
@@ -163,7 +163,7 @@ export function registerOpsAlertRoutes(api: FastifyInstance, rt: Runtime): void 
     return reply.code(201).send(await silences.create({ rule_id: b.rule_id, matchers: b.matchers, starts_at: starts, ends_at: b.ends_at, reason: b.reason, author: b.author }));
   });
   api.delete<{ Params: { id: string } }>('/ops/silences/:id', async (req, reply) => {
-    if (!(await silences.delete(parseId(req.params.id) ?? 0))) return sendError(reply, 404, 'not_found', `no silence ${req.params.id}`);
+    if (!(await silences.delete(parseId(req.params.id) ?? 0))) return notFound(`no silence ${req.params.id}`);
     return reply.code(204).send();
   });
 }

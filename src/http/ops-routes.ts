@@ -7,8 +7,8 @@ import { chooseGranularity } from '../jobs/ops/granularity.js';
 import { cronProblem, nextOccurrences } from '../jobs/ops/report-schedule.js';
 import { overview } from '../jobs/ops/overview.js';
 import { registerOpsAlertRoutes } from './ops-alert-routes.js';
-import { parseBody, parseId, sendError } from './validation.js';
-import { InvalidInput } from '../errors/app-error.js';
+import { parseBody, parseId } from './validation.js';
+import { notFound, InvalidInput } from '../errors/app-error.js';
 
 const when = z.iso.datetime({ offset: true, message: 'expected an ISO 8601 date-time such as 2026-11-30T00:00:00Z' });
 const metricsQuery = z.object({ from: when.optional(), to: when.optional(), step: z.enum(['minute', 'hour', 'day']).optional(), instances: z.enum(['true', 'false']).optional() }).strict();
@@ -56,9 +56,9 @@ export function registerOpsRoutes(api: FastifyInstance, rt: Runtime): void {
   });
 
   api.get('/ops/reports', async () => ({ reports: await ops.reports.list() }));
-  api.get<{ Params: { id: string } }>('/ops/reports/:id', async (req, reply) => {
+  api.get<{ Params: { id: string } }>('/ops/reports/:id', async (req) => {
     const r = await ops.reports.get(parseId(req.params.id) ?? 0);
-    if (!r) return sendError(reply, 404, 'not_found', `no report ${req.params.id}`);
+    if (!r) return notFound(`no report ${req.params.id}`);
     const now = new Date(rt.clock.now());
     return { ...r, next: nextOccurrences(r.cron, r.timezone, now, 5).map((d) => d.toISOString()), runs: await ops.reports.runs(r.id) };
   });
@@ -72,16 +72,16 @@ export function registerOpsRoutes(api: FastifyInstance, rt: Runtime): void {
       throw err;
     }
   });
-  api.patch<{ Params: { id: string } }>('/ops/reports/:id', async (req, reply) => {
+  api.patch<{ Params: { id: string } }>('/ops/reports/:id', async (req) => {
     const b = parseBody(reportPatch, req.body);
     const id = parseId(req.params.id) ?? 0;
     const cur = await ops.reports.get(id);
-    if (!cur) return sendError(reply, 404, 'not_found', `no report ${req.params.id}`);
+    if (!cur) return notFound(`no report ${req.params.id}`);
     if (b.cron !== undefined || b.timezone !== undefined) checkCron(b.cron ?? cur.cron, b.timezone ?? cur.timezone, rt.clock.now());
     return ops.reports.update(id, b as Partial<ReportInput>);
   });
   api.delete<{ Params: { id: string } }>('/ops/reports/:id', async (req, reply) => {
-    if (!(await ops.reports.delete(parseId(req.params.id) ?? 0))) return sendError(reply, 404, 'not_found', `no report ${req.params.id}`);
+    if (!(await ops.reports.delete(parseId(req.params.id) ?? 0))) return notFound(`no report ${req.params.id}`);
     return reply.code(204).send();
   });
 

@@ -1,10 +1,10 @@
-import { InvalidInput } from '../errors/app-error.js';
+import { InvalidInput, Conflict, notFound } from '../errors/app-error.js';
 import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
 import type { Runtime } from '../app/runtime.js';
 import { restoreProxy } from '../jobs/accounts/proxy-expiry.js';
 import { date, id, when } from './accounts-routes.js';
-import { parseBody, parseId, sendError } from './validation.js';
+import { parseBody, parseId } from './validation.js';
 
 const proxyUrl = z
   .string()
@@ -46,30 +46,30 @@ export function registerProxyRoutes(api: FastifyInstance, rt: Runtime): void {
 
   api.get('/proxies', async () => ({ proxies: await proxies.list() }));
 
-  api.get<{ Params: { id: string } }>('/proxies/:id', async (req, reply) => {
+  api.get<{ Params: { id: string } }>('/proxies/:id', async (req) => {
     const n = parseId(req.params.id);
     const view = n && (await proxies.get(n));
-    return view || sendError(reply, 404, 'not_found', `no proxy ${req.params.id}`);
+    return view || notFound(`no proxy ${req.params.id}`);
   });
 
-  api.patch<{ Params: { id: string } }>('/proxies/:id', async (req, reply) => {
+  api.patch<{ Params: { id: string } }>('/proxies/:id', async (req) => {
     const n = parseId(req.params.id);
     const b = parseBody(patchProxySchema, req.body);
-    if (!n || !(await proxies.exists(n))) return sendError(reply, 404, 'not_found', `no proxy ${req.params.id}`);
+    if (!n || !(await proxies.exists(n))) return notFound(`no proxy ${req.params.id}`);
     await checkBackup(b.backup_proxy_id, n);
     const view = await proxies.update(n, { name: b.name, url: b.url, expiresAt: date(b.expires_at), fallbackMode: b.fallback_mode, backupProxyId: b.backup_proxy_id, status: b.status });
     rt.log.info({ proxy_id: n, fields: Object.keys(b) }, 'proxy updated');
     return view;
   });
 
-  api.post<{ Params: { id: string } }>('/proxies/:id/restore', async (req, reply) => {
+  api.post<{ Params: { id: string } }>('/proxies/:id/restore', async (req) => {
     const n = parseId(req.params.id);
     const view = n && (await proxies.get(n));
-    if (!view) return sendError(reply, 404, 'not_found', `no proxy ${req.params.id}`);
+    if (!view) return notFound(`no proxy ${req.params.id}`);
     if (view.expires_at && Date.parse(view.expires_at) <= rt.clock.now()) {
-      return sendError(reply, 409, 'proxy_expired', `proxy ${n} expired at ${view.expires_at}; set a later expires_at first (PATCH /api/v1/proxies/${n})`);
+      throw new Conflict('proxy_expired', `proxy ${n} expired at ${view.expires_at}; set a later expires_at first (PATCH /api/v1/proxies/${n})`);
     }
-    if (view.status === 'disabled') return sendError(reply, 409, 'proxy_disabled', `proxy ${n} is disabled; enable it first`);
+    if (view.status === 'disabled') throw new Conflict('proxy_disabled', `proxy ${n} is disabled; enable it first`);
     const moved = await restoreProxy(rt.db, proxies, n, 'manual');
     rt.metrics.proxyAccountsMoved.inc({ direction: 'restored' }, moved.length);
     rt.log.info({ proxy_id: n, accounts_restored: moved.length }, 'proxy restored by hand');

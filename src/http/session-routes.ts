@@ -1,6 +1,6 @@
 import type { FastifyInstance } from 'fastify';
 import type { Runtime } from '../app/runtime.js';
-import { errorBody } from './errors.js';
+import { Forbidden, badRequest } from '../errors/app-error.js';
 import { sessionToken } from './auth.js';
 import { clearSessionCookies, sameSecret, setSessionCookies } from './console-cookie.js';
 
@@ -13,7 +13,7 @@ export function registerSessionRoutes(api: FastifyInstance, rt: Runtime): void {
   api.post<{ Body: { cookie?: unknown } | undefined }>('/sessions', async (req, reply) => {
     const auth = sessionToken(req);
     if (!auth || auth.viaCookie || !rt.adminToken || !sameSecret(auth.token, rt.adminToken)) {
-      return reply.code(403).send(errorBody('forbidden', 'sessions are created with the admin token only, not with a session token'));
+      throw new Forbidden('forbidden', 'sessions are created with the admin token only, not with a session token');
     }
     const ttl = rt.config.admin.session_ttl_minutes;
     const s = await rt.sessions.create(ttl, rt.adminToken);
@@ -38,7 +38,7 @@ export function registerSessionRoutes(api: FastifyInstance, rt: Runtime): void {
   api.delete('/sessions/current', async (req, reply) => {
     const auth = sessionToken(req)!;
     if (!auth.viaCookie && auth.token === rt.adminToken) {
-      return reply.code(400).send(errorBody('bad_request', 'the admin token is not a session; only session tokens can be revoked'));
+      badRequest('bad_request', 'the admin token is not a session; only session tokens can be revoked');
     }
     await rt.sessions.revoke(auth.token);
     if (auth.viaCookie) clearSessionCookies(reply);

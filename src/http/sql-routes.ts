@@ -1,8 +1,9 @@
 import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
 import type { Runtime } from '../app/runtime.js';
-import { openSqlConsole, SqlRefused, SqlUnavailable } from '../store/sql-console.js';
-import { parseBody, sendError } from './validation.js';
+import { openSqlConsole } from '../store/sql-console.js';
+import { parseBody } from './validation.js';
+import { AppError, badRequest } from '../errors/app-error.js';
 
 const body = z.object({ query: z.string().min(1).max(20_000) }).strict();
 
@@ -13,20 +14,17 @@ const body = z.object({ query: z.string().min(1).max(20_000) }).strict();
 export function registerSqlRoutes(api: FastifyInstance, rt: Runtime): void {
   const sql = openSqlConsole(rt.config, rt.db);
   api.addHook('onClose', () => sql.close());
-  api.post('/sql', async (req, reply) => {
+  api.post('/sql', async (req) => {
     const { query } = parseBody(body, req.body);
     try {
       return await sql.console.run(query);
     } catch (err) {
-      if (err instanceof SqlRefused) return sendError(reply, 400, 'sql_refused', err.message);
-      if (err instanceof SqlUnavailable) {
-        if (err.reason === 'busy') void reply.header('retry-after', '1');
-        return sendError(reply, err.reason === 'busy' ? 429 : 503, err.reason === 'busy' ? 'sql_busy' : 'sql_unsafe_role', err.message);
-      }
+      // SqlRefused (the guard said no) and SqlUnavailable (busy, unsafe role) are AppErrors already.
+      if (err instanceof AppError) throw err;
       // PostgreSQL's own message (syntax error, unknown column, statement timeout) is the answer.
       const e = err as Error & { code?: string };
-      if (e.code === '57014') return sendError(reply, 400, 'sql_timeout', `the statement ran longer than sql.statement_timeout (${rt.config.sql.statement_timeout} ms) and was cancelled`);
-      return sendError(reply, 400, 'sql_error', e.message.split('\n')[0]!);
+      if (e.code === '57014') badRequest('sql_timeout', `the statement ran longer than sql.statement_timeout (${rt.config.sql.statement_timeout} ms) and was cancelled`);
+      badRequest('sql_error', e.message.split('\n')[0]!);
     }
   });
 }

@@ -1,10 +1,10 @@
-import { InvalidInput } from '../errors/app-error.js';
+import { InvalidInput, Conflict, notFound } from '../errors/app-error.js';
 import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
 import type { Runtime } from '../app/runtime.js';
 import { GROUPS } from '../store/rollups.js';
 import { requestHash } from '../store/idempotency.js';
-import { parseBody, parseId, sendError } from './validation.js';
+import { parseBody, parseId } from './validation.js';
 
 const when = z.iso.datetime({ offset: true, message: 'expected an ISO 8601 date-time such as 2026-11-30T00:00:00Z' });
 const textId = z.union([z.string().min(1).max(128), z.number().int().nonnegative()]).transform(String);
@@ -94,15 +94,15 @@ export function registerUsageRoutes(api: FastifyInstance, rt: Runtime): void {
     return reply.code(202).send({ ...task, poll: `/api/v1/usage/recompute/${task.id}` });
   });
   api.get('/usage/recompute', async () => ({ recomputes: await s.recomputes.tasks.list() }));
-  api.get<{ Params: { id: string } }>('/usage/recompute/:id', async (req, reply) => {
+  api.get<{ Params: { id: string } }>('/usage/recompute/:id', async (req) => {
     const task = await s.recomputes.tasks.get(parseId(req.params.id) ?? 0);
-    return task ?? sendError(reply, 404, 'not_found', `no recompute ${req.params.id}`);
+    return task ?? notFound(`no recompute ${req.params.id}`);
   });
-  api.post<{ Params: { id: string } }>('/usage/recompute/:id/cancel', async (req, reply) => {
+  api.post<{ Params: { id: string } }>('/usage/recompute/:id/cancel', async (req) => {
     const id = parseId(req.params.id) ?? 0;
     const task = await s.recomputes.tasks.get(id);
-    if (!task) return sendError(reply, 404, 'not_found', `no recompute ${req.params.id}`);
-    if (!(await s.recomputes.tasks.cancel(id))) return sendError(reply, 409, 'finished', `recompute ${id} is already ${task.status}`);
+    if (!task) return notFound(`no recompute ${req.params.id}`);
+    if (!(await s.recomputes.tasks.cancel(id))) throw new Conflict('finished', `recompute ${id} is already ${task.status}`);
     return s.recomputes.tasks.get(id);
   });
 
@@ -113,15 +113,15 @@ export function registerUsageRoutes(api: FastifyInstance, rt: Runtime): void {
     return reply.code(201).send(task);
   });
   api.get('/usage/cleanup-tasks', async () => ({ tasks: await s.cleanupTasks.list() }));
-  api.get<{ Params: { id: string } }>('/usage/cleanup-tasks/:id', async (req, reply) => {
+  api.get<{ Params: { id: string } }>('/usage/cleanup-tasks/:id', async (req) => {
     const t = await s.cleanupTasks.get(parseId(req.params.id) ?? 0);
-    return t ?? sendError(reply, 404, 'not_found', `no cleanup task ${req.params.id}`);
+    return t ?? notFound(`no cleanup task ${req.params.id}`);
   });
-  api.post<{ Params: { id: string } }>('/usage/cleanup-tasks/:id/cancel', async (req, reply) => {
+  api.post<{ Params: { id: string } }>('/usage/cleanup-tasks/:id/cancel', async (req) => {
     const id = parseId(req.params.id) ?? 0;
     const t = await s.cleanupTasks.get(id);
-    if (!t) return sendError(reply, 404, 'not_found', `no cleanup task ${req.params.id}`);
-    if (!(await s.cleanupTasks.cancel(id))) return sendError(reply, 409, 'finished', `cleanup task ${id} is already ${t.status}`);
+    if (!t) return notFound(`no cleanup task ${req.params.id}`);
+    if (!(await s.cleanupTasks.cancel(id))) throw new Conflict('finished', `cleanup task ${id} is already ${t.status}`);
     return s.cleanupTasks.get(id);
   });
 
@@ -129,10 +129,10 @@ export function registerUsageRoutes(api: FastifyInstance, rt: Runtime): void {
     const b = parseBody(beginBody, req.body);
     return s.idempotency.begin(b.scope, b.key, b.request_hash ?? requestHash(b.request));
   });
-  api.post('/idempotency/complete', { bodyLimit: 1024 * 1024 }, async (req, reply) => {
+  api.post('/idempotency/complete', { bodyLimit: 1024 * 1024 }, async (req) => {
     const b = parseBody(completeBody, req.body);
     const ok = await s.idempotency.complete(b.scope, b.key, b.request_hash ?? requestHash(b.request), b.response, b.status_code ?? null);
-    if (!ok) return sendError(reply, 409, 'not_in_progress', `no operation in progress under scope ${JSON.stringify(b.scope)} key ${JSON.stringify(b.key)} with this request; begin it first`);
+    if (!ok) throw new Conflict('not_in_progress', `no operation in progress under scope ${JSON.stringify(b.scope)} key ${JSON.stringify(b.key)} with this request; begin it first`);
     return { completed: true };
   });
 

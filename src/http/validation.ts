@@ -1,8 +1,6 @@
-import type { FastifyReply } from 'fastify';
 import type { z } from 'zod';
 import { isStorableText } from '../store/poison-split.js';
 import { InvalidInput, type FieldError } from '../errors/app-error.js';
-import { errorBody } from './errors.js';
 
 export { isStorableText };
 export type { FieldError } from '../errors/app-error.js';
@@ -24,10 +22,6 @@ export function parseId(raw: string): number | null {
   if (!/^[1-9][0-9]{0,15}$/.test(raw)) return null;
   const n = Number(raw);
   return Number.isSafeInteger(n) ? n : null;
-}
-
-export function sendError(reply: FastifyReply, status: number, code: string, message: string) {
-  return reply.code(status).send(errorBody(code, message));
 }
 
 /** Deeper JSON than this is refused: no API here takes more than a few levels, and deep input overflows recursive walkers (hashing, serialising). */

@@ -1,17 +1,18 @@
 import type { Config } from '../config/load.js';
 import type { Db, PinnedConnection, Queryable } from './db.js';
 import { PgDb } from './pg-db.js';
+import { AppError } from '../errors/app-error.js';
 import { classifyStatement, SqlRefused, type ClassifiedStatement } from './sql-guard.js';
 
 export { SqlRefused };
 
-/** The console cannot run now (busy, unsafe role): HTTP 503/429 with the reason, never the statement's fault. */
-export class SqlUnavailable extends Error {
+/** The console cannot run now (busy: rate limited, retry in a second; unsafe role: unavailable), never the statement's fault. */
+export class SqlUnavailable extends AppError {
   constructor(
     message: string,
     readonly reason: 'busy' | 'unsafe_role',
   ) {
-    super(message);
+    super(reason === 'busy' ? 'rate_limited' : 'unavailable', reason === 'busy' ? 'sql_busy' : 'sql_unsafe_role', message, undefined, undefined, reason === 'busy' ? 1 : undefined);
   }
 }
 

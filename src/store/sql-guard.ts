@@ -1,7 +1,12 @@
 import { parse } from 'libpg-query';
+import { AppError } from '../errors/app-error.js';
 
-/** A statement the SQL console will not run, with the reason the caller sees (HTTP 400). */
-export class SqlRefused extends Error {}
+/** A statement the SQL console will not run, with the reason the caller sees (kind invalid). */
+export class SqlRefused extends AppError {
+  constructor(message: string) {
+    super('invalid', 'sql_refused', message);
+  }
+}
 
 export interface ClassifiedStatement {
   /** `query` (SELECT / WITH / TABLE / VALUES: read through a cursor), `explain` or `show` (small, bounded results). */

@@ -44,14 +44,14 @@ export const retentionOrder: DoctorCheck = {
         findings.push(fail('ops.retention_days.ops_metrics_hourly is 0: hourly buckets are deleted before the daily rollup', 'set ops.retention_days.ops_metrics_hourly to 3 or more days'));
     }
     // Health reads each job's newest run: the run records must outlive the longest cadence, twice.
-    const opsRuns = days.job_runs !== undefined && days.job_runs >= 0 ? days.job_runs * DAY : Infinity;
-    const runKeep = Math.min(config.scheduler.run_retention, opsRuns);
+    // One setting: ops.retention_days.job_runs loads as scheduler.run_retention (config/deprecated-keys.ts).
+    const runKeep = config.scheduler.run_retention;
     const longest = ctx.jobs.filter((j) => j.settings.enabled).reduce((m, j) => (period(ctx, j.name) > m.ms ? { ms: period(ctx, j.name), name: j.name } : m), { ms: 0, name: '' });
     if (longest.ms && runKeep < 2 * longest.ms) {
       findings.push(
         warn(
-          `run records kept ${d(runKeep)} (scheduler.run_retention, ops.retention_days.job_runs), less than twice ${longest.name}'s cadence ${d(longest.ms)}: its health loses its last run`,
-          `raise scheduler.run_retention (and ops.retention_days.job_runs) above ${d(2 * longest.ms)}`,
+          `run records kept ${d(runKeep)} (scheduler.run_retention), less than twice ${longest.name}'s cadence ${d(longest.ms)}: its health loses its last run`,
+          `raise scheduler.run_retention above ${d(2 * longest.ms)}`,
         ),
       );
     }

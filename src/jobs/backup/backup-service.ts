@@ -11,15 +11,15 @@ import type { Verifier } from './verifier.js';
 import { oneLine } from './hash-counter.js';
 import { pickPrunable } from './retention.js';
 import { settledWithin } from '../../time/clock.js';
+import { Conflict } from '../../errors/app-error.js';
 
-/** A backup was asked for while another one runs somewhere in the cluster (HTTP 409). */
-export class BackupBusy extends Error {
+/** A backup was asked for while another one runs somewhere in the cluster (a conflict naming it). */
+export class BackupBusy extends Conflict {
   constructor(
     readonly runningId: string,
     readonly instanceId: string,
   ) {
-    super(`backup ${runningId} is already running on ${instanceId}`);
-    this.name = 'BackupBusy';
+    super('busy', `backup ${runningId} is already running on ${instanceId}`, { running_id: runningId, instance_id: instanceId });
   }
 }
 

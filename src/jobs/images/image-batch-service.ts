@@ -8,6 +8,7 @@ import type { ImageProvider } from '../../upstream/image-provider.js';
 import type { ObjectStore } from '../../upstream/object-store.js';
 import { requestHash } from '../../store/idempotency.js';
 import { objectPrefix } from './batch-indexer.js';
+import { AppError, type ErrorKind } from '../../errors/app-error.js';
 import type { BatchWorker } from './batch-worker.js';
 
 /** Claims of a batch still before submission after which recovery gives up on it. */
@@ -22,15 +23,15 @@ export interface SubmitRequest {
 }
 
 /** A submit the service refuses before anything is held; `field` names the offending input. */
-export class SubmitRejected extends Error {
+export class SubmitRejected extends AppError {
   constructor(
-    readonly status: 400 | 402 | 404 | 409 | 503,
-    readonly code: string,
+    kind: Extract<ErrorKind, 'invalid' | 'payment_required' | 'not_found' | 'conflict' | 'unavailable'>,
+    code: string,
     message: string,
     readonly field: string | null = null,
-    readonly detail: Record<string, unknown> = {},
+    detail?: Record<string, unknown>,
   ) {
-    super(message);
+    super(kind, code, message, field ? [{ field, message }] : undefined, detail);
   }
 }
 
@@ -58,16 +59,16 @@ export class ImageBatchService {
   }
 
   async submit(key: string, req: SubmitRequest): Promise<Exclude<SubmitResult, { kind: 'conflict' | 'insufficient' | 'no_user' }>> {
-    if (!this.provider) throw new SubmitRejected(503, 'not_configured', 'image batches are not configured: set image.provider.base_url');
+    if (!this.provider) throw new SubmitRejected('unavailable', 'not_configured', 'image batches are not configured: set image.provider.base_url');
     const price = this.price(req.model);
     if (price === null)
       throw new SubmitRejected(
-        400,
+        'invalid',
         'invalid',
         `model ${JSON.stringify(req.model)} has no price; configured models: ${Object.keys(this.image.prices).join(', ') || '(none; set image.prices.<model>)'}`,
         'model',
       );
-    if (req.prompts.length * req.n * price > Number.MAX_SAFE_INTEGER) throw new SubmitRejected(400, 'invalid', 'the batch total is too large', 'prompts');
+    if (req.prompts.length * req.n * price > Number.MAX_SAFE_INTEGER) throw new SubmitRejected('invalid', 'invalid', 'the batch total is too large', 'prompts');
     const r = await this.batches.submit({
       userId: req.user_id,
       idempotencyKey: key,
@@ -79,12 +80,17 @@ export class ImageBatchService {
       pricePerImage: price,
     });
     if (r.kind === 'conflict')
-      throw new SubmitRejected(409, 'idempotency_conflict', `Idempotency-Key ${JSON.stringify(key)} was first used with a different request body; use a new key for a new batch`, 'Idempotency-Key');
-    if (r.kind === 'no_user') throw new SubmitRejected(404, 'not_found', `no user ${req.user_id}`, 'user_id');
+      throw new SubmitRejected(
+        'conflict',
+        'idempotency_conflict',
+        `Idempotency-Key ${JSON.stringify(key)} was first used with a different request body; use a new key for a new batch`,
+        'Idempotency-Key',
+      );
+    if (r.kind === 'no_user') throw new SubmitRejected('not_found', 'not_found', `no user ${req.user_id}`, 'user_id');
     if (r.kind === 'insufficient') {
       const total = req.prompts.length * req.n * price;
       throw new SubmitRejected(
-        402,
+        'payment_required',
         'insufficient_balance',
         `the batch costs ${total} (${req.prompts.length * req.n} images × ${price}); the balance is ${r.balance}, short by ${r.shortfall}`,
         'user_id',

@@ -5,6 +5,7 @@ import type { OpsReports } from '../../store/ops-reports.js';
 import type { OpsRetention } from '../../store/ops-retention.js';
 import type { MonitorWindows } from '../../store/monitor-windows.js';
 import type { OpsCollector } from './ops-collector.js';
+import type { RunRecords } from '../../coordination/run-records.js';
 
 /** The ops plane's repositories and collector, one key of `Services`. */
 export interface Ops {
@@ -13,6 +14,8 @@ export interface Ops {
   silences: OpsSilences;
   reports: OpsReports;
   retention: OpsRetention;
+  /** `job_runs`, pruned by ops_cleanup under `scheduler.run_retention`. */
+  runRecords: RunRecords;
   collector: OpsCollector;
   /** Monitor probes over a rule's window, for alert rules over `monitor_*` metrics. */
   monitorWindows: MonitorWindows;
