@@ -98,6 +98,9 @@ function invariants(name: string, open: () => Promise<{ db: Db; close: () => Pro
       expect((await db.query(RELEASE, [b!.id, b!.fence, 'done'])).rowCount).toBe(1);
       row = (await db.query(`SELECT owner, lease_until, payload FROM cq_rows`)).rows[0]!;
       expect(row).toMatchObject({ owner: null, lease_until: null, payload: 'done' });
+      // Released once: the same fence cannot release or renew it again.
+      expect((await db.query(RELEASE, [b!.id, b!.fence, 'twice'])).rowCount).toBe(0);
+      expect((await db.query(RENEW, [b!.id, b!.fence, 60_000])).rowCount).toBe(0);
     });
 
     it('a lease that runs out on its own is claimable again, and the reaper frees it', async () => {

@@ -293,11 +293,11 @@ export class AccountTests {
     return { ran: num(rows[0]!.ran), failed: num(rows[0]!.failed), upto: toDate(rows[0]!.upto)! };
   }
 
-  /** Enabled, unleased plans more than `ms` past their next_run_at, and the oldest's due time (for the job's health). Read-only. */
+  /** Enabled plans with a free lease (none, expired, or its holder dead) more than `ms` past their next_run_at, and the oldest's due time (for the job's health). Read-only. */
   async overdueSince(ms: number): Promise<{ overdue: number; oldestDueAt: Date | null }> {
     const { rows } = await this.db.query(
       `SELECT count(*) AS n, min(next_run_at) AS oldest FROM account_test_plans
-        WHERE enabled AND next_run_at < now() - make_interval(secs => $1::double precision / 1000) AND (lease_until IS NULL OR lease_until < now())`,
+        WHERE enabled AND next_run_at < now() - make_interval(secs => $1::double precision / 1000) AND ${leaseFree(PLANS, 'now()')}`,
       [ms],
     );
     return { overdue: num(rows[0]!.n), oldestDueAt: toDate(rows[0]!.oldest) };

@@ -124,7 +124,7 @@ function keyMatch(t: LeaseTable, p: { key?: string; keyIn?: string }): string[] 
 
 /** Extends a held lease to now + `leaseMs`; matches no row once the lease was taken over (stale fence or owner). */
 export function renewLease(t: LeaseTable, p: { key?: string; keyIn?: string; fence?: string; owner?: string; leaseMs: string; and?: string }): string {
-  const where = [...keyMatch(t, p), heldBy(t, p), ...(p.and ? [p.and] : [])];
+  const where = [...keyMatch(t, p), heldBy(t, p), `${t.until} IS NOT NULL`, ...(p.and ? [p.and] : [])];
   return `UPDATE ${t.table} SET ${t.until} = clock_timestamp() + ${msInterval(p.leaseMs)}
 WHERE ${where.join(' AND ')}`;
 }
@@ -136,7 +136,8 @@ WHERE ${where.join(' AND ')}`;
  */
 export function releaseLease(t: LeaseTable, p: { key?: string; keyIn?: string; fence?: string; owner?: string; set?: string[]; and?: string; returning?: string }): string {
   const sets = [`${t.owner} = NULL`, `${t.until} = NULL`, ...(t.aliveKey ? [`${t.aliveKey} = NULL`] : []), ...(p.set ?? [])];
-  const where = [...keyMatch(t, p), heldBy(t, p), ...(p.and ? [p.and] : [])];
+  // `until IS NOT NULL`: a lease released once (or reaped) cannot be released, nor renewed, again under the same fence.
+  const where = [...keyMatch(t, p), heldBy(t, p), `${t.until} IS NOT NULL`, ...(p.and ? [p.and] : [])];
   return `UPDATE ${t.table} SET ${sets.join(', ')}
 WHERE ${where.join(' AND ')}${p.returning ? `\nRETURNING ${p.returning}` : ''}`;
 }
