@@ -288,13 +288,13 @@ export class Monitors {
   }
 
   /**
-   * For channel_monitor's health: enabled, unleased monitors a whole interval of their own past due
+   * For channel_monitor's health: enabled monitors with a free lease (none, expired, holder dead) a whole interval of their own past due
    * (a probe missed, not a busy second), and since when the oldest has waited. Read-only.
    */
   async missedIntervals(): Promise<{ missed: number; oldestDueAt: Date | null }> {
     const { rows } = await this.db.query(
       `SELECT count(*) AS n, min(next_due_at) AS oldest FROM monitors
-        WHERE enabled AND next_due_at <= now() - make_interval(secs => interval_ms::double precision / 1000) AND (lease_until IS NULL OR lease_until < now())`,
+        WHERE enabled AND next_due_at <= now() - make_interval(secs => interval_ms::double precision / 1000) AND ${leaseFree(MONITORS, 'now()')}`,
     );
     return { missed: num(rows[0]!.n), oldestDueAt: toDate(rows[0]!.oldest) };
   }
