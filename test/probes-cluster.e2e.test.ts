@@ -174,9 +174,10 @@ describe('fleet probes across three real replicas', () => {
     );
     expect(perPlan.rows).toHaveLength(PLANS);
     for (const p of perPlan.rows) {
-      // At most one result per 2 s occurrence (occurrences missed while no replica could run them are skipped, not run in a burst).
+      // At most one result per 2 s slot (slots missed while no replica could run them are skipped, not run in a burst),
+      // plus the immediate test at creation, at least half an interval before the first slot (issue 24).
       expect(p.n, `plan ${p.plan_id}`).toBeGreaterThanOrEqual(3);
-      expect(p.n, `plan ${p.plan_id}`).toBeLessThanOrEqual(p.span / 2 + 1);
+      expect(p.n, `plan ${p.plan_id}`).toBeLessThanOrEqual(p.span / 2 + 2);
     }
     const planHits = [...up.hits.entries()].filter(([k]) => k.startsWith('plan-token-')).flatMap(([, h]) => h);
     console.log(`account tests: ${JSON.stringify(perPlan.rows)}; upstream saw ${planHits.length} test requests`);

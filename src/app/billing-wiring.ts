@@ -14,7 +14,7 @@ export function buildBilling(w: WiringContext): Wired<Pick<Services, 'billing' |
   const channels = new Map<string, Channel>();
   if (n.smtp) channels.set('email', new SmtpChannel(n.smtp, n.send_timeout));
   if (n.webhook) channels.set('webhook', new WebhookChannel(n.webhook, n.send_timeout));
-  const notifications = new Notifications(db);
+  const notifications = new Notifications(db, () => w.liveness?.key ?? null);
   const rateLimits = Object.fromEntries(Object.entries(n.rate_limit).map(([channel, l]) => [channel, { count: l.count, periodMs: l.period }]));
   const notifier = new Notifier(
     notifications,

@@ -29,7 +29,7 @@ export function buildImages(w: WiringContext): Wired<Pick<Services, 'imageBatche
     : null;
   const store = new FsObjectStore(c.storage_dir ?? join(config.database.data_dir, 'objects'));
   const batches = new ImageBatches(db);
-  const queue = new ImageQueue(db);
+  const queue = new ImageQueue(db, () => w.liveness?.key ?? null);
   const transitions = new BatchTransitions(db);
   const ilog = log.child({ area: 'images' });
   const driver = provider

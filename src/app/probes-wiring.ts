@@ -44,6 +44,7 @@ export function buildProbes(w: WiringContext, { accounts, tokens }: Pick<Service
       leaseGraceMs: c.lease_grace,
       baseUrl: c.account_base_url,
       minIntervalMs: c.min_interval,
+      aliveKey: () => w.liveness?.key ?? null,
     }),
   };
   // The runners stop in their jobs' onStop; the client's connection pools close after them.

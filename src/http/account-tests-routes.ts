@@ -2,7 +2,7 @@ import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
 import type { Runtime } from '../app/runtime.js';
 import type { PlanInput } from '../store/account-tests.js';
-import { checkPlanSchedule, nextOccurrence } from '../jobs/probes/plan-schedule.js';
+import { checkPlanSchedule } from '../jobs/probes/plan-schedule.js';
 import { id } from './accounts-routes.js';
 import { InvalidInput, notFound } from '../errors/app-error.js';
 import { parseBody, parseId } from './validation.js';
@@ -23,11 +23,10 @@ const patchSchema = z.object(fields).partial().strict();
 export function registerAccountTestRoutes(api: FastifyInstance, rt: Runtime): void {
   const { accountTests, accounts } = rt.services;
 
-  async function check(p: PlanInput): Promise<Date> {
+  async function check(p: PlanInput): Promise<void> {
     if (!(await accounts.get(p.accountId))) throw new InvalidInput([{ field: 'account_id', message: `no account ${p.accountId}` }]);
     const bad = checkPlanSchedule(p.cron, p.timezone, rt.clock.now(), rt.config.channel_monitor.min_interval);
     if (bad) throw new InvalidInput([bad]);
-    return nextOccurrence(p.cron, p.timezone, rt.clock.now())!;
   }
 
   api.post('/account-tests', async (req, reply) => {
@@ -41,8 +40,9 @@ export function registerAccountTestRoutes(api: FastifyInstance, rt: Runtime): vo
       autoRecover: b.auto_recover ?? false,
       enabled: b.enabled ?? true,
     };
-    const next = await check(p);
-    const view = await accountTests.create(p, next);
+    await check(p);
+    // Tested at once, then on its phase slots (issue 24).
+    const view = await accountTests.create(p);
     rt.log.info({ plan_id: view.id, account_id: p.accountId }, 'account test plan created');
     return reply.code(201).send(view);
   });
@@ -81,12 +81,13 @@ export function registerAccountTestRoutes(api: FastifyInstance, rt: Runtime): vo
       autoRecover: b.auto_recover ?? cur.auto_recover,
       enabled: b.enabled ?? cur.enabled,
     };
-    const next = await check(merged);
-    const reschedule = b.cron !== undefined || b.timezone !== undefined || b.enabled === true;
+    await check(merged);
+    // An edit of when, what or with which account it tests is tested at once, then on its phase slots.
+    const reschedule = b.cron !== undefined || b.timezone !== undefined || b.enabled === true || b.account_id !== undefined || b.model !== undefined;
     const view = await accountTests.update(
       cur.id,
       { accountId: b.account_id, cron: b.cron, timezone: b.timezone, model: b.model, maxResults: b.max_results, autoRecover: b.auto_recover, enabled: b.enabled },
-      reschedule ? next : null,
+      reschedule,
     );
     rt.log.info({ plan_id: cur.id, fields: Object.keys(b) }, 'account test plan updated');
     return view;

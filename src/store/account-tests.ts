@@ -1,6 +1,7 @@
 import type { Db } from './db.js';
 import { iso, num, toDate } from './db.js';
 import { SetClause } from './set-clause.js';
+import { claimDue, heldBy, leaseFree, releaseLease, type LeaseTable } from './claim-queue.js';
 
 export interface PlanView {
   id: number;
@@ -14,6 +15,8 @@ export interface PlanView {
   next_run_at: string;
   last_run_at: string | null;
   last_ok: boolean | null;
+  /** Phase slots skipped as more than half an interval late (no replica could take them in time). */
+  missed: number;
   created_at: string;
   updated_at: string;
 }
@@ -37,8 +40,12 @@ export interface ClaimedPlan {
   model: string;
   maxResults: number;
   autoRecover: boolean;
-  /** The cron occurrence this run is for (the plan's next_run_at when claimed). */
+  /** The slot this run is for (the plan's next_run_at when claimed; the runner may move it to the latest slot passed). */
   occurrence: Date;
+  /** The immediate test of a create or edit: never skipped as late. */
+  dueNow: boolean;
+  /** Database time of the claim. */
+  claimedAt: Date;
 }
 
 export interface TestOutcome {
@@ -62,9 +69,24 @@ export interface TestResultView {
   instance_id: string;
 }
 
-const VIEW = `id, account_id, cron, timezone, model, max_results, auto_recover, enabled, next_run_at, last_run_at, last_ok, created_at, updated_at`;
+const VIEW = `id, account_id, cron, timezone, model, max_results, auto_recover, enabled, next_run_at, last_run_at, last_ok, missed, created_at, updated_at`;
 /** One key for the claim's transaction lock: claims are serialised so the cluster-wide cap holds. */
 const CLAIM_LOCK = 0x7e57_0001;
+/** A plan's lease (`claim-queue.ts`): `lease_alive_key` (migration 021) is the claimer's liveness key, so a dead claimer's plan is free at once. */
+const PLANS: LeaseTable = { table: 'account_test_plans', key: 'id', owner: 'lease_owner', until: 'lease_until', fence: 'fence', aliveKey: 'lease_alive_key' };
+// $1 owner, $2 wanted, $3 cluster-wide cap, $4 lease ms, $5 the claimer's liveness key.
+// The cap counts live leases only: a lease whose holder died no longer holds a slot of the cap.
+const CLAIM = claimDue(PLANS, {
+  with: [`busy AS (SELECT count(*) AS n FROM account_test_plans WHERE NOT ${leaseFree(PLANS)})`],
+  due: 'enabled AND next_run_at <= clock_timestamp()',
+  order: 'next_run_at',
+  limit: 'GREATEST(0, LEAST($2::bigint, $3::bigint - (SELECT n FROM busy)))',
+  owner: '$1',
+  leaseMs: '$4',
+  aliveKey: '$5',
+  // due_now is cleared by the write that ends the test (finish or skip), so a takeover of a dead claimer's immediate test is still immediate.
+  returning: 't.id, t.fence, t.account_id, t.cron, t.timezone, t.model, t.max_results, t.auto_recover, t.next_run_at AS occurrence, t.due_now, clock_timestamp() AS claimed_at',
+});
 
 function toView(r: Record<string, unknown>): PlanView {
   return {
@@ -79,6 +101,7 @@ function toView(r: Record<string, unknown>): PlanView {
     next_run_at: iso(r.next_run_at)!,
     last_run_at: iso(r.last_run_at),
     last_ok: r.last_ok === null || r.last_ok === undefined ? null : Boolean(r.last_ok),
+    missed: num(r.missed),
     created_at: iso(r.created_at)!,
     updated_at: iso(r.updated_at)!,
   };
@@ -93,11 +116,12 @@ function toView(r: Record<string, unknown>): PlanView {
 export class AccountTests {
   constructor(private readonly db: Db) {}
 
-  async create(p: PlanInput, nextRunAt: Date): Promise<PlanView> {
+  /** Due at once (`due_now`): a new plan is tested straight away, then on its phase slots. `at` replaces the database clock (tests). */
+  async create(p: PlanInput, at: Date | null = null): Promise<PlanView> {
     const { rows } = await this.db.query(
-      `INSERT INTO account_test_plans (account_id, cron, timezone, model, max_results, auto_recover, enabled, next_run_at)
-       VALUES ($1, $2, $3, $4, $5, $6, $7, $8) RETURNING ${VIEW}`,
-      [p.accountId, p.cron, p.timezone, p.model, p.maxResults, p.autoRecover, p.enabled, nextRunAt],
+      `INSERT INTO account_test_plans (account_id, cron, timezone, model, max_results, auto_recover, enabled, next_run_at, due_now)
+       VALUES ($1, $2, $3, $4, $5, $6, $7, COALESCE($8::timestamptz, clock_timestamp()), true) RETURNING ${VIEW}`,
+      [p.accountId, p.cron, p.timezone, p.model, p.maxResults, p.autoRecover, p.enabled, at],
     );
     return toView(rows[0]!);
   }
@@ -116,7 +140,8 @@ export class AccountTests {
     return rows.map(toView);
   }
 
-  async update(id: number, p: Partial<PlanInput>, nextRunAt: Date | null): Promise<PlanView | null> {
+  /** An edit that changes when the plan fires (`testNow`) makes it due at once (`due_now`), then on its phase slots. */
+  async update(id: number, p: Partial<PlanInput>, testNow: boolean, at: Date | null = null): Promise<PlanView | null> {
     const c = new SetClause(id);
     if (p.accountId !== undefined) c.set('account_id', p.accountId);
     if (p.cron !== undefined) c.set('cron', p.cron);
@@ -125,7 +150,11 @@ export class AccountTests {
     if (p.maxResults !== undefined) c.set('max_results', p.maxResults);
     if (p.autoRecover !== undefined) c.set('auto_recover', p.autoRecover);
     if (p.enabled !== undefined) c.set('enabled', p.enabled);
-    if (nextRunAt !== null) c.set('next_run_at', nextRunAt);
+    if (testNow) {
+      if (at) c.set('next_run_at', at);
+      else c.raw('next_run_at = clock_timestamp()');
+      c.raw('due_now = true');
+    }
     if (c.empty) return this.get(id);
     const { rows } = await this.db.query(`UPDATE account_test_plans SET ${c} WHERE id = $1 RETURNING ${VIEW}`, c.params);
     return rows[0] ? toView(rows[0]) : null;
@@ -158,22 +187,13 @@ export class AccountTests {
   /**
    * Claims due plans for `owner`, never more than `cap` leased at once in the whole cluster: the
    * count and the claim happen under one transaction-scoped advisory lock, so two replicas cannot
-   * both see a free slot.
+   * both see a free slot. A plan leased by a replica whose liveness key no session holds any more
+   * (`aliveKey`, `coordination/liveness.ts`) is claimable at once, not after its lease.
    */
-  async claim(owner: string, want: number, cap: number, leaseMs: number): Promise<ClaimedPlan[]> {
+  async claim(owner: string, want: number, cap: number, leaseMs: number, aliveKey: number | null = null): Promise<ClaimedPlan[]> {
     return this.db.tx(async (q) => {
       await q.query(`SELECT pg_advisory_xact_lock($1)`, [CLAIM_LOCK]);
-      const { rows } = await q.query(
-        `WITH busy AS (SELECT count(*) AS n FROM account_test_plans WHERE lease_until > clock_timestamp()),
-         due AS (
-           SELECT id, next_run_at FROM account_test_plans
-           WHERE enabled AND next_run_at <= clock_timestamp() AND (lease_until IS NULL OR lease_until <= clock_timestamp())
-           ORDER BY next_run_at LIMIT GREATEST(0, LEAST($2::bigint, $3::bigint - (SELECT n FROM busy))) FOR UPDATE SKIP LOCKED)
-         UPDATE account_test_plans p SET fence = p.fence + 1, lease_owner = $1, lease_until = clock_timestamp() + make_interval(secs => $4::double precision / 1000)
-         FROM due WHERE p.id = due.id
-         RETURNING p.id, p.fence, p.account_id, p.cron, p.timezone, p.model, p.max_results, p.auto_recover, due.next_run_at AS occurrence`,
-        [owner, want, cap, leaseMs],
-      );
+      const { rows } = await q.query(CLAIM, [owner, want, cap, leaseMs, aliveKey]);
       return rows.map((r) => ({
         id: num(r.id),
         fence: num(r.fence),
@@ -184,8 +204,23 @@ export class AccountTests {
         maxResults: num(r.max_results),
         autoRecover: Boolean(r.auto_recover),
         occurrence: toDate(r.occurrence)!,
+        dueNow: Boolean(r.due_now),
+        claimedAt: toDate(r.claimed_at)!,
       }));
     });
+  }
+
+  /**
+   * A claimed slot more than half an interval late is not tested: the plan moves to `nextRunAt`,
+   * the skipped slots are counted in `missed`, and the lease is released, under the claim's fence
+   * (false when it was overtaken: nothing written).
+   */
+  async skip(plan: ClaimedPlan, missed: number, nextRunAt: Date): Promise<boolean> {
+    const { rowCount } = await this.db.query(
+      releaseLease(PLANS, { key: '$1', fence: '$2', set: ['next_run_at = GREATEST(next_run_at, $3)', 'missed = missed + $4', 'due_now = false', 'updated_at = clock_timestamp()'] }),
+      [plan.id, plan.fence, nextRunAt, missed],
+    );
+    return rowCount === 1;
   }
 
   /**
@@ -193,9 +228,10 @@ export class AccountTests {
    * max_results, next_run_at, the lease release and, for a passing test with auto_recover, the
    * account's recovery and its audit row. Returns null when the fence was overtaken (nothing written).
    */
-  async finish(plan: ClaimedPlan, owner: string, out: TestOutcome, nextRunAt: Date): Promise<{ recovered: boolean } | null> {
+  async finish(plan: ClaimedPlan, owner: string, out: TestOutcome, nextRunAt: Date, missed = 0): Promise<{ recovered: boolean } | null> {
     return this.db.tx(async (q) => {
-      const held = await q.query(`SELECT 1 FROM account_test_plans WHERE id = $1 AND fence = $2 FOR UPDATE`, [plan.id, plan.fence]);
+      // The fence check comes first and locks the row: a stale claimer writes nothing at all.
+      const held = await q.query(`SELECT 1 FROM account_test_plans WHERE id = $1 AND ${heldBy(PLANS, { fence: '$2' })} FOR UPDATE`, [plan.id, plan.fence]);
       if (!held.rows[0]) return null;
       let recovered = false;
       if (out.ok && plan.autoRecover) {
@@ -232,9 +268,12 @@ export class AccountTests {
         plan.maxResults,
       ]);
       await q.query(
-        `UPDATE account_test_plans SET next_run_at = GREATEST(next_run_at, $3), lease_owner = NULL, lease_until = NULL, last_run_at = $4, last_ok = $5, updated_at = clock_timestamp()
-         WHERE id = $1 AND fence = $2`,
-        [plan.id, plan.fence, nextRunAt, out.startedAt, out.ok],
+        releaseLease(PLANS, {
+          key: '$1',
+          fence: '$2',
+          set: ['next_run_at = GREATEST(next_run_at, $3)', 'last_run_at = $4', 'last_ok = $5', 'missed = missed + $6', 'due_now = false', 'updated_at = clock_timestamp()'],
+        }),
+        [plan.id, plan.fence, nextRunAt, out.startedAt, out.ok, missed],
       );
       return { recovered };
     });
@@ -254,11 +293,11 @@ export class AccountTests {
     return { ran: num(rows[0]!.ran), failed: num(rows[0]!.failed), upto: toDate(rows[0]!.upto)! };
   }
 
-  /** Enabled, unleased plans more than `ms` past their next_run_at, and the oldest's due time (for the job's health). Read-only. */
+  /** Enabled plans with a free lease (none, expired, or its holder dead) more than `ms` past their next_run_at, and the oldest's due time (for the job's health). Read-only. */
   async overdueSince(ms: number): Promise<{ overdue: number; oldestDueAt: Date | null }> {
     const { rows } = await this.db.query(
       `SELECT count(*) AS n, min(next_run_at) AS oldest FROM account_test_plans
-        WHERE enabled AND next_run_at < now() - make_interval(secs => $1::double precision / 1000) AND (lease_until IS NULL OR lease_until < now())`,
+        WHERE enabled AND next_run_at < now() - make_interval(secs => $1::double precision / 1000) AND ${leaseFree(PLANS, 'now()')}`,
       [ms],
     );
     return { overdue: num(rows[0]!.n), oldestDueAt: toDate(rows[0]!.oldest) };

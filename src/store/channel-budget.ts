@@ -1,23 +1,19 @@
 import { randomUUID } from 'node:crypto';
 import type { Db } from './db.js';
 import { toDate } from './db.js';
+import { claimCtes, renewLease, type LeaseTable } from './claim-queue.js';
 
 const ENSURE_SLOTS = `INSERT INTO notification_channel_slots (channel, slot) SELECT $1, g FROM generate_series(0, $2::int - 1) AS g ON CONFLICT DO NOTHING`;
+/** A send slot's hold is a lease (`claim-queue.ts`): `busy_until` its deadline, `token` the sender's claim. */
+const SLOTS: LeaseTable = { table: 'notification_channel_slots', key: ['channel', 'slot'], owner: 'token', until: 'busy_until' };
 // One statement: takes the first free slot of the channel (skipping slots another sender is
 // taking right now), or says when the first one frees. $1 channel, $2 count, $3 hold ms, $4 token.
 const TAKE = `
-WITH free AS (
-  SELECT slot FROM notification_channel_slots
-   WHERE channel = $1 AND slot < $2 AND busy_until <= clock_timestamp()
-   ORDER BY busy_until, slot LIMIT 1 FOR UPDATE SKIP LOCKED
-), took AS (
-  UPDATE notification_channel_slots s SET busy_until = clock_timestamp() + $3 * interval '1 millisecond', token = $4
-    FROM free WHERE s.channel = $1 AND s.slot = free.slot RETURNING s.slot
-)
+WITH ${claimCtes(SLOTS, { due: 'channel = $1 AND slot < $2', order: 'busy_until, slot', limit: '1', owner: '$4', leaseMs: '$3', returning: 't.slot' }, 'took').join(',\n')}
 SELECT (SELECT slot FROM took) AS slot,
        greatest(clock_timestamp(), (SELECT min(busy_until) FROM notification_channel_slots WHERE channel = $1 AND slot < $2)) AS free_at`;
 // The send finished (delivered or not): the slot stays held for one period from now.
-const SETTLE = `UPDATE notification_channel_slots SET busy_until = clock_timestamp() + $3 * interval '1 millisecond' WHERE channel = $1 AND token = $2`;
+const SETTLE = renewLease(SLOTS, { owner: '$2', leaseMs: '$3', and: 'channel = $1' });
 
 export type BudgetTake = { token: string } | { retryAt: Date };
 

@@ -1,5 +1,6 @@
 import type { Db } from './db.js';
 import { num } from './db.js';
+import { claimDue, heldBy, reapExpired, releaseLease, renewLease, type LeaseTable } from './claim-queue.js';
 
 /** A claimed queue row: only the holder of this fence may move the batch on. */
 export interface BatchLease {
@@ -9,53 +10,72 @@ export interface BatchLease {
 }
 
 /** The SQL condition "this lease still holds": `$l1` batch id, `$l2` fence, `$l3` owner. */
-export const LEASE_HELD = (b: string, f: string, o: string) => `EXISTS (SELECT 1 FROM image_batch_queue WHERE batch_id = ${b} AND fence = ${f} AND locked_by = ${o} AND status = 'active')`;
+export const LEASE_HELD = (b: string, f: string, o: string) => `EXISTS (SELECT 1 FROM image_batch_queue WHERE batch_id = ${b} AND ${heldBy(QUEUE, { fence: f, owner: o })} AND ${ACTIVE})`;
+
+/** The queue row's lease (`claim-queue.ts`): `locked_alive_key` is the claimer's liveness key (migration 027). */
+const QUEUE: LeaseTable = { table: 'image_batch_queue', key: 'batch_id', owner: 'locked_by', until: 'locked_until', fence: 'fence', aliveKey: 'locked_alive_key' };
+const ACTIVE = `status = 'active'`;
+// ready → active: a ready row carries no lease, so the status alone says it is free.
+const CLAIM = claimDue(QUEUE, {
+  due: `status = 'ready'`,
+  free: 'true',
+  order: 'run_at, batch_id',
+  limit: '$2',
+  owner: '$1',
+  leaseMs: '$3',
+  aliveKey: '$4',
+  set: [`status = 'active'`, 'attempts = t.attempts + 1'],
+  returning: 't.batch_id, t.fence',
+});
+const HEARTBEAT = renewLease(QUEUE, { key: '$1', fence: '$2', owner: '$3', leaseMs: '$4', and: ACTIVE });
+const REQUEUE = releaseLease(QUEUE, {
+  key: '$1',
+  fence: '$2',
+  owner: '$3',
+  and: ACTIVE,
+  set: [`status = CASE WHEN $4 > 0 THEN 'delayed' ELSE 'ready' END`, `run_at = clock_timestamp() + $4 * interval '1 millisecond'`],
+});
+// A worker that died (its liveness key is gone) is reaped at the next poll; one that stalled, when its lease ends.
+const RECOVER_STALE = reapExpired(QUEUE, { held: ACTIVE, set: [`status = 'ready'`] });
 
 /**
  * The batch work queue in PostgreSQL (table `image_batch_queue`, one row per live batch):
  * - ready → active by `claim` (FOR UPDATE SKIP LOCKED, so replicas never take the same row;
  *   the fence goes up by one on every claim);
  * - active → ready/delayed by `requeue` (owner and fence checked);
- * - active with an expired lease → ready by `recoverStale` (a worker died);
+ * - active with an expired lease, or whose claimer's liveness key no session holds any more (its
+ *   replica died) → ready by `recoverStale`;
  * - delayed → ready by `moveDue` once its time has come.
  * Times are the database clock, so replicas with skewed clocks agree.
  */
 export class ImageQueue {
-  constructor(private readonly db: Db) {}
+  /** `aliveKey`: this replica's liveness key, recorded with each claim (null or absent: leases can only expire). */
+  constructor(
+    private readonly db: Db,
+    private readonly aliveKey: () => number | null = () => null,
+  ) {}
 
   async claim(owner: string, limit: number, leaseMs: number): Promise<BatchLease[]> {
     if (limit <= 0) return [];
-    const { rows } = await this.db.query(
-      `WITH c AS (SELECT batch_id FROM image_batch_queue WHERE status = 'ready' ORDER BY run_at, batch_id LIMIT $2 FOR UPDATE SKIP LOCKED)
-       UPDATE image_batch_queue q SET status = 'active', locked_by = $1, locked_until = clock_timestamp() + $3 * interval '1 millisecond', fence = q.fence + 1, attempts = q.attempts + 1
-       FROM c WHERE q.batch_id = c.batch_id RETURNING q.batch_id, q.fence`,
-      [owner, limit, leaseMs],
-    );
+    const { rows } = await this.db.query(CLAIM, [owner, limit, leaseMs, this.aliveKey()]);
     return rows.map((r) => ({ batchId: num(r.batch_id), fence: num(r.fence), owner }));
   }
 
   /** Extends the lease; false when it was lost (recovered as stale, or the batch ended). */
   async heartbeat(l: BatchLease, leaseMs: number): Promise<boolean> {
-    const { rowCount } = await this.db.query(
-      `UPDATE image_batch_queue SET locked_until = clock_timestamp() + $4 * interval '1 millisecond' WHERE batch_id = $1 AND fence = $2 AND locked_by = $3 AND status = 'active'`,
-      [l.batchId, l.fence, l.owner, leaseMs],
-    );
+    const { rowCount } = await this.db.query(HEARTBEAT, [l.batchId, l.fence, l.owner, leaseMs]);
     return rowCount === 1;
   }
 
   /** Hands the batch back: ready now (delay 0) or delayed until now + delay. */
   async requeue(l: BatchLease, delayMs: number): Promise<boolean> {
-    const { rowCount } = await this.db.query(
-      `UPDATE image_batch_queue SET status = CASE WHEN $4 > 0 THEN 'delayed' ELSE 'ready' END, run_at = clock_timestamp() + $4 * interval '1 millisecond', locked_by = NULL, locked_until = NULL
-       WHERE batch_id = $1 AND fence = $2 AND locked_by = $3 AND status = 'active'`,
-      [l.batchId, l.fence, l.owner, Math.max(0, Math.round(delayMs))],
-    );
+    const { rowCount } = await this.db.query(REQUEUE, [l.batchId, l.fence, l.owner, Math.max(0, Math.round(delayMs))]);
     return rowCount === 1;
   }
 
-  /** Active rows whose lease ran out (their worker died or stalled) go back to ready. */
+  /** Active rows whose lease ran out (their worker stalled) or whose claimer is dead go back to ready. */
   async recoverStale(): Promise<number> {
-    return (await this.db.query(`UPDATE image_batch_queue SET status = 'ready', locked_by = NULL, locked_until = NULL WHERE status = 'active' AND locked_until < clock_timestamp()`)).rowCount;
+    return (await this.db.query(RECOVER_STALE)).rowCount;
   }
 
   /** The delayed mover: delayed rows whose time has come become ready. */

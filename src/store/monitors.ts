@@ -4,9 +4,10 @@ import type { Db } from './db.js';
 import { iso, num, toDate } from './db.js';
 import type { SecretBox } from './secret-box.js';
 import { SetClause } from './set-clause.js';
-import { leaseFreeSql } from './liveness-sql.js';
+import { heldBy, leaseFree, type LeaseTable } from './claim-queue.js';
 
-const API_KEY = 'monitor-api-key';
+const API_KEY = 'monitor-api-key'; /** The probe lease (`claim-queue.ts`); the claim is written out below because a late slot is skipped without taking the lease. */
+const MONITORS: LeaseTable = { table: 'monitors', key: 'id', owner: 'lease_owner', until: 'lease_until', fence: 'fence', aliveKey: 'lease_alive_key' };
 
 /**
  * A monitor's phase within its interval: Fibonacci (Knuth multiplicative) hashing of its id,
@@ -200,7 +201,7 @@ export class Monitors {
       `WITH n AS (SELECT COALESCE($4::timestamptz, now()) AS t),
        due AS (
          SELECT id, next_due_at, interval_ms, due_now FROM monitors, n
-         WHERE enabled AND next_due_at <= n.t AND ${leaseFreeSql('lease_until', 'lease_alive_key', 'n.t')}
+         WHERE enabled AND next_due_at <= n.t AND ${leaseFree(MONITORS, 'n.t')}
          ORDER BY next_due_at LIMIT $2 FOR UPDATE OF monitors SKIP LOCKED),
        behind AS (
          SELECT due.id, due.next_due_at, due.due_now, due.interval_ms, n.t,
@@ -252,9 +253,8 @@ export class Monitors {
   /**
    * Stores a batch of results and releases their leases, in one statement. A lease is released
    * only under the fence it was claimed with; a result whose fence was overtaken (the lease
-   * expired and another replica claimed the monitor) is stored with `fenced_out` set.
+   * expired and another replica claimed the monitor) is stored with `fenced_out` set. Returns how many were.
    */
-  /** Returns how many results were fenced out. */
   async complete(owner: string, batch: ProbeRecord[]): Promise<number> {
     if (batch.length === 0) return 0;
     const col = <T>(f: (p: ProbeRecord) => T) => batch.map(f);
@@ -265,7 +265,7 @@ export class Monitors {
        rel AS (
          UPDATE monitors m SET lease_owner = NULL, lease_until = NULL, last_probe_at = r.started_at, last_status = r.status,
            last_error_class = r.error_class, last_latency_ms = r.latency_ms
-         FROM r WHERE m.id = r.monitor_id AND m.fence = r.fence RETURNING m.id)
+         FROM r WHERE m.id = r.monitor_id AND ${heldBy(MONITORS, { fence: 'r.fence' }, 'm')} RETURNING m.id)
        INSERT INTO monitor_results (monitor_id, fence, scheduled_for, started_at, ok, status, latency_ms, ttfb_ms, error_class, instance_id, fenced_out, missed)
        SELECT r.monitor_id, r.fence, r.scheduled_for, r.started_at, r.ok, r.status, r.latency_ms, r.ttfb_ms, r.error_class, $1,
          NOT EXISTS (SELECT 1 FROM rel WHERE rel.id = r.monitor_id), r.missed FROM r
@@ -288,13 +288,13 @@ export class Monitors {
   }
 
   /**
-   * For channel_monitor's health: enabled, unleased monitors a whole interval of their own past due
+   * For channel_monitor's health: enabled monitors with a free lease (none, expired, holder dead) a whole interval of their own past due
    * (a probe missed, not a busy second), and since when the oldest has waited. Read-only.
    */
   async missedIntervals(): Promise<{ missed: number; oldestDueAt: Date | null }> {
     const { rows } = await this.db.query(
       `SELECT count(*) AS n, min(next_due_at) AS oldest FROM monitors
-        WHERE enabled AND next_due_at <= now() - make_interval(secs => interval_ms::double precision / 1000) AND (lease_until IS NULL OR lease_until < now())`,
+        WHERE enabled AND next_due_at <= now() - make_interval(secs => interval_ms::double precision / 1000) AND ${leaseFree(MONITORS, 'now()')}`,
     );
     return { missed: num(rows[0]!.n), oldestDueAt: toDate(rows[0]!.oldest) };
   }

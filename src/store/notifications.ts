@@ -1,5 +1,6 @@
 import type { Db } from './db.js';
 import { iso, num } from './db.js';
+import { claimDue, heldBy, leaseFree, type LeaseTable } from './claim-queue.js';
 
 export interface Delivery {
   id: number;
@@ -39,9 +40,10 @@ function toDelivery(r: Record<string, unknown>): Delivery {
 
 /**
  * The notification outbox and delivery log. An intent is a row (unique `dedup_key`) written
- * before anything is sent; a sender claims due rows with SKIP LOCKED and a lease, and records
- * the result after. A sender that dies mid-send leaves a `sending` row whose lease lapses, and
- * the row is sent again with the same message id.
+ * before anything is sent; a sender claims due rows (`claim-queue.ts`) with a lease, and records
+ * the result after. A sender that dies mid-send leaves a `sending` row: taken over at once when
+ * its liveness key is gone (its process died), else when its lease lapses; the row is sent again
+ * with the same message id.
  */
 // One statement per (window, channel): the reminder intent for every active subscription whose
 // end falls inside the window. The key names the subscription, the window and the period end, so
@@ -56,10 +58,30 @@ FROM subscriptions s JOIN billing_users u ON u.id = s.user_id JOIN plans p ON p.
 WHERE s.status = 'active' AND s.expires_at > clock_timestamp() + $2::int * interval '1 day' AND s.expires_at <= clock_timestamp() + $1::int * interval '1 day'
   ${channel === 'email' ? 'AND u.email IS NOT NULL' : ''}
 ON CONFLICT (dedup_key) DO NOTHING`;
+/** A delivery's send lease (`claim-queue.ts`); `claimed_alive_key` is the sender's liveness key (migration 027). */
+const OUTBOX: LeaseTable = { table: 'notification_deliveries', key: 'id', owner: 'claimed_by', until: 'claimed_until', aliveKey: 'claimed_alive_key' };
+// Pending and due, or `sending` with a free lease (expired, or its sender died: sent again at once,
+// with the same message id). A pending row carries no lease. $1 owner, $2 limit, $3 lease ms,
+// $4 templates (null: all), $5 channels to skip, $6 the sender's liveness key.
+const CLAIM = claimDue(OUTBOX, {
+  due: `($4::text[] IS NULL OR template = ANY($4::text[])) AND channel <> ALL($5::text[])`,
+  free: `((status = 'pending' AND next_attempt_at <= clock_timestamp()) OR (status = 'sending' AND ${leaseFree(OUTBOX)}))`,
+  order: 'next_attempt_at, id',
+  limit: '$2',
+  owner: '$1',
+  leaseMs: '$3',
+  aliveKey: '$6',
+  set: [`status = 'sending'`],
+  returning: 't.*',
+});
 const REMINDER_STILL_DUE = `SELECT 1 FROM subscriptions WHERE id = $1 AND status = 'active' AND expires_at = $2::timestamptz AND expires_at > clock_timestamp()`;
 
 export class Notifications {
-  constructor(private readonly db: Db) {}
+  /** `aliveKey`: this replica's liveness key, recorded with each claim (null or absent: a send lease can only expire). */
+  constructor(
+    private readonly db: Db,
+    private readonly aliveKey: () => number | null = () => null,
+  ) {}
 
   /** Records the reminder intents of one window (`days` before the end, down to `nextDays`) for a channel; returns how many were new. */
   async queueReminders(channel: 'email' | 'webhook', days: number, nextDays: number): Promise<number> {
@@ -75,21 +97,13 @@ export class Notifications {
 
   /** Due deliveries, optionally only of some templates (each area sends its own on its own cadence), never of `skipChannels` (down or rate-limited this round). */
   async claim(owner: string, limit: number, leaseMs: number, templates: string[] | null = null, skipChannels: string[] = []): Promise<Delivery[]> {
-    const { rows } = await this.db.query(
-      `UPDATE notification_deliveries SET status = 'sending', claimed_by = $1, claimed_until = clock_timestamp() + $3 * interval '1 millisecond'
-       WHERE id IN (SELECT id FROM notification_deliveries
-                    WHERE ((status = 'pending' AND next_attempt_at <= clock_timestamp()) OR (status = 'sending' AND claimed_until < clock_timestamp()))
-                      AND ($4::text[] IS NULL OR template = ANY($4::text[])) AND channel <> ALL($5::text[])
-                    ORDER BY next_attempt_at, id LIMIT $2 FOR UPDATE SKIP LOCKED)
-       RETURNING *`,
-      [owner, limit, leaseMs, templates, skipChannels],
-    );
+    const { rows } = await this.db.query(CLAIM, [owner, limit, leaseMs, templates, skipChannels, this.aliveKey()]);
     return rows.map(toDelivery).sort((a, b) => a.id - b.id);
   }
 
   async sent(id: number, owner: string): Promise<void> {
     await this.db.query(
-      `UPDATE notification_deliveries SET status = 'sent', sent_at = clock_timestamp(), attempts = attempts + 1, last_error = NULL, rate_limited = false WHERE id = $1 AND claimed_by = $2`,
+      `UPDATE notification_deliveries SET status = 'sent', sent_at = clock_timestamp(), attempts = attempts + 1, last_error = NULL, rate_limited = false WHERE id = $1 AND ${heldBy(OUTBOX, { owner: '$2' })}`,
       [id, owner],
     );
   }
@@ -103,7 +117,7 @@ export class Notifications {
     const { rows } = await this.db.query<{ status: string }>(
       `UPDATE notification_deliveries SET attempts = attempts + 1, last_error = $2,
          status = CASE WHEN attempts + 1 >= $4 THEN 'failed' ELSE 'pending' END,
-         next_attempt_at = clock_timestamp() + $3 * interval '1 millisecond', claimed_by = NULL, claimed_until = NULL, rate_limited = false
+         next_attempt_at = clock_timestamp() + $3 * interval '1 millisecond', claimed_by = NULL, claimed_until = NULL, claimed_alive_key = NULL, rate_limited = false
        WHERE id = $1 RETURNING status`,
       [id, error.slice(0, 500), retryMs, maxAttempts],
     );
@@ -113,7 +127,7 @@ export class Notifications {
   /** Puts a claimed row back untouched (its channel is down this round). */
   async release(id: number, delayMs: number): Promise<void> {
     await this.db.query(
-      `UPDATE notification_deliveries SET status = 'pending', claimed_by = NULL, claimed_until = NULL, rate_limited = false,
+      `UPDATE notification_deliveries SET status = 'pending', claimed_by = NULL, claimed_until = NULL, claimed_alive_key = NULL, rate_limited = false,
          next_attempt_at = clock_timestamp() + $2 * interval '1 millisecond' WHERE id = $1`,
       [id, delayMs],
     );
@@ -125,8 +139,8 @@ export class Notifications {
    */
   async defer(id: number, owner: string, until: Date): Promise<void> {
     await this.db.query(
-      `UPDATE notification_deliveries SET status = 'pending', claimed_by = NULL, claimed_until = NULL, next_attempt_at = $3,
-         deferrals = deferrals + 1, rate_limited = true WHERE id = $1 AND claimed_by = $2`,
+      `UPDATE notification_deliveries SET status = 'pending', claimed_by = NULL, claimed_until = NULL, claimed_alive_key = NULL, next_attempt_at = $3,
+         deferrals = deferrals + 1, rate_limited = true WHERE id = $1 AND ${heldBy(OUTBOX, { owner: '$2' })}`,
       [id, owner, until],
     );
   }

@@ -1,5 +1,6 @@
 import type { Db } from './db.js';
 import { num, toDate } from './db.js';
+import { claimDue, heldBy, renewLease, type LeaseTable } from './claim-queue.js';
 
 export interface OutboxEvent {
   id: number;
@@ -35,15 +36,23 @@ const toEvent = (r: Record<string, unknown>): OutboxEvent => ({
   attempts: num(r.attempts),
 });
 
-// A claim marks rows with a token and a deadline; SKIP LOCKED lets replicas claim disjoint batches
-// at once, and the deadline hands rows of a dead replica to the next claimer.
-const CLAIM = `
-UPDATE scheduler_outbox o SET claim_token = $1, claimed_until = clock_timestamp() + $2 * interval '1 millisecond', attempts = o.attempts + 1
-WHERE o.id IN (
-  SELECT id FROM scheduler_outbox
-  WHERE consumed_at IS NULL AND (event_type = $4) = $5 AND (claimed_until IS NULL OR claimed_until < clock_timestamp())
-  ORDER BY id LIMIT $3 FOR UPDATE SKIP LOCKED)
-RETURNING o.id, o.event_type, o.payload, o.created_at, o.attempts`;
+/**
+ * A claim marks rows with a token and a deadline (`claim-queue.ts`); SKIP LOCKED lets replicas
+ * claim disjoint batches at once, and the deadline hands rows of a dead replica to the next
+ * claimer. No liveness key here: the consumer's claims are short (a batch), and a fresh token per
+ * claim is the fence. $1 token, $2 lease ms, $3 limit, $4/$5 the rebuild filter.
+ */
+const OUTBOX: LeaseTable = { table: 'scheduler_outbox', key: 'id', owner: 'claim_token', until: 'claimed_until' };
+const CLAIM = claimDue(OUTBOX, {
+  due: 'consumed_at IS NULL AND (event_type = $4) = $5',
+  order: 'id',
+  limit: '$3',
+  owner: '$1',
+  leaseMs: '$2',
+  set: ['attempts = t.attempts + 1'],
+  returning: 't.id, t.event_type, t.payload, t.created_at, t.attempts',
+});
+const PENDING = 'consumed_at IS NULL';
 
 /**
  * The `scheduler_outbox` table as a queue: claim, acknowledge (watermark and consumed mark in one
@@ -66,10 +75,7 @@ export class SchedulerOutbox {
 
   /** Keeps a long claim (a rebuild) alive; false when it was lost to another claimer. */
   async extend(id: number, token: string, leaseMs: number): Promise<boolean> {
-    const { rowCount } = await this.db.query(
-      `UPDATE scheduler_outbox SET claimed_until = clock_timestamp() + $3 * interval '1 millisecond' WHERE id = $1 AND claim_token = $2 AND consumed_at IS NULL`,
-      [id, token, leaseMs],
-    );
+    const { rowCount } = await this.db.query(renewLease(OUTBOX, { key: '$1', owner: '$2', leaseMs: '$3', and: PENDING }), [id, token, leaseMs]);
     return rowCount === 1;
   }
 
@@ -82,7 +88,10 @@ export class SchedulerOutbox {
     if (!ids.length) return 0;
     return this.db.tx(async (q) => {
       signal?.throwIfAborted();
-      const { rowCount } = await q.query(`UPDATE scheduler_outbox SET consumed_at = clock_timestamp() WHERE id = ANY($1::bigint[]) AND claim_token = $2 AND consumed_at IS NULL`, [ids, token]);
+      const { rowCount } = await q.query(`UPDATE scheduler_outbox SET consumed_at = clock_timestamp() WHERE id = ANY($1::bigint[]) AND ${heldBy(OUTBOX, { owner: '$2' })} AND ${PENDING}`, [
+        ids,
+        token,
+      ]);
       await q.query(`UPDATE scheduler_snapshot_state SET watermark = GREATEST(watermark, $1), watermark_at = clock_timestamp()`, [Math.max(...ids)]);
       return rowCount;
     });
@@ -91,11 +100,7 @@ export class SchedulerOutbox {
   /** A batch that failed: claimable again after `delayMs` (the rows keep their claim, so dedup still sees them as taken). */
   async release(ids: number[], token: string, delayMs: number): Promise<void> {
     if (!ids.length) return;
-    await this.db.query(`UPDATE scheduler_outbox SET claimed_until = clock_timestamp() + $3 * interval '1 millisecond' WHERE id = ANY($1::bigint[]) AND claim_token = $2 AND consumed_at IS NULL`, [
-      ids,
-      token,
-      delayMs,
-    ]);
+    await this.db.query(renewLease(OUTBOX, { keyIn: '$1::bigint[]', owner: '$2', leaseMs: '$3', and: PENDING }), [ids, token, delayMs]);
   }
 
   /** Deletes consumed rows, `batch` per statement so no statement holds many row locks; returns rows deleted. */
@@ -152,7 +157,7 @@ export class SchedulerOutbox {
   /** A finished rebuild: its request is consumed and the time recorded, together. */
   async finishRebuild(id: number, token: string, reason: string, epoch: number): Promise<void> {
     await this.db.tx(async (q) => {
-      await q.query(`UPDATE scheduler_outbox SET consumed_at = clock_timestamp() WHERE id = $1 AND claim_token = $2`, [id, token]);
+      await q.query(`UPDATE scheduler_outbox SET consumed_at = clock_timestamp() WHERE id = $1 AND ${heldBy(OUTBOX, { owner: '$2' })}`, [id, token]);
       await q.query(`UPDATE scheduler_snapshot_state SET last_rebuild_at = clock_timestamp(), last_rebuild_reason = $1, last_rebuild_epoch = $2`, [reason, epoch]);
     });
   }

@@ -4,7 +4,7 @@ import type { Metrics } from '../../telemetry/metrics.js';
 import type { AccountTests, ClaimedPlan, TestOutcome } from '../../store/account-tests.js';
 import type { ProbeClient } from '../../upstream/probe-client.js';
 import type { AccountProbeAuth } from './account-probe-auth.js';
-import { nextOccurrence } from './plan-schedule.js';
+import { halfIntervalAfter, nextPlanSlot, placeClaim } from './plan-schedule.js';
 import { MIN_PROBE_MS, leaseLeftMs } from './monitor-runner.js';
 import { settledWithin } from '../../time/clock.js';
 
@@ -17,14 +17,21 @@ export interface AccountTestSettings {
   baseUrl: string;
   /** `channel_monitor.min_interval`: a plan stored before the floor existed still fires no closer than this. */
   minIntervalMs?: number;
+  /** This replica's liveness key, recorded with each lease so a survivor takes the plan over at once if this process dies. */
+  aliveKey?: () => number | null;
 }
+
+/** A plan whose cron never fires again: parked far in the future. */
+const NEVER = new Date(8.64e15);
 
 /**
  * Runs due scheduled account tests on this replica. Every poll claims due plans (at most
  * `concurrency` leased in the whole cluster, see AccountTests.claim), tests each through the
  * account's credentials and proxy, and commits the outcome under the claim's fence. A replica
- * that dies mid-test leaves the plan leased until the lease ends; then the same occurrence is
- * claimed again, and only one result per occurrence is ever stored.
+ * that dies mid-test leaves the plan leased until a survivor sees its liveness key gone (at once)
+ * or the lease ends; then the same occurrence is claimed again, and only one result per
+ * occurrence is ever stored. Plans fire on their phase slots (`plan-schedule.ts`): a slot claimed
+ * more than half an interval late is skipped and counted as missed.
  */
 export class AccountTestRunner {
   private readonly running = new Set<Promise<void>>();
@@ -64,7 +71,7 @@ export class AccountTestRunner {
     if (free <= 0) return 0;
     let claimed: ClaimedPlan[];
     try {
-      claimed = await this.plans.claim(this.s.instanceId, free, this.s.concurrency, this.s.timeoutMs + this.s.leaseGraceMs);
+      claimed = await this.plans.claim(this.s.instanceId, free, this.s.concurrency, this.s.timeoutMs + this.s.leaseGraceMs, this.s.aliveKey?.() ?? null);
     } catch (err) {
       this.metrics.probes.claimErrors.inc({ what: 'account_test_claim' });
       this.log.warn({ err: (err as Error).message }, 'account test claim failed; retrying at the next poll');
@@ -96,7 +103,11 @@ export class AccountTestRunner {
     }, ms);
   }
 
-  private async run(p: ClaimedPlan, seenAt: number): Promise<void> {
+  private async run(claimed: ClaimedPlan, seenAt: number): Promise<void> {
+    const place = placeClaim({ id: claimed.id, cron: claimed.cron, timezone: claimed.timezone, dueMs: claimed.occurrence.getTime(), dueNow: claimed.dueNow, claimedAtMs: claimed.claimedAt.getTime() });
+    if (place.missed > 0) this.metrics.probes.missed.inc(place.missed);
+    if (!place.run) return this.skip(claimed, place.missed, place.nextMs);
+    const p: ClaimedPlan = { ...claimed, occurrence: new Date(place.slotMs) };
     const startedLocal = this.clock.now();
     let out: TestOutcome;
     try {
@@ -115,10 +126,14 @@ export class AccountTestRunner {
       out = { startedAt: new Date(startedLocal), ok: false, status: null, latencyMs: Math.round(this.clock.now() - startedLocal), ttfbMs: null, errorClass: 'auth' };
     }
     // The floor holds for plans stored before it was enforced: the next firing is at least minIntervalMs after this one.
+    // After the immediate test of a create or edit, the first phase slot at least half an interval later.
     const floor = p.occurrence.getTime() + Math.max(0, (this.s.minIntervalMs ?? 0) - 1);
-    const next = nextOccurrence(p.cron, p.timezone, Math.max(floor, this.clock.now())) ?? new Date(8.64e15);
+    const now = this.clock.now();
+    const after = p.dueNow ? now + halfIntervalAfter(p.cron, p.timezone, now) : now + 1;
+    const slot = nextPlanSlot(p.id, p.cron, p.timezone, Math.max(floor + 1, after));
+    const next = slot ? new Date(slot.slotMs) : NEVER;
     try {
-      const done = await this.plans.finish(p, this.s.instanceId, out, next);
+      const done = await this.plans.finish(p, this.s.instanceId, out, next, place.missed);
       const result = done === null ? 'fenced_out' : out.ok ? 'ok' : 'failed';
       this.metrics.probes.tests.inc({ result, class: out.errorClass ?? 'none' });
       if (done?.recovered) {
@@ -128,6 +143,17 @@ export class AccountTestRunner {
     } catch (err) {
       this.metrics.probes.claimErrors.inc({ what: 'account_test_write' });
       this.log.warn({ plan_id: p.id, err: (err as Error).message }, 'storing an account test failed; the lease expires and the occurrence runs again');
+    }
+  }
+
+  /** A slot more than half an interval late: not tested, the plan moves to its next slot under the claim's fence. */
+  private async skip(p: ClaimedPlan, missed: number, nextMs: number | null): Promise<void> {
+    try {
+      const held = await this.plans.skip(p, missed, nextMs === null ? NEVER : new Date(nextMs));
+      this.log.info({ plan_id: p.id, account_id: p.accountId, missed, fenced_out: !held }, 'account test slot skipped: claimed more than half an interval late');
+    } catch (err) {
+      this.metrics.probes.claimErrors.inc({ what: 'account_test_write' });
+      this.log.warn({ plan_id: p.id, err: (err as Error).message }, 'skipping a late account test failed; the lease expires and the plan is claimed again');
     }
   }
 }
