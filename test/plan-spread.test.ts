@@ -5,7 +5,7 @@ import { SecretBox } from '../src/store/secret-box.js';
 import { Accounts } from '../src/store/accounts.js';
 import { AccountTests, type PlanInput } from '../src/store/account-tests.js';
 import { LIVENESS_NS, LivenessSession } from '../src/coordination/liveness.js';
-import { latestPlanSlot, nextPlanSlot, placeClaim } from '../src/jobs/probes/plan-schedule.js';
+import { PLAN_SPREAD_MAX_MS, latestPlanSlot, nextPlanSlot, placeClaim } from '../src/jobs/probes/plan-schedule.js';
 import { silentLogger } from '../src/telemetry/logger.js';
 import { TEST_MASTER_KEY, freshDatabase } from './helpers/services.js';
 
@@ -28,6 +28,14 @@ describe('account-test plan phase slots', () => {
     const gaps = slots.slice(1).map((s, i) => s - slots[i]!);
     // Fibonacci hashing of consecutive ids: every gap is within a small factor of the mean (15 ms).
     expect(Math.max(...gaps)).toBeLessThanOrEqual(3 * (I / 200));
+  });
+
+  it('a daily plan runs within five minutes of its hour, not anywhere in its day', () => {
+    const day = Array.from({ length: 500 }, (_, i) => nextPlanSlot(i + 1, '0 3 * * *', 'UTC', T0)!.slotMs);
+    const at3 = Date.parse('2026-03-02T03:00:00.000Z');
+    for (const s of day) expect(s - at3).toBeGreaterThanOrEqual(0);
+    for (const s of day) expect(s - at3).toBeLessThan(PLAN_SPREAD_MAX_MS);
+    expect(new Set(day).size).toBeGreaterThan(450);
   });
 
   it("a plan's slots are stable and one per interval, whenever they are asked for", () => {

@@ -61,10 +61,16 @@ export interface PlanSlot {
   gapMs: number;
 }
 
+/**
+ * A plan's phase is spread over its interval, but over five minutes at most: a plan written
+ * `0 3 * * *` means "around 03:00", so a daily plan runs between 03:00 and 03:05, never at noon.
+ */
+export const PLAN_SPREAD_MAX_MS = 5 * 60_000;
+
 function slotOf(id: number, c: Cron, firingMs: number): PlanSlot {
   const next = c.nextRun(new Date(firingMs));
   const gapMs = next ? next.getTime() - firingMs : 0;
-  return { slotMs: firingMs + (gapMs > 0 ? spreadPhase(id, gapMs) : 0), gapMs };
+  return { slotMs: firingMs + (gapMs > 0 ? spreadPhase(id, Math.min(gapMs, PLAN_SPREAD_MAX_MS)) : 0), gapMs };
 }
 
 /** The first slot of plan `id` at or after `atMs` (null: the cron never fires again). */
