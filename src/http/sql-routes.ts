@@ -12,7 +12,10 @@ const body = z.object({ query: z.string().min(1).max(20_000) }).strict();
  */
 export function registerSqlRoutes(api: FastifyInstance, rt: Runtime): void {
   const sql = openSqlConsole(rt.config, rt.db);
-  api.addHook('onClose', () => sql.close());
+  // Embedded: the snapshot thread is terminated as soon as shutdown begins (a statement in it is
+  // answered 503), not after the requests in flight, which would wait for it.
+  if (rt.db.kind === 'pglite') api.addHook('preClose', () => sql.close());
+  else api.addHook('onClose', () => sql.close());
   api.post('/sql', async (req, reply) => {
     const { query } = parseBody(body, req.body);
     try {
@@ -21,7 +24,7 @@ export function registerSqlRoutes(api: FastifyInstance, rt: Runtime): void {
       if (err instanceof SqlRefused) return sendError(reply, 400, 'sql_refused', err.message);
       if (err instanceof SqlUnavailable) {
         if (err.reason === 'busy') void reply.header('retry-after', '1');
-        return sendError(reply, err.reason === 'busy' ? 429 : 503, err.reason === 'busy' ? 'sql_busy' : 'sql_unsafe_role', err.message);
+        return sendError(reply, err.reason === 'busy' ? 429 : 503, `sql_${err.reason}`, err.message);
       }
       // PostgreSQL's own message (syntax error, unknown column, statement timeout) is the answer.
       const e = err as Error & { code?: string };
