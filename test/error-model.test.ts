@@ -153,6 +153,7 @@ const INTERNAL_ERRORS: Record<string, string> = {
   RoundAborted: "a round's AbortSignal fired; recorded as timed_out/failed on the run",
   WatermarkFenced: 'a stale fencing token on the monitor watermark; the round stops',
   AlreadySettled: 'a batch settled by another worker; the transition is skipped',
+  SqlTimeout: "an embedded console statement killed at sql.statement_timeout; carries PostgreSQL's 57014, which sql-routes answers as sql_timeout",
   SubmitRefused: "the store's refusal inside a submit transaction; the service answers SubmitRejected",
 };
 

@@ -6,10 +6,9 @@ import pg from 'pg';
 import { classifyStatement, SqlRefused } from '../src/store/sql-guard.js';
 import { SqlConsole, SqlUnavailable } from '../src/store/sql-console.js';
 import { PgDb } from '../src/store/pg-db.js';
-import { PgliteDb } from '../src/store/pglite-db.js';
 import { freshDatabase, PG_ADMIN_URL, uniqueName } from './helpers/services.js';
 
-const OPTS = { statementTimeoutMs: 1000, maxRows: 1000, concurrency: 2, embeddedMaxCost: 20_000 };
+const OPTS = { statementTimeoutMs: 1000, maxRows: 1000, concurrency: 2 };
 
 async function refusal(p: Promise<unknown>): Promise<string> {
   try {
@@ -22,7 +21,7 @@ async function refusal(p: Promise<unknown>): Promise<string> {
 }
 
 describe('SQL console guard (PostgreSQL parser)', () => {
-  const refused = (sql: string, embedded = false) => refusal(classifyStatement(sql, { embedded }));
+  const refused = (sql: string) => refusal(classifyStatement(sql));
 
   it('admits one SELECT / WITH / TABLE / VALUES / EXPLAIN / SHOW and returns its own text', async () => {
     for (const [sql, kind] of [
@@ -35,10 +34,10 @@ describe('SQL console guard (PostgreSQL parser)', () => {
       ['SHOW statement_timeout', 'show'],
       ['SELECT pg_sleep(0.1)', 'query'],
     ] as const) {
-      expect(await classifyStatement(sql, { embedded: false }), sql).toMatchObject({ kind });
+      expect(await classifyStatement(sql), sql).toMatchObject({ kind });
     }
     // PostgreSQL's own statement bounds: a quoted ';' is not an end, the final ';' and a leading comment are not part of it.
-    expect((await classifyStatement("/* c */ SELECT ';' -- x\n;", { embedded: false })).text).toBe("SELECT ';' -- x");
+    expect((await classifyStatement("/* c */ SELECT ';' -- x\n;")).text).toBe("SELECT ';' -- x");
   });
 
   it('refuses what the issue tried, each with a reason', async () => {
@@ -70,52 +69,6 @@ describe('SQL console guard (PostgreSQL parser)', () => {
     expect(await refused("SELECT dblink('x', 'y')")).toMatch(/dblink/);
     expect(await refused('SELEC 1')).toMatch(/syntax error/);
     expect(await refused('   ')).toMatch(/exactly one/);
-  });
-
-  it('embedded mode also refuses what only waits or grows without bound', async () => {
-    expect(await refused('SELECT pg_sleep(6)', true)).toMatch(/pg_sleep\(\) is refused in embedded mode/);
-    expect(await refused('WITH RECURSIVE r(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM r) SELECT count(*) FROM r', true)).toMatch(/WITH RECURSIVE is refused in embedded mode/);
-    expect(await refused('SELECT count(*) FROM generate_series(1, (SELECT 2000000000))', true)).toMatch(/computed bounds/);
-    expect(await classifyStatement('SELECT * FROM generate_series(1, 10)', { embedded: true })).toMatchObject({ kind: 'query' });
-  });
-});
-
-describe('SQL console, embedded (PGlite)', () => {
-  let db: PgliteDb;
-  let sql: SqlConsole;
-  beforeAll(async () => {
-    db = await PgliteDb.open();
-    await db.exec('CREATE TABLE t (id int PRIMARY KEY, v text)');
-    await db.exec("INSERT INTO t SELECT g, 'v' || g FROM generate_series(1, 3000) g");
-    sql = new SqlConsole(db, OPTS);
-  });
-  afterAll(async () => {
-    await db.close();
-  });
-
-  it('reads through a cursor and cuts at the row limit', async () => {
-    const r = await sql.run('SELECT * FROM t ORDER BY id');
-    expect(r.rows).toHaveLength(1000);
-    expect(r.truncated).toBe(true);
-    expect(r.columns).toEqual(['id', 'v']);
-    expect(await sql.run('SHOW statement_timeout')).toMatchObject({ truncated: false });
-  });
-
-  it('refuses COPY TO PROGRAM, and a statement planned above the cost ceiling before running it', async () => {
-    expect(await refusal(sql.run("COPY (SELECT 1) TO PROGRAM 'true'"))).toMatch(/COPY is refused/);
-    const started = Date.now();
-    const msg = await refusal(sql.run('SELECT count(*) FROM generate_series(1, 5000000)'));
-    expect(msg).toMatch(/above sql\.embedded_max_cost/);
-    // Refused from the plan: far less than the 15 s PGlite takes to run it (measured).
-    expect(Date.now() - started).toBeLessThan(5000);
-  });
-
-  it('a setting never outlives the statement: writes still work afterwards', async () => {
-    expect(await refusal(sql.run("SELECT set_config('default_transaction_read_only', 'on', false)"))).toMatch(/set_config/);
-    await sql.run("SELECT current_setting('default_transaction_read_only') AS ro");
-    await db.query("INSERT INTO t VALUES (100000, 'after')");
-    expect((await db.query<{ ro: string }>("SELECT current_setting('transaction_read_only') AS ro")).rows[0]!.ro).toBe('off');
-    expect((await db.query<{ s: string }>("SELECT current_setting('statement_timeout') AS s")).rows[0]!.s).toBe('0');
   });
 });
 

@@ -62,7 +62,7 @@ const SNAPSHOT_DEFAULTS = {
   rebuild_chunk: 2000,
 };
 const HTTP_DEFAULTS = { headers_timeout: 10_000, request_timeout: 30_000, keep_alive_timeout: 5000, socket_timeout: 60_000, max_connections: 1000 };
-const SQL_DEFAULTS = { statement_timeout: 5000, concurrency: 2, max_rows: 1000, embedded_max_cost: 20_000 };
+const SQL_DEFAULTS = { statement_timeout: 5000, concurrency: 2, max_rows: 1000, embedded_snapshot_max_age: 30_000 };
 /** A channel's cluster-wide send budget: `count` sends per `period` across every replica; 0 = unlimited. */
 const channelRateLimit = z
   .object({
@@ -213,7 +213,7 @@ export const configSchema = z
           .optional(),
         concurrency: positiveInt.default(SQL_DEFAULTS.concurrency),
         max_rows: numeric(z.number().int().min(1).max(100_000)).default(SQL_DEFAULTS.max_rows),
-        embedded_max_cost: numeric(z.number().positive()).default(SQL_DEFAULTS.embedded_max_cost),
+        embedded_snapshot_max_age: positiveDuration.default(SQL_DEFAULTS.embedded_snapshot_max_age),
       })
       .strict()
       .default(SQL_DEFAULTS),

@@ -13,7 +13,10 @@ const body = z.object({ query: z.string().min(1).max(20_000) }).strict();
  */
 export function registerSqlRoutes(api: FastifyInstance, rt: Runtime): void {
   const sql = openSqlConsole(rt.config, rt.db);
-  api.addHook('onClose', () => sql.close());
+  // Embedded: the snapshot thread is terminated as soon as shutdown begins (a statement in it is
+  // answered 503), not after the requests in flight, which would wait for it.
+  if (rt.db.kind === 'pglite') api.addHook('preClose', () => sql.close());
+  else api.addHook('onClose', () => sql.close());
   api.post('/sql', async (req) => {
     const { query } = parseBody(body, req.body);
     try {

@@ -1,5 +1,6 @@
 import { existsSync, mkdirSync } from 'node:fs';
-import { join } from 'node:path';
+import { cp } from 'node:fs/promises';
+import { basename, join } from 'node:path';
 import { PGlite } from '@electric-sql/pglite';
 import type { Db, PinnedConnection, Queryable, QueryResult } from './db.js';
 
@@ -11,7 +12,11 @@ export class PgliteDb implements Db {
   readonly kind = 'pglite' as const;
   readonly stats = { queries: 0 };
 
-  private constructor(private readonly pg: PGlite) {}
+  private constructor(
+    private readonly pg: PGlite,
+    /** `<data_dir>/pgdata`, or undefined in memory. */
+    readonly path?: string,
+  ) {}
 
   /** Whether a data directory already holds a database (a new one takes seconds to create). */
   static exists(dataDir: string): boolean {
@@ -26,12 +31,23 @@ export class PgliteDb implements Db {
     }
     const pg = new PGlite(path);
     await pg.waitReady;
-    return new PgliteDb(pg);
+    return new PgliteDb(pg, path);
   }
 
   /** PGlite's own data-directory dump (an uncompressed tar), the embedded mode's backup format. */
   dumpDataDir(): Promise<Blob> {
     return this.pg.dumpDataDir('none');
+  }
+
+  /**
+   * Copies the data directory to `dest` while PGlite's query mutex is held, so no statement writes
+   * meanwhile: the copy is what a crash at that moment would leave, and PGlite recovers it when it
+   * opens. The copy runs on libuv's threads: the event loop stays free, statements wait for it.
+   */
+  copyDataDir(dest: string): Promise<void> {
+    const src = this.path;
+    if (!src) return Promise.reject(new Error('an in-memory PGlite has no data directory to copy'));
+    return this.pg._runExclusiveQuery(() => cp(src, dest, { recursive: true, filter: (p) => basename(p) !== 'postmaster.pid' }));
   }
 
   async query<R>(text: string, params?: unknown[]): Promise<QueryResult<R>> {

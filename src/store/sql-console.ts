@@ -1,20 +1,11 @@
+import { join } from 'node:path';
 import type { Config } from '../config/load.js';
 import type { Db, PinnedConnection, Queryable } from './db.js';
 import { PgDb } from './pg-db.js';
-import { AppError } from '../errors/app-error.js';
-import { classifyStatement, SqlRefused, type ClassifiedStatement } from './sql-guard.js';
+import { classifyStatement, SqlRefused, SqlUnavailable, type ClassifiedStatement } from './sql-guard.js';
+import { SqlSnapshot, SqlTimeout, type SnapshotSource } from './sql-snapshot.js';
 
-export { SqlRefused };
-
-/** The console cannot run now (busy: rate limited, retry in a second; unsafe role: unavailable), never the statement's fault. */
-export class SqlUnavailable extends AppError {
-  constructor(
-    message: string,
-    readonly reason: 'busy' | 'unsafe_role',
-  ) {
-    super(reason === 'busy' ? 'rate_limited' : 'unavailable', reason === 'busy' ? 'sql_busy' : 'sql_unsafe_role', message, undefined, undefined, reason === 'busy' ? 1 : undefined);
-  }
-}
+export { SqlRefused, SqlUnavailable, SqlTimeout };
 
 export interface SqlResult {
   columns: string[];
@@ -29,21 +20,33 @@ export interface SqlConsoleOptions {
   maxRows: number;
   /** Statements at once; more are refused (busy) rather than queued behind a slow one. */
   concurrency: number;
-  /** Embedded mode: statements whose planned cost is above this are refused before they run. */
-  embeddedMaxCost: number;
 }
+
+/** A snapshot thread's JavaScript heap: 1,001 rows of a wide table fit; a row set past it ends the thread, not the service. */
+const SNAPSHOT_HEAP_MB = 256;
+/** A PGlite open takes 8-14 s quiet and over a minute at load average 30 on two cores (vitest.config.ts). */
+const SNAPSHOT_LOAD_TIMEOUT_MS = 180_000;
 
 const CURSOR = 'relay_jobs_sql_console';
 
 /**
- * The console for a configuration: embedded mode shares the service's PGlite (there is no
- * other); cluster mode gets a pool of its own under `sql.database_url` (else DATABASE_URL, which
- * the role check refuses when it is a superuser), so a slow statement never takes the service's
- * connections. `close()` ends that pool (and leaves a shared embedded database open).
+ * The console for a configuration: embedded mode reads a snapshot of the service's PGlite in a
+ * thread of its own (sql-snapshot.ts, `<data_dir>/sql-snapshots`); cluster mode gets a pool of its
+ * own under `sql.database_url` (else DATABASE_URL, which the role check refuses when it is a
+ * superuser), so a slow statement never takes the service's connections. `close()` ends that pool
+ * or terminates the snapshot thread (and leaves the service's own database open).
  */
+/** The embedded console's snapshot of `db` (a PgliteDb with a data directory), copies kept in `dir`. */
+export function openSnapshot(db: SnapshotSource, dir: string, maxAgeMs: number): SqlSnapshot {
+  return new SqlSnapshot(db, { dir, maxAgeMs, loadTimeoutMs: SNAPSHOT_LOAD_TIMEOUT_MS, heapMb: SNAPSHOT_HEAP_MB });
+}
+
 export function openSqlConsole(config: Config, db: Db): { console: SqlConsole; close: () => Promise<void> } {
-  const opts = { statementTimeoutMs: config.sql.statement_timeout, maxRows: config.sql.max_rows, concurrency: config.sql.concurrency, embeddedMaxCost: config.sql.embedded_max_cost };
-  if (db.kind === 'pglite') return { console: new SqlConsole(db, opts), close: async () => undefined };
+  const opts = { statementTimeoutMs: config.sql.statement_timeout, maxRows: config.sql.max_rows, concurrency: config.sql.concurrency };
+  if (db.kind === 'pglite') {
+    const snapshot = openSnapshot(db as Db & SnapshotSource, join(config.database.data_dir, 'sql-snapshots'), config.sql.embedded_snapshot_max_age);
+    return { console: new SqlConsole(db, opts, snapshot), close: () => snapshot.close() };
+  }
   const own = new PgDb({ url: config.sql.database_url ?? config.database.url!, poolSize: config.sql.concurrency, connectTimeoutMs: config.database.connect_timeout });
   return { console: new SqlConsole(own, opts), close: () => own.close() };
 }
@@ -56,9 +59,9 @@ export function openSqlConsole(config: Config, db: Db): { console: SqlConsole; c
  * - cluster mode: a connection of its own (`sql.database_url`, a role without superuser or file
  *   rights, refused otherwise), destroyed after every statement, so nothing a statement did to its
  *   session reaches another; at most `concurrency` at once, so the service's pool is never touched;
- * - embedded mode: PGlite runs on this thread and PostgreSQL's timeout cannot interrupt it, so the
- *   bound is up front: no sleeping, no recursion, no computed generate_series, and the planner's
- *   cost estimate at most `embeddedMaxCost` (measured at 4,000 to 38,000 cost units per second).
+ * - embedded mode: PGlite's timeout cannot interrupt a statement, so statements run on a snapshot
+ *   in a thread of their own (sql-snapshot.ts), terminated at the timeout and at shutdown; the
+ *   service's event loop and data directory are never theirs.
  */
 export class SqlConsole {
   private running = 0;
@@ -66,16 +69,23 @@ export class SqlConsole {
   constructor(
     private readonly db: Db,
     private readonly opts: SqlConsoleOptions,
-  ) {}
+    /** Embedded mode: where statements run (never on `db` itself). */
+    private readonly snapshot?: SqlSnapshot,
+  ) {
+    if (db.kind === 'pglite' && !snapshot) throw new Error('an embedded SQL console runs on a snapshot (openSqlConsole)');
+  }
 
   async run(text: string): Promise<SqlResult> {
-    const embedded = this.db.kind === 'pglite';
-    const stmt = await classifyStatement(text, { embedded });
+    const stmt = await classifyStatement(text);
+    if (this.snapshot) {
+      const rows = await this.snapshot.run({ kind: stmt.kind, text: stmt.text, maxRows: this.opts.maxRows, timeoutMs: this.opts.statementTimeoutMs });
+      return shape(rows, this.opts.maxRows);
+    }
     if (this.running >= this.opts.concurrency)
       throw new SqlUnavailable(`the SQL console is running ${this.running} statements already (at most ${this.opts.concurrency}); retry when one is done`, 'busy');
     this.running++;
     try {
-      return embedded ? await this.db.tx((q) => this.execute(q, stmt, true)) : await this.onOwnConnection(stmt);
+      return await this.onOwnConnection(stmt);
     } finally {
       this.running--;
     }
@@ -94,7 +104,7 @@ export class SqlConsole {
     try {
       await conn.query('BEGIN READ ONLY');
       await assertSafeRole(conn);
-      return await this.execute(conn, stmt, false);
+      return await this.execute(conn, stmt);
     } finally {
       clearTimeout(watchdog);
       if (!destroyed) await conn.query('ROLLBACK').catch(() => undefined);
@@ -102,13 +112,12 @@ export class SqlConsole {
     }
   }
 
-  private async execute(q: Queryable, stmt: ClassifiedStatement, embedded: boolean): Promise<SqlResult> {
+  private async execute(q: Queryable, stmt: ClassifiedStatement): Promise<SqlResult> {
     const ms = Math.max(1, Math.round(this.opts.statementTimeoutMs));
     await q.query('SET TRANSACTION READ ONLY');
     await q.query(`SET LOCAL statement_timeout = ${ms}`);
     await q.query(`SET LOCAL lock_timeout = ${ms}`);
     await q.query(`SET LOCAL idle_in_transaction_session_timeout = ${ms + 1000}`);
-    if (embedded && stmt.kind === 'query') await this.assertCheapEnough(q, stmt.text);
     if (stmt.kind !== 'query') {
       // EXPLAIN (without ANALYZE) and SHOW return a plan or settings: small, and they cannot be declared as a cursor.
       const { rows } = await q.query<Record<string, unknown>>(stmt.text);
@@ -118,18 +127,6 @@ export class SqlConsole {
     const { rows } = await q.query<Record<string, unknown>>(`FETCH FORWARD ${this.opts.maxRows + 1} FROM ${CURSOR}`);
     await q.query(`CLOSE ${CURSOR}`);
     return shape(rows, this.opts.maxRows);
-  }
-
-  private async assertCheapEnough(q: Queryable, text: string): Promise<void> {
-    const { rows } = await q.query<{ 'QUERY PLAN': unknown }>(`EXPLAIN (FORMAT JSON) ${text}`);
-    const raw = rows[0]?.['QUERY PLAN'];
-    const plan = (typeof raw === 'string' ? JSON.parse(raw) : raw) as Array<{ Plan: { 'Total Cost': number } }>;
-    const cost = plan[0]?.Plan['Total Cost'] ?? Infinity;
-    if (cost > this.opts.embeddedMaxCost) {
-      throw new SqlRefused(
-        `the planner estimates this statement at cost ${Math.round(cost)}, above sql.embedded_max_cost (${this.opts.embeddedMaxCost}): embedded mode cannot interrupt a running statement, so it refuses what may run longer than sql.statement_timeout; narrow it (WHERE, LIMIT on an indexed column)`,
-      );
-    }
   }
 }
 

@@ -8,6 +8,16 @@ export class SqlRefused extends AppError {
   }
 }
 
+/** The console cannot run now (busy, unsafe role, shutting down): HTTP 503/429 with the reason, never the statement's fault. */
+export class SqlUnavailable extends AppError {
+  constructor(
+    message: string,
+    readonly reason: 'busy' | 'unsafe_role' | 'unavailable',
+  ) {
+    super(reason === 'busy' ? 'rate_limited' : 'unavailable', `sql_${reason}`, message, undefined, undefined, reason === 'busy' ? 1 : undefined);
+  }
+}
+
 export interface ClassifiedStatement {
   /** `query` (SELECT / WITH / TABLE / VALUES: read through a cursor), `explain` or `show` (small, bounded results). */
   kind: 'query' | 'explain' | 'show';
@@ -78,8 +88,6 @@ const DENIED_PREFIXES = [
   'pg_stat_reset',
   'binary_upgrade_',
 ];
-/** Embedded mode only: PGlite runs in this process and cannot interrupt a statement, so nothing that waits on purpose. */
-const DENIED_EMBEDDED_PREFIXES = ['pg_sleep'];
 
 const WRITE_NODES: Record<string, string> = {
   InsertStmt: 'INSERT',
@@ -109,7 +117,7 @@ const STATEMENT_NAMES: Record<string, string> = {
  * ANALYZE / SHOW passes, with no denied function called anywhere in the tree. Not a regex: a
  * comment, a quoted `;` or a dollar-quoted string cannot hide a second statement from it.
  */
-export async function classifyStatement(text: string, opts: { embedded: boolean }): Promise<ClassifiedStatement> {
+export async function classifyStatement(text: string): Promise<ClassifiedStatement> {
   let stmts: Array<{ stmt?: Record<string, unknown>; stmt_location?: number; stmt_len?: number }>;
   try {
     stmts = (await parse(text)).stmts ?? [];
@@ -137,12 +145,12 @@ export async function classifyStatement(text: string, opts: { embedded: boolean 
   } else {
     throw new SqlRefused(`${STATEMENT_NAMES[node] ?? node.replace(/Stmt$/, '')} is refused: the console is read-only and runs one SELECT, WITH, TABLE, VALUES, EXPLAIN (without ANALYZE) or SHOW`);
   }
-  walk(stmt, opts.embedded);
+  walk(stmt);
   return { kind, text: own };
 }
 
 /** Every node of the parse tree, iteratively (hostile nesting cannot overflow the stack). */
-function walk(root: unknown, embedded: boolean): void {
+function walk(root: unknown): void {
   const stack: unknown[] = [root];
   while (stack.length) {
     const v = stack.pop();
@@ -155,31 +163,14 @@ function walk(root: unknown, embedded: boolean): void {
       if (key in WRITE_NODES) throw new SqlRefused(`a data-modifying part (${WRITE_NODES[key]}) is refused: the console is read-only`);
       if (key === 'intoClause') throw new SqlRefused('SELECT INTO creates a table and is refused: the console is read-only');
       if (key === 'lockingClause') throw new SqlRefused('FOR UPDATE / FOR SHARE lock rows and are refused: the console is read-only');
-      if (key === 'withClause' && embedded && (child as { recursive?: boolean }).recursive) {
-        throw new SqlRefused('WITH RECURSIVE is refused in embedded mode: PGlite runs inside the service and cannot interrupt a statement (use cluster mode, or psql against a copy)');
-      }
-      if (key === 'FuncCall') checkFunction(child as { funcname: Array<{ String: { sval: string } }>; args?: unknown[] }, embedded);
+      if (key === 'FuncCall') checkFunction(child as { funcname: Array<{ String: { sval: string } }> });
       stack.push(child);
     }
   }
 }
 
-function checkFunction(call: { funcname: Array<{ String: { sval: string } }>; args?: unknown[] }, embedded: boolean): void {
+function checkFunction(call: { funcname: Array<{ String: { sval: string } }> }): void {
   const name = (call.funcname.at(-1)?.String.sval ?? '').toLowerCase();
   const why = 'the console is read-only and calls no function that reads host files, runs programs, uses large objects, changes settings, signals the server, locks or moves sequences';
   if (DENIED.has(name) || DENIED_PREFIXES.some((p) => name.startsWith(p))) throw new SqlRefused(`function ${name}() is refused: ${why}`);
-  if (!embedded) return;
-  if (DENIED_EMBEDDED_PREFIXES.some((p) => name.startsWith(p))) throw new SqlRefused(`function ${name}() is refused in embedded mode: PGlite runs inside the service and cannot interrupt it`);
-  // A constant bound is what the planner's estimate (and so the cost ceiling) can see.
-  if (name === 'generate_series' && !(call.args ?? []).every(isConstant)) {
-    throw new SqlRefused('generate_series() with computed bounds is refused in embedded mode: its size cannot be estimated before it runs; write the bounds as constants');
-  }
-}
-
-function isConstant(node: unknown): boolean {
-  const n = node as Record<string, Record<string, unknown>>;
-  if (n.A_Const) return true;
-  if (n.TypeCast) return isConstant(n.TypeCast.arg);
-  if (n.A_Expr) return n.A_Expr.kind === 'AEXPR_OP' && !n.A_Expr.lexpr && isConstant(n.A_Expr.rexpr);
-  return false;
 }

@@ -1,0 +1,208 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { mkdtempSync, readdirSync } from 'node:fs';
+import { join } from 'node:path';
+import { tmpdir } from 'node:os';
+import { openSnapshot, SqlConsole, SqlRefused, SqlTimeout, SqlUnavailable } from '../src/store/sql-console.js';
+import type { SqlSnapshot } from '../src/store/sql-snapshot.js';
+import { PgliteDb } from '../src/store/pglite-db.js';
+import { ServiceProcess } from './helpers/cli.js';
+import { freePort } from './helpers/services.js';
+
+const TIMEOUT_MS = 2000;
+/** The deadline is a timer on a loaded machine: what it may be late by, and then some. */
+const MARGIN_MS = 3000;
+const ATTACKS = {
+  'pg_sleep(6)': 'SELECT pg_sleep(6)',
+  'a CPU-bound count': 'SELECT count(*) FROM generate_series(1, 1000000000)',
+  'a cross join': 'SELECT count(*) FROM generate_series(1, 100000) a, generate_series(1, 100000) b',
+};
+
+async function waitFor(what: string, check: () => boolean, timeoutMs = 60_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!check()) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+/** Settles `p` while a 20 ms interval counts how often this event loop ran meanwhile. */
+async function whileTicking<T>(p: Promise<T>): Promise<{ value?: T; error?: unknown; ticks: number }> {
+  let ticks = 0;
+  const iv = setInterval(() => ticks++, 20);
+  try {
+    return await p.then(
+      (value) => ({ value, ticks }),
+      (error: unknown) => ({ error, ticks }),
+    );
+  } finally {
+    clearInterval(iv);
+  }
+}
+
+describe('embedded SQL console: statements run on a snapshot thread (real PGlite)', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'rj-sqlemb-'));
+  const snapshots = join(dir, 'sql-snapshots');
+  let db: PgliteDb;
+  let snapshot: SqlSnapshot;
+  let sql: SqlConsole;
+  beforeAll(async () => {
+    db = await PgliteDb.open(dir);
+    await db.exec("CREATE TABLE t (id int PRIMARY KEY, v text); INSERT INTO t SELECT g, 'v' || g FROM generate_series(1, 3000) g");
+    snapshot = openSnapshot(db, snapshots, 600_000);
+    sql = new SqlConsole(db, { statementTimeoutMs: TIMEOUT_MS, maxRows: 1000, concurrency: 2 }, snapshot);
+  });
+  afterAll(async () => {
+    await snapshot?.close();
+    await db?.close();
+  });
+
+  it('reads through a cursor and cuts at the row limit; nothing reaches the live database', async () => {
+    const r = await sql.run('SELECT * FROM t ORDER BY id');
+    expect(r.rows).toHaveLength(1000);
+    expect(r).toMatchObject({ truncated: true, columns: ['id', 'v'] });
+    expect((await sql.run('SHOW statement_timeout')).rows).toEqual([{ statement_timeout: '2s' }]);
+    await expect(sql.run("SELECT set_config('default_transaction_read_only', 'on', false)")).rejects.toBeInstanceOf(SqlRefused);
+    await db.query("INSERT INTO t VALUES (100000, 'after')");
+    expect((await db.query<{ ro: string }>("SELECT current_setting('transaction_read_only') AS ro")).rows[0]!.ro).toBe('off');
+  });
+
+  for (const [name, query] of Object.entries(ATTACKS)) {
+    it(`${name}: cut at sql.statement_timeout, the event loop running all along`, async () => {
+      await sql.run('SELECT 1'); // a snapshot open before the clock starts
+      const started = Date.now();
+      const { error, ticks } = await whileTicking(sql.run(query));
+      const took = Date.now() - started;
+      expect(error).toBeInstanceOf(SqlTimeout);
+      expect((error as SqlTimeout).code).toBe('57014');
+      expect(took).toBeLessThan(TIMEOUT_MS + MARGIN_MS);
+      // Blocked, the interval would run at most once (after the statement); it ran throughout.
+      expect(ticks).toBeGreaterThanOrEqual(5);
+      console.log(`sql-embedded: ${name} answered SqlTimeout after ${took} ms (timeout ${TIMEOUT_MS} ms), ${ticks} event-loop ticks meanwhile`);
+      // The copy the thread read is deleted after it.
+      await waitFor('the copy to be deleted', () => readdirSync(snapshots).length === 0);
+    });
+  }
+
+  it('5M rows: the cursor stops at the limit, the service heap stays flat', async () => {
+    await sql.run('SELECT 1');
+    global.gc?.();
+    const before = process.memoryUsage().heapUsed;
+    const r = await sql.run('SELECT g, md5(g::text) FROM (SELECT generate_series(1, 5000000) AS g) s');
+    expect(r.rows).toHaveLength(1000);
+    expect(r.truncated).toBe(true);
+    expect(process.memoryUsage().heapUsed - before).toBeLessThan(50 * 1024 * 1024);
+  });
+
+  it('one statement at a time; close() ends a running one at once and leaves no copy', async () => {
+    await sql.run('SELECT 1');
+    const running = sql.run('SELECT pg_sleep(60)').catch((e: unknown) => e);
+    await expect(sql.run('SELECT 1')).rejects.toMatchObject({ reason: 'busy' });
+    await snapshot.close();
+    const err = await running;
+    expect(err).toBeInstanceOf(SqlUnavailable);
+    expect((err as SqlUnavailable).reason).toBe('unavailable');
+    expect(readdirSync(snapshots)).toHaveLength(0);
+    await expect(sql.run('SELECT 1')).rejects.toMatchObject({ reason: 'unavailable' });
+  });
+
+  it('a snapshot is never older than sql.embedded_snapshot_max_age', async () => {
+    const fresh = openSnapshot(db, join(dir, 'fresh-snapshots'), 1000);
+    const console2 = new SqlConsole(db, { statementTimeoutMs: 60_000, maxRows: 10, concurrency: 1 }, fresh);
+    try {
+      expect((await console2.run('SELECT count(*)::int AS n FROM t WHERE id = 200000')).rows).toEqual([{ n: 0 }]);
+      await db.query("INSERT INTO t VALUES (200000, 'later')");
+      await new Promise((r) => setTimeout(r, 1100));
+      expect((await console2.run('SELECT count(*)::int AS n FROM t WHERE id = 200000')).rows).toEqual([{ n: 1 }]);
+    } finally {
+      await fresh.close();
+    }
+  });
+});
+
+describe('embedded SQL console over HTTP (a spawned `relay-jobs start`)', () => {
+  const TOKEN = 'sql-embedded-admin-token-0123456789';
+  type Answer = { status: number; body: { rows?: unknown[]; truncated?: boolean; error?: { code: string; message: string } } };
+  const post = (port: number, query: string): Promise<Answer> =>
+    fetch(`http://127.0.0.1:${port}/api/v1/sql`, { method: 'POST', headers: { authorization: `Bearer ${TOKEN}`, 'content-type': 'application/json' }, body: JSON.stringify({ query }) }).then(
+      async (r) => ({ status: r.status, body: (await r.json()) as Answer['body'] }),
+      (err: Error) => ({ status: 0, body: { error: { code: 'network', message: err.message } } }),
+    );
+
+  /** Polls /healthz while `pending` is unsettled; true once it answered 200 with the statement still running. */
+  async function healthzAnsweredDuring(port: number, pending: Promise<unknown>): Promise<boolean> {
+    let settled = false;
+    void pending.finally(() => (settled = true));
+    while (!settled) {
+      const ok = await fetch(`http://127.0.0.1:${port}/healthz`).then((r) => r.status === 200);
+      if (ok && !settled) return true;
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    return false;
+  }
+
+  let svc: ServiceProcess;
+  let port: number;
+  beforeAll(async () => {
+    port = await freePort();
+    svc = ServiceProcess.start('sql-embedded', {
+      RELAY_JOBS_DATA_DIR: mkdtempSync(join(tmpdir(), 'rj-sqlhttp-')),
+      RELAY_JOBS_HTTP_PORT: String(port),
+      RELAY_JOBS_ADMIN_TOKEN: TOKEN,
+      RELAY_JOBS__SQL__STATEMENT_TIMEOUT: `${TIMEOUT_MS}ms`,
+      // The warm-up's snapshot is the one each attack meets (opening one takes tens of seconds here).
+      RELAY_JOBS__SQL__EMBEDDED_SNAPSHOT_MAX_AGE: '10m',
+    });
+    await svc.waitForLine(/relay-jobs started: ready/);
+  });
+  afterAll(() => {
+    svc?.proc.kill('SIGKILL');
+  });
+
+  for (const [name, query] of Object.entries(ATTACKS)) {
+    it(`${name}: 400 sql_timeout within the timeout, /healthz answering while it runs`, async () => {
+      expect((await post(port, 'SELECT 1')).status).toBe(200);
+      const started = Date.now();
+      const answer = post(port, query);
+      expect(await healthzAnsweredDuring(port, answer)).toBe(true);
+      const { status, body } = await answer;
+      expect(Date.now() - started).toBeLessThan(TIMEOUT_MS + MARGIN_MS);
+      expect(status).toBe(400);
+      expect(body.error?.code).toBe('sql_timeout');
+    });
+  }
+
+  it('5M rows: 200 with 1000 rows, cut', async () => {
+    const { status, body } = await post(port, 'SELECT g, md5(g::text) FROM (SELECT generate_series(1, 5000000) AS g) s');
+    expect(status).toBe(200);
+    expect(body.rows).toHaveLength(1000);
+    expect(body.truncated).toBe(true);
+  });
+
+  it('SIGTERM during a running statement exits within the grace + 2 s', async () => {
+    const GRACE_MS = 3000;
+    const p2 = await freePort();
+    const svc2 = ServiceProcess.start('sql-embedded-sigterm', {
+      RELAY_JOBS_DATA_DIR: mkdtempSync(join(tmpdir(), 'rj-sqlterm-')),
+      RELAY_JOBS_HTTP_PORT: String(p2),
+      RELAY_JOBS_ADMIN_TOKEN: TOKEN,
+      RELAY_JOBS__SQL__STATEMENT_TIMEOUT: '10m',
+      RELAY_JOBS__SHUTDOWN__GRACE: `${GRACE_MS}ms`,
+    });
+    try {
+      await svc2.waitForLine(/relay-jobs started: ready/);
+      expect((await post(p2, 'SELECT 1')).status).toBe(200);
+      const answer = post(p2, 'SELECT count(*) FROM generate_series(1, 1000000000)');
+      expect(await healthzAnsweredDuring(p2, answer)).toBe(true);
+      const sent = Date.now();
+      svc2.proc.kill('SIGTERM');
+      const code = await svc2.exited;
+      const took = Date.now() - sent;
+      expect(code, svc2.lines.slice(-20).join('\n')).toBe(0);
+      console.log(`sql-embedded: exited ${took} ms after SIGTERM with a CPU-bound statement running (grace ${GRACE_MS} ms)`);
+      expect(took).toBeLessThan(GRACE_MS + 2000);
+      expect([0, 503]).toContain((await answer).status);
+    } finally {
+      svc2.proc.kill('SIGKILL');
+    }
+  });
+});
