@@ -62,14 +62,16 @@ describe('deadline-aware refresh retry', () => {
     const logsOf = (id: number) =>
       live
         .flatMap((r) => r.proc.lines.filter((l) => l.includes(`"account_id":${id},`)).map((l) => `${r.proc.name} ${l}`))
-        .slice(-20)
+        .slice(-40)
         .join('\n');
     const watcher = watchLapses(sql);
     try {
       await sleep(10_000);
       await redis.stop();
+      const downAt = new Date().toISOString();
       await sleep(6000);
       await redis.start();
+      console.log(`redis down ${downAt} .. ${new Date().toISOString()}`);
       // Two more lives of the longest token after Redis is back.
       await sleep(20_000);
       await waitFor(

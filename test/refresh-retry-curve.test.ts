@@ -1,5 +1,11 @@
 import { describe, expect, it } from 'vitest';
 import { retryDelay } from '../src/jobs/accounts/refresh-timing.js';
+import { TokenRefreshService, type TokenRefreshSettings } from '../src/jobs/accounts/token-refresh-service.js';
+import type { Accounts } from '../src/store/accounts.js';
+import type { Refresher } from '../src/jobs/accounts/refresher.js';
+import { ManualClock } from '../src/time/clock.js';
+import { Metrics } from '../src/telemetry/metrics.js';
+import { silentLogger } from '../src/telemetry/logger.js';
 import { refreshMarginWarnings, refreshRetryBudgetMs } from '../src/config/refresh-budget.js';
 import { lostRotationReason, refreshTokenFingerprint, repeatedSend } from '../src/jobs/accounts/lost-rotation.js';
 
@@ -47,6 +53,36 @@ describe('deadline-aware retry delay (issue 24)', () => {
     expect([1, 2, 3, 4].map((failures) => retryDelay({ ...base, failures, remainingMs: -1 }, mid))).toEqual([1000, 3000, 9000, 27_000]);
     expect(retryDelay({ ...base, failures: 1, remainingMs: 8000, retryAfterMs: 30_000 }, mid)).toBe(30_000);
     expect(retryDelay({ ...base, failures: 2, remainingMs: null }, mid)).toBe(15_000);
+  });
+
+  it('after the expiry counts only the failures since it: the first retry of a dead token waits one floor', () => {
+    expect([1, 2, 3].map((lapsedFailures) => retryDelay({ ...base, failures: 3, remainingMs: -1, lapsedFailures }, mid))).toEqual([1000, 3000, 9000]);
+  });
+
+  it('the refresh scheduler restarts the count at the expiry (a token that died after two failed retries is retried one floor later)', () => {
+    const clock = new ManualClock();
+    const settings: TokenRefreshSettings = {
+      enabled: true,
+      marginMs: 8000,
+      maxAttempts: 5,
+      backoffBaseMs: 5000,
+      backoffMaxMs: 300_000,
+      retryFloorMs: 1000,
+      recoveryDelayMs: 600_000,
+      backstopMs: 120_000,
+      shardsWaitMs: 1000,
+      leaseTtlMs: 300_000,
+    };
+    const svc = new TokenRefreshService({} as Accounts, {} as Refresher, settings, clock, mid, silentLogger(), new Metrics());
+    const fail = (failures: number, expiresInMs: number) => {
+      svc.afterOutcome(7, 1, { result: 'transient', reason: 'server_error', detail: '503', retryAfterMs: null, failures, tokenExpiresAt: new Date(clock.now() + expiresInMs) });
+      return svc.queue.get(7)!.at - clock.now();
+    };
+    expect(fail(1, 3000)).toBe(1500); // alive: half the remaining life
+    expect(fail(2, -500)).toBe(1000); // first failure after the expiry: one floor (was 3 floors)
+    expect(fail(3, -2000)).toBe(3000); // then it triples
+    svc.afterOutcome(7, 1, { result: 'refreshed', version: 2, tokenExpiresAt: new Date(clock.now() + 12_000) });
+    expect(fail(1, -100)).toBe(1000); // a later lapse counts from its own expiry
   });
 });
 

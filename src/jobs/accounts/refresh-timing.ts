@@ -42,6 +42,8 @@ export interface RetryTiming {
   retryAfterMs: number | null;
   /** The token's remaining life; null when unknown. */
   remainingMs: number | null;
+  /** Failures since the token expired (the first one after the expiry is 1); absent: all `failures` count. */
+  lapsedFailures?: number;
 }
 
 /**
@@ -52,13 +54,16 @@ export interface RetryTiming {
  * floor it comes one floor later (the lapse is shorter than the floor). A provider's Retry-After
  * is obeyed even past the expiry (asking again sooner would only be refused). A token already
  * expired makes the account unusable now: its retries start again from the floor and triple
- * (floor × 3^(n−1), never above the plain backoff); a token of unknown expiry gets the plain backoff.
+ * (floor × 3^(n−1), n counting the failures since the expiry when the caller knows them, never
+ * above the plain backoff): the failures before the expiry were spent keeping it alive, and
+ * counting them made the first retry of a dead token wait 3 or 9 floors. A token of unknown
+ * expiry gets the plain backoff.
  */
 export function retryDelay(t: RetryTiming, random: Random): number {
   const backoff = jitter(backoffStepMs(t.failures, t.baseMs, t.maxMs), random);
   const asked = t.retryAfterMs ?? 0;
   if (t.remainingMs === null) return Math.max(backoff, asked);
   // Lapsed: the account is down now, so the backoff starts again from the floor (floor × 3^(n−1)).
-  const cap = t.remainingMs <= 0 ? jitter(backoffStepMs(t.failures, t.floorMs, t.maxMs), random) : Math.max(t.floorMs, Math.floor(t.remainingMs / 2));
+  const cap = t.remainingMs <= 0 ? jitter(backoffStepMs(t.lapsedFailures ?? t.failures, t.floorMs, t.maxMs), random) : Math.max(t.floorMs, Math.floor(t.remainingMs / 2));
   return Math.max(Math.min(backoff, cap), asked);
 }

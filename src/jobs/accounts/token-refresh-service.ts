@@ -57,6 +57,8 @@ export class TokenRefreshService {
   private since: Date | null = null;
   private loadedOnce = false;
   private stopped = false;
+  /** Accounts whose token expired while their retries failed: the failure count of the first failure after the expiry. */
+  private readonly lapsedFrom = new Map<number, number>();
 
   constructor(
     private readonly accounts: Accounts,
@@ -195,6 +197,7 @@ export class TokenRefreshService {
   afterOutcome(id: number, version: number, o: RefreshOutcome): void {
     if (this.stopped || !this.s.enabled) return;
     const now = this.clock.now();
+    if (o.result !== 'transient') this.lapsedFrom.delete(id);
     switch (o.result) {
       case 'refreshed':
       case 'superseded':
@@ -208,7 +211,8 @@ export class TokenRefreshService {
         this.place({ id, kind: 'recheck', version, due: now + jitter(Math.min(RECHECK_MS, this.s.leaseTtlMs), this.random) });
         break;
       case 'transient': {
-        const { delay, exhausted } = this.retryPlan(o.failures, o.retryAfterMs, o.tokenExpiresAt ? o.tokenExpiresAt.getTime() - now : null);
+        const remainingMs = o.tokenExpiresAt ? o.tokenExpiresAt.getTime() - now : null;
+        const { delay, exhausted } = this.retryPlan(o.failures, o.retryAfterMs, remainingMs, this.lapsedFailures(id, o.failures, remainingMs));
         this.place({ id, kind: exhausted ? 'recovery' : 'retry', version, due: now + delay });
         const fields = { account_id: id, attempt: o.failures, max_attempts: this.s.maxAttempts, delay_secs: Math.round(delay / 1000), error: `${o.reason}: ${o.detail}` };
         if (exhausted) {
@@ -241,10 +245,21 @@ export class TokenRefreshService {
    * After the `failures`-th transient failure: the deadline-aware retry (refresh-timing.ts), or,
    * once `auth.refresh_max_attempts` are used up, the recovery cadence (`auth.refresh_recovery_delay`).
    */
-  private retryPlan(failures: number, retryAfterMs: number | null, remainingMs: number | null): { delay: number; exhausted: boolean } {
+  private retryPlan(failures: number, retryAfterMs: number | null, remainingMs: number | null, lapsedFailures?: number): { delay: number; exhausted: boolean } {
     if (failures >= this.s.maxAttempts) return { delay: jitter(this.s.recoveryDelayMs, this.random), exhausted: true };
-    const delay = retryDelay({ failures, baseMs: this.s.backoffBaseMs, maxMs: this.s.backoffMaxMs, floorMs: this.s.retryFloorMs, retryAfterMs, remainingMs }, this.random);
+    const delay = retryDelay({ failures, baseMs: this.s.backoffBaseMs, maxMs: this.s.backoffMaxMs, floorMs: this.s.retryFloorMs, retryAfterMs, remainingMs, lapsedFailures }, this.random);
     return { delay, exhausted: false };
+  }
+
+  /** Failures since the token expired (1 for the first), so a dead token's retries restart from the floor; undefined while it lives. */
+  private lapsedFailures(id: number, failures: number, remainingMs: number | null): number | undefined {
+    if (remainingMs === null || remainingMs > 0) {
+      this.lapsedFrom.delete(id);
+      return undefined;
+    }
+    const from = Math.min(this.lapsedFrom.get(id) ?? failures, failures);
+    this.lapsedFrom.set(id, from);
+    return failures - from + 1;
   }
 
   /** Refresh through the guard now and keep the schedule in step with the result. */
@@ -257,6 +272,7 @@ export class TokenRefreshService {
   async stop(deadlineMs: number): Promise<number> {
     this.stopped = true;
     this.queue.stop();
+    this.lapsedFrom.clear();
     return this.refresher.stop(deadlineMs);
   }
 }
