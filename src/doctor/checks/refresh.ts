@@ -24,10 +24,10 @@ export const refreshMargin: DoctorCheck = {
     const latency = a.refresh_max_attempts * a.refresh_request_timeout;
     const budget = refreshRetryBudgetMs(config) + latency;
     const squeezed = latency + (a.refresh_max_attempts - 1) * a.refresh_retry_floor;
-    const measured = `auth.refresh_margin_seconds ${a.refresh_margin_seconds} (latest start ${d(margin / 2)} before expiry) vs worst-case retries ${d(budget)} (auth.refresh_max_attempts ${a.refresh_max_attempts}, backoff ${d(a.refresh_backoff_base)}…${d(a.refresh_backoff_max)}, request timeout ${d(a.refresh_request_timeout)}), ${d(squeezed)} when squeezed to auth.refresh_retry_floor`;
-    const fix = `raise auth.refresh_margin_seconds to at least ${Math.ceil((2 * budget) / 1000)}, or lower auth.refresh_max_attempts / auth.refresh_backoff_max / auth.refresh_request_timeout`;
+    const measured = `auth.refresh_margin_seconds ${a.refresh_margin_seconds} (latest start ${d(margin)} before expiry) vs worst-case retries ${d(budget)} (auth.refresh_max_attempts ${a.refresh_max_attempts}, backoff ${d(a.refresh_backoff_base)}…${d(a.refresh_backoff_max)}, request timeout ${d(a.refresh_request_timeout)}), ${d(squeezed)} when squeezed to auth.refresh_retry_floor`;
+    const fix = `raise auth.refresh_margin_seconds to at least ${Math.ceil(budget / 1000)}, or lower auth.refresh_max_attempts / auth.refresh_backoff_max / auth.refresh_request_timeout`;
     if (margin < squeezed) return fail(measured, fix);
-    if (margin / 2 < budget) return warn(measured, fix);
+    if (margin < budget) return warn(measured, fix);
     return ok(measured, fix);
   },
 };

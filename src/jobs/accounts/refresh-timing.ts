@@ -8,10 +8,12 @@ export function jitter(ms: number, random: Random): number {
 
 /**
  * When to refresh a token that expires at `expiresAt`: `margin` before it, the delay jittered
- * 80–120% so accounts added together do not refresh together. Two corrections to the seed's
- * plain formula (which codex-proxy-rs shipped):
- * - the +20% side may not push the refresh past `expiresAt − margin/2`, or a long delay with a
- *   short margin would refresh after the token died;
+ * so accounts added together do not refresh together. Two corrections to the seed's plain
+ * formula (80–120%, which codex-proxy-rs shipped):
+ * - the jitter only moves a refresh earlier (80–100% of the delay): the seed's +20% side pushed
+ *   a refresh into the margin, eating the time its retries need (a short-margin token then
+ *   lapsed through three transient failures; test/refresh-deadline.e2e.test.ts), so the whole
+ *   margin is always left for retries;
  * - a token that lives shorter than the margin is refreshed at half its remaining life, not
  *   "now" over and over.
  */
@@ -20,8 +22,7 @@ export function nextRefreshAt(nowMs: number, expiresAtMs: number, marginMs: numb
   if (remaining <= 0) return nowMs;
   const delay = remaining - marginMs;
   if (delay <= 0) return nowMs + Math.max(1000, Math.floor(remaining / 2));
-  const latest = expiresAtMs - marginMs / 2;
-  return Math.min(nowMs + jitter(delay, random), latest);
+  return nowMs + Math.round(delay * (0.8 + 0.2 * random()));
 }
 
 /**
