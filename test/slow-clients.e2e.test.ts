@@ -6,6 +6,7 @@ import { tmpdir } from 'node:os';
 import pg from 'pg';
 import { ServiceProcess } from './helpers/cli.js';
 import { dropRedisPrefix, freePort, freshDatabase, PG_ADMIN_URL, REDIS_URL, TEST_MASTER_KEY, uniqueName } from './helpers/services.js';
+import { waitFor } from './helpers/wait.js';
 
 const TOKEN = 'slow-clients-admin-token-0123456789';
 const GRACE_MS = 3000;
@@ -25,15 +26,6 @@ function halfSent(port: number, text: string): Promise<{ socket: Socket; data: (
     socket.once('error', reject);
   });
 }
-
-async function waitFor(what: string, check: () => boolean, timeoutMs = 30_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!check()) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
-}
-
 describe('slow clients against a spawned `relay-jobs start` (real sockets)', () => {
   let svc: ServiceProcess;
   let port: number;
@@ -56,7 +48,7 @@ describe('slow clients against a spawned `relay-jobs start` (real sockets)', () 
 
   it('an unknown webhook provider is refused before its body is read, in the one error shape', async () => {
     const c = await halfSent(port, `POST /api/v1/payments/webhook/x HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 60000\r\n\r\n{"a":`);
-    await waitFor('the 404 while the body is unfinished', () => c.data().includes('\r\n\r\n{'));
+    await waitFor(() => c.data().includes('\r\n\r\n{'), { what: 'the 404 while the body is unfinished' });
     expect(c.data()).toMatch(/^HTTP\/1\.1 404/);
     expect(c.data()).toMatch(/cache-control: no-store/i);
     expect(JSON.parse(c.data().slice(c.data().indexOf('\r\n\r\n') + 4))).toEqual({ error: { code: 'unknown_provider', message: 'unknown payment provider' } });
