@@ -15,7 +15,7 @@ import { ServiceProcess } from './helpers/cli.js';
 import { runClusterScenario } from './helpers/cluster-scenario.js';
 import { RedisClusterSet, SentinelSet } from './helpers/redis-topologies.js';
 import { TEST_MASTER_KEY, freePort, freshDatabase, uniqueName } from './helpers/services.js';
-import { sleep, waitFor } from './helpers/wait.js';
+import { waitFor } from './helpers/wait.js';
 
 const ADMIN = 'topology-admin-token-0123456789';
 const auth = { authorization: `Bearer ${ADMIN}` };

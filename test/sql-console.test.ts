@@ -6,8 +6,9 @@ import pg from 'pg';
 import { classifyStatement, SqlRefused } from '../src/store/sql-guard.js';
 import { SqlConsole, SqlUnavailable } from '../src/store/sql-console.js';
 import { PgDb } from '../src/store/pg-db.js';
-import { PgliteDb } from '../src/store/pglite-db.js';
+import type { PgliteDb } from '../src/store/pglite-db.js';
 import { freshDatabase, PG_ADMIN_URL, uniqueName } from './helpers/services.js';
+import { openEmbeddedDb } from './helpers/pglite-template.js';
 
 const OPTS = { statementTimeoutMs: 1000, maxRows: 1000, concurrency: 2, embeddedMaxCost: 20_000 };
 
@@ -82,15 +83,16 @@ describe('SQL console guard (PostgreSQL parser)', () => {
 
 describe('SQL console, embedded (PGlite)', () => {
   let db: PgliteDb;
+  let closeDb: () => Promise<void>;
   let sql: SqlConsole;
   beforeAll(async () => {
-    db = await PgliteDb.open();
+    ({ db, cleanup: closeDb } = await openEmbeddedDb());
     await db.exec('CREATE TABLE t (id int PRIMARY KEY, v text)');
     await db.exec("INSERT INTO t SELECT g, 'v' || g FROM generate_series(1, 3000) g");
     sql = new SqlConsole(db, OPTS);
   });
   afterAll(async () => {
-    await db.close();
+    await closeDb();
   });
 
   it('reads through a cursor and cuts at the row limit', async () => {
