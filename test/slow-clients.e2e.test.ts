@@ -7,6 +7,7 @@ import pg from 'pg';
 import { ServiceProcess } from './helpers/cli.js';
 import { dropRedisPrefix, freePort, freshDatabase, PG_ADMIN_URL, REDIS_URL, TEST_MASTER_KEY, uniqueName } from './helpers/services.js';
 import { waitFor } from './helpers/wait.js';
+import { embeddedDataDir } from './helpers/pglite-template.js';
 
 const TOKEN = 'slow-clients-admin-token-0123456789';
 const GRACE_MS = 3000;
@@ -32,7 +33,7 @@ describe('slow clients against a spawned `relay-jobs start` (real sockets)', () 
   beforeAll(async () => {
     port = await freePort();
     svc = ServiceProcess.start('slow-clients', {
-      RELAY_JOBS_DATA_DIR: join(mkdtempSync(join(tmpdir(), 'rj-slow-')), 'data'),
+      RELAY_JOBS_DATA_DIR: embeddedDataDir(join(mkdtempSync(join(tmpdir(), 'rj-slow-')), 'data')),
       RELAY_JOBS_HTTP_PORT: String(port),
       RELAY_JOBS_ADMIN_TOKEN: TOKEN,
       RELAY_JOBS__SHUTDOWN__GRACE: `${GRACE_MS}ms`,
@@ -84,7 +85,7 @@ describe('SQL console against spawned services', () => {
   it('embedded: COPY TO PROGRAM is refused with a reason and the service keeps answering', async () => {
     const port = await freePort();
     const svc = ServiceProcess.start('sql-embedded', {
-      RELAY_JOBS_DATA_DIR: join(mkdtempSync(join(tmpdir(), 'rj-sqlemb-')), 'data'),
+      RELAY_JOBS_DATA_DIR: embeddedDataDir(join(mkdtempSync(join(tmpdir(), 'rj-sqlemb-')), 'data')),
       RELAY_JOBS_HTTP_PORT: String(port),
       RELAY_JOBS_ADMIN_TOKEN: TOKEN,
     });
