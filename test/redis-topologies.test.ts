@@ -13,6 +13,7 @@ import { quotaCounterKey, CLUSTER_QUOTA_SHARDS } from '../src/coordination/keys.
 import { captureLogs } from './helpers/log-capture.js';
 import { ServiceProcess } from './helpers/cli.js';
 import { runClusterScenario } from './helpers/cluster-scenario.js';
+import { startCluster, type Cluster as TestCluster } from './helpers/cluster.js';
 import { RedisClusterSet, SentinelSet } from './helpers/redis-topologies.js';
 import { TEST_MASTER_KEY, freePort, freshDatabase, uniqueName } from './helpers/services.js';
 import { waitFor } from './helpers/wait.js';
@@ -256,23 +257,18 @@ describe('Redis Sentinel: a failover under three replicas running canary every s
 
 describe('the cluster scenario on a Redis Cluster', () => {
   let set: RedisClusterSet;
-  let db: Awaited<ReturnType<typeof freshDatabase>>;
-  let client: pg.Client;
-  const replicas: ServiceProcess[] = [];
+  let cluster: TestCluster | undefined;
 
   beforeAll(async () => {
-    [set, db] = await Promise.all([RedisClusterSet.start(3), freshDatabase()]);
-    client = new pg.Client({ connectionString: db.url });
-    await client.connect();
+    set = await RedisClusterSet.start(3);
+    cluster = await startCluster({ replicas: 0, migrate: false, redis: { url: set.url, stop: () => set.stopNodes(), start: () => set.startNodes() } });
   });
   afterAll(async () => {
-    for (const r of replicas) if (r.proc.exitCode === null) r.proc.kill('SIGKILL');
-    await client?.end();
-    await db?.drop();
+    await cluster?.stop();
     await set?.stop();
   });
 
   it('no slot twice, no overlap, failover, PG fallback while the whole Redis Cluster is down, clean SIGTERM', async () => {
-    await runClusterScenario({ databaseUrl: db.url, client, redis: { url: set.url, stop: () => set.stopNodes(), start: () => set.startNodes() }, replicas });
+    await runClusterScenario({ cluster: cluster! });
   }, 150_000);
 });

@@ -110,6 +110,7 @@ export class Cluster {
     readonly opts: ClusterOptions,
     /** The replicas' DATABASE_URL (undefined in embedded mode). */
     readonly databaseUrl: string | undefined,
+    readonly databaseName: string | undefined,
     readonly redis: StoppableRedis | null,
     readonly postgres: PrivatePostgres | null,
     /** The Redis key prefix every replica shares. */
@@ -207,14 +208,17 @@ export async function startCluster(opts: ClusterOptions): Promise<Cluster> {
   const dbKind = opts.database ?? 'shared';
   let databaseUrl: string | undefined;
   let postgres: PrivatePostgres | null = null;
+  let databaseName: string | undefined;
   let drop: (() => Promise<void>) | undefined;
   if (dbKind === 'shared') {
     const fresh = await freshDatabase();
     databaseUrl = fresh.url;
+    databaseName = fresh.name;
     drop = fresh.drop;
   } else if (dbKind === 'private') {
     postgres = await PrivatePostgres.start();
     databaseUrl = postgres.url;
+    databaseName = 'postgres';
     const pgs = postgres;
     drop = () => pgs.destroy();
   }
@@ -223,7 +227,7 @@ export async function startCluster(opts: ClusterOptions): Promise<Cluster> {
   if (redisOpt === 'private') redis = await PrivateRedis.start();
   else if (redisOpt !== 'none') redis = redisOpt;
 
-  const cluster = new Cluster(opts, databaseUrl, redis, postgres, uniqueName('rjc'), opts.adminToken ?? CLUSTER_ADMIN_TOKEN);
+  const cluster = new Cluster(opts, databaseUrl, databaseName, redis, postgres, uniqueName('rjc'), opts.adminToken ?? CLUSTER_ADMIN_TOKEN);
   cluster.dropDatabase = drop;
   live.add(cluster);
   try {
