@@ -1,8 +1,9 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type pg from 'pg';
-import { startCluster, type Cluster, type Replica } from './helpers/cluster.js';
-import { SNAPSHOT_CLUSTER_ENV, type SnapshotAnswer } from './helpers/snapshot-cluster.js';
-import { sleep } from './helpers/wait.js';
+import pg from 'pg';
+import { ServiceProcess } from './helpers/cli.js';
+import { PrivateRedis, TEST_MASTER_KEY, freePort, freshDatabase, uniqueName } from './helpers/services.js';
+import { PgDb } from '../src/store/pg-db.js';
+import { migrate } from '../src/store/migrate.js';
 
 /**
  * The epoch from outside, as a gateway sees it: three real replicas, ~300 accounts created and
@@ -14,37 +15,51 @@ import { sleep } from './helpers/wait.js';
  */
 const ACCOUNTS = 300;
 const PLATFORMS = ['openai', 'anthropic'];
+const TOKEN = 'e2e-admin-token-epoch-chaos-0123';
 const CONVERGE_MS = 20_000;
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+interface Answer {
+  source: string;
+  epoch: number;
+  accounts: { id: number }[];
+}
 
 describe('scheduler snapshot epoch under chaos: three replicas, a SIGKILL, Redis back empty', () => {
-  let cluster: Cluster | undefined;
+  let db: Awaited<ReturnType<typeof freshDatabase>>;
+  let redis: PrivateRedis;
   let client: pg.Client;
-  let replicas: Replica[] = [];
-  let startMs = 0;
+  const replicas: { proc: ServiceProcess; port: number }[] = [];
+
   beforeAll(async () => {
-    const t = Date.now();
-    cluster = await startCluster({
-      replicas: 3,
-      idPrefix: 'c',
-      env: { ...SNAPSHOT_CLUSTER_ENV, RELAY_JOBS__SNAPSHOT__REBUILD_CHUNK: '50' },
-    });
-    replicas = cluster.replicas;
-    client = await cluster.sql();
-    startMs = Date.now() - t;
+    db = await freshDatabase();
+    redis = await PrivateRedis.start();
+    const seed = await PgDb.connect({ url: db.url, poolSize: 2, connectTimeoutMs: 5000 });
+    await migrate(seed);
+    await seed.close();
+    client = new pg.Client({ connectionString: db.url });
+    await client.connect();
   });
-  afterAll(() => cluster?.stop());
+  afterAll(async () => {
+    for (const r of replicas) if (r.proc.proc.exitCode === null) r.proc.proc.kill('SIGKILL');
+    await client?.end();
+    await redis.stop();
+    await db.drop();
+  });
 
   const live = () => replicas.filter((r) => r.proc.proc.exitCode === null && !r.proc.proc.killed);
-  const api = (port: number, method: string, path: string, body?: unknown) =>
-    cluster!.api(
-      replicas.find((r) => r.port === port)!,
-      path,
-      { method, body, timeoutMs: 10_000 },
-    );
-  async function read(port: number, platform: string): Promise<SnapshotAnswer> {
+  async function api(port: number, method: string, path: string, body?: unknown): Promise<Response> {
+    return fetch(`http://127.0.0.1:${port}/api/v1${path}`, {
+      method,
+      headers: { authorization: `Bearer ${TOKEN}`, ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
+      body: body === undefined ? undefined : JSON.stringify(body),
+      signal: AbortSignal.timeout(10_000),
+    });
+  }
+  async function read(port: number, platform: string): Promise<Answer> {
     const res = await api(port, 'GET', `/scheduler/accounts?platform=${platform}`);
     if (res.status !== 200) throw new Error(`read answered ${res.status}`);
-    return (await res.json()) as SnapshotAnswer;
+    return (await res.json()) as Answer;
   }
   const truth = async (platform: string) =>
     (
@@ -56,8 +71,33 @@ describe('scheduler snapshot epoch under chaos: three replicas, a SIGKILL, Redis
     ).rows.map((r) => Number(r.id));
 
   it('no replica ever answers a bucket at an older epoch than it answered before, from either source', async () => {
-    const tStart = Date.now() - startMs;
-    const phases: Record<string, number> = { start: startMs };
+    const prefix = uniqueName('rjepochchaos');
+    for (let i = 0; i < 3; i++) {
+      const port = await freePort();
+      const proc = ServiceProcess.start(`c${i}`, {
+        DATABASE_URL: db.url,
+        REDIS_URL: redis.url,
+        RELAY_JOBS_INSTANCE_ID: `c${i}`,
+        RELAY_JOBS_ENV: 'e2e',
+        RELAY_JOBS_HTTP_PORT: String(port),
+        RELAY_JOBS_ADMIN_TOKEN: TOKEN,
+        RELAY_JOBS_MASTER_KEY: TEST_MASTER_KEY,
+        RELAY_JOBS__REDIS__KEY_PREFIX: prefix,
+        RELAY_JOBS__REDIS__COMMAND_TIMEOUT: '300ms',
+        RELAY_JOBS__DATABASE__POOL_SIZE: '4',
+        RELAY_JOBS__CLUSTER__INSTANCE_HEARTBEAT: '1s',
+        RELAY_JOBS__SHUTDOWN__GRACE: '5s',
+        RELAY_JOBS__AUTH__REFRESH_ENABLED: 'false',
+        RELAY_JOBS__JOBS__ACCOUNT_EXPIRY__EVERY: '1s',
+        RELAY_JOBS__JOBS__SESSION_CLEANUP__ENABLED: 'false',
+        RELAY_JOBS__SNAPSHOT__CLAIM_TTL: '5s',
+        RELAY_JOBS__SNAPSHOT__REBUILD_CHUNK: '50',
+      });
+      replicas.push({ proc, port });
+    }
+    const tStart = Date.now();
+    await Promise.all(replicas.map((r) => r.proc.waitForLine(/relay-jobs started/)));
+    const phases: Record<string, number> = { start: Date.now() - tStart };
 
     // The gateway's view: every live replica, both buckets, every ~0.4 s; every answer checked.
     const high = new Map<string, number>();
@@ -142,11 +182,11 @@ describe('scheduler snapshot epoch under chaos: three replicas, a SIGKILL, Redis
       }
       if (at > 5000 && !done.redisDown) {
         done.redisDown = true;
-        await cluster!.redis!.stop();
+        await redis.stop();
       }
       if (at > 7500 && !done.redisUp) {
         done.redisUp = true;
-        await cluster!.redis!.start(); // the same port, no data
+        await redis.start(); // the same port, no data
       }
       const targets = live();
       await Promise.all(

@@ -1,10 +1,9 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import pg from 'pg';
-import { startCluster, type Cluster, type Replica, type StoppableRedis } from './helpers/cluster.js';
-import { SNAPSHOT_CLUSTER_ENV, type SnapshotAnswer } from './helpers/snapshot-cluster.js';
-import { TEST_MASTER_KEY } from './helpers/services.js';
-import { sleep } from './helpers/wait.js';
-import type { PgDb } from '../src/store/pg-db.js';
+import { ServiceProcess } from './helpers/cli.js';
+import { PrivateRedis, TEST_MASTER_KEY, freePort, freshDatabase, uniqueName } from './helpers/services.js';
+import { PgDb } from '../src/store/pg-db.js';
+import { migrate } from '../src/store/migrate.js';
 import { Accounts } from '../src/store/accounts.js';
 import { SecretBox } from '../src/store/secret-box.js';
 
@@ -20,18 +19,29 @@ import { SecretBox } from '../src/store/secret-box.js';
 const ACCOUNTS = 2000;
 const PLATFORMS = ['openai', 'claude', 'gemini'];
 const GROUPS = ['', 'vip'];
+const TOKEN = 'e2e-admin-token-snapshot-0123';
 /** The stated bound: poll (1 s) + claim expiry of a killed replica (5 s here) + a rebuild, with room for a loaded CI machine. */
 const CONVERGE_MS = 20_000;
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+interface Answer {
+  source: string;
+  epoch: number;
+  accounts: { id: number }[];
+}
 
 describe('scheduler snapshot: three real replicas, a SIGKILL and a Redis that comes back empty', () => {
-  let cluster: Cluster | undefined;
+  let db: Awaited<ReturnType<typeof freshDatabase>>;
+  let redis: PrivateRedis;
   let client: pg.Client;
   let writers: pg.Pool;
-  let replicas: Replica[] = [];
-  let redis: StoppableRedis;
+  const replicas: { proc: ServiceProcess; port: number }[] = [];
 
-  // The accounts and proxies exist before any replica starts; the replicas are started by the test.
-  async function seedAccounts(seed: PgDb): Promise<void> {
+  beforeAll(async () => {
+    db = await freshDatabase();
+    redis = await PrivateRedis.start();
+    const seed = await PgDb.connect({ url: db.url, poolSize: 2, connectTimeoutMs: 5000 });
+    await migrate(seed);
     const sealed = new Accounts(seed, SecretBox.fromBase64(TEST_MASTER_KEY)).seal({ access_token: 'e2e-secret-token' });
     await seed.query(
       `INSERT INTO proxies (id, name, url_sealed, url_display, fallback_mode, backup_proxy_id) VALUES (1, 'p1', 'x', 'http://p1', 'proxy', NULL), (2, 'p2', 'x', 'http://p2', 'none', NULL)`,
@@ -44,22 +54,17 @@ describe('scheduler snapshot: three real replicas, a SIGKILL and a Redis that co
        FROM generate_series(1, ${ACCOUNTS}) g`,
       [sealed, PLATFORMS],
     );
-  }
-  beforeAll(async () => {
-    cluster = await startCluster({
-      replicas: 3,
-      idPrefix: 's',
-      env: { ...SNAPSHOT_CLUSTER_ENV, RELAY_JOBS__JOBS__PROXY_EXPIRY__EVERY: '1s' },
-      seed: seedAccounts,
-    });
-    replicas = cluster.replicas;
-    redis = cluster.redis!;
-    client = await cluster.sql();
-    writers = new pg.Pool({ connectionString: cluster.databaseUrl, max: 5 });
+    await seed.close();
+    client = new pg.Client({ connectionString: db.url });
+    await client.connect();
+    writers = new pg.Pool({ connectionString: db.url, max: 5 });
   });
   afterAll(async () => {
+    for (const r of replicas) if (r.proc.proc.exitCode === null) r.proc.proc.kill('SIGKILL');
+    await client?.end();
     await writers?.end();
-    await cluster?.stop();
+    await redis.stop();
+    await db.drop();
   });
 
   const truth = async (platform: string, group: string) =>
@@ -71,16 +76,39 @@ describe('scheduler snapshot: three real replicas, a SIGKILL and a Redis that co
       )
     ).rows.map((r) => Number(r.id));
 
-  async function read(port: number, platform: string, group: string): Promise<SnapshotAnswer> {
-    const res = await cluster!.api(
-      replicas.find((r) => r.port === port)!,
-      `/scheduler/accounts?platform=${platform}${group ? `&group=${group}` : ''}`,
-    );
+  async function read(port: number, platform: string, group: string): Promise<Answer> {
+    const res = await fetch(`http://127.0.0.1:${port}/api/v1/scheduler/accounts?platform=${platform}${group ? `&group=${group}` : ''}`, { headers: { authorization: `Bearer ${TOKEN}` } });
     if (res.status !== 200) throw new Error(`read answered ${res.status}`);
-    return (await res.json()) as SnapshotAnswer;
+    return (await res.json()) as Answer;
   }
 
   it('converges to PostgreSQL after the last change and after Redis returns empty; epochs never go back; the outbox ends empty', async () => {
+    const prefix = uniqueName('rjsnape2e');
+    for (let i = 0; i < 3; i++) {
+      const port = await freePort();
+      const proc = ServiceProcess.start(`s${i}`, {
+        DATABASE_URL: db.url,
+        REDIS_URL: redis.url,
+        RELAY_JOBS_INSTANCE_ID: `s${i}`,
+        RELAY_JOBS_ENV: 'e2e',
+        RELAY_JOBS_HTTP_PORT: String(port),
+        RELAY_JOBS_ADMIN_TOKEN: TOKEN,
+        RELAY_JOBS_MASTER_KEY: TEST_MASTER_KEY,
+        RELAY_JOBS__REDIS__KEY_PREFIX: prefix,
+        RELAY_JOBS__REDIS__COMMAND_TIMEOUT: '300ms',
+        RELAY_JOBS__DATABASE__POOL_SIZE: '4',
+        RELAY_JOBS__CLUSTER__INSTANCE_HEARTBEAT: '1s',
+        RELAY_JOBS__SHUTDOWN__GRACE: '5s',
+        RELAY_JOBS__AUTH__REFRESH_ENABLED: 'false',
+        RELAY_JOBS__JOBS__ACCOUNT_EXPIRY__EVERY: '1s',
+        RELAY_JOBS__JOBS__PROXY_EXPIRY__EVERY: '1s',
+        RELAY_JOBS__JOBS__SESSION_CLEANUP__ENABLED: 'false',
+        RELAY_JOBS__SNAPSHOT__CLAIM_TTL: '5s',
+      });
+      replicas.push({ proc, port });
+    }
+    await Promise.all(replicas.map((r) => r.proc.waitForLine(/relay-jobs started/)));
+
     // Watch every replica's answers throughout: a snapshot answer never has an older epoch than the last one.
     const lastEpoch = new Map<string, number>();
     const regressions: string[] = [];
