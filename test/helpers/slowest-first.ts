@@ -7,17 +7,22 @@ import { BaseSequencer, type TestSpecification } from 'vitest/node';
 
 /** Longest first, from a full run's per-file durations (update from a vitest JSON report). */
 export const SLOW_FIRST = [
+  // From the full run of 2026-12-01 19:05 UTC (/tmp/durations.json, a loaded machine), longest first.
+  'test/cli.test.ts',
+  'test/process.test.ts',
+  'test/examples.test.ts',
+  'test/image-batches.e2e.test.ts',
+  'test/provider-replies.test.ts',
+  'test/build-script.test.ts',
+  'test/ops.e2e.test.ts',
+  'test/slow-clients.e2e.test.ts',
+  'test/round-runner.test.ts',
+  'test/backup-roundtrip.e2e.test.ts',
+  'test/files-at-rest.test.ts',
   'test/refresh-takeover.e2e.test.ts',
-  'test/redis-topologies.test.ts',
-  'test/scheduler-snapshot.e2e.test.ts',
-  'test/token-refresh.e2e.test.ts',
-  'test/probes-cluster.e2e.test.ts',
-  'test/refresh-deadline.e2e.test.ts',
   'test/refresh-shards.e2e.test.ts',
-  'test/scheduler-epoch-chaos.e2e.test.ts',
-  'test/failover.e2e.test.ts',
-  'test/pgbouncer.e2e.test.ts',
-  'test/cluster.e2e.test.ts',
+  'test/backup-restore.test.ts',
+  'test/backup-embedded.test.ts',
 ];
 
 function rank(spec: TestSpecification): number {
