@@ -1,4 +1,5 @@
 import { defineConfig } from 'vitest/config';
+import SlowestFirst from './test/helpers/slowest-first.js';
 
 export default defineConfig({
   test: {
@@ -9,6 +10,8 @@ export default defineConfig({
     // over a minute at load average 30 on two cores. Waits inside tests poll for their condition.
     testTimeout: 180_000,
     hookTimeout: 180_000,
+    // Longest files first (test/helpers/slowest-first.ts): the run does not end on one long file alone.
+    sequence: { sequencer: SlowestFirst },
     pool: 'forks',
     maxWorkers: 2,
   },

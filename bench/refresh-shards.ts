@@ -18,6 +18,7 @@ import { CLI, ServiceProcess, cleanEnv } from '../test/helpers/cli.js';
 import { REDIS_URL, TEST_MASTER_KEY, dropRedisPrefix, freePort, freshDatabase, uniqueName } from '../test/helpers/services.js';
 import { FakeOAuthServer } from '../test/fixtures/oauth-server.js';
 import { OTHER_JOBS } from './cluster-scenario.js';
+import { waitFor } from '../test/helpers/wait.js';
 
 const LIFETIME_S = 30;
 const ADMIN = 'bench-admin-token-0123456789';
@@ -38,15 +39,6 @@ export interface ShardResult {
 }
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-
-async function waitFor(cond: () => boolean | Promise<boolean>, ms: number, what: () => string): Promise<void> {
-  const end = Date.now() + ms;
-  while (!(await cond())) {
-    if (Date.now() > end) throw new Error(`timed out after ${ms} ms: ${what()}`);
-    await sleep(100);
-  }
-}
-
 export async function benchRefreshShards(replicas: number, accounts: number, cli = CLI, build = 'this build'): Promise<ShardResult> {
   const db = await freshDatabase();
   const oauth = await FakeOAuthServer.start({ lifetimeSec: LIFETIME_S, clientId: 'bench-client' });
@@ -104,11 +96,7 @@ export async function benchRefreshShards(replicas: number, accounts: number, cli
 
     // Steady state: one and a half refresh cycles.
     const t0 = Date.now();
-    await waitFor(
-      () => oauth.successes >= accounts * 1.5,
-      300_000,
-      () => `${oauth.successes} refreshes`,
-    );
+    await waitFor(() => oauth.successes >= accounts * 1.5, { timeoutMs: 300_000, what: () => `${oauth.successes} refreshes` });
     const steadySecs = (Date.now() - t0) / 1000;
     let tried = 0;
     for (let i = 0; i < replicas; i++) tried += await attempts(i);
@@ -132,19 +120,11 @@ export async function benchRefreshShards(replicas: number, accounts: number, cli
     let ownerlessMs: number | null = null;
     const sharded = procs[0]!.lines.some((l) => l.includes('"members":'));
     if (sharded) {
-      await waitFor(
-        () => procs.slice(0, -1).every((p, i) => p.lines.slice(seen[i]).some((l) => dropped.test(l))),
-        60_000,
-        () => 'survivors never dropped the dead replica',
-      );
+      await waitFor(() => procs.slice(0, -1).every((p, i) => p.lines.slice(seen[i]).some((l) => dropped.test(l))), { timeoutMs: 60_000, what: () => 'survivors never dropped the dead replica' });
       ownerlessMs = Math.max(...procs.slice(0, -1).map((p, i) => Date.parse(JSON.parse(p.lines.slice(seen[i]).find((l) => dropped.test(l))!).time) - killedAt));
     }
     const after = oauth.successes;
-    await waitFor(
-      () => oauth.successes >= after + accounts,
-      300_000,
-      () => `${oauth.successes - after} refreshes after the kill`,
-    );
+    await waitFor(() => oauth.successes >= after + accounts, { timeoutMs: 300_000, what: () => `${oauth.successes - after} refreshes after the kill` });
     watching = false;
     await watcher;
     for (const p of procs.slice(0, -1)) p.proc.kill('SIGTERM');

@@ -10,6 +10,7 @@ import { FakeOAuthServer } from './fixtures/oauth-server.js';
 import { ConnectProxy } from './fixtures/connect-proxy.js';
 import { captureLogs } from './helpers/log-capture.js';
 import { REDIS_URL, TEST_MASTER_KEY, dropRedisPrefix, freshDatabase, uniqueName } from './helpers/services.js';
+import { embeddedDataDir } from './helpers/pglite-template.js';
 
 const ADMIN = 'accounts-admin-token-0123456789';
 const auth = { authorization: `Bearer ${ADMIN}` };
@@ -597,7 +598,7 @@ describe('accounts in embedded mode (PGlite, key in the data directory)', () => 
     const { join } = await import('node:path');
     const { tmpdir } = await import('node:os');
     const { silentLogger } = await import('../src/telemetry/logger.js');
-    const dir = mkdtempSync(join(tmpdir(), 'rj-acc-'));
+    const dir = embeddedDataDir(mkdtempSync(join(tmpdir(), 'rj-acc-')));
     const oauth = await FakeOAuthServer.start({ clientId: 'embedded-client' });
     const env = { RELAY_JOBS_DATA_DIR: dir, RELAY_JOBS__OAUTH__PROVIDERS__OPENAI__TOKEN_URL: oauth.tokenUrl, RELAY_JOBS__OAUTH__PROVIDERS__OPENAI__CLIENT_ID: 'embedded-client' };
     try {

@@ -5,6 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import pg from 'pg';
 import { ServiceProcess } from './helpers/cli.js';
 import { PG_ADMIN_URL, PrivateRedis, TEST_MASTER_KEY, freePort, freshDatabase, uniqueName } from './helpers/services.js';
+import { waitFor } from './helpers/wait.js';
 
 /**
  * Sub2API's two backup bugs, with real processes: three replicas share one backup directory.
@@ -15,17 +16,6 @@ import { PG_ADMIN_URL, PrivateRedis, TEST_MASTER_KEY, freePort, freshDatabase, u
  */
 const TOKEN = 'backup-e2e-admin-token-0123456789';
 const LEASE_MS = 3000;
-
-async function waitFor<T>(what: string, fn: () => Promise<T | null | undefined | false>, timeoutMs = 60_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const v = await fn();
-    if (v) return v;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
-}
-
 describe('backup in a cluster of three real replicas', () => {
   let db: Awaited<ReturnType<typeof freshDatabase>>;
   let redis: PrivateRedis;
@@ -105,10 +95,13 @@ describe('backup in a cluster of three real replicas', () => {
     await new Promise((r) => setTimeout(r, 2000)); // r1's old heartbeat goes stale, so its id can register again
     replicas[1] = ServiceProcess.start('r1', envFor(1));
     await replicas[1].waitForLine(/relay-jobs started/, 60_000);
-    const done1 = await waitFor('backup 1 to finish', async () => {
-      const r = await record(id1);
-      return r.state !== 'running' && r;
-    });
+    const done1 = await waitFor(
+      async () => {
+        const r = await record(id1);
+        return r.state !== 'running' && r;
+      },
+      { what: 'backup 1 to finish' },
+    );
     expect(done1.error).toBeNull();
     expect(done1.state).toBe('verified');
     expect(done1.instance_id).toBe('r0');
@@ -117,38 +110,47 @@ describe('backup in a cluster of three real replicas', () => {
     const second = await api(0, 'POST', '/backups');
     expect(second.status).toBe(202);
     const id2 = second.body.id as string;
-    await waitFor('backup 2 to be writing', async () => filesOf(id2).length > 0 || (await scratchDbs(id2)) > 0);
+    await waitFor(async () => filesOf(id2).length > 0 || (await scratchDbs(id2)) > 0, { what: 'backup 2 to be writing' });
     replicas[0]!.proc.kill('SIGKILL');
     await replicas[0]!.exited;
     const atKill = await record(id2);
     expect(atKill.state).toBe('running');
     expect(atKill.leased).toBe(true); // nobody may touch it yet
     const leaseAtKill = new Date(atKill.lease_until).getTime();
-    const failed = await waitFor('backup 2 to be reaped', async () => {
-      const r = await record(id2);
-      return r.state !== 'running' && r;
-    });
+    const failed = await waitFor(
+      async () => {
+        const r = await record(id2);
+        return r.state !== 'running' && r;
+      },
+      { what: 'backup 2 to be reaped' },
+    );
     expect(failed.state).toBe('failed');
     expect(failed.error).toMatch(/abandoned: instance r0 stopped renewing its lease/);
     expect(new Date(failed.finished_at).getTime()).toBeGreaterThanOrEqual(leaseAtKill);
     // The reaper marks the record first (that statement is the claim), then removes what it left.
-    await waitFor('the partial file and scratch database to be removed', async () => filesOf(id2).length === 0 && (await scratchDbs(id2)) === 0, 20_000);
+    await waitFor(async () => filesOf(id2).length === 0 && (await scratchDbs(id2)) === 0, { what: 'the partial file and scratch database to be removed', timeoutMs: 20_000 });
 
     // 3. The next backup, asked of both survivors at once through the job: exactly one runs, and it succeeds.
     const [a, b] = await Promise.all([api(1, 'POST', '/jobs/backup/run'), api(2, 'POST', '/jobs/backup/run')]);
     expect([a.status, b.status].sort()).toEqual([202, 409]);
-    const next = await waitFor('the next backup to finish', async () => {
-      const { rows } = await client.query(`SELECT * FROM backups WHERE id NOT IN ($1, $2) AND state <> 'running'`, [id1, id2]);
-      return rows[0];
-    });
+    const next = await waitFor(
+      async () => {
+        const { rows } = await client.query(`SELECT * FROM backups WHERE id NOT IN ($1, $2) AND state <> 'running'`, [id1, id2]);
+        return rows[0];
+      },
+      { what: 'the next backup to finish' },
+    );
     expect(next.state).toBe('verified');
     const { rows: all } = await client.query(`SELECT id FROM backups ORDER BY started_at`);
     expect(all.map((r) => r.id)).toEqual([id1, id2, next.id]);
     // One round ran (the other replica's request was refused before claiming), and it ended ok.
-    const runs = await waitFor('the round to be recorded', async () => {
-      const { rows } = await client.query(`SELECT status FROM job_runs WHERE job_name = 'backup' AND status <> 'skipped_not_leader'`);
-      return rows.every((r) => r.status !== 'running') && rows;
-    });
+    const runs = await waitFor(
+      async () => {
+        const { rows } = await client.query(`SELECT status FROM job_runs WHERE job_name = 'backup' AND status <> 'skipped_not_leader'`);
+        return rows.every((r) => r.status !== 'running') && rows;
+      },
+      { what: 'the round to be recorded' },
+    );
     expect(runs.map((r) => r.status)).toEqual(['ok']);
   });
 });

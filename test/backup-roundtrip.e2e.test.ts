@@ -5,6 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import pg from 'pg';
 import { ServiceProcess, runCli } from './helpers/cli.js';
 import { PrivateRedis, TEST_MASTER_KEY, freePort, freshDatabase, uniqueName } from './helpers/services.js';
+import { waitFor } from './helpers/wait.js';
 
 /**
  * The whole point of a backup: data from every area (accounts with sealed credentials, usage
@@ -12,17 +13,6 @@ import { PrivateRedis, TEST_MASTER_KEY, freePort, freshDatabase, uniqueName } fr
  * database, and a new relay-jobs process on it serves the same tokens, balances and dashboard.
  */
 const TOKEN = 'roundtrip-admin-token-0123456789';
-
-async function waitFor<T>(what: string, fn: () => Promise<T | null | undefined | false>, timeoutMs = 60_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const v = await fn();
-    if (v) return v;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
-}
-
 describe('backup round trip: restore into a new database, a new process serves the same data', () => {
   let source: Awaited<ReturnType<typeof freshDatabase>>;
   let target: Awaited<ReturnType<typeof freshDatabase>>;
@@ -93,7 +83,7 @@ describe('backup round trip: restore into a new database, a new process serves t
     const from = new Date(Date.now() - 2 * 86_400_000).toISOString();
     const to = new Date(Date.now() + 86_400_000).toISOString();
     const re = await call(p1, 'POST', '/usage/recompute', { from, to });
-    await waitFor('the rollup recompute', async () => (await call(p1, 'GET', `/usage/recompute/${re.body.id}`)).body.status === 'done');
+    await waitFor(async () => (await call(p1, 'GET', `/usage/recompute/${re.body.id}`)).body.status === 'done', { what: 'the rollup recompute' });
     const c = new pg.Client({ connectionString: source.url });
     await c.connect();
     await c.query(`UPDATE billing_users SET balance = 123456 WHERE id = $1`, [user.body.id]);

@@ -6,6 +6,7 @@ import pg from 'pg';
 import { BackupBusy } from '../src/jobs/backup/backup-service.js';
 import { PG_ADMIN_URL } from './helpers/services.js';
 import { backupEnv } from './helpers/backup-env.js';
+import { waitFor } from './helpers/wait.js';
 
 async function databasesLike(pattern: string): Promise<string[]> {
   const c = new pg.Client({ connectionString: PG_ADMIN_URL });
@@ -14,17 +15,6 @@ async function databasesLike(pattern: string): Promise<string[]> {
   await c.end();
   return rows.map((r) => r.datname);
 }
-
-async function waitFor<T>(what: string, fn: () => Promise<T | null | undefined | false>, timeoutMs = 30_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const v = await fn();
-    if (v) return v;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
-}
-
 describe('backup on real PostgreSQL with pg_dump/pg_restore, directory storage', () => {
   let env: Awaited<ReturnType<typeof backupEnv>>;
   beforeAll(async () => {
@@ -97,7 +87,7 @@ describe('backup on real PostgreSQL with pg_dump/pg_restore, directory storage',
     });
     // Before expiry nobody touches it.
     expect(await env.service.start('manual').catch((e: unknown) => e)).toBeInstanceOf(BackupBusy);
-    await waitFor('the lease to expire', async () => (await env.service.reap()) === 1);
+    await waitFor(async () => (await env.service.reap()) === 1, { what: 'the lease to expire' });
     const dead = (await env.backups.get('deadbeef0001'))!;
     expect(dead.state).toBe('failed');
     expect(dead.error).toMatch(/abandoned: instance replica-c stopped renewing its lease/);

@@ -16,6 +16,7 @@ import { CONSOLE_DIST } from '../src/http/console-routes.js';
 import { silentLogger } from '../src/telemetry/logger.js';
 import { JOBS } from '../src/jobs/registry.js';
 import { freePort } from './helpers/services.js';
+import { embeddedDataDir } from './helpers/pglite-template.js';
 
 // The web console against a real embedded runtime on a loopback port, driven by Debian's chromium
 // (never a downloaded browser). Needs web/dist: `node scripts/build.mjs` (npm ci runs it).
@@ -69,7 +70,7 @@ describe('web console (browser, embedded runtime)', () => {
 
   beforeAll(async () => {
     mkdirSync(ARTIFACTS, { recursive: true });
-    const dir = mkdtempSync(join(tmpdir(), 'rj-console-'));
+    const dir = embeddedDataDir(mkdtempSync(join(tmpdir(), 'rj-console-')));
     const config = loadConfig({
       env: {
         RELAY_JOBS_DATA_DIR: dir,

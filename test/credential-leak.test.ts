@@ -15,6 +15,7 @@ import { OAuthClient } from '../src/upstream/oauth-client.js';
 import { ProbeClient } from '../src/upstream/probe-client.js';
 import { captureLogs } from './helpers/log-capture.js';
 import { TEST_MASTER_KEY, freePort } from './helpers/services.js';
+import { embeddedDataDir } from './helpers/pglite-template.js';
 
 const USER_SECRET = 'S3cretUserPw77';
 const QUERY_SECRET = 'S3cretQueryTok88';
@@ -113,7 +114,7 @@ describe('credentials in outgoing URLs (issue 23, item 3)', () => {
 
     beforeAll(async () => {
       reset = await resetServer();
-      dataDir = mkdtempSync(join(tmpdir(), 'rj-leak-'));
+      dataDir = embeddedDataDir(mkdtempSync(join(tmpdir(), 'rj-leak-')));
       const config = loadConfig({
         env: {
           RELAY_JOBS_DATA_DIR: dataDir,

@@ -15,6 +15,7 @@ import { CHECKS, Doctor, exitCode, renderReport, type CheckResult, type DoctorRe
 import { outcomeOf } from './helpers/rounds.js';
 import { runCli } from './helpers/cli.js';
 import { PG_ADMIN_URL, PrivateRedis, REDIS_URL, TEST_MASTER_KEY, dropRedisPrefix, freshDatabase, uniqueName } from './helpers/services.js';
+import { embeddedDataDir } from './helpers/pglite-template.js';
 
 const ADMIN = 'doctor-test-admin-token-Xq81-zzP0';
 
@@ -237,7 +238,7 @@ describe('relay-jobs doctor (cluster)', () => {
 
 describe('relay-jobs doctor (embedded, the CLI)', () => {
   it('runs the checks that apply, prints JSON, and exits 0/1/2 by the worst status', async () => {
-    const dir = await mkdtemp(join(tmpdir(), 'rj-doctor-embedded-'));
+    const dir = embeddedDataDir(await mkdtemp(join(tmpdir(), 'rj-doctor-embedded-')));
     try {
       const r = await runCli(['doctor', '--json'], { RELAY_JOBS_DATA_DIR: dir, RELAY_JOBS_INSTANCE_ID: 'solo', RELAY_JOBS__HTTP__PORT: '0' });
       const report = JSON.parse(r.stdout) as DoctorReport;

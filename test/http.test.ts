@@ -10,6 +10,7 @@ import { Runtime } from '../src/app/runtime.js';
 import { buildHttpServer } from '../src/http/server.js';
 import { silentLogger } from '../src/telemetry/logger.js';
 import { JOBS } from '../src/jobs/registry.js';
+import { embeddedDataDir } from './helpers/pglite-template.js';
 
 const TOKEN = 'test-admin-token-0123456789';
 
@@ -18,7 +19,7 @@ describe('HTTP API (embedded runtime)', () => {
   let http: FastifyInstance;
   const auth = { authorization: `Bearer ${TOKEN}` };
   beforeAll(async () => {
-    const dir = mkdtempSync(join(tmpdir(), 'rj-http-'));
+    const dir = embeddedDataDir(mkdtempSync(join(tmpdir(), 'rj-http-')));
     const config = loadConfig({
       env: {
         RELAY_JOBS_DATA_DIR: dir,

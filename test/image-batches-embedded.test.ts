@@ -8,6 +8,7 @@ import { captureLogs } from './helpers/log-capture.js';
 import { TERMINAL } from '../src/store/image-batches.js';
 import { FakeImageProvider } from './fixtures/image-provider.js';
 import { freePort } from './helpers/services.js';
+import { embeddedDataDir } from './helpers/pglite-template.js';
 
 /** The same queue, money steps and state machine in embedded mode (PGlite, no servers), driven by the real worker loop. */
 describe('image batches in embedded mode', () => {
@@ -19,7 +20,7 @@ describe('image batches in embedded mode', () => {
     fake = await FakeImageProvider.start({ pItemFails: 0.3 });
     const config = loadConfig({
       env: {
-        RELAY_JOBS_DATA_DIR: mkdtempSync(join(tmpdir(), 'rj-images-embedded-')),
+        RELAY_JOBS_DATA_DIR: embeddedDataDir(mkdtempSync(join(tmpdir(), 'rj-images-embedded-'))),
         RELAY_JOBS_HTTP_PORT: String(await freePort()),
         RELAY_JOBS__IMAGE__PROVIDER__BASE_URL: fake.url,
         RELAY_JOBS__IMAGE__PRICES__IMG: '5',

@@ -6,6 +6,7 @@ import pg from 'pg';
 import { ServiceProcess } from './helpers/cli.js';
 import { FakeImageProvider } from './fixtures/image-provider.js';
 import { PrivateRedis, TEST_MASTER_KEY, freePort, freshDatabase, uniqueName } from './helpers/services.js';
+import { embeddedDataDir } from './helpers/pglite-template.js';
 
 /**
  * Invariant 5 with real processes: three `relay-jobs start` replicas drive paid image batches
@@ -27,7 +28,7 @@ describe('image batches: money conserved across three replicas, faults and SIGKI
   let client: pg.Client;
   let fake: FakeImageProvider;
   const replicas: Array<{ svc: ServiceProcess; port: number; ready: boolean }> = [];
-  const dataDir = mkdtempSync(join(tmpdir(), 'rj-images-e2e-'));
+  const dataDir = embeddedDataDir(mkdtempSync(join(tmpdir(), 'rj-images-e2e-')));
   const prefix = uniqueName('rjimge2e');
   let nextReplica = 0;
 

@@ -14,6 +14,7 @@ import { BatchTransitions } from '../src/store/image-transitions.js';
 import { TERMINAL } from '../src/store/image-batches.js';
 import { FakeImageProvider } from './fixtures/image-provider.js';
 import { REDIS_URL, TEST_MASTER_KEY, dropRedisPrefix, freshDatabase, uniqueName } from './helpers/services.js';
+import { embeddedDataDir } from './helpers/pglite-template.js';
 
 const ADMIN = 'images-admin-token-0123456789';
 const auth = { authorization: `Bearer ${ADMIN}` };
@@ -29,7 +30,7 @@ describe('image batches', () => {
   let fake: FakeImageProvider;
   let seq = 0;
   const prefix = uniqueName('rjimg');
-  const dataDir = mkdtempSync(join(tmpdir(), 'rj-images-'));
+  const dataDir = embeddedDataDir(mkdtempSync(join(tmpdir(), 'rj-images-')));
 
   beforeAll(async () => {
     db = await freshDatabase();

@@ -12,22 +12,13 @@ import { Metrics } from '../src/telemetry/metrics.js';
 import { silentLogger } from '../src/telemetry/logger.js';
 import { sleep, systemClock } from '../src/time/clock.js';
 import { freshDatabase } from './helpers/services.js';
+import { waitFor } from './helpers/wait.js';
 
 /**
  * The crash detector (docs/coordination.md, "Crash detection"): a lease whose holder's liveness
  * session is gone is free at once; a lease whose holder is alive is not, however long it has
  * been silent; a holder whose own session drops stops its round at once.
  */
-async function waitFor<T>(what: string, fn: () => Promise<T | null | undefined | false>, timeoutMs = 15_000): Promise<T> {
-  const end = Date.now() + timeoutMs;
-  for (;;) {
-    const v = await fn();
-    if (v) return v;
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 25));
-  }
-}
-
 describe('liveness sessions on PostgreSQL', () => {
   let db: PgDb;
   let drop: () => Promise<void>;
@@ -101,17 +92,20 @@ describe('liveness sessions on PostgreSQL', () => {
 
     // Dead: the session ends as a killed process's would (the server frees its locks). No waiting for the 60 s lease.
     await db.query('SELECT pg_terminate_backend($1)', [await backendOf(la.key!)]);
-    const cb = await waitFor('the take-over', async () => {
-      const r = await b.claimScheduled({ ...p, slot: new Date(s0.getTime() + 2000), aliveKey: lb.key });
-      return r.claimed ? r.claim : null;
-    });
+    const cb = await waitFor(
+      async () => {
+        const r = await b.claimScheduled({ ...p, slot: new Date(s0.getTime() + 2000), aliveKey: lb.key });
+        return r.claimed ? r.claim : null;
+      },
+      { what: 'the take-over', intervalMs: 25 },
+    );
     expect(cb.token).toBeGreaterThan(ca.claim.token);
     expect(await a.renew(ca.claim, 60_000)).toBe(false);
     await expect(new FencedCursors(db).write('lv', 'w', 2, ca.claim.token)).rejects.toBeInstanceOf(FencedWriteRefused);
     const old = await new RunRecords(db).get(ca.claim.runId);
     expect(old).toMatchObject({ status: 'failed', error: expect.stringMatching(/^abandoned: its instance died/) });
     // a's session notices and opens a new one under a new key.
-    await waitFor('a new liveness key', async () => la.key !== null);
+    await waitFor(async () => la.key !== null, { what: 'a new liveness key', intervalMs: 25 });
   });
 
   it('a claim without a liveness key (lease mode, embedded) waits for expiry as before', async () => {

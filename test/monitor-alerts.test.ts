@@ -10,20 +10,10 @@ import { FencedWriteRefused } from '../src/coordination/fenced-cursor.js';
 import { outcomeOf } from './helpers/rounds.js';
 import { ChatUpstream } from './fixtures/chat-upstream.js';
 import { REDIS_URL, TEST_MASTER_KEY, dropRedisPrefix, freshDatabase, uniqueName } from './helpers/services.js';
+import { waitFor } from './helpers/wait.js';
 
 const ADMIN = 'monitor-alerts-admin-token-0123456789';
 const auth = { authorization: `Bearer ${ADMIN}` };
-
-async function waitFor<T>(what: string, fn: () => Promise<T | undefined | null | false>, ms = 30_000): Promise<T> {
-  const deadline = Date.now() + ms;
-  for (;;) {
-    const v = await fn();
-    if (v) return v;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
-}
-
 interface Event {
   id: number;
   rule_id: number;
@@ -168,7 +158,7 @@ describe('alerting on monitors (real PostgreSQL, loopback upstream)', () => {
     const B = `monitor:${ids['mon-b']}`;
 
     rt.services.monitorRunner.start();
-    await waitFor('healthy probes of both monitors', async () => (await newestResult(ids['mon-a']!, true)) && (await newestResult(ids['mon-b']!, true)));
+    await waitFor(async () => (await newestResult(ids['mon-a']!, true)) && (await newestResult(ids['mon-b']!, true)), { what: 'healthy probes of both monitors' });
     await evaluate();
     expect(await states(paidDown)).toEqual({});
     for (const r of [aDown, bDown, paidDown]) expect(await events(r)).toHaveLength(0);
@@ -176,7 +166,7 @@ describe('alerting on monitors (real PostgreSQL, loopback upstream)', () => {
     // mon-a's upstream starts failing: wait for a stored failure, then the first round.
     const broke = await dbNow();
     up.set('ka', { mode: 503 });
-    await waitFor('a stored failure of mon-a', async () => ((await newestResult(ids['mon-a']!, false)) ?? new Date(0)) > broke);
+    await waitFor(async () => ((await newestResult(ids['mon-a']!, false)) ?? new Date(0)) > broke, { what: 'a stored failure of mon-a' });
     await evaluate();
     expect(await states(aDown)).toEqual({ [A]: 1 });
     expect(await states(paidDown)).toEqual({ [A]: 1 });
@@ -185,7 +175,7 @@ describe('alerting on monitors (real PostgreSQL, loopback upstream)', () => {
 
     // The second round must see a probe in a newer bucket (1 s) than the first counted.
     const counted = (await sql.query(`SELECT last_bucket FROM ops_alert_state WHERE rule_id = $1`, [aDown])).rows[0].last_bucket as Date;
-    await waitFor('a probe of mon-a in a newer bucket', async () => ((await newestResult(ids['mon-a']!))?.getTime() ?? 0) >= counted.getTime() + 1000);
+    await waitFor(async () => ((await newestResult(ids['mon-a']!))?.getTime() ?? 0) >= counted.getTime() + 1000, { what: 'a probe of mon-a in a newer bucket' });
     await evaluate();
     const [fired] = await events(aDown);
     expect(fired).toMatchObject({ state: 'firing', series: A, labels: { monitor: 'mon-a', monitor_id: String(ids['mon-a']) } });
@@ -196,7 +186,7 @@ describe('alerting on monitors (real PostgreSQL, loopback upstream)', () => {
     expect(await events(bDown)).toHaveLength(0);
     expect(await states(paidDown)).toEqual({ [A]: 2 }); // mon-b, selected too, never breached: no streak
     expect(await states(paidDown)).not.toHaveProperty(B);
-    const firingHook = await waitFor('the firing webhook', async () => hooks.find((h) => h.key === `ops-alert:${fired!.id}:firing:webhook:ops`));
+    const firingHook = await waitFor(async () => hooks.find((h) => h.key === `ops-alert:${fired!.id}:firing:webhook:ops`), { what: 'the firing webhook' });
     expect(firingHook.subject).toContain('monitor mon-a');
     expect(firingHook.text).toContain('monitor=mon-a');
 
@@ -212,14 +202,17 @@ describe('alerting on monitors (real PostgreSQL, loopback upstream)', () => {
     // failures is stored, so no failure is still on its way), the next round resolves.
     const healed = await dbNow();
     up.set('ka', { mode: 'ok' });
-    await waitFor('a clean window for mon-a', async () => {
-      const [w] = await rt.services.ops.monitorWindows.window({ monitor: 'mon-a' }, 5000);
-      return w && w.probes > 0 && w.ok === w.probes && ((await newestResult(ids['mon-a']!, true)) ?? new Date(0)) > healed;
-    });
+    await waitFor(
+      async () => {
+        const [w] = await rt.services.ops.monitorWindows.window({ monitor: 'mon-a' }, 5000);
+        return w && w.probes > 0 && w.ok === w.probes && ((await newestResult(ids['mon-a']!, true)) ?? new Date(0)) > healed;
+      },
+      { what: 'a clean window for mon-a' },
+    );
     await evaluate();
     expect((await events(aDown)).map((e) => e.state)).toEqual(['resolved']);
     expect((await events(paidDown)).map((e) => e.state)).toEqual(['resolved']);
-    const resolvedHook = await waitFor('the resolved webhook', async () => hooks.find((h) => h.key === `ops-alert:${fired!.id}:resolved:webhook:ops`));
+    const resolvedHook = await waitFor(async () => hooks.find((h) => h.key === `ops-alert:${fired!.id}:resolved:webhook:ops`), { what: 'the resolved webhook' });
     expect(resolvedHook.subject).toContain('monitor mon-a');
     expect(await events(bDown)).toHaveLength(0);
     expect(hooks.filter((h) => h.subject.includes('mon-b'))).toHaveLength(0);
@@ -238,21 +231,21 @@ describe('alerting on monitors (real PostgreSQL, loopback upstream)', () => {
     const after = await events(slow);
     expect(after.find((e) => e.id === b!.id)).toMatchObject({ state: 'resolved', value: b!.value });
     expect(after.filter((e) => e.state === 'firing').map((e) => e.labels.monitor)).toEqual(['mon-a']);
-    await waitFor('the resolved webhook of the deselected monitor', async () => hooks.find((h) => h.key === `ops-alert:${b!.id}:resolved:webhook:ops` && h.subject.includes('mon-b')));
+    await waitFor(async () => hooks.find((h) => h.key === `ops-alert:${b!.id}:resolved:webhook:ops` && h.subject.includes('mon-b')), { what: 'the resolved webhook of the deselected monitor' });
     // Disabling a firing rule resolves its events (and resets its streaks) instead of leaving them firing.
     const a = after.find((e) => e.state === 'firing')!;
     expect((await api('PATCH', `/ops/alert-rules/${slow}`, { enabled: false })).statusCode).toBe(200);
     await evaluate();
     expect((await events(slow)).filter((e) => e.state === 'firing')).toEqual([]);
     expect(Object.values(await states(slow)).filter((streak) => streak > 0)).toEqual([]);
-    await waitFor('the resolved webhook of the disabled rule', async () => hooks.find((h) => h.key === `ops-alert:${a.id}:resolved:webhook:ops`));
+    await waitFor(async () => hooks.find((h) => h.key === `ops-alert:${a.id}:resolved:webhook:ops`), { what: 'the resolved webhook of the disabled rule' });
     await api('DELETE', `/ops/alert-rules/${slow}`);
   });
 
   it('a window reads rolled-up minutes from the rollups and the rest from raw probes, each probe once', async () => {
     const c = ids['mon-c']!;
     rt.services.monitorRunner.start();
-    await waitFor('the first probe of mon-c', () => newestResult(c));
+    await waitFor(() => newestResult(c), { what: 'the first probe of mon-c' });
     // Two whole minutes of older probes (6 of 8 ok) and two in the open minute (1 of 2 ok).
     await sql.query(
       `INSERT INTO monitor_results (monitor_id, fence, scheduled_for, started_at, ok, status, latency_ms, instance_id)

@@ -15,19 +15,9 @@ import { silentLogger } from '../src/telemetry/logger.js';
 import { systemClock } from '../src/time/clock.js';
 import { BACKENDS } from './helpers/backends.js';
 import { freshDatabase } from './helpers/services.js';
+import { waitFor } from './helpers/wait.js';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-
-async function waitFor<T>(what: string, fn: () => Promise<T | undefined | null | false>, ms = 30_000): Promise<T> {
-  const deadline = Date.now() + ms;
-  for (;;) {
-    const v = await fn();
-    if (v) return v;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await sleep(50);
-  }
-}
-
 function configProblems(env: Record<string, string>): string {
   try {
     loadConfig({ env });
@@ -68,10 +58,13 @@ describe.each(BACKENDS)('channel budget ($name)', (backend) => {
     expect(full).toEqual({ retryAt: expect.any(Date) });
     expect(await budget.take('email', 2, 60_000)).toHaveProperty('token'); // channels do not share a budget
     // b's sender "died" without settling: its slot comes back when its hold lapses, at the time the refusal named.
-    const c = await waitFor('the dead sender’s slot', async () => {
-      const t = await budget.take('webhook', 2, 60_000);
-      return 'token' in t ? t : null;
-    });
+    const c = await waitFor(
+      async () => {
+        const t = await budget.take('webhook', 2, 60_000);
+        return 'token' in t ? t : null;
+      },
+      { what: 'the dead sender’s slot' },
+    );
     expect(c).toHaveProperty('token');
     // a settles: its slot is held for one more period from now, not freed.
     await budget.settle('webhook', (a as { token: string }).token, 60_000);
@@ -154,7 +147,10 @@ describe('cluster-wide rate limit across replicas (PostgreSQL)', () => {
     };
     const loops = [loop(a!, 'replica-a'), loop(b!, 'replica-b')];
     try {
-      await waitFor('every delivery sent', async () => Number((await a!.db.query<{ n: string }>(`SELECT count(*) AS n FROM notification_deliveries WHERE status = 'sent'`)).rows[0]!.n) === 10, 60_000);
+      await waitFor(async () => Number((await a!.db.query<{ n: string }>(`SELECT count(*) AS n FROM notification_deliveries WHERE status = 'sent'`)).rows[0]!.n) === 10, {
+        what: 'every delivery sent',
+        timeoutMs: 60_000,
+      });
     } finally {
       stop = true;
       await Promise.all(loops);

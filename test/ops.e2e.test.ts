@@ -3,6 +3,7 @@ import { createServer, type Server } from 'node:http';
 import pg from 'pg';
 import { ServiceProcess, runCli } from './helpers/cli.js';
 import { PrivateRedis, TEST_MASTER_KEY, freePort, freshDatabase, uniqueName } from './helpers/services.js';
+import { waitFor } from './helpers/wait.js';
 
 /**
  * The ops plane with real processes: three replicas, `ops.bucket` 2 s, a rule on `error_rate`
@@ -15,26 +16,14 @@ import { PrivateRedis, TEST_MASTER_KEY, freePort, freshDatabase, uniqueName } fr
 const ADMIN = 'e2e-ops-admin-token-0123';
 const BUCKET_S = 2;
 const SUSTAINED = 4;
-
-async function waitFor<T>(what: string, fn: () => Promise<T | undefined | null | false>, ms = 60_000): Promise<T> {
-  const deadline = Date.now() + ms;
-  for (;;) {
-    const v = await fn();
-    if (v) return v;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
-}
-
 async function waitHealthy(port: number): Promise<void> {
   await waitFor(
-    `replica on ${port} ready`,
     async () =>
       fetch(`http://127.0.0.1:${port}/readyz`).then(
         (r) => r.ok,
         () => false,
       ),
-    90_000,
+    { what: `replica on ${port} ready`, timeoutMs: 90_000 },
   );
 }
 
@@ -170,14 +159,14 @@ describe('ops plane across three real replicas with SIGKILL', () => {
       50,
     );
 
-    await waitFor('streak 2', async () => ((await state())?.streak ?? 0) >= 2);
+    await waitFor(async () => ((await state())?.streak ?? 0) >= 2, { what: 'streak 2' });
     const victimId = (await sql.query(`SELECT instance_id FROM job_runs WHERE job_name = 'ops_alert_evaluator' AND status <> 'skipped_not_leader' ORDER BY id DESC LIMIT 1`)).rows[0]
       .instance_id as string;
     const victim = Number(victimId.slice(1));
     replicas[victim]!.proc.kill('SIGKILL');
     await replicas[victim]!.exited;
 
-    const event = await waitFor('the alert firing', async () => (await sql.query(`SELECT * FROM ops_alert_events WHERE rule_id = $1`, [rule.id])).rows[0]);
+    const event = await waitFor(async () => (await sql.query(`SELECT * FROM ops_alert_events WHERE rule_id = $1`, [rule.id])).rows[0], { what: 'the alert firing' });
     clearInterval(watch);
     // The stored streak never went back while the rule was breaching (a restart would show a drop).
     const drops = streaks.filter((s, i) => i > 0 && s < streaks[i - 1]!);
@@ -197,9 +186,9 @@ describe('ops plane across three real replicas with SIGKILL', () => {
 
     // Healthy traffic: it resolves, once.
     errorShare = 0;
-    await waitFor('the alert resolved', async () => (await sql.query(`SELECT 1 FROM ops_alert_events WHERE id = $1 AND state = 'resolved'`, [event.id])).rowCount);
+    await waitFor(async () => (await sql.query(`SELECT 1 FROM ops_alert_events WHERE id = $1 AND state = 'resolved'`, [event.id])).rowCount, { what: 'the alert resolved' });
     const keys = [`ops-alert:${event.id}:firing:webhook:ops`, `ops-alert:${event.id}:resolved:webhook:ops`];
-    await waitFor('both webhooks', async () => keys.every((k) => hooks.includes(k)));
+    await waitFor(async () => keys.every((k) => hooks.includes(k)), { what: 'both webhooks' });
     await new Promise((r) => setTimeout(r, 3000));
     expect(Number((await sql.query(`SELECT count(*) AS n FROM ops_alert_events WHERE rule_id = $1`, [rule.id])).rows[0].n)).toBe(1);
     expect(hooks.filter((h) => h.startsWith('ops-alert:')).sort()).toEqual(keys.sort());
@@ -235,7 +224,7 @@ describe('ops plane across three real replicas with SIGKILL', () => {
       ).toBe(true);
     expect(runs.length).toBeGreaterThanOrEqual(Math.floor((ended - started) / 3000) - 2);
     const queued = runs.filter((r) => r.status === 'queued').map((r) => `ops-report:${report.id}:${new Date(r.t).toISOString()}:webhook:webhook`);
-    await waitFor('report webhooks', async () => queued.every((k) => hooks.includes(k)), 30_000);
+    await waitFor(async () => queued.every((k) => hooks.includes(k)), { what: 'report webhooks', timeoutMs: 30_000 });
     const reportHooks = hooks.filter((h) => h.startsWith(`ops-report:${report.id}:`));
     expect(reportHooks.sort()).toEqual(queued.sort());
     console.log(

@@ -10,21 +10,11 @@ import { FencedWriteRefused } from '../src/coordination/fenced-cursor.js';
 import { percentile } from '../src/jobs/ops/catalogue.js';
 import { outcomeOf } from './helpers/rounds.js';
 import { REDIS_URL, TEST_MASTER_KEY, freshDatabase, uniqueName } from './helpers/services.js';
+import { waitFor } from './helpers/wait.js';
 
 const ADMIN = 'ops-admin-token-0123456789';
 const auth = { authorization: `Bearer ${ADMIN}` };
 const HOUR = 3_600_000;
-
-async function waitFor<T>(what: string, fn: () => Promise<T | undefined | null | false>, ms = 20_000): Promise<T> {
-  const deadline = Date.now() + ms;
-  for (;;) {
-    const v = await fn();
-    if (v) return v;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
-}
-
 /** The ops plane in one process against real PostgreSQL and Redis, with a loopback webhook receiver. */
 describe('ops plane', () => {
   let db: Awaited<ReturnType<typeof freshDatabase>>;
@@ -183,7 +173,7 @@ describe('ops plane', () => {
     expect(firing.map((e: { rule_name: string }) => e.rule_name).sort()).toEqual(['errors', 'quiet']);
     expect(firing.find((e: { rule_name: string }) => e.rule_name === 'quiet').silenced).toBe(true);
     const event = firing.find((e: { rule_name: string }) => e.rule_name === 'errors');
-    await waitFor('the firing webhook', async () => hooks.some((h) => h.key === `ops-alert:${event.id}:firing:webhook:ops`));
+    await waitFor(async () => hooks.some((h) => h.key === `ops-alert:${event.id}:firing:webhook:ops`), { what: 'the firing webhook' });
     expect(hooks.filter((h) => h.key.startsWith('ops-alert:')).map((h) => h.key)).toEqual([`ops-alert:${event.id}:firing:webhook:ops`]);
     expect(hooks[0]!.subject).toContain('FIRING');
 
@@ -201,7 +191,7 @@ describe('ops plane', () => {
     await evaluate();
     const ev = (await api('GET', '/ops/alert-events?state=resolved')).json().events.find((e: { id: number }) => e.id === event.id);
     expect(ev.resolved_at).toBeTruthy();
-    await waitFor('the resolved webhook', async () => hooks.some((h) => h.key === `ops-alert:${event.id}:resolved:webhook:ops`));
+    await waitFor(async () => hooks.some((h) => h.key === `ops-alert:${event.id}:resolved:webhook:ops`), { what: 'the resolved webhook' });
     await evaluate();
     expect(hooks.filter((h) => h.key.startsWith('ops-alert:')).length).toBe(2);
     const o = (await api('GET', '/ops/overview')).json();
@@ -226,7 +216,7 @@ describe('ops plane', () => {
     expect(d.filter((r) => r.status === 'coalesced').length).toBeGreaterThanOrEqual(1);
     expect((await runs(digest.id)).filter((r) => r.status !== 'coalesced').map((r) => r.status)).toEqual(['skipped_empty', 'skipped_empty']);
     const queued = d.filter((r) => r.status === 'queued').map((r) => `ops-report:${daily.id}:${new Date(r.occurrence).toISOString()}:webhook:webhook`);
-    await waitFor('report webhooks', async () => queued.every((k) => hooks.some((h) => h.key === k)));
+    await waitFor(async () => queued.every((k) => hooks.some((h) => h.key === k)), { what: 'report webhooks' });
     expect(
       hooks
         .filter((h) => h.key.startsWith(`ops-report:${daily.id}:`))

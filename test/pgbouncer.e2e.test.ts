@@ -1,9 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import pg from 'pg';
-import type { ServiceProcess } from './helpers/cli.js';
 import { INTERVAL, LOCK_TTL, runClusterScenario } from './helpers/cluster-scenario.js';
+import { startCluster, type Cluster } from './helpers/cluster.js';
 import { PgBouncer, hasPgbouncer } from './helpers/pgbouncer.js';
-import { PrivateRedis, TEST_MASTER_KEY, freshDatabase } from './helpers/services.js';
+import { TEST_MASTER_KEY } from './helpers/services.js';
 import { loadConfig, redactConfig } from '../src/config/load.js';
 
 /**
@@ -12,32 +11,24 @@ import { loadConfig, redactConfig } from '../src/config/load.js';
  * state (liveness, advisory-lock fallback) on DATABASE_DIRECT_URL.
  */
 describe.runIf(hasPgbouncer())('cluster behind PgBouncer in transaction mode, sessions on DATABASE_DIRECT_URL', () => {
-  let db: Awaited<ReturnType<typeof freshDatabase>>;
-  let redis: PrivateRedis;
+  let cluster: Cluster | undefined;
   let bouncer: PgBouncer;
-  let client: pg.Client;
-  const replicas: ServiceProcess[] = [];
 
   beforeAll(async () => {
-    [db, redis, bouncer] = await Promise.all([freshDatabase(), PrivateRedis.start(), PgBouncer.start('transaction')]);
-    client = new pg.Client({ connectionString: db.url });
-    await client.connect();
+    [cluster, bouncer] = await Promise.all([startCluster({ replicas: 0, migrate: false }), PgBouncer.start('transaction')]);
   });
   afterAll(async () => {
-    for (const r of replicas) if (r.proc.exitCode === null) r.proc.kill('SIGKILL');
-    await client?.end();
-    await redis?.stop();
+    await cluster?.stop();
     await bouncer?.stop();
-    await db?.drop();
   });
 
   it('no slot twice, crash failover through the liveness session (not the lease), PG fallback while Redis is down', async () => {
-    const r = await runClusterScenario({ databaseUrl: bouncer.url(db.name), env: { DATABASE_DIRECT_URL: db.url }, client, redis, replicas });
+    const r = await runClusterScenario({ cluster: cluster!, env: { DATABASE_URL: bouncer.url(cluster!.databaseName!), DATABASE_DIRECT_URL: cluster!.databaseUrl! } });
     // Taken over at the next slot because the victim's liveness session ended, not when its lease
     // ran out: a lease renewed every ttl/3 expires at least ttl − ttl/3 after the kill.
     expect(r.after.start - r.killedAt, 'takeover waited for the lease: the liveness session did not work behind PgBouncer').toBeLessThan(LOCK_TTL - LOCK_TTL / 3);
     expect(r.after.start - r.killedAt).toBeLessThanOrEqual(INTERVAL + 1000);
-    for (const p of replicas)
+    for (const p of cluster!.replicas.map((x) => x.proc))
       expect(
         p.lines.filter((l) => /not held by this session|crash detection off/.test(l)),
         p.name,

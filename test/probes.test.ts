@@ -8,20 +8,10 @@ import { ProbeClient } from '../src/upstream/probe-client.js';
 import { ChatUpstream } from './fixtures/chat-upstream.js';
 import { captureLogs } from './helpers/log-capture.js';
 import { REDIS_URL, TEST_MASTER_KEY, dropRedisPrefix, freePort, freshDatabase, uniqueName } from './helpers/services.js';
+import { waitFor } from './helpers/wait.js';
 
 const ADMIN = 'probes-admin-token-0123456789';
 const auth = { authorization: `Bearer ${ADMIN}` };
-
-async function waitFor<T>(what: string, fn: () => Promise<T | undefined | false> | T | undefined | false, timeoutMs = 30_000): Promise<T> {
-  const end = Date.now() + timeoutMs;
-  for (;;) {
-    const v = await fn();
-    if (v) return v;
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
-}
-
 /**
  * Channel monitors and scheduled account tests on real PostgreSQL, against a real chat-completions
  * upstream on loopback. Time is real (probes are real HTTP), so every wait polls for its condition.
@@ -159,8 +149,8 @@ describe('fleet probes (real PostgreSQL, loopback upstream)', () => {
     }
     const started = Date.now();
     rt.services.monitorRunner.start();
-    await waitFor('six probes of the fast monitor', () => up.count('m-fast') >= 6);
-    await waitFor('four probes of the hanging monitor', () => up.count('m-hang') >= 4);
+    await waitFor(() => up.count('m-fast') >= 6, { what: 'six probes of the fast monitor' });
+    await waitFor(() => up.count('m-hang') >= 4, { what: 'four probes of the hanging monitor' });
     const elapsed = Date.now() - started;
     expect(up.count('m-long')).toBeLessThanOrEqual(Math.ceil(elapsed / 2500) + 1);
     for (const key of ['m-fast', 'm-slow', 'm-500', 'm-hang']) {
@@ -170,9 +160,9 @@ describe('fleet probes (real PostgreSQL, loopback upstream)', () => {
       expect(new Set(slots).size, `${key}: a slot probed twice`).toBe(slots.length);
     }
     expect(up.overlaps).toBe(0);
-    await waitFor('results stored', async () => (await sql.query(`SELECT count(DISTINCT monitor_id)::int AS n FROM monitor_results`)).rows[0].n === 5);
+    await waitFor(async () => (await sql.query(`SELECT count(DISTINCT monitor_id)::int AS n FROM monitor_results`)).rows[0].n === 5, { what: 'results stored' });
     const last = async (key: string) => (await http.inject({ url: `/api/v1/monitors/${ids[key]}`, headers: auth })).json().last_probe;
-    await waitFor('last probes', async () => (await last('m-hang')).error_class === 'timeout' && (await last('m-500')).error_class === '5xx');
+    await waitFor(async () => (await last('m-hang')).error_class === 'timeout' && (await last('m-500')).error_class === '5xx', { what: 'last probes' });
     expect(await last('m-fast')).toMatchObject({ status: 200, error_class: null });
     const slow = (await sql.query(`SELECT min(latency_ms)::int AS lat, min(ttfb_ms)::int AS ttfb FROM monitor_results WHERE monitor_id = $1`, [ids['m-slow']])).rows[0];
     expect(slow.lat).toBeGreaterThanOrEqual(300);
@@ -192,7 +182,7 @@ describe('fleet probes (real PostgreSQL, loopback upstream)', () => {
     expect(up.total).toBe(before);
     // Re-enabled with another model: probed again, with the new model.
     expect((await patch(`/api/v1/monitors/${fast}`, { enabled: true, model: 'gpt-other' })).statusCode).toBe(200);
-    await waitFor('probe with the new model', () => up.hits.get('m-fast')!.at(-1)!.model === 'gpt-other');
+    await waitFor(() => up.hits.get('m-fast')!.at(-1)!.model === 'gpt-other', { what: 'probe with the new model' });
     await patch(`/api/v1/monitors/${fast}`, { enabled: false });
   });
 
@@ -201,7 +191,7 @@ describe('fleet probes (real PostgreSQL, loopback upstream)', () => {
     const res = await post('/api/v1/monitors', { name: 'via-account', model: 'gpt-probe', account_id: acct.id, interval: '1s' });
     expect(res.statusCode, res.body).toBe(201);
     expect(res.json()).toMatchObject({ account_id: acct.id, has_api_key: false, base_url: null });
-    await waitFor('a probe with the account token', () => up.count('acct-access-token-1') >= 2);
+    await waitFor(() => up.count('acct-access-token-1') >= 2, { what: 'a probe with the account token' });
     await http.inject({ method: 'DELETE', url: `/api/v1/monitors/${res.json().id}`, headers: auth });
   });
 
@@ -239,10 +229,10 @@ describe('fleet probes (real PostgreSQL, loopback upstream)', () => {
     expect(res.statusCode, res.body).toBe(201);
     const plan = res.json().id as number;
     rt.services.accountTestRunner.start();
-    await waitFor('three failed tests', async () => (await sql.query(`SELECT count(*)::int AS n FROM account_test_results WHERE plan_id = $1`, [plan])).rows[0].n >= 3);
+    await waitFor(async () => (await sql.query(`SELECT count(*)::int AS n FROM account_test_results WHERE plan_id = $1`, [plan])).rows[0].n >= 3, { what: 'three failed tests' });
     expect((await rt.services.accounts.get(acct.id))!.status).toBe('error');
     up.set('acct-test-token', { mode: 'ok' });
-    await waitFor('recovered', async () => (await rt.services.accounts.get(acct.id))!.status === 'active');
+    await waitFor(async () => (await rt.services.accounts.get(acct.id))!.status === 'active', { what: 'recovered' });
     const a = (await rt.services.accounts.get(acct.id))!;
     expect(a).toMatchObject({ status: 'active', status_reason: null, temp_unschedulable_until: null });
     const view = (await http.inject({ url: `/api/v1/account-tests/${plan}`, headers: auth })).json();

@@ -10,6 +10,7 @@ import { freePort } from './helpers/services.js';
 import { connectRedis } from '../src/coordination/redis-client.js';
 import { PgDb } from '../src/store/pg-db.js';
 import { PG_ADMIN_URL } from './helpers/services.js';
+import { waitFor } from './helpers/wait.js';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
 const tmp = () => mkdtempSync(join(tmpdir(), 'rj-proc-'));
@@ -22,15 +23,6 @@ function alive(pid: number): boolean {
     return false;
   }
 }
-
-async function waitFor(what: string, check: () => boolean, timeoutMs: number): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!check()) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
-}
-
 describe('process lifecycle', () => {
   it('`npm start` whose npm dies (SIGKILL, nothing forwarded) shuts the service down cleanly', async () => {
     // The real start script, pointed at the test build instead of the dist/ a running service may use.
@@ -49,7 +41,7 @@ describe('process lifecycle', () => {
       const pid = (JSON.parse(started) as { pid: number }).pid;
       expect(pid).not.toBe(npm.pid);
       npm.kill('SIGKILL'); // the worst case: npm dies without forwarding anything
-      await waitFor('the service to exit after npm died', () => !alive(pid), 60_000);
+      await waitFor(() => !alive(pid), { what: 'the service to exit after npm died', timeoutMs: 60_000 });
       expect(svc.lines.some((l) => /parent process \d+ exited/.test(l))).toBe(true);
       expect(svc.lines.some((l) => l.includes('shutdown complete'))).toBe(true);
     } finally {

@@ -14,6 +14,7 @@ import { lines } from '../src/upstream/reply-limit.js';
 import { captureLogs } from './helpers/log-capture.js';
 import { FakeImageProvider } from './fixtures/image-provider.js';
 import { freePort } from './helpers/services.js';
+import { embeddedDataDir } from './helpers/pglite-template.js';
 
 const MB = 1024 * 1024;
 
@@ -104,7 +105,7 @@ describe('image output files are streamed into the object store (issue 23, item 
 
   beforeAll(async () => {
     fake = await FakeImageProvider.start();
-    dataDir = mkdtempSync(join(tmpdir(), 'rj-big-output-'));
+    dataDir = embeddedDataDir(mkdtempSync(join(tmpdir(), 'rj-big-output-')));
     const config = loadConfig({
       env: {
         RELAY_JOBS_DATA_DIR: dataDir,

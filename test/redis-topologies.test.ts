@@ -13,22 +13,13 @@ import { quotaCounterKey, CLUSTER_QUOTA_SHARDS } from '../src/coordination/keys.
 import { captureLogs } from './helpers/log-capture.js';
 import { ServiceProcess } from './helpers/cli.js';
 import { runClusterScenario } from './helpers/cluster-scenario.js';
+import { startCluster, type Cluster as TestCluster } from './helpers/cluster.js';
 import { RedisClusterSet, SentinelSet } from './helpers/redis-topologies.js';
 import { TEST_MASTER_KEY, freePort, freshDatabase, uniqueName } from './helpers/services.js';
+import { waitFor } from './helpers/wait.js';
 
 const ADMIN = 'topology-admin-token-0123456789';
 const auth = { authorization: `Bearer ${ADMIN}` };
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-
-async function waitFor<T>(what: string, fn: () => Promise<T | null | undefined | false>, timeoutMs = 60_000): Promise<T> {
-  const end = Date.now() + timeoutMs;
-  for (;;) {
-    const v = await fn().catch(() => null);
-    if (v) return v;
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await sleep(100);
-  }
-}
 
 describe('REDIS_URL forms', () => {
   it('parses one node, a Sentinel set and Redis Cluster seed nodes', () => {
@@ -157,16 +148,22 @@ describe('Redis Cluster of three primaries', () => {
     expect(during.statusCode).toBe(503);
     await node.start();
     await set.waitHealthy();
-    const after = await waitFor('the counter to answer again', async () => {
-      const r = await inc('restart-me', 1);
-      return r.statusCode === 200 ? r : null;
-    });
+    const after = await waitFor(
+      async () => {
+        const r = await inc('restart-me', 1);
+        return r.statusCode === 200 ? r : null;
+      },
+      { what: 'the counter to answer again', ignoreErrors: true },
+    );
     acknowledged += 1;
     expect(after.json().results[0].used).toBe(acknowledged);
-    await waitFor('the flush after the restart', async () => {
-      await rt.runNow('platform_quota_flusher');
-      return (await stored('restart-me')) === acknowledged;
-    });
+    await waitFor(
+      async () => {
+        await rt.runNow('platform_quota_flusher');
+        return (await stored('restart-me')) === acknowledged;
+      },
+      { what: 'the flush after the restart', ignoreErrors: true },
+    );
   });
 });
 
@@ -221,14 +218,14 @@ describe('Redis Sentinel: a failover under three replicas running canary every s
     const dbNow = async () => Number((await client.query(`SELECT extract(epoch FROM clock_timestamp()) * 1000 AS t`)).rows[0].t);
     const roundsAfter = async (t: number) =>
       Number((await client.query(`SELECT count(*) AS n FROM job_runs WHERE job_name = 'canary' AND status = 'ok' AND started_at > to_timestamp($1 / 1000.0)`, [t])).rows[0].n);
-    await waitFor('canary rounds through the first primary', async () => (await roundsAfter(0)) >= 3);
+    await waitFor(async () => (await roundsAfter(0)) >= 3, { what: 'canary rounds through the first primary', ignoreErrors: true });
 
     const oldPrimary = (await sentinel.primaryPort()) === sentinel.primary.port ? sentinel.primary : sentinel.replica;
     await sentinel.failover();
     const switched = await dbNow();
     await oldPrimary.kill();
     // Rounds flow again through the new primary (or the PostgreSQL fallback meanwhile).
-    await waitFor('three canary rounds after the failover', async () => (await roundsAfter(switched)) >= 3, 30_000);
+    await waitFor(async () => (await roundsAfter(switched)) >= 3, { what: 'three canary rounds after the failover', timeoutMs: 30_000, ignoreErrors: true });
     const firstAfter = Number(
       (await client.query(`SELECT extract(epoch FROM min(started_at)) * 1000 AS t FROM job_runs WHERE job_name = 'canary' AND status = 'ok' AND started_at > to_timestamp($1 / 1000.0)`, [switched]))
         .rows[0].t,
@@ -236,12 +233,12 @@ describe('Redis Sentinel: a failover under three replicas running canary every s
     // The bound: the canary's cadence plus the lock TTL a lost Redis lock may still be trusted for.
     expect(firstAfter - switched).toBeLessThan(1000 + 3000 + 2000);
     await waitFor(
-      'rounds on the new primary again (lock_backend redis)',
       async () =>
         Number(
           (await client.query(`SELECT count(*) AS n FROM job_runs WHERE job_name = 'canary' AND lock_backend = 'redis' AND started_at > to_timestamp($1 / 1000.0) + interval '3 seconds'`, [switched]))
             .rows[0].n,
         ) >= 2,
+      { what: 'rounds on the new primary again (lock_backend redis)', ignoreErrors: true },
     );
 
     const dupes = await client.query(`SELECT slot, count(*) AS n FROM job_runs WHERE job_name = 'canary' AND slot IS NOT NULL GROUP BY slot HAVING count(*) > 1`);
@@ -252,7 +249,7 @@ describe('Redis Sentinel: a failover under three replicas running canary every s
       )
     ).rows.map((r) => ({ s: Number(r.s), e: Number(r.e) }));
     for (let i = 1; i < rounds.length; i++) expect(rounds[i]!.s, `round ${i} overlaps the one before`).toBeGreaterThanOrEqual(rounds[i - 1]!.e);
-    for (const port of ports) await waitFor(`replica on ${port} ready`, async () => (await fetch(`http://127.0.0.1:${port}/readyz`)).status === 200);
+    for (const port of ports) await waitFor(async () => (await fetch(`http://127.0.0.1:${port}/readyz`)).status === 200, { what: `replica on ${port} ready`, ignoreErrors: true });
     for (const r of replicas) r.proc.kill('SIGTERM');
     expect(await Promise.all(replicas.map((r) => r.exited))).toEqual([0, 0, 0]);
   });
@@ -260,23 +257,18 @@ describe('Redis Sentinel: a failover under three replicas running canary every s
 
 describe('the cluster scenario on a Redis Cluster', () => {
   let set: RedisClusterSet;
-  let db: Awaited<ReturnType<typeof freshDatabase>>;
-  let client: pg.Client;
-  const replicas: ServiceProcess[] = [];
+  let cluster: TestCluster | undefined;
 
   beforeAll(async () => {
-    [set, db] = await Promise.all([RedisClusterSet.start(3), freshDatabase()]);
-    client = new pg.Client({ connectionString: db.url });
-    await client.connect();
+    set = await RedisClusterSet.start(3);
+    cluster = await startCluster({ replicas: 0, migrate: false, redis: { url: set.url, stop: () => set.stopNodes(), start: () => set.startNodes() } });
   });
   afterAll(async () => {
-    for (const r of replicas) if (r.proc.exitCode === null) r.proc.kill('SIGKILL');
-    await client?.end();
-    await db?.drop();
+    await cluster?.stop();
     await set?.stop();
   });
 
   it('no slot twice, no overlap, failover, PG fallback while the whole Redis Cluster is down, clean SIGTERM', async () => {
-    await runClusterScenario({ databaseUrl: db.url, client, redis: { url: set.url, stop: () => set.stopNodes(), start: () => set.startNodes() }, replicas });
+    await runClusterScenario({ cluster: cluster! });
   }, 150_000);
 });

@@ -74,14 +74,13 @@ describe('deadline-aware refresh retry', () => {
       console.log(`redis down ${downAt} .. ${new Date().toISOString()}`);
       // Two more lives of the longest token after Redis is back.
       await sleep(20_000);
-      await waitFor(
-        async () => (await notHealthy(sql, true)).length === 0,
-        15_000,
-        async () => {
+      await waitFor(async () => (await notHealthy(sql, true)).length === 0, {
+        timeoutMs: 15_000,
+        what: async () => {
           const bad = await notHealthy(sql, true);
           return `${JSON.stringify(bad)}\n${bad.map((b) => logsOf(b.id)).join('\n')}`;
         },
-      );
+      });
     } finally {
       await watcher.stop();
     }

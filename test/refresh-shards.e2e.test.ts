@@ -5,6 +5,7 @@ import { ServiceProcess } from './helpers/cli.js';
 import { REDIS_URL, TEST_MASTER_KEY, dropRedisPrefix, freePort, freshDatabase, uniqueName } from './helpers/services.js';
 import { FakeOAuthServer } from './fixtures/oauth-server.js';
 import { RefreshShards } from '../src/coordination/refresh-shards.js';
+import { waitFor } from './helpers/wait.js';
 
 /**
  * Refresh sharding with real processes: three replicas share 300 accounts whose tokens live
@@ -101,11 +102,7 @@ describe('refresh sharding across three real replicas', () => {
 
     // A refresh cycle and a half on three replicas.
     const firstCycles = ACCOUNTS * 1.5;
-    await waitFor(
-      () => oauth.successes >= firstCycles,
-      60_000,
-      () => `${oauth.successes} refreshes`,
-    );
+    await waitFor(() => oauth.successes >= firstCycles, { timeoutMs: 60_000, what: () => `${oauth.successes} refreshes` });
     const attemptsOfDead = await scheduledAttempts(2);
     const beforeKill = oauth.successes;
     replicas[2]!.proc.kill('SIGKILL');
@@ -121,11 +118,7 @@ describe('refresh sharding across three real replicas', () => {
     const versionAtKill = new Map((await sql.query<{ id: number; token_version: number }>('SELECT id, token_version FROM accounts')).rows.map((r) => [Number(r.id), Number(r.token_version)]));
 
     // As many again on the two survivors.
-    await waitFor(
-      () => oauth.successes >= beforeKill + ACCOUNTS * 1.5,
-      60_000,
-      () => `${oauth.successes - beforeKill} refreshes since the kill`,
-    );
+    await waitFor(() => oauth.successes >= beforeKill + ACCOUNTS * 1.5, { timeoutMs: 60_000, what: () => `${oauth.successes - beforeKill} refreshes since the kill` });
     watching = false;
     await watcher;
     const attempts = attemptsOfDead + (await scheduledAttempts(0)) + (await scheduledAttempts(1));
@@ -176,11 +169,3 @@ describe('refresh sharding across three real replicas', () => {
     );
   }, 180_000);
 });
-
-async function waitFor(cond: () => boolean, ms: number, what: () => string): Promise<void> {
-  const end = Date.now() + ms;
-  while (!cond()) {
-    if (Date.now() > end) throw new Error(`timed out after ${ms} ms: ${what()}`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
-}

@@ -85,11 +85,10 @@ describe('a replica that dies mid-refresh', () => {
       await Promise.all(live.map((r) => r.proc.waitForLine(/relay-jobs started/, 60_000)));
       // Long enough after the last kill for every account the dead replica held to be refreshed again.
       await sleep(8000);
-      await waitFor(
-        async () => (await notHealthy(sql, true)).length === 0,
-        20_000,
-        async () => `accounts not active (or refreshing) with a valid token: ${JSON.stringify(await notHealthy(sql, true))}`,
-      );
+      await waitFor(async () => (await notHealthy(sql, true)).length === 0, {
+        timeoutMs: 20_000,
+        what: async () => `accounts not active (or refreshing) with a valid token: ${JSON.stringify(await notHealthy(sql, true))}`,
+      });
     } finally {
       await watcher.stop();
     }

@@ -10,20 +10,10 @@ import { SchedulerOutbox } from '../src/store/scheduler-outbox.js';
 import { RoutingAccounts } from '../src/store/routing-accounts.js';
 import { OutboxConsumer } from '../src/jobs/scheduler/outbox-consumer.js';
 import { REDIS_URL, TEST_MASTER_KEY, dropRedisPrefix, freshDatabase, uniqueName } from './helpers/services.js';
+import { waitFor } from './helpers/wait.js';
 
 const TOKEN = 'test-admin-token-snapshot-0123';
 const auth = { authorization: `Bearer ${TOKEN}` };
-
-async function waitFor<T>(what: string, fn: () => Promise<T | null | undefined | false>, timeoutMs = 30_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const v = await fn();
-    if (v) return v;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
-}
-
 describe('scheduler snapshot: consumer, read API, repair (cluster runtime, real PostgreSQL and Redis)', () => {
   let fresh: Awaited<ReturnType<typeof freshDatabase>>;
   let rt: Runtime;
@@ -239,7 +229,7 @@ describe('scheduler snapshot: consumer, read API, repair (cluster runtime, real 
     expect(signals[1]!.aborted).toBe(false);
     expect((await rt.services.schedulerOutbox.state()).watermark).toBeGreaterThan(watermark);
     expect((await rt.services.schedulerOutbox.stats()).backlog).toBe(0);
-    await waitFor('the openai bucket repaired', async () => (await get('?platform=openai')).json().source === 'snapshot' || (await rt.services.schedulerSnapshot.settled(), false));
+    await waitFor(async () => (await get('?platform=openai')).json().source === 'snapshot' || (await rt.services.schedulerSnapshot.settled(), false), { what: 'the openai bucket repaired' });
     expect(ids((await get('?platform=openai')).json())).toEqual(await truth('openai'));
   });
 });

@@ -6,6 +6,8 @@ import { tmpdir } from 'node:os';
 import pg from 'pg';
 import { ServiceProcess } from './helpers/cli.js';
 import { dropRedisPrefix, freePort, freshDatabase, PG_ADMIN_URL, REDIS_URL, TEST_MASTER_KEY, uniqueName } from './helpers/services.js';
+import { waitFor } from './helpers/wait.js';
+import { embeddedDataDir } from './helpers/pglite-template.js';
 
 const TOKEN = 'slow-clients-admin-token-0123456789';
 const GRACE_MS = 3000;
@@ -25,22 +27,13 @@ function halfSent(port: number, text: string): Promise<{ socket: Socket; data: (
     socket.once('error', reject);
   });
 }
-
-async function waitFor(what: string, check: () => boolean, timeoutMs = 30_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!check()) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
-}
-
 describe('slow clients against a spawned `relay-jobs start` (real sockets)', () => {
   let svc: ServiceProcess;
   let port: number;
   beforeAll(async () => {
     port = await freePort();
     svc = ServiceProcess.start('slow-clients', {
-      RELAY_JOBS_DATA_DIR: join(mkdtempSync(join(tmpdir(), 'rj-slow-')), 'data'),
+      RELAY_JOBS_DATA_DIR: embeddedDataDir(join(mkdtempSync(join(tmpdir(), 'rj-slow-')), 'data')),
       RELAY_JOBS_HTTP_PORT: String(port),
       RELAY_JOBS_ADMIN_TOKEN: TOKEN,
       RELAY_JOBS__SHUTDOWN__GRACE: `${GRACE_MS}ms`,
@@ -56,7 +49,7 @@ describe('slow clients against a spawned `relay-jobs start` (real sockets)', () 
 
   it('an unknown webhook provider is refused before its body is read, in the one error shape', async () => {
     const c = await halfSent(port, `POST /api/v1/payments/webhook/x HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 60000\r\n\r\n{"a":`);
-    await waitFor('the 404 while the body is unfinished', () => c.data().includes('\r\n\r\n{'));
+    await waitFor(() => c.data().includes('\r\n\r\n{'), { what: 'the 404 while the body is unfinished' });
     expect(c.data()).toMatch(/^HTTP\/1\.1 404/);
     expect(c.data()).toMatch(/cache-control: no-store/i);
     expect(JSON.parse(c.data().slice(c.data().indexOf('\r\n\r\n') + 4))).toEqual({ error: { code: 'unknown_provider', message: 'unknown payment provider' } });
@@ -92,7 +85,7 @@ describe('SQL console against spawned services', () => {
   it('embedded: COPY TO PROGRAM is refused with a reason and the service keeps answering', async () => {
     const port = await freePort();
     const svc = ServiceProcess.start('sql-embedded', {
-      RELAY_JOBS_DATA_DIR: join(mkdtempSync(join(tmpdir(), 'rj-sqlemb-')), 'data'),
+      RELAY_JOBS_DATA_DIR: embeddedDataDir(join(mkdtempSync(join(tmpdir(), 'rj-sqlemb-')), 'data')),
       RELAY_JOBS_HTTP_PORT: String(port),
       RELAY_JOBS_ADMIN_TOKEN: TOKEN,
     });

@@ -13,6 +13,7 @@ import { captureLogs } from './helpers/log-capture.js';
 import { outcomeOf } from './helpers/rounds.js';
 import { REDIS_URL, TEST_MASTER_KEY, dropRedisPrefix, freshDatabase, uniqueName } from './helpers/services.js';
 import { DeadLetters } from '../src/store/dead-letters.js';
+import { embeddedDataDir } from './helpers/pglite-template.js';
 
 const ADMIN = 'usage-admin-token-0123456789';
 const auth = { authorization: `Bearer ${ADMIN}` };
@@ -353,7 +354,7 @@ describe('usage and quota in embedded mode (PGlite, in-process counters)', () =>
     const { mkdtempSync } = await import('node:fs');
     const { join } = await import('node:path');
     const { tmpdir } = await import('node:os');
-    const dir = mkdtempSync(join(tmpdir(), 'rj-usage-'));
+    const dir = embeddedDataDir(mkdtempSync(join(tmpdir(), 'rj-usage-')));
     const env = { RELAY_JOBS_DATA_DIR: dir };
     let rt = await Runtime.create(loadConfig({ env }), { logger: silentLogger() });
     try {

@@ -1,7 +1,7 @@
 import { PgDb } from '../../src/store/pg-db.js';
-import { PgliteDb } from '../../src/store/pglite-db.js';
 import { migrate } from '../../src/store/migrate.js';
 import type { Db } from '../../src/store/db.js';
+import { openEmbeddedDb } from './pglite-template.js';
 import { freshDatabase } from './services.js';
 
 export interface Backend {
@@ -31,9 +31,10 @@ export const BACKENDS: Backend[] = [
   {
     name: 'pglite',
     async open() {
-      const db = await PgliteDb.open();
+      // A copy of the migrated template (no cold open); migrate() then finds nothing to do.
+      const { db, cleanup } = await openEmbeddedDb();
       await migrate(db);
-      return { db, cleanup: () => db.close() };
+      return { db, cleanup };
     },
   },
 ];

@@ -1,10 +1,12 @@
 // vitest global setup: the tests that spawn the CLI run a build of their own in `.test-dist/`,
 // never `dist/` (which a running `npm start` may be using). It is rebuilt only when a file under
-// src/ is newer than the last build, so a run of one test file does not pay for a compile.
+// src/ is newer than the last build, so a run of one test file does not pay for a compile. The
+// migrated PGlite template (pglite-template.ts) is rebuilt on the same condition.
 import { execFileSync } from 'node:child_process';
 import { existsSync, readdirSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { PGLITE_TEMPLATE, buildPgliteTemplate } from './pglite-template.js';
 
 const ROOT = fileURLToPath(new URL('../..', import.meta.url));
 export const TEST_DIST = '.test-dist';
@@ -18,8 +20,11 @@ function newest(dir: string): number {
   return max;
 }
 
-export default function setup(): void {
+const builtAfter = (file: string, sources: number) => existsSync(file) && statSync(file).mtimeMs >= sources;
+
+export default async function setup(): Promise<void> {
+  const sources = Math.max(newest(join(ROOT, 'src')), statSync(join(ROOT, 'tsconfig.json')).mtimeMs);
   const main = join(ROOT, TEST_DIST, 'cli', 'main.js');
-  if (existsSync(main) && statSync(main).mtimeMs >= Math.max(newest(join(ROOT, 'src')), statSync(join(ROOT, 'tsconfig.json')).mtimeMs)) return;
-  execFileSync(process.execPath, ['scripts/build.mjs', '--out', TEST_DIST], { cwd: ROOT, stdio: 'inherit' });
+  if (!builtAfter(main, sources)) execFileSync(process.execPath, ['scripts/build.mjs', '--out', TEST_DIST], { cwd: ROOT, stdio: 'inherit' });
+  if (!builtAfter(join(PGLITE_TEMPLATE, 'pgdata', 'PG_VERSION'), sources)) await buildPgliteTemplate();
 }

@@ -4,9 +4,8 @@
 // Redis is stopped for five seconds and started again; then every replica gets SIGTERM. The
 // database records are the evidence, asserted here; the caller gets them for its own checks.
 import { expect } from 'vitest';
-import type pg from 'pg';
-import { ServiceProcess } from './cli.js';
-import { TEST_MASTER_KEY, freePort, uniqueName } from './services.js';
+import type { ServiceProcess } from './cli.js';
+import type { Cluster } from './cluster.js';
 
 export const INTERVAL = 1000;
 export const LOCK_TTL = 3000;
@@ -21,16 +20,26 @@ export interface CanaryRound {
 }
 
 export interface ScenarioOptions {
-  /** What the replicas get as DATABASE_URL (the test's own client stays direct). */
-  databaseUrl: string;
-  /** Extra environment for every replica (e.g. DATABASE_DIRECT_URL). */
+  /** A cluster started with `replicas: 0` and `migrate: false` (the replicas migrate concurrently, as in production); its Redis is stopped for five seconds. */
+  cluster: Cluster;
+  /** Extra environment for every replica (e.g. DATABASE_URL through PgBouncer and DATABASE_DIRECT_URL). */
   env?: Record<string, string>;
-  client: pg.Client;
-  /** The Redis the replicas use and the test stops for five seconds: a private node, or a whole Redis Cluster. */
-  redis: { url: string; stop(): Promise<void>; start(): Promise<void> };
-  /** Filled as replicas start, so the caller's afterAll can SIGKILL what is left. */
-  replicas: ServiceProcess[];
 }
+
+/** The canary every second, sleeping 400 ms a round, under a 3 s lock TTL. */
+export const SCENARIO_ENV: Record<string, string> = {
+  // During the Redis outage each running round pins a connection for its advisory lock, beside the
+  // liveness session and the rounds' own statements: 5 left no headroom on a loaded 2-core machine.
+  RELAY_JOBS__DATABASE__POOL_SIZE: '8',
+  RELAY_JOBS__CLUSTER__INSTANCE_HEARTBEAT: '1s',
+  RELAY_JOBS__SHUTDOWN__GRACE: `${GRACE}ms`,
+  RELAY_JOBS__JOBS__CANARY__ENABLED: 'true',
+  RELAY_JOBS__JOBS__CANARY__EVERY: `${INTERVAL}ms`,
+  RELAY_JOBS__JOBS__CANARY__SLEEP: '400ms',
+  RELAY_JOBS__JOBS__CANARY__TIMEOUT: '2s',
+  RELAY_JOBS__JOBS__CANARY__LOCK_TTL: `${LOCK_TTL}ms`,
+  RELAY_JOBS__JOBS__SESSION_CLEANUP__ENABLED: 'false',
+};
 
 export interface ScenarioResult {
   rounds: CanaryRound[];
@@ -42,39 +51,13 @@ export interface ScenarioResult {
 }
 
 export async function runClusterScenario(o: ScenarioOptions): Promise<ScenarioResult> {
-  const { client, redis, replicas } = o;
-  const ports: number[] = [];
+  const { cluster } = o;
+  const client = await cluster.sql();
+  const redis = cluster.redis!;
+  for (let i = 0; i < 3; i++) await cluster.addReplica(`r${i}`, { ...SCENARIO_ENV, ...o.env });
+  const replicas = cluster.replicas.map((r) => r.proc);
+  const ports = cluster.replicas.map((r) => r.port);
   const dbNow = async () => Number((await client.query(`SELECT extract(epoch FROM clock_timestamp()) * 1000 AS t`)).rows[0].t);
-  const prefix = uniqueName('rje2e');
-  for (let i = 0; i < 3; i++) {
-    const port = await freePort();
-    ports.push(port);
-    replicas.push(
-      ServiceProcess.start(`r${i}`, {
-        DATABASE_URL: o.databaseUrl,
-        REDIS_URL: redis.url,
-        RELAY_JOBS_INSTANCE_ID: `r${i}`,
-        RELAY_JOBS_ENV: 'e2e',
-        RELAY_JOBS_HTTP_PORT: String(port),
-        RELAY_JOBS_ADMIN_TOKEN: 'e2e-admin-token-0123456789',
-        RELAY_JOBS_MASTER_KEY: TEST_MASTER_KEY,
-        RELAY_JOBS__REDIS__KEY_PREFIX: prefix,
-        RELAY_JOBS__REDIS__COMMAND_TIMEOUT: '300ms',
-        // During the Redis outage each running round pins a connection for its advisory lock, beside the
-        // liveness session and the rounds' own statements: 5 left no headroom on a loaded 2-core machine.
-        RELAY_JOBS__DATABASE__POOL_SIZE: '8',
-        RELAY_JOBS__CLUSTER__INSTANCE_HEARTBEAT: '1s',
-        RELAY_JOBS__SHUTDOWN__GRACE: `${GRACE}ms`,
-        RELAY_JOBS__JOBS__CANARY__ENABLED: 'true',
-        RELAY_JOBS__JOBS__CANARY__EVERY: `${INTERVAL}ms`,
-        RELAY_JOBS__JOBS__CANARY__SLEEP: '400ms',
-        RELAY_JOBS__JOBS__CANARY__TIMEOUT: '2s',
-        RELAY_JOBS__JOBS__CANARY__LOCK_TTL: `${LOCK_TTL}ms`,
-        RELAY_JOBS__JOBS__SESSION_CLEANUP__ENABLED: 'false',
-        ...o.env,
-      }),
-    );
-  }
   await Promise.all(replicas.map((r) => r.waitForLine(/relay-jobs started/)));
   await new Promise((r) => setTimeout(r, 3500));
 

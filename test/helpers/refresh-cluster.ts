@@ -53,15 +53,7 @@ export function watchLapses(sql: pg.Client): { lapsed: Map<number, number>; stop
   };
 }
 
-export async function waitFor(cond: () => boolean | Promise<boolean>, ms: number, what: () => string | Promise<string>): Promise<void> {
-  const end = Date.now() + ms;
-  while (!(await cond())) {
-    if (Date.now() > end) throw new Error(`timed out after ${ms} ms: ${await what()}`);
-    await new Promise((r) => setTimeout(r, 200));
-  }
-}
-
-export const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+export { sleep, waitFor } from './wait.js';
 
 /**
  * Accounts not active with a token still valid (the end state both scenarios require), listed.

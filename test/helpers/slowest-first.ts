@@ -1,0 +1,45 @@
+// vitest sequencer: the longest files start first, so the two workers do not end the run with one
+// long end-to-end file running alone. With a results cache (a previous run on this machine) the
+// measured durations decide; without one (a fresh CI checkout), the files named in SLOW_FIRST
+// (the slowest of a measured full run, longest first) lead, then every other end-to-end file, then
+// the rest in vitest's own order.
+import { BaseSequencer, type TestSpecification } from 'vitest/node';
+
+/** Longest first, from a full run's per-file durations (update from a vitest JSON report). */
+export const SLOW_FIRST = [
+  // From the full run of 2026-12-01 19:05 UTC (/tmp/durations.json, a loaded machine), longest first.
+  'test/cli.test.ts',
+  'test/process.test.ts',
+  'test/examples.test.ts',
+  'test/image-batches.e2e.test.ts',
+  'test/provider-replies.test.ts',
+  'test/build-script.test.ts',
+  'test/ops.e2e.test.ts',
+  'test/slow-clients.e2e.test.ts',
+  'test/round-runner.test.ts',
+  'test/backup-roundtrip.e2e.test.ts',
+  'test/files-at-rest.test.ts',
+  'test/refresh-takeover.e2e.test.ts',
+  'test/refresh-shards.e2e.test.ts',
+  'test/backup-restore.test.ts',
+  'test/backup-embedded.test.ts',
+];
+
+function rank(spec: TestSpecification): number {
+  const file = spec.moduleId.replace(/\\/g, '/');
+  const i = SLOW_FIRST.findIndex((f) => file.endsWith(`/${f}`));
+  if (i >= 0) return i;
+  return /\.e2e\.test\.ts$/.test(file) ? SLOW_FIRST.length : SLOW_FIRST.length + 1;
+}
+
+export default class SlowestFirst extends BaseSequencer {
+  override async sort(files: TestSpecification[]): Promise<TestSpecification[]> {
+    const base = await super.sort(files);
+    const measured = base.every((f) => this.ctx.cache.getFileTestResults(`${f.project.name}:${f.moduleId.slice(this.ctx.config.root.length + 1)}`));
+    if (measured) return base;
+    return base
+      .map((f, i) => ({ f, i, r: rank(f) }))
+      .sort((a, b) => a.r - b.r || a.i - b.i)
+      .map((x) => x.f);
+  }
+}

@@ -1,0 +1,36 @@
+// The one polling wait of the test suite. A test waits for a condition, never for a fixed time:
+// the condition is checked at once and then every `intervalMs`, so a wait ends as soon as what it
+// waits for is true, and `timeoutMs` is only the generous limit a loaded machine needs.
+
+export interface WaitOptions {
+  /** What the test waits for, named in the timeout error; a function is called only on timeout, for detail. */
+  what: string | (() => string | Promise<string>);
+  /** The limit; generous by default (the machine running the suite may be loaded). */
+  timeoutMs?: number;
+  /** How often the condition is checked. */
+  intervalMs?: number;
+  /** A condition that throws is treated as "not yet" (e.g. a server still restarting) instead of failing the wait. */
+  ignoreErrors?: boolean;
+}
+
+export const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
+
+/** Resolves with the condition's first truthy value; rejects naming `what` after `timeoutMs`. */
+export async function waitFor<T>(condition: () => T | Promise<T>, opts: WaitOptions): Promise<NonNullable<Exclude<T, false | 0 | ''>>> {
+  const timeoutMs = opts.timeoutMs ?? 60_000;
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    let value: T | undefined;
+    try {
+      value = await condition();
+    } catch (err) {
+      if (!opts.ignoreErrors) throw err;
+    }
+    if (value) return value as NonNullable<Exclude<T, false | 0 | ''>>;
+    if (Date.now() > deadline) {
+      const what = typeof opts.what === 'string' ? opts.what : await opts.what();
+      throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
+    }
+    await sleep(opts.intervalMs ?? 50);
+  }
+}
