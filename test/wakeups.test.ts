@@ -98,6 +98,8 @@ describe('wake-ups, cluster mode (real PostgreSQL, LISTEN on the liveness sessio
     // The trigger off: the write commits without a notification, as if it had been lost.
     await admin.query('ALTER TABLE monitors DISABLE TRIGGER monitors_wake_insert');
     try {
+      // Lets the runner finish the previous test's probe and go to its idle sleep (a pause, not an assertion).
+      await new Promise((r) => setTimeout(r, 1500));
       const before = await metric(rt, 'relay_jobs_wakeups_total', 'channel="monitors"');
       await rt.services.monitors.create(monitor(target.url, 'silent'));
       await waitFor('the probe after the backstop', () => (target.hits.get('silent') ?? 0) >= 1);
