@@ -1,4 +1,5 @@
 /** `npm run bench`: runs every benchmark and prints the results as Markdown for docs/benchmarks.md. */
+import { idleTable, runIdle } from './idle.js';
 import { cpus, totalmem } from 'node:os';
 import { benchCoordination } from './coordination.js';
 import { runScenario, scenarioTable } from './cluster-scenario.js';
@@ -176,6 +177,11 @@ async function main() {
     return console.log(await benchRedisSizing());
   }
   if (process.env.BENCH_ONLY === 'coordination') return coordinationAndRefresh();
+  if (process.env.BENCH_ONLY === 'idle') {
+    const rows = [];
+    for (const n of (process.env.BENCH_REPLICAS ?? '1,3,9').split(',').map(Number)) for (const on of [true, false]) rows.push(await runIdle(n, on));
+    return console.log(idleTable(rows));
+  }
   if (process.env.BENCH_ONLY === 'cluster') {
     const rows = [];
     for (const n of (process.env.BENCH_REPLICAS ?? '3,9').split(',').map(Number)) rows.push({ build: 'this build', ...(await runScenario(n)) });

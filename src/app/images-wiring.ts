@@ -3,6 +3,7 @@ import type { Services } from '../jobs/services.js';
 import type { WiringContext, Wired } from './wiring.js';
 import { ImageBatches } from '../store/image-batches.js';
 import { ImageQueue } from '../store/image-queue.js';
+import { NextDue } from '../store/next-due.js';
 import { BatchTransitions } from '../store/image-transitions.js';
 import { ImageProvider } from '../upstream/image-provider.js';
 import { FsObjectStore } from '../upstream/object-store.js';
@@ -49,14 +50,25 @@ export function buildImages(w: WiringContext): Wired<Pick<Services, 'imageBatche
         ilog,
       )
     : null;
+  const nextDue = new NextDue(db);
   const worker = new BatchWorker(
     batches,
     queue,
     driver,
-    { owner: `${config.instance.id}:${process.pid}`, concurrency: c.concurrency, leaseMs: c.lease, claimIntervalMs: c.claim_interval, retryDelayMs: c.retry_delay },
+    {
+      owner: `${config.instance.id}:${process.pid}`,
+      concurrency: c.concurrency,
+      leaseMs: c.lease,
+      claimIntervalMs: c.claim_interval,
+      retryDelayMs: c.retry_delay,
+      wakes: w.wakes,
+      nextDueMs: () => nextDue.inMs('imageQueue'),
+      ticks: metrics.loopTicks,
+    },
     clock,
     metrics.images,
     ilog,
   );
+  w.wakes?.on('image_queue', (why) => worker.wake(why));
   return { services: { imageBatches: new ImageBatchService(batches, queue, transitions, worker, provider, store, c, metrics.images, ilog) }, rungs: [] };
 }

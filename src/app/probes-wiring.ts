@@ -3,6 +3,7 @@ import type { WiringContext, Wired } from './wiring.js';
 import { Monitors } from '../store/monitors.js';
 import { MonitorHistory } from '../store/monitor-history.js';
 import { AccountTests } from '../store/account-tests.js';
+import { NextDue } from '../store/next-due.js';
 import { ProbeClient } from '../upstream/probe-client.js';
 import { AccountProbeAuth } from '../jobs/probes/account-probe-auth.js';
 import { MonitorRunner } from '../jobs/probes/monitor-runner.js';
@@ -20,6 +21,7 @@ export function buildProbes(w: WiringContext, { accounts, tokens }: Pick<Service
   const client = new ProbeClient(undefined, c.pool_size);
   const auth = new AccountProbeAuth(accounts, tokens);
   const instanceId = config.instance.id;
+  const nextDue = new NextDue(db);
   const services: ProbeServices = {
     monitors,
     monitorHistory: new MonitorHistory(db),
@@ -35,6 +37,9 @@ export function buildProbes(w: WiringContext, { accounts, tokens }: Pick<Service
       accountBaseUrl: c.account_base_url,
       minIntervalMs: c.min_interval,
       aliveKey: () => w.liveness?.key ?? null,
+      wakes: w.wakes,
+      nextDueMs: () => nextDue.inMs('monitors'),
+      ticks: metrics.loopTicks,
     }),
     accountTestRunner: new AccountTestRunner(accountTests, client, auth, clock, metrics, log.child({ area: 'scheduled_account_test' }), {
       instanceId,
@@ -45,8 +50,13 @@ export function buildProbes(w: WiringContext, { accounts, tokens }: Pick<Service
       baseUrl: c.account_base_url,
       minIntervalMs: c.min_interval,
       aliveKey: () => w.liveness?.key ?? null,
+      wakes: w.wakes,
+      nextDueMs: () => nextDue.inMs('accountTests'),
+      ticks: metrics.loopTicks,
     }),
   };
+  w.wakes?.on('monitors', (why) => services.monitorRunner.wake(why));
+  w.wakes?.on('account_tests', (why) => services.accountTestRunner.wake(why));
   // The runners stop in their jobs' onStop; the client's connection pools close after them.
   return { services, rungs: [{ name: 'probe client', stop: () => client.close() }] };
 }

@@ -10,6 +10,7 @@ import { PgAdvisoryLock } from '../coordination/advisory-lock.js';
 import { Scheduler, manyListeners } from '../scheduler/scheduler.js';
 import { RoundRunner, type RoundReport } from '../scheduler/round-runner.js';
 import { LivenessSession } from '../coordination/liveness.js';
+import { wireWakeups, type Wakeups } from './wakeups-wiring.js';
 import { RunRecords } from '../coordination/run-records.js';
 import { InstanceRegistry, type InstanceInfo } from '../coordination/instance-registry.js';
 import { buildJobs, type AnyJobModule } from '../jobs/registry.js';
@@ -17,7 +18,7 @@ import type { BuiltJob } from '../jobs/define-job.js';
 import type { Services } from '../jobs/services.js';
 import { Metrics } from '../telemetry/metrics.js';
 import { createLogger, type Logger } from '../telemetry/logger.js';
-import { systemClock, type Clock, type Random } from '../time/clock.js';
+import { systemClock, withTimeout, type Clock, type Random } from '../time/clock.js';
 import { VERSION } from '../version.js';
 import { openBackends, type Backends } from './backends.js';
 import { embeddedAdminToken } from './admin-token.js';
@@ -70,6 +71,7 @@ export class Runtime {
   /** The leader lock while Redis is down: on the liveness session (or one session of its own), never a pool connection per round. */
   private fallbackLock: PgAdvisoryLock | null = null;
   private readonly heartbeat: InstanceHeartbeat;
+  private readonly wakeups: Wakeups;
   /** Which live replica owns which account's scheduled refresh (fed by the heartbeat). */
   readonly shards: RefreshShards;
   private readonly serviceRungs: Stoppable[];
@@ -136,7 +138,21 @@ export class Runtime {
       clockOffsetMs: () => this.heartbeat.offsetMs,
       lastSlot: (job) => runner.slotClaims.lastSlot(job),
     });
-    const wired = wireServices({ config, db, redis, box: backends.box, clock, random, log, metrics: this.metrics, runtime: this, shards: this.shards, liveness: this.liveness });
+    this.wakeups = wireWakeups(config, db, this.liveness, log, this.metrics);
+    const wired = wireServices({
+      config,
+      db,
+      redis,
+      box: backends.box,
+      clock,
+      random,
+      log,
+      metrics: this.metrics,
+      runtime: this,
+      shards: this.shards,
+      liveness: this.liveness,
+      wakes: this.wakeups.hub,
+    });
     this.services = wired.services;
     this.sessions = wired.services.sessions;
     this.serviceRungs = wired.rungs;
@@ -185,6 +201,7 @@ export class Runtime {
         await rt.heartbeat.readIdentity(true);
         await rt.registry.register();
         await rt.liveness?.start();
+        await rt.wakeups.start();
         // Registered: this process's refresh leases now name its instance and boot, so the others take them over when it dies.
         rt.services.tokenRefresh.refresher.leases.identify(rt.registry.bootId);
       }
@@ -272,6 +289,7 @@ export class Runtime {
         name: 'coordination session',
         stop: async () => {
           this.fallbackLock?.close();
+          await this.wakeups.stop();
           await this.liveness?.stop();
         },
       },
@@ -282,20 +300,4 @@ export class Runtime {
     await runShutdownLadder(ladder, this.clock.now() + graceMs, this.clock, this.log);
     this.log.info('shutdown complete');
   }
-}
-
-function withTimeout<T>(p: Promise<T>, ms: number): Promise<T> {
-  return new Promise((resolve, reject) => {
-    const t = setTimeout(() => reject(new Error(`no answer within ${ms}ms`)), ms);
-    p.then(
-      (v) => {
-        clearTimeout(t);
-        resolve(v);
-      },
-      (e) => {
-        clearTimeout(t);
-        reject(e);
-      },
-    );
-  });
 }

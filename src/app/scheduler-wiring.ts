@@ -28,6 +28,9 @@ export function schedulerWiring(w: WiringContext): Wired<Pick<Services, 'schedul
     ackTimeoutMs: 5000,
     ackAttempts: 3,
     deleteBatch: 50,
+    backstopMs: w.wakes?.idleMs(s.poll_interval),
+    ticks: metrics.loopTicks,
   });
+  w.wakes?.on('scheduler_outbox', (why) => consumer.wake(why));
   return { services: { schedulerSnapshot: snapshot, snapshotConsumer: consumer, schedulerOutbox: outbox }, rungs: [] };
 }

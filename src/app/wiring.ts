@@ -8,6 +8,7 @@ import type { Clock, Random } from '../time/clock.js';
 import type { Stoppable } from './shutdown-ladder.js';
 import type { InstanceInfo } from '../coordination/instance-registry.js';
 import type { Liveness } from '../coordination/liveness.js';
+import type { WakeHub } from '../workers/wake-hub.js';
 import type { RefreshShards } from '../coordination/refresh-shards.js';
 import type { Services } from '../jobs/services.js';
 import type { JobView } from './job-views.js';
@@ -36,6 +37,8 @@ export interface WiringContext {
   shards: RefreshShards;
   /** The crash detector (cluster mode with session crash detection): leases record its key so a survivor takes a dead replica's work over at once. */
   liveness?: Liveness | null;
+  /** Wake-ups: loops register the topics whose notifications wake them, and take their idle sleep from it. */
+  wakes?: WakeHub;
 }
 
 /** An area's services, and the shutdown rungs that stop them (run after the jobs' own onStop hooks). */

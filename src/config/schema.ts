@@ -267,6 +267,12 @@ export const configSchema = z
       })
       .strict()
       .default({ expected_replicas: 3, max_clock_skew: 2000, instance_heartbeat: 5000, allow_mixed_env: false, crash_detection: 'session' }),
+    // Wake on change (issue 26, docs/coordination.md): writes that create work notify the loop that consumes it.
+    // `enabled: false` keeps every loop on its own poll interval; `backstop` is the idle sleep while notifications arrive.
+    wakeups: z
+      .object({ enabled: z.boolean().default(true), backstop: positiveDuration.default(30_000) })
+      .strict()
+      .default({ enabled: true, backstop: 30_000 }),
     shutdown: z
       .object({ grace: positiveDuration.default(20_000) })
       .strict()

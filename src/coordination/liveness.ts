@@ -41,6 +41,7 @@ export class LivenessSession implements Liveness {
   private conn: PinnedConnection | null = null;
   private current: number | null = null;
   private readonly listeners = new Set<(key: number, reason: string) => void>();
+  private readonly openers = new Set<(conn: PinnedConnection) => Promise<void>>();
   private retry: NodeJS.Timeout | null = null;
   private stopped = false;
   /** Consecutive sessions found moved to another backend: a transaction pooler, not a blip. */
@@ -66,6 +67,12 @@ export class LivenessSession implements Liveness {
     return () => this.listeners.delete(listener);
   }
 
+  /** Called with every session opened (the wake-up listener LISTENs on it); returns an unsubscribe function. */
+  onOpened(listener: (conn: PinnedConnection) => Promise<void>): () => void {
+    this.openers.add(listener);
+    return () => this.openers.delete(listener);
+  }
+
   /** Opens the session and takes a fresh key. Throws if the database cannot be reached (the caller decides). */
   async start(): Promise<void> {
     this.stopped = false;
@@ -81,6 +88,7 @@ export class LivenessSession implements Liveness {
           this.conn = conn;
           this.current = key;
           this.log.info({ liveness_key: key }, 'liveness session open: a crash of this process is seen by the other replicas at once');
+          for (const l of this.openers) await l(conn).catch((err: Error) => this.log.warn({ err: err.message }, 'liveness session: an opener failed'));
           return;
         }
       }

@@ -17,6 +17,8 @@ export interface Queryable {
 /** A connection held for a while (session advisory locks live on one connection). */
 export interface PinnedConnection extends Queryable {
   release(destroy?: boolean): void;
+  /** NOTIFY messages for the channels this session LISTENs to; the handler goes with the pin. */
+  onNotification?(fn: (channel: string, payload: string) => void): void;
 }
 
 export interface Db extends Queryable {
@@ -28,6 +30,8 @@ export interface Db extends Queryable {
   pin(onClosed?: (err: Error) => void): Promise<PinnedConnection>;
   ping(): Promise<void>;
   close(): Promise<void>;
+  /** In-process LISTEN (PGlite, embedded mode); returns the unlisten. The pg pool LISTENs on a pinned session instead. */
+  listen?(channel: string, fn: (payload: string) => void): Promise<() => Promise<void>>;
 }
 
 /** Numbers come back as strings from `pg` (bigint) and as numbers from PGlite: read them through this. */

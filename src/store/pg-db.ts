@@ -75,13 +75,20 @@ export class PgDb implements Db {
     client.on('error', onError);
     client.on('end', onEnd);
     const q = wrapClient(client, this.stats);
+    const notified: Array<(msg: pg.Notification) => void> = [];
     return {
       query: q.query,
       exec: q.exec,
+      onNotification: (fn) => {
+        const h = (msg: pg.Notification) => fn(msg.channel, msg.payload ?? '');
+        notified.push(h);
+        client.on('notification', h);
+      },
       release: (destroy?: boolean) => {
         closed = true;
         client.off('error', onError);
         client.off('end', onEnd);
+        for (const h of notified.splice(0)) client.off('notification', h);
         client.release(destroy ? true : undefined);
       },
     };

@@ -82,6 +82,10 @@ export class PgliteDb implements Db {
     return Promise.reject(new Error('embedded mode has no pinned connections (in-process locks are used instead)'));
   }
 
+  async listen(channel: string, fn: (payload: string) => void): Promise<() => Promise<void>> {
+    return this.pg.listen(channel, fn);
+  }
+
   async ping(): Promise<void> {
     await this.query('SELECT 1');
   }

@@ -69,6 +69,15 @@ export class Metrics {
   });
   readonly ready = new Gauge({ name: 'relay_jobs_ready', help: '1 while /readyz answers 200', registers: [this.registry] });
 
+  readonly loopTicks = new Counter({
+    name: 'relay_jobs_loop_ticks_total',
+    help: 'Ticks of the long-running loops by loop and outcome (ok, no_work, failed)',
+    labelNames: ['loop', 'outcome'],
+    registers: [this.registry],
+  });
+  readonly wakeups = new Counter({ name: 'relay_jobs_wakeups_total', help: 'Wake-up notifications received by channel', labelNames: ['channel'], registers: [this.registry] });
+  readonly wakeListenerUp = new Gauge({ name: 'relay_jobs_wakeup_listener_up', help: '1 while this replica LISTENs for wake-ups', registers: [this.registry] });
+
   readonly poolWaiting = new Gauge({ name: 'relay_jobs_pool_waiting', help: 'Tasks queued in a worker pool', labelNames: ['pool'], registers: [this.registry] });
   readonly poolRunning = new Gauge({ name: 'relay_jobs_pool_running', help: 'Tasks running in a worker pool', labelNames: ['pool'], registers: [this.registry] });
   readonly poolDropped = new Counter({ name: 'relay_jobs_pool_dropped_total', help: 'Tasks dropped by a full pool (overflow policy drop)', labelNames: ['pool'], registers: [this.registry] });

@@ -114,3 +114,20 @@ export async function settledWithin(work: Promise<unknown>, ms: number): Promise
     clearTimeout(timer);
   }
 }
+
+/** `p`, or a rejection when it has not settled within `ms` of wall time (readiness probes). */
+export function withTimeout<T>(p: Promise<T>, ms: number): Promise<T> {
+  return new Promise((resolve, reject) => {
+    const t = setTimeout(() => reject(new Error(`no answer within ${ms}ms`)), ms);
+    p.then(
+      (v) => {
+        clearTimeout(t);
+        resolve(v);
+      },
+      (e) => {
+        clearTimeout(t);
+        reject(e);
+      },
+    );
+  });
+}

@@ -5,6 +5,8 @@ import type { ImageBatches } from '../../store/image-batches.js';
 import type { BatchLease, ImageQueue } from '../../store/image-queue.js';
 import type { BatchDriver } from './batch-driver.js';
 import { settledWithin } from '../../time/clock.js';
+import { ServiceLoop, type LoopTickCounter } from '../../workers/service-loop.js';
+import type { WakeHub } from '../../workers/wake-hub.js';
 
 export interface WorkerOptions {
   owner: string;
@@ -14,6 +16,10 @@ export interface WorkerOptions {
   retryDelayMs: number;
   /** Steps driven in a row under one claim before the batch goes back to the queue. */
   maxStepsPerClaim?: number;
+  /** Wake-ups: while its listener is up, an idle worker sleeps until the next batch is due (`nextDueMs`) or the backstop. */
+  wakes?: WakeHub;
+  nextDueMs?: () => Promise<number | null>;
+  ticks?: LoopTickCounter;
 }
 
 /**
@@ -24,11 +30,9 @@ export interface WorkerOptions {
  */
 export class BatchWorker {
   private running = new Set<Promise<void>>();
-  private stopped = true;
   /** Set by stop(): batches in hand go back to the queue after their current step. */
   private draining = false;
-  private wake: (() => void) | null = null;
-  private loopDone: Promise<void> = Promise.resolve();
+  private readonly loop: ServiceLoop;
 
   constructor(
     private readonly batches: ImageBatches,
@@ -38,24 +42,35 @@ export class BatchWorker {
     private readonly clock: Clock,
     private readonly metrics: ImagesMetrics,
     private readonly log: Logger,
-  ) {}
+  ) {
+    this.loop = new ServiceLoop({
+      name: 'batch_image_worker',
+      clock,
+      log,
+      backstopMs: o.wakes ? o.wakes.idleMs(o.claimIntervalMs) : o.claimIntervalMs,
+      errorDelayMs: o.claimIntervalMs,
+      ticks: o.ticks,
+      tick: () => this.pass(),
+    });
+  }
 
   start(): void {
-    if (!this.stopped) return;
     if (!this.driver) {
       this.log.warn('batch_image_worker is enabled but image.provider.base_url is not set: no image batch is driven');
       return;
     }
-    this.stopped = false;
-    this.loopDone = this.loop();
+    this.loop.start();
+  }
+
+  /** A batch became ready (a wake-up): claim now. */
+  wake(reason = 'wake'): void {
+    this.loop.wake(reason);
   }
 
   /** Stops claiming and waits up to `withinMs` for batches in hand; returns how many were still running. */
   async stop(withinMs: number): Promise<number> {
-    this.stopped = true;
     this.draining = true;
-    this.wake?.();
-    await this.loopDone;
+    await this.loop.stop(withinMs);
     await settledWithin(Promise.all(this.running), withinMs);
     return this.running.size;
   }
@@ -72,7 +87,7 @@ export class BatchWorker {
     for (const l of leases) {
       const p = this.drive(l).finally(() => {
         this.running.delete(p);
-        this.wake?.();
+        this.loop.wake('slot_free');
       });
       this.running.add(p);
     }
@@ -84,27 +99,15 @@ export class BatchWorker {
     while (this.running.size) await Promise.all(this.running);
   }
 
-  private async loop(): Promise<void> {
-    while (!this.stopped) {
-      let claimed = 0;
-      try {
-        claimed = await this.tick();
-      } catch (err) {
-        this.log.warn({ err: (err as Error).message }, 'image queue tick failed; retrying');
-      }
-      if (this.stopped) break;
-      // Full: wait for a slot. Claimed something: look again at once. Nothing: wait a tick.
-      const full = this.running.size >= this.o.concurrency;
-      if (claimed > 0 && !full) continue;
-      await new Promise<void>((resolve) => {
-        const t = setTimeout(resolve, this.o.claimIntervalMs);
-        this.wake = () => {
-          clearTimeout(t);
-          resolve();
-        };
-      });
-      this.wake = null;
-    }
+  /** One loop tick. Claimed with room left: again at once. Full: until a slot frees (a wake-up) or the interval. Idle: the interval, or with wake-ups on the next due batch. */
+  private async pass(): Promise<{ items: number; nextDueAt: number | null }> {
+    const claimed = await this.tick();
+    const now = this.clock.now();
+    const full = this.running.size >= this.o.concurrency;
+    if (claimed > 0 && !full) return { items: claimed, nextDueAt: now };
+    if (claimed > 0 || full || !this.o.wakes?.listening || !this.o.nextDueMs) return { items: claimed, nextDueAt: now + this.o.claimIntervalMs };
+    const ms = await this.o.nextDueMs();
+    return { items: 0, nextDueAt: ms === null ? null : now + (ms <= 0 ? this.o.claimIntervalMs : ms) };
   }
 
   private async drive(l: BatchLease): Promise<void> {

@@ -7,6 +7,8 @@ import type { AccountProbeAuth } from './account-probe-auth.js';
 import { halfIntervalAfter, nextPlanSlot, placeClaim } from './plan-schedule.js';
 import { MIN_PROBE_MS, leaseLeftMs } from './monitor-runner.js';
 import { settledWithin } from '../../time/clock.js';
+import { ServiceLoop, type LoopTickCounter } from '../../workers/service-loop.js';
+import type { WakeHub } from '../../workers/wake-hub.js';
 
 export interface AccountTestSettings {
   instanceId: string;
@@ -19,6 +21,10 @@ export interface AccountTestSettings {
   minIntervalMs?: number;
   /** This replica's liveness key, recorded with each lease so a survivor takes the plan over at once if this process dies. */
   aliveKey?: () => number | null;
+  /** Wake-ups: while its listener is up, an idle runner sleeps until the next due plan (`nextDueMs`) or the backstop. */
+  wakes?: WakeHub;
+  nextDueMs?: () => Promise<number | null>;
+  ticks?: LoopTickCounter;
 }
 
 /** A plan whose cron never fires again: parked far in the future. */
@@ -35,10 +41,8 @@ const NEVER = new Date(8.64e15);
  */
 export class AccountTestRunner {
   private readonly running = new Set<Promise<void>>();
-  private timer: ReturnType<Clock['setTimeout']> | null = null;
-  private stopped = true;
-  private busy = false;
   private readonly abort = new AbortController();
+  private readonly loop: ServiceLoop;
 
   constructor(
     private readonly plans: AccountTests,
@@ -48,17 +52,29 @@ export class AccountTestRunner {
     private readonly metrics: Metrics,
     private readonly log: Logger,
     private readonly s: AccountTestSettings,
-  ) {}
+  ) {
+    this.loop = new ServiceLoop({
+      name: 'scheduled_account_test',
+      clock,
+      log,
+      backstopMs: s.wakes ? s.wakes.idleMs(s.pollMs) : s.pollMs,
+      errorDelayMs: s.pollMs,
+      ticks: s.ticks,
+      tick: () => this.pass(),
+    });
+  }
 
   start(): void {
-    if (!this.stopped) return;
-    this.stopped = false;
-    this.schedule(0);
+    this.loop.start();
+  }
+
+  /** A plan was created or made due (a wake-up): claim now. */
+  wake(reason = 'wake'): void {
+    this.loop.wake(reason);
   }
 
   async stop(withinMs: number): Promise<number> {
-    this.stopped = true;
-    if (this.timer) this.clock.clearTimeout(this.timer);
+    await this.loop.stop(withinMs);
     const all = Promise.all(this.running);
     const done = await settledWithin(all, withinMs);
     if (!done) this.abort.abort(new Error('shutting down'));
@@ -90,17 +106,13 @@ export class AccountTestRunner {
     await Promise.all(this.running);
   }
 
-  private schedule(ms: number): void {
-    if (this.stopped) return;
-    this.timer = this.clock.setTimeout(() => {
-      this.timer = null;
-      if (this.busy) return this.schedule(this.s.pollMs);
-      this.busy = true;
-      void this.tick().finally(() => {
-        this.busy = false;
-        this.schedule(this.s.pollMs);
-      });
-    }, ms);
+  /** One loop tick: claim; idle with wake-ups on, sleep until the next plan is due (one already due but leased: the poll). */
+  private async pass(): Promise<{ items: number; nextDueAt: number | null }> {
+    const claimed = await this.tick();
+    const now = this.clock.now();
+    if (claimed > 0 || !this.s.wakes?.listening || !this.s.nextDueMs) return { items: claimed, nextDueAt: now + this.s.pollMs };
+    const ms = await this.s.nextDueMs();
+    return { items: 0, nextDueAt: ms === null ? null : now + (ms <= 0 ? this.s.pollMs : ms) };
   }
 
   private async run(claimed: ClaimedPlan, seenAt: number): Promise<void> {

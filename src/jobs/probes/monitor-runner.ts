@@ -3,6 +3,8 @@ import type { Logger } from '../../telemetry/logger.js';
 import type { Metrics } from '../../telemetry/metrics.js';
 import type { ClaimedMonitor, Monitors, ProbeRecord } from '../../store/monitors.js';
 import { WorkerPool } from '../../workers/worker-pool.js';
+import { ServiceLoop, type LoopTickCounter } from '../../workers/service-loop.js';
+import type { WakeHub } from '../../workers/wake-hub.js';
 import type { ProbeClient, ProbeResult } from '../../upstream/probe-client.js';
 import type { AccountProbeAuth } from './account-probe-auth.js';
 
@@ -18,6 +20,11 @@ export interface MonitorRunnerSettings {
   minIntervalMs?: number;
   /** This replica's liveness key, recorded with each lease so a survivor takes the monitor over at once if this process dies. */
   aliveKey?: () => number | null;
+  /** Wake-ups: while its listener is up, an idle runner sleeps until the next due monitor (`nextDueMs`) or the backstop. */
+  wakes?: WakeHub;
+  /** Milliseconds until the earliest monitor is due (database clock), null when none is enabled. */
+  nextDueMs?: () => Promise<number | null>;
+  ticks?: LoopTickCounter;
 }
 
 /** A claimed monitor and when this replica saw the claim (local clock). */
@@ -59,12 +66,9 @@ const MAX_PENDING = 50_000;
 export class MonitorRunner {
   private readonly pool: WorkerPool<Task>;
   private pending: ProbeRecord[] = [];
-  private timer: ReturnType<Clock['setTimeout']> | null = null;
-  private running = false;
-  private stopped = true;
   /** The last pass took every slot it asked for: more monitors are probably due than this replica holds. */
   private backlog = false;
-  private loop: Promise<void> = Promise.resolve();
+  private readonly loop: ServiceLoop;
 
   constructor(
     private readonly monitors: Monitors,
@@ -82,6 +86,15 @@ export class MonitorRunner {
       metrics,
       onError: (err) => log.error({ err: (err as Error).message }, 'probe task failed'),
     });
+    this.loop = new ServiceLoop({
+      name: 'channel_monitor',
+      clock,
+      log,
+      backstopMs: s.wakes ? s.wakes.idleMs(this.idlePollMs()) : this.idlePollMs(),
+      errorDelayMs: s.pollMs,
+      ticks: s.ticks,
+      tick: () => this.pass(),
+    });
   }
 
   get inFlight(): number {
@@ -89,16 +102,17 @@ export class MonitorRunner {
   }
 
   start(): void {
-    if (!this.stopped) return;
-    this.stopped = false;
-    this.schedule(0);
+    this.loop.start();
+  }
+
+  /** A monitor was created or made due (a wake-up): claim now. */
+  wake(reason = 'wake'): void {
+    this.loop.wake(reason);
   }
 
   /** Stops claiming, lets running probes finish (aborted at the deadline), writes their results. */
   async stop(withinMs: number): Promise<number> {
-    this.stopped = true;
-    if (this.timer) this.clock.clearTimeout(this.timer);
-    await this.loop;
+    await this.loop.stop(withinMs);
     const { remaining } = await this.pool.stopAndWait(Math.max(0, withinMs - 1000));
     await this.flush();
     return remaining;
@@ -131,28 +145,18 @@ export class MonitorRunner {
     return claimed.length;
   }
 
-  private schedule(ms: number): void {
-    if (this.stopped) return;
-    this.timer = this.clock.setTimeout(() => {
-      this.timer = null;
-      this.loop = this.pass();
-    }, ms);
-  }
-
-  private async pass(): Promise<void> {
-    if (this.running || this.stopped) return;
-    this.running = true;
-    let claimed = 0;
-    let wanted = 0;
-    try {
-      wanted = Math.min(this.s.poolSize - this.pool.stats.running, this.s.claimBatch);
-      claimed = await this.tick();
-    } finally {
-      this.running = false;
-      this.backlog = claimed > 0 && claimed === wanted;
-      // A full batch means more may be due: go again at once (when the pool has room).
-      this.schedule(claimed > 0 && claimed === wanted && this.pool.stats.running < this.s.poolSize ? 0 : claimed === 0 && wanted > 0 ? this.idlePollMs() : this.s.pollMs);
-    }
+  private async pass(): Promise<{ items: number; nextDueAt: number | null }> {
+    const wanted = Math.min(this.s.poolSize - this.pool.stats.running, this.s.claimBatch);
+    const claimed = await this.tick();
+    this.backlog = claimed > 0 && claimed === wanted;
+    const now = this.clock.now();
+    // A full batch means more may be due: go again at once (when the pool has room).
+    if (claimed > 0 && claimed === wanted && this.pool.stats.running < this.s.poolSize) return { items: claimed, nextDueAt: now };
+    if (!(claimed === 0 && wanted > 0)) return { items: claimed, nextDueAt: now + this.s.pollMs };
+    // Idle. Wake-ups on: sleep until the earliest monitor is due (a due one held by another replica: the idle poll); off: the idle poll.
+    if (!this.s.wakes?.listening || !this.s.nextDueMs) return { items: 0, nextDueAt: now + this.idlePollMs() };
+    const ms = await this.s.nextDueMs();
+    return { items: 0, nextDueAt: ms === null ? null : now + Math.max(ms, ms <= 0 ? this.idlePollMs() : 0) };
   }
 
   private idlePollMs(): number {
@@ -165,10 +169,9 @@ export class MonitorRunner {
    * pool, not by `poll_interval`. Claims stay batched (a quarter of the pool or more each).
    */
   private refill(): void {
-    if (!this.backlog || this.running || this.stopped || !this.timer) return;
+    if (!this.backlog || this.loop.inTick || !this.loop.isRunning) return;
     if (this.pool.stats.running > (this.s.poolSize * 3) / 4) return;
-    this.clock.clearTimeout(this.timer);
-    this.schedule(0);
+    this.loop.wake('refill');
   }
 
   private async probe(task: Task, signal: AbortSignal): Promise<void> {

@@ -6,6 +6,7 @@ import type { Logger } from '../../telemetry/logger.js';
 import { sleep, type Clock } from '../../time/clock.js';
 import { bucketName, byBucket } from './bucket-builder.js';
 import type { SchedulerSnapshot } from './scheduler-snapshot-service.js';
+import { ServiceLoop, type LoopTickCounter } from '../../workers/service-loop.js';
 import { RebuildTrigger, rebuildBackoffMs, type DegradationRules } from './rebuild-trigger.js';
 
 export interface ConsumerOptions {
@@ -21,6 +22,9 @@ export interface ConsumerOptions {
   ackTimeoutMs: number;
   ackAttempts: number;
   deleteBatch: number;
+  /** Sleep when nothing is pending (wake-ups on: `wakeups.backstop`; off: the poll interval, today's path). */
+  backstopMs?: number | (() => number);
+  ticks?: LoopTickCounter;
 }
 
 export interface PollResult extends OutboxStats {
@@ -43,9 +47,8 @@ const num = (v: unknown) => (typeof v === 'number' ? v : Number(v));
 export class OutboxConsumer {
   private readonly trigger: RebuildTrigger;
   private readonly stopping = new AbortController();
-  private loop: Promise<void> | null = null;
+  private readonly loop: ServiceLoop;
   private rebuilding: Promise<void> | null = null;
-  private wakeUp: (() => void) | null = null;
   private nextPeriodicCheck = 0;
 
   constructor(
@@ -59,6 +62,20 @@ export class OutboxConsumer {
     private readonly o: ConsumerOptions,
   ) {
     this.trigger = new RebuildTrigger(o.rules);
+    this.loop = new ServiceLoop({
+      name: 'scheduler_outbox',
+      clock,
+      log,
+      backstopMs: o.backstopMs ?? o.pollIntervalMs,
+      errorDelayMs: o.pollIntervalMs,
+      ticks: o.ticks,
+      onError: () => this.metrics.pollFailures.inc(),
+      tick: async () => {
+        const r = await this.poll();
+        // Rows left behind (a poll is cut at a second) or written by another path: look again at the poll interval.
+        return { items: r.applied + r.deleted, nextDueAt: r.backlog > 0 ? this.clock.now() + o.pollIntervalMs : null };
+      },
+    });
   }
 
   get latched(): boolean {
@@ -66,31 +83,18 @@ export class OutboxConsumer {
   }
 
   start(): void {
-    if (this.loop) return;
-    this.loop = (async () => {
-      while (!this.stopping.signal.aborted) {
-        await this.poll().catch((err) => {
-          this.metrics.pollFailures.inc();
-          this.log.warn({ err: (err as Error).message }, 'scheduler outbox poll failed; retrying next poll');
-        });
-        await new Promise<void>((resolve) => {
-          this.wakeUp = resolve;
-          void sleep(this.clock, this.o.pollIntervalMs, this.stopping.signal).then(() => resolve());
-        });
-        this.wakeUp = null;
-      }
-    })();
+    this.loop.start();
   }
 
-  /** Polls now (a LISTEN/NOTIFY wake-up). */
-  wake(): void {
-    this.wakeUp?.();
+  /** Polls now (a LISTEN/NOTIFY wake-up); wake-ups during a poll coalesce into one more poll. */
+  wake(reason = 'wake'): void {
+    this.loop.wake(reason);
   }
 
   async stop(withinMs: number): Promise<number> {
     this.stopping.abort(new Error('scheduler snapshot consumer stopping'));
     const deadline = new AbortController();
-    const all = Promise.all([this.loop, this.rebuilding, this.snapshot.settled()]).then(() => 0);
+    const all = Promise.all([this.loop.stop(withinMs), this.rebuilding, this.snapshot.settled()]).then(([left]) => left);
     const left = await Promise.race([all, sleep(this.clock, withinMs, deadline.signal).then(() => 1)]);
     deadline.abort();
     return left;

@@ -20,6 +20,7 @@ import { sql as snapshotEpochs } from './020_snapshot_epochs.js';
 import { sql as sessionAdminFingerprint } from './018_session_admin_fingerprint.js';
 import { sql as spreadTakeover } from './021_spread_takeover.js';
 import { sql as refreshSent } from './019_refresh_sent.js';
+import { sql as wakeups } from './026_wakeups.js';
 import { sql as claimTakeover } from './027_claim_takeover.js';
 
 export interface Migration {
@@ -52,5 +53,6 @@ export const MIGRATIONS: Migration[] = [
   { version: 18, name: 'session_admin_fingerprint', sql: sessionAdminFingerprint },
   { version: 21, name: 'spread_takeover', sql: spreadTakeover },
   { version: 19, name: 'refresh_sent', sql: refreshSent },
+  { version: 26, name: 'wakeups', sql: wakeups },
   { version: 27, name: 'claim_takeover', sql: claimTakeover },
 ];

@@ -1,0 +1,68 @@
+import type { Db } from '../store/db.js';
+import type { Logger } from '../telemetry/logger.js';
+import type { WakeHub } from '../workers/wake-hub.js';
+import type { LivenessSession } from './liveness.js';
+
+/** The one channel the migration 026 triggers notify; the payload is the topic. */
+export const WAKE_CHANNEL = 'relay_jobs_wake';
+
+export interface WakeCounter {
+  inc(labels: { channel: string }): void;
+}
+
+/**
+ * The replica's one LISTEN. In cluster mode it rides on the liveness session (no extra
+ * connection; that session is on `DATABASE_DIRECT_URL` when set, so a transaction pooler never
+ * sits between LISTEN and its notifications): every session the liveness opens LISTENs again
+ * and wakes every loop (notifications sent while it was down are gone, so each loop looks once).
+ * When the session is lost the hub is told, and loops fall back to their own poll intervals
+ * until a new session listens. In embedded mode PGlite's in-process LISTEN does the same.
+ */
+export class WakeListener {
+  private unlisten: (() => Promise<void>) | null = null;
+  private readonly unsubscribe: Array<() => void> = [];
+
+  constructor(
+    private readonly hub: WakeHub,
+    private readonly log: Logger,
+    private readonly counter?: WakeCounter,
+  ) {}
+
+  private deliver(payload: string): void {
+    this.counter?.inc({ channel: payload });
+    this.hub.emit(payload);
+  }
+
+  /** Cluster mode: LISTEN on each liveness session as it opens. */
+  onLiveness(liveness: LivenessSession): void {
+    if (!this.hub.enabled) return;
+    this.unsubscribe.push(
+      liveness.onOpened(async (conn) => {
+        conn.onNotification?.((channel, payload) => {
+          if (channel === WAKE_CHANNEL) this.deliver(payload);
+        });
+        await conn.query(`LISTEN ${WAKE_CHANNEL}`);
+        this.log.info({ channel: WAKE_CHANNEL }, 'wake-up listener on the liveness session');
+        this.hub.setListening(true);
+      }),
+      liveness.onLost(() => {
+        this.log.warn('wake-up listener lost with the liveness session: loops poll at their own intervals until it is back');
+        this.hub.setListening(false);
+      }),
+    );
+  }
+
+  /** Embedded mode: PGlite's in-process LISTEN. */
+  async onEmbedded(db: Db): Promise<void> {
+    if (!this.hub.enabled || !db.listen) return;
+    this.unlisten = await db.listen(WAKE_CHANNEL, (payload) => this.deliver(payload));
+    this.hub.setListening(true);
+  }
+
+  async stop(): Promise<void> {
+    for (const u of this.unsubscribe.splice(0)) u();
+    const un = this.unlisten;
+    this.unlisten = null;
+    await un?.().catch(() => undefined);
+  }
+}

@@ -1,0 +1,158 @@
+import type { Clock, TimerHandle } from '../time/clock.js';
+import type { Logger } from '../telemetry/logger.js';
+
+/** What one tick did, and when it wants the next one (epoch ms; omitted or null = only a wake-up or the backstop). */
+export interface TickResult {
+  items: number;
+  nextDueAt?: number | null;
+}
+
+/** The per-tick metric: one increment per tick, by loop name and outcome (`ok`, `no_work`, `failed`). */
+export interface LoopTickCounter {
+  inc(labels: { loop: string; outcome: string }): void;
+}
+
+export interface ServiceLoopOptions {
+  name: string;
+  clock: Clock;
+  log: Logger;
+  /** One pass. `signal` aborts when the loop stops; a pass should end soon after. */
+  tick(signal: AbortSignal): Promise<TickResult>;
+  /** Longest sleep between ticks: covers a missed wake-up and data whose due time the tick cannot compute. */
+  backstopMs: number | (() => number);
+  /** Sleep after a tick that threw (default: the backstop). */
+  errorDelayMs?: number;
+  ticks?: LoopTickCounter;
+  /** Called with the error of a failed tick (the loop logs a warning itself). */
+  onError?(err: Error): void;
+}
+
+/**
+ * The one start/stop building block of every long-running loop (River's startstop, Oban's
+ * plugin timer). A loop runs `tick`, then sleeps until the tick's `nextDueAt`, capped by the
+ * backstop, or until `wake(reason)`. Wake-ups that arrive during a tick coalesce into exactly
+ * one more tick right after it, so no wake-up is lost and a storm of them costs one pass.
+ * Ticks never overlap. `stop(withinMs)` stops sleeping, aborts the running tick's signal and
+ * waits for it up to `withinMs`, returning how many ticks it left running (0 or 1), which fits
+ * the shutdown ladder's `Stoppable`. Time comes from the injected clock only.
+ */
+export class ServiceLoop {
+  private abort = new AbortController();
+  private running: Promise<void> | null = null;
+  private timer: TimerHandle | null = null;
+  private resolveSleep: (() => void) | null = null;
+  private woken = false;
+  private wakeReasons = new Set<string>();
+  private started = false;
+  private ticking = false;
+  /** Ticks run so far (tests, the benchmark). */
+  ticksRun = 0;
+
+  constructor(private readonly o: ServiceLoopOptions) {}
+
+  get name(): string {
+    return this.o.name;
+  }
+
+  get isRunning(): boolean {
+    return this.started && !this.abort.signal.aborted;
+  }
+
+  start(): void {
+    if (this.started) return;
+    this.started = true;
+    this.running = this.run();
+  }
+
+  /** Asks for a tick now (a change that creates work); during a tick, one more tick follows it. */
+  wake(reason = 'wake'): void {
+    if (!this.started || this.abort.signal.aborted) return;
+    this.woken = true;
+    this.wakeReasons.add(reason);
+    this.cutSleep();
+  }
+
+  /** Stops the loop: no new tick, the running one is aborted; resolves to 1 if it was still running after `withinMs`. */
+  async stop(withinMs: number): Promise<number> {
+    if (!this.started) return 0;
+    if (!this.abort.signal.aborted) this.abort.abort(new Error(`${this.o.name} stopping`));
+    this.cutSleep();
+    const run = this.running;
+    if (!run) return 0;
+    let timer: TimerHandle | null = null;
+    const late = new Promise<number>((resolve) => (timer = this.o.clock.setTimeout(() => resolve(1), Math.max(0, withinMs))));
+    const left = await Promise.race([run.then(() => 0), late]);
+    if (timer) this.o.clock.clearTimeout(timer);
+    return left;
+  }
+
+  /** Resolves once the loop has ended (after stop). */
+  async stopped(): Promise<void> {
+    await this.running;
+  }
+
+  private cutSleep(): void {
+    if (this.timer) this.o.clock.clearTimeout(this.timer);
+    this.timer = null;
+    const r = this.resolveSleep;
+    this.resolveSleep = null;
+    r?.();
+  }
+
+  private async run(): Promise<void> {
+    const signal = this.abort.signal;
+    while (!signal.aborted) {
+      this.woken = false;
+      const reasons = [...this.wakeReasons];
+      this.wakeReasons.clear();
+      const t0 = this.o.clock.now();
+      let nextDueAt: number | null;
+      let outcome = 'failed';
+      let items = 0;
+      this.ticking = true;
+      try {
+        const r = await this.o.tick(signal);
+        items = r.items;
+        nextDueAt = r.nextDueAt ?? null;
+        outcome = items > 0 ? 'ok' : 'no_work';
+      } catch (err) {
+        if (!signal.aborted) {
+          this.o.log.warn({ loop: this.o.name, err: (err as Error).message }, `${this.o.name}: tick failed; retrying`);
+          this.o.onError?.(err as Error);
+        }
+        nextDueAt = this.o.clock.now() + (this.o.errorDelayMs ?? this.backstop());
+      } finally {
+        this.ticking = false;
+        this.ticksRun++;
+      }
+      this.o.ticks?.inc({ loop: this.o.name, outcome });
+      this.o.log.debug({ loop: this.o.name, outcome, items, ms: this.o.clock.now() - t0, woken_by: reasons.length ? reasons : undefined, next_due_at: nextDueAt }, 'loop tick');
+      if (signal.aborted) break;
+      if (this.woken) continue; // wake-ups during the tick: one more tick now
+      const until = Math.min(nextDueAt ?? Infinity, this.o.clock.now() + this.backstop());
+      await this.sleepUntil(until);
+    }
+  }
+
+  private backstop(): number {
+    return typeof this.o.backstopMs === 'function' ? this.o.backstopMs() : this.o.backstopMs;
+  }
+
+  private sleepUntil(at: number): Promise<void> {
+    const ms = at - this.o.clock.now();
+    if (ms <= 0 || this.woken || this.abort.signal.aborted) return Promise.resolve();
+    return new Promise<void>((resolve) => {
+      this.resolveSleep = resolve;
+      this.timer = this.o.clock.setTimeout(() => {
+        this.timer = null;
+        this.resolveSleep = null;
+        resolve();
+      }, ms);
+    });
+  }
+
+  /** True while a tick runs (tests). */
+  get inTick(): boolean {
+    return this.ticking;
+  }
+}

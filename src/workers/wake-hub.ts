@@ -1,0 +1,58 @@
+/**
+ * Routes wake-ups to the loops that consume them. A topic names a kind of work (the payload the
+ * migration 026 triggers send: `scheduler_outbox`, `monitors`, `account_tests`, `image_queue`).
+ * The listener (`coordination/wake-listener.ts`) feeds it; loops register here, so neither knows
+ * the other.
+ *
+ * `listening` is the promise behind the long sleeps: while no listener is up (wake-ups off,
+ * LISTEN lost, no liveness session), `idleMs` gives each loop its own short poll interval back,
+ * so a missed notification never costs more than today's poll-only path.
+ */
+export class WakeHub {
+  private readonly loops = new Map<string, Set<(reason: string) => void>>();
+  private up = false;
+
+  constructor(
+    /** `wakeups.enabled`: false keeps every loop on its poll interval (today's path, the benchmark baseline). */
+    readonly enabled: boolean,
+    /** `wakeups.backstop`: the sleep of an idle loop while the listener is up. */
+    readonly backstopMs: number,
+    private readonly onListening?: (up: boolean) => void,
+  ) {}
+
+  get listening(): boolean {
+    return this.enabled && this.up;
+  }
+
+  /** The sleep of an idle loop whose own poll interval is `pollMs`: the backstop while notifications arrive. */
+  idleMs(pollMs: number): () => number {
+    return () => (this.listening ? Math.max(pollMs, this.backstopMs) : pollMs);
+  }
+
+  /** Registers a loop's wake for a topic; returns the unregister. */
+  on(topic: string, wake: (reason: string) => void): () => void {
+    const set = this.loops.get(topic) ?? this.loops.set(topic, new Set()).get(topic)!;
+    set.add(wake);
+    return () => set.delete(wake);
+  }
+
+  /** A notification arrived: wakes the loops of its topic (unknown topics are ignored). */
+  emit(topic: string): number {
+    const set = this.loops.get(topic);
+    if (!set) return 0;
+    for (const wake of set) wake(topic);
+    return set.size;
+  }
+
+  /** The listener came up or went down: every loop looks once (covers what was missed) and re-reads its sleep. */
+  setListening(up: boolean): void {
+    const changed = up !== this.up;
+    this.up = up;
+    if (changed) this.onListening?.(up);
+    this.wakeAll(up ? 'listener_connected' : 'listener_lost');
+  }
+
+  wakeAll(reason: string): void {
+    for (const set of this.loops.values()) for (const wake of set) wake(reason);
+  }
+}

@@ -1,0 +1,140 @@
+import { describe, expect, it } from 'vitest';
+import { ServiceLoop, type TickResult } from '../src/workers/service-loop.js';
+import { ManualClock, settle } from '../src/time/clock.js';
+import { silentLogger } from '../src/telemetry/logger.js';
+
+function setup(tick: (signal: AbortSignal, n: number) => Promise<TickResult>, backstopMs = 30_000) {
+  const clock = new ManualClock();
+  const at: number[] = [];
+  const outcomes: string[] = [];
+  const loop = new ServiceLoop({
+    name: 'test_loop',
+    clock,
+    log: silentLogger(),
+    backstopMs,
+    errorDelayMs: 1000,
+    ticks: { inc: (l) => outcomes.push(l.outcome) },
+    tick: (signal) => {
+      at.push(clock.now() - t0);
+      return tick(signal, at.length);
+    },
+  });
+  const t0 = clock.now();
+  return { clock, loop, at, outcomes, t0 };
+}
+
+describe('ServiceLoop', () => {
+  it('ticks at start, then sleeps until the backstop when there is nothing due', async () => {
+    const s = setup(async () => ({ items: 0 }));
+    s.loop.start();
+    await s.clock.advance(29_999);
+    expect(s.at).toEqual([0]);
+    await s.clock.advance(1);
+    expect(s.at).toEqual([0, 30_000]);
+    expect(s.outcomes).toEqual(['no_work', 'no_work']);
+    await s.loop.stop(1000);
+  });
+
+  it('sleeps until the next due time the tick computed when it is before the backstop', async () => {
+    const s = setup(async () => ({ items: 1, nextDueAt: s.clock.now() + 5000 }));
+    s.loop.start();
+    await s.clock.advance(10_000);
+    expect(s.at).toEqual([0, 5000, 10_000]);
+    expect(s.outcomes[0]).toBe('ok');
+    await s.loop.stop(1000);
+  });
+
+  it('a due time in the past means tick again at once', async () => {
+    const s = setup(async (_sig, n) => ({ items: 1, nextDueAt: n < 3 ? 0 : null }));
+    s.loop.start();
+    await s.clock.advance(0);
+    expect(s.at).toEqual([0, 0, 0]);
+    await s.loop.stop(1000);
+  });
+
+  it('wake() cuts the sleep short', async () => {
+    const s = setup(async () => ({ items: 0 }));
+    s.loop.start();
+    await s.clock.advance(1000);
+    s.loop.wake('test');
+    await s.clock.advance(0);
+    expect(s.at).toEqual([0, 1000]);
+    await s.loop.stop(1000);
+  });
+
+  it('wake-ups during a tick coalesce into exactly one more tick', async () => {
+    let release: () => void = () => undefined;
+    const s = setup((_sig, n) => (n === 2 ? new Promise<TickResult>((r) => (release = () => r({ items: 1 }))) : Promise.resolve({ items: 0 })));
+    s.loop.start();
+    await s.clock.advance(100);
+    s.loop.wake('a');
+    await settle();
+    expect(s.loop.inTick).toBe(true);
+    for (let i = 0; i < 5; i++) s.loop.wake(`b${i}`);
+    release();
+    await s.clock.advance(0);
+    // tick 1 at start, tick 2 woken, tick 3 for the five wake-ups during tick 2; then asleep
+    expect(s.at).toEqual([0, 100, 100]);
+    await s.clock.advance(1000);
+    expect(s.at.length).toBe(3);
+    await s.loop.stop(1000);
+  });
+
+  it('a failed tick is counted and retried after the error delay', async () => {
+    const s = setup(async (_sig, n) => {
+      if (n === 1) throw new Error('boom');
+      return { items: 0 };
+    });
+    s.loop.start();
+    await s.clock.advance(999);
+    expect(s.at).toEqual([0]);
+    await s.clock.advance(1);
+    expect(s.at).toEqual([0, 1000]);
+    expect(s.outcomes).toEqual(['failed', 'no_work']);
+    await s.loop.stop(1000);
+  });
+
+  it('stop aborts the running tick and reports it left undone when it does not end in time', async () => {
+    let sawAbort = false;
+    const s = setup(
+      (signal) =>
+        new Promise<TickResult>(() => {
+          signal.addEventListener('abort', () => (sawAbort = true));
+        }),
+    );
+    s.loop.start();
+    await settle();
+    const stopping = s.loop.stop(500);
+    await s.clock.advance(500);
+    expect(await stopping).toBe(1);
+    expect(sawAbort).toBe(true);
+  });
+
+  it('stop returns 0 when the tick ends on abort, and no tick runs after', async () => {
+    const s = setup(
+      (signal) =>
+        new Promise<TickResult>((resolve) => {
+          signal.addEventListener('abort', () => resolve({ items: 0 }));
+        }),
+    );
+    s.loop.start();
+    await settle();
+    expect(await s.loop.stop(500)).toBe(0);
+    s.loop.wake('late');
+    await s.clock.advance(60_000);
+    expect(s.at).toEqual([0]);
+    expect(s.clock.pending).toBe(0);
+  });
+
+  it('the backstop can be read at every sleep (a config reload)', async () => {
+    let backstop = 10_000;
+    const s = setup(async () => ({ items: 0 }));
+    const loop = new ServiceLoop({ name: 'b', clock: s.clock, log: silentLogger(), backstopMs: () => backstop, tick: async () => (s.at.push(s.clock.now() - s.t0), { items: 0 }) });
+    loop.start();
+    await s.clock.advance(5000);
+    backstop = 2000;
+    await s.clock.advance(7000);
+    expect(s.at).toEqual([0, 10_000, 12_000]);
+    await loop.stop(100);
+  });
+});

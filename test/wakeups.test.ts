@@ -1,0 +1,161 @@
+import { createServer, type Server } from 'node:http';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import pg from 'pg';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { loadConfig } from '../src/config/load.js';
+import { Runtime } from '../src/app/runtime.js';
+import { silentLogger } from '../src/telemetry/logger.js';
+import { LIVENESS_NS } from '../src/coordination/liveness.js';
+import { REDIS_URL, TEST_MASTER_KEY, dropRedisPrefix, freshDatabase, uniqueName } from './helpers/services.js';
+
+/** Polls `cond` until it holds (generous: the machine is loaded); fails with `what` otherwise. */
+async function waitFor(what: string, cond: () => Promise<boolean> | boolean, ms = 20_000): Promise<void> {
+  const until = Date.now() + ms;
+  while (Date.now() < until) {
+    if (await cond()) return;
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  throw new Error(`timed out waiting for ${what}`);
+}
+
+async function metric(rt: Runtime, name: string, labels = ''): Promise<number> {
+  const text = await rt.metrics.registry.getSingleMetricAsString(name);
+  const line = text.split('\n').find((l) => l.startsWith(`${name}${labels ? `{${labels}}` : ''} `));
+  return line ? Number(line.split(' ').pop()) : 0;
+}
+
+/** A probe target that counts the probes per API key. */
+function probeTarget(): Promise<{ server: Server; url: string; hits: Map<string, number> }> {
+  const hits = new Map<string, number>();
+  const server = createServer((req, res) => {
+    const key = String(req.headers.authorization ?? '').replace(/^Bearer /, '');
+    hits.set(key, (hits.get(key) ?? 0) + 1);
+    req.resume();
+    req.on('end', () => {
+      res.writeHead(200, { 'content-type': 'application/json' });
+      res.end(JSON.stringify({ id: 'x', choices: [{ message: { role: 'assistant', content: 'pong' } }] }));
+    });
+  });
+  return new Promise((resolve) => server.listen(0, '127.0.0.1', () => resolve({ server, url: `http://127.0.0.1:${(server.address() as { port: number }).port}`, hits })));
+}
+
+function monitor(url: string, key: string) {
+  return { name: key, baseUrl: url, model: 'm', apiKey: key, accountId: null, intervalMs: 3_600_000, timeoutMs: 2000, jitterMs: 0, enabled: true, labels: {} };
+}
+
+const QUIET = {
+  RELAY_JOBS_MASTER_KEY: TEST_MASTER_KEY,
+  RELAY_JOBS_ENV: 'test',
+  RELAY_JOBS__LOGGING__LEVEL: 'warn',
+  RELAY_JOBS__SHUTDOWN__GRACE: '3s',
+  RELAY_JOBS__CHANNEL_MONITOR__MIN_INTERVAL: '1s',
+};
+
+describe('wake-ups, cluster mode (real PostgreSQL, LISTEN on the liveness session)', () => {
+  let db: Awaited<ReturnType<typeof freshDatabase>>;
+  let target: Awaited<ReturnType<typeof probeTarget>>;
+  let rt: Runtime;
+  let admin: pg.Client;
+  const prefix = uniqueName('rjwake');
+  beforeAll(async () => {
+    db = await freshDatabase();
+    target = await probeTarget();
+    const config = loadConfig({
+      env: {
+        ...QUIET,
+        DATABASE_URL: db.url,
+        REDIS_URL,
+        RELAY_JOBS_INSTANCE_ID: 'wake-1',
+        RELAY_JOBS__REDIS__KEY_PREFIX: prefix,
+        // Long enough that only a wake-up (or the listener being down) explains a prompt probe.
+        RELAY_JOBS__WAKEUPS__BACKSTOP: '4s',
+      },
+    });
+    rt = await Runtime.create(config, { logger: silentLogger() });
+    rt.start();
+    admin = new pg.Client({ connectionString: db.url });
+    await admin.connect();
+  }, 60_000);
+  afterAll(async () => {
+    await admin?.end();
+    await rt?.shutdown();
+    target?.server.close();
+    await dropRedisPrefix(prefix);
+    await db?.drop();
+  });
+
+  it('a created monitor wakes the runner: probed at once, through a notification', async () => {
+    await waitFor('the listener', async () => (await metric(rt, 'relay_jobs_wakeup_listener_up')) === 1);
+    const before = await metric(rt, 'relay_jobs_wakeups_total', 'channel="monitors"');
+    await rt.services.monitors.create(monitor(target.url, 'first'));
+    await waitFor('the first probe', () => (target.hits.get('first') ?? 0) >= 1);
+    expect(await metric(rt, 'relay_jobs_wakeups_total', 'channel="monitors"')).toBeGreaterThan(before);
+  });
+
+  it('a dropped notification is made up by the backstop', async () => {
+    // The trigger off: the write commits without a notification, as if it had been lost.
+    await admin.query('ALTER TABLE monitors DISABLE TRIGGER monitors_wake_insert');
+    try {
+      // Lets the runner finish the previous test's probe and go to its idle sleep (a pause, not an assertion).
+      await new Promise((r) => setTimeout(r, 1500));
+      const before = await metric(rt, 'relay_jobs_wakeups_total', 'channel="monitors"');
+      await rt.services.monitors.create(monitor(target.url, 'silent'));
+      await waitFor('the probe after the backstop', () => (target.hits.get('silent') ?? 0) >= 1);
+      expect(await metric(rt, 'relay_jobs_wakeups_total', 'channel="monitors"')).toBe(before);
+    } finally {
+      await admin.query('ALTER TABLE monitors ENABLE TRIGGER monitors_wake_insert');
+    }
+  });
+
+  it('the LISTEN session killed with pg_terminate_backend: the listener reconnects and the work is still done', async () => {
+    const pid = async () =>
+      (
+        await admin.query<{ pid: number }>(
+          `SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND classid = $1::oid AND granted AND database = (SELECT oid FROM pg_database WHERE datname = current_database())`,
+          [LIVENESS_NS],
+        )
+      ).rows[0]?.pid ?? null;
+    const old = await pid();
+    expect(old).not.toBeNull();
+    await admin.query('SELECT pg_terminate_backend($1)', [old]);
+    // Work written while the listener is down is done (loops poll at their own intervals meanwhile).
+    await rt.services.monitors.create(monitor(target.url, 'while-down'));
+    await waitFor('the probe while the listener was down', () => (target.hits.get('while-down') ?? 0) >= 1);
+    await waitFor('a new liveness session', async () => {
+      const p = await pid();
+      return p !== null && p !== old;
+    });
+    await waitFor('the listener back up', async () => (await metric(rt, 'relay_jobs_wakeup_listener_up')) === 1);
+    const before = await metric(rt, 'relay_jobs_wakeups_total', 'channel="monitors"');
+    await rt.services.monitors.create(monitor(target.url, 'after'));
+    await waitFor('the probe after the reconnect', () => (target.hits.get('after') ?? 0) >= 1);
+    await waitFor('the notification on the new session', async () => (await metric(rt, 'relay_jobs_wakeups_total', 'channel="monitors"')) > before);
+  });
+});
+
+describe('wake-ups, embedded mode (PGlite in-process LISTEN)', () => {
+  let dir: string;
+  let target: Awaited<ReturnType<typeof probeTarget>>;
+  let rt: Runtime;
+  beforeAll(async () => {
+    dir = mkdtempSync(join(tmpdir(), 'rj-wake-'));
+    target = await probeTarget();
+    const config = loadConfig({ env: { ...QUIET, RELAY_JOBS_DATA_DIR: dir, RELAY_JOBS_INSTANCE_ID: 'wake-e', RELAY_JOBS__WAKEUPS__BACKSTOP: '60s' } });
+    rt = await Runtime.create(config, { logger: silentLogger() });
+    rt.start();
+  }, 120_000);
+  afterAll(async () => {
+    await rt?.shutdown();
+    target?.server.close();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('a created monitor wakes the runner through the in-process notification', async () => {
+    await waitFor('the listener', async () => (await metric(rt, 'relay_jobs_wakeup_listener_up')) === 1);
+    await rt.services.monitors.create(monitor(target.url, 'embedded'));
+    await waitFor('the probe', () => (target.hits.get('embedded') ?? 0) >= 1);
+    expect(await metric(rt, 'relay_jobs_wakeups_total', 'channel="monitors"')).toBeGreaterThan(0);
+  });
+});
