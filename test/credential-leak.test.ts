@@ -8,11 +8,11 @@ import type { FastifyInstance } from 'fastify';
 import { loadConfig } from '../src/config/load.js';
 import { Runtime } from '../src/app/runtime.js';
 import { buildHttpServer } from '../src/http/server.js';
-import { WebhookChannel } from '../src/upstream/notifier.js';
-import { GenericJsonProvider } from '../src/upstream/payment-provider.js';
-import { ImageProvider } from '../src/upstream/image-provider.js';
-import { OAuthClient } from '../src/upstream/oauth-client.js';
-import { ProbeClient } from '../src/upstream/probe-client.js';
+import { WebhookChannel } from '../src/areas/notifications/channels.js';
+import { GenericJsonProvider } from '../src/areas/billing/payment-provider.js';
+import { ImageProvider } from '../src/areas/images/image-provider.js';
+import { OAuthClient } from '../src/areas/accounts/oauth-client.js';
+import { ProbeClient } from '../src/areas/probes/probe-client.js';
 import { captureLogs } from './helpers/log-capture.js';
 import { TEST_MASTER_KEY, freePort } from './helpers/services.js';
 

@@ -9,9 +9,9 @@ import { Runtime } from '../src/app/runtime.js';
 import { buildHttpServer } from '../src/http/server.js';
 import { silentLogger } from '../src/telemetry/logger.js';
 import { systemClock } from '../src/time/clock.js';
-import { BatchWorker } from '../src/jobs/images/batch-worker.js';
-import { BatchTransitions } from '../src/store/image-transitions.js';
-import { TERMINAL } from '../src/store/image-batches.js';
+import { BatchWorker } from '../src/areas/images/batch-worker.js';
+import { BatchTransitions } from '../src/areas/images/store/image-transitions.js';
+import { TERMINAL } from '../src/areas/images/store/image-batches.js';
 import { FakeImageProvider } from './fixtures/image-provider.js';
 import { REDIS_URL, TEST_MASTER_KEY, dropRedisPrefix, freshDatabase, uniqueName } from './helpers/services.js';
 

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
-import { retryDelay } from '../src/jobs/accounts/refresh-timing.js';
+import { retryDelay } from '../src/areas/accounts/refresh-timing.js';
 import { refreshMarginWarnings, refreshRetryBudgetMs } from '../src/config/refresh-budget.js';
-import { lostRotationReason, refreshTokenFingerprint, repeatedSend } from '../src/jobs/accounts/lost-rotation.js';
+import { lostRotationReason, refreshTokenFingerprint, repeatedSend } from '../src/areas/accounts/lost-rotation.js';
 
 const mid = () => 0.5; // jitter factor 1.0
 const worst = () => 0.999_999; // jitter factor ~1.2

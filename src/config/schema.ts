@@ -3,8 +3,8 @@
 import { z } from 'zod';
 import { positiveDuration, duration } from './duration-schema.js';
 import { hasUserinfo } from './redact-url.js';
-import { INDEXABLE_LINE_BYTES, maxIndexableN } from './image-limits.js';
-import { backupSchema } from './backup-schema.js';
+import { INDEXABLE_LINE_BYTES, maxIndexableN } from '../areas/images/image-limits.js';
+import { backupSchema } from '../areas/backup/config.js';
 import { parseRedisUrl } from './redis-url.js';
 
 /**
