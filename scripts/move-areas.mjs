@@ -87,7 +87,7 @@ const MOVES = [
   ['src/http/monitors-routes.ts', 'src/areas/probes/monitors-routes.ts'],
   ['src/http/probes-routes.ts', 'src/areas/probes/probes-routes.ts'],
   ['src/http/account-tests-routes.ts', 'src/areas/probes/account-tests-routes.ts'],
-  ['src/http/monitor-rule-check.ts', 'src/areas/probes/monitor-rule-check.ts'],
+  ['src/http/monitor-rule-check.ts', 'src/areas/ops/monitor-rule-check.ts'],
   ['src/telemetry/probes-metrics.ts', 'src/areas/probes/metrics.ts'],
   ['src/app/probes-wiring.ts', 'src/areas/probes/wiring.ts'],
   // backup: dumps, storage, verify, restore
@@ -117,7 +117,7 @@ const MOVES = [
   ['src/jobs/admin/', 'src/areas/admin/'],
   ['src/store/admin-sessions.ts', 'src/areas/admin/store/admin-sessions.ts'],
   ['src/store/sql-console.ts', 'src/areas/admin/store/sql-console.ts'],
-  ['src/store/sql-guard.ts', 'src/areas/admin/sql-guard.ts'],
+  ['src/store/sql-guard.ts', 'src/areas/admin/store/sql-guard.ts'],
   ['src/http/sql-routes.ts', 'src/areas/admin/sql-routes.ts'],
   ['src/http/session-routes.ts', 'src/areas/admin/session-routes.ts'],
   ['src/http/dead-letters-routes.ts', 'src/areas/admin/dead-letters-routes.ts'],

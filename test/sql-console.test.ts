@@ -3,7 +3,7 @@ import { existsSync, mkdtempSync } from 'node:fs';
 import { join } from 'node:path';
 import { tmpdir } from 'node:os';
 import pg from 'pg';
-import { classifyStatement, SqlRefused } from '../src/areas/admin/sql-guard.js';
+import { classifyStatement, SqlRefused } from '../src/areas/admin/store/sql-guard.js';
 import { SqlConsole, SqlUnavailable } from '../src/areas/admin/store/sql-console.js';
 import { PgDb } from '../src/store/pg-db.js';
 import { PgliteDb } from '../src/store/pglite-db.js';

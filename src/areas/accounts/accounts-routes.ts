@@ -5,11 +5,12 @@ import type { Runtime } from '../../app/runtime.js';
 import { ACCOUNT_STATUSES, type Credentials } from './store/accounts.js';
 import { jwtExpiry } from './jwt.js';
 import { parseBody, parseId, sendError, type FieldError } from '../../http/validation.js';
+import { id, when } from '../../http/field-schemas.js';
+
+export { id, when };
 
 const MAX_TOKEN = 16 * 1024;
 const token = z.string().min(1, 'expected a non-empty string').max(MAX_TOKEN, `expected at most ${MAX_TOKEN} characters`);
-export const when = z.iso.datetime({ offset: true, message: 'expected an ISO 8601 date-time such as 2027-01-31T00:00:00Z' });
-export const id = z.number().int().positive();
 
 const credentialsSchema = z.object({ access_token: token, refresh_token: token.optional().nullable(), id_token: token.optional().nullable(), expires_at: when.optional() }).strict();
 const newAccountSchema = z

@@ -1,5 +1,5 @@
 import type { Config } from '../../config/load.js';
-import type { Notifications } from '../notifications/store/notifications.js';
+import type { Notifications } from '../notifications/index.js';
 import { defineJob } from '../../jobs/define-job.js';
 
 /**

@@ -1,9 +1,9 @@
 import { Billing } from './store/billing.js';
-import { Notifications } from '../notifications/store/notifications.js';
-import { ChannelBudget } from '../notifications/store/channel-budget.js';
-import { Notifier } from '../notifications/notifier.js';
+import { Notifications } from '../notifications/index.js';
+import { ChannelBudget } from '../notifications/index.js';
+import { Notifier } from '../notifications/index.js';
 import { Payments } from './payments.js';
-import { SmtpChannel, WebhookChannel, type Channel } from '../notifications/channels.js';
+import { SmtpChannel, WebhookChannel, type Channel } from '../notifications/index.js';
 import { GenericJsonProvider, type PaymentProvider } from './payment-provider.js';
 import type { Services } from '../../jobs/services.js';
 import type { WiringContext, Wired } from '../../app/wiring.js';

@@ -1,10 +1,10 @@
 import type { Config } from '../../config/load.js';
 import type { Logger } from '../../telemetry/logger.js';
-import type { AlertRule } from '../ops/store/ops-alerts.js';
+import type { AlertRule } from '../ops/index.js';
 import type { DoctorReport } from './index.js';
-import type { Ops } from '../ops/ops-services.js';
-import { alertIntents } from '../ops/alert-notice.js';
-import { silencedBy } from '../ops/alert-logic.js';
+import type { Ops } from '../ops/index.js';
+import { alertIntents } from '../ops/index.js';
+import { silencedBy } from '../ops/index.js';
 
 /** The alert rule the doctor's events belong to; its metric is judged by the doctor, never by ops_alert_evaluator. */
 export const DOCTOR_RULE = 'doctor';

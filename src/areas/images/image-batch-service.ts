@@ -6,7 +6,7 @@ import type { ImageQueue } from './store/image-queue.js';
 import type { BatchTransitions } from './store/image-transitions.js';
 import type { ImageProvider } from './image-provider.js';
 import type { ObjectStore } from './object-store.js';
-import { requestHash } from '../usage/store/idempotency.js';
+import { requestHash } from '../usage/index.js';
 import { objectPrefix } from './batch-indexer.js';
 import type { BatchWorker } from './batch-worker.js';
 

@@ -1,4 +1,4 @@
-import type { MonitorWindow, MonitorWindows } from '../probes/store/monitor-windows.js';
+import type { MonitorWindow, MonitorWindows } from '../probes/index.js';
 import type { AlertRule } from './store/ops-alerts.js';
 import { bucketStart } from './catalogue.js';
 

@@ -5,7 +5,7 @@ import { parseDuration, formatDuration } from '../../config/duration.js';
 import { SERIES, SERIES_NAMES } from './catalogue.js';
 import { OPERATORS, SEVERITIES } from './alert-logic.js';
 import { isMonitorMetric, MONITOR_METRIC_NAMES } from './monitor-series.js';
-import { checkMonitorRule, selectorShape } from '../probes/monitor-rule-check.js';
+import { checkMonitorRule, selectorShape } from './monitor-rule-check.js';
 import type { AlertRule, RuleInput } from './store/ops-alerts.js';
 import { parseBody, parseId, sendError } from '../../http/validation.js';
 import { InvalidInput } from '../../errors/app-error.js';

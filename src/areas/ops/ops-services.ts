@@ -3,7 +3,7 @@ import type { OpsAlerts } from './store/ops-alerts.js';
 import type { OpsSilences } from './store/ops-silences.js';
 import type { OpsReports } from './store/ops-reports.js';
 import type { OpsRetention } from './store/ops-retention.js';
-import type { MonitorWindows } from '../probes/store/monitor-windows.js';
+import type { MonitorWindows } from '../probes/index.js';
 import type { OpsCollector } from './ops-collector.js';
 
 /** The ops plane's repositories and collector, one key of `Services`. */

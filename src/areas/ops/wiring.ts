@@ -6,7 +6,7 @@ import { OpsSilences } from './store/ops-silences.js';
 import { OpsReports } from './store/ops-reports.js';
 import { OpsRetention } from './store/ops-retention.js';
 import { OpsCollector } from './ops-collector.js';
-import { MonitorWindows } from '../probes/store/monitor-windows.js';
+import { MonitorWindows } from '../probes/index.js';
 
 /**
  * The ops plane's services. Called while the runtime builds its services: the probes read the

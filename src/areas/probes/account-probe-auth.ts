@@ -1,5 +1,5 @@
-import type { Accounts } from '../accounts/store/accounts.js';
-import { AccountUnavailable, type TokenApi } from '../accounts/token-api.js';
+import type { Accounts } from '../accounts/index.js';
+import { AccountUnavailable, type TokenApi } from '../accounts/index.js';
 
 export interface ProbeAuth {
   token: string;

@@ -3,7 +3,7 @@ import { z } from 'zod';
 import type { Runtime } from '../../app/runtime.js';
 import type { PlanInput } from './store/account-tests.js';
 import { checkPlanSchedule, nextOccurrence } from './plan-schedule.js';
-import { id } from '../accounts/accounts-routes.js';
+import { id } from '../../http/field-schemas.js';
 import { InvalidInput } from '../../errors/app-error.js';
 import { parseBody, parseId, sendError } from '../../http/validation.js';
 

@@ -3,7 +3,7 @@ import { z } from 'zod';
 import type { Runtime } from '../../app/runtime.js';
 import { DURATION_FORM, formatDuration, parseDuration } from '../../config/duration.js';
 import type { MonitorInput } from './store/monitors.js';
-import { id, when } from '../accounts/accounts-routes.js';
+import { id, when } from '../../http/field-schemas.js';
 import { InvalidInput } from '../../errors/app-error.js';
 import { parseBody, parseId, sendError, type FieldError } from '../../http/validation.js';
 

@@ -1,7 +1,7 @@
 import type { Config } from '../../../config/load.js';
 import type { Db, PinnedConnection, Queryable } from '../../../store/db.js';
 import { PgDb } from '../../../store/pg-db.js';
-import { classifyStatement, SqlRefused, type ClassifiedStatement } from '../sql-guard.js';
+import { classifyStatement, SqlRefused, type ClassifiedStatement } from './sql-guard.js';
 
 export { SqlRefused };
 

@@ -2,7 +2,7 @@ import { readdir, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { formatDuration } from '../../../config/duration.js';
 import { Schedule } from '../../../scheduler/schedule.js';
-import { Backups } from '../../backup/store/backups.js';
+import { Backups } from '../../backup/index.js';
 import { fail, ok, warn, type DoctorCheck, type DoctorContext } from '../check.js';
 
 const age = (ms: number) => formatDuration(Math.max(60_000, Math.round(ms / 60_000) * 60_000));

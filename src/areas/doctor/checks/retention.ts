@@ -1,5 +1,5 @@
 import { formatDuration } from '../../../config/duration.js';
-import { CLEANUP_TARGETS } from '../../ops/store/ops-retention.js';
+import { CLEANUP_TARGETS } from '../../ops/index.js';
 import { Schedule } from '../../../scheduler/schedule.js';
 import { combine, fail, ok, warn, type CheckOutcome, type DoctorCheck, type DoctorContext } from '../check.js';
 

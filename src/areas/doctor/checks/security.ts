@@ -1,7 +1,7 @@
 import { stat } from 'node:fs/promises';
 import { combine, fail, ok, warn, type CheckOutcome, type DoctorCheck } from '../check.js';
 import { PgDb } from '../../../store/pg-db.js';
-import { readConsoleRole } from '../../admin/store/sql-console.js';
+import { readConsoleRole } from '../../admin/index.js';
 
 const LOOPBACK = new Set(['localhost', '127.0.0.1', '::1', '[::1]']);
 

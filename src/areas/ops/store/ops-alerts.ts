@@ -1,7 +1,7 @@
 import type { Db, Queryable } from '../../../store/db.js';
 import { iso, num, toDate } from '../../../store/db.js';
 import { FencedWriteRefused } from '../../../errors/app-error.js';
-import type { MonitorSelector } from '../../probes/store/monitor-windows.js';
+import type { MonitorSelector } from '../../probes/index.js';
 
 export interface AlertRule {
   id: number;

@@ -1,6 +1,6 @@
 import { z } from 'zod';
-import { isMonitorMetric, MONITOR_EVENT_LABELS, MONITOR_METRIC_NAMES } from '../ops/monitor-series.js';
-import type { MonitorSelector, MonitorWindows } from './store/monitor-windows.js';
+import { isMonitorMetric, MONITOR_EVENT_LABELS, MONITOR_METRIC_NAMES } from './monitor-series.js';
+import type { MonitorSelector, MonitorWindows } from '../probes/index.js';
 import type { FieldError } from '../../http/validation.js';
 import { InvalidInput } from '../../errors/app-error.js';
 
