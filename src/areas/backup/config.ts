@@ -42,6 +42,6 @@ export const backupSchema = z
   .superRefine((b, ctx) => {
     if (b.storage === 's3' && !b.s3) ctx.addIssue({ code: 'custom', path: ['storage'], message: 's3 needs backup.s3.bucket (and backup.s3.region or .endpoint as needed)' });
   })
-  .default({ storage: 'fs', keep_last: 14, compression: 'gzip', compression_level: 6, lease: 30_000 });
+  .prefault({});
 
 export type BackupConfig = z.infer<typeof backupSchema>;
