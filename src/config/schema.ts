@@ -3,7 +3,7 @@
 // is `prefault({})`: its keys' defaults). Job keys are not here (each job declares its own).
 import { z } from 'zod';
 import { positiveDuration, duration } from './duration-schema.js';
-import { numeric, port, positiveInt } from './fields.js';
+import { port, positiveInt } from './fields.js';
 import { accountsConfig } from '../areas/accounts/config.js';
 import { adminConfig } from '../areas/admin/config.js';
 import { backupSchema } from '../areas/backup/config.js';
