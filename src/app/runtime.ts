@@ -27,6 +27,7 @@ import { RefreshShards } from '../coordination/refresh-shards.js';
 import { jobViews, type JobView } from './job-views.js';
 import { runShutdownLadder, type Stoppable } from './shutdown-ladder.js';
 import { readBackendIdentity } from '../coordination/backend-identity.js';
+import { withTimeout } from '../time/timeout.js';
 
 export type { JobView } from './job-views.js';
 
@@ -283,20 +284,4 @@ export class Runtime {
     await runShutdownLadder(ladder, this.clock.now() + graceMs, this.clock, this.log);
     this.log.info('shutdown complete');
   }
-}
-
-function withTimeout<T>(p: Promise<T>, ms: number): Promise<T> {
-  return new Promise((resolve, reject) => {
-    const t = setTimeout(() => reject(new Error(`no answer within ${ms}ms`)), ms);
-    p.then(
-      (v) => {
-        clearTimeout(t);
-        resolve(v);
-      },
-      (e) => {
-        clearTimeout(t);
-        reject(e);
-      },
-    );
-  });
 }
