@@ -1,5 +1,9 @@
 /**
- * Layering of src/ (see docs/architecture.md): imports only point down this list.
+ * Two kinds of folders (docs/architecture.md): the kernel (every folder of src/ but areas/) and
+ * src/areas/<area>/, one capability each. The kernel knows no area; an area imports the kernel and
+ * other areas' index.ts only.
+ *
+ * Layering of the kernel: imports only point down this list.
  *   cli, http  →  app  →  jobs  →  doctor  →  scheduler  →  coordination  →  store, upstream, workers  →  config, telemetry, time  →  errors
  * Type-only imports count: a circle through types is still a circle.
  */
@@ -21,6 +25,34 @@ layers.forEach((group, i) => {
       to: { path: `^src/(${forbidden.join('|')})/` },
     });
   }
+});
+/**
+ * The composition seam: the files that list the areas (their jobs, services, routes, config sections,
+ * metrics, commands). Only they may import an area, and only its index.ts once every area exports its
+ * module object; until then they name the area's files (the debt left in docs/architecture.md).
+ */
+const COMPOSITION = ['src/app/', 'src/index.ts', 'src/jobs/registry.ts', 'src/jobs/services.ts', 'src/http/server.ts', 'src/cli/main.ts', 'src/config/schema.ts', 'src/telemetry/metrics.ts'];
+const escape = (p) => p.replace(/[.]/g, '\\.');
+rules.push({
+  name: 'kernel-not-area',
+  comment: 'the kernel knows no area: only the composition seam (app/ and the lists in .dependency-cruiser.cjs) names src/areas/',
+  severity: 'error',
+  from: { path: '^src/(?!areas/)', pathNot: `^(${COMPOSITION.map(escape).join('|')})` },
+  to: { path: '^src/areas/' },
+});
+rules.push({
+  name: 'area-through-index',
+  comment: "an area imports another area only through that area's index.ts (its public face), never its internals",
+  severity: 'error',
+  from: { path: '^src/areas/([^/]+)/' },
+  to: { path: '^src/areas/[^/]+/', pathNot: ['^src/areas/$1/', '^src/areas/[^/]+/index\\.ts$'] },
+});
+rules.push({
+  name: 'area-store-down',
+  comment: "an area's repositories (store/) know nothing of its routes, wiring or jobs: routes → services → repositories",
+  severity: 'error',
+  from: { path: '^src/areas/([^/]+)/store/' },
+  to: { path: '^src/areas/$1/', pathNot: '^src/areas/$1/store/' },
 });
 rules.push({ name: 'http-not-cli', severity: 'error', comment: 'http/ may not import cli/', from: { path: '^src/http/' }, to: { path: '^src/cli/' } });
 

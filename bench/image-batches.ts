@@ -6,13 +6,13 @@
  */
 import { PgDb } from '../src/store/pg-db.js';
 import { migrate } from '../src/store/migrate.js';
-import { ImageBatches } from '../src/store/image-batches.js';
-import { ImageQueue } from '../src/store/image-queue.js';
-import { BatchTransitions } from '../src/store/image-transitions.js';
-import { ImageProvider } from '../src/upstream/image-provider.js';
-import { FsObjectStore } from '../src/upstream/object-store.js';
-import { BatchDriver } from '../src/jobs/images/batch-driver.js';
-import { BatchWorker } from '../src/jobs/images/batch-worker.js';
+import { ImageBatches } from '../src/areas/images/store/image-batches.js';
+import { ImageQueue } from '../src/areas/images/store/image-queue.js';
+import { BatchTransitions } from '../src/areas/images/store/image-transitions.js';
+import { ImageProvider } from '../src/areas/images/image-provider.js';
+import { FsObjectStore } from '../src/areas/images/object-store.js';
+import { BatchDriver } from '../src/areas/images/batch-driver.js';
+import { BatchWorker } from '../src/areas/images/batch-worker.js';
 import { Metrics } from '../src/telemetry/metrics.js';
 import { silentLogger } from '../src/telemetry/logger.js';
 import { systemClock } from '../src/time/clock.js';

@@ -7,17 +7,17 @@
  */
 import { PgDb } from '../src/store/pg-db.js';
 import { migrate } from '../src/store/migrate.js';
-import { UsageStore, utcDayStart } from '../src/store/usage.js';
-import { OpsMetricsStore } from '../src/store/ops-metrics.js';
-import { OpsAlerts } from '../src/store/ops-alerts.js';
-import { OpsSilences } from '../src/store/ops-silences.js';
-import { OpsReports } from '../src/store/ops-reports.js';
-import { OpsRetention } from '../src/store/ops-retention.js';
-import { MonitorWindows } from '../src/store/monitor-windows.js';
+import { UsageStore, utcDayStart } from '../src/areas/usage/store/usage.js';
+import { OpsMetricsStore } from '../src/areas/ops/store/ops-metrics.js';
+import { OpsAlerts } from '../src/areas/ops/store/ops-alerts.js';
+import { OpsSilences } from '../src/areas/ops/store/ops-silences.js';
+import { OpsReports } from '../src/areas/ops/store/ops-reports.js';
+import { OpsRetention } from '../src/areas/ops/store/ops-retention.js';
+import { MonitorWindows } from '../src/areas/probes/store/monitor-windows.js';
 import { RunRecords } from '../src/coordination/run-records.js';
-import { OpsCollector } from '../src/jobs/ops/ops-collector.js';
-import { evaluateAlerts } from '../src/jobs/ops/alert-round.js';
-import { SERIES_NAMES } from '../src/jobs/ops/catalogue.js';
+import { OpsCollector } from '../src/areas/ops/ops-collector.js';
+import { evaluateAlerts } from '../src/areas/ops/alert-round.js';
+import { SERIES_NAMES } from '../src/areas/ops/catalogue.js';
 import { loadConfig } from '../src/config/load.js';
 import { silentLogger } from '../src/telemetry/logger.js';
 import { freshDatabase } from '../test/helpers/services.js';

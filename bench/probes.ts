@@ -12,7 +12,7 @@ import { readFileSync } from 'node:fs';
 import pg from 'pg';
 import { PgDb } from '../src/store/pg-db.js';
 import { migrate } from '../src/store/migrate.js';
-import { ProbeClient } from '../src/upstream/probe-client.js';
+import { ProbeClient } from '../src/areas/probes/probe-client.js';
 import { ServiceProcess } from '../test/helpers/cli.js';
 import { REDIS_URL, TEST_MASTER_KEY, dropRedisPrefix, freePort, freshDatabase, uniqueName } from '../test/helpers/services.js';
 import { ChatUpstream } from '../test/fixtures/chat-upstream.js';

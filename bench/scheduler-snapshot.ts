@@ -9,12 +9,12 @@
 import { Redis } from 'ioredis';
 import { PgDb } from '../src/store/pg-db.js';
 import { migrate } from '../src/store/migrate.js';
-import { RoutingAccounts } from '../src/store/routing-accounts.js';
-import { SchedulerOutbox } from '../src/store/scheduler-outbox.js';
-import { RedisSnapshotBuckets } from '../src/coordination/snapshot-buckets.js';
-import { SchedulerSnapshot } from '../src/jobs/scheduler/scheduler-snapshot-service.js';
-import { OutboxConsumer, type ConsumerOptions } from '../src/jobs/scheduler/outbox-consumer.js';
-import { byBucket } from '../src/jobs/scheduler/bucket-builder.js';
+import { RoutingAccounts } from '../src/areas/scheduler-snapshot/store/routing-accounts.js';
+import { SchedulerOutbox } from '../src/areas/scheduler-snapshot/store/scheduler-outbox.js';
+import { RedisSnapshotBuckets } from '../src/areas/scheduler-snapshot/store/snapshot-buckets.js';
+import { SchedulerSnapshot } from '../src/areas/scheduler-snapshot/scheduler-snapshot-service.js';
+import { OutboxConsumer, type ConsumerOptions } from '../src/areas/scheduler-snapshot/outbox-consumer.js';
+import { byBucket } from '../src/areas/scheduler-snapshot/bucket-builder.js';
 import { Metrics } from '../src/telemetry/metrics.js';
 import { silentLogger } from '../src/telemetry/logger.js';
 import { systemClock } from '../src/time/clock.js';

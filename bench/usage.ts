@@ -8,12 +8,12 @@
 import { Redis } from 'ioredis';
 import { PgDb } from '../src/store/pg-db.js';
 import { migrate } from '../src/store/migrate.js';
-import { UsageStore, utcDayStart } from '../src/store/usage.js';
-import { Rollups } from '../src/store/rollups.js';
-import { QuotaUsage } from '../src/store/quota-usage.js';
-import { UsageWriter } from '../src/jobs/usage/usage-writer.js';
-import { PlatformQuota } from '../src/jobs/usage/platform-quota.js';
-import { rebuildRange } from '../src/jobs/usage/rollup-rebuild.js';
+import { UsageStore, utcDayStart } from '../src/areas/usage/store/usage.js';
+import { Rollups } from '../src/areas/usage/store/rollups.js';
+import { QuotaUsage } from '../src/areas/usage/store/quota-usage.js';
+import { UsageWriter } from '../src/areas/usage/usage-writer.js';
+import { PlatformQuota } from '../src/areas/usage/platform-quota.js';
+import { rebuildRange } from '../src/areas/usage/rollup-rebuild.js';
 import { RedisQuotaCounters, quotaMember } from '../src/coordination/quota-counters.js';
 import { Metrics } from '../src/telemetry/metrics.js';
 import { silentLogger } from '../src/telemetry/logger.js';

@@ -274,7 +274,7 @@ describe('accounts and token refresh (real PostgreSQL, Redis, OAuth server)', ()
     const lastAttempt = new Date(clock.now());
     await sql.query(`UPDATE accounts SET refresh_failures = 2, last_refresh_attempt_at = $2 WHERE id = $1`, [c.id, lastAttempt]);
     await sql.query(`UPDATE accounts SET refresh_failures = 5, last_refresh_attempt_at = $2 WHERE id = $1`, [d.id, lastAttempt]);
-    const { TokenRefreshService } = await import('../src/jobs/accounts/token-refresh-service.js');
+    const { TokenRefreshService } = await import('../src/areas/accounts/token-refresh-service.js');
     const fresh = new TokenRefreshService(
       rt.services.accounts,
       rt.services.tokenRefresh.refresher,

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { backupJob } from '../src/jobs/backup/backup.js';
+import { backupJob } from '../src/areas/backup/backup.js';
 import { resolveJobSettings } from '../src/config/job-settings.js';
 import type { Services } from '../src/jobs/services.js';
 import { backupEnv } from './helpers/backup-env.js';

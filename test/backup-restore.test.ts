@@ -4,7 +4,7 @@ import pg from 'pg';
 import { runCli } from './helpers/cli.js';
 import { REDIS_URL, freePort, freshDatabase, TEST_MASTER_KEY } from './helpers/services.js';
 import { backupEnv } from './helpers/backup-env.js';
-import type { BackupRecord } from '../src/store/backups.js';
+import type { BackupRecord } from '../src/areas/backup/store/backups.js';
 
 async function q<R extends pg.QueryResultRow>(url: string, text: string): Promise<R[]> {
   const c = new pg.Client({ connectionString: url });

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { pickPrunable } from '../src/jobs/backup/retention.js';
-import type { BackupRecord, BackupState } from '../src/store/backups.js';
+import { pickPrunable } from '../src/areas/backup/retention.js';
+import type { BackupRecord, BackupState } from '../src/areas/backup/store/backups.js';
 
 const DAY = 86_400_000;
 const NOW = Date.parse('2026-11-30T03:00:00Z');

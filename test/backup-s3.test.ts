@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import pg from 'pg';
-import { S3Storage } from '../src/upstream/s3-storage.js';
+import { S3Storage } from '../src/areas/backup/s3-storage.js';
 import { runCli } from './helpers/cli.js';
 import { freshDatabase } from './helpers/services.js';
 import { backupEnv } from './helpers/backup-env.js';

@@ -2,8 +2,8 @@ import { chmodSync, mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { checkTool } from '../src/jobs/backup/pg-tools.js';
-import { compareCounts } from '../src/jobs/backup/verifier.js';
+import { checkTool } from '../src/areas/backup/pg-tools.js';
+import { compareCounts } from '../src/areas/backup/verifier.js';
 
 describe('pg_dump/pg_restore checks', () => {
   it("accepts the tools of the server's major version", async () => {

@@ -3,7 +3,7 @@ import { existsSync, readFileSync, writeFileSync, mkdirSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import pg from 'pg';
-import { BackupBusy } from '../src/jobs/backup/backup-service.js';
+import { BackupBusy } from '../src/areas/backup/backup-service.js';
 import { PG_ADMIN_URL } from './helpers/services.js';
 import { backupEnv } from './helpers/backup-env.js';
 import { waitFor } from './helpers/wait.js';

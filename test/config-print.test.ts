@@ -22,7 +22,7 @@ function yamlFile(text: string): string {
 
 function unwrap(schema: z.ZodType): z.ZodType {
   let s = schema;
-  while (s instanceof z.ZodDefault || s instanceof z.ZodOptional) s = s.def.innerType as z.ZodType;
+  while (s instanceof z.ZodDefault || s instanceof z.ZodPrefault || s instanceof z.ZodOptional) s = s.def.innerType as z.ZodType;
   return s;
 }
 

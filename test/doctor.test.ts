@@ -11,7 +11,7 @@ import { buildHttpServer } from '../src/http/server.js';
 import { silentLogger } from '../src/telemetry/logger.js';
 import { buildJobs } from '../src/jobs/registry.js';
 import type { Db } from '../src/store/db.js';
-import { CHECKS, Doctor, exitCode, renderReport, type CheckResult, type DoctorReport } from '../src/doctor/index.js';
+import { CHECKS, Doctor, exitCode, renderReport, type CheckResult, type DoctorReport } from '../src/areas/doctor/index.js';
 import { outcomeOf } from './helpers/rounds.js';
 import { runCli } from './helpers/cli.js';
 import { PG_ADMIN_URL, PrivateRedis, REDIS_URL, TEST_MASTER_KEY, dropRedisPrefix, freshDatabase, uniqueName } from './helpers/services.js';

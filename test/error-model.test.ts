@@ -4,10 +4,10 @@ import Fastify, { type FastifyInstance } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { AppError, Conflict, ERROR_KINDS, Forbidden, InvalidInput, NotFound, badRequest, notFound, type ErrorKind } from '../src/errors/app-error.js';
 import { STATUS, handleError, rawHttpError } from '../src/http/errors.js';
-import { BackupBusy } from '../src/jobs/backup/backup-service.js';
-import { SubmitRejected } from '../src/jobs/images/image-batch-service.js';
-import { SqlUnavailable } from '../src/store/sql-console.js';
-import { SqlRefused } from '../src/store/sql-guard.js';
+import { BackupBusy } from '../src/areas/backup/backup-service.js';
+import { SubmitRejected } from '../src/areas/images/image-batch-service.js';
+import { SqlUnavailable } from '../src/areas/admin/store/sql-console.js';
+import { SqlRefused } from '../src/areas/admin/store/sql-guard.js';
 import { UserError } from '../src/config/errors.js';
 import { captureLogs } from './helpers/log-capture.js';
 

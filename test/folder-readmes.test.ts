@@ -14,7 +14,18 @@ function sourceFiles(dir: string): string[] {
 
 /** Each src/ folder's README names every file in it, and every file it names exists: the map matches the territory. */
 describe('folder READMEs', () => {
-  const folders = readdirSync(SRC).filter((f) => statSync(join(SRC, f)).isDirectory());
+  const isDir = (p: string) => statSync(join(SRC, p)).isDirectory();
+  // Each area under src/areas/ is a folder of its own, with its own README; src/areas/README.md lists the areas.
+  const kernel = readdirSync(SRC).filter((f) => isDir(f) && f !== 'areas');
+  const areas = readdirSync(join(SRC, 'areas'))
+    .map((a) => `areas/${a}`)
+    .filter(isDir);
+  const folders = [...kernel, ...areas];
+
+  it('src/areas/README.md names every area', () => {
+    const text = readFileSync(join(SRC, 'areas', 'README.md'), 'utf8');
+    expect(areas.filter((a) => !text.includes(`\`${a.slice('areas/'.length)}/\``))).toEqual([]);
+  });
 
   it.each(folders)('src/%s/README.md lists its files and only files that exist', (folder) => {
     const dir = join(SRC, folder);

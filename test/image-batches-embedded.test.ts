@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { loadConfig } from '../src/config/load.js';
 import { Runtime } from '../src/app/runtime.js';
 import { captureLogs } from './helpers/log-capture.js';
-import { TERMINAL } from '../src/store/image-batches.js';
+import { TERMINAL } from '../src/areas/images/store/image-batches.js';
 import { FakeImageProvider } from './fixtures/image-provider.js';
 import { freePort } from './helpers/services.js';
 import { embeddedDataDir } from './helpers/pglite-template.js';

@@ -6,7 +6,7 @@ import { buildHttpServer } from '../src/http/server.js';
 import { silentLogger } from '../src/telemetry/logger.js';
 import { InstanceRegistry } from '../src/coordination/instance-registry.js';
 import { ProcessSampler, type ProcessFigures } from '../src/telemetry/process-sampler.js';
-import { opsStatus } from '../src/cli/ops-status.js';
+import { opsStatus } from '../src/areas/ops/cli-ops-status.js';
 import { systemClock } from '../src/time/clock.js';
 import { InstanceHeartbeat } from '../src/app/instance-heartbeat.js';
 import { SkipCounter } from '../src/coordination/skip-counter.js';

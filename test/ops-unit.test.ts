@@ -1,8 +1,8 @@
 import { describe, expect, it } from 'vitest';
-import { step, silencedBy, breaches, atLeast, type AlertState, type RuleSpec, type Silence } from '../src/jobs/ops/alert-logic.js';
-import { fold, percentile, bucketStart } from '../src/jobs/ops/catalogue.js';
-import { cronProblem, nextOccurrences, occurrencesBetween, previousOccurrence } from '../src/jobs/ops/report-schedule.js';
-import { chooseGranularity } from '../src/jobs/ops/granularity.js';
+import { step, silencedBy, breaches, atLeast, type AlertState, type RuleSpec, type Silence } from '../src/areas/ops/alert-logic.js';
+import { fold, percentile, bucketStart } from '../src/areas/ops/catalogue.js';
+import { cronProblem, nextOccurrences, occurrencesBetween, previousOccurrence } from '../src/areas/ops/report-schedule.js';
+import { chooseGranularity } from '../src/areas/ops/granularity.js';
 
 const MIN = 60_000;
 const rule: RuleSpec = { id: 7, name: 'errors-high', metric: 'error_rate', operator: '>', threshold: 0.1, sustained: 3, cooldownMs: 5 * MIN, severity: 'critical', labels: { team: 'relay' } };

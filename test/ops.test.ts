@@ -7,7 +7,7 @@ import { Runtime } from '../src/app/runtime.js';
 import { buildHttpServer } from '../src/http/server.js';
 import { silentLogger } from '../src/telemetry/logger.js';
 import { FencedWriteRefused } from '../src/coordination/fenced-cursor.js';
-import { percentile } from '../src/jobs/ops/catalogue.js';
+import { percentile } from '../src/areas/ops/catalogue.js';
 import { outcomeOf } from './helpers/rounds.js';
 import { REDIS_URL, TEST_MASTER_KEY, freshDatabase, uniqueName } from './helpers/services.js';
 import { waitFor } from './helpers/wait.js';

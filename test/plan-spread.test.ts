@@ -2,10 +2,10 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { PgDb } from '../src/store/pg-db.js';
 import { migrate } from '../src/store/migrate.js';
 import { SecretBox } from '../src/store/secret-box.js';
-import { Accounts } from '../src/store/accounts.js';
-import { AccountTests, type PlanInput } from '../src/store/account-tests.js';
+import { Accounts } from '../src/areas/accounts/store/accounts.js';
+import { AccountTests, type PlanInput } from '../src/areas/probes/store/account-tests.js';
 import { LIVENESS_NS, LivenessSession } from '../src/coordination/liveness.js';
-import { PLAN_SPREAD_MAX_MS, latestPlanSlot, nextPlanSlot, placeClaim } from '../src/jobs/probes/plan-schedule.js';
+import { PLAN_SPREAD_MAX_MS, latestPlanSlot, nextPlanSlot, placeClaim } from '../src/areas/probes/plan-schedule.js';
 import { silentLogger } from '../src/telemetry/logger.js';
 import { TEST_MASTER_KEY, freshDatabase } from './helpers/services.js';
 

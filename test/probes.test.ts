@@ -4,7 +4,7 @@ import pg from 'pg';
 import { loadConfig } from '../src/config/load.js';
 import { Runtime } from '../src/app/runtime.js';
 import { buildHttpServer } from '../src/http/server.js';
-import { ProbeClient } from '../src/upstream/probe-client.js';
+import { ProbeClient } from '../src/areas/probes/probe-client.js';
 import { ChatUpstream } from './fixtures/chat-upstream.js';
 import { captureLogs } from './helpers/log-capture.js';
 import { REDIS_URL, TEST_MASTER_KEY, dropRedisPrefix, freePort, freshDatabase, uniqueName } from './helpers/services.js';

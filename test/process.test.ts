@@ -121,7 +121,7 @@ describe('connection errors name the cause', () => {
 
 describe('refresh network failures name the host', () => {
   it('a refused token endpoint: the code and the address, never the refresh token', async () => {
-    const { OAuthClient } = await import('../src/upstream/oauth-client.js');
+    const { OAuthClient } = await import('../src/areas/accounts/oauth-client.js');
     const port = await freePort();
     const client = new OAuthClient();
     const r = await client.refresh({ platform: 'openai', tokenUrl: `http://127.0.0.1:${port}/oauth/token`, clientId: 'c', maxPerSecond: 1, reuseGraceMs: 0 }, 'rt-secret-value', {

@@ -1,13 +1,13 @@
 import { describe, expect, it } from 'vitest';
-import { retryDelay } from '../src/jobs/accounts/refresh-timing.js';
-import { TokenRefreshService, type TokenRefreshSettings } from '../src/jobs/accounts/token-refresh-service.js';
-import type { Accounts } from '../src/store/accounts.js';
-import type { Refresher } from '../src/jobs/accounts/refresher.js';
+import { retryDelay } from '../src/areas/accounts/refresh-timing.js';
+import { TokenRefreshService, type TokenRefreshSettings } from '../src/areas/accounts/token-refresh-service.js';
+import type { Accounts } from '../src/areas/accounts/store/accounts.js';
+import type { Refresher } from '../src/areas/accounts/refresher.js';
 import { ManualClock } from '../src/time/clock.js';
 import { Metrics } from '../src/telemetry/metrics.js';
 import { silentLogger } from '../src/telemetry/logger.js';
 import { refreshMarginWarnings, refreshRetryBudgetMs } from '../src/config/refresh-budget.js';
-import { lostRotationReason, refreshTokenFingerprint, repeatedSend } from '../src/jobs/accounts/lost-rotation.js';
+import { lostRotationReason, refreshTokenFingerprint, repeatedSend } from '../src/areas/accounts/lost-rotation.js';
 
 const mid = () => 0.5; // jitter factor 1.0
 const worst = () => 0.999_999; // jitter factor ~1.2

@@ -1,8 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import { RefreshShards } from '../src/coordination/refresh-shards.js';
-import { TokenRefreshService } from '../src/jobs/accounts/token-refresh-service.js';
-import type { Refresher } from '../src/jobs/accounts/refresher.js';
-import type { Accounts } from '../src/store/accounts.js';
+import { TokenRefreshService } from '../src/areas/accounts/token-refresh-service.js';
+import type { Refresher } from '../src/areas/accounts/refresher.js';
+import type { Accounts } from '../src/areas/accounts/store/accounts.js';
 import { Metrics } from '../src/telemetry/metrics.js';
 import { createLogger } from '../src/telemetry/logger.js';
 import { ManualClock } from '../src/time/clock.js';

@@ -2,11 +2,11 @@ import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from
 import { Redis } from 'ioredis';
 import { PgDb } from '../src/store/pg-db.js';
 import { migrate } from '../src/store/migrate.js';
-import { RoutingAccounts, type BucketId, type RoutingRow } from '../src/store/routing-accounts.js';
-import { SchedulerOutbox } from '../src/store/scheduler-outbox.js';
-import { RedisSnapshotBuckets } from '../src/coordination/snapshot-buckets.js';
-import { SchedulerSnapshot, type SchedulerAccounts } from '../src/jobs/scheduler/scheduler-snapshot-service.js';
-import { OutboxConsumer } from '../src/jobs/scheduler/outbox-consumer.js';
+import { RoutingAccounts, type BucketId, type RoutingRow } from '../src/areas/scheduler-snapshot/store/routing-accounts.js';
+import { SchedulerOutbox } from '../src/areas/scheduler-snapshot/store/scheduler-outbox.js';
+import { RedisSnapshotBuckets } from '../src/areas/scheduler-snapshot/store/snapshot-buckets.js';
+import { SchedulerSnapshot, type SchedulerAccounts } from '../src/areas/scheduler-snapshot/scheduler-snapshot-service.js';
+import { OutboxConsumer } from '../src/areas/scheduler-snapshot/outbox-consumer.js';
 import { Metrics } from '../src/telemetry/metrics.js';
 import { silentLogger } from '../src/telemetry/logger.js';
 import { systemClock } from '../src/time/clock.js';

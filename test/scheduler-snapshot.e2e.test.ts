@@ -4,7 +4,7 @@ import { ServiceProcess } from './helpers/cli.js';
 import { PrivateRedis, TEST_MASTER_KEY, freePort, freshDatabase, uniqueName } from './helpers/services.js';
 import { PgDb } from '../src/store/pg-db.js';
 import { migrate } from '../src/store/migrate.js';
-import { Accounts } from '../src/store/accounts.js';
+import { Accounts } from '../src/areas/accounts/store/accounts.js';
 import { SecretBox } from '../src/store/secret-box.js';
 
 /**

@@ -5,10 +5,10 @@ import { loadConfig } from '../src/config/load.js';
 import { Runtime } from '../src/app/runtime.js';
 import { buildHttpServer } from '../src/http/server.js';
 import { silentLogger } from '../src/telemetry/logger.js';
-import { RedisSnapshotBuckets } from '../src/coordination/snapshot-buckets.js';
-import { SchedulerOutbox } from '../src/store/scheduler-outbox.js';
-import { RoutingAccounts } from '../src/store/routing-accounts.js';
-import { OutboxConsumer } from '../src/jobs/scheduler/outbox-consumer.js';
+import { RedisSnapshotBuckets } from '../src/areas/scheduler-snapshot/store/snapshot-buckets.js';
+import { SchedulerOutbox } from '../src/areas/scheduler-snapshot/store/scheduler-outbox.js';
+import { RoutingAccounts } from '../src/areas/scheduler-snapshot/store/routing-accounts.js';
+import { OutboxConsumer } from '../src/areas/scheduler-snapshot/outbox-consumer.js';
 import { REDIS_URL, TEST_MASTER_KEY, dropRedisPrefix, freshDatabase, uniqueName } from './helpers/services.js';
 import { waitFor } from './helpers/wait.js';
 

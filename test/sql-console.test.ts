@@ -3,8 +3,8 @@ import { existsSync, mkdtempSync } from 'node:fs';
 import { join } from 'node:path';
 import { tmpdir } from 'node:os';
 import pg from 'pg';
-import { classifyStatement, SqlRefused } from '../src/store/sql-guard.js';
-import { SqlConsole, SqlUnavailable } from '../src/store/sql-console.js';
+import { classifyStatement, SqlRefused } from '../src/areas/admin/store/sql-guard.js';
+import { SqlConsole, SqlUnavailable } from '../src/areas/admin/store/sql-console.js';
 import { PgDb } from '../src/store/pg-db.js';
 import { freshDatabase, PG_ADMIN_URL, uniqueName } from './helpers/services.js';
 

@@ -6,7 +6,7 @@ import { MIGRATIONS } from '../src/store/migrations/index.js';
 import { SlotClaims } from '../src/coordination/slot-claim.js';
 import { FencedCursors, FencedWriteRefused } from '../src/coordination/fenced-cursor.js';
 import { InstanceRegistry } from '../src/coordination/instance-registry.js';
-import { AdminSessions } from '../src/store/admin-sessions.js';
+import { AdminSessions } from '../src/areas/admin/store/admin-sessions.js';
 import { RunRecords } from '../src/coordination/run-records.js';
 import { systemClock } from '../src/time/clock.js';
 import { UserError } from '../src/config/errors.js';

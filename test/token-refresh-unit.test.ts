@@ -1,10 +1,10 @@
 import { describe, expect, it } from 'vitest';
-import { classifyReply, parseRetryAfter } from '../src/upstream/oauth-client.js';
-import { jwtExpiry, tokenExpiry } from '../src/upstream/jwt.js';
-import { backoffDelay, jitter, nextRefreshAt } from '../src/jobs/accounts/refresh-timing.js';
-import { DueQueue, type DueEntry } from '../src/jobs/accounts/due-queue.js';
-import { resolveFallback } from '../src/jobs/accounts/proxy-expiry.js';
-import type { ProxyLink } from '../src/store/proxies.js';
+import { classifyReply, parseRetryAfter } from '../src/areas/accounts/oauth-client.js';
+import { jwtExpiry, tokenExpiry } from '../src/areas/accounts/jwt.js';
+import { backoffDelay, jitter, nextRefreshAt } from '../src/areas/accounts/refresh-timing.js';
+import { DueQueue, type DueEntry } from '../src/areas/accounts/due-queue.js';
+import { resolveFallback } from '../src/areas/accounts/proxy-expiry.js';
+import type { ProxyLink } from '../src/areas/accounts/store/proxies.js';
 import { Semaphore } from '../src/workers/semaphore.js';
 import { RateLimiter } from '../src/workers/rate-limiter.js';
 import { SecretBox } from '../src/store/secret-box.js';

@@ -4,7 +4,7 @@ import { ServiceProcess } from './helpers/cli.js';
 import { PrivateRedis, TEST_MASTER_KEY, freePort, freshDatabase, uniqueName } from './helpers/services.js';
 import { FakeOAuthServer } from './fixtures/oauth-server.js';
 import { SecretBox } from '../src/store/secret-box.js';
-import { jwtExpiry } from '../src/upstream/jwt.js';
+import { jwtExpiry } from '../src/areas/accounts/jwt.js';
 
 /**
  * The token-refresh acceptance test with real processes: three `relay-jobs start` replicas and

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { WarnSampler } from '../src/telemetry/warn-sampler.js';
-import { checkPlanSchedule, closestFirings } from '../src/jobs/probes/plan-schedule.js';
+import { checkPlanSchedule, closestFirings } from '../src/areas/probes/plan-schedule.js';
 
 describe('repeated warnings are sampled with a count (issue 23, item 6)', () => {
   it('5,000 occurrences in 10 s at a 1 s interval: the first logged at once, then one line a second carrying what it suppressed', () => {

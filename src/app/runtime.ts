@@ -4,7 +4,7 @@ import type { RedisClient } from '../coordination/redis-client.js';
 import type { Config } from '../config/load.js';
 import { formatDuration } from '../config/duration.js';
 import type { Db } from '../store/db.js';
-import type { AdminSessions } from '../store/admin-sessions.js';
+import type { AdminSessions } from '../areas/admin/store/admin-sessions.js';
 import { FallbackLeaderLock, MemoryLeaderLock, RedisLeaderLock, type LeaderLock } from '../coordination/leader-lock.js';
 import { PgAdvisoryLock } from '../coordination/advisory-lock.js';
 import { Scheduler, manyListeners } from '../scheduler/scheduler.js';

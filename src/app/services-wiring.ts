@@ -1,16 +1,16 @@
 import type { Services } from '../jobs/services.js';
-import { AdminSessions } from '../store/admin-sessions.js';
-import { CanaryRuns } from '../store/canary-runs.js';
+import { AdminSessions } from '../areas/admin/store/admin-sessions.js';
+import { CanaryRuns } from '../areas/canary/store/canary-runs.js';
 import type { WiringContext, Wired } from './wiring.js';
-import { buildAccounts } from './accounts-wiring.js';
-import { buildUsage } from './usage-wiring.js';
-import { buildBilling } from './billing-wiring.js';
-import { buildOps } from './ops-wiring.js';
-import { schedulerWiring } from './scheduler-wiring.js';
-import { buildImages } from './images-wiring.js';
-import { buildProbes } from './probes-wiring.js';
-import { buildBackup } from './backup-wiring.js';
-import { buildDoctor } from './doctor-wiring.js';
+import { buildAccounts } from '../areas/accounts/wiring.js';
+import { buildUsage } from '../areas/usage/wiring.js';
+import { buildBilling } from '../areas/billing/wiring.js';
+import { buildOps } from '../areas/ops/wiring.js';
+import { schedulerWiring } from '../areas/scheduler-snapshot/wiring.js';
+import { buildImages } from '../areas/images/wiring.js';
+import { buildProbes } from '../areas/probes/wiring.js';
+import { buildBackup } from '../areas/backup/wiring.js';
+import { buildDoctor } from '../areas/doctor/wiring.js';
 
 /** Every area's services and their shutdown rungs, in the order they stop. Adding an area is one line here. */
 export function wireServices(w: WiringContext): Wired<Services> {

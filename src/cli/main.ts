@@ -10,12 +10,12 @@ import { PRIVATE_UMASK } from '../store/data-dir-perms.js';
 import { startService } from './start.js';
 import { runJob } from './run.js';
 import { migrateCommand } from './migrate.js';
-import { opsStatus } from './ops-status.js';
-import { backupCommand } from './backup.js';
-import { backupsCommand } from './backups.js';
-import { restoreCommand } from './restore.js';
-import { sqlCommand } from './sql.js';
-import { doctorCommand } from './doctor.js';
+import { opsStatus } from '../areas/ops/cli-ops-status.js';
+import { backupCommand } from '../areas/backup/cli-backup.js';
+import { backupsCommand } from '../areas/backup/cli-backups.js';
+import { restoreCommand } from '../areas/backup/cli-restore.js';
+import { sqlCommand } from '../areas/admin/cli-sql.js';
+import { doctorCommand } from '../areas/doctor/cli-doctor.js';
 import { jobsTable, readLiveView, scheduleText, statusText, table } from './live-view.js';
 
 // Everything this process creates (embedded database, backups, spill files, objects) is for its own user only.

@@ -11,7 +11,7 @@ import { isDurationSchema } from './duration-schema.js';
  */
 function unwrap(schema: z.ZodType): z.ZodType {
   let s = schema;
-  while (s instanceof z.ZodDefault || s instanceof z.ZodOptional) s = (s as z.ZodDefault | z.ZodOptional).def.innerType as z.ZodType;
+  while (s instanceof z.ZodDefault || s instanceof z.ZodPrefault || s instanceof z.ZodOptional) s = (s as z.ZodDefault | z.ZodPrefault | z.ZodOptional).def.innerType as z.ZodType;
   return s;
 }
 

@@ -1,10 +1,10 @@
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
-import { OpsMetrics } from './ops-metrics.js';
-import { SchedulerMetrics } from './scheduler-metrics.js';
-import { ImagesMetrics } from './images-metrics.js';
-import { ProbesMetrics } from './probes-metrics.js';
+import { OpsMetrics } from '../areas/ops/metrics.js';
+import { SchedulerMetrics } from '../areas/scheduler-snapshot/metrics.js';
+import { ImagesMetrics } from '../areas/images/metrics.js';
+import { ProbesMetrics } from '../areas/probes/metrics.js';
 import { IntegrityMetrics } from './integrity-metrics.js';
-import { BackupMetrics } from './backup-metrics.js';
+import { BackupMetrics } from '../areas/backup/metrics.js';
 
 /**
  * Every metric the runtime exposes on /metrics, on a registry of its own (several runtimes in one

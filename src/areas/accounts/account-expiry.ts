@@ -1,0 +1,23 @@
+import { defineJob } from '../../jobs/define-job.js';
+import { pauseExpiredAccounts } from './store/account-expiry.js';
+
+/**
+ * account_expiry: accounts with `auto_pause_on_expired` past their `expires_at` stop being
+ * schedulable. They are not deleted and their status is kept, so renewing the date and setting
+ * `schedulable` again is all it takes to bring one back.
+ */
+export const accountExpiryJob = defineJob({
+  name: 'account_expiry',
+  description: 'Makes accounts past their expiry date unschedulable (auto_pause_on_expired) and records the change for the scheduler snapshot',
+  scope: 'cluster',
+  defaults: { enabled: true, every: '1m', timeout: '30s' },
+  needs: ['metrics'],
+  async run(ctx, { metrics }) {
+    const paused = await pauseExpiredAccounts(ctx.db);
+    if (paused > 0) {
+      metrics.accountsAutoPaused.inc(paused);
+      ctx.log.info({ paused }, 'expired accounts paused');
+    }
+    return { items: paused };
+  },
+});

@@ -1,0 +1,51 @@
+import { z } from 'zod';
+import { duration, numeric, positiveDuration, positiveInt, providerUrl } from '../../config/fields.js';
+
+/** An OAuth token endpoint. Built-in platforms have defaults (see upstream/oauth-providers.ts); any key here overrides them. */
+const providerSchema = z
+  .object({
+    token_url: providerUrl(/^https?:\/\//, 'expected an http(s) URL', 'client_secret')
+      .pipe(z.string().url('expected an http(s) URL'))
+      .optional(),
+    client_id: z.string().min(1).optional(),
+    client_secret: z.string().min(1).optional(),
+    max_per_second: numeric(z.number().positive()).optional(),
+    // How long the provider still accepts a just-rotated refresh token (Auth0 rotation overlap, Okta grace period); 0 = never.
+    reuse_grace: duration.refine((ms) => ms >= 0 && ms <= 3_600_000, { message: 'expected a duration from 0 to 1h' }).optional(),
+  })
+  .strict();
+
+/** The accounts area's config sections (keys of the config file), in config.example.yaml order. */
+export const accountsConfig = {
+  // Seed keys (codex-proxy-rs config.yaml). `auth.*` is read by token_refresh.
+  auth: z
+    .object({
+      refresh_margin_seconds: positiveInt.default(300),
+      refresh_enabled: z.boolean().default(true),
+      refresh_concurrency: positiveInt.default(2),
+      // Ours, beyond the seed: retry, recovery and the hot path's guard.
+      refresh_max_attempts: positiveInt.default(5),
+      refresh_backoff_base: positiveDuration.default(5000),
+      refresh_backoff_max: positiveDuration.default(300_000),
+      // Deadline-aware retry: the shortest delay between two attempts, however near the token's expiry.
+      refresh_retry_floor: positiveDuration.default(1000),
+      refresh_recovery_delay: positiveDuration.default(600_000),
+      refresh_request_timeout: positiveDuration.default(15_000),
+      // Once a refresh request is sent, its reply is awaited this long, never less (a rotated token exists only in the reply).
+      refresh_reply_timeout: positiveDuration.default(120_000),
+      // Sub2API's per-platform breaker: consecutive provider-side failures that trip it, and how long it stays open.
+      refresh_breaker_threshold: positiveInt.default(5),
+      refresh_breaker_open: positiveDuration.default(60_000),
+      refresh_lease_ttl: positiveDuration.default(300_000),
+      // Refresh sharding: a replica that does not own an account refreshes it this much after it is due (the owner normally has).
+      refresh_shard_backstop: positiveDuration.default(120_000),
+      oauth_401_cooldown: positiveDuration.default(600_000),
+      hot_path_wait: positiveDuration.default(10_000),
+    })
+    .strict()
+    .prefault({}),
+  oauth: z
+    .object({ providers: z.record(z.string().regex(/^[a-z0-9_-]{1,32}$/, 'expected a platform name of 1-32 characters a-z, 0-9, _ or -'), providerSchema).default({}) })
+    .strict()
+    .prefault({}),
+};

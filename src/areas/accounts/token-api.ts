@@ -1,0 +1,143 @@
+import { AppError, type ErrorKind } from '../../errors/app-error.js';
+import type { Logger } from '../../telemetry/logger.js';
+import type { Metrics } from '../../telemetry/metrics.js';
+import { sleep, type Clock } from '../../time/clock.js';
+import type { Accounts, AccountStatus } from './store/accounts.js';
+import type { TokenRefreshService } from './token-refresh-service.js';
+import type { RefreshOutcome } from './refresher.js';
+
+export type UnavailableCode = 'not_found' | 'unavailable' | 'no_refresh_token' | 'refresh_failed' | 'timeout';
+
+/** Why the hot path cannot have a token for an account; `code` is stable, `message` names the account and the cause. */
+const KIND: Record<UnavailableCode, ErrorKind> = { not_found: 'not_found', unavailable: 'conflict', no_refresh_token: 'conflict', refresh_failed: 'upstream_failed', timeout: 'timeout' };
+
+export class AccountUnavailable extends AppError {
+  constructor(
+    readonly accountId: number,
+    override readonly code: UnavailableCode,
+    message: string,
+    readonly status?: AccountStatus,
+  ) {
+    super(KIND[code], code, message, undefined, status ? { status } : undefined);
+  }
+}
+
+export interface AccessToken {
+  account_id: number;
+  access_token: string;
+  token_expires_at: string | null;
+  token_version: number;
+  status: AccountStatus;
+}
+
+export interface UnauthorizedReport {
+  account_id: number;
+  /** True when the report was about an older token than the stored one: no cooldown, fetch the new token. */
+  stale: boolean;
+  cooldown_until: string | null;
+  refresh: RefreshOutcome['result'] | 'pending' | null;
+  token_version: number;
+}
+
+export interface TokenApiSettings {
+  marginMs: number;
+  waitMs: number;
+  cooldownMs: number;
+}
+
+const SERVING: ReadonlySet<AccountStatus> = new Set(['active', 'quota_exhausted', 'refreshing']);
+/** A token with less life left than this is not handed out without a refresh first. */
+const MIN_VALID_MS = 30_000;
+const POLL_MS = 100;
+
+/**
+ * The hot path's side of token refresh, for the gateway (library call or HTTP). Every refresh
+ * it causes goes through the same guard as the scheduler's (TokenRefreshService → Refresher):
+ * in-flight join, concurrency limit, rate limit, cluster-wide lease, version check.
+ */
+export class TokenApi {
+  constructor(
+    private readonly accounts: Accounts,
+    private readonly service: TokenRefreshService,
+    private readonly clock: Clock,
+    private readonly s: TokenApiSettings,
+    private readonly metrics: Metrics,
+    private readonly log: Logger,
+  ) {}
+
+  /**
+   * A token valid now. Inside the refresh margin but still good for a while: returned at once
+   * and refreshed in the background. About to die or dead: refreshed first (or, when another
+   * replica holds the lease, waited for up to `auth.hot_path_wait`).
+   */
+  async getAccessToken(id: number): Promise<AccessToken> {
+    const acct = await this.open(id);
+    const now = this.clock.now();
+    const exp = acct.tokenExpiresAt?.getTime();
+    if (exp === undefined || exp - now > this.s.marginMs) return this.view(acct);
+    const minValid = Math.min(MIN_VALID_MS, this.s.marginMs / 2);
+    if (exp - now > minValid) {
+      if (acct.credentials.refresh_token) void this.service.refreshNow(id, 'hot_path', acct.tokenVersion).catch(() => undefined);
+      return this.view(acct);
+    }
+    if (!acct.credentials.refresh_token)
+      throw new AccountUnavailable(id, 'no_refresh_token', `account ${id}: access token expired at ${acct.tokenExpiresAt!.toISOString()} and there is no refresh token; re-authorize it`);
+    const started = this.clock.now();
+    const outcome = await this.service.refreshNow(id, 'hot_path', acct.tokenVersion);
+    if (outcome.result === 'lease_held') {
+      await this.waitForNewVersion(id, acct.tokenVersion);
+      this.metrics.refreshWait.observe({ trigger: 'hot_path_wait' }, (this.clock.now() - started) / 1000);
+    } else if (outcome.result !== 'refreshed' && outcome.result !== 'superseded') {
+      const why = outcome.result === 'skipped' ? outcome.reason : `${outcome.result}: ${outcome.reason}`;
+      throw new AccountUnavailable(id, 'refresh_failed', `account ${id}: access token expired and the refresh failed (${why})`, 'status' in outcome ? outcome.status : undefined);
+    }
+    const fresh = await this.open(id);
+    if (fresh.tokenExpiresAt && fresh.tokenExpiresAt.getTime() <= this.clock.now()) {
+      throw new AccountUnavailable(id, 'timeout', `account ${id}: access token expired and no refreshed token arrived within ${this.s.waitMs}ms (auth.hot_path_wait)`);
+    }
+    return this.view(fresh);
+  }
+
+  /**
+   * The gateway got a 401 from upstream with this account's token: cool the account down
+   * (`auth.oauth_401_cooldown`) and refresh it through the guard. Credentials are never
+   * rewritten from here, so a rotated token cannot be rolled back.
+   */
+  async reportUnauthorized(id: number, tokenVersion?: number): Promise<UnauthorizedReport> {
+    const acct = await this.accounts.get(id);
+    if (!acct) throw new AccountUnavailable(id, 'not_found', `account ${id} does not exist`);
+    if (tokenVersion !== undefined && tokenVersion !== acct.token_version) {
+      return { account_id: id, stale: true, cooldown_until: null, refresh: null, token_version: acct.token_version };
+    }
+    const until = this.clock.now() + this.s.cooldownMs;
+    await this.accounts.coolDown(id, until, 'oauth_401');
+    this.metrics.unauthorizedCooldowns.inc({ platform: acct.platform });
+    this.log.warn({ account_id: id, platform: acct.platform, cooldown_until: new Date(until).toISOString() }, 'upstream 401: account cooled down, refresh requested');
+    if (!acct.has_refresh_token || !SERVING.has(acct.status)) {
+      return { account_id: id, stale: false, cooldown_until: new Date(until).toISOString(), refresh: null, token_version: acct.token_version };
+    }
+    const refresh = this.service.refreshNow(id, 'unauthorized', acct.token_version);
+    const result = await Promise.race([refresh.then((o) => o.result), sleep(this.clock, this.s.waitMs).then(() => 'pending' as const)]);
+    const after = await this.accounts.get(id);
+    return { account_id: id, stale: false, cooldown_until: after?.temp_unschedulable_until ?? null, refresh: result, token_version: after?.token_version ?? acct.token_version };
+  }
+
+  private async open(id: number) {
+    const acct = await this.accounts.openSecrets(id);
+    if (!acct) throw new AccountUnavailable(id, 'not_found', `account ${id} does not exist`);
+    if (!SERVING.has(acct.status)) throw new AccountUnavailable(id, 'unavailable', `account ${id} is ${acct.status}; it serves no tokens until an admin fixes it`, acct.status);
+    return acct;
+  }
+
+  private async waitForNewVersion(id: number, version: number): Promise<void> {
+    const end = this.clock.now() + this.s.waitMs;
+    while (this.clock.now() < end) {
+      if ((await this.accounts.tokenVersion(id)) !== version) return;
+      await sleep(this.clock, POLL_MS);
+    }
+  }
+
+  private view(a: { id: number; credentials: { access_token: string }; tokenExpiresAt: Date | null; tokenVersion: number; status: AccountStatus }): AccessToken {
+    return { account_id: a.id, access_token: a.credentials.access_token, token_expires_at: a.tokenExpiresAt?.toISOString() ?? null, token_version: a.tokenVersion, status: a.status };
+  }
+}

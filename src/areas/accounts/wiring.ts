@@ -1,0 +1,79 @@
+import { Accounts } from './store/accounts.js';
+import { Proxies } from './store/proxies.js';
+import { RefreshLeases } from '../../coordination/refresh-lease.js';
+import { OAuthClient } from './oauth-client.js';
+import { resolveProviders } from './oauth-providers.js';
+import { Refresher } from './refresher.js';
+import { TokenRefreshService } from './token-refresh-service.js';
+import { TokenApi } from './token-api.js';
+import type { Services } from '../../jobs/services.js';
+import type { WiringContext, Wired } from '../../app/wiring.js';
+
+export function buildAccounts(w: WiringContext): Wired<Pick<Services, 'accounts' | 'proxies' | 'tokenRefresh' | 'tokens' | 'providers'>> {
+  const { config, db, redis, box, clock, random, log, metrics } = w;
+  const a = config.auth;
+  const keys = { prefix: config.redis.key_prefix, env: config.instance.env };
+  const leases = new RefreshLeases(
+    db,
+    redis,
+    keys,
+    config.instance.id,
+    a.refresh_lease_ttl,
+    (err) => {
+      metrics.refreshLockRedisErrors.inc();
+      log.warn({ err: err.message }, 'redis error: refresh lock taken with the PostgreSQL lease alone');
+    },
+    // The liveness window of the instance registry (three heartbeats): the same test the refresh shards use.
+    3 * config.cluster.instance_heartbeat,
+    (accountId, from) => log.warn({ account_id: accountId, dead_holder: from }, 'refresh lock of a dead replica taken over'),
+  );
+  const oauth = new OAuthClient();
+  const accounts = new Accounts(db, box);
+  const providers = resolveProviders(config).providers;
+  const refresher = new Refresher({
+    accounts,
+    leases,
+    oauth,
+    providers,
+    clock,
+    log,
+    metrics,
+    concurrency: a.refresh_concurrency,
+    requestTimeoutMs: a.refresh_request_timeout,
+    replyTimeoutMs: a.refresh_reply_timeout,
+    breakerThreshold: a.refresh_breaker_threshold,
+    breakerOpenMs: a.refresh_breaker_open,
+    leaseTtlMs: a.refresh_lease_ttl,
+    recoveryDelayMs: a.refresh_recovery_delay,
+  });
+  const marginMs = a.refresh_margin_seconds * 1000;
+  const tokenRefresh = new TokenRefreshService(
+    accounts,
+    refresher,
+    {
+      enabled: a.refresh_enabled,
+      marginMs,
+      maxAttempts: a.refresh_max_attempts,
+      backoffBaseMs: a.refresh_backoff_base,
+      backoffMaxMs: a.refresh_backoff_max,
+      retryFloorMs: a.refresh_retry_floor,
+      recoveryDelayMs: a.refresh_recovery_delay,
+      backstopMs: a.refresh_shard_backstop,
+      shardsWaitMs: 2 * config.cluster.instance_heartbeat + 1000,
+      leaseTtlMs: a.refresh_lease_ttl,
+    },
+    clock,
+    random,
+    log,
+    metrics,
+    w.shards,
+  );
+  const tokens = new TokenApi(accounts, tokenRefresh, clock, { marginMs, waitMs: a.hot_path_wait, cooldownMs: a.oauth_401_cooldown }, metrics, log);
+  return {
+    services: { accounts, proxies: new Proxies(db, box), tokenRefresh, tokens, providers },
+    rungs: [
+      { name: 'refresh leases', stop: () => leases.releaseAll() },
+      { name: 'oauth client', stop: () => oauth.close() },
+    ],
+  };
+}

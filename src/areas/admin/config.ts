@@ -1,0 +1,24 @@
+import { z } from 'zod';
+import { numeric, positiveDuration, positiveInt } from '../../config/fields.js';
+
+/** The admin area's config sections (keys of the config file), in config.example.yaml order. */
+export const adminConfig = {
+  // The read-only SQL console (POST /api/v1/sql, relay-jobs sql); docs/security.md.
+  sql: z
+    .object({
+      statement_timeout: positiveDuration.default(5000),
+      database_url: z
+        .string()
+        .regex(/^postgres(ql)?:\/\//, 'expected a postgres:// or postgresql:// URL')
+        .optional(),
+      concurrency: positiveInt.default(2),
+      max_rows: numeric(z.number().int().min(1).max(100_000)).default(1000),
+      embedded_snapshot_max_age: positiveDuration.default(30_000),
+    })
+    .strict()
+    .prefault({}),
+  admin: z
+    .object({ session_cleanup_interval_secs: positiveInt.default(3600), session_ttl_minutes: positiveInt.default(1440) })
+    .strict()
+    .prefault({}),
+};

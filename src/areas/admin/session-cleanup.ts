@@ -1,0 +1,23 @@
+import { defineJob } from '../../jobs/define-job.js';
+
+const BATCH = 1000;
+
+/** codex-proxy-rs's SessionCleanupScheduler: drop admin sessions past `expires_at`, every `admin.session_cleanup_interval_secs`. */
+export const sessionCleanupJob = defineJob({
+  name: 'session_cleanup',
+  description: 'Deletes admin sessions past their expiry',
+  scope: 'cluster',
+  defaults: (config) => ({ enabled: true, every: `${config.admin.session_cleanup_interval_secs}s`, timeout: '1m' }),
+  needs: ['sessions'],
+  async run(ctx, { sessions }) {
+    let deleted = 0;
+    for (;;) {
+      ctx.signal.throwIfAborted();
+      const n = await sessions.deleteExpired(BATCH);
+      deleted += n;
+      if (n < BATCH) break;
+    }
+    if (deleted > 0) ctx.log.info({ deleted }, 'expired admin sessions deleted');
+    return { items: deleted };
+  },
+});

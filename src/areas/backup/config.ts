@@ -1,0 +1,47 @@
+import { z } from 'zod';
+import { positiveDuration } from '../../config/duration-schema.js';
+
+const s3 = z
+  .object({
+    bucket: z.string().regex(/^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$/, 'expected an S3 bucket name (3-63 characters a-z, 0-9, . -)'),
+    prefix: z
+      .string()
+      .regex(/^[A-Za-z0-9._/-]*$/, 'expected letters, digits, . _ / -')
+      .default(''),
+    region: z.string().min(1).default('us-east-1'),
+    endpoint: z
+      .string()
+      .regex(/^https?:\/\//, 'expected an http(s) URL')
+      .optional(),
+    force_path_style: z.boolean().default(false),
+    part_size_mb: z.coerce.number().int().min(5).max(512).default(16),
+  })
+  .strict();
+
+/**
+ * `backup`: where backups go and how long they stay (the `backup` job's schedule is under
+ * `jobs.backup`). Credentials for S3 come from the usual AWS variables, never from this file.
+ */
+export const backupSchema = z
+  .object({
+    storage: z.enum(['fs', 's3']).default('fs'),
+    /** Default `<data_dir>/backups` (resolved where the data directory is known). */
+    dir: z.string().min(1).optional(),
+    s3: s3.optional(),
+    keep_last: z.coerce.number().int().min(1).default(14),
+    keep_days: z.coerce.number().int().min(1).optional(),
+    /** Default: on in cluster mode (restore into a scratch database), off in embedded mode. */
+    verify: z.boolean().optional(),
+    compression: z.enum(['gzip']).default('gzip'),
+    compression_level: z.coerce.number().int().min(1).max(9).default(6),
+    lease: positiveDuration.default(30_000),
+    /** Directory holding pg_dump/pg_restore of the server's major version (default: PATH). */
+    pg_bin_dir: z.string().min(1).optional(),
+  })
+  .strict()
+  .superRefine((b, ctx) => {
+    if (b.storage === 's3' && !b.s3) ctx.addIssue({ code: 'custom', path: ['storage'], message: 's3 needs backup.s3.bucket (and backup.s3.region or .endpoint as needed)' });
+  })
+  .prefault({});
+
+export type BackupConfig = z.infer<typeof backupSchema>;

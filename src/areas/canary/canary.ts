@@ -1,0 +1,25 @@
+import { duration } from '../../config/schema.js';
+import { sleep } from '../../time/clock.js';
+import { defineJob } from '../../jobs/define-job.js';
+
+/**
+ * A synthetic job that proves the scheduler is alive and coordinated. Each round writes a
+ * `start` row, sleeps `jobs.canary.sleep` so that an overlap would be visible, advances a fenced
+ * cursor, and writes an `end` row. Disabled by default.
+ */
+export const canaryJob = defineJob({
+  name: 'canary',
+  description: 'Synthetic round that records start/end rows; proves the scheduler runs each slot once',
+  scope: 'cluster',
+  options: { sleep: duration.optional() },
+  defaults: (_config, o) => ({ enabled: false, every: '1m', timeout: `${Math.max(10_000, (o.sleep ?? 500) * 2)}ms` }),
+  needs: ['canaryRuns'],
+  async run(ctx, { canaryRuns }, o) {
+    const sleepMs = o.sleep ?? 500;
+    await canaryRuns.mark(ctx.slot, ctx.instanceId, ctx.fencingToken, 'start');
+    if (!(await sleep(ctx.clock, sleepMs, ctx.signal))) throw ctx.signal.reason;
+    await ctx.cursor.write('last_slot', ctx.slot.toISOString());
+    await canaryRuns.mark(ctx.slot, ctx.instanceId, ctx.fencingToken, 'end');
+    return { items: 1, note: `slept ${sleepMs}ms` };
+  },
+});

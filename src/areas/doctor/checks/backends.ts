@@ -1,0 +1,37 @@
+import type { BackendIdentity } from '../../../coordination/backend-identity.js';
+import { combine, fail, ok, warn, type CheckOutcome, type DoctorCheck } from '../check.js';
+
+const db = (b: BackendIdentity['database']) => (b ? `database ${b.name} (system ${b.system_identifier ?? '?'})` : 'no database identity');
+const redis = (b: BackendIdentity['redis']) => (b ? `Redis run_id ${b.run_id.slice(0, 12)} (${b.role})` : 'no Redis identity');
+
+/**
+ * Same backends: every live replica reports, through its heartbeat, the Redis `run_id` and the
+ * database `system_identifier` + name it talks to; one on another Redis or database diverges
+ * silently (quota counters, locks and the scheduler snapshot split in two), so it is `fail`, named.
+ */
+export const sameBackends: DoctorCheck = {
+  name: 'same_backends',
+  group: 'backends',
+  modes: ['cluster'],
+  async run({ instances, self, config }) {
+    const live = instances.filter((i) => i.alive && i.instance_id !== config.instance.id);
+    const findings: CheckOutcome[] = [];
+    const fixDb = "point every replica's DATABASE_URL at the same database (or stop the stray replica)";
+    const fixRedis = "point every replica's REDIS_URL at the same Redis (or stop the stray replica)";
+    if (self.redis && self.redis.role !== 'master')
+      findings.push(fail(`this replica's Redis is a ${self.redis.role}, not a master`, 'point REDIS_URL at the master (or use redis+sentinel:// so failovers are followed)'));
+    for (const i of live) {
+      const b = i.backends;
+      if (!b) {
+        findings.push(warn(`replica ${i.instance_id} reports no backends (older version, or not beaten since the upgrade)`, 'upgrade every replica to this version so the doctor can compare them'));
+        continue;
+      }
+      const sameDb = b.database && self.database && b.database.name === self.database.name && (b.database.system_identifier ?? '') === (self.database.system_identifier ?? '');
+      if (!sameDb) findings.push(fail(`replica ${i.instance_id} is on ${db(b.database)}, this one on ${db(self.database)}`, fixDb));
+      if (!b.redis) findings.push(warn(`replica ${i.instance_id} could not read its Redis identity (Redis down there?)`, `look at replica ${i.instance_id}'s /readyz and REDIS_URL`));
+      else if (self.redis && b.redis.run_id !== self.redis.run_id) findings.push(fail(`replica ${i.instance_id} is on ${redis(b.redis)}, this one on ${redis(self.redis)}`, fixRedis));
+      else if (b.redis.role !== 'master') findings.push(fail(`replica ${i.instance_id}'s Redis is a ${b.redis.role}, not a master`, `point replica ${i.instance_id}'s REDIS_URL at the master`));
+    }
+    return combine(findings, ok(`${live.length + 1} live replica(s) on ${db(self.database)} and ${redis(self.redis)}`, fixRedis));
+  },
+};

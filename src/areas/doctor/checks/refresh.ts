@@ -1,0 +1,67 @@
+import { formatDuration } from '../../../config/duration.js';
+import { combine, fail, ok, warn, type CheckOutcome, type DoctorCheck } from '../check.js';
+import { refreshRetryBudgetMs } from '../../../config/refresh-budget.js';
+
+const d = (ms: number) => formatDuration(Math.max(1000, Math.round(ms / 1000) * 1000));
+
+/**
+ * Refresh margin against the worst-case retries: `refreshRetryBudgetMs` (the backoff schedule the
+ * refresher uses, config/refresh-budget.ts) plus each attempt's request timeout. A refresh is
+ * planned between margin and margin/2 before expiry (refresh-timing.ts), and retries are
+ * deadline-aware: they are squeezed (down to `auth.refresh_retry_floor` apart) rather than
+ * scheduled past the token's expiry. `warn` when a late start would squeeze them; `fail` when
+ * even squeezed they cannot fit in the margin (the token then lapses whenever the provider fails).
+ */
+export const refreshMargin: DoctorCheck = {
+  name: 'refresh_margin',
+  group: 'refresh',
+  modes: ['cluster', 'embedded'],
+  async run({ config, jobs }) {
+    if (!config.auth.refresh_enabled || !jobs.some((j) => j.name === 'token_refresh' && j.settings.enabled))
+      return ok('token refresh is off (auth.refresh_enabled or jobs.token_refresh.enabled)', 'nothing to do');
+    const a = config.auth;
+    const margin = a.refresh_margin_seconds * 1000;
+    const latency = a.refresh_max_attempts * a.refresh_request_timeout;
+    const budget = refreshRetryBudgetMs(config) + latency;
+    const squeezed = latency + (a.refresh_max_attempts - 1) * a.refresh_retry_floor;
+    const measured = `auth.refresh_margin_seconds ${a.refresh_margin_seconds} (latest start ${d(margin)} before expiry) vs worst-case retries ${d(budget)} (auth.refresh_max_attempts ${a.refresh_max_attempts}, backoff ${d(a.refresh_backoff_base)}…${d(a.refresh_backoff_max)}, request timeout ${d(a.refresh_request_timeout)}), ${d(squeezed)} when squeezed to auth.refresh_retry_floor`;
+    const fix = `raise auth.refresh_margin_seconds to at least ${Math.ceil(budget / 1000)}, or lower auth.refresh_max_attempts / auth.refresh_backoff_max / auth.refresh_request_timeout`;
+    if (margin < squeezed) return fail(measured, fix);
+    if (margin < budget) return warn(measured, fix);
+    return ok(measured, fix);
+  },
+};
+
+/** Refreshable accounts whose token expires before their latest planned refresh (margin/2 before expiry), or already expired. */
+export const tokenExpiry: DoctorCheck = {
+  name: 'token_expiry',
+  group: 'refresh',
+  modes: ['cluster', 'embedded'],
+  async run({ config, facts, nowMs }) {
+    if (!config.auth.refresh_enabled) return ok('token refresh is off (auth.refresh_enabled)', 'nothing to do');
+    const late = await facts.expiringTokens((config.auth.refresh_margin_seconds * 1000) / 2);
+    const name = (a: { id: number; name: string; platform: string }) => `${a.id} ${a.name} (${a.platform})`;
+    const expired = late.filter((a) => a.expiresAt.getTime() <= nowMs);
+    const findings: CheckOutcome[] = [];
+    const fix = 'look at the accounts in GET /api/v1/accounts?status=expired and the token_refresh rounds; re-authorize accounts whose refresh token is dead';
+    if (expired.length) findings.push(fail(`${expired.length}${expired.length === 20 ? '+' : ''} refreshable account(s) with an expired token: ${expired.slice(0, 5).map(name).join(', ')}`, fix));
+    const soon = late.filter((a) => a.expiresAt.getTime() > nowMs);
+    if (soon.length) findings.push(warn(`${soon.length} account(s) inside half the refresh margin and not refreshed yet: ${soon.slice(0, 5).map(name).join(', ')}`, fix));
+    return combine(findings, ok('every refreshable token expires after its planned refresh', fix));
+  },
+};
+
+/** The per-platform refresh breaker of this replica: open means a provider (or our OAuth client) is failing. */
+export const refreshBreaker: DoctorCheck = {
+  name: 'refresh_breaker',
+  group: 'refresh',
+  modes: ['cluster', 'embedded'],
+  async run({ breakers }) {
+    const open = breakers();
+    if (!open.length) return ok('no platform breaker open on this replica', 'nothing to do');
+    return warn(
+      `breaker open for ${open.map((b) => `${b.platform} (${b.reason}, ${d(b.ms)} left)`).join(', ')}`,
+      'check the provider status and oauth.providers.<platform> (client id, token_url); the breaker closes by itself after auth.refresh_breaker_open',
+    );
+  },
+};

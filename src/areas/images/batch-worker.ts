@@ -1,0 +1,151 @@
+import type { Clock } from '../../time/clock.js';
+import type { Logger } from '../../telemetry/logger.js';
+import type { ImagesMetrics } from './metrics.js';
+import type { ImageBatches } from './store/image-batches.js';
+import type { BatchLease, ImageQueue } from './store/image-queue.js';
+import type { BatchDriver } from './batch-driver.js';
+import { settledWithin } from '../../time/clock.js';
+import { ServiceLoop, type LoopTickCounter } from '../../workers/service-loop.js';
+import type { WakeHub } from '../../workers/wake-hub.js';
+
+export interface WorkerOptions {
+  owner: string;
+  concurrency: number;
+  leaseMs: number;
+  claimIntervalMs: number;
+  retryDelayMs: number;
+  /** Steps driven in a row under one claim before the batch goes back to the queue. */
+  maxStepsPerClaim?: number;
+  /** Wake-ups: while its listener is up, an idle worker sleeps until the next batch is due (`nextDueMs`) or the backstop. */
+  wakes?: WakeHub;
+  nextDueMs?: () => Promise<number | null>;
+  ticks?: LoopTickCounter;
+}
+
+/**
+ * The per-replica loop: claims up to `concurrency` ready batches, drives each while its steps
+ * say `again`, heartbeats the lease every lease/3, and hands the batch back (ready or delayed)
+ * when a step says `later`. Each tick also runs the delayed mover and stale-active recovery,
+ * so a replica that dies loses only its leases, which the others take over after `leaseMs`.
+ */
+export class BatchWorker {
+  private running = new Set<Promise<void>>();
+  /** Set by stop(): batches in hand go back to the queue after their current step. */
+  private draining = false;
+  private readonly loop: ServiceLoop;
+
+  constructor(
+    private readonly batches: ImageBatches,
+    private readonly queue: ImageQueue,
+    private readonly driver: BatchDriver | null,
+    private readonly o: WorkerOptions,
+    private readonly clock: Clock,
+    private readonly metrics: ImagesMetrics,
+    private readonly log: Logger,
+  ) {
+    this.loop = new ServiceLoop({
+      name: 'batch_image_worker',
+      clock,
+      log,
+      backstopMs: o.wakes ? o.wakes.idleMs(o.claimIntervalMs) : o.claimIntervalMs,
+      errorDelayMs: o.claimIntervalMs,
+      ticks: o.ticks,
+      tick: () => this.pass(),
+    });
+  }
+
+  start(): void {
+    if (!this.driver) {
+      this.log.warn('batch_image_worker is enabled but image.provider.base_url is not set: no image batch is driven');
+      return;
+    }
+    this.loop.start();
+  }
+
+  /** A batch became ready (a wake-up): claim now. */
+  wake(reason = 'wake'): void {
+    this.loop.wake(reason);
+  }
+
+  /** Stops claiming and waits up to `withinMs` for batches in hand; returns how many were still running. */
+  async stop(withinMs: number): Promise<number> {
+    this.draining = true;
+    await this.loop.stop(withinMs);
+    await settledWithin(Promise.all(this.running), withinMs);
+    return this.running.size;
+  }
+
+  /** One claim tick (also used by tests and the benchmark): mover, stale recovery, claim, drive. */
+  async tick(): Promise<number> {
+    await this.queue.moveDue();
+    const stale = await this.queue.recoverStale();
+    if (stale) {
+      this.metrics.staleRecovered.inc(stale);
+      this.log.warn({ batches: stale }, 'image batches with an expired lease handed back to the queue');
+    }
+    const leases = await this.queue.claim(this.o.owner, this.o.concurrency - this.running.size, this.o.leaseMs);
+    for (const l of leases) {
+      const p = this.drive(l).finally(() => {
+        this.running.delete(p);
+        this.loop.wake('slot_free');
+      });
+      this.running.add(p);
+    }
+    return leases.length;
+  }
+
+  /** Resolves when every batch in hand has been handed back or finished. */
+  async idle(): Promise<void> {
+    while (this.running.size) await Promise.all(this.running);
+  }
+
+  /** One loop tick. Claimed with room left: again at once. Full: until a slot frees (a wake-up) or the interval. Idle: the interval, or with wake-ups on the next due batch. */
+  private async pass(): Promise<{ items: number; nextDueAt: number | null }> {
+    const claimed = await this.tick();
+    const now = this.clock.now();
+    const full = this.running.size >= this.o.concurrency;
+    if (claimed > 0 && !full) return { items: claimed, nextDueAt: now };
+    if (claimed > 0 || full || !this.o.wakes?.listening || !this.o.nextDueMs) return { items: claimed, nextDueAt: now + this.o.claimIntervalMs };
+    const ms = await this.o.nextDueMs();
+    return { items: 0, nextDueAt: ms === null ? null : now + (ms <= 0 ? this.o.claimIntervalMs : ms) };
+  }
+
+  private async drive(l: BatchLease): Promise<void> {
+    let lost = false;
+    const beat = setInterval(
+      () => {
+        void this.queue.heartbeat(l, this.o.leaseMs).then(
+          (held) => {
+            if (!held && !lost) {
+              lost = true;
+              this.metrics.leasesLost.inc();
+              this.log.warn({ batch: l.batchId, fence: l.fence }, 'lost the lease of an image batch; its next write is refused');
+            }
+          },
+          () => undefined,
+        );
+      },
+      Math.max(50, Math.floor(this.o.leaseMs / 3)),
+    );
+    try {
+      for (let i = 0; i < (this.o.maxStepsPerClaim ?? 20); i++) {
+        const b = await this.batches.get(l.batchId);
+        if (!b) return;
+        const outcome = await this.driver!.step(l, b, this.clock.now());
+        this.metrics.steps.inc({ outcome: outcome.kind });
+        if (outcome.kind === 'done') return;
+        if (outcome.kind === 'later' || this.draining || lost) {
+          await this.queue.requeue(l, outcome.kind === 'later' ? outcome.delayMs : 0);
+          return;
+        }
+      }
+      await this.queue.requeue(l, 0);
+    } catch (err) {
+      this.metrics.steps.inc({ outcome: 'error' });
+      this.log.error({ batch: l.batchId, err: (err as Error).message }, 'image batch step failed; retrying later');
+      await this.queue.requeue(l, this.o.retryDelayMs).catch(() => undefined);
+    } finally {
+      clearInterval(beat);
+    }
+  }
+}

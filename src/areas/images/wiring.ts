@@ -1,0 +1,74 @@
+import { join } from 'node:path';
+import type { Services } from '../../jobs/services.js';
+import type { WiringContext, Wired } from '../../app/wiring.js';
+import { ImageBatches } from './store/image-batches.js';
+import { ImageQueue } from './store/image-queue.js';
+import { NextDue } from '../../store/next-due.js';
+import { BatchTransitions } from './store/image-transitions.js';
+import { ImageProvider } from './image-provider.js';
+import { FsObjectStore } from './object-store.js';
+import { BatchDriver } from './batch-driver.js';
+import { BatchWorker } from './batch-worker.js';
+import { ImageBatchService } from './image-batch-service.js';
+
+/**
+ * The image batch area: store, queue, provider client and worker. The provider's API key is
+ * kept sealed with the master key in memory and opened per request, so a heap dump or a
+ * logged object never shows it.
+ */
+export function buildImages(w: WiringContext): Wired<Pick<Services, 'imageBatches'>> {
+  const { config, db, clock, metrics, log, box } = w;
+  const c = config.image;
+  const sealed = c.provider.api_key ? box.seal(c.provider.api_key, 'image.provider.api_key') : undefined;
+  const provider = c.provider.base_url
+    ? new ImageProvider({
+        baseUrl: c.provider.base_url,
+        apiKey: () => sealed && box.open(sealed, 'image.provider.api_key'),
+        timeoutMs: c.provider.request_timeout,
+        downloadTimeoutMs: c.provider.download_timeout,
+      })
+    : null;
+  const store = new FsObjectStore(c.storage_dir ?? join(config.database.data_dir, 'objects'));
+  const batches = new ImageBatches(db);
+  const queue = new ImageQueue(db, () => w.liveness?.key ?? null);
+  const transitions = new BatchTransitions(db);
+  const ilog = log.child({ area: 'images' });
+  const driver = provider
+    ? new BatchDriver(
+        transitions,
+        provider,
+        store,
+        {
+          pollIntervalMs: c.poll_interval,
+          retryDelayMs: c.retry_delay,
+          staleTimeoutMs: c.stale_timeout,
+          maxErrors: c.max_errors,
+          lookupPages: c.provider.lookup_pages,
+          maxImageBytes: c.max_image_bytes,
+        },
+        metrics.images,
+        ilog,
+      )
+    : null;
+  const nextDue = new NextDue(db);
+  const worker = new BatchWorker(
+    batches,
+    queue,
+    driver,
+    {
+      owner: `${config.instance.id}:${process.pid}`,
+      concurrency: c.concurrency,
+      leaseMs: c.lease,
+      claimIntervalMs: c.claim_interval,
+      retryDelayMs: c.retry_delay,
+      wakes: w.wakes,
+      nextDueMs: () => nextDue.inMs('imageQueue'),
+      ticks: metrics.loopTicks,
+    },
+    clock,
+    metrics.images,
+    ilog,
+  );
+  w.wakes?.on('image_queue', (why) => worker.wake(why));
+  return { services: { imageBatches: new ImageBatchService(batches, queue, transitions, worker, provider, store, c, metrics.images, ilog) }, rungs: [] };
+}

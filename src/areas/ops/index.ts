@@ -1,0 +1,6 @@
+/** The ops area's public face: other areas and the composition root import only this file. */
+export { silencedBy } from './alert-logic.js';
+export { alertIntents } from './alert-notice.js';
+export type { Ops } from './ops-services.js';
+export type { AlertRule } from './store/ops-alerts.js';
+export { CLEANUP_TARGETS } from './store/ops-retention.js';

@@ -1,0 +1,25 @@
+import type { OpsMetricsStore } from './store/ops-metrics.js';
+import type { OpsAlerts } from './store/ops-alerts.js';
+import type { OpsSilences } from './store/ops-silences.js';
+import type { OpsReports } from './store/ops-reports.js';
+import type { OpsRetention } from './store/ops-retention.js';
+import type { MonitorWindows } from '../probes/index.js';
+import type { OpsCollector } from './ops-collector.js';
+import type { RunRecords } from '../../coordination/run-records.js';
+
+/** The ops plane's repositories and collector, one key of `Services`. */
+export interface Ops {
+  series: OpsMetricsStore;
+  alerts: OpsAlerts;
+  silences: OpsSilences;
+  reports: OpsReports;
+  retention: OpsRetention;
+  /** `job_runs`, pruned by ops_cleanup under `scheduler.run_retention`. */
+  runRecords: RunRecords;
+  collector: OpsCollector;
+  /** Monitor probes over a rule's window, for alert rules over `monitor_*` metrics. */
+  monitorWindows: MonitorWindows;
+}
+
+/** Templates the ops jobs send from the shared outbox. */
+export const OPS_TEMPLATES = ['ops_alert', 'ops_report'];

@@ -1,0 +1,171 @@
+import type { Clock } from '../../time/clock.js';
+import type { Logger } from '../../telemetry/logger.js';
+import type { Metrics } from '../../telemetry/metrics.js';
+import type { AccountTests, ClaimedPlan, TestOutcome } from './store/account-tests.js';
+import type { ProbeClient } from './probe-client.js';
+import type { AccountProbeAuth } from './account-probe-auth.js';
+import { halfIntervalAfter, nextPlanSlot, placeClaim } from './plan-schedule.js';
+import { MIN_PROBE_MS, leaseLeftMs } from './monitor-runner.js';
+import { settledWithin } from '../../time/clock.js';
+import { ServiceLoop, type LoopTickCounter } from '../../workers/service-loop.js';
+import type { WakeHub } from '../../workers/wake-hub.js';
+
+export interface AccountTestSettings {
+  instanceId: string;
+  concurrency: number;
+  pollMs: number;
+  timeoutMs: number;
+  leaseGraceMs: number;
+  baseUrl: string;
+  /** `channel_monitor.min_interval`: a plan stored before the floor existed still fires no closer than this. */
+  minIntervalMs?: number;
+  /** This replica's liveness key, recorded with each lease so a survivor takes the plan over at once if this process dies. */
+  aliveKey?: () => number | null;
+  /** Wake-ups: while its listener is up, an idle runner sleeps until the next due plan (`nextDueMs`) or the backstop. */
+  wakes?: WakeHub;
+  nextDueMs?: () => Promise<number | null>;
+  ticks?: LoopTickCounter;
+}
+
+/** A plan whose cron never fires again: parked far in the future. */
+const NEVER = new Date(8.64e15);
+
+/**
+ * Runs due scheduled account tests on this replica. Every poll claims due plans (at most
+ * `concurrency` leased in the whole cluster, see AccountTests.claim), tests each through the
+ * account's credentials and proxy, and commits the outcome under the claim's fence. A replica
+ * that dies mid-test leaves the plan leased until a survivor sees its liveness key gone (at once)
+ * or the lease ends; then the same occurrence is claimed again, and only one result per
+ * occurrence is ever stored. Plans fire on their phase slots (`plan-schedule.ts`): a slot claimed
+ * more than half an interval late is skipped and counted as missed.
+ */
+export class AccountTestRunner {
+  private readonly running = new Set<Promise<void>>();
+  private readonly abort = new AbortController();
+  private readonly loop: ServiceLoop;
+
+  constructor(
+    private readonly plans: AccountTests,
+    private readonly client: ProbeClient,
+    private readonly auth: AccountProbeAuth,
+    private readonly clock: Clock,
+    private readonly metrics: Metrics,
+    private readonly log: Logger,
+    private readonly s: AccountTestSettings,
+  ) {
+    this.loop = new ServiceLoop({
+      name: 'scheduled_account_test',
+      clock,
+      log,
+      backstopMs: s.wakes ? s.wakes.idleMs(s.pollMs) : s.pollMs,
+      errorDelayMs: s.pollMs,
+      ticks: s.ticks,
+      tick: () => this.pass(),
+    });
+  }
+
+  start(): void {
+    this.loop.start();
+  }
+
+  /** A plan was created or made due (a wake-up): claim now. */
+  wake(reason = 'wake'): void {
+    this.loop.wake(reason);
+  }
+
+  async stop(withinMs: number): Promise<number> {
+    await this.loop.stop(withinMs);
+    const all = Promise.all(this.running);
+    const done = await settledWithin(all, withinMs);
+    if (!done) this.abort.abort(new Error('shutting down'));
+    return done ? 0 : this.running.size;
+  }
+
+  /** One claim pass; returns how many tests it started. */
+  async tick(): Promise<number> {
+    const free = this.s.concurrency - this.running.size;
+    if (free <= 0) return 0;
+    let claimed: ClaimedPlan[];
+    try {
+      claimed = await this.plans.claim(this.s.instanceId, free, this.s.concurrency, this.s.timeoutMs + this.s.leaseGraceMs, this.s.aliveKey?.() ?? null);
+    } catch (err) {
+      this.metrics.probes.claimErrors.inc({ what: 'account_test_claim' });
+      this.log.warn({ err: (err as Error).message }, 'account test claim failed; retrying at the next poll');
+      return 0;
+    }
+    const seenAt = this.clock.now();
+    for (const p of claimed) {
+      const run = this.run(p, seenAt).finally(() => this.running.delete(run));
+      this.running.add(run);
+    }
+    return claimed.length;
+  }
+
+  /** Resolves when every test started so far has committed (tests use it). */
+  async idle(): Promise<void> {
+    await Promise.all(this.running);
+  }
+
+  /** One loop tick: claim; idle with wake-ups on, sleep until the next plan is due (one already due but leased: the poll). */
+  private async pass(): Promise<{ items: number; nextDueAt: number | null }> {
+    const claimed = await this.tick();
+    const now = this.clock.now();
+    if (claimed > 0 || !this.s.wakes?.listening || !this.s.nextDueMs) return { items: claimed, nextDueAt: now + this.s.pollMs };
+    const ms = await this.s.nextDueMs();
+    return { items: 0, nextDueAt: ms === null ? null : now + (ms <= 0 ? this.s.pollMs : ms) };
+  }
+
+  private async run(claimed: ClaimedPlan, seenAt: number): Promise<void> {
+    const place = placeClaim({ id: claimed.id, cron: claimed.cron, timezone: claimed.timezone, dueMs: claimed.occurrence.getTime(), dueNow: claimed.dueNow, claimedAtMs: claimed.claimedAt.getTime() });
+    if (place.missed > 0) this.metrics.probes.missed.inc(place.missed);
+    if (!place.run) return this.skip(claimed, place.missed, place.nextMs);
+    const p: ClaimedPlan = { ...claimed, occurrence: new Date(place.slotMs) };
+    const startedLocal = this.clock.now();
+    let out: TestOutcome;
+    try {
+      const a = await this.auth.resolve(p.accountId, { allowUnhealthy: true });
+      // Within the lease or not at all: a test sent after the lease ended could overlap the next claimer's.
+      const timeoutMs = Math.min(this.s.timeoutMs, leaseLeftMs(this.s.timeoutMs + this.s.leaseGraceMs, seenAt, this.clock.now(), this.s.leaseGraceMs));
+      if (timeoutMs < MIN_PROBE_MS) {
+        this.metrics.probes.tests.inc({ result: 'abandoned', class: 'none' });
+        this.log.warn({ plan_id: p.id, lease_left_ms: timeoutMs }, 'account test not sent: its lease ran out first; the occurrence runs again when the lease ends');
+        return;
+      }
+      const r = await this.client.probe({ baseUrl: this.s.baseUrl, apiKey: a.token, proxyUrl: a.proxyUrl, model: p.model, timeoutMs, slot: p.occurrence }, this.abort.signal);
+      out = { startedAt: new Date(startedLocal), ok: r.ok, status: r.status, latencyMs: r.latencyMs, ttfbMs: r.ttfbMs, errorClass: r.errorClass };
+    } catch (err) {
+      this.log.warn({ plan_id: p.id, account_id: p.accountId, err: (err as Error).message }, 'account test could not start');
+      out = { startedAt: new Date(startedLocal), ok: false, status: null, latencyMs: Math.round(this.clock.now() - startedLocal), ttfbMs: null, errorClass: 'auth' };
+    }
+    // The floor holds for plans stored before it was enforced: the next firing is at least minIntervalMs after this one.
+    // After the immediate test of a create or edit, the first phase slot at least half an interval later.
+    const floor = p.occurrence.getTime() + Math.max(0, (this.s.minIntervalMs ?? 0) - 1);
+    const now = this.clock.now();
+    const after = p.dueNow ? now + halfIntervalAfter(p.cron, p.timezone, now) : now + 1;
+    const slot = nextPlanSlot(p.id, p.cron, p.timezone, Math.max(floor + 1, after));
+    const next = slot ? new Date(slot.slotMs) : NEVER;
+    try {
+      const done = await this.plans.finish(p, this.s.instanceId, out, next, place.missed);
+      const result = done === null ? 'fenced_out' : out.ok ? 'ok' : 'failed';
+      this.metrics.probes.tests.inc({ result, class: out.errorClass ?? 'none' });
+      if (done?.recovered) {
+        this.metrics.probes.recovered.inc();
+        this.log.info({ plan_id: p.id, account_id: p.accountId }, 'account recovered by a passing scheduled test');
+      }
+    } catch (err) {
+      this.metrics.probes.claimErrors.inc({ what: 'account_test_write' });
+      this.log.warn({ plan_id: p.id, err: (err as Error).message }, 'storing an account test failed; the lease expires and the occurrence runs again');
+    }
+  }
+
+  /** A slot more than half an interval late: not tested, the plan moves to its next slot under the claim's fence. */
+  private async skip(p: ClaimedPlan, missed: number, nextMs: number | null): Promise<void> {
+    try {
+      const held = await this.plans.skip(p, missed, nextMs === null ? NEVER : new Date(nextMs));
+      this.log.info({ plan_id: p.id, account_id: p.accountId, missed, fenced_out: !held }, 'account test slot skipped: claimed more than half an interval late');
+    } catch (err) {
+      this.metrics.probes.claimErrors.inc({ what: 'account_test_write' });
+      this.log.warn({ plan_id: p.id, err: (err as Error).message }, 'skipping a late account test failed; the lease expires and the plan is claimed again');
+    }
+  }
+}

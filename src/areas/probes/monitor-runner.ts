@@ -1,0 +1,248 @@
+import type { Clock } from '../../time/clock.js';
+import type { Logger } from '../../telemetry/logger.js';
+import type { Metrics } from '../../telemetry/metrics.js';
+import type { ClaimedMonitor, Monitors, ProbeRecord } from './store/monitors.js';
+import { WorkerPool } from '../../workers/worker-pool.js';
+import { ServiceLoop, type LoopTickCounter } from '../../workers/service-loop.js';
+import type { WakeHub } from '../../workers/wake-hub.js';
+import type { ProbeClient, ProbeResult } from './probe-client.js';
+import type { AccountProbeAuth } from './account-probe-auth.js';
+
+export interface MonitorRunnerSettings {
+  instanceId: string;
+  poolSize: number;
+  claimBatch: number;
+  pollMs: number;
+  leaseGraceMs: number;
+  lateAfterMs: number;
+  accountBaseUrl: string;
+  /** `channel_monitor.min_interval`: an idle pass looks again within a quarter of it (a slot claimed half an interval late is skipped). */
+  minIntervalMs?: number;
+  /** This replica's liveness key, recorded with each lease so a survivor takes the monitor over at once if this process dies. */
+  aliveKey?: () => number | null;
+  /** Wake-ups: while its listener is up, an idle runner sleeps until the next due monitor (`nextDueMs`) or the backstop. */
+  wakes?: WakeHub;
+  /** Milliseconds until the earliest monitor is due (database clock), null when none is enabled. */
+  nextDueMs?: () => Promise<number | null>;
+  ticks?: LoopTickCounter;
+}
+
+/** A claimed monitor and when this replica saw the claim (local clock). */
+interface Task {
+  m: ClaimedMonitor;
+  seenAt: number;
+}
+
+/** A probe with less lease than this left is not sent. */
+export const MIN_PROBE_MS = 100;
+
+/** Lease left for the work, on the local clock, keeping half the grace as a margin for event-loop lag. */
+export function leaseLeftMs(leaseMs: number, seenAt: number, now: number, graceMs: number): number {
+  return leaseMs - Math.max(0, now - seenAt) - graceMs / 2;
+}
+
+/**
+ * A pass that found nothing due looks again after this (or `poll_interval` if longer): an idle
+ * replica costs one claim statement a second, and an edit still takes effect within a second. It
+ * is shortened to a quarter of `channel_monitor.min_interval` when that is shorter: a slot claimed
+ * more than half an interval late is skipped, and an idle poll as long as the interval would lock
+ * onto one phase and skip every slot of a monitor whose phase it misses.
+ */
+export const IDLE_POLL_MS = 1000;
+
+/** Results waiting for the next write beyond this are dropped oldest-first (counted): the database is down for long. */
+const MAX_PENDING = 50_000;
+
+/**
+ * This replica's share of the channel monitors. One loop: write the finished results (which
+ * releases their leases), claim as many due monitors as the pool has free slots, start them.
+ * It never claims more than it can start at once, so a claimed probe never waits in a queue
+ * while its lease runs; due monitors it cannot take stay due in PostgreSQL for another replica
+ * (counted as overflow here, and as lateness when they start).
+ *
+ * No overlap: a probe is cut at min(timeout, time left on its lease - grace/2) on this clock,
+ * and the lease (timeout + grace, on the database clock) must pass before anyone claims again.
+ */
+export class MonitorRunner {
+  private readonly pool: WorkerPool<Task>;
+  private pending: ProbeRecord[] = [];
+  /** The last pass took every slot it asked for: more monitors are probably due than this replica holds. */
+  private backlog = false;
+  private readonly loop: ServiceLoop;
+
+  constructor(
+    private readonly monitors: Monitors,
+    private readonly client: ProbeClient,
+    private readonly auth: AccountProbeAuth,
+    private readonly clock: Clock,
+    private readonly metrics: Metrics,
+    private readonly log: Logger,
+    private readonly s: MonitorRunnerSettings,
+  ) {
+    this.pool = new WorkerPool((t, signal) => this.probe(t, signal), {
+      name: 'channel_monitor',
+      concurrency: s.poolSize,
+      queueLimit: 0,
+      metrics,
+      onError: (err) => log.error({ err: (err as Error).message }, 'probe task failed'),
+    });
+    this.loop = new ServiceLoop({
+      name: 'channel_monitor',
+      clock,
+      log,
+      backstopMs: s.wakes ? s.wakes.idleMs(this.idlePollMs()) : this.idlePollMs(),
+      errorDelayMs: s.pollMs,
+      ticks: s.ticks,
+      tick: () => this.pass(),
+    });
+  }
+
+  get inFlight(): number {
+    return this.pool.stats.running;
+  }
+
+  start(): void {
+    this.loop.start();
+  }
+
+  /** A monitor was created or made due (a wake-up): claim now. */
+  wake(reason = 'wake'): void {
+    this.loop.wake(reason);
+  }
+
+  /** Stops claiming, lets running probes finish (aborted at the deadline), writes their results. */
+  async stop(withinMs: number): Promise<number> {
+    await this.loop.stop(withinMs);
+    const { remaining } = await this.pool.stopAndWait(Math.max(0, withinMs - 1000));
+    await this.flush();
+    return remaining;
+  }
+
+  /** One pass (exposed for tests and the benchmark): write results, claim, start. Returns how many were claimed. */
+  async tick(): Promise<number> {
+    await this.flush();
+    const free = this.s.poolSize - this.pool.stats.running;
+    if (free <= 0) {
+      this.metrics.probes.saturated.inc();
+      return 0;
+    }
+    let claimed: ClaimedMonitor[];
+    try {
+      const pass = await this.monitors.claim(this.s.instanceId, Math.min(free, this.s.claimBatch), this.s.leaseGraceMs, this.s.aliveKey?.() ?? null);
+      claimed = pass.claimed;
+      // Slots more than half an interval late: not probed (a probe now would crowd the next slot), counted as missed.
+      if (pass.skipped > 0) this.metrics.probes.missed.inc(pass.skipped);
+    } catch (err) {
+      this.metrics.probes.claimErrors.inc({ what: 'claim' });
+      this.log.warn({ err: (err as Error).message }, 'monitor claim failed; retrying at the next poll');
+      return 0;
+    }
+    const seenAt = this.clock.now();
+    for (const m of claimed) {
+      if (m.missed > 0) this.metrics.probes.missed.inc(m.missed);
+      void this.pool.submit({ m, seenAt });
+    }
+    return claimed.length;
+  }
+
+  private async pass(): Promise<{ items: number; nextDueAt: number | null }> {
+    const wanted = Math.min(this.s.poolSize - this.pool.stats.running, this.s.claimBatch);
+    const claimed = await this.tick();
+    this.backlog = claimed > 0 && claimed === wanted;
+    const now = this.clock.now();
+    // A full batch means more may be due: go again at once (when the pool has room).
+    if (claimed > 0 && claimed === wanted && this.pool.stats.running < this.s.poolSize) return { items: claimed, nextDueAt: now };
+    if (!(claimed === 0 && wanted > 0)) return { items: claimed, nextDueAt: now + this.s.pollMs };
+    // Idle. Wake-ups on: sleep until the earliest monitor is due (a due one held by another replica: the idle poll); off: the idle poll.
+    if (!this.s.wakes?.listening || !this.s.nextDueMs) return { items: 0, nextDueAt: now + this.idlePollMs() };
+    const ms = await this.s.nextDueMs();
+    return { items: 0, nextDueAt: ms === null ? null : now + Math.max(ms, ms <= 0 ? this.idlePollMs() : 0) };
+  }
+
+  private idlePollMs(): number {
+    return Math.max(Math.min(IDLE_POLL_MS, (this.s.minIntervalMs ?? Infinity) / 4), this.s.pollMs);
+  }
+
+  /**
+   * Behind (the last pass filled every free slot): when a quarter of the pool has freed up, claim
+   * again at once instead of waiting for the poll, so a busy replica's throughput is set by the
+   * pool, not by `poll_interval`. Claims stay batched (a quarter of the pool or more each).
+   */
+  private refill(): void {
+    if (!this.backlog || this.loop.inTick || !this.loop.isRunning) return;
+    if (this.pool.stats.running > (this.s.poolSize * 3) / 4) return;
+    this.loop.wake('refill');
+  }
+
+  private async probe(task: Task, signal: AbortSignal): Promise<void> {
+    try {
+      await this.probeOnce(task, signal);
+    } finally {
+      this.refill();
+    }
+  }
+
+  private async probeOnce({ m, seenAt }: Task, signal: AbortSignal): Promise<void> {
+    const startedLocal = this.clock.now();
+    const sinceClaim = Math.max(0, startedLocal - seenAt);
+    const startedAt = new Date(m.claimedAt.getTime() + sinceClaim);
+    const lateness = Math.max(0, startedAt.getTime() - m.scheduledFor.getTime());
+    this.metrics.probes.lateness.observe(lateness / 1000);
+    if (lateness > this.s.lateAfterMs) this.metrics.probes.late.inc();
+    this.metrics.probes.inFlight.set(this.pool.stats.running);
+    let result: ProbeResult;
+    try {
+      const target = m.accountId !== null ? await this.accountTarget(m) : { baseUrl: m.baseUrl!, apiKey: m.apiKey!, proxyUrl: null };
+      // Cut the probe well inside the lease (measured now, after any credential fetch), so the
+      // next claim can never overlap it; a lease nearly gone means no probe at all.
+      const timeoutMs = Math.min(m.timeoutMs, leaseLeftMs(m.leaseUntil.getTime() - m.claimedAt.getTime(), seenAt, this.clock.now(), this.s.leaseGraceMs));
+      if (timeoutMs < MIN_PROBE_MS) {
+        this.metrics.probes.abandoned.inc();
+        this.log.warn(
+          { monitor_id: m.id, lease_left_ms: timeoutMs },
+          'probe not sent: its lease ran out before it could start (this replica is stalled); the monitor is due again when the lease ends',
+        );
+        return;
+      }
+      result = await this.client.probe({ ...target, model: m.model, timeoutMs, slot: m.scheduledFor }, signal);
+    } catch (err) {
+      result = { ok: false, status: null, latencyMs: Math.round(this.clock.now() - startedLocal), ttfbMs: null, errorClass: 'auth', detail: (err as Error).message.slice(0, 200) };
+    }
+    this.metrics.probes.probes.inc({ result: result.ok ? 'ok' : 'failed', class: result.errorClass ?? 'none' });
+    this.pending.push({
+      monitorId: m.id,
+      fence: m.fence,
+      scheduledFor: m.scheduledFor,
+      startedAt,
+      ok: result.ok,
+      status: result.status,
+      latencyMs: result.latencyMs,
+      ttfbMs: result.ttfbMs,
+      errorClass: result.errorClass,
+      missed: m.missed,
+    });
+    if (this.pending.length > MAX_PENDING) {
+      const dropped = this.pending.splice(0, this.pending.length - MAX_PENDING).length;
+      this.metrics.probes.claimErrors.inc({ what: 'results_dropped' }, dropped);
+    }
+  }
+
+  private async accountTarget(m: ClaimedMonitor) {
+    const a = await this.auth.resolve(m.accountId!, { allowUnhealthy: false });
+    return { baseUrl: m.baseUrl ?? this.s.accountBaseUrl, apiKey: a.token, proxyUrl: a.proxyUrl };
+  }
+
+  private async flush(): Promise<void> {
+    if (this.pending.length === 0) return;
+    const batch = this.pending;
+    this.pending = [];
+    try {
+      const fencedOut = await this.monitors.complete(this.s.instanceId, batch);
+      if (fencedOut > 0) this.metrics.probes.fencedOut.inc(fencedOut);
+    } catch (err) {
+      this.pending = batch.concat(this.pending);
+      this.metrics.probes.claimErrors.inc({ what: 'write' });
+      this.log.warn({ err: (err as Error).message, results: batch.length }, 'writing probe results failed; kept for the next pass (leases expire meanwhile)');
+    }
+  }
+}

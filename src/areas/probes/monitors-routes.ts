@@ -1,0 +1,159 @@
+import type { FastifyInstance } from 'fastify';
+import { z } from 'zod';
+import type { Runtime } from '../../app/runtime.js';
+import { DURATION_FORM, formatDuration, parseDuration } from '../../config/duration.js';
+import type { MonitorInput } from './store/monitors.js';
+import { id, when } from '../../http/field-schemas.js';
+import { InvalidInput, notFound } from '../../errors/app-error.js';
+import { parseBody, parseId, type FieldError } from '../../http/validation.js';
+
+const durationField = z.union([z.string(), z.number()]).transform((v, ctx) => {
+  const ms = parseDuration(v);
+  if (ms === null) {
+    ctx.addIssue({ code: 'custom', message: `expected ${DURATION_FORM}` });
+    return z.NEVER;
+  }
+  return ms;
+});
+const baseUrl = z
+  .string()
+  .max(2048)
+  .refine((s) => {
+    try {
+      const u = new URL(s);
+      return (u.protocol === 'http:' || u.protocol === 'https:') && u.hostname !== '' && !u.username && !u.password && !u.search && !u.hash;
+    } catch {
+      return false;
+    }
+  }, 'expected an http(s) base URL such as https://api.example.com (no credentials, query or fragment)');
+const fields = {
+  name: z.string().min(1).max(200),
+  base_url: baseUrl.nullable(),
+  model: z.string().min(1).max(200),
+  api_key: z.string().min(1).max(4096).nullable(),
+  account_id: id.nullable(),
+  interval: durationField,
+  timeout: durationField,
+  jitter: durationField,
+  enabled: z.boolean(),
+  labels: z.record(z.string().max(100), z.string().max(500)).refine((l) => Object.keys(l).length <= 32, 'at most 32 labels'),
+};
+const newSchema = z.object(fields).partial().required({ name: true, model: true, interval: true }).strict();
+const patchSchema = z.object(fields).partial().strict();
+const historyQuery = z.object({ from: when, to: when.optional() }).strict();
+
+const RAW_SPAN_MS = 2 * 3_600_000;
+const MAX_POINTS = 5000;
+
+/** Channel monitors: CRUD (the key is write-only: sealed on the way in, never returned) and history. */
+export function registerMonitorRoutes(api: FastifyInstance, rt: Runtime): void {
+  const { monitors, monitorHistory, accounts } = rt.services;
+  const c = rt.config.channel_monitor;
+
+  /** The whole monitor after a create or a patch must make sense; every problem names its field. */
+  async function check(m: MonitorInput): Promise<void> {
+    const problems: FieldError[] = [];
+    if (m.intervalMs < c.min_interval) problems.push({ field: 'interval', message: `must be at least ${formatDuration(c.min_interval)} (channel_monitor.min_interval)` });
+    if (m.timeoutMs <= 0) problems.push({ field: 'timeout', message: 'must be greater than zero' });
+    if (m.jitterMs > m.intervalMs) problems.push({ field: 'jitter', message: 'must not exceed the interval' });
+    if (m.accountId !== null) {
+      if (m.apiKey !== null) problems.push({ field: 'api_key', message: 'give either account_id or api_key, not both' });
+      else if (!(await accounts.get(m.accountId))) problems.push({ field: 'account_id', message: `no account ${m.accountId}` });
+    } else {
+      if (m.baseUrl === null) problems.push({ field: 'base_url', message: 'required unless account_id is given' });
+      if (m.apiKey === null) problems.push({ field: 'api_key', message: 'required unless account_id is given' });
+    }
+    if (problems.length) throw new InvalidInput(problems);
+  }
+
+  api.post('/monitors', async (req, reply) => {
+    const b = parseBody(newSchema, req.body);
+    const m: MonitorInput = {
+      name: b.name,
+      baseUrl: b.base_url ?? null,
+      model: b.model,
+      apiKey: b.api_key ?? null,
+      accountId: b.account_id ?? null,
+      intervalMs: b.interval,
+      timeoutMs: b.timeout ?? Math.min(c.default_timeout, b.interval),
+      jitterMs: b.jitter ?? 0,
+      enabled: b.enabled ?? true,
+      labels: b.labels ?? {},
+    };
+    await check(m);
+    // Probed at once, then on its phase slots (spread over the interval by its id, not by when it was created).
+    const view = await monitors.create(m);
+    rt.log.info({ monitor_id: view.id }, 'monitor created');
+    return reply.code(201).send(view);
+  });
+
+  api.get<{ Querystring: { after_id?: string; limit?: string } }>('/monitors', async (req) => {
+    const limit = Math.min(1000, Math.max(1, Number(req.query.limit ?? 100) || 100));
+    return { monitors: await monitors.list({ afterId: Number(req.query.after_id ?? 0) || 0, limit }) };
+  });
+
+  api.get<{ Params: { id: string } }>('/monitors/:id', async (req) => {
+    const n = parseId(req.params.id);
+    const view = n && (await monitors.get(n));
+    return view || notFound(`no monitor ${req.params.id}`);
+  });
+
+  api.patch<{ Params: { id: string } }>('/monitors/:id', async (req) => {
+    const n = parseId(req.params.id);
+    const b = parseBody(patchSchema, req.body);
+    const cur = n && (await monitors.get(n));
+    if (!cur) return notFound(`no monitor ${req.params.id}`);
+    const patch: Partial<MonitorInput> = {
+      name: b.name,
+      baseUrl: b.base_url,
+      model: b.model,
+      apiKey: b.api_key,
+      accountId: b.account_id,
+      intervalMs: b.interval,
+      timeoutMs: b.timeout,
+      jitterMs: b.jitter,
+      enabled: b.enabled,
+      labels: b.labels,
+    };
+    // Switching to an account drops the stored key; switching to a key needs a new one.
+    if (b.account_id) patch.apiKey = b.api_key ?? null;
+    const merged: MonitorInput = {
+      name: patch.name ?? cur.name,
+      baseUrl: patch.baseUrl !== undefined ? patch.baseUrl : cur.base_url,
+      model: patch.model ?? cur.model,
+      apiKey: patch.apiKey !== undefined ? patch.apiKey : cur.has_api_key ? '(kept)' : null,
+      accountId: patch.accountId !== undefined ? patch.accountId : cur.account_id,
+      intervalMs: patch.intervalMs ?? cur.interval_ms,
+      timeoutMs: patch.timeoutMs ?? cur.timeout_ms,
+      jitterMs: patch.jitterMs ?? cur.jitter_ms,
+      enabled: patch.enabled ?? cur.enabled,
+      labels: patch.labels ?? cur.labels,
+    };
+    await check(merged);
+    // An edit to what is probed, or how often, is probed at once (as a new monitor is); a rename or new labels are not.
+    const probeNow = ['base_url', 'model', 'api_key', 'account_id', 'interval', 'timeout'].some((k) => k in b) || b.enabled === true;
+    const view = await monitors.update(n as number, patch, probeNow);
+    rt.log.info({ monitor_id: n, fields: Object.keys(b) }, 'monitor updated');
+    return view;
+  });
+
+  api.delete<{ Params: { id: string } }>('/monitors/:id', async (req, reply) => {
+    const n = parseId(req.params.id);
+    if (!n || !(await monitors.delete(n))) return notFound(`no monitor ${req.params.id}`);
+    rt.log.info({ monitor_id: n }, 'monitor deleted');
+    return reply.code(204).send();
+  });
+
+  /** Raw probes for ranges up to two hours (within raw retention), minute rollups beyond. */
+  api.get<{ Params: { id: string }; Querystring: Record<string, string> }>('/monitors/:id/history', async (req) => {
+    const n = parseId(req.params.id);
+    const q = parseBody(historyQuery, req.query);
+    if (!n || !(await monitors.get(n))) return notFound(`no monitor ${req.params.id}`);
+    const from = new Date(q.from);
+    const to = q.to ? new Date(q.to) : new Date(rt.clock.now());
+    if (to <= from) throw new InvalidInput([{ field: 'to', message: 'must be after from' }]);
+    const rawOk = to.getTime() - from.getTime() <= RAW_SPAN_MS && from.getTime() >= rt.clock.now() - c.raw_retention;
+    if (rawOk) return { monitor_id: n, resolution: 'raw', from: from.toISOString(), to: to.toISOString(), points: await monitorHistory.raw(n, from, to, MAX_POINTS) };
+    return { monitor_id: n, resolution: 'minute', from: from.toISOString(), to: to.toISOString(), points: await monitorHistory.minutes(n, from, to, MAX_POINTS) };
+  });
+}

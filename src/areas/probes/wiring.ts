@@ -1,0 +1,62 @@
+import type { Services } from '../../jobs/services.js';
+import type { WiringContext, Wired } from '../../app/wiring.js';
+import { Monitors } from './store/monitors.js';
+import { MonitorHistory } from './store/monitor-history.js';
+import { AccountTests } from './store/account-tests.js';
+import { NextDue } from '../../store/next-due.js';
+import { ProbeClient } from './probe-client.js';
+import { AccountProbeAuth } from './account-probe-auth.js';
+import { MonitorRunner } from './monitor-runner.js';
+import { AccountTestRunner } from './account-test-runner.js';
+
+export type ProbeServices = Pick<Services, 'monitors' | 'monitorHistory' | 'monitorRunner' | 'accountTests' | 'accountTestRunner' | 'probeRandom'>;
+
+/** Channel monitors and scheduled account tests: stores, the probe client, and the two per-replica runners. */
+export function buildProbes(w: WiringContext, { accounts, tokens }: Pick<Services, 'accounts' | 'tokens'>): Wired<ProbeServices> {
+  const { config, db, clock, log, metrics, box, random } = w;
+  const c = config.channel_monitor;
+  const t = config.scheduled_account_test;
+  const monitors = new Monitors(db, box);
+  const accountTests = new AccountTests(db);
+  const client = new ProbeClient(undefined, c.pool_size);
+  const auth = new AccountProbeAuth(accounts, tokens);
+  const instanceId = config.instance.id;
+  const nextDue = new NextDue(db);
+  const services: ProbeServices = {
+    monitors,
+    monitorHistory: new MonitorHistory(db),
+    accountTests,
+    probeRandom: random,
+    monitorRunner: new MonitorRunner(monitors, client, auth, clock, metrics, log.child({ area: 'channel_monitor' }), {
+      instanceId,
+      poolSize: c.pool_size,
+      claimBatch: c.claim_batch,
+      pollMs: c.poll_interval,
+      leaseGraceMs: c.lease_grace,
+      lateAfterMs: c.late_after,
+      accountBaseUrl: c.account_base_url,
+      minIntervalMs: c.min_interval,
+      aliveKey: () => w.liveness?.key ?? null,
+      wakes: w.wakes,
+      nextDueMs: () => nextDue.inMs('monitors'),
+      ticks: metrics.loopTicks,
+    }),
+    accountTestRunner: new AccountTestRunner(accountTests, client, auth, clock, metrics, log.child({ area: 'scheduled_account_test' }), {
+      instanceId,
+      concurrency: t.concurrency,
+      pollMs: t.poll_interval,
+      timeoutMs: t.timeout,
+      leaseGraceMs: c.lease_grace,
+      baseUrl: c.account_base_url,
+      minIntervalMs: c.min_interval,
+      aliveKey: () => w.liveness?.key ?? null,
+      wakes: w.wakes,
+      nextDueMs: () => nextDue.inMs('accountTests'),
+      ticks: metrics.loopTicks,
+    }),
+  };
+  w.wakes?.on('monitors', (why) => services.monitorRunner.wake(why));
+  w.wakes?.on('account_tests', (why) => services.accountTestRunner.wake(why));
+  // The runners stop in their jobs' onStop; the client's connection pools close after them.
+  return { services, rungs: [{ name: 'probe client', stop: () => client.close() }] };
+}

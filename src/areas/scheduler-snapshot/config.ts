@@ -1,0 +1,21 @@
+import { z } from 'zod';
+import { positiveDuration, positiveInt } from '../../config/fields.js';
+
+/** The scheduler-snapshot area's config sections (keys of the config file), in config.example.yaml order. */
+export const snapshotConfig = {
+  snapshot: z
+    .object({
+      poll_interval: positiveDuration.default(1000),
+      batch_size: positiveInt.default(200),
+      claim_ttl: positiveDuration.default(30_000),
+      lag_bound: positiveDuration.default(10_000),
+      lag_polls: positiveInt.default(3),
+      backlog_limit: positiveInt.default(10_000),
+      rebuild_every: positiveDuration.default(300_000),
+      rebuild_backoff_base: positiveDuration.default(5_000),
+      rebuild_backoff_max: positiveDuration.default(300_000),
+      rebuild_chunk: positiveInt.default(2000),
+    })
+    .strict()
+    .prefault({}),
+};

@@ -1,0 +1,262 @@
+import { randomBytes } from 'node:crypto';
+import type { SchedulerOutbox, OutboxEvent, OutboxStats } from './store/scheduler-outbox.js';
+import type { BucketId, RoutingAccounts, RoutingRow } from './store/routing-accounts.js';
+import type { SchedulerMetrics } from './metrics.js';
+import type { Logger } from '../../telemetry/logger.js';
+import { sleep, type Clock } from '../../time/clock.js';
+import { bucketName, byBucket } from './bucket-builder.js';
+import type { SchedulerSnapshot } from './scheduler-snapshot-service.js';
+import { ServiceLoop, type LoopTickCounter } from '../../workers/service-loop.js';
+import { RebuildTrigger, rebuildBackoffMs, type DegradationRules } from './rebuild-trigger.js';
+
+export interface ConsumerOptions {
+  pollIntervalMs: number;
+  batchSize: number;
+  claimTtlMs: number;
+  rules: DegradationRules;
+  rebuildEveryMs: number;
+  rebuildBackoffBaseMs: number;
+  rebuildBackoffMaxMs: number;
+  rebuildChunk: number;
+  /** Each acknowledgement attempt gets a deadline of its own, never the batch's (Sub2API #1608). */
+  ackTimeoutMs: number;
+  ackAttempts: number;
+  deleteBatch: number;
+  /** Sleep when nothing is pending (wake-ups on: `wakeups.backstop`; off: the poll interval, today's path). */
+  backstopMs?: number | (() => number);
+  ticks?: LoopTickCounter;
+}
+
+export interface PollResult extends OutboxStats {
+  applied: number;
+  deleted: number;
+}
+
+const num = (v: unknown) => (typeof v === 'number' ? v : Number(v));
+
+/**
+ * The outbox consumer of one replica (every replica runs one). A poll: claim a batch (rows no
+ * live claim holds; SKIP LOCKED, so replicas take disjoint batches), apply it (idempotent: each
+ * event re-reads its account and writes through the epoch rule), then acknowledge: the rows are
+ * marked consumed and the watermark moves in one transaction, retried on fresh deadlines. A batch
+ * that fails to apply is released with a delay and claimed again; one whose acknowledgement
+ * never lands is re-applied after its claim expires. Consumed rows are deleted in small batches.
+ * Then the degradation rules may request a full rebuild, which one replica claims and runs in
+ * chunks beside the consumer, never in its way.
+ */
+export class OutboxConsumer {
+  private readonly trigger: RebuildTrigger;
+  private readonly stopping = new AbortController();
+  private readonly loop: ServiceLoop;
+  private rebuilding: Promise<void> | null = null;
+  private nextPeriodicCheck = 0;
+
+  constructor(
+    private readonly outbox: SchedulerOutbox,
+    private readonly routing: RoutingAccounts,
+    private readonly snapshot: SchedulerSnapshot,
+    private readonly clock: Clock,
+    private readonly metrics: SchedulerMetrics,
+    private readonly log: Logger,
+    private readonly instanceId: string,
+    private readonly o: ConsumerOptions,
+  ) {
+    this.trigger = new RebuildTrigger(o.rules);
+    this.loop = new ServiceLoop({
+      name: 'scheduler_outbox',
+      clock,
+      log,
+      backstopMs: o.backstopMs ?? o.pollIntervalMs,
+      errorDelayMs: o.pollIntervalMs,
+      ticks: o.ticks,
+      onError: () => this.metrics.pollFailures.inc(),
+      tick: async () => {
+        const r = await this.poll();
+        // Rows left behind (a poll is cut at a second) or written by another path: look again at the poll interval.
+        return { items: r.applied + r.deleted, nextDueAt: r.backlog > 0 ? this.clock.now() + o.pollIntervalMs : null };
+      },
+    });
+  }
+
+  get latched(): boolean {
+    return this.trigger.isLatched;
+  }
+
+  start(): void {
+    this.loop.start();
+  }
+
+  /** Polls now (a LISTEN/NOTIFY wake-up); wake-ups during a poll coalesce into one more poll. */
+  wake(reason = 'wake'): void {
+    this.loop.wake(reason);
+  }
+
+  async stop(withinMs: number): Promise<number> {
+    this.stopping.abort(new Error('scheduler snapshot consumer stopping'));
+    const deadline = new AbortController();
+    const all = Promise.all([this.loop.stop(withinMs), this.rebuilding, this.snapshot.settled()]).then(([left]) => left);
+    const left = await Promise.race([all, sleep(this.clock, withinMs, deadline.signal).then(() => 1)]);
+    deadline.abort();
+    return left;
+  }
+
+  private token(): string {
+    return `${this.instanceId}:${randomBytes(6).toString('hex')}`;
+  }
+
+  async poll(): Promise<PollResult> {
+    await this.checkMarker();
+    const token = this.token();
+    const started = this.clock.now();
+    let applied = 0;
+    for (;;) {
+      const batch = await this.outbox.claim(token, this.o.claimTtlMs, this.o.batchSize);
+      if (!batch.length) break;
+      const ids = batch.map((e) => e.id);
+      try {
+        await this.applyBatch(batch);
+      } catch (err) {
+        const delay = Math.min(30_000, 1000 * Math.max(...batch.map((e) => e.attempts)));
+        await this.outbox.release(ids, token, delay).catch(() => undefined);
+        throw err;
+      }
+      await this.ack(ids, token);
+      applied += batch.length;
+      // Keep polls short so the lag and rebuild checks below run at least about once a second.
+      if (batch.length < this.o.batchSize || this.clock.now() - started >= 1000 || this.stopping.signal.aborted) break;
+    }
+    const deleted = await this.outbox.deleteConsumed(this.o.deleteBatch, 20);
+    const stats = await this.outbox.stats();
+    this.metrics.outboxLag.set(stats.lagSeconds);
+    this.metrics.outboxBacklog.set(stats.backlog);
+    const reason = this.trigger.observe(stats.lagSeconds, stats.backlog);
+    if (reason) await this.request(reason, false);
+    await this.checkPeriodic();
+    this.startRebuild();
+    return { applied, deleted, ...stats };
+  }
+
+  /** A store without the marker lost its data (or is new): one replica sets it and asks for a rebuild. */
+  private async checkMarker(): Promise<void> {
+    let lost: boolean;
+    try {
+      lost = await this.snapshot.buckets.claimMarker();
+    } catch (err) {
+      this.log.debug({ err: (err as Error).message }, 'snapshot store unreachable');
+      return;
+    }
+    if (lost) await this.request(this.snapshot.buckets.emptyReason, true);
+  }
+
+  private async checkPeriodic(): Promise<void> {
+    if (this.clock.now() < this.nextPeriodicCheck) return;
+    this.nextPeriodicCheck = this.clock.now() + Math.min(10_000, this.o.rebuildEveryMs);
+    const st = await this.outbox.state();
+    if (!st.lastRebuildAt || st.dbNow.getTime() - st.lastRebuildAt.getTime() >= this.o.rebuildEveryMs) await this.request('periodic', false);
+  }
+
+  async request(reason: string, evenIfRunning: boolean): Promise<boolean> {
+    const recorded = await this.outbox.requestRebuild(reason, evenIfRunning);
+    if (recorded) {
+      this.metrics.rebuilds.inc({ reason, result: 'requested' });
+      this.log.info({ reason }, 'full scheduler snapshot rebuild requested');
+    }
+    return recorded;
+  }
+
+  private async applyBatch(events: OutboxEvent[]): Promise<void> {
+    const ids = new Set<number>();
+    const left = new Map<string, { bucket: BucketId; ids: Set<number> }>();
+    for (const e of events) {
+      if (e.type === 'account_changed') {
+        const id = num(e.payload.account_id);
+        if (Number.isSafeInteger(id)) ids.add(id);
+        for (const l of (e.payload.left as unknown[]) ?? []) {
+          const [platform, group] = l as [string, string];
+          const b = { platform: String(platform), group: String(group ?? '') };
+          const g = left.get(bucketName(b)) ?? left.set(bucketName(b), { bucket: b, ids: new Set() }).get(bucketName(b))!;
+          g.ids.add(id);
+        }
+      } else if (e.type === 'account_bulk_changed') {
+        // Written explicitly by account_expiry and proxy_expiry; the trigger records the same changes per account.
+        for (const id of (e.payload.account_ids as unknown[]) ?? []) if (Number.isSafeInteger(num(id))) ids.add(num(id));
+      } else {
+        this.log.warn({ event_id: e.id, type: e.type }, 'unknown scheduler outbox event type: acknowledged without effect');
+      }
+    }
+    const rows = await this.routing.byIds([...ids]);
+    const current = new Map(rows.map((r) => [r.id, r]));
+    // A bucket that does not exist (-1) is not open: its first read rebuilds it from PostgreSQL.
+    for (const g of byBucket(rows).values()) await this.snapshot.builder.applyRows(g.bucket, g.rows);
+    for (const { bucket, ids: gone } of left.values()) {
+      const tombs: RoutingRow[] = [];
+      for (const id of gone) {
+        const r = current.get(id);
+        if (r && bucketName(r.bucket) === bucketName(bucket)) continue;
+        tombs.push({ id, version: r ? r.version : await this.routing.nextVersion(), bucket, entry: null });
+      }
+      await this.snapshot.builder.applyRows(bucket, tombs);
+    }
+    for (const e of events) this.metrics.applied.inc({ type: e.type });
+  }
+
+  /** The acknowledgement, retried, each try on a fresh deadline; after the last, the claim's expiry re-applies the batch. */
+  private async ack(ids: number[], token: string): Promise<void> {
+    for (let attempt = 1; ; attempt++) {
+      try {
+        await this.outbox.ack(ids, token, AbortSignal.timeout(this.o.ackTimeoutMs));
+        return;
+      } catch (err) {
+        if (attempt >= this.o.ackAttempts) throw err;
+        this.metrics.watermarkRetries.inc();
+        await sleep(this.clock, 100 * attempt);
+      }
+    }
+  }
+
+  /** Claims a pending rebuild, if any, and runs it in the background (one per replica at a time). */
+  private startRebuild(): void {
+    if (this.rebuilding || this.stopping.signal.aborted) return;
+    this.rebuilding = this.rebuild()
+      .catch((err) => this.log.warn({ err: (err as Error).message }, 'scheduler snapshot rebuild could not be claimed'))
+      .finally(() => (this.rebuilding = null));
+  }
+
+  private async rebuild(): Promise<void> {
+    const token = this.token();
+    const lease = Math.max(2 * this.o.claimTtlMs, 10_000); // extended after every chunk
+    const ev = await this.outbox.claimRebuild(token, lease);
+    if (!ev) return;
+    const reason = String(ev.payload.reason ?? 'manual');
+    const t0 = this.clock.now();
+    try {
+      const r = await this.snapshot.builder.rebuildAll(
+        this.o.rebuildChunk,
+        async () => {
+          if (!(await this.outbox.extend(ev.id, token, lease))) throw new Error('the rebuild claim was lost');
+          await new Promise((resolve) => setImmediate(resolve));
+        },
+        this.stopping.signal,
+      );
+      await this.outbox.finishRebuild(ev.id, token, reason, r.epoch);
+      this.metrics.rebuilds.inc({ reason, result: 'ok' });
+      this.log.info({ reason, accounts: r.accounts, buckets: r.buckets, epoch: r.epoch, ms: this.clock.now() - t0 }, 'scheduler snapshot rebuilt');
+    } catch (err) {
+      if (this.stopping.signal.aborted) {
+        // Shutdown cut it short: not a failure. Handed back at once for another replica or the next start.
+        await this.outbox.release([ev.id], token, 0).catch(() => undefined);
+        this.log.info({ reason, ms: this.clock.now() - t0 }, 'scheduler snapshot rebuild stopped by shutdown; handed back');
+        return;
+      }
+      const delay = rebuildBackoffMs(ev.attempts, this.o.rebuildBackoffBaseMs, this.o.rebuildBackoffMaxMs);
+      await this.outbox.release([ev.id], token, delay).catch(() => undefined);
+      this.metrics.rebuilds.inc({ reason, result: 'failed' });
+      this.log.warn({ reason, attempt: ev.attempts, retry_in_ms: delay, err: (err as Error).message }, 'scheduler snapshot rebuild failed; backing off');
+    }
+  }
+
+  /** Tests: waits for a rebuild running in the background. */
+  async rebuildSettled(): Promise<void> {
+    await this.rebuilding;
+  }
+}

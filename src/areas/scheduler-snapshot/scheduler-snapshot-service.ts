@@ -1,0 +1,177 @@
+import type { BucketHead, BucketRead, SnapshotBuckets } from './store/snapshot-buckets.js';
+import { routingOrder } from './store/snapshot-buckets.js';
+import type { BucketId, RoutingAccounts, RoutingEntry } from './store/routing-accounts.js';
+import type { SchedulerMetrics } from './metrics.js';
+import type { Logger } from '../../telemetry/logger.js';
+import type { Clock } from '../../time/clock.js';
+import { BucketBuilder, bucketName } from './bucket-builder.js';
+
+/** The answer of the read API: the schedulable accounts of a bucket, in routing order. */
+export interface SchedulerAccounts {
+  platform: string;
+  group: string;
+  /** `snapshot` when served from the snapshot, `postgres` when the snapshot missed. */
+  source: 'snapshot' | 'postgres';
+  /**
+   * A number from the account version counter that never decreases for a bucket, whichever the
+   * source, replica, Redis data loss or rebuild; it rises when the bucket's content changes.
+   */
+  epoch: number;
+  /** Seconds since the bucket was last written or rebuilt; 0 for a PostgreSQL answer. */
+  age_seconds: number;
+  accounts: RoutingEntry[];
+}
+
+type Ok = Extract<BucketRead, { state: 'ok' }>;
+
+/** A temporary cooldown ends with time, without a write: filtered at read time. */
+function available(entries: RoutingEntry[], nowMs: number): RoutingEntry[] {
+  return entries.filter((e) => e.temp_unschedulable_until === null || Date.parse(e.temp_unschedulable_until) <= nowMs);
+}
+
+/**
+ * The read side of the scheduler snapshot (the gateway's hot path). A read checks the bucket's
+ * head (generation and revision, one round trip) and serves its decoded copy while unchanged;
+ * a missing, incomplete or corrupt bucket is never served: the answer comes from PostgreSQL and
+ * the bucket is rebuilt in the background (one repair per bucket at a time, cluster-wide).
+ *
+ * The epoch never goes back (docs/scheduler-snapshot.md): a PostgreSQL answer carries the
+ * bucket's high-water, raised to its rows and pushed into the Redis bucket before it returns; a
+ * snapshot answer is served only at or above the highest epoch this replica has answered for the
+ * bucket (first loaded from the high-water), else it is answered from PostgreSQL and repaired.
+ */
+export class SchedulerSnapshot {
+  private readonly cache = new Map<string, Ok>();
+  private readonly repairing = new Map<string, Promise<void>>();
+  /** The highest epoch this replica has answered per bucket (only buckets with a high-water: bounded). */
+  private readonly answered = new Map<string, number>();
+  readonly builder: BucketBuilder;
+
+  constructor(
+    readonly buckets: SnapshotBuckets,
+    private readonly routing: RoutingAccounts,
+    private readonly clock: Clock,
+    private readonly metrics: SchedulerMetrics,
+    private readonly log: Logger,
+    private readonly instanceId: string,
+  ) {
+    this.builder = new BucketBuilder(buckets, routing, clock);
+  }
+
+  /** The library call beside `GET /api/v1/scheduler/accounts`. `group` '' is the accounts with no group. */
+  async accounts(platform: string, group = ''): Promise<SchedulerAccounts> {
+    const b = { platform, group };
+    const key = bucketName(b);
+    let found: BucketRead['state'] | 'behind' | 'error';
+    try {
+      const cached = this.cache.get(key);
+      const head = cached ? await this.buckets.head(b) : null;
+      let read: BucketRead = cached && head && sameHead(head, cached.head) ? cached : await this.buckets.read(b);
+      found = read.state;
+      if (read.state === 'ok') {
+        this.cache.set(key, read);
+        const floor = await this.floorOf(key, b);
+        if (read.epoch >= floor) return this.fromSnapshot(b, key, read);
+        // A bucket behind an answer already given (a Redis that came back with older data, a write that failed after its promise).
+        found = 'behind';
+        this.log.info({ bucket: key, epoch: read.epoch, answered: floor }, 'scheduler snapshot bucket is behind an epoch already answered: answering from PostgreSQL; rebuilding it');
+      } else {
+        this.cache.delete(key);
+        read = read as Exclude<BucketRead, Ok>;
+        if (read.state === 'corrupt') this.log.warn({ bucket: key, detail: read.detail }, 'scheduler snapshot bucket is corrupt: not served; rebuilding it');
+      }
+    } catch (err) {
+      found = 'error';
+      this.log.warn({ bucket: key, err: (err as Error).message }, 'scheduler snapshot unreadable: answering from PostgreSQL');
+    }
+    return this.fromPostgres(b, found);
+  }
+
+  /** The lowest epoch this replica may answer for a bucket: its last answer, or after a start the high-water. */
+  private async floorOf(key: string, b: BucketId): Promise<number> {
+    const known = this.answered.get(key);
+    if (known !== undefined) return known;
+    const hw = await this.routing.epochOf(b);
+    if (hw > 0) this.answered.set(key, Math.max(hw, this.answered.get(key) ?? 0));
+    return hw;
+  }
+
+  private remember(key: string, epoch: number): void {
+    if (epoch > (this.answered.get(key) ?? 0)) this.answered.set(key, epoch);
+  }
+
+  private fromSnapshot(b: BucketId, key: string, r: Ok): SchedulerAccounts {
+    this.metrics.reads.inc({ source: 'snapshot' });
+    this.remember(key, r.epoch);
+    const now = this.clock.now();
+    const at = Math.max(r.builtAt, r.writtenAt);
+    return { ...b, source: 'snapshot', epoch: r.epoch, age_seconds: Math.max(0, (now - at) / 1000), accounts: available(r.entries, now) };
+  }
+
+  /**
+   * The answer from PostgreSQL, at the bucket's high-water raised to its rows (and to what this
+   * replica answered): at least every epoch any replica answered before. Before it returns, its
+   * rows and epoch are written into the Redis bucket if one is there (newer version wins), so no
+   * snapshot answer after it is older, in epoch or in any account it lists; a bucket that does
+   * not exist yet completes at the high-water read later (one opened meanwhile is written).
+   * Nothing is written when Redis just failed.
+   */
+  private async fromPostgres(b: BucketId, found: BucketRead['state'] | 'behind' | 'error'): Promise<SchedulerAccounts> {
+    this.metrics.reads.inc({ source: 'postgres' });
+    const key = bucketName(b);
+    const rows = await this.routing.bucket(b);
+    const top = rows.reduce((m, r) => Math.max(m, r.version), this.answered.get(key) ?? 0);
+    // An unknown platform or group is an empty answer, and never creates a bucket (nor a high-water).
+    const epoch = Math.max(top, rows.length ? await this.routing.raiseEpoch(b, top) : await this.routing.epochOf(b));
+    if (rows.length && found !== 'error') {
+      await (async () => {
+        await this.builder.applyRows(b, rows);
+        await this.buckets.raiseEpoch(b, epoch);
+      })().catch((err) => this.log.warn({ bucket: key, err: (err as Error).message }, 'scheduler snapshot: a PostgreSQL answer could not be written to its bucket'));
+      this.repair(b, found === 'corrupt');
+    }
+    if (epoch > 0) this.remember(key, epoch);
+    const entries = rows.flatMap((r) => (r.entry ? [r.entry] : [])).sort(routingOrder);
+    return { ...b, source: 'postgres', epoch, age_seconds: 0, accounts: available(entries, this.clock.now()) };
+  }
+
+  /** Rebuilds one bucket in the background; `reset` discards a corrupt value first. */
+  repair(b: BucketId, reset: boolean): Promise<void> {
+    const key = bucketName(b);
+    const running = this.repairing.get(key);
+    if (running) return running;
+    const p = (async () => {
+      const owner = `${this.instanceId}:${process.pid}`;
+      if (!(await this.buckets.tryLock(`repair:${key}`, owner, 30_000))) return;
+      try {
+        await this.builder.buildBucket(b, reset);
+        this.metrics.repairs.inc({ found: reset ? 'corrupt' : 'missing' });
+      } finally {
+        await this.buckets.unlock(`repair:${key}`, owner);
+      }
+    })()
+      .catch((err) => this.log.warn({ bucket: key, err: (err as Error).message }, 'scheduler snapshot repair failed; the next read retries'))
+      .finally(() => this.repairing.delete(key));
+    this.repairing.set(key, p);
+    return p;
+  }
+
+  /** Repairs in flight (tests and shutdown wait on them). */
+  async settled(): Promise<void> {
+    await Promise.all(this.repairing.values());
+  }
+
+  /** Age and epoch of every known bucket, for the metrics. */
+  async bucketGauges(): Promise<{ bucket: string; epoch: number; ageSeconds: number }[]> {
+    const out: { bucket: string; epoch: number; ageSeconds: number }[] = [];
+    for (const b of await this.buckets.known()) {
+      const r = await this.buckets.meta(b);
+      if (r) out.push({ bucket: bucketName(b), epoch: r.epoch, ageSeconds: Math.max(0, (this.clock.now() - Math.max(r.builtAt, r.writtenAt)) / 1000) });
+    }
+    return out;
+  }
+}
+
+function sameHead(a: BucketHead, b: BucketHead): boolean {
+  return a.gen === b.gen && a.rev === b.rev;
+}

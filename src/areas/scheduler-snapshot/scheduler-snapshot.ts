@@ -1,0 +1,31 @@
+import { defineJob } from '../../jobs/define-job.js';
+
+/**
+ * scheduler_snapshot: on every replica, the outbox consumer runs on its own loop (a poll each
+ * `snapshot.poll_interval`, started with the process); each round of this job polls once more,
+ * publishes the snapshot's per-bucket age and epoch, and fails while the outbox lag is at or past
+ * `snapshot.lag_bound`, so the job's health reads `failing` exactly while the snapshot is behind.
+ */
+export const schedulerSnapshotJob = defineJob({
+  name: 'scheduler_snapshot',
+  description: 'Applies scheduler outbox events to the routing snapshot (Redis buckets or memory), rebuilding it when it falls behind or is lost',
+  scope: 'instance',
+  defaults: { enabled: true, every: '10s', timeout: '30s' },
+  needs: ['snapshotConsumer', 'schedulerSnapshot', 'metrics'],
+  onStart({ snapshotConsumer }) {
+    snapshotConsumer.start();
+  },
+  onStop: ({ snapshotConsumer }, withinMs) => snapshotConsumer.stop(withinMs),
+  async run(ctx, { snapshotConsumer, schedulerSnapshot, metrics }, _o, config) {
+    const r = await snapshotConsumer.poll();
+    for (const g of await schedulerSnapshot.bucketGauges()) {
+      metrics.scheduler.snapshotAge.set({ bucket: g.bucket }, g.ageSeconds);
+      metrics.scheduler.snapshotEpoch.set({ bucket: g.bucket }, g.epoch);
+    }
+    const note = `applied ${r.applied}, backlog ${r.backlog}, lag ${r.lagSeconds.toFixed(1)}s${snapshotConsumer.latched ? ', rebuild latched' : ''}`;
+    if (r.lagSeconds * 1000 >= config.snapshot.lag_bound)
+      throw new Error(`scheduler outbox lag ${r.lagSeconds.toFixed(1)}s is at or past snapshot.lag_bound (${config.snapshot.lag_bound / 1000}s): ${note}`);
+    ctx.log.debug({ applied: r.applied, backlog: r.backlog, lag_seconds: r.lagSeconds }, 'scheduler snapshot round');
+    return { items: r.applied, note };
+  },
+});

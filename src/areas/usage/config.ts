@@ -1,0 +1,32 @@
+import { z } from 'zod';
+import { DAY, positiveDuration, positiveInt } from '../../config/fields.js';
+
+/** The usage area's config sections (keys of the config file), in config.example.yaml order. */
+export const usageConfig = {
+  usage: z
+    .object({
+      batch_size: positiveInt.default(1000),
+      queue_limit: positiveInt.default(100_000),
+      overflow: z.enum(['sync', 'drop']).default('sync'),
+      max_events_per_request: positiveInt.default(5000),
+      retention: positiveDuration.default(90 * DAY),
+      hourly_retention: positiveDuration.default(180 * DAY),
+      daily_retention: positiveDuration.default(730 * DAY),
+      delete_batch: positiveInt.default(5000),
+      timezone: z.string().default('UTC'),
+      lookback: positiveDuration.default(2 * 3_600_000),
+      partitions_ahead: positiveInt.default(3),
+      cleanup_every: positiveDuration.default(6 * 3_600_000),
+      task_timeout: positiveDuration.default(30 * 60_000),
+    })
+    .strict()
+    .prefault({}),
+  idempotency: z
+    .object({ ttl: positiveDuration.default(DAY), lock: positiveDuration.default(60_000) })
+    .strict()
+    .prefault({}),
+  quota: z
+    .object({ flush_batch: positiveInt.default(1000) })
+    .strict()
+    .prefault({}),
+};

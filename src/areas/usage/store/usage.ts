@@ -1,0 +1,147 @@
+import type { Db, Queryable } from '../../../store/db.js';
+import { num, toDate } from '../../../store/db.js';
+
+/** Row shape accepted by `insert` (see jobs/usage/usage-event.ts for validation). */
+export interface UsageRow {
+  request_id: string;
+  user_id: string;
+  api_key_id: string | null;
+  account_id: string | null;
+  platform: string;
+  model: string;
+  input_tokens: number;
+  output_tokens: number;
+  cache_tokens: number;
+  cost: string;
+  latency_ms: number | null;
+  status_code: number | null;
+  created_at: string;
+}
+
+const DAY_MS = 86_400_000;
+const COLUMNS = 'request_id, user_id, api_key_id, account_id, platform, model, input_tokens, output_tokens, cache_tokens, cost, latency_ms, status_code, created_at';
+
+// One statement: claim each request id in the dedup index, insert only the rows whose id was new.
+const INSERT = `
+WITH input AS (
+  SELECT DISTINCT ON (request_id) * FROM jsonb_to_recordset($1::jsonb) AS x(
+    request_id text, user_id text, api_key_id text, account_id text, platform text, model text,
+    input_tokens bigint, output_tokens bigint, cache_tokens bigint, cost numeric, latency_ms integer, status_code integer, created_at timestamptz)
+), fresh AS (
+  INSERT INTO usage_request_ids (request_id, created_at) SELECT request_id, created_at FROM input
+  ON CONFLICT (request_id) DO NOTHING RETURNING request_id
+)
+INSERT INTO usage_logs (${COLUMNS}) SELECT ${COLUMNS.split(', ')
+  .map((c) => `i.${c}`)
+  .join(', ')} FROM input i JOIN fresh f USING (request_id)
+RETURNING request_id`;
+
+/** `usage_logs_p20261130` holds [2026-11-30 00:00 UTC, 2026-12-01 00:00 UTC). */
+export function partitionName(dayStartMs: number): string {
+  return `usage_logs_p${new Date(dayStartMs).toISOString().slice(0, 10).replace(/-/g, '')}`;
+}
+
+export function utcDayStart(ms: number): number {
+  return Math.floor(ms / DAY_MS) * DAY_MS;
+}
+
+/**
+ * Raw usage in PostgreSQL. Partitions are created on demand (before a batch that needs them) and
+ * ahead of time by the usage jobs, under an advisory lock so replicas never race on DDL.
+ */
+export class UsageStore {
+  private readonly knownDays = new Set<number>();
+
+  constructor(readonly db: Db) {}
+
+  /** Inserts a batch in one statement; returns how many rows were new (repeated request ids are skipped). */
+  async insert(rows: UsageRow[]): Promise<number> {
+    return (await this.insertNew(rows)).size;
+  }
+
+  /** Inserts the rows whose request id is new; returns those request ids (the others were duplicates). */
+  async insertNew(rows: UsageRow[]): Promise<Set<string>> {
+    if (!rows.length) return new Set();
+    const days = new Set(rows.map((r) => utcDayStart(Date.parse(r.created_at))));
+    const missing = [...days].filter((d) => !this.knownDays.has(d));
+    if (missing.length) await this.ensurePartitions(missing);
+    const { rows: fresh } = await this.db.query<{ request_id: string }>(INSERT, [JSON.stringify(rows)]);
+    return new Set(fresh.map((r) => r.request_id));
+  }
+
+  async ensurePartitions(dayStarts: number[]): Promise<string[]> {
+    const created: string[] = [];
+    await this.db.tx(async (q) => {
+      await q.query(`SELECT pg_advisory_xact_lock(hashtext('relay-jobs:usage_partitions'))`);
+      const existing = new Set((await this.partitions(q)).map((p) => p.name));
+      for (const day of new Set(dayStarts)) {
+        const name = partitionName(day);
+        if (!existing.has(name)) {
+          existing.add(name);
+          await q.query(`CREATE TABLE ${name} PARTITION OF usage_logs FOR VALUES FROM ('${new Date(day).toISOString()}') TO ('${new Date(day + DAY_MS).toISOString()}')`);
+          created.push(name);
+        }
+      }
+    });
+    for (const d of dayStarts) this.knownDays.add(d);
+    return created;
+  }
+
+  async partitions(q: Queryable = this.db): Promise<Array<{ name: string; dayStart: number }>> {
+    const { rows } = await q.query<{ name: string }>(
+      `SELECT c.relname AS name FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid JOIN pg_class p ON p.oid = i.inhparent WHERE p.relname = 'usage_logs' ORDER BY 1`,
+    );
+    return rows
+      .map((r) => ({ name: r.name, m: /^usage_logs_p(\d{4})(\d{2})(\d{2})$/.exec(r.name) }))
+      .filter((r) => r.m)
+      .map((r) => ({ name: r.name, dayStart: Date.UTC(Number(r.m![1]), Number(r.m![2]) - 1, Number(r.m![3])) }));
+  }
+
+  /** Drops a whole day: instant, whatever its size. */
+  async dropPartition(name: string, dayStart: number): Promise<number> {
+    const n = num((await this.db.query(`SELECT count(*) AS n FROM ${name}`)).rows[0]!.n);
+    await this.db.tx(async (q) => {
+      await q.query(`SELECT pg_advisory_xact_lock(hashtext('relay-jobs:usage_partitions'))`);
+      await q.query(`DROP TABLE IF EXISTS ${name}`);
+    });
+    this.knownDays.delete(dayStart);
+    return n;
+  }
+
+  /**
+   * Deletes about `limit` of the oldest rows matching the filter, in one short transaction: the
+   * batch is bounded by the created_at of the limit-th row, so it is an index range delete (ties
+   * on that timestamp may add a few rows). Callers pass the previous batch's `latest` as `from`,
+   * so each batch's index scan starts past the dead entries of the batches before it (without
+   * that, a 10-million-row delete slows down quadratically until vacuum runs).
+   */
+  async deleteBatch(
+    f: { before?: Date; from?: Date; to?: Date; userId?: string | null; accountId?: string | null },
+    limit: number,
+  ): Promise<{ deleted: number; earliest: Date | null; latest: Date | null }> {
+    const where = `($1::timestamptz IS NULL OR created_at < $1) AND ($2::timestamptz IS NULL OR created_at >= $2) AND ($3::timestamptz IS NULL OR created_at < $3)
+      AND ($4::text IS NULL OR user_id = $4) AND ($5::text IS NULL OR account_id = $5)`;
+    const { rows } = await this.db.query<{ n: string; earliest: unknown; latest: unknown }>(
+      `WITH edge AS (SELECT created_at FROM usage_logs WHERE ${where} ORDER BY created_at OFFSET $6 - 1 LIMIT 1),
+       gone AS (DELETE FROM usage_logs WHERE ${where} AND created_at <= coalesce((SELECT created_at FROM edge), 'infinity') RETURNING created_at)
+       SELECT count(*) AS n, min(created_at) AS earliest, max(created_at) AS latest FROM gone`,
+      [f.before ?? null, f.from ?? null, f.to ?? null, f.userId ?? null, f.accountId ?? null, limit],
+    );
+    return { deleted: num(rows[0]!.n), earliest: toDate(rows[0]!.earliest), latest: toDate(rows[0]!.latest) };
+  }
+
+  /** Old entries of the request-id index (kept as long as the raw rows they guard). */
+  async deleteRequestIds(before: Date, limit: number): Promise<number> {
+    const { rowCount } = await this.db.query(`DELETE FROM usage_request_ids WHERE request_id IN (SELECT request_id FROM usage_request_ids WHERE created_at < $1 LIMIT $2)`, [before, limit]);
+    return rowCount;
+  }
+
+  async oldest(): Promise<Date | null> {
+    return toDate((await this.db.query(`SELECT min(created_at) AS t FROM usage_logs`)).rows[0]!.t);
+  }
+
+  /** Whether any raw row lies in [from, to) (from null = the beginning). */
+  async any(from: Date | null, to: Date): Promise<boolean> {
+    return (await this.db.query(`SELECT 1 FROM usage_logs WHERE ($1::timestamptz IS NULL OR created_at >= $1) AND created_at < $2 LIMIT 1`, [from, to])).rowCount > 0;
+  }
+}

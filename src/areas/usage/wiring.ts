@@ -1,0 +1,73 @@
+import { join } from 'node:path';
+import { UsageStore } from './store/usage.js';
+import { Rollups } from './store/rollups.js';
+import { CleanupTasks } from './store/cleanup-tasks.js';
+import { RecomputeTasks } from './store/recompute-tasks.js';
+import { Recomputes } from './recomputes.js';
+import { Idempotency } from './store/idempotency.js';
+import { QuotaUsage } from './store/quota-usage.js';
+import { DeadLetters } from '../../store/dead-letters.js';
+import { MemoryQuotaCounters, RedisQuotaCounters } from '../../coordination/quota-counters.js';
+import { UsageWriter } from './usage-writer.js';
+import { UsageIngest } from './usage-ingest.js';
+import { PlatformQuota } from './platform-quota.js';
+import type { Services } from '../../jobs/services.js';
+import type { WiringContext, Wired } from '../../app/wiring.js';
+
+export function buildUsage(w: WiringContext): Wired<Pick<Services, 'usageStore' | 'usageWriter' | 'usage' | 'rollups' | 'cleanupTasks' | 'recomputes' | 'idempotency' | 'quota' | 'deadLetters'>> {
+  const { config, db, redis, clock, log, metrics } = w;
+  const u = config.usage;
+  const usageStore = new UsageStore(db);
+  const rollups = new Rollups(db, u.timezone);
+  const deadLetters = new DeadLetters(db);
+  const usageWriter = new UsageWriter(
+    usageStore,
+    { batchSize: u.batch_size, queueLimit: u.queue_limit, overflow: u.overflow, spillDir: join(config.database.data_dir, 'spill') },
+    metrics,
+    log,
+    deadLetters,
+  );
+  const counters = redis ? new RedisQuotaCounters(redis, { prefix: config.redis.key_prefix, env: config.instance.env }) : new MemoryQuotaCounters();
+  const quota = new PlatformQuota(counters, new QuotaUsage(db), config.quota.flush_batch, metrics, log, deadLetters);
+  return {
+    services: {
+      usageStore,
+      usageWriter,
+      usage: new UsageIngest(usageWriter, clock, u.retention, u.max_events_per_request),
+      rollups,
+      cleanupTasks: new CleanupTasks(db),
+      recomputes: new Recomputes(new RecomputeTasks(db), rollups, u.task_timeout),
+      idempotency: new Idempotency(db, config.idempotency.ttl, config.idempotency.lock),
+      quota,
+      deadLetters,
+    },
+    prepare: async () => {
+      const day = 86_400_000;
+      const today = Math.floor(clock.now() / day) * day;
+      await usageStore.ensurePartitions(Array.from({ length: u.partitions_ahead + 1 }, (_, i) => today + i * day));
+      const replayed = await usageWriter.replaySpills();
+      if (replayed) log.info({ rows: replayed }, 'usage spilled by an earlier exit was written');
+    },
+    rungs: [
+      // Invariant 4: every accepted usage event and quota increment is stored before the connections close.
+      {
+        name: 'usage writer',
+        minMs: 2000,
+        stop: async (withinMs) => {
+          const spilled = await usageWriter.stop(withinMs);
+          if (spilled) log.error({ spilled }, 'shutdown: usage events spilled to the data directory; written at the next start');
+        },
+      },
+      {
+        name: 'final quota flush',
+        stop: async () => {
+          const flushed = await quota.flushAll().catch((err) => {
+            log.error({ err: (err as Error).message }, 'shutdown: final quota flush failed; the counters keep the values and stay dirty');
+            return null;
+          });
+          if (flushed?.flushed) log.info({ flushed: flushed.flushed }, 'shutdown: quota counters flushed');
+        },
+      },
+    ],
+  };
+}

@@ -1,0 +1,23 @@
+import { z } from 'zod';
+import { hasUserinfo } from './redact-url.js';
+
+export { duration, positiveDuration } from './duration-schema.js';
+
+/** A day in milliseconds, for retention defaults. */
+export const DAY = 86_400_000;
+
+/** A number, also from text that is one ("8080" in a quoted YAML value); other text stays text, so errors show it. */
+export const numeric = <T extends z.ZodType>(schema: T) => z.preprocess((v) => (typeof v === 'string' && v.trim() !== '' && Number.isFinite(Number(v)) ? Number(v) : v), schema);
+export const port = numeric(z.number().int().min(0).max(65535));
+export const positiveInt = numeric(z.number().int().positive());
+
+/**
+ * An outgoing provider URL: credentials in it (`user:pass@`) are refused, naming the key that
+ * takes them instead. fetch refuses such a URL and quotes it whole in its error text, which then
+ * reaches logs and stored rows; a key in its own field is sealed and sent as a header.
+ */
+export const providerUrl = (pattern: RegExp, expected: string, instead: string) =>
+  z
+    .string()
+    .regex(pattern, expected)
+    .refine((u) => !hasUserinfo(u), `must not carry credentials (user:pass@host): put the secret in ${instead} instead`);
