@@ -11,7 +11,7 @@ import { ProcessSampler } from '../telemetry/process-sampler.js';
 import { HEALTH_STATES, type JobView } from './job-views.js';
 import type { BackendIdentity } from '../coordination/backend-identity.js';
 
-/** How often the heartbeat refreshes the job health gauges (two cluster-wide reads). */
+/** How long the job health gauges read at a scrape stay fresh (the cluster-wide job views: six reads). */
 const HEALTH_EVERY_MS = 15_000;
 /** How often the beat re-reads the backends' identity (Redis INFO, system_identifier): a Redis restart or failover shows within a minute. */
 const IDENTITY_EVERY_MS = 60_000;
@@ -72,11 +72,31 @@ export class InstanceHeartbeat {
   }
 
   start(): void {
+    this.deps.metrics.jobHealthRefresh = () => this.refreshHealth();
     void this.beat();
+  }
+
+  /**
+   * The job health gauges read the whole cluster's records, so they are read when the metrics
+   * are scraped (at most every 15 s), not on a timer: an idle replica nobody scrapes pays nothing
+   * (issue 26). A failed read keeps the last values and is logged.
+   */
+  async refreshHealth(): Promise<void> {
+    const { clock, metrics, log } = this.deps;
+    if (this.stopped || clock.now() - this.lastHealth < HEALTH_EVERY_MS) return;
+    this.lastHealth = clock.now();
+    try {
+      for (const view of await this.deps.views()) {
+        for (const h of HEALTH_STATES) metrics.jobHealth.set({ job: view.name, health: h }, view.health === h ? 1 : 0);
+      }
+    } catch (err) {
+      log.warn({ err: (err as Error).message }, 'job health gauges not refreshed');
+    }
   }
 
   stop(): void {
     this.stopped = true;
+    if (this.deps.metrics.jobHealthRefresh) this.deps.metrics.jobHealthRefresh = null;
     if (this.timer) clearTimeout(this.timer);
     this.sampler.close();
   }
@@ -99,7 +119,7 @@ export class InstanceHeartbeat {
 
   private async beat(): Promise<void> {
     if (this.stopped) return;
-    const { registry, metrics, log, config, clock } = this.deps;
+    const { registry, metrics, log, config } = this.deps;
     const skips = this.deps.skips.take();
     try {
       await this.readIdentity();
@@ -116,13 +136,6 @@ export class InstanceHeartbeat {
           { instance_id: config.instance.id },
           `INSTANCE ID CONFLICT: another live process registered instance id "${config.instance.id}"; two replicas share one id. Give each replica its own RELAY_JOBS_INSTANCE_ID`,
         );
-      }
-      // Health gauges read the whole cluster's records: not on every beat of a fast heartbeat.
-      if (clock.now() - this.lastHealth >= HEALTH_EVERY_MS) {
-        this.lastHealth = clock.now();
-        for (const view of await this.deps.views()) {
-          for (const h of HEALTH_STATES) metrics.jobHealth.set({ job: view.name, health: h }, view.health === h ? 1 : 0);
-        }
       }
     } catch (err) {
       this.deps.skips.restore(skips);

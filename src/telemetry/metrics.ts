@@ -57,7 +57,17 @@ export class Metrics {
     labelNames: ['job'],
     registers: [this.registry],
   });
-  readonly jobHealth = new Gauge({ name: 'relay_jobs_job_health', help: "1 for the job's current cluster-wide health state", labelNames: ['job', 'health'], registers: [this.registry] });
+  /** Set by the instance heartbeat: refreshes `jobHealth` when the metrics are read (cached), so a replica nobody scrapes reads nothing for it. */
+  jobHealthRefresh: (() => Promise<void>) | null = null;
+  readonly jobHealth = new Gauge({
+    name: 'relay_jobs_job_health',
+    help: "1 for the job's current cluster-wide health state",
+    labelNames: ['job', 'health'],
+    registers: [this.registry],
+    collect: async () => {
+      await this.jobHealthRefresh?.();
+    },
+  });
   readonly clockSkew = new Gauge({ name: 'relay_jobs_clock_skew_seconds', help: "This replica's clock minus the database clock", registers: [this.registry] });
   readonly instanceConflict = new Gauge({ name: 'relay_jobs_instance_id_conflict', help: '1 while another live process uses this instance id', registers: [this.registry] });
   readonly dependencyUp = new Gauge({ name: 'relay_jobs_dependency_up', help: '1 when the dependency answered its last probe', labelNames: ['dependency'], registers: [this.registry] });

@@ -126,14 +126,30 @@ export class OutboxConsumer {
       if (batch.length < this.o.batchSize || this.clock.now() - started >= 1000 || this.stopping.signal.aborted) break;
     }
     const deleted = await this.outbox.deleteConsumed(this.o.deleteBatch, 20);
-    const stats = await this.outbox.stats();
+    return { applied, deleted, ...(await this.checkLag()) };
+  }
+
+  /**
+   * The scheduler_snapshot job's round: with a backlog, a poll (so a missed wake-up waits at
+   * most one round, not the backstop); without one, only a poll's checks (lost store, lag,
+   * rebuild rules): one read instead of a claim, a delete and a read (issue 26).
+   */
+  async observe(): Promise<PollResult> {
+    const peek = await this.outbox.stats();
+    if (peek.backlog > 0) return this.poll();
+    await this.checkMarker();
+    return { applied: 0, deleted: 0, ...(await this.checkLag(peek)) };
+  }
+
+  private async checkLag(read?: OutboxStats): Promise<OutboxStats> {
+    const stats = read ?? (await this.outbox.stats());
     this.metrics.outboxLag.set(stats.lagSeconds);
     this.metrics.outboxBacklog.set(stats.backlog);
     const reason = this.trigger.observe(stats.lagSeconds, stats.backlog);
     if (reason) await this.request(reason, false);
     await this.checkPeriodic();
     this.startRebuild();
-    return { applied, deleted, ...stats };
+    return stats;
   }
 
   /** A store without the marker lost its data (or is new): one replica sets it and asks for a rebuild. */

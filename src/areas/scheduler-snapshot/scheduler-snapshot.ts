@@ -1,8 +1,9 @@
 import { defineJob } from '../../jobs/define-job.js';
 
 /**
- * scheduler_snapshot: on every replica, the outbox consumer runs on its own loop (a poll each
- * `snapshot.poll_interval`, started with the process); each round of this job polls once more,
+ * scheduler_snapshot: on every replica, the outbox consumer runs on its own loop (woken by the
+ * outbox's notifications, else a poll each `snapshot.poll_interval`, started with the process);
+ * each round of this job runs a poll's checks without claiming (a backlog wakes the loop),
  * publishes the snapshot's per-bucket age and epoch, and fails while the outbox lag is at or past
  * `snapshot.lag_bound`, so the job's health reads `failing` exactly while the snapshot is behind.
  */
@@ -17,7 +18,7 @@ export const schedulerSnapshotJob = defineJob({
   },
   onStop: ({ snapshotConsumer }, withinMs) => snapshotConsumer.stop(withinMs),
   async run(ctx, { snapshotConsumer, schedulerSnapshot, metrics }, _o, config) {
-    const r = await snapshotConsumer.poll();
+    const r = await snapshotConsumer.observe();
     for (const g of await schedulerSnapshot.bucketGauges()) {
       metrics.scheduler.snapshotAge.set({ bucket: g.bucket }, g.ageSeconds);
       metrics.scheduler.snapshotEpoch.set({ bucket: g.bucket }, g.epoch);
