@@ -31,7 +31,7 @@ layers.forEach((group, i) => {
  * metrics, commands). Only they may import an area, and only its index.ts once every area exports its
  * module object; until then they name the area's files (the debt left in docs/architecture.md).
  */
-const COMPOSITION = ['src/app/', 'src/index.ts', 'src/jobs/registry.ts', 'src/jobs/services.ts', 'src/http/server.ts', 'src/cli/main.ts', 'src/config/schema.ts', 'src/telemetry/metrics.ts'];
+const COMPOSITION = ['src/app/', 'src/index.ts', 'src/jobs/registry.ts', 'src/jobs/services.ts', 'src/cli/main.ts', 'src/config/schema.ts', 'src/telemetry/metrics.ts'];
 const escape = (p) => p.replace(/[.]/g, '\\.');
 rules.push({
   name: 'kernel-not-area',

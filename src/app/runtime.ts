@@ -26,7 +26,7 @@ import { wireServices } from './services-wiring.js';
 import { InstanceHeartbeat } from './instance-heartbeat.js';
 import { RefreshShards } from '../coordination/refresh-shards.js';
 import { jobViews, type JobView } from './job-views.js';
-import { runShutdownLadder, type Stoppable } from './shutdown-ladder.js';
+import { runShutdownLadder, type Ingress, type Stoppable } from './shutdown-ladder.js';
 import { readBackendIdentity } from '../coordination/backend-identity.js';
 
 export type { JobView } from './job-views.js';
@@ -39,13 +39,6 @@ export interface RuntimeOptions {
   register?: boolean;
   /** A library user's own jobs, declared with `defineJob`, run beside the built-in ones. */
   jobs?: readonly AnyJobModule[];
-}
-
-/** What takes requests in: stops taking new ones right after readiness goes false; what is still open is closed at the end of the grace. */
-export interface Ingress {
-  stopAccepting(): void;
-  /** Waits up to `withinMs` for requests in flight, then closes every connection left; a string is a warning. */
-  close(withinMs: number): Promise<string | void>;
 }
 
 /**
@@ -267,15 +260,17 @@ export class Runtime {
     this.log.info({ reason, grace: formatDuration(graceMs) }, 'shutdown: readiness false, closing HTTP, stopping rounds');
     this.metrics.ready.set(0);
     this.heartbeat.stop();
+    // Each rung names its phase (shutdown-ladder.ts, SHUTDOWN_PHASES); registration order decides within a phase.
     const jobStops: Stoppable[] = [...this.jobs]
       .reverse()
       .filter((job) => job.stop && job.settings.enabled)
-      .map((job) => ({ name: `job ${job.name}`, minMs: 1000, stop: async (ms) => ((await job.stop!(ms)) ? `${job.name}: work still running after the grace period` : undefined) }));
+      .map((job) => ({ name: `job ${job.name}`, phase: 'jobs', minMs: 1000, stop: async (ms) => ((await job.stop!(ms)) ? `${job.name}: work still running after the grace period` : undefined) }));
     const ladder: Stoppable[] = [
-      { name: 'http', stop: () => this.ingress?.stopAccepting() },
-      { name: 'refresh shard', stop: () => this.registry.leaveRefreshShards() },
+      { name: 'http', phase: 'ingress', stop: () => this.ingress?.stopAccepting() },
+      { name: 'refresh shard', phase: 'rounds', stop: () => this.registry.leaveRefreshShards() },
       {
         name: 'rounds',
+        phase: 'rounds',
         stop: async (ms) => {
           this.shutdownController.abort();
           const busy = await this.scheduler.stop(ms);
@@ -284,18 +279,19 @@ export class Runtime {
       },
       ...jobStops,
       ...this.serviceRungs,
-      { name: 'skip summary', stop: () => this.heartbeat.flushSkips() },
+      { name: 'skip summary', phase: 'coordination', stop: () => this.heartbeat.flushSkips() },
       {
         name: 'coordination session',
+        phase: 'coordination',
         stop: async () => {
           this.fallbackLock?.close();
           await this.wakeups.stop();
           await this.liveness?.stop();
         },
       },
-      { name: 'instance record', stop: () => this.registry.markStopped() },
-      { name: 'http connections', stop: (ms) => this.ingress?.close(ms) },
-      { name: 'connections', stop: () => this.backends.close(this.log) },
+      { name: 'instance record', phase: 'coordination', stop: () => this.registry.markStopped() },
+      { name: 'http connections', phase: 'connections', stop: (ms) => this.ingress?.close(ms) },
+      { name: 'connections', phase: 'connections', stop: () => this.backends.close(this.log) },
     ];
     await runShutdownLadder(ladder, this.clock.now() + graceMs, this.clock, this.log);
     this.log.info('shutdown complete');

@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import type { ServerResponse } from 'node:http';
 import type { FastifyInstance } from 'fastify';
-import type { Runtime } from '../app/runtime.js';
+import type { RouteDeps } from '../jobs/area.js';
 import { sessionToken } from './auth.js';
 import { writeRawAppError } from './errors.js';
 import { AppError } from '../errors/app-error.js';
@@ -48,7 +48,7 @@ export class EventStreams {
   private closed = false;
 
   constructor(
-    private readonly rt: Runtime,
+    private readonly deps: Pick<RouteDeps, 'adminToken' | 'clock' | 'config' | 'instances' | 'isShuttingDown' | 'log' | 'records' | 'sessions'>,
     readonly limits: EventStreamLimits = DEFAULT_EVENT_STREAM_LIMITS,
   ) {}
 
@@ -63,12 +63,12 @@ export class EventStreams {
     // The newest stream of a session wins: a reload must not wait for the old socket to time out.
     for (const old of mine.slice(0, Math.max(0, mine.length - this.limits.perSession + 1))) this.end(old, 'replaced by a newer stream of this session');
     if (this.streams.size >= this.limits.total) return false;
-    const s: Stream = { key, token, res, verifiedAt: this.rt.clock.now() };
+    const s: Stream = { key, token, res, verifiedAt: this.deps.clock.now() };
     this.streams.add(s);
     res.on('close', () => this.streams.delete(s));
     res.writeHead(200, { 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-store', 'x-accel-buffering': 'no' });
     res.write('retry: 3000\n\n');
-    this.send(s, 'hello', { instance_id: this.rt.config.instance.id, poll_ms: this.limits.pollMs });
+    this.send(s, 'hello', { instance_id: this.deps.config.instance.id, poll_ms: this.limits.pollMs });
     this.schedule(0);
     return true;
   }
@@ -113,19 +113,19 @@ export class EventStreams {
 
   private async tick(): Promise<void> {
     try {
-      if (this.lastId < 0) this.lastId = await this.rt.records.latestId();
-      const changed = await this.rt.records.changedSince(this.lastId, [...this.watched], 500);
+      if (this.lastId < 0) this.lastId = await this.deps.records.latestId();
+      const changed = await this.deps.records.changedSince(this.lastId, [...this.watched], 500);
       for (const r of changed) {
         this.lastId = Math.max(this.lastId, r.id);
         if (r.status === 'running') this.watched.add(r.id);
         else this.watched.delete(r.id);
       }
       if (changed.length) this.broadcast('rounds', { rounds: changed });
-      const instances = (await this.rt.instances()).map((i) => ({ instance_id: i.instance_id, alive: i.alive, stopped_at: i.stopped_at }));
+      const instances = (await this.deps.instances()).map((i) => ({ instance_id: i.instance_id, alive: i.alive, stopped_at: i.stopped_at }));
       const json = JSON.stringify(instances);
       if (json !== this.lastInstances) this.broadcast('instances', { instances });
       this.lastInstances = json;
-      const now = this.rt.clock.now();
+      const now = this.deps.clock.now();
       if (now - this.lastKeepalive >= this.limits.keepaliveMs) {
         this.lastKeepalive = now;
         for (const s of this.streams) s.res.write(': keepalive\n\n');
@@ -133,10 +133,10 @@ export class EventStreams {
       for (const s of this.streams) {
         if (!s.token || now - s.verifiedAt < this.limits.reverifyMs) continue;
         s.verifiedAt = now;
-        if (!(await this.rt.sessions.verify(s.token, this.rt.adminToken))) this.end(s, 'the session ended');
+        if (!(await this.deps.sessions.verify(s.token, this.deps.adminToken))) this.end(s, 'the session ended');
       }
     } catch (err) {
-      this.rt.log.debug({ err: (err as Error).message }, 'console event stream: reading changes failed; retrying');
+      this.deps.log.debug({ err: (err as Error).message }, 'console event stream: reading changes failed; retrying');
     }
   }
 }
@@ -151,12 +151,16 @@ function streamKey(token: string | null): string {
  * its own socket timeout (none: the stream is long-lived by design and sends a keepalive), so the
  * server's request timeouts do not apply, and the server's close ends every stream (preClose).
  */
-export function registerEventRoutes(api: FastifyInstance, rt: Runtime, limits?: EventStreamLimits): EventStreams {
-  const hub = new EventStreams(rt, limits);
+export function registerEventRoutes(
+  api: FastifyInstance,
+  deps: Pick<RouteDeps, 'adminToken' | 'clock' | 'config' | 'instances' | 'isShuttingDown' | 'log' | 'records' | 'sessions'>,
+  limits?: EventStreamLimits,
+): EventStreams {
+  const hub = new EventStreams(deps, limits);
   api.get('/events', async (req, reply) => {
     const auth = sessionToken(req);
-    const token = auth && !(rt.adminToken && !auth.viaCookie && auth.token === rt.adminToken) ? auth.token : null;
-    if (rt.isShuttingDown) throw new AppError('unavailable', 'shutting_down', 'this replica is shutting down; reconnect to another');
+    const token = auth && !(deps.adminToken && !auth.viaCookie && auth.token === deps.adminToken) ? auth.token : null;
+    if (deps.isShuttingDown) throw new AppError('unavailable', 'shutting_down', 'this replica is shutting down; reconnect to another');
     reply.hijack();
     req.raw.socket.setTimeout(0);
     if (!hub.open(streamKey(token), token, reply.raw)) {

@@ -3,22 +3,9 @@ import type { Runtime } from '../app/runtime.js';
 import { requireAdmin } from './auth.js';
 import { handleError } from './errors.js';
 import { AppError, Conflict, notFound } from '../errors/app-error.js';
-import { registerAccountRoutes } from '../areas/accounts/accounts-routes.js';
-import { registerProxyRoutes } from '../areas/accounts/proxies-routes.js';
-import { registerUsageRoutes } from '../areas/usage/usage-routes.js';
-import { registerBillingRoutes, registerPaymentWebhook } from '../areas/billing/billing-routes.js';
-import { registerOpsRoutes } from '../areas/ops/ops-routes.js';
-import { registerSchedulerRoutes } from '../areas/scheduler-snapshot/scheduler-routes.js';
-import { registerImageBatchRoutes } from '../areas/images/image-batches-routes.js';
-import { registerProbeRoutes } from '../areas/probes/probes-routes.js';
 import { assertStorable } from './validation.js';
-import { registerDeadLetterRoutes } from '../areas/admin/dead-letters-routes.js';
-import { registerBackupRoutes } from '../areas/backup/backups-routes.js';
-import { registerBillingListRoutes } from '../areas/billing/billing-list-routes.js';
-import { registerSqlRoutes } from '../areas/admin/sql-routes.js';
-import { registerSessionRoutes } from '../areas/admin/session-routes.js';
+import { AREAS } from '../jobs/registry.js';
 import { registerConsoleRoutes } from './console-routes.js';
-import { registerDoctorRoutes } from '../areas/doctor/doctor-routes.js';
 import { clientErrorHandler, frameworkErrors, serverTimeouts } from './connection-limits.js';
 import { registerTimelineRoutes } from './timeline-routes.js';
 import { registerEventRoutes } from './event-streams.js';
@@ -57,7 +44,7 @@ export function buildHttpServer(rt: Runtime): FastifyInstance {
     if (typeof req.body === 'object') assertStorable(req.body);
   });
 
-  registerPaymentWebhook(app, rt);
+  for (const area of AREAS) area.publicRoutes?.(app, rt);
   void app.register(
     async (api) => {
       // onRequest, not preHandler: an unauthenticated body is never read or parsed.
@@ -96,25 +83,12 @@ export function buildHttpServer(rt: Runtime): FastifyInstance {
         return reply.code(202).send({ run_id: started.runId, fencing_token: started.token, status: 'running', poll: `/api/v1/jobs/${job.name}/runs/${started.runId}` });
       });
 
-      registerAccountRoutes(api, rt);
-      registerProxyRoutes(api, rt);
-      registerUsageRoutes(api, rt);
-      registerBillingRoutes(api, rt);
-      registerOpsRoutes(api, rt);
-      registerSchedulerRoutes(api, rt);
-      registerImageBatchRoutes(api, rt);
-      registerProbeRoutes(api, rt);
-      registerDeadLetterRoutes(api, rt);
-      registerBackupRoutes(api, rt);
-      registerBillingListRoutes(api, rt);
-      registerSqlRoutes(api, rt);
-      registerDoctorRoutes(api, rt);
-
       api.get('/instances', async () => ({ instances: await rt.instances() }));
       registerTimelineRoutes(api, rt);
+      // Before the areas' routes: its onResponse hook ends a session's streams at sign-out (admin's DELETE sessions/current).
       registerEventRoutes(api, rt);
 
-      registerSessionRoutes(api, rt);
+      for (const area of AREAS) area.routes?.(api, rt);
     },
     { prefix: '/api/v1' },
   );

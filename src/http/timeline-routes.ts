@@ -1,6 +1,6 @@
 import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
-import type { Runtime } from '../app/runtime.js';
+import type { RouteDeps } from '../jobs/area.js';
 import type { RunRecord } from '../coordination/run-records.js';
 import { parseDuration } from '../config/duration.js';
 import { parseBody } from './validation.js';
@@ -55,15 +55,15 @@ export function missedSlots(rounds: RunRecord[], jobs: { name: string; scope: st
  * its slot, outcome, lock backend and fencing token; the replicas (lanes), slots nobody ran, and
  * the scheduled slots each replica skipped because another led them. Bounded: 24 h, 2,000 rounds.
  */
-export function registerTimelineRoutes(api: FastifyInstance, rt: Runtime): void {
+export function registerTimelineRoutes(api: FastifyInstance, deps: Pick<RouteDeps, 'clock' | 'instances' | 'jobs' | 'records'>): void {
   api.get('/timeline', async (req) => {
     const q = parseBody(querySchema, req.query);
-    const now = rt.clock.now();
+    const now = deps.clock.now();
     const back = q.since === undefined ? TIMELINE_DEFAULT_WINDOW_MS : parseDuration(q.since);
     let since = back !== null ? now - back : Date.parse(q.since!);
     since = Math.max(since, now - TIMELINE_MAX_WINDOW_MS);
-    const [window, instances, skips] = await Promise.all([rt.records.window(new Date(since), q.limit ?? TIMELINE_MAX_ROUNDS), rt.instances(), rt.records.allSkips()]);
-    const jobs = rt.jobs.map((j) => ({ name: j.name, scope: j.scope, enabled: j.settings.enabled, everyMs: j.settings.schedule.kind === 'every' ? j.settings.schedule.everyMs : null }));
+    const [window, instances, skips] = await Promise.all([deps.records.window(new Date(since), q.limit ?? TIMELINE_MAX_ROUNDS), deps.instances(), deps.records.allSkips()]);
+    const jobs = deps.jobs.map((j) => ({ name: j.name, scope: j.scope, enabled: j.settings.enabled, everyMs: j.settings.schedule.kind === 'every' ? j.settings.schedule.everyMs : null }));
     const seen = new Set(window.rounds.map((r) => r.instance_id));
     const lanes: { instance_id: string; alive: boolean; started_at: Date | null; heartbeat_at: Date | null; stopped_at: Date | null }[] = instances
       .filter((i) => i.alive || seen.has(i.instance_id) || (i.stopped_at ?? i.heartbeat_at).getTime() >= since)

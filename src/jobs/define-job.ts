@@ -55,6 +55,9 @@ export interface JobModule<K extends keyof Services = keyof Services, O extends 
   run(ctx: JobContext, deps: Deps<K>, options: z.infer<z.ZodObject<O>>, config: Config): Promise<JobResult>;
 }
 
+// eslint-disable-next-line @typescript-eslint/no-explicit-any -- a list of jobs with different needs and options
+export type AnyJobModule = JobModule<any, any>;
+
 export function defineJob<K extends keyof Services, O extends z.ZodRawShape = Record<never, never>>(module: JobModule<K, O>): JobModule<K, O> {
   return module;
 }

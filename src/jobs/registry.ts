@@ -1,58 +1,44 @@
 import { ConfigError } from '../config/errors.js';
 import { keySource, type Config } from '../config/load.js';
 import { resolveProviders } from '../areas/accounts/oauth-providers.js';
-import { buildJob, parseJobSection, type BuiltJob, type JobModule, type ServicesRef } from './define-job.js';
-import { tokenRefreshJob } from '../areas/accounts/token-refresh.js';
-import { accountExpiryJob } from '../areas/accounts/account-expiry.js';
-import { proxyExpiryJob } from '../areas/accounts/proxy-expiry.js';
-import { subscriptionExpiryJob } from '../areas/billing/subscription-expiry.js';
-import { paymentOrderExpiryJob } from '../areas/billing/payment-order-expiry.js';
-import { dashboardAggregationJob } from '../areas/usage/dashboard-aggregation.js';
-import { usageCleanupJob } from '../areas/usage/usage-cleanup.js';
-import { idempotencyCleanupJob } from '../areas/usage/idempotency-cleanup.js';
-import { platformQuotaFlusherJob } from '../areas/usage/platform-quota-flusher.js';
-import { sessionCleanupJob } from '../areas/admin/session-cleanup.js';
-import { canaryJob } from '../areas/canary/canary.js';
-import { opsMetricsJob } from '../areas/ops/ops-metrics.js';
-import { opsAggregationJob } from '../areas/ops/ops-aggregation.js';
-import { opsCleanupJob } from '../areas/ops/ops-cleanup.js';
-import { opsAlertEvaluatorJob } from '../areas/ops/ops-alert-evaluator.js';
-import { scheduledReportsJob } from '../areas/ops/scheduled-reports.js';
-import { schedulerSnapshotJob } from '../areas/scheduler-snapshot/scheduler-snapshot.js';
-import { batchImageWorkerJob } from '../areas/images/batch-image-worker.js';
-import { channelMonitorJob } from '../areas/probes/channel-monitor.js';
-import { scheduledAccountTestJob } from '../areas/probes/scheduled-account-test.js';
-import { backupJob } from '../areas/backup/backup.js';
-import { doctorJob } from '../areas/doctor/doctor-job.js';
+import { buildJob, parseJobSection, type AnyJobModule, type BuiltJob, type ServicesRef } from './define-job.js';
+import type { AreaModule } from './area.js';
+import { accountsArea } from '../areas/accounts/area.js';
+import { billingArea } from '../areas/billing/area.js';
+import { usageArea } from '../areas/usage/area.js';
+import { adminArea } from '../areas/admin/area.js';
+import { opsArea } from '../areas/ops/area.js';
+import { schedulerSnapshotArea } from '../areas/scheduler-snapshot/area.js';
+import { imagesArea } from '../areas/images/area.js';
+import { probesArea } from '../areas/probes/area.js';
+import { backupArea } from '../areas/backup/area.js';
+import { doctorArea } from '../areas/doctor/area.js';
+import { canaryArea } from '../areas/canary/area.js';
+import { notificationsArea } from '../areas/notifications/area.js';
 
-// eslint-disable-next-line @typescript-eslint/no-explicit-any -- a list of jobs with different needs and options
-export type AnyJobModule = JobModule<any, any>;
+export type { AnyJobModule } from './define-job.js';
 
-/** The one list of jobs this build knows, in the order `relay-jobs jobs` lists them. Adding a job is one line here. */
-export const JOBS: readonly AnyJobModule[] = [
-  tokenRefreshJob,
-  accountExpiryJob,
-  proxyExpiryJob,
-  subscriptionExpiryJob,
-  paymentOrderExpiryJob,
-  dashboardAggregationJob,
-  usageCleanupJob,
-  idempotencyCleanupJob,
-  platformQuotaFlusherJob,
-  sessionCleanupJob,
-  opsMetricsJob,
-  opsAggregationJob,
-  opsCleanupJob,
-  opsAlertEvaluatorJob,
-  scheduledReportsJob,
-  schedulerSnapshotJob,
-  batchImageWorkerJob,
-  channelMonitorJob,
-  scheduledAccountTestJob,
-  backupJob,
-  doctorJob,
-  canaryJob,
+/**
+ * The one list of areas this build has, in the order `relay-jobs jobs` lists their jobs and the
+ * API registers their routes. Adding an area is one line here (docs/architecture.md, "Adding an area").
+ */
+export const AREAS: readonly AreaModule[] = [
+  accountsArea,
+  billingArea,
+  usageArea,
+  adminArea,
+  opsArea,
+  schedulerSnapshotArea,
+  imagesArea,
+  probesArea,
+  backupArea,
+  doctorArea,
+  canaryArea,
+  notificationsArea,
 ];
+
+/** Every built-in job: the areas' jobs, in area order. */
+export const JOBS: readonly AnyJobModule[] = AREAS.flatMap((a) => a.jobs);
 
 const unbound: ServicesRef = () => {
   throw new Error('job services used before the runtime bound them');

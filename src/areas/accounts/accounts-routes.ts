@@ -1,7 +1,7 @@
 import { InvalidInput, notFound } from '../../errors/app-error.js';
 import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
-import type { Runtime } from '../../app/runtime.js';
+import type { RouteDeps } from '../../jobs/area.js';
 import { ACCOUNT_STATUSES, type Credentials } from './store/accounts.js';
 import { jwtExpiry } from './jwt.js';
 import { parseBody, parseId, type FieldError } from '../../http/validation.js';
@@ -60,8 +60,8 @@ function creds(c: z.infer<typeof credentialsSchema>): Credentials {
 }
 
 /** Accounts admin API, plus the hot path's token and 401 endpoints. No response ever carries a credential except `POST accounts/:id/token`. */
-export function registerAccountRoutes(api: FastifyInstance, rt: Runtime): void {
-  const { accounts, proxies, tokenRefresh, tokens, providers } = rt.services;
+export function registerAccountRoutes(api: FastifyInstance, deps: Pick<RouteDeps, 'log' | 'services'>): void {
+  const { accounts, proxies, tokenRefresh, tokens, providers } = deps.services;
 
   async function checkRefs(body: { platform?: string; proxy_id?: number | null }, prefix = ''): Promise<FieldError[]> {
     const errors: FieldError[] = [];
@@ -99,7 +99,7 @@ export function registerAccountRoutes(api: FastifyInstance, rt: Runtime): void {
     if (errors.length) throw new InvalidInput(errors);
     const { input, warning } = toNew(body);
     const view = await accounts.create(input);
-    rt.log.info({ account_id: view.id, platform: view.platform }, 'account created');
+    deps.log.info({ account_id: view.id, platform: view.platform }, 'account created');
     return reply.code(201).send({ ...view, ...(warning ? { warnings: [warning] } : {}) });
   });
 
@@ -120,9 +120,9 @@ export function registerAccountRoutes(api: FastifyInstance, rt: Runtime): void {
     if (errors.length) throw new InvalidInput(errors);
     const created = await accounts.importAll(
       parsed.map((b) => toNew(b).input),
-      (done) => rt.log.info({ imported: done, total: parsed.length }, 'account import progress'),
+      (done) => deps.log.info({ imported: done, total: parsed.length }, 'account import progress'),
     );
-    rt.log.info({ imported: created.length }, 'accounts imported');
+    deps.log.info({ imported: created.length }, 'accounts imported');
     return reply.code(201).send({ imported: created.length, ids: created });
   });
 
@@ -154,7 +154,7 @@ export function registerAccountRoutes(api: FastifyInstance, rt: Runtime): void {
       status: body.status,
       credentials: body.credentials && { value: creds(body.credentials), tokenExpiresAt: exp!.at },
     });
-    rt.log.info({ account_id: n, fields: Object.keys(body) }, 'account updated');
+    deps.log.info({ account_id: n, fields: Object.keys(body) }, 'account updated');
     return { ...view, ...(exp?.warning ? { warnings: [exp.warning] } : {}) };
   });
 
@@ -166,7 +166,7 @@ export function registerAccountRoutes(api: FastifyInstance, rt: Runtime): void {
       const n = parseId(req.params.id);
       const view = n && (await accounts.update(n, { status }));
       if (!view) return notFound(`no account ${req.params.id}`);
-      rt.log.info({ account_id: n, status }, `account ${action}d`);
+      deps.log.info({ account_id: n, status }, `account ${action}d`);
       return view;
     });
   }

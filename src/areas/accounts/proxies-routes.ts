@@ -1,7 +1,7 @@
 import { InvalidInput, Conflict, notFound } from '../../errors/app-error.js';
 import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
-import type { Runtime } from '../../app/runtime.js';
+import type { RouteDeps } from '../../jobs/area.js';
 import { restoreProxy } from './proxy-expiry.js';
 import { date } from './accounts-routes.js';
 import { id, when } from '../../http/field-schemas.js';
@@ -28,8 +28,8 @@ const patchProxySchema = newProxySchema
   .strict();
 
 /** Egress proxies: CRUD, their expiry and fallback chain, and the manual restore. URLs are shown with the password masked. */
-export function registerProxyRoutes(api: FastifyInstance, rt: Runtime): void {
-  const { proxies } = rt.services;
+export function registerProxyRoutes(api: FastifyInstance, deps: Pick<RouteDeps, 'clock' | 'db' | 'log' | 'metrics' | 'services'>): void {
+  const { proxies } = deps.services;
 
   async function checkBackup(backup: number | null | undefined, self: number | null): Promise<void> {
     if (backup === undefined || backup === null) return;
@@ -41,7 +41,7 @@ export function registerProxyRoutes(api: FastifyInstance, rt: Runtime): void {
     const b = parseBody(newProxySchema, req.body);
     await checkBackup(b.backup_proxy_id, null);
     const view = await proxies.create({ name: b.name, url: b.url, expiresAt: date(b.expires_at), fallbackMode: b.fallback_mode, backupProxyId: b.backup_proxy_id });
-    rt.log.info({ proxy_id: view.id }, 'proxy created');
+    deps.log.info({ proxy_id: view.id }, 'proxy created');
     return reply.code(201).send(view);
   });
 
@@ -59,7 +59,7 @@ export function registerProxyRoutes(api: FastifyInstance, rt: Runtime): void {
     if (!n || !(await proxies.exists(n))) return notFound(`no proxy ${req.params.id}`);
     await checkBackup(b.backup_proxy_id, n);
     const view = await proxies.update(n, { name: b.name, url: b.url, expiresAt: date(b.expires_at), fallbackMode: b.fallback_mode, backupProxyId: b.backup_proxy_id, status: b.status });
-    rt.log.info({ proxy_id: n, fields: Object.keys(b) }, 'proxy updated');
+    deps.log.info({ proxy_id: n, fields: Object.keys(b) }, 'proxy updated');
     return view;
   });
 
@@ -67,13 +67,13 @@ export function registerProxyRoutes(api: FastifyInstance, rt: Runtime): void {
     const n = parseId(req.params.id);
     const view = n && (await proxies.get(n));
     if (!view) return notFound(`no proxy ${req.params.id}`);
-    if (view.expires_at && Date.parse(view.expires_at) <= rt.clock.now()) {
+    if (view.expires_at && Date.parse(view.expires_at) <= deps.clock.now()) {
       throw new Conflict('proxy_expired', `proxy ${n} expired at ${view.expires_at}; set a later expires_at first (PATCH /api/v1/proxies/${n})`);
     }
     if (view.status === 'disabled') throw new Conflict('proxy_disabled', `proxy ${n} is disabled; enable it first`);
-    const moved = await restoreProxy(rt.db, proxies, n, 'manual');
-    rt.metrics.proxyAccountsMoved.inc({ direction: 'restored' }, moved.length);
-    rt.log.info({ proxy_id: n, accounts_restored: moved.length }, 'proxy restored by hand');
+    const moved = await restoreProxy(deps.db, proxies, n, 'manual');
+    deps.metrics.proxyAccountsMoved.inc({ direction: 'restored' }, moved.length);
+    deps.log.info({ proxy_id: n, accounts_restored: moved.length }, 'proxy restored by hand');
     return { restored: moved.length, account_ids: moved, proxy: await proxies.get(n) };
   });
 }

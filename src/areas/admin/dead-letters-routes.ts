@@ -1,6 +1,6 @@
 import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
-import type { Runtime } from '../../app/runtime.js';
+import type { RouteDeps } from '../../jobs/area.js';
 import { parseBody } from '../../http/validation.js';
 
 const listQuery = z
@@ -12,10 +12,10 @@ const listQuery = z
   .strict();
 
 /** Rows the batch writers set aside because the database refused their content (see docs/operations.md). */
-export function registerDeadLetterRoutes(api: FastifyInstance, rt: Runtime): void {
+export function registerDeadLetterRoutes(api: FastifyInstance, deps: Pick<RouteDeps, 'services'>): void {
   api.get('/dead-letters', async (req) => {
     const q = parseBody(listQuery, req.query, 'query');
-    const letters = await rt.services.deadLetters.list({ source: q.source, limit: q.limit, afterId: q.after });
+    const letters = await deps.services.deadLetters.list({ source: q.source, limit: q.limit, afterId: q.after });
     return { dead_letters: letters, next_after: letters.length === q.limit ? letters[letters.length - 1]!.id : null };
   });
 }

@@ -1,5 +1,5 @@
 import type { FastifyInstance } from 'fastify';
-import type { Runtime } from '../../app/runtime.js';
+import type { RouteDeps } from '../../jobs/area.js';
 import { Forbidden, badRequest } from '../../errors/app-error.js';
 import { sessionToken } from '../../http/auth.js';
 import { clearSessionCookies, sameSecret, setSessionCookies } from '../../http/console-cookie.js';
@@ -8,15 +8,15 @@ import { clearSessionCookies, sameSecret, setSessionCookies } from '../../http/c
  * Admin sessions. `POST /sessions` answers the token in the body; with `{"cookie": true}` (the console)
  * it sets the HttpOnly session cookie instead and answers only the CSRF token, so page scripts never hold the secret.
  */
-export function registerSessionRoutes(api: FastifyInstance, rt: Runtime): void {
+export function registerSessionRoutes(api: FastifyInstance, deps: Pick<RouteDeps, 'adminToken' | 'config' | 'log' | 'sessions'>): void {
   // Only the admin token mints sessions: a session cannot outlive its parent's revocation by minting a child.
   api.post<{ Body: { cookie?: unknown } | undefined }>('/sessions', async (req, reply) => {
     const auth = sessionToken(req);
-    if (!auth || auth.viaCookie || !rt.adminToken || !sameSecret(auth.token, rt.adminToken)) {
+    if (!auth || auth.viaCookie || !deps.adminToken || !sameSecret(auth.token, deps.adminToken)) {
       throw new Forbidden('forbidden', 'sessions are created with the admin token only, not with a session token');
     }
-    const ttl = rt.config.admin.session_ttl_minutes;
-    const s = await rt.sessions.create(ttl, rt.adminToken);
+    const ttl = deps.config.admin.session_ttl_minutes;
+    const s = await deps.sessions.create(ttl, deps.adminToken);
     const expires_at = s.expiresAt.toISOString();
     if (req.body && typeof req.body === 'object' && req.body.cookie === true) {
       const csrf = setSessionCookies(req, reply, s.token, ttl * 60);
@@ -29,18 +29,18 @@ export function registerSessionRoutes(api: FastifyInstance, rt: Runtime): void {
 
   // Ends every session at once (a leaked cookie, a departed admin), the caller's own included; the admin token still works.
   api.post('/sessions/revoke-all', async (req, reply) => {
-    const revoked = await rt.sessions.revokeAll();
-    rt.log.warn({ revoked, via: sessionToken(req)?.viaCookie ? 'cookie' : 'bearer' }, 'all admin sessions revoked');
+    const revoked = await deps.sessions.revokeAll();
+    deps.log.warn({ revoked, via: sessionToken(req)?.viaCookie ? 'cookie' : 'bearer' }, 'all admin sessions revoked');
     if (sessionToken(req)?.viaCookie) clearSessionCookies(reply);
     return { revoked };
   });
 
   api.delete('/sessions/current', async (req, reply) => {
     const auth = sessionToken(req)!;
-    if (!auth.viaCookie && auth.token === rt.adminToken) {
+    if (!auth.viaCookie && auth.token === deps.adminToken) {
       badRequest('bad_request', 'the admin token is not a session; only session tokens can be revoked');
     }
-    await rt.sessions.revoke(auth.token);
+    await deps.sessions.revoke(auth.token);
     if (auth.viaCookie) clearSessionCookies(reply);
     return reply.code(204).send();
   });

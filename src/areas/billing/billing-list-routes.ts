@@ -1,6 +1,6 @@
 import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
-import type { Runtime } from '../../app/runtime.js';
+import type { RouteDeps } from '../../jobs/area.js';
 import { BillingLists, type Collection } from './store/billing-lists.js';
 import { parseBody } from '../../http/validation.js';
 
@@ -24,8 +24,8 @@ const QUERIES: Record<Collection, z.ZodType<{ limit: number; cursor?: number } &
  * `GET /billing/users`, `/billing/subscriptions`, `/billing/orders`: every collection the README
  * names can be listed, filtered, and paged with a cursor (`?limit=50&cursor=<next_cursor>`).
  */
-export function registerBillingListRoutes(api: FastifyInstance, rt: Runtime): void {
-  const lists = new BillingLists(rt.db);
+export function registerBillingListRoutes(api: FastifyInstance, deps: Pick<RouteDeps, 'db'>): void {
+  const lists = new BillingLists(deps.db);
   for (const c of Object.keys(QUERIES) as Collection[]) {
     api.get(`/billing/${c}`, async (req) => {
       const { limit, cursor: after, ...filters } = parseBody(QUERIES[c], req.query, 'query');

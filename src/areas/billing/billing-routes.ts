@@ -1,7 +1,7 @@
 import { AppError, InvalidInput, Conflict, notFound } from '../../errors/app-error.js';
 import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
-import type { Runtime } from '../../app/runtime.js';
+import type { RouteDeps } from '../../jobs/area.js';
 import { formatDuration } from '../../config/duration.js';
 import { parseBody, parseId } from '../../http/validation.js';
 import { reminderSettings } from './subscription-expiry.js';
@@ -27,8 +27,8 @@ const orderBody = z
   .refine((o) => o.purpose === 'balance' || o.plan_id !== undefined, { message: 'a subscription order needs plan_id', path: ['plan_id'] });
 
 /** Users, plans, subscriptions, orders and the notification log (admin), and the payment webhook (signed, no admin token). */
-export function registerBillingRoutes(api: FastifyInstance, rt: Runtime): void {
-  const { billing, notifications, notifier, payments } = rt.services;
+export function registerBillingRoutes(api: FastifyInstance, deps: Pick<RouteDeps, 'clock' | 'config' | 'log' | 'services'>): void {
+  const { billing, notifications, notifier, payments } = deps.services;
 
   api.post('/billing/users', async (req, reply) => {
     const b = parseBody(userBody, req.body);
@@ -51,7 +51,7 @@ export function registerBillingRoutes(api: FastifyInstance, rt: Runtime): void {
     const [user, plan] = await Promise.all([billing.user(b.user_id), billing.plan(b.plan_id)]);
     const errors = [...(user ? [] : [{ field: 'user_id', message: `no user ${b.user_id}` }]), ...(plan ? [] : [{ field: 'plan_id', message: `no plan ${b.plan_id}` }])];
     if (errors.length) throw new InvalidInput(errors);
-    const starts = new Date(b.starts_at ? Date.parse(b.starts_at) : rt.clock.now());
+    const starts = new Date(b.starts_at ? Date.parse(b.starts_at) : deps.clock.now());
     const expires = b.expires_at ? new Date(b.expires_at) : new Date(starts.getTime() + (plan!.duration_days as number) * 86_400_000);
     if (expires <= starts) throw new InvalidInput([{ field: 'expires_at', message: 'must be after starts_at' }]);
     return reply.code(201).send(await billing.createSubscription({ userId: b.user_id, planId: b.plan_id, startsAt: starts, expiresAt: expires }));
@@ -77,12 +77,12 @@ export function registerBillingRoutes(api: FastifyInstance, rt: Runtime): void {
     const order = await billing.createOrder({
       userId: b.user_id,
       amount: b.amount,
-      currency: rt.config.billing.currency,
+      currency: deps.config.billing.currency,
       provider: b.provider,
       providerOrderId: b.provider_order_id ?? null,
       purpose: b.purpose,
       planId: b.plan_id ?? null,
-      expiresAt: b.expires_at ? new Date(b.expires_at) : new Date(rt.clock.now() + rt.config.billing.order_ttl),
+      expiresAt: b.expires_at ? new Date(b.expires_at) : new Date(deps.clock.now() + deps.config.billing.order_ttl),
     });
     return reply.code(201).send(order);
   });
@@ -103,7 +103,7 @@ export function registerBillingRoutes(api: FastifyInstance, rt: Runtime): void {
   // Each channel's health, its cluster-wide rate limit, and its outbox backlog (and how much of it waits for the limit).
   api.get('/notifications/channels', async () => {
     const backlog = await notifications.backlog();
-    const limits: Record<string, { count: number; period: number }> = rt.config.notify.rate_limit;
+    const limits: Record<string, { count: number; period: number }> = deps.config.notify.rate_limit;
     return {
       channels: Object.fromEntries(
         [...notifier.health].map(([name, h]) => [
@@ -118,31 +118,31 @@ export function registerBillingRoutes(api: FastifyInstance, rt: Runtime): void {
     };
   });
 
-  api.get('/notifications/settings', async () => reminderSettings(rt.config, notifications));
+  api.get('/notifications/settings', async () => reminderSettings(deps.config, notifications));
   api.put('/notifications/settings', async (req) => {
     const b = parseBody(z.object({ reminders_enabled: z.boolean().optional(), reminder_days: z.array(z.number().int().min(1).max(365)).min(1).max(10).optional() }).strict(), req.body);
     await notifications.putSettings(b);
-    rt.log.info({ settings: b }, 'notification settings changed');
-    return reminderSettings(rt.config, notifications);
+    deps.log.info({ settings: b }, 'notification settings changed');
+    return reminderSettings(deps.config, notifications);
   });
 }
 
 /** The provider calls this; it carries no admin token, so the signature is the only authority. */
-export function registerPaymentWebhook(app: FastifyInstance, rt: Runtime): void {
+export function registerPaymentWebhook(app: FastifyInstance, deps: Pick<RouteDeps, 'clock' | 'config' | 'log' | 'services'>): void {
   void app.register(
     async (pub) => {
       pub.addContentTypeParser('application/json', { parseAs: 'string', bodyLimit: 64 * 1024 }, (_req, body, done) => done(null, body));
       // An unknown provider is refused before its body is read: an unfinished body to a made-up name holds nothing.
       pub.addHook('onRequest', async (req, reply) => {
         const name = (req.params as { provider?: string }).provider;
-        if (name !== undefined && !rt.services.payments.providers.has(name)) {
+        if (name !== undefined && !deps.services.payments.providers.has(name)) {
           void reply.header('connection', 'close');
           notFound('unknown payment provider', 'unknown_provider');
         }
       });
       pub.post<{ Params: { provider: string } }>('/webhook/:provider', async (req, reply) => {
         const raw = typeof req.body === 'string' ? req.body : '';
-        const a = await rt.services.payments.webhook(req.params.provider, raw, req.headers);
+        const a = await deps.services.payments.webhook(req.params.provider, raw, req.headers);
         if (a.ok) return reply.code(200).send({ result: a.result, order_id: a.order_id });
         throw new AppError(a.kind, a.code, a.message);
       });

@@ -1,5 +1,5 @@
 import type { FastifyInstance } from 'fastify';
-import type { Runtime } from '../../app/runtime.js';
+import type { RouteDeps } from '../../jobs/area.js';
 import { STATUS_LIST } from '../doctor/index.js';
 
 /**
@@ -7,11 +7,11 @@ import { STATUS_LIST } from '../doctor/index.js';
  * replica that answers (the same report as `relay-jobs doctor --json`), with `recorded`: the
  * newest results the scheduled `doctor` job stored, whichever replica ran it.
  */
-export function registerDoctorRoutes(api: FastifyInstance, rt: Runtime): void {
+export function registerDoctorRoutes(api: FastifyInstance, deps: Pick<RouteDeps, 'metrics' | 'services'>): void {
   api.get('/doctor', async () => {
-    const { doctor } = rt.services;
+    const { doctor } = deps.services;
     const report = await doctor.run();
-    for (const c of report.checks) for (const s of STATUS_LIST) rt.metrics.doctorCheck.set({ check: c.name, status: s }, c.status === s ? 1 : 0);
+    for (const c of report.checks) for (const s of STATUS_LIST) deps.metrics.doctorCheck.set({ check: c.name, status: s }, c.status === s ? 1 : 0);
     return { ...report, recorded: await doctor.facts.lastResults() };
   });
 }

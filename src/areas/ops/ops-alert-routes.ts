@@ -1,6 +1,6 @@
 import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
-import type { Runtime } from '../../app/runtime.js';
+import type { RouteDeps } from '../../jobs/area.js';
 import { parseDuration, formatDuration } from '../../config/duration.js';
 import { SERIES, SERIES_NAMES } from './catalogue.js';
 import { OPERATORS, SEVERITIES } from './alert-logic.js';
@@ -63,14 +63,14 @@ const eventsQuery = z.object({ state: z.enum(['firing', 'resolved']).optional(),
  * A rule's window must span at least one bucket and stay inside what it reads: the minute series'
  * retention, or for a monitor metric the monitors' rollup retention.
  */
-function checkWindow(rt: Runtime, windowMs: number, metric: string, field = 'window'): void {
-  const bucket = rt.config.ops.bucket;
+function checkWindow(deps: Pick<RouteDeps, 'clock' | 'config' | 'services'>, windowMs: number, metric: string, field = 'window'): void {
+  const bucket = deps.config.ops.bucket;
   if (windowMs < bucket) throw new InvalidInput([{ field, message: `must be at least one bucket (ops.bucket = ${formatDuration(bucket)})` }]);
   if (isMonitorMetric(metric)) {
-    const keep = rt.config.channel_monitor.rollup_retention;
+    const keep = deps.config.channel_monitor.rollup_retention;
     if (windowMs > keep) throw new InvalidInput([{ field, message: `must not exceed the monitors' rollup retention (channel_monitor.rollup_retention = ${formatDuration(keep)})` }]);
   } else {
-    const keepDays = rt.config.ops.retention_days.ops_metrics_minute ?? 7;
+    const keepDays = deps.config.ops.retention_days.ops_metrics_minute ?? 7;
     const keepMs = keepDays > 0 ? keepDays * DAY : Infinity;
     if (windowMs > keepMs) throw new InvalidInput([{ field, message: `must not exceed the minute series' retention (${keepDays} days)` }]);
   }
@@ -86,8 +86,8 @@ function isUniqueViolation(err: unknown): boolean {
 }
 
 /** Alert rules (CRUD), alert events, silences. */
-export function registerOpsAlertRoutes(api: FastifyInstance, rt: Runtime): void {
-  const { alerts, silences } = rt.services.ops;
+export function registerOpsAlertRoutes(api: FastifyInstance, deps: Pick<RouteDeps, 'clock' | 'config' | 'services'>): void {
+  const { alerts, silences } = deps.services.ops;
 
   api.get('/ops/alert-rules', async () => ({ rules: (await alerts.rules()).map(ruleView) }));
   api.get<{ Params: { id: string } }>('/ops/alert-rules/:id', async (req) => {
@@ -96,8 +96,8 @@ export function registerOpsAlertRoutes(api: FastifyInstance, rt: Runtime): void 
   });
   api.post('/ops/alert-rules', async (req, reply) => {
     const b = parseBody(ruleCreate, req.body);
-    checkWindow(rt, b.window, b.metric);
-    await checkMonitorRule(rt.services.ops.monitorWindows, b);
+    checkWindow(deps, b.window, b.metric);
+    await checkMonitorRule(deps.services.ops.monitorWindows, b);
     const input: RuleInput = {
       name: b.name,
       metric: b.metric,
@@ -125,9 +125,9 @@ export function registerOpsAlertRoutes(api: FastifyInstance, rt: Runtime): void 
     const current = await alerts.rule(id);
     if (!current) return notFound(`no alert rule ${req.params.id}`);
     const metric = b.metric ?? current.metric;
-    if (b.window !== undefined || b.metric !== undefined) checkWindow(rt, b.window ?? current.window_seconds * 1000, metric);
+    if (b.window !== undefined || b.metric !== undefined) checkWindow(deps, b.window ?? current.window_seconds * 1000, metric);
     if (b.metric !== undefined || b.selector !== undefined || b.labels !== undefined)
-      await checkMonitorRule(rt.services.ops.monitorWindows, { metric, selector: b.selector === undefined ? current.selector : b.selector, labels: b.labels ?? current.labels });
+      await checkMonitorRule(deps.services.ops.monitorWindows, { metric, selector: b.selector === undefined ? current.selector : b.selector, labels: b.labels ?? current.labels });
     const { window, cooldown, ...rest } = b;
     const patch: Partial<RuleInput> = {
       ...rest,
@@ -155,7 +155,7 @@ export function registerOpsAlertRoutes(api: FastifyInstance, rt: Runtime): void 
   api.get('/ops/silences', async (req) => ({ silences: await silences.list((req.query as { all?: string }).all === 'true') }));
   api.post('/ops/silences', async (req, reply) => {
     const b = parseBody(silenceBody, req.body);
-    const starts = b.starts_at ?? new Date(rt.clock.now()).toISOString();
+    const starts = b.starts_at ?? new Date(deps.clock.now()).toISOString();
     if (Date.parse(b.ends_at) <= Date.parse(starts)) throw new InvalidInput([{ field: 'ends_at', message: 'must be after starts_at' }]);
     if (b.rule_id === null && !Object.keys(b.matchers).length)
       throw new InvalidInput([{ field: 'matchers', message: 'give rule_id or at least one label matcher (a silence of everything is not allowed)' }]);

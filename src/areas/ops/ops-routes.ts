@@ -1,6 +1,6 @@
 import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
-import type { Runtime } from '../../app/runtime.js';
+import type { RouteDeps } from '../../jobs/area.js';
 import { REPORT_KINDS, type ReportInput } from './store/ops-reports.js';
 import { CLEANUP_TARGETS } from './store/ops-retention.js';
 import { chooseGranularity } from './granularity.js';
@@ -36,35 +36,35 @@ function checkCron(cron: string | undefined, timezone: string | undefined, now: 
 }
 
 /** The ops plane: series, overview, reports, retention; alert rules, events and silences. */
-export function registerOpsRoutes(api: FastifyInstance, rt: Runtime): void {
-  const ops = rt.services.ops;
-  registerOpsAlertRoutes(api, rt);
+export function registerOpsRoutes(api: FastifyInstance, deps: Pick<RouteDeps, 'clock' | 'config' | 'instances' | 'jobViews' | 'services'>): void {
+  const ops = deps.services.ops;
+  registerOpsAlertRoutes(api, deps);
 
   api.get('/ops/metrics', async (req) => {
     const q = parseBody(metricsQuery, req.query, 'query');
-    const to = q.to ? new Date(q.to) : new Date(rt.clock.now());
+    const to = q.to ? new Date(q.to) : new Date(deps.clock.now());
     const from = q.from ? new Date(q.from) : new Date(to.getTime() - 3_600_000);
     if (to <= from) throw new InvalidInput([{ field: 'query.to', message: 'must be after from' }]);
     const { granularity } = chooseGranularity(from, to, q.step);
     const points = await ops.series.range(granularity, from, to, undefined, q.instances === 'true');
-    return { step: granularity, from: from.toISOString(), to: to.toISOString(), bucket_seconds: rt.config.ops.bucket / 1000, points };
+    return { step: granularity, from: from.toISOString(), to: to.toISOString(), bucket_seconds: deps.config.ops.bucket / 1000, points };
   });
 
   api.get('/ops/overview', async () => {
-    const jobs = await rt.jobViews();
-    return overview({ ops, bucketMs: rt.config.ops.bucket, alertIntervalMs: rt.config.ops.alert_interval, now: rt.clock.now(), jobs, instances: await rt.instances() });
+    const jobs = await deps.jobViews();
+    return overview({ ops, bucketMs: deps.config.ops.bucket, alertIntervalMs: deps.config.ops.alert_interval, now: deps.clock.now(), jobs, instances: await deps.instances() });
   });
 
   api.get('/ops/reports', async () => ({ reports: await ops.reports.list() }));
   api.get<{ Params: { id: string } }>('/ops/reports/:id', async (req) => {
     const r = await ops.reports.get(parseId(req.params.id) ?? 0);
     if (!r) return notFound(`no report ${req.params.id}`);
-    const now = new Date(rt.clock.now());
+    const now = new Date(deps.clock.now());
     return { ...r, next: nextOccurrences(r.cron, r.timezone, now, 5).map((d) => d.toISOString()), runs: await ops.reports.runs(r.id) };
   });
   api.post('/ops/reports', async (req, reply) => {
     const b = parseBody(reportCreate, req.body);
-    checkCron(b.cron, b.timezone, rt.clock.now());
+    checkCron(b.cron, b.timezone, deps.clock.now());
     try {
       return reply.code(201).send(await ops.reports.create(b as ReportInput));
     } catch (err) {
@@ -77,7 +77,7 @@ export function registerOpsRoutes(api: FastifyInstance, rt: Runtime): void {
     const id = parseId(req.params.id) ?? 0;
     const cur = await ops.reports.get(id);
     if (!cur) return notFound(`no report ${req.params.id}`);
-    if (b.cron !== undefined || b.timezone !== undefined) checkCron(b.cron ?? cur.cron, b.timezone ?? cur.timezone, rt.clock.now());
+    if (b.cron !== undefined || b.timezone !== undefined) checkCron(b.cron ?? cur.cron, b.timezone ?? cur.timezone, deps.clock.now());
     return ops.reports.update(id, b as Partial<ReportInput>);
   });
   api.delete<{ Params: { id: string } }>('/ops/reports/:id', async (req, reply) => {
@@ -87,12 +87,12 @@ export function registerOpsRoutes(api: FastifyInstance, rt: Runtime): void {
 
   api.get('/ops/retention', async () => {
     const overrides = await ops.retention.overrides();
-    return { targets: Object.keys(CLEANUP_TARGETS).map((t) => ({ target: t, days: overrides[t] ?? rt.config.ops.retention_days[t] ?? null, source: t in overrides ? 'api' : 'config' })) };
+    return { targets: Object.keys(CLEANUP_TARGETS).map((t) => ({ target: t, days: overrides[t] ?? deps.config.ops.retention_days[t] ?? null, source: t in overrides ? 'api' : 'config' })) };
   });
   api.put('/ops/retention', async (req) => {
     const b = parseBody(retentionBody, req.body);
     await ops.retention.put(b);
     const overrides = await ops.retention.overrides();
-    return { targets: Object.keys(CLEANUP_TARGETS).map((t) => ({ target: t, days: overrides[t] ?? rt.config.ops.retention_days[t] ?? null, source: t in overrides ? 'api' : 'config' })) };
+    return { targets: Object.keys(CLEANUP_TARGETS).map((t) => ({ target: t, days: overrides[t] ?? deps.config.ops.retention_days[t] ?? null, source: t in overrides ? 'api' : 'config' })) };
   });
 }

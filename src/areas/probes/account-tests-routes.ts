@@ -1,6 +1,6 @@
 import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
-import type { Runtime } from '../../app/runtime.js';
+import type { RouteDeps } from '../../jobs/area.js';
 import type { PlanInput } from './store/account-tests.js';
 import { checkPlanSchedule } from './plan-schedule.js';
 import { id } from '../../http/field-schemas.js';
@@ -20,12 +20,12 @@ const newSchema = z.object(fields).partial().required({ account_id: true, cron: 
 const patchSchema = z.object(fields).partial().strict();
 
 /** Scheduled account-test plans: CRUD, their latest results, and the account's audit. */
-export function registerAccountTestRoutes(api: FastifyInstance, rt: Runtime): void {
-  const { accountTests, accounts } = rt.services;
+export function registerAccountTestRoutes(api: FastifyInstance, deps: Pick<RouteDeps, 'clock' | 'config' | 'log' | 'services'>): void {
+  const { accountTests, accounts } = deps.services;
 
   async function check(p: PlanInput): Promise<void> {
     if (!(await accounts.get(p.accountId))) throw new InvalidInput([{ field: 'account_id', message: `no account ${p.accountId}` }]);
-    const bad = checkPlanSchedule(p.cron, p.timezone, rt.clock.now(), rt.config.channel_monitor.min_interval);
+    const bad = checkPlanSchedule(p.cron, p.timezone, deps.clock.now(), deps.config.channel_monitor.min_interval);
     if (bad) throw new InvalidInput([bad]);
   }
 
@@ -43,7 +43,7 @@ export function registerAccountTestRoutes(api: FastifyInstance, rt: Runtime): vo
     await check(p);
     // Tested at once, then on its phase slots (issue 24).
     const view = await accountTests.create(p);
-    rt.log.info({ plan_id: view.id, account_id: p.accountId }, 'account test plan created');
+    deps.log.info({ plan_id: view.id, account_id: p.accountId }, 'account test plan created');
     return reply.code(201).send(view);
   });
 
@@ -89,7 +89,7 @@ export function registerAccountTestRoutes(api: FastifyInstance, rt: Runtime): vo
       { accountId: b.account_id, cron: b.cron, timezone: b.timezone, model: b.model, maxResults: b.max_results, autoRecover: b.auto_recover, enabled: b.enabled },
       reschedule,
     );
-    rt.log.info({ plan_id: cur.id, fields: Object.keys(b) }, 'account test plan updated');
+    deps.log.info({ plan_id: cur.id, fields: Object.keys(b) }, 'account test plan updated');
     return view;
   });
 

@@ -1,6 +1,6 @@
 import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
-import type { Runtime } from '../../app/runtime.js';
+import type { RouteDeps } from '../../jobs/area.js';
 import { DURATION_FORM, formatDuration, parseDuration } from '../../config/duration.js';
 import type { MonitorInput } from './store/monitors.js';
 import { id, when } from '../../http/field-schemas.js';
@@ -46,9 +46,9 @@ const RAW_SPAN_MS = 2 * 3_600_000;
 const MAX_POINTS = 5000;
 
 /** Channel monitors: CRUD (the key is write-only: sealed on the way in, never returned) and history. */
-export function registerMonitorRoutes(api: FastifyInstance, rt: Runtime): void {
-  const { monitors, monitorHistory, accounts } = rt.services;
-  const c = rt.config.channel_monitor;
+export function registerMonitorRoutes(api: FastifyInstance, deps: Pick<RouteDeps, 'clock' | 'config' | 'log' | 'services'>): void {
+  const { monitors, monitorHistory, accounts } = deps.services;
+  const c = deps.config.channel_monitor;
 
   /** The whole monitor after a create or a patch must make sense; every problem names its field. */
   async function check(m: MonitorInput): Promise<void> {
@@ -83,7 +83,7 @@ export function registerMonitorRoutes(api: FastifyInstance, rt: Runtime): void {
     await check(m);
     // Probed at once, then on its phase slots (spread over the interval by its id, not by when it was created).
     const view = await monitors.create(m);
-    rt.log.info({ monitor_id: view.id }, 'monitor created');
+    deps.log.info({ monitor_id: view.id }, 'monitor created');
     return reply.code(201).send(view);
   });
 
@@ -133,14 +133,14 @@ export function registerMonitorRoutes(api: FastifyInstance, rt: Runtime): void {
     // An edit to what is probed, or how often, is probed at once (as a new monitor is); a rename or new labels are not.
     const probeNow = ['base_url', 'model', 'api_key', 'account_id', 'interval', 'timeout'].some((k) => k in b) || b.enabled === true;
     const view = await monitors.update(n as number, patch, probeNow);
-    rt.log.info({ monitor_id: n, fields: Object.keys(b) }, 'monitor updated');
+    deps.log.info({ monitor_id: n, fields: Object.keys(b) }, 'monitor updated');
     return view;
   });
 
   api.delete<{ Params: { id: string } }>('/monitors/:id', async (req, reply) => {
     const n = parseId(req.params.id);
     if (!n || !(await monitors.delete(n))) return notFound(`no monitor ${req.params.id}`);
-    rt.log.info({ monitor_id: n }, 'monitor deleted');
+    deps.log.info({ monitor_id: n }, 'monitor deleted');
     return reply.code(204).send();
   });
 
@@ -150,9 +150,9 @@ export function registerMonitorRoutes(api: FastifyInstance, rt: Runtime): void {
     const q = parseBody(historyQuery, req.query);
     if (!n || !(await monitors.get(n))) return notFound(`no monitor ${req.params.id}`);
     const from = new Date(q.from);
-    const to = q.to ? new Date(q.to) : new Date(rt.clock.now());
+    const to = q.to ? new Date(q.to) : new Date(deps.clock.now());
     if (to <= from) throw new InvalidInput([{ field: 'to', message: 'must be after from' }]);
-    const rawOk = to.getTime() - from.getTime() <= RAW_SPAN_MS && from.getTime() >= rt.clock.now() - c.raw_retention;
+    const rawOk = to.getTime() - from.getTime() <= RAW_SPAN_MS && from.getTime() >= deps.clock.now() - c.raw_retention;
     if (rawOk) return { monitor_id: n, resolution: 'raw', from: from.toISOString(), to: to.toISOString(), points: await monitorHistory.raw(n, from, to, MAX_POINTS) };
     return { monitor_id: n, resolution: 'minute', from: from.toISOString(), to: to.toISOString(), points: await monitorHistory.minutes(n, from, to, MAX_POINTS) };
   });

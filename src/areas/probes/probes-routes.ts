@@ -1,10 +1,10 @@
 import type { FastifyInstance } from 'fastify';
-import type { Runtime } from '../../app/runtime.js';
+import type { RouteDeps } from '../../jobs/area.js';
 import { registerMonitorRoutes } from './monitors-routes.js';
 import { registerAccountTestRoutes } from './account-tests-routes.js';
 
 /** `/api/v1/monitors` and `/api/v1/account-tests` (fleet probes, docs/probes.md). */
-export function registerProbeRoutes(api: FastifyInstance, rt: Runtime): void {
-  registerMonitorRoutes(api, rt);
-  registerAccountTestRoutes(api, rt);
+export function registerProbeRoutes(api: FastifyInstance, deps: Pick<RouteDeps, 'clock' | 'config' | 'log' | 'services'>): void {
+  registerMonitorRoutes(api, deps);
+  registerAccountTestRoutes(api, deps);
 }

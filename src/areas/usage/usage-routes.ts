@@ -1,7 +1,7 @@
 import { InvalidInput, Conflict, notFound } from '../../errors/app-error.js';
 import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
-import type { Runtime } from '../../app/runtime.js';
+import type { RouteDeps } from '../../jobs/area.js';
 import { GROUPS } from './store/rollups.js';
 import { requestHash } from './store/idempotency.js';
 import { parseBody, parseId } from '../../http/validation.js';
@@ -66,8 +66,8 @@ const incrementsBody = z
   .strict();
 
 /** Usage ingestion, dashboard reads, recompute, range cleanups, idempotency and platform quota. */
-export function registerUsageRoutes(api: FastifyInstance, rt: Runtime): void {
-  const s = rt.services;
+export function registerUsageRoutes(api: FastifyInstance, deps: Pick<RouteDeps, 'clock' | 'config' | 'log' | 'runNow' | 'services'>): void {
+  const s = deps.services;
 
   // A 2xx means every event of the body is stored (committed), not merely queued.
   api.post('/usage', { bodyLimit: 16 * 1024 * 1024 }, async (req) => {
@@ -78,10 +78,10 @@ export function registerUsageRoutes(api: FastifyInstance, rt: Runtime): void {
   api.get('/dashboard/usage', async (req) => {
     const q = parseBody(dashboardQuery, req.query, 'query');
     const span = DASHBOARD_DEFAULT_SPAN[q.granularity];
-    const to = q.to ? new Date(q.to) : q.from ? new Date(Date.parse(q.from) + span) : new Date(rt.clock.now());
+    const to = q.to ? new Date(q.to) : q.from ? new Date(Date.parse(q.from) + span) : new Date(deps.clock.now());
     const from = q.from ? new Date(q.from) : new Date(to.getTime() - span);
     const points = await s.rollups.query({ from, to, granularity: q.granularity, groupBy: q.group_by, userId: q.user_id, accountId: q.account_id, platform: q.platform, model: q.model });
-    return { from: from.toISOString(), to: to.toISOString(), granularity: q.granularity, group_by: q.group_by, timezone: rt.config.usage.timezone, points };
+    return { from: from.toISOString(), to: to.toISOString(), granularity: q.granularity, group_by: q.group_by, timezone: deps.config.usage.timezone, points };
   });
 
   // Rebuilds the rollups of a range without moving the watermark: a task that dashboard_aggregation
@@ -89,8 +89,8 @@ export function registerUsageRoutes(api: FastifyInstance, rt: Runtime): void {
   api.post('/usage/recompute', async (req, reply) => {
     const b = parseBody(range({}), req.body);
     const task = await s.recomputes.request(new Date(b.from), new Date(b.to));
-    rt.log.info({ recompute_id: task.id, from: task.from, to: task.to, chunks: task.chunks }, 'usage recompute requested');
-    void rt.runNow('dashboard_aggregation').catch(() => undefined);
+    deps.log.info({ recompute_id: task.id, from: task.from, to: task.to, chunks: task.chunks }, 'usage recompute requested');
+    void deps.runNow('dashboard_aggregation').catch(() => undefined);
     return reply.code(202).send({ ...task, poll: `/api/v1/usage/recompute/${task.id}` });
   });
   api.get('/usage/recompute', async () => ({ recomputes: await s.recomputes.tasks.list() }));
@@ -109,7 +109,7 @@ export function registerUsageRoutes(api: FastifyInstance, rt: Runtime): void {
   api.post('/usage/cleanup-tasks', async (req, reply) => {
     const b = parseBody(cleanupBody, req.body);
     const task = await s.cleanupTasks.create({ userId: b.user_id ?? null, accountId: b.account_id ?? null, from: new Date(b.from), to: new Date(b.to) });
-    rt.log.info({ task_id: task.id, user_id: task.user_id, account_id: task.account_id }, 'usage cleanup task created');
+    deps.log.info({ task_id: task.id, user_id: task.user_id, account_id: task.account_id }, 'usage cleanup task created');
     return reply.code(201).send(task);
   });
   api.get('/usage/cleanup-tasks', async () => ({ tasks: await s.cleanupTasks.list() }));

@@ -1,0 +1,13 @@
+import type { AreaModule } from '../../jobs/area.js';
+import { dashboardAggregationJob } from './dashboard-aggregation.js';
+import { usageCleanupJob } from './usage-cleanup.js';
+import { idempotencyCleanupJob } from './idempotency-cleanup.js';
+import { platformQuotaFlusherJob } from './platform-quota-flusher.js';
+import { registerUsageRoutes } from './usage-routes.js';
+
+/** The usage area as the area list sees it (README.md: its invariants). */
+export const usageArea: AreaModule = {
+  name: 'usage',
+  jobs: [dashboardAggregationJob, usageCleanupJob, idempotencyCleanupJob, platformQuotaFlusherJob],
+  routes: (api, deps) => registerUsageRoutes(api, deps),
+};

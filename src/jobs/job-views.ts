@@ -1,0 +1,99 @@
+import { formatDuration } from '../config/duration.js';
+import { judgeHealth, judgeReplicas, type HealthVerdict } from '../scheduler/health.js';
+import type { InstanceRegistry } from '../coordination/instance-registry.js';
+import type { RunRecord, RunRecords } from '../coordination/run-records.js';
+import type { Scheduler } from '../scheduler/scheduler.js';
+import type { BuiltJob } from './define-job.js';
+
+export const HEALTH_STATES = ['healthy', 'idle', 'late', 'stuck', 'failing', 'disabled'] as const;
+
+/** A job as the API, the CLI and the heartbeat's gauges show it: settings, cluster-wide health, last run. */
+export interface JobView {
+  name: string;
+  description: string;
+  scope: string;
+  enabled: boolean;
+  /** Null when enabled; otherwise why it is off (a disabled job can still be run by hand). */
+  disabled_reason: string | null;
+  schedule: { every?: string; cron?: string; timezone?: string };
+  timeout: string;
+  lock_ttl: string;
+  jitter: string;
+  health: HealthVerdict['health'];
+  health_reason: string;
+  expected_by: string | null;
+  next_attempt: string | null;
+  last_slot: string | null;
+  lease_holder: string | null;
+  last_run: RunRecord | null;
+  last_success_at: string | null;
+  /** Instance-scoped jobs: each live replica's verdict (null for cluster jobs). */
+  instances: ReplicaHealth[] | null;
+  /** The replica the job's health comes from when it is not healthy (instance-scoped jobs), else null. */
+  worst_instance: string | null;
+}
+
+export interface ReplicaHealth {
+  instance_id: string;
+  health: HealthVerdict['health'];
+  health_reason: string;
+  last_round: RunRecord | null;
+}
+
+export async function jobViews(p: { jobs: readonly BuiltJob[]; records: RunRecords; registry: InstanceRegistry; scheduler: Scheduler; startedAt: Date; abortGraceMs: number }): Promise<JobView[]> {
+  const snapshots = await p.records.snapshots();
+  // Health of a job that never ran counts from the start of the cluster's current life: the oldest live replica's start.
+  const live = (await p.registry.list()).filter((i) => i.alive);
+  const since = live.reduce((min, i) => (i.started_at < min ? i.started_at : min), p.startedAt);
+  // Jobs that run on every replica are judged per live replica (scheduler/health.ts judgeReplicas).
+  const perReplica = p.jobs.filter((j) => j.scope === 'instance' && j.settings.enabled).map((j) => j.name);
+  const rounds = await p.records.replicaRounds(
+    perReplica,
+    live.map((i) => i.instance_id),
+  );
+  return Promise.all(
+    p.jobs.map(async (job) => {
+      const snap = snapshots.get(job.name);
+      let verdict: HealthVerdict;
+      let instances: ReplicaHealth[] | null = null;
+      let worst: string | null = null;
+      if (job.scope === 'instance') {
+        const mine = rounds.get(job.name);
+        const replicas = live.map((i) => ({ instanceId: i.instance_id, startedAt: i.started_at, lastRound: mine?.get(i.instance_id) ?? null }));
+        const judged = judgeReplicas({ settings: job.settings, snapshot: snap, replicas, since, abortGraceMs: p.abortGraceMs });
+        verdict = judged.verdict;
+        worst = judged.worst;
+        instances = judged.replicas.map((r) => ({ instance_id: r.instanceId, health: r.health, health_reason: r.reason, last_round: r.lastRound }));
+      } else {
+        verdict = judgeHealth({ settings: job.settings, snapshot: snap, since, abortGraceMs: p.abortGraceMs });
+      }
+      // A job's own rule may say more than its rounds do (backup: no verified backup recently).
+      if (job.health && (verdict.health === 'healthy' || verdict.health === 'idle')) {
+        const own = await job.health({ settings: job.settings, createdAt: snap?.createdAt ?? null, nowMs: (snap?.dbNow ?? p.startedAt).getTime() }).catch(() => null);
+        if (own) Object.assign(verdict, own);
+      }
+      const s = job.settings.schedule;
+      return {
+        name: job.name,
+        description: job.description,
+        scope: job.scope,
+        enabled: job.settings.enabled,
+        disabled_reason: job.settings.enabled ? null : (job.disabledReason ?? 'disabled'),
+        schedule: s.kind === 'every' ? { every: formatDuration(s.everyMs) } : { cron: s.expr, timezone: s.timezone },
+        timeout: formatDuration(job.settings.timeoutMs),
+        lock_ttl: formatDuration(job.settings.lockTtlMs),
+        jitter: formatDuration(job.settings.jitterMs),
+        health: verdict.health,
+        health_reason: verdict.health === 'disabled' ? (job.disabledReason ?? verdict.reason) : verdict.reason,
+        expected_by: verdict.expectedBy?.toISOString() ?? null,
+        next_attempt: p.scheduler.nextAttempt(job.name)?.toISOString() ?? null,
+        last_slot: snap?.lastSlot?.toISOString() ?? null,
+        lease_holder: snap?.leaseUntil && snap.leaseUntil > snap.dbNow ? snap.holder : null,
+        last_run: snap?.lastRun ?? null,
+        last_success_at: snap?.lastSuccessAt?.toISOString() ?? null,
+        instances,
+        worst_instance: worst,
+      };
+    }),
+  );
+}
