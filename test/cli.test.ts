@@ -4,11 +4,14 @@ import { join } from 'node:path';
 import { tmpdir } from 'node:os';
 import { runCli, ServiceProcess } from './helpers/cli.js';
 import { freePort, freshDatabase, REDIS_URL, TEST_MASTER_KEY } from './helpers/services.js';
+import { embeddedDataDir } from './helpers/pglite-template.js';
 import { JOBS } from '../src/jobs/registry.js';
 
 // Each test spawns the CLI, and a cold embedded start takes 8-14 s on a quiet machine and far
 // more on a loaded one: the limits leave a real margin over that (runCli and waitForLine allow 180 s: a cold `migrate` took 75 s at load average 30).
 vi.setConfig({ testTimeout: 400_000 });
+// A `config check` child spends 2 s of CPU loading the CLI and little else: the bad-input cases
+// run concurrently. The embedded service starts on a copy of the migrated template.
 
 function tmp(): string {
   return mkdtempSync(join(tmpdir(), 'rj-cli-'));
@@ -27,7 +30,7 @@ function expectUserError(r: { code: number | null; stderr: string }, pattern: Re
   expect(r.stderr).toMatch(/^relay-jobs: /);
 }
 
-describe('CLI bad input', () => {
+describe.concurrent('CLI bad input', () => {
   const cases: Array<[string, Record<string, string>, RegExp]> = [
     ['malformed YAML', { RELAY_JOBS_CONFIG: yaml('jobs: [\n') }, /malformed YAML/],
     ['unknown key', { RELAY_JOBS_CONFIG: yaml('jobs:\n  canary:\n    evry: 1s\n') }, /jobs\.canary\.evry .*unknown key/],
@@ -78,6 +81,7 @@ describe('CLI bad input', () => {
   });
 });
 
+// Sequential: two cold PGlite opens side by side took over 180 s at load average 22.
 describe('CLI commands', () => {
   it('jobs --json lists every job with its effective schedule', async () => {
     const r = await runCli(['jobs', '--json', '--config-only'], { RELAY_JOBS__JOBS__CANARY__ENABLED: 'true', RELAY_JOBS__JOBS__CANARY__EVERY: '2s' });
@@ -102,7 +106,7 @@ describe('CLI commands', () => {
   });
 
   it('embedded service: a second process on the data dir is refused, `run` goes through the service, SIGTERM exits 0', async () => {
-    const dir = tmp();
+    const dir = embeddedDataDir(); // migrated already: no cold PGlite open
     const port = String(await freePort());
     // A 10-minute grace: an exit that waited for the grace period instead of the drain would hit the test's limit.
     const svc = ServiceProcess.start('embedded', { RELAY_JOBS_DATA_DIR: dir, RELAY_JOBS_HTTP_PORT: port, RELAY_JOBS__JOBS__CANARY__SLEEP: '100ms', RELAY_JOBS__SHUTDOWN__GRACE: '10m' });
@@ -138,9 +142,8 @@ describe('CLI commands', () => {
     // The data dir is free again.
     expect((await runCli(['migrate'], { RELAY_JOBS_DATA_DIR: dir })).code).toBe(0);
   });
-});
 
-describe('signals during start-up', () => {
+  // signals during start-up
   it('SIGTERM while the service is still starting ends it cleanly with exit 0', async () => {
     const { ServiceProcess } = await import('./helpers/cli.js');
     const { mkdtempSync } = await import('node:fs');

@@ -1,12 +1,10 @@
 import { describe, expect, it } from 'vitest';
 import { execFileSync, spawn } from 'node:child_process';
-import { mkdtempSync } from 'node:fs';
 import { createRequire } from 'node:module';
-import { join } from 'node:path';
-import { tmpdir } from 'node:os';
 import { fileURLToPath } from 'node:url';
 import { cleanEnv } from './helpers/cli.js';
 import { freePort } from './helpers/services.js';
+import { embeddedDataDir } from './helpers/pglite-template.js';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
 const require = createRequire(import.meta.url);
@@ -17,7 +15,7 @@ describe('examples/', () => {
   });
 
   it('embed.ts runs: own job, access token, usage, quota, then exits on its own after shutdown', async () => {
-    const dir = mkdtempSync(join(tmpdir(), 'rj-example-'));
+    const dir = embeddedDataDir(); // migrated already: no cold PGlite open
     const child = spawn(process.execPath, ['--import', 'tsx', 'examples/embed.ts'], {
       cwd: ROOT,
       env: cleanEnv({ RELAY_JOBS_DATA_DIR: dir, RELAY_JOBS_HTTP_PORT: String(await freePort()), RELAY_JOBS_LOG_FORMAT: 'json', TSX_TSCONFIG_PATH: 'examples/tsconfig.json' }),

@@ -11,6 +11,7 @@ import { connectRedis } from '../src/coordination/redis-client.js';
 import { PgDb } from '../src/store/pg-db.js';
 import { PG_ADMIN_URL } from './helpers/services.js';
 import { waitFor } from './helpers/wait.js';
+import { embeddedDataDir } from './helpers/pglite-template.js';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
 const tmp = () => mkdtempSync(join(tmpdir(), 'rj-proc-'));
@@ -51,13 +52,17 @@ describe('process lifecycle', () => {
 
   it('a one-shot `relay-jobs run` exits once its round is done, not after the shutdown grace', async () => {
     // With a 10-minute grace, a grace timer left running would keep the process alive far beyond this test's limit.
-    const r = await runCli(['run', 'session_cleanup'], { RELAY_JOBS_DATA_DIR: tmp(), RELAY_JOBS__SHUTDOWN__GRACE: '10m' }, 120_000);
+    const r = await runCli(['run', 'session_cleanup'], { RELAY_JOBS_DATA_DIR: embeddedDataDir(), RELAY_JOBS__SHUTDOWN__GRACE: '10m' }, 120_000);
     expect(r.code).toBe(0);
     expect(JSON.parse(r.stdout.trim())).toMatchObject({ job: 'session_cleanup' });
   }, 150_000);
 
   it('a library `runtime.shutdown()` leaves no timer, socket or handle behind', async () => {
-    const child = spawn(process.execPath, ['--import', 'tsx', join(ROOT, 'test/fixtures/library-shutdown.ts')], { cwd: ROOT, env: cleanEnv({}), stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(process.execPath, ['--import', 'tsx', join(ROOT, 'test/fixtures/library-shutdown.ts')], {
+      cwd: ROOT,
+      env: cleanEnv({ RELAY_JOBS_DATA_DIR: embeddedDataDir() }),
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
     let out = '';
     let err = '';
     child.stdout.on('data', (d) => (out += d));

@@ -18,11 +18,14 @@ export type RedisClient = Redis | Cluster;
  */
 export async function connectRedis(url: string, commandTimeoutMs: number, connectTimeoutMs: number): Promise<RedisClient> {
   const target = parseRedisUrl(url);
+  // Start-up waits up to the connect timeout for the ready check (INFO) and the PING: on a loaded
+  // host their replies can take longer than a short command timeout, and a replica then exited at
+  // start with "Command timed out". The command timeout applies once connected (useCommandTimeout).
   const redis = createClient(target, {
     lazyConnect: true,
     enableOfflineQueue: false,
     maxRetriesPerRequest: 1,
-    commandTimeout: commandTimeoutMs,
+    commandTimeout: Math.max(commandTimeoutMs, connectTimeoutMs),
     connectTimeout: connectTimeoutMs,
     retryStrategy: (times) => Math.min(100 * times, 1000),
     reconnectOnError: (err) => (err.message.startsWith('READONLY') ? 2 : false),
@@ -42,7 +45,18 @@ export async function connectRedis(url: string, commandTimeoutMs: number, connec
     redis.off('error', onError);
   }
   redis.on('error', () => undefined); // reported by readiness and lock metrics, not as crashes
+  useCommandTimeout(redis, commandTimeoutMs);
   return redis;
+}
+
+/** From now on every command fails after `ms`: on the connection, or on each node of a Redis Cluster, present and future. */
+function useCommandTimeout(redis: RedisClient, ms: number): void {
+  if (!(redis instanceof Cluster)) {
+    redis.options.commandTimeout = ms;
+    return;
+  }
+  for (const node of redis.nodes()) node.options.commandTimeout = ms;
+  redis.on('+node', (node: Redis) => (node.options.commandTimeout = ms));
 }
 
 function createClient(target: RedisTarget, base: RedisOptions): RedisClient {

@@ -1,0 +1,80 @@
+import { afterEach, describe, expect, it } from 'vitest';
+import { connect, createServer, type Server, type Socket } from 'node:net';
+import { connectRedis, type RedisClient } from '../src/coordination/redis-client.js';
+import { REDIS_URL } from './helpers/services.js';
+
+/**
+ * A TCP proxy in front of the test Redis that holds every reply back by `delayMs` while `slow` is
+ * set: a loaded host, as a replica sees it at start-up.
+ */
+class SlowProxy {
+  slow = true;
+  private readonly sockets = new Set<Socket>();
+  private constructor(
+    readonly server: Server,
+    readonly delayMs: number,
+  ) {}
+
+  static async start(delayMs: number): Promise<SlowProxy> {
+    const target = new URL(REDIS_URL);
+    const server = createServer();
+    const proxy = new SlowProxy(server, delayMs);
+    server.on('connection', (client) => {
+      const upstream = connect(Number(target.port || 6379), target.hostname);
+      for (const s of [client, upstream]) {
+        proxy.sockets.add(s);
+        s.on('error', () => undefined);
+        s.on('close', () => proxy.sockets.delete(s));
+      }
+      client.pipe(upstream);
+      upstream.on('data', (chunk: Buffer) => {
+        if (!proxy.slow) client.write(chunk);
+        else setTimeout(() => client.writable && client.write(chunk), proxy.delayMs);
+      });
+      client.on('close', () => upstream.destroy());
+      upstream.on('close', () => client.destroy());
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    return proxy;
+  }
+
+  get url(): string {
+    const address = this.server.address();
+    return `redis://127.0.0.1:${typeof address === 'object' && address ? address.port : 0}`;
+  }
+
+  async close(): Promise<void> {
+    for (const s of this.sockets) s.destroy();
+    await new Promise((resolve) => this.server.close(resolve));
+  }
+}
+
+describe('connectRedis on a slow host', () => {
+  let proxy: SlowProxy | null = null;
+  let redis: RedisClient | null = null;
+  afterEach(async () => {
+    redis?.disconnect();
+    redis = null;
+    await proxy?.close();
+    proxy = null;
+  });
+
+  it('start-up waits for replies up to the connect timeout; afterwards commands fail after the command timeout', async () => {
+    // Every reply takes 1 s, ten times the command timeout: start-up must still connect (a replica used to exit with "Command timed out").
+    proxy = await SlowProxy.start(1000);
+    redis = await connectRedis(proxy.url, 100, 20_000);
+    proxy.slow = false;
+    expect(await redis.ping()).toBe('PONG');
+    // Once connected, the short command timeout holds: a lock attempt turns into the PostgreSQL fallback instead of hanging.
+    proxy.slow = true;
+    await expect(redis.ping()).rejects.toThrow(/Command timed out/);
+  });
+
+  it('an unreachable Redis is still a one-line error naming REDIS_URL', async () => {
+    proxy = await SlowProxy.start(0);
+    const url = proxy.url;
+    await proxy.close();
+    proxy = null;
+    await expect(connectRedis(url, 100, 2_000)).rejects.toThrow(/cannot connect to Redis at redis:\/\/127\.0\.0\.1:\d+ \(REDIS_URL\): connection refused/);
+  });
+});
