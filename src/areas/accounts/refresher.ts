@@ -1,21 +1,19 @@
-// Longer than one read on purpose: the one refresh guard (join, concurrency, rate limit, breaker, lease,
-// version check, the call, settle, persist) whose steps must be read together to see that no rotated token is lost.
+// The one refresh guard (join, concurrency, rate limit, breaker, lease, version check, the call);
+// what the provider's reply becomes (settle, persist) is refresh-settle.ts.
 import { setMaxListeners } from 'node:events';
 import type { Logger } from '../../telemetry/logger.js';
 import type { Metrics } from '../../telemetry/metrics.js';
-import type { Clock } from '../../time/clock.js';
-import type { Accounts, AccountSecrets, AccountStatus, UnsettledSend } from './store/accounts.js';
+import type { Accounts, AccountStatus } from './store/accounts.js';
 import { leaseFreeSql, type RefreshLeaseHandle, type RefreshLeases } from '../../coordination/refresh-lease.js';
 import { LeaseKeeper } from '../../coordination/lease-keeper.js';
-import type { OAuthClient, RefreshCallResult } from './oauth-client.js';
+import type { OAuthClient } from './oauth-client.js';
 import type { OAuthProvider } from './oauth-providers.js';
 import { Semaphore } from '../../workers/semaphore.js';
 import { RateLimiter } from '../../workers/rate-limiter.js';
 import { PlatformBreaker } from './platform-breaker.js';
-import { settledWithin } from '../../time/clock.js';
-import { systemClock } from '../../time/clock.js';
-import { retry } from '../../time/retry.js';
-import { lostRotationReason, refreshTokenFingerprint, repeatedSend } from './lost-rotation.js';
+import { settledWithin, systemClock, type Clock } from '../../time/clock.js';
+import { refreshTokenFingerprint, repeatedSend } from './lost-rotation.js';
+import { settleReply, type SettleContext } from './refresh-settle.js';
 
 /** Who asked: the scheduler's timers, its retries and recoveries, the hot path, an upstream 401, an admin. */
 export type RefreshTrigger = 'schedule' | 'retry' | 'recovery' | 'takeover' | 'hot_path' | 'unauthorized' | 'admin';
@@ -264,7 +262,8 @@ export class Refresher {
           );
         }
         open = false; // settle's one write stores the outcome and drops the lease and the stamp
-        return this.settle(acct, reply, repeated && { ...repeated, graceMs: provider.reuseGraceMs, retryAgeMs: repeated.ageMs });
+        const ctx: SettleContext = { accounts: this.o.accounts, log: this.o.log, metrics: this.o.metrics, clock: this.o.clock, release: this.release, gaveUp: () => this.gaveUp };
+        return settleReply(ctx, acct, reply, repeated && { ...repeated, graceMs: provider.reuseGraceMs, retryAgeMs: repeated.ageMs });
       })();
       this.calling.set(id, call);
       const outcome = await call.finally(() => this.calling.delete(id));
@@ -286,89 +285,6 @@ export class Refresher {
     if (marked) await this.o.accounts.clearRefreshing(id, version, { owner: this.o.leases.owner }).catch(() => handle.release());
     else await handle.release();
     if (marked) await handle.releaseRedis();
-  }
-
-  /** Stores what the provider said. Credentials from a successful call are written whatever else happens. */
-  private async settle(acct: AccountSecrets, reply: RefreshCallResult, repeated: (UnsettledSend & { graceMs: number; retryAgeMs: number }) | null): Promise<RefreshOutcome> {
-    const { log } = this.o;
-    const id = acct.id;
-    switch (reply.kind) {
-      case 'ok': {
-        const creds = { access_token: reply.accessToken, refresh_token: reply.refreshToken ?? acct.credentials.refresh_token, id_token: reply.idToken ?? acct.credentials.id_token ?? null };
-        const version = await this.persist(acct, creds, reply.expiresAt, reply.refreshToken !== null);
-        if (version === null) {
-          const now = await this.o.accounts.currentToken(id);
-          log.warn({ account_id: id }, 'credentials were changed by someone else during the refresh; kept theirs');
-          return { result: 'superseded', version: now?.version ?? acct.tokenVersion, tokenExpiresAt: now?.tokenExpiresAt ?? null };
-        }
-        if (!reply.expiresAt) log.warn({ account_id: id }, 'Failed to parse JWT exp: the reply had no expires_in and the access token no exp; refreshed only on 401 or on request');
-        log.info({ account_id: id, token_expires_at: reply.expiresAt?.toISOString() ?? null, rotated: reply.refreshToken !== null }, 'Token refreshed successfully');
-        return { result: 'refreshed', version, tokenExpiresAt: reply.expiresAt };
-      }
-      case 'permanent': {
-        // A rejected refresh token that another writer already replaced is not a failure: the peer won.
-        // codex-proxy-rs: a permanent-looking reply is final on the second consecutive hit, not the first, so one
-        // flaky reply cannot kill an account; the first is recorded as a failure and retried after the first backoff.
-        // A token a dead sender presented and the provider now refuses: its rotation died with the sender, final at once.
-        const lost =
-          repeated && reply.accountStatus === 'expired'
-            ? lostRotationReason({ platform: acct.platform, sent: repeated, retryAgeMs: repeated.retryAgeMs, graceMs: repeated.graceMs, providerReason: reply.reason })
-            : null;
-        const final = lost !== null || acct.lastError === reply.reason;
-        const detail = lost ?? reply.detail;
-        const failures = await this.o.accounts.recordFailure(
-          id,
-          acct.tokenVersion,
-          lost ? 'rotation_lost_in_crash' : reply.reason,
-          final ? { status: reply.accountStatus, reason: detail } : null,
-          this.release,
-        );
-        // The failure write compares the version, so "matched nothing" is exactly that case.
-        if (!failures) {
-          const now = await this.o.accounts.currentToken(id);
-          return { result: 'superseded', version: now?.version ?? acct.tokenVersion, tokenExpiresAt: now?.tokenExpiresAt ?? null };
-        }
-        if (!final) {
-          log.warn({ account_id: id, reason: reply.reason, error: reply.detail }, 'permanent-looking refresh reply: retried once; the account is marked only if the next attempt gets it again');
-          return { result: 'transient', reason: reply.reason, detail: `${reply.detail} (first hit; final on the second)`, retryAfterMs: null, failures, tokenExpiresAt: acct.tokenExpiresAt };
-        }
-        log.error({ account_id: id, reason: reply.reason, status: reply.accountStatus, error: detail }, 'Permanent failure detected: automatic refresh stopped for this account');
-        return { result: 'permanent', reason: lost ? 'rotation_lost_in_crash' : reply.reason, detail, status: reply.accountStatus };
-      }
-      case 'config': {
-        await this.o.accounts.recordFailure(id, acct.tokenVersion, `config:${reply.reason}`, null, this.release);
-        log.error({ account_id: id, platform: acct.platform, error: reply.detail }, `the OAuth provider rejected our client (${reply.reason}): check oauth.providers.${acct.platform}.client_id`);
-        return { result: 'config', reason: reply.reason, detail: reply.detail };
-      }
-      case 'transient': {
-        const failures = await this.o.accounts.recordFailure(id, acct.tokenVersion, reply.reason, null, this.release);
-        return { result: 'transient', reason: reply.reason, detail: reply.detail, retryAfterMs: reply.retryAfterMs, failures, tokenExpiresAt: acct.tokenExpiresAt };
-      }
-    }
-  }
-
-  /**
-   * The provider has issued new tokens and, with rotation, already killed the old refresh
-   * token: losing this write loses the account. So keep trying (the lease keeper keeps the lease)
-   * until it lands or the version check says someone else wrote.
-   */
-  private async persist(acct: AccountSecrets, creds: AccountSecrets['credentials'], expiresAt: Date | null, rotated: boolean): Promise<number | null> {
-    return retry(() => this.o.accounts.writeRefreshed(acct.id, acct.tokenVersion, creds, expiresAt, this.release), {
-      baseMs: 200,
-      maxMs: 5000,
-      clock: this.o.clock,
-      retryIf: (err) => {
-        this.o.metrics.rotationPersistFailures.inc();
-        if (!this.gaveUp) return true;
-        this.o.log.error(
-          { account_id: acct.id, rotated, err: (err as Error).message },
-          'shutdown deadline passed before refreshed credentials could be stored; if the refresh token rotated, re-authorize this account',
-        );
-        return false;
-      },
-      onRetry: (err, attempt) =>
-        this.o.log.error({ account_id: acct.id, attempt, rotated, err: (err as Error).message }, 'could not store refreshed credentials; retrying (the old refresh token may already be dead)'),
-    });
   }
 
   /** The ending write drops this process's PostgreSQL refresh lease in the same statement. */

@@ -1,0 +1,108 @@
+import type { Logger } from '../../telemetry/logger.js';
+import type { Metrics } from '../../telemetry/metrics.js';
+import type { Clock } from '../../time/clock.js';
+import { retry } from '../../time/retry.js';
+import type { Accounts, AccountSecrets, UnsettledSend } from './store/accounts.js';
+import type { RefreshCallResult } from './oauth-client.js';
+import { lostRotationReason } from './lost-rotation.js';
+import type { RefreshOutcome } from './refresher.js';
+
+/**
+ * What a provider's reply to a refresh becomes, under the refresher's lease (refresher.ts): new
+ * credentials stored (retried until they land: with rotation the old refresh token is already
+ * dead), a permanent refusal final on its second hit (or at once when a dead sender's rotation was
+ * lost), a config error, or a transient failure counted for the retry schedule. Every write
+ * compares the token version and drops this process's PostgreSQL lease in the same statement.
+ */
+export interface SettleContext {
+  accounts: Accounts;
+  log: Logger;
+  metrics: Metrics;
+  clock: Clock;
+  /** The ending write drops this owner's PostgreSQL refresh lease. */
+  release: { owner: string };
+  /** True once shutdown's deadline passed with refreshes in flight: stop retrying the persist. */
+  gaveUp: () => boolean;
+}
+
+/** Stores what the provider said. Credentials from a successful call are written whatever else happens. */
+export async function settleReply(
+  c: SettleContext,
+  acct: AccountSecrets,
+  reply: RefreshCallResult,
+  repeated: (UnsettledSend & { graceMs: number; retryAgeMs: number }) | null,
+): Promise<RefreshOutcome> {
+  const { log } = c;
+  const id = acct.id;
+  switch (reply.kind) {
+    case 'ok': {
+      const creds = { access_token: reply.accessToken, refresh_token: reply.refreshToken ?? acct.credentials.refresh_token, id_token: reply.idToken ?? acct.credentials.id_token ?? null };
+      const version = await persist(c, acct, creds, reply.expiresAt, reply.refreshToken !== null);
+      if (version === null) {
+        const now = await c.accounts.currentToken(id);
+        log.warn({ account_id: id }, 'credentials were changed by someone else during the refresh; kept theirs');
+        return { result: 'superseded', version: now?.version ?? acct.tokenVersion, tokenExpiresAt: now?.tokenExpiresAt ?? null };
+      }
+      if (!reply.expiresAt) log.warn({ account_id: id }, 'Failed to parse JWT exp: the reply had no expires_in and the access token no exp; refreshed only on 401 or on request');
+      log.info({ account_id: id, token_expires_at: reply.expiresAt?.toISOString() ?? null, rotated: reply.refreshToken !== null }, 'Token refreshed successfully');
+      return { result: 'refreshed', version, tokenExpiresAt: reply.expiresAt };
+    }
+    case 'permanent': {
+      // A rejected refresh token that another writer already replaced is not a failure: the peer won.
+      // codex-proxy-rs: a permanent-looking reply is final on the second consecutive hit, not the first, so one
+      // flaky reply cannot kill an account; the first is recorded as a failure and retried after the first backoff.
+      // A token a dead sender presented and the provider now refuses: its rotation died with the sender, final at once.
+      const lost =
+        repeated && reply.accountStatus === 'expired'
+          ? lostRotationReason({ platform: acct.platform, sent: repeated, retryAgeMs: repeated.retryAgeMs, graceMs: repeated.graceMs, providerReason: reply.reason })
+          : null;
+      const final = lost !== null || acct.lastError === reply.reason;
+      const detail = lost ?? reply.detail;
+      const failures = await c.accounts.recordFailure(id, acct.tokenVersion, lost ? 'rotation_lost_in_crash' : reply.reason, final ? { status: reply.accountStatus, reason: detail } : null, c.release);
+      // The failure write compares the version, so "matched nothing" is exactly that case.
+      if (!failures) {
+        const now = await c.accounts.currentToken(id);
+        return { result: 'superseded', version: now?.version ?? acct.tokenVersion, tokenExpiresAt: now?.tokenExpiresAt ?? null };
+      }
+      if (!final) {
+        log.warn({ account_id: id, reason: reply.reason, error: reply.detail }, 'permanent-looking refresh reply: retried once; the account is marked only if the next attempt gets it again');
+        return { result: 'transient', reason: reply.reason, detail: `${reply.detail} (first hit; final on the second)`, retryAfterMs: null, failures, tokenExpiresAt: acct.tokenExpiresAt };
+      }
+      log.error({ account_id: id, reason: reply.reason, status: reply.accountStatus, error: detail }, 'Permanent failure detected: automatic refresh stopped for this account');
+      return { result: 'permanent', reason: lost ? 'rotation_lost_in_crash' : reply.reason, detail, status: reply.accountStatus };
+    }
+    case 'config': {
+      await c.accounts.recordFailure(id, acct.tokenVersion, `config:${reply.reason}`, null, c.release);
+      log.error({ account_id: id, platform: acct.platform, error: reply.detail }, `the OAuth provider rejected our client (${reply.reason}): check oauth.providers.${acct.platform}.client_id`);
+      return { result: 'config', reason: reply.reason, detail: reply.detail };
+    }
+    case 'transient': {
+      const failures = await c.accounts.recordFailure(id, acct.tokenVersion, reply.reason, null, c.release);
+      return { result: 'transient', reason: reply.reason, detail: reply.detail, retryAfterMs: reply.retryAfterMs, failures, tokenExpiresAt: acct.tokenExpiresAt };
+    }
+  }
+}
+
+/**
+ * The provider has issued new tokens and, with rotation, already killed the old refresh
+ * token: losing this write loses the account. So keep trying (the lease keeper keeps the lease)
+ * until it lands or the version check says someone else wrote.
+ */
+async function persist(c: SettleContext, acct: AccountSecrets, creds: AccountSecrets['credentials'], expiresAt: Date | null, rotated: boolean): Promise<number | null> {
+  return retry(() => c.accounts.writeRefreshed(acct.id, acct.tokenVersion, creds, expiresAt, c.release), {
+    baseMs: 200,
+    maxMs: 5000,
+    clock: c.clock,
+    retryIf: (err) => {
+      c.metrics.rotationPersistFailures.inc();
+      if (!c.gaveUp()) return true;
+      c.log.error(
+        { account_id: acct.id, rotated, err: (err as Error).message },
+        'shutdown deadline passed before refreshed credentials could be stored; if the refresh token rotated, re-authorize this account',
+      );
+      return false;
+    },
+    onRetry: (err, attempt) =>
+      c.log.error({ account_id: acct.id, attempt, rotated, err: (err as Error).message }, 'could not store refreshed credentials; retrying (the old refresh token may already be dead)'),
+  });
+}
