@@ -1,10 +1,13 @@
-// Longer than one read on purpose: every statement on `monitors` (CRUD, the spread claim with its
-// half-interval skip, results, overdue reads) in one repository, so the claim and the lease rules are read together.
+// Every statement on `monitors` (CRUD, the spread claim with its half-interval skip, results,
+// overdue reads) in one repository, so the claim and the lease rules are read together; the shapes are monitor-types.ts.
 import type { Db } from '../../../store/db.js';
 import { iso, num, toDate } from '../../../store/db.js';
 import type { SecretBox } from '../../../store/secret-box.js';
 import { SetClause } from '../../../store/set-clause.js';
 import { heldBy, leaseFree, type LeaseTable } from '../../../store/claim-queue.js';
+import type { ClaimedMonitor, MonitorClaim, MonitorInput, MonitorView, ProbeRecord } from './monitor-types.js';
+
+export type { ClaimedMonitor, MonitorClaim, MonitorInput, MonitorView, ProbeRecord } from './monitor-types.js';
 
 const API_KEY = 'monitor-api-key'; /** The probe lease (`claim-queue.ts`); the claim is written out below because a late slot is skipped without taking the lease. */
 const MONITORS: LeaseTable = { table: 'monitors', key: 'id', owner: 'lease_owner', until: 'lease_until', fence: 'fence', aliveKey: 'lease_alive_key' };
@@ -26,74 +29,6 @@ const EPOCH_MS = (t: string) => `floor(extract(epoch FROM ${t}) * 1000)::bigint`
 /** The first phase slot of a monitor at or after `t` (epoch ms), as timestamptz. */
 const SLOT_AT_OR_AFTER = (id: string, interval: string, tMs: string) =>
   `to_timestamp((${PHASE_SQL(id, interval)} + ceil((${tMs} - ${PHASE_SQL(id, interval)})::numeric / ${interval}) * ${interval})::double precision / 1000)`;
-
-/** What the API may see of a monitor: never the key, only whether one is set. */
-export interface MonitorView {
-  id: number;
-  name: string;
-  base_url: string | null;
-  model: string;
-  account_id: number | null;
-  has_api_key: boolean;
-  interval_ms: number;
-  timeout_ms: number;
-  jitter_ms: number;
-  enabled: boolean;
-  labels: Record<string, string>;
-  next_due_at: string;
-  last_probe: { at: string | null; status: number | null; error_class: string | null; latency_ms: number | null };
-  created_at: string;
-  updated_at: string;
-}
-
-export interface MonitorInput {
-  name: string;
-  baseUrl: string | null;
-  model: string;
-  apiKey: string | null;
-  accountId: number | null;
-  intervalMs: number;
-  timeoutMs: number;
-  jitterMs: number;
-  enabled: boolean;
-  labels: Record<string, string>;
-}
-
-/** A monitor claimed for one probe: its fence, the slot it is for, and the key opened. */
-export interface ClaimedMonitor {
-  id: number;
-  fence: number;
-  scheduledFor: Date;
-  claimedAt: Date;
-  leaseUntil: Date;
-  /** Whole intervals that passed unprobed before this claim (the replica pool was full, or replicas were down). */
-  missed: number;
-  baseUrl: string | null;
-  model: string;
-  apiKey: string | null;
-  accountId: number | null;
-  intervalMs: number;
-  timeoutMs: number;
-}
-
-/** One claim pass: the monitors to probe now, and the slots skipped as more than half an interval late (counted as missed). */
-export interface MonitorClaim {
-  claimed: ClaimedMonitor[];
-  skipped: number;
-}
-
-export interface ProbeRecord {
-  monitorId: number;
-  fence: number;
-  scheduledFor: Date;
-  startedAt: Date;
-  ok: boolean;
-  status: number | null;
-  latencyMs: number;
-  ttfbMs: number | null;
-  errorClass: string | null;
-  missed: number;
-}
 
 const VIEW = `id, name, base_url, model, account_id, api_key_sealed IS NOT NULL AS has_api_key, interval_ms, timeout_ms, jitter_ms, enabled, labels,
   next_due_at, last_probe_at, last_status, last_error_class, last_latency_ms, created_at, updated_at`;

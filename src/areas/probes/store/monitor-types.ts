@@ -1,0 +1,68 @@
+/** The shapes the monitors repository (monitors.ts) reads and writes: the API's view, the input, a claim and a probe's record. */
+/** What the API may see of a monitor: never the key, only whether one is set. */
+export interface MonitorView {
+  id: number;
+  name: string;
+  base_url: string | null;
+  model: string;
+  account_id: number | null;
+  has_api_key: boolean;
+  interval_ms: number;
+  timeout_ms: number;
+  jitter_ms: number;
+  enabled: boolean;
+  labels: Record<string, string>;
+  next_due_at: string;
+  last_probe: { at: string | null; status: number | null; error_class: string | null; latency_ms: number | null };
+  created_at: string;
+  updated_at: string;
+}
+
+export interface MonitorInput {
+  name: string;
+  baseUrl: string | null;
+  model: string;
+  apiKey: string | null;
+  accountId: number | null;
+  intervalMs: number;
+  timeoutMs: number;
+  jitterMs: number;
+  enabled: boolean;
+  labels: Record<string, string>;
+}
+
+/** A monitor claimed for one probe: its fence, the slot it is for, and the key opened. */
+export interface ClaimedMonitor {
+  id: number;
+  fence: number;
+  scheduledFor: Date;
+  claimedAt: Date;
+  leaseUntil: Date;
+  /** Whole intervals that passed unprobed before this claim (the replica pool was full, or replicas were down). */
+  missed: number;
+  baseUrl: string | null;
+  model: string;
+  apiKey: string | null;
+  accountId: number | null;
+  intervalMs: number;
+  timeoutMs: number;
+}
+
+/** One claim pass: the monitors to probe now, and the slots skipped as more than half an interval late (counted as missed). */
+export interface MonitorClaim {
+  claimed: ClaimedMonitor[];
+  skipped: number;
+}
+
+export interface ProbeRecord {
+  monitorId: number;
+  fence: number;
+  scheduledFor: Date;
+  startedAt: Date;
+  ok: boolean;
+  status: number | null;
+  latencyMs: number;
+  ttfbMs: number | null;
+  errorClass: string | null;
+  missed: number;
+}
