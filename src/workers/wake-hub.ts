@@ -56,3 +56,14 @@ export class WakeHub {
     for (const set of this.loops.values()) for (const wake of set) wake(reason);
   }
 }
+
+/**
+ * When an idle loop looks again: with the listener up, when its work is next due by the data
+ * (`nextDueMs`; already due but held by another replica: after `pollMs`; nothing scheduled: null,
+ * so a wake-up or the backstop ends the sleep); with no listener, after `pollMs`, as before.
+ */
+export async function idleUntil(nowMs: number, pollMs: number, wakes: WakeHub | undefined, nextDueMs: (() => Promise<number | null>) | undefined): Promise<number | null> {
+  if (!wakes?.listening || !nextDueMs) return nowMs + pollMs;
+  const ms = await nextDueMs();
+  return ms === null ? null : nowMs + (ms <= 0 ? pollMs : ms);
+}

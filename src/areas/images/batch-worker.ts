@@ -6,7 +6,7 @@ import type { BatchLease, ImageQueue } from './store/image-queue.js';
 import type { BatchDriver } from './batch-driver.js';
 import { settledWithin } from '../../time/clock.js';
 import { ServiceLoop, type LoopTickCounter } from '../../workers/service-loop.js';
-import type { WakeHub } from '../../workers/wake-hub.js';
+import { idleUntil, type WakeHub } from '../../workers/wake-hub.js';
 
 export interface WorkerOptions {
   owner: string;
@@ -105,9 +105,8 @@ export class BatchWorker {
     const now = this.clock.now();
     const full = this.running.size >= this.o.concurrency;
     if (claimed > 0 && !full) return { items: claimed, nextDueAt: now };
-    if (claimed > 0 || full || !this.o.wakes?.listening || !this.o.nextDueMs) return { items: claimed, nextDueAt: now + this.o.claimIntervalMs };
-    const ms = await this.o.nextDueMs();
-    return { items: 0, nextDueAt: ms === null ? null : now + (ms <= 0 ? this.o.claimIntervalMs : ms) };
+    if (claimed > 0 || full) return { items: claimed, nextDueAt: now + this.o.claimIntervalMs };
+    return { items: 0, nextDueAt: await idleUntil(now, this.o.claimIntervalMs, this.o.wakes, this.o.nextDueMs) };
   }
 
   private async drive(l: BatchLease): Promise<void> {

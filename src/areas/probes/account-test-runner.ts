@@ -8,7 +8,7 @@ import { halfIntervalAfter, nextPlanSlot, placeClaim } from './plan-schedule.js'
 import { MIN_PROBE_MS, leaseLeftMs } from './monitor-runner.js';
 import { settledWithin } from '../../time/clock.js';
 import { ServiceLoop, type LoopTickCounter } from '../../workers/service-loop.js';
-import type { WakeHub } from '../../workers/wake-hub.js';
+import { idleUntil, type WakeHub } from '../../workers/wake-hub.js';
 
 export interface AccountTestSettings {
   instanceId: string;
@@ -110,9 +110,8 @@ export class AccountTestRunner {
   private async pass(): Promise<{ items: number; nextDueAt: number | null }> {
     const claimed = await this.tick();
     const now = this.clock.now();
-    if (claimed > 0 || !this.s.wakes?.listening || !this.s.nextDueMs) return { items: claimed, nextDueAt: now + this.s.pollMs };
-    const ms = await this.s.nextDueMs();
-    return { items: 0, nextDueAt: ms === null ? null : now + (ms <= 0 ? this.s.pollMs : ms) };
+    if (claimed > 0) return { items: claimed, nextDueAt: now + this.s.pollMs };
+    return { items: 0, nextDueAt: await idleUntil(now, this.s.pollMs, this.s.wakes, this.s.nextDueMs) };
   }
 
   private async run(claimed: ClaimedPlan, seenAt: number): Promise<void> {

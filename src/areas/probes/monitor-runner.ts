@@ -4,7 +4,7 @@ import type { Metrics } from '../../telemetry/metrics.js';
 import type { ClaimedMonitor, Monitors, ProbeRecord } from './store/monitors.js';
 import { WorkerPool } from '../../workers/worker-pool.js';
 import { ServiceLoop, type LoopTickCounter } from '../../workers/service-loop.js';
-import type { WakeHub } from '../../workers/wake-hub.js';
+import { idleUntil, type WakeHub } from '../../workers/wake-hub.js';
 import type { ProbeClient, ProbeResult } from './probe-client.js';
 import type { AccountProbeAuth } from './account-probe-auth.js';
 
@@ -154,9 +154,7 @@ export class MonitorRunner {
     if (claimed > 0 && claimed === wanted && this.pool.stats.running < this.s.poolSize) return { items: claimed, nextDueAt: now };
     if (!(claimed === 0 && wanted > 0)) return { items: claimed, nextDueAt: now + this.s.pollMs };
     // Idle. Wake-ups on: sleep until the earliest monitor is due (a due one held by another replica: the idle poll); off: the idle poll.
-    if (!this.s.wakes?.listening || !this.s.nextDueMs) return { items: 0, nextDueAt: now + this.idlePollMs() };
-    const ms = await this.s.nextDueMs();
-    return { items: 0, nextDueAt: ms === null ? null : now + Math.max(ms, ms <= 0 ? this.idlePollMs() : 0) };
+    return { items: 0, nextDueAt: await idleUntil(now, this.idlePollMs(), this.s.wakes, this.s.nextDueMs) };
   }
 
   private idlePollMs(): number {
