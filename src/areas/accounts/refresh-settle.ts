@@ -2,10 +2,23 @@ import type { Logger } from '../../telemetry/logger.js';
 import type { Metrics } from '../../telemetry/metrics.js';
 import type { Clock } from '../../time/clock.js';
 import { retry } from '../../time/retry.js';
-import type { Accounts, AccountSecrets, UnsettledSend } from './store/accounts.js';
+import type { Accounts, AccountSecrets, AccountStatus, UnsettledSend } from './store/accounts.js';
 import type { RefreshCallResult } from './oauth-client.js';
 import { lostRotationReason } from './lost-rotation.js';
-import type { RefreshOutcome } from './refresher.js';
+
+/**
+ * What one request came to. `lease_held` is a skip (another process is refreshing this
+ * account), not a success and not a failure; `superseded` means the token changed since the
+ * caller looked, so there is nothing to do but read the new one.
+ */
+export type RefreshOutcome =
+  | { result: 'refreshed'; version: number; tokenExpiresAt: Date | null }
+  | { result: 'superseded'; version: number; tokenExpiresAt: Date | null }
+  | { result: 'lease_held'; heldIn: 'redis' | 'postgres' }
+  | { result: 'skipped'; reason: 'gone' | 'not_eligible' | 'no_refresh_token' | 'recently_attempted' | 'stopped'; status?: AccountStatus }
+  | { result: 'transient'; reason: string; detail: string; retryAfterMs: number | null; failures: number; tokenExpiresAt?: Date | null }
+  | { result: 'permanent'; reason: string; detail: string; status: AccountStatus }
+  | { result: 'config'; reason: string; detail: string };
 
 /**
  * What a provider's reply to a refresh becomes, under the refresher's lease (refresher.ts): new

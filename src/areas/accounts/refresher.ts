@@ -13,24 +13,12 @@ import { RateLimiter } from '../../workers/rate-limiter.js';
 import { PlatformBreaker } from './platform-breaker.js';
 import { settledWithin, systemClock, type Clock } from '../../time/clock.js';
 import { refreshTokenFingerprint, repeatedSend } from './lost-rotation.js';
-import { settleReply, type SettleContext } from './refresh-settle.js';
+import { settleReply, type RefreshOutcome, type SettleContext } from './refresh-settle.js';
 
 /** Who asked: the scheduler's timers, its retries and recoveries, the hot path, an upstream 401, an admin. */
 export type RefreshTrigger = 'schedule' | 'retry' | 'recovery' | 'takeover' | 'hot_path' | 'unauthorized' | 'admin';
 
-/**
- * What one request came to. `lease_held` is a skip (another process is refreshing this
- * account), not a success and not a failure; `superseded` means the token changed since the
- * caller looked, so there is nothing to do but read the new one.
- */
-export type RefreshOutcome =
-  | { result: 'refreshed'; version: number; tokenExpiresAt: Date | null }
-  | { result: 'superseded'; version: number; tokenExpiresAt: Date | null }
-  | { result: 'lease_held'; heldIn: 'redis' | 'postgres' }
-  | { result: 'skipped'; reason: 'gone' | 'not_eligible' | 'no_refresh_token' | 'recently_attempted' | 'stopped'; status?: AccountStatus }
-  | { result: 'transient'; reason: string; detail: string; retryAfterMs: number | null; failures: number; tokenExpiresAt?: Date | null }
-  | { result: 'permanent'; reason: string; detail: string; status: AccountStatus }
-  | { result: 'config'; reason: string; detail: string };
+export type { RefreshOutcome } from './refresh-settle.js';
 
 export interface RefresherOptions {
   accounts: Accounts;
