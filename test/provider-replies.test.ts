@@ -157,8 +157,9 @@ describe('image output files are streamed into the object store (issue 23, item 
     expect(pngs.every((f) => statSync(join(dir, f)).size === MB)).toBe(true);
     console.log(`output file ${Math.round(outBytes / MB)} MB indexed (${prompts} images of 1 MiB): RSS growth ${growthMb} MB`);
     expect(outBytes).toBeGreaterThan(300 * MB);
-    // Read whole, the file alone is > 340 MB as bytes and again as a string; streamed, growth stays far below it.
-    expect(growthMb).toBeLessThan(150);
+    // Read whole, the file alone is > 340 MB as bytes and again as a string (> 680 MB); streamed, growth stays
+    // below the file's size (measured 144-163 MB: buffers and GC timing, not the file), so the bound is 250 MB.
+    expect(growthMb).toBeLessThan(250);
     fake.bigImageBytes = 0;
   }, 300_000);
 
