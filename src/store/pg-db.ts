@@ -46,6 +46,12 @@ export class PgDb implements Db {
 
   async tx<T>(fn: (q: Queryable) => Promise<T>): Promise<T> {
     const client = await this.pool.connect();
+    // A checked-out client whose server goes away emits 'error' (pg-pool listens only on idle ones):
+    // without a listener of ours that kills the process. The statement in flight rejects as well;
+    // the broken client is destroyed on release, never handed out again.
+    let broken: Error | undefined;
+    const onError = (err: Error) => void (broken = err);
+    client.on('error', onError);
     const q = wrapClient(client, this.stats);
     try {
       await q.query('BEGIN');
@@ -56,7 +62,8 @@ export class PgDb implements Db {
       await q.query('ROLLBACK').catch(() => undefined); // after any statement of fn still running
       throw err;
     } finally {
-      client.release();
+      client.off('error', onError);
+      client.release(broken);
     }
   }
 
