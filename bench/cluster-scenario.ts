@@ -1,8 +1,8 @@
 /**
  * The issue-18 scenario with real processes: N replicas (`relay-jobs start`), one 1 s cluster job
  * (the canary, sleeping 300 ms, lock_ttl 3 s), every other job off, default heartbeat.
- *   steady state (STEADY_S) → PostgreSQL transactions/s (pg_stat_database.xact_commit delta of the
- *   bench database) and Redis commands/s (INFO commandstats of a private redis-server);
+ *   steady state (STEADY_S) → PostgreSQL transactions/s and Redis commands/s (`footprint()` in
+ *   replicas.ts: the bench database's commits + rollbacks, a private redis-server's commands);
  *   SIGKILL of the replica mid-round → failover time (kill → next round started elsewhere) and
  *   slots missed; Redis killed for 5 s and restarted → rounds during the outage; SIGTERM all.
  * At the end, from the records: duplicate slots, overlapping rounds, missed slots over the run.
@@ -12,13 +12,9 @@
  */
 import { spawn } from 'node:child_process';
 import pg from 'pg';
-import { Redis } from 'ioredis';
 import { CLI, ServiceProcess, cleanEnv } from '../test/helpers/cli.js';
-import { JOBS } from '../src/jobs/registry.js';
-import { PrivateRedis, TEST_MASTER_KEY, freePort, freshDatabase, uniqueName } from '../test/helpers/services.js';
-
-/** Every job of the registry but the canary and token_refresh; a scenario turns off these and whichever of the two it does not measure. */
-export const OTHER_JOBS = JOBS.map((j) => j.name).filter((n) => n !== 'canary' && n !== 'token_refresh');
+import { PrivateRedis, freshDatabase, uniqueName } from '../test/helpers/services.js';
+import { CANARY_EVERY_SECOND, OTHER_JOBS, footprint, jobsOff, replicaEnv, sleep } from './replicas.js';
 
 export interface ScenarioResult {
   replicas: number;
@@ -33,19 +29,6 @@ export interface ScenarioResult {
   overlaps: number;
 }
 
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-
-async function redisCalls(url: string): Promise<number> {
-  const c = new Redis(url, { lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null });
-  c.on('error', () => undefined);
-  await c.connect();
-  const info = await c.info('commandstats');
-  c.disconnect();
-  let n = 0;
-  for (const m of info.matchAll(/^cmdstat_[^:]+:calls=(\d+)/gm)) n += Number(m[1]);
-  return n;
-}
-
 export async function runScenario(replicas: number, cli = CLI, steadyS = Number(process.env.BENCH_STEADY_S ?? 20)): Promise<ScenarioResult> {
   const db = await freshDatabase();
   const redis = await PrivateRedis.start();
@@ -55,27 +38,18 @@ export async function runScenario(replicas: number, cli = CLI, steadyS = Number(
   try {
     const prefix = uniqueName('rjscn');
     for (let i = 0; i < replicas; i++) {
-      const env: Record<string, string> = {
-        DATABASE_URL: db.url,
-        REDIS_URL: redis.url,
-        RELAY_JOBS_INSTANCE_ID: `s${i}`,
-        RELAY_JOBS_ENV: 'bench',
-        RELAY_JOBS_HTTP_PORT: String(await freePort()),
-        RELAY_JOBS_ADMIN_TOKEN: 'bench-admin-token-0123456789',
-        RELAY_JOBS_MASTER_KEY: TEST_MASTER_KEY,
-        RELAY_JOBS__REDIS__KEY_PREFIX: prefix,
-        RELAY_JOBS__REDIS__COMMAND_TIMEOUT: '300ms',
-        RELAY_JOBS__DATABASE__POOL_SIZE: '3',
-        RELAY_JOBS__CLUSTER__EXPECTED_REPLICAS: String(replicas),
-        RELAY_JOBS__SHUTDOWN__GRACE: '5s',
-        RELAY_JOBS__JOBS__CANARY__ENABLED: 'true',
-        RELAY_JOBS__JOBS__CANARY__EVERY: '1s',
-        RELAY_JOBS__JOBS__CANARY__SLEEP: '300ms',
-        RELAY_JOBS__JOBS__CANARY__TIMEOUT: '2s',
-        RELAY_JOBS__JOBS__CANARY__LOCK_TTL: '3s',
-        RELAY_JOBS__LOGGING__LEVEL: 'warn',
-      };
-      for (const j of [...OTHER_JOBS, 'token_refresh']) env[`RELAY_JOBS__JOBS__${j.toUpperCase()}__ENABLED`] = 'false';
+      const env = await replicaEnv(
+        `s${i}`,
+        { dbUrl: db.url, redisUrl: redis.url, prefix },
+        {
+          RELAY_JOBS__REDIS__COMMAND_TIMEOUT: '300ms',
+          RELAY_JOBS__DATABASE__POOL_SIZE: '3',
+          RELAY_JOBS__CLUSTER__EXPECTED_REPLICAS: String(replicas),
+          ...CANARY_EVERY_SECOND,
+          RELAY_JOBS__LOGGING__LEVEL: 'warn',
+          ...jobsOff([...OTHER_JOBS, 'token_refresh']),
+        },
+      );
       procs.push(new ServiceProcess(`s${i}`, spawn(process.execPath, [cli, 'start'], { env: cleanEnv(env), stdio: ['ignore', 'pipe', 'pipe'] })));
     }
     const q = async (text: string, params: unknown[] = []) => (await sql.query(text, params)).rows;
@@ -90,19 +64,7 @@ export async function runScenario(replicas: number, cli = CLI, steadyS = Number(
     await sleep(3000);
 
     // ---- steady state ----
-    const xact = async () => Number((await q(`SELECT xact_commit FROM pg_stat_database WHERE datname = current_database()`))[0].xact_commit);
-    await q(`SELECT pg_stat_clear_snapshot()`);
-    const x0 = await xact();
-    const r0 = await redisCalls(redis.url);
-    const t0 = Date.now();
-    await sleep(steadyS * 1000);
-    await sleep(1200); // let the backends flush their counters (PostgreSQL reports at most once a second)
-    await q(`SELECT pg_stat_clear_snapshot()`);
-    const x1 = await xact();
-    const r1 = await redisCalls(redis.url);
-    const secs = (Date.now() - t0) / 1000;
-    const pgXactPerSec = (x1 - x0 - 3) / secs; // our own three statements in between
-    const redisCmdsPerSec = (r1 - r0 - 1) / secs; // our INFO
+    const { pgTxPerSec: pgXactPerSec, redisCmdsPerSec } = await footprint(q, redis.url, steadyS);
 
     // ---- SIGKILL the replica in the middle of a round ----
     let victim: ServiceProcess | undefined;

@@ -8,20 +8,9 @@
  */
 import { spawn } from 'node:child_process';
 import pg from 'pg';
-import { Redis } from 'ioredis';
 import { CLI, ServiceProcess, cleanEnv } from '../test/helpers/cli.js';
-import { PrivateRedis, TEST_MASTER_KEY, freePort, freshDatabase, uniqueName } from '../test/helpers/services.js';
-
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-
-async function redisTotal(url: string): Promise<number> {
-  const c = new Redis(url, { lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null });
-  c.on('error', () => undefined);
-  await c.connect();
-  const info = await c.info('stats');
-  c.disconnect();
-  return Number(/^total_commands_processed:(\d+)/m.exec(info)?.[1] ?? 0);
-}
+import { PrivateRedis, freshDatabase, uniqueName } from '../test/helpers/services.js';
+import { footprint, replicaEnv, sleep } from './replicas.js';
 
 export interface IdleResult {
   replicas: number;
@@ -41,21 +30,16 @@ export async function runIdle(replicas: number, wakeups: boolean): Promise<IdleR
   try {
     const prefix = uniqueName('rjidle');
     for (let i = 0; i < replicas; i++) {
-      const env: Record<string, string> = {
-        DATABASE_URL: db.url,
-        REDIS_URL: redis.url,
-        RELAY_JOBS_INSTANCE_ID: `i${i}`,
-        RELAY_JOBS_ENV: 'bench',
-        RELAY_JOBS_HTTP_PORT: String(await freePort()),
-        RELAY_JOBS_ADMIN_TOKEN: 'bench-admin-token-0123456789',
-        RELAY_JOBS_MASTER_KEY: TEST_MASTER_KEY,
-        RELAY_JOBS__REDIS__KEY_PREFIX: prefix,
-        RELAY_JOBS__DATABASE__POOL_SIZE: '3',
-        RELAY_JOBS__CLUSTER__EXPECTED_REPLICAS: String(replicas),
-        RELAY_JOBS__SHUTDOWN__GRACE: '5s',
-        RELAY_JOBS__LOGGING__LEVEL: 'warn',
-        RELAY_JOBS__WAKEUPS__ENABLED: String(wakeups),
-      };
+      const env = await replicaEnv(
+        `i${i}`,
+        { dbUrl: db.url, redisUrl: redis.url, prefix },
+        {
+          RELAY_JOBS__DATABASE__POOL_SIZE: '3',
+          RELAY_JOBS__CLUSTER__EXPECTED_REPLICAS: String(replicas),
+          RELAY_JOBS__LOGGING__LEVEL: 'warn',
+          RELAY_JOBS__WAKEUPS__ENABLED: String(wakeups),
+        },
+      );
       procs.push(new ServiceProcess(`i${i}`, spawn(process.execPath, [CLI, 'start'], { env: cleanEnv(env), stdio: ['ignore', 'pipe', 'pipe'] })));
     }
     const q = async (text: string) => (await sql.query(text)).rows;
@@ -66,20 +50,7 @@ export async function runIdle(replicas: number, wakeups: boolean): Promise<IdleR
       await sleep(100);
     }
     await sleep(settleS * 1000);
-    const tx = async () => {
-      await q(`SELECT pg_stat_clear_snapshot()`);
-      return Number((await q(`SELECT xact_commit + xact_rollback AS n FROM pg_stat_database WHERE datname = current_database()`))[0].n);
-    };
-    const x0 = await tx();
-    const r0 = await redisTotal(redis.url);
-    const t0 = Date.now();
-    await sleep(steadyS * 1000);
-    await sleep(1200); // backends report their counters at most once a second
-    const x1 = await tx();
-    const r1 = await redisTotal(redis.url);
-    const secs = (Date.now() - t0) / 1000;
-    // Our own: two statements per tx() sample (each its own transaction); one INFO per sample.
-    return { replicas, wakeups, pgTxPerSec: (x1 - x0 - 2) / secs, redisCmdsPerSec: (r1 - r0 - 1) / secs };
+    return { replicas, wakeups, ...(await footprint(q, redis.url, steadyS)) };
   } finally {
     for (const p of procs) if (p.proc.exitCode === null) p.proc.kill('SIGTERM');
     await Promise.all(procs.map((p) => p.exited));

@@ -17,7 +17,7 @@ import { Redis } from 'ioredis';
 import { CLI, ServiceProcess, cleanEnv } from '../test/helpers/cli.js';
 import { REDIS_URL, TEST_MASTER_KEY, dropRedisPrefix, freePort, freshDatabase, uniqueName } from '../test/helpers/services.js';
 import { FakeOAuthServer } from '../test/fixtures/oauth-server.js';
-import { OTHER_JOBS } from './cluster-scenario.js';
+import { OTHER_JOBS } from './replicas.js';
 import { waitFor } from '../test/helpers/wait.js';
 
 const LIFETIME_S = 30;

@@ -16,13 +16,11 @@ import pg from 'pg';
 import { ServiceProcess } from '../test/helpers/cli.js';
 import { PgBouncer } from '../test/helpers/pgbouncer.js';
 import { SentinelSet } from '../test/helpers/redis-topologies.js';
-import { PrivateRedis, REDIS_URL, TEST_MASTER_KEY, dropRedisPrefix, freePort, freshDatabase, uniqueName } from '../test/helpers/services.js';
+import { PrivateRedis, REDIS_URL, dropRedisPrefix, freshDatabase, uniqueName } from '../test/helpers/services.js';
 import { Redis } from 'ioredis';
-import { OTHER_JOBS } from './cluster-scenario.js';
+import { CANARY_EVERY_SECOND, OTHER_JOBS, jobsOff, replicaEnv, sleep } from './replicas.js';
 import { benchSnapshotMemory, keyBytes } from './scheduler-snapshot.js';
 import { RedisQuotaCounters, quotaMember } from '../src/coordination/quota-counters.js';
-
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 interface Setup {
   dbUrl: string;
@@ -32,29 +30,22 @@ interface Setup {
 
 async function cluster(client: pg.Client, s: Setup): Promise<{ replicas: ServiceProcess[]; restart: (name: string) => ServiceProcess }> {
   const prefix = uniqueName('rjtopo');
-  const off = Object.fromEntries(OTHER_JOBS.map((j) => [`RELAY_JOBS__JOBS__${j.toUpperCase()}__ENABLED`, 'false']));
   const envs = new Map<string, Record<string, string>>();
   for (let i = 0; i < 3; i++) {
-    envs.set(`t${i}`, {
-      DATABASE_URL: s.dbUrl,
-      REDIS_URL: s.redisUrl,
-      RELAY_JOBS_INSTANCE_ID: `t${i}`,
-      RELAY_JOBS_ENV: 'bench',
-      RELAY_JOBS_HTTP_PORT: String(await freePort()),
-      RELAY_JOBS_ADMIN_TOKEN: 'bench-admin-token-0123456789',
-      RELAY_JOBS_MASTER_KEY: TEST_MASTER_KEY,
-      RELAY_JOBS__REDIS__KEY_PREFIX: prefix,
-      RELAY_JOBS__REDIS__COMMAND_TIMEOUT: '300ms',
-      RELAY_JOBS__CLUSTER__INSTANCE_HEARTBEAT: '1s',
-      RELAY_JOBS__SHUTDOWN__GRACE: '5s',
-      RELAY_JOBS__JOBS__CANARY__ENABLED: 'true',
-      RELAY_JOBS__JOBS__CANARY__EVERY: '1s',
-      RELAY_JOBS__JOBS__CANARY__SLEEP: '300ms',
-      RELAY_JOBS__JOBS__CANARY__TIMEOUT: '2s',
-      RELAY_JOBS__JOBS__CANARY__LOCK_TTL: '3s',
-      ...off,
-      ...s.env,
-    });
+    envs.set(
+      `t${i}`,
+      await replicaEnv(
+        `t${i}`,
+        { dbUrl: s.dbUrl, redisUrl: s.redisUrl, prefix },
+        {
+          RELAY_JOBS__REDIS__COMMAND_TIMEOUT: '300ms',
+          RELAY_JOBS__CLUSTER__INSTANCE_HEARTBEAT: '1s',
+          ...CANARY_EVERY_SECOND,
+          ...jobsOff(OTHER_JOBS),
+          ...s.env,
+        },
+      ),
+    );
   }
   const restart = (name: string) => ServiceProcess.start(name, envs.get(name)!);
   const replicas = [...envs.keys()].map(restart);
