@@ -41,42 +41,31 @@ describe('job_runs retention', () => {
       );
     }
   }
+  /** A replica's environment with the deprecated key set to 2 days. */
+  const env = (extra: Record<string, string> = {}) => ({
+    DATABASE_URL: db.url,
+    REDIS_URL,
+    RELAY_JOBS_INSTANCE_ID: 'ret-1',
+    RELAY_JOBS_ENV: 'test',
+    RELAY_JOBS_MASTER_KEY: TEST_MASTER_KEY,
+    RELAY_JOBS__REDIS__KEY_PREFIX: prefix,
+    RELAY_JOBS__DATABASE__POOL_SIZE: '3',
+    RELAY_JOBS__OPS__RETENTION_DAYS__JOB_RUNS: '2',
+    ...extra,
+  });
   const seeded = async () =>
     (await sql.query<{ job_name: string }>(`SELECT job_name FROM job_runs WHERE instance_id = 'ret-1' AND job_name <> 'ops_cleanup' ORDER BY job_name`)).rows.map((r) => r.job_name);
 
   it('the deprecated ops.retention_days.job_runs still works, as scheduler.run_retention, with a warning naming it', () => {
-    const config = loadConfig({
-      env: {
-        DATABASE_URL: db.url,
-        REDIS_URL,
-        RELAY_JOBS_INSTANCE_ID: 'ret-1',
-        RELAY_JOBS_ENV: 'test',
-        RELAY_JOBS_MASTER_KEY: TEST_MASTER_KEY,
-        RELAY_JOBS__REDIS__KEY_PREFIX: prefix,
-        RELAY_JOBS__DATABASE__POOL_SIZE: '3',
-        RELAY_JOBS__OPS__RETENTION_DAYS__JOB_RUNS: '2',
-      },
-    });
+    const config = loadConfig({ env: env() });
     expect(config.scheduler.run_retention).toBe(2 * DAY);
     expect(config.ops.retention_days).not.toHaveProperty('job_runs');
     expect(config.warnings).toEqual([expect.stringMatching(/^ops\.retention_days\.job_runs \(RELAY_JOBS__OPS__RETENTION_DAYS__JOB_RUNS\) is deprecated: .*scheduler\.run_retention: 2d/)]);
   });
 
   it('ops_cleanup prunes finished job_runs older than that retention; newer and running records stay', async () => {
-    const config = loadConfig({
-      env: {
-        DATABASE_URL: db.url,
-        REDIS_URL,
-        RELAY_JOBS_INSTANCE_ID: 'ret-1',
-        RELAY_JOBS_ENV: 'test',
-        RELAY_JOBS_MASTER_KEY: TEST_MASTER_KEY,
-        RELAY_JOBS__REDIS__KEY_PREFIX: prefix,
-        RELAY_JOBS__DATABASE__POOL_SIZE: '3',
-        RELAY_JOBS__OPS__RETENTION_DAYS__JOB_RUNS: '2',
-        // Batches of 2 over 5 old rows: the round drains batch after batch, not one batch.
-        RELAY_JOBS__JOBS__OPS_CLEANUP__BATCH: '2',
-      },
-    });
+    // Batches of 2 over 5 old rows: the round drains batch after batch, not one batch.
+    const config = loadConfig({ env: env({ RELAY_JOBS__JOBS__OPS_CLEANUP__BATCH: '2' }) });
     rt = await Runtime.create(config, { logger: silentLogger() });
     await seed([
       ...Array.from({ length: 5 }, (_, i) => ({ job: `old_${i}`, daysAgo: 3, status: i % 2 ? 'failed' : 'ok' })),
