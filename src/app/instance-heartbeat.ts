@@ -8,7 +8,7 @@ import type { Metrics } from '../telemetry/metrics.js';
 import type { Logger } from '../telemetry/logger.js';
 import type { Clock } from '../time/clock.js';
 import { ProcessSampler } from '../telemetry/process-sampler.js';
-import { HEALTH_STATES, type JobView } from './job-views.js';
+import { HEALTH_STATES, type JobView } from '../jobs/job-views.js';
 import type { BackendIdentity } from '../coordination/backend-identity.js';
 
 /** How long the job health gauges read at a scrape stay fresh (the cluster-wide job views: six reads). */

@@ -25,11 +25,11 @@ import { embeddedAdminToken } from './admin-token.js';
 import { wireServices } from './services-wiring.js';
 import { InstanceHeartbeat } from './instance-heartbeat.js';
 import { RefreshShards } from '../coordination/refresh-shards.js';
-import { jobViews, type JobView } from './job-views.js';
+import { jobViews, type JobView } from '../jobs/job-views.js';
 import { runShutdownLadder, type Ingress, type Stoppable } from './shutdown-ladder.js';
 import { readBackendIdentity } from '../coordination/backend-identity.js';
 
-export type { JobView } from './job-views.js';
+export type { JobView } from '../jobs/job-views.js';
 
 export interface RuntimeOptions {
   clock?: Clock;

@@ -11,7 +11,7 @@ import type { Liveness } from '../coordination/liveness.js';
 import type { WakeHub } from '../workers/wake-hub.js';
 import type { RefreshShards } from '../coordination/refresh-shards.js';
 import type { Services } from '../jobs/services.js';
-import type { JobView } from './job-views.js';
+import type { JobView } from '../jobs/job-views.js';
 import type { JobDefinition } from '../scheduler/job.js';
 
 /** What an area may read from the running runtime, lazily (at use, never while wiring). */
