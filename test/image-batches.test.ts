@@ -15,6 +15,7 @@ import { TERMINAL } from '../src/areas/images/store/image-batches.js';
 import { FakeImageProvider } from './fixtures/image-provider.js';
 import { REDIS_URL, TEST_MASTER_KEY, dropRedisPrefix, freshDatabase, uniqueName } from './helpers/services.js';
 import { embeddedDataDir } from './helpers/pglite-template.js';
+import { waitFor } from './helpers/wait.js';
 
 const ADMIN = 'images-admin-token-0123456789';
 const auth = { authorization: `Bearer ${ADMIN}` };
@@ -442,5 +443,50 @@ describe('image batches', () => {
     expect(text).toMatch(/relay_jobs_image_queue_batches\{status="ready"\} [1-9]/);
     expect(text).toMatch(/relay_jobs_image_holds_open [1-9]/);
     expect(text).not.toContain('sk-image-secret');
+  });
+
+  it('a tick claims before the delayed mover and stale recovery run; a batch those make ready is claimed at once, not after the claim interval (issue 26)', async () => {
+    const user = await newUser(100);
+    const b = (await submit('moved-1', { user_id: user, model: 'img_small', prompts: ['x'] })).json();
+    // Delayed and due: only the mover makes it ready.
+    await sql.query(`UPDATE image_batch_queue SET status = 'delayed', run_at = clock_timestamp() WHERE batch_id = $1`, [b.id]);
+    const s = svc();
+    const calls: string[] = [];
+    let claims = 0;
+    const queue = Object.create(s.queue) as typeof s.queue;
+    for (const k of ['moveDue', 'recoverStale'] as const) {
+      const f = s.queue[k].bind(s.queue);
+      queue[k] = () => (calls.push(k), f());
+    }
+    queue.claim = async (...a) => {
+      calls.push('claim');
+      const leases = await s.queue.claim(...a);
+      claims += leases.filter((l) => l.batchId === b.id).length;
+      return leases;
+    };
+    const reads: number[] = [];
+    const batches = Object.create(s.batches) as typeof s.batches;
+    batches.get = (id: number) => (reads.push(id), s.batches.get(id));
+    // A claim interval of an hour: only an immediate next tick can claim what the mover made ready.
+    const w = new BatchWorker(
+      batches,
+      queue,
+      (s.worker as unknown as { driver: never }).driver,
+      { owner: 'moved', concurrency: 2, leaseMs: 2000, claimIntervalMs: 3_600_000, retryDelayMs: 10 },
+      systemClock,
+      rt.metrics.images,
+      silentLogger(),
+    );
+    w.start();
+    try {
+      await waitFor(async () => (await s.batches.get(b.id))!.provider_batch_id, { what: 'the moved batch claimed and submitted' });
+    } finally {
+      await w.stop(2000);
+    }
+    expect(calls.slice(0, 3)).toEqual(['claim', 'moveDue', 'recoverStale']);
+    // created → uploading → submitted under one claim: the row is read once per claim, then handed on by each step that wrote it.
+    expect(claims).toBeGreaterThan(0);
+    expect(reads.filter((id) => id === b.id).length).toBe(claims);
+    expect((await drive(b.id)).state).toBe('completed');
   });
 });

@@ -5,6 +5,11 @@ import { loadConfig } from '../src/config/load.js';
 import { Runtime } from '../src/app/runtime.js';
 import { buildHttpServer } from '../src/http/server.js';
 import { ProbeClient } from '../src/areas/probes/probe-client.js';
+import { MonitorRunner } from '../src/areas/probes/monitor-runner.js';
+import type { ClaimedMonitor, Monitors } from '../src/areas/probes/store/monitors.js';
+import type { AccountProbeAuth } from '../src/areas/probes/account-probe-auth.js';
+import { silentLogger } from '../src/telemetry/logger.js';
+import { systemClock } from '../src/time/clock.js';
 import { ChatUpstream } from './fixtures/chat-upstream.js';
 import { captureLogs } from './helpers/log-capture.js';
 import { REDIS_URL, TEST_MASTER_KEY, dropRedisPrefix, freePort, freshDatabase, uniqueName } from './helpers/services.js';
@@ -282,5 +287,53 @@ describe('fleet probes (real PostgreSQL, loopback upstream)', () => {
     await sql.query(`UPDATE monitors SET enabled = false`);
     await sql.query(`UPDATE account_test_plans SET enabled = false`);
     expect((await health('channel_monitor')).health).toBe('healthy');
+  });
+
+  it('a pass claims and starts due monitors before it writes finished results: a new monitor is not behind that write (issue 26)', async () => {
+    const calls: string[] = [];
+    const due: ClaimedMonitor[] = [];
+    const monitor = (id: number): ClaimedMonitor => {
+      const now = Date.now();
+      return {
+        id,
+        fence: 1,
+        scheduledFor: new Date(now),
+        claimedAt: new Date(now),
+        leaseUntil: new Date(now + 10_000),
+        missed: 0,
+        baseUrl: up.url,
+        model: 'm',
+        apiKey: `order-${id}`,
+        accountId: null,
+        intervalMs: 60_000,
+        timeoutMs: 2000,
+      };
+    };
+    const monitors = {
+      claim: async () => {
+        calls.push(`claim ${due.map((m) => m.id).join(',')}`);
+        return { claimed: due.splice(0), skipped: 0 };
+      },
+      complete: async (_owner: string, results: Array<{ monitorId: number }>) => {
+        calls.push(`write ${results.map((r) => r.monitorId).join(',')}`);
+        return 0;
+      },
+    } as unknown as Monitors;
+    const runner = new MonitorRunner(monitors, new ProbeClient(), {} as AccountProbeAuth, systemClock, rt.metrics, silentLogger(), {
+      instanceId: 'order',
+      poolSize: 4,
+      claimBatch: 4,
+      pollMs: 100,
+      leaseGraceMs: 1000,
+      lateAfterMs: 1000,
+      accountBaseUrl: up.url,
+    });
+    due.push(monitor(1));
+    await runner.tick();
+    await waitFor(() => runner.inFlight === 0, { what: 'the first probe finished' });
+    due.push(monitor(2)); // created while monitor 1's result waits to be written
+    await runner.tick();
+    expect(calls).toEqual(['claim 1', 'claim 2', 'write 1']);
+    await runner.stop(2000);
   });
 });

@@ -1,4 +1,4 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { Redis } from 'ioredis';
 import type { FastifyInstance } from 'fastify';
 import { loadConfig } from '../src/config/load.js';
@@ -231,5 +231,25 @@ describe('scheduler snapshot: consumer, read API, repair (cluster runtime, real 
     expect((await rt.services.schedulerOutbox.stats()).backlog).toBe(0);
     await waitFor(async () => (await get('?platform=openai')).json().source === 'snapshot' || (await rt.services.schedulerSnapshot.settled(), false), { what: 'the openai bucket repaired' });
     expect(ids((await get('?platform=openai')).json())).toEqual(await truth('openai'));
+  });
+
+  it('a poll applies a pending change before it checks the store marker: the change is not behind that Redis round trip (issue 26)', async () => {
+    const buckets = rt.services.schedulerSnapshot.buckets;
+    await waitFor(async () => (await get('?platform=openai')).json().source === 'snapshot' || (await rt.services.schedulerSnapshot.settled(), false), { what: 'the openai bucket open' });
+    const apply = vi.spyOn(buckets, 'apply');
+    const marker = vi.spyOn(buckets, 'claimMarker');
+    try {
+      await rt.services.accounts.update(14, { schedulable: true }); // an openai account
+      await rt.services.accounts.update(14, { schedulable: false });
+      const r = await consumer().poll();
+      expect(r.applied).toBeGreaterThan(0);
+      expect(apply).toHaveBeenCalled();
+      expect(marker).toHaveBeenCalled();
+      expect(apply.mock.invocationCallOrder[0]).toBeLessThan(marker.mock.invocationCallOrder[0]!);
+      expect(ids((await get('?platform=openai')).json())).toEqual(await truth('openai'));
+    } finally {
+      apply.mockRestore();
+      marker.mockRestore();
+    }
   });
 });

@@ -7,7 +7,8 @@ import { ImageProviderError, type ImageProvider, type ProviderBatch } from './im
 import type { ObjectStore } from './object-store.js';
 import { indexOutputs, inputJsonl, maxLineBytes, objectPrefix } from './batch-indexer.js';
 
-export type StepOutcome = { kind: 'again' } | { kind: 'later'; delayMs: number } | { kind: 'done' };
+/** `again` may carry the row as the step's own write returned it, so the next step need not read it again. */
+export type StepOutcome = { kind: 'again'; batch?: ImageBatch } | { kind: 'later'; delayMs: number } | { kind: 'done' };
 
 export interface DriverOptions {
   pollIntervalMs: number;
@@ -194,6 +195,6 @@ export class BatchDriver {
   }
 
   private next(moved: ImageBatch | null): StepOutcome {
-    return moved ? { kind: 'again' } : { kind: 'done' };
+    return moved ? { kind: 'again', batch: moved } : { kind: 'done' };
   }
 }

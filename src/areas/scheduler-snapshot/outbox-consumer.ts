@@ -105,7 +105,6 @@ export class OutboxConsumer {
   }
 
   async poll(): Promise<PollResult> {
-    await this.checkMarker();
     const token = this.token();
     const started = this.clock.now();
     let applied = 0;
@@ -125,6 +124,10 @@ export class OutboxConsumer {
       // Keep polls short so the lag and rebuild checks below run at least about once a second.
       if (batch.length < this.o.batchSize || this.clock.now() - started >= 1000 || this.stopping.signal.aborted) break;
     }
+    // After the batch, not before: a change waiting to be applied is not behind a Redis round trip
+    // (issue 26's latency). A lost store loses nothing by it: a write into a missing bucket is a
+    // no-op (the bucket is rebuilt on its first read) and the rebuild requested here covers it.
+    await this.checkMarker();
     const deleted = await this.outbox.deleteConsumed(this.o.deleteBatch, 20);
     return { applied, deleted, ...(await this.checkLag()) };
   }
