@@ -157,6 +157,7 @@ async function coordinationAndRefresh() {
 async function main() {
   // The process benchmarks (probes, cluster) spawn the CLI's test build: make it current first.
   buildCli();
+  if (process.env.BENCH_ONLY === 'latency') return import('./latency.js').then(async (l) => console.log(l.latencyTable(await l.runLatency())));
   if (process.env.BENCH_ONLY === 'ops') return ops();
   if (process.env.BENCH_ONLY === 'snapshot') return snapshot();
   if (process.env.BENCH_ONLY === 'images') return images();
