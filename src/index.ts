@@ -19,15 +19,19 @@ export { WorkerPool, type OverflowPolicy, type SubmitOutcome, type PoolStats } f
 export type { JobDefinition, JobContext, JobResult, JobScope } from './scheduler/job.js';
 export type { Health, HealthVerdict } from './scheduler/health.js';
 export { systemClock, ManualClock, type Clock } from './time/clock.js';
-export { AccountUnavailable, type AccessToken, type UnauthorizedReport } from './areas/accounts/token-api.js';
-export type { RefreshOutcome, RefreshTrigger } from './areas/accounts/refresher.js';
-export type { AccountView, AccountStatus } from './areas/accounts/store/accounts.js';
-export type { ProxyView } from './areas/accounts/store/proxies.js';
+export {
+  AccountUnavailable,
+  type AccessToken,
+  type UnauthorizedReport,
+  type RefreshOutcome,
+  type RefreshTrigger,
+  type AccountView,
+  type AccountStatus,
+  type ProxyView,
+} from './areas/accounts/index.js';
 export { AppError, InvalidInput, NotFound, Conflict, type ErrorKind, type FieldError } from './errors/app-error.js';
-export { UsageQueueFull, type RecordOutcome } from './areas/usage/usage-writer.js';
-export type { UsageEventInput } from './areas/usage/usage-event.js';
-export { IdempotencyConflict, requestHash, type BeginResult } from './areas/usage/store/idempotency.js';
-export { signWebhook, GenericJsonProvider, ProviderError, type PaymentProvider } from './areas/billing/payment-provider.js';
-export { defineJob, type JobModule, type JobDefaultsSpec } from './jobs/define-job.js';
-export type { Services } from './jobs/services.js';
+export { UsageQueueFull, IdempotencyConflict, requestHash, type RecordOutcome, type UsageEventInput, type BeginResult } from './areas/usage/index.js';
+export { signWebhook, GenericJsonProvider, ProviderError, type PaymentProvider } from './areas/billing/index.js';
+export { jobsFor, type JobModule, type JobDefaultsSpec } from './jobs/define-job.js';
+export { defineJob, type Services } from './jobs/registry.js';
 export { createLogger, silentLogger, type Logger } from './telemetry/logger.js';

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { backupJob } from '../src/areas/backup/backup.js';
 import { resolveJobSettings } from '../src/config/job-settings.js';
-import type { Services } from '../src/jobs/services.js';
+import type { Services } from '../src/index.js';
 import { backupEnv } from './helpers/backup-env.js';
 
 const HOUR = 3_600_000;

@@ -7,6 +7,7 @@ import { silentLogger } from '../src/telemetry/logger.js';
 import { InstanceRegistry } from '../src/coordination/instance-registry.js';
 import { ProcessSampler, type ProcessFigures } from '../src/telemetry/process-sampler.js';
 import { opsStatus } from '../src/areas/ops/cli-ops-status.js';
+import { cliContext } from '../src/cli/cli-context.js';
 import { systemClock } from '../src/time/clock.js';
 import { InstanceHeartbeat } from '../src/app/instance-heartbeat.js';
 import { SkipCounter } from '../src/coordination/skip-counter.js';
@@ -207,7 +208,7 @@ describe('ops_metrics per-instance process figures (PostgreSQL)', () => {
     let out = '';
     const spy = vi.spyOn(process.stdout, 'write').mockImplementation((s) => ((out += String(s)), true));
     try {
-      await opsStatus(config, false);
+      await opsStatus(config, false, cliContext);
     } finally {
       spy.mockRestore();
     }

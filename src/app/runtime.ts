@@ -4,7 +4,6 @@ import type { RedisClient } from '../coordination/redis-client.js';
 import type { Config } from '../config/load.js';
 import { formatDuration } from '../config/duration.js';
 import type { Db } from '../store/db.js';
-import type { AdminSessions } from '../areas/admin/store/admin-sessions.js';
 import { FallbackLeaderLock, MemoryLeaderLock, RedisLeaderLock, type LeaderLock } from '../coordination/leader-lock.js';
 import { PgAdvisoryLock } from '../coordination/advisory-lock.js';
 import { Scheduler, manyListeners } from '../scheduler/scheduler.js';
@@ -13,16 +12,15 @@ import { LivenessSession } from '../coordination/liveness.js';
 import { wireWakeups, type Wakeups } from './wakeups-wiring.js';
 import { RunRecords } from '../coordination/run-records.js';
 import { InstanceRegistry, type InstanceInfo } from '../coordination/instance-registry.js';
-import { buildJobs, type AnyJobModule } from '../jobs/registry.js';
+import { buildJobs, type AnyJobModule, type Services } from '../jobs/registry.js';
 import type { BuiltJob } from '../jobs/define-job.js';
-import type { Services } from '../jobs/services.js';
 import { Metrics } from '../telemetry/metrics.js';
 import { createLogger, type Logger } from '../telemetry/logger.js';
 import { systemClock, withTimeout, type Clock, type Random } from '../time/clock.js';
 import { VERSION } from '../version.js';
 import { openBackends, type Backends } from './backends.js';
 import { embeddedAdminToken } from './admin-token.js';
-import { wireServices } from './services-wiring.js';
+import { loadWirings, wireServices } from './services-wiring.js';
 import { InstanceHeartbeat } from './instance-heartbeat.js';
 import { RefreshShards } from '../coordination/refresh-shards.js';
 import { jobViews, type JobView } from '../jobs/job-views.js';
@@ -50,7 +48,7 @@ export interface RuntimeOptions {
 export class Runtime {
   readonly metrics = new Metrics({ defaultMetrics: true });
   readonly scheduler: Scheduler;
-  readonly sessions: AdminSessions;
+  readonly sessions: Services['sessions'];
   readonly registry: InstanceRegistry;
   readonly records: RunRecords;
   readonly services: Services;
@@ -69,6 +67,7 @@ export class Runtime {
   readonly shards: RefreshShards;
   private readonly serviceRungs: Stoppable[];
   private readonly prepare: () => Promise<void>;
+  private readonly registered: (bootId: string) => void;
   private readonly shutdownController = manyListeners(new AbortController());
   private shuttingDown: Promise<void> | null = null;
   private ingress: Ingress | null = null;
@@ -81,6 +80,7 @@ export class Runtime {
     random: Random,
     readonly jobs: BuiltJob[],
     bindServices: (s: Services) => void,
+    wirings: Awaited<ReturnType<typeof loadWirings>>,
   ) {
     const { db, redis } = backends;
     this.db = db;
@@ -132,24 +132,14 @@ export class Runtime {
       lastSlot: (job) => runner.slotClaims.lastSlot(job),
     });
     this.wakeups = wireWakeups(config, db, this.liveness, log, this.metrics);
-    const wired = wireServices({
-      config,
-      db,
-      redis,
-      box: backends.box,
-      clock,
-      random,
-      log,
-      metrics: this.metrics,
-      runtime: this,
-      shards: this.shards,
-      liveness: this.liveness,
-      wakes: this.wakeups.hub,
-    });
+    const { box } = backends;
+    const ctx = { config, db, redis, box, clock, random, log, metrics: this.metrics, runtime: this, shards: this.shards, liveness: this.liveness, wakes: this.wakeups.hub };
+    const wired = wireServices(ctx, wirings);
     this.services = wired.services;
     this.sessions = wired.services.sessions;
     this.serviceRungs = wired.rungs;
     this.prepare = wired.prepare!;
+    this.registered = wired.registered;
     bindServices(this.services);
   }
 
@@ -181,9 +171,10 @@ export class Runtime {
       },
       opts.jobs,
     );
+    const wirings = await loadWirings();
     const backends = await openBackends(config, log);
     try {
-      const rt = new Runtime(config, backends, log, clock, opts.random ?? Math.random, jobs, (s) => (bound = s));
+      const rt = new Runtime(config, backends, log, clock, opts.random ?? Math.random, jobs, (s) => (bound = s), wirings);
       rt.adminToken = config.http.admin_token ?? (config.mode === 'embedded' ? embeddedAdminToken(config.database.data_dir, log) : undefined);
       if (!rt.adminToken) log.warn('RELAY_JOBS_ADMIN_TOKEN is not set: the /api/v1 admin API answers 401 until it is');
       await rt.heartbeat.measureSkew(true);
@@ -195,8 +186,8 @@ export class Runtime {
         await rt.registry.register();
         await rt.liveness?.start();
         await rt.wakeups.start();
-        // Registered: this process's refresh leases now name its instance and boot, so the others take them over when it dies.
-        rt.services.tokenRefresh.refresher.leases.identify(rt.registry.bootId);
+        // Registered: the areas learn the boot id (refresh leases name their holder's boot, so the others take them over when it dies).
+        rt.registered(rt.registry.bootId);
       }
       return rt;
     } catch (err) {

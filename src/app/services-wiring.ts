@@ -1,26 +1,36 @@
-import type { Services } from '../jobs/services.js';
-import { AdminSessions } from '../areas/admin/store/admin-sessions.js';
-import { CanaryRuns } from '../areas/canary/store/canary-runs.js';
-import type { WiringContext, Wired } from './wiring.js';
-import { buildAccounts } from '../areas/accounts/wiring.js';
-import { buildUsage } from '../areas/usage/wiring.js';
-import { buildBilling } from '../areas/billing/wiring.js';
-import { buildOps } from '../areas/ops/wiring.js';
-import { schedulerWiring } from '../areas/scheduler-snapshot/wiring.js';
-import { buildImages } from '../areas/images/wiring.js';
-import { buildProbes } from '../areas/probes/wiring.js';
-import { buildBackup } from '../areas/backup/wiring.js';
-import { buildDoctor } from '../areas/doctor/wiring.js';
+import { AREAS, type Services } from '../jobs/registry.js';
+import type { WireFn } from '../jobs/area.js';
+import type { WiringContext, Wired } from '../jobs/wiring.js';
 
-/** Every area's services and their shutdown rungs, in the order they stop. Adding an area is one line here. */
-export function wireServices(w: WiringContext): Wired<Services> {
-  const accounts = buildAccounts(w);
-  const parts = [accounts, buildUsage(w), buildBilling(w), buildOps(w), schedulerWiring(w), buildImages(w), buildProbes(w, accounts.services), buildBackup(w), buildDoctor(w)];
+// eslint-disable-next-line @typescript-eslint/no-explicit-any -- each area's wire function has its own services and uses
+type AnyWire = WireFn<any, any>;
+
+/** Loads every area's wire function (each area imports its clients here, not when the area list is read). */
+export async function loadWirings(): Promise<AnyWire[]> {
+  const loaded = await Promise.all(AREAS.map((a) => a.wiring?.()));
+  return loaded.filter((w): w is AnyWire => w !== undefined);
+}
+
+/**
+ * Every area's services and their shutdown rungs, in area-list order: each wire function gets the
+ * services the areas before it returned (the faces it declares it uses), so the combined object is
+ * built up in one pass. This file names no area: the list is jobs/registry.ts.
+ */
+export function wireServices(w: WiringContext, wirings: readonly AnyWire[]): Wired<Services> & { registered: (bootId: string) => void } {
+  const services: Record<string, unknown> = { metrics: w.metrics };
+  const parts = wirings.map((wire) => {
+    const part = wire(w, services as never);
+    Object.assign(services, part.services);
+    return part;
+  });
   return {
-    services: Object.assign({ metrics: w.metrics, sessions: new AdminSessions(w.db), canaryRuns: new CanaryRuns(w.db) }, ...parts.map((p) => p.services)) as Services,
+    services: services as unknown as Services,
     rungs: parts.flatMap((p) => p.rungs),
     prepare: async () => {
       for (const p of parts) await p.prepare?.();
+    },
+    registered: (bootId) => {
+      for (const p of parts) p.registered?.(bootId);
     },
   };
 }

@@ -1,28 +1,9 @@
 import type { Clock } from '../time/clock.js';
 import type { Logger } from '../telemetry/logger.js';
+import { SHUTDOWN_PHASES, type Stoppable } from '../jobs/wiring.js';
 
-/**
- * The phases of the shutdown ladder, in the order they run (invariant 4): stop taking work, stop
- * the rounds, stop the jobs' own services, drain the areas' services (usage flush, outbox,
- * runners), then coordination (skip summary, liveness, instance record), then connections.
- * A rung declares its phase; within a phase, rungs run in registration order. This list is the
- * one place the order is written.
- */
-export const SHUTDOWN_PHASES = ['ingress', 'rounds', 'jobs', 'services', 'coordination', 'connections'] as const;
-export type ShutdownPhase = (typeof SHUTDOWN_PHASES)[number];
-
-/**
- * One rung of the shutdown ladder. `stop` gets the time left until the ladder's deadline (at
- * least `minMs`: a rung that must run, such as the final usage flush, gets its floor even when
- * earlier rungs used the grace up). A string it returns is a warning worth logging.
- */
-export interface Stoppable {
-  name: string;
-  /** Where in the ladder it runs (default `services`: an area's rung). */
-  phase?: ShutdownPhase;
-  minMs?: number;
-  stop(withinMs: number): Promise<string | void> | string | void;
-}
+// The phases and the rung type live beside the areas' wiring (jobs/wiring.ts): areas declare their rungs' phase there.
+export { SHUTDOWN_PHASES, type ShutdownPhase, type Stoppable } from '../jobs/wiring.js';
 
 /** The rungs in ladder order: by phase, then registration order within a phase (a stable sort). */
 export function ladderOrder(steps: readonly Stoppable[]): Stoppable[] {

@@ -1,4 +1,5 @@
 import type { Config } from '../config/load.js';
+import { table } from './table.js';
 import { UserError } from '../config/errors.js';
 import { Runtime, type JobView } from '../app/runtime.js';
 import { readEmbeddedAdminToken } from '../app/admin-token.js';
@@ -55,20 +56,6 @@ export function scheduleText(s: JobView['schedule']): string {
   return s.every ? `every ${s.every}` : `cron "${s.cron}" ${s.timezone}`;
 }
 
-/** Aligned columns, the header first. */
-export function table(rows: string[][]): string {
-  const widths = rows[0]!.map((_, i) => Math.max(...rows.map((r) => (r[i] ?? '').length)));
-  return rows
-    .map(
-      (r) =>
-        r
-          .map((c, i) => c.padEnd(widths[i]!))
-          .join('  ')
-          .trimEnd() + '\n',
-    )
-    .join('');
-}
-
 export function jobsTable(jobs: JobView[]): string {
   const last = (j: JobView) => (j.last_run ? `${j.last_run.status} ${String(j.last_run.finished_at ?? j.last_run.started_at)}` : '-');
   return table([
@@ -93,3 +80,5 @@ export function statusText(view: LiveView): string {
     ...unhealthy.map((j) => `  ${j.name}: ${j.health} (${j.health_reason})\n`),
   ].join('');
 }
+
+export { table } from './table.js';

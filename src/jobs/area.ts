@@ -1,29 +1,36 @@
 import type { FastifyInstance } from 'fastify';
+import type { Command } from 'commander';
 import type { Config } from '../config/load.js';
 import type { Db } from '../store/db.js';
 import type { Logger } from '../telemetry/logger.js';
 import type { Metrics } from '../telemetry/metrics.js';
 import type { Clock } from '../time/clock.js';
 import type { AnyJobModule } from './define-job.js';
-import type { Services } from './services.js';
 import type { InstanceInfo } from '../coordination/instance-registry.js';
 import type { RunRecords } from '../coordination/run-records.js';
 import type { RoundReport } from '../scheduler/round-runner.js';
 import type { JobDefinition } from '../scheduler/job.js';
 import type { JobView } from './job-views.js';
+import type { KernelServices, WiringContext, Wired } from './wiring.js';
+
+/** What the HTTP layer checks a session token with (the admin area's sessions answer it). */
+export interface SessionCheck {
+  verify(token: string, adminToken: string | undefined): Promise<boolean>;
+}
 
 /**
  * What an HTTP route may use of the running process: the narrow face the runtime shows to routes
- * (never the `Runtime` class). Each route module takes a `Pick` of it naming what it uses.
+ * (never the `Runtime` class). Each route module takes a `Pick` of it naming what it uses; `S` is
+ * the services its area sees (its own `wire` result, and what it uses of other areas' faces).
  */
-export interface RouteDeps {
+export interface RouteDeps<S = KernelServices> {
   readonly config: Config;
   readonly log: Logger;
   readonly clock: Clock;
   readonly db: Db;
   readonly metrics: Metrics;
-  readonly services: Services;
-  readonly sessions: Services['sessions'];
+  readonly services: S;
+  readonly sessions: SessionCheck;
   readonly records: RunRecords;
   readonly jobs: readonly JobDefinition[];
   readonly adminToken: string | undefined;
@@ -33,16 +40,72 @@ export interface RouteDeps {
   runNow(name: string, onStart?: (r: { runId: number; token: number }) => void): Promise<RoundReport>;
 }
 
+/** A wire function: the area's services from the context and the faces of the areas listed before it. */
+export type WireFn<S extends object, D extends object> = (w: WiringContext, deps: D & KernelServices) => Wired<S>;
+
 /**
- * One capability, as the composition seam sees it: each area exports one of these from its
- * `index.ts`, and the area list (jobs/registry.ts) is the only file that names them.
+ * One CLI command of an area. `register` adds the command (name, description, options) to the
+ * program; its action imports the code it runs (`await import('./cli-backup.js')`), so
+ * `relay-jobs <command>` loads only what that command needs. `config` loads and checks the
+ * configuration the global `--config` names.
  */
-export interface AreaModule {
+export interface AreaCommand {
   name: string;
+  register(program: Command, cli: CliContext): void;
+}
+
+/** A one-shot runtime a CLI command opens (no instance row, no heartbeat; warnings to stderr). */
+export interface CliRuntime<S> {
+  readonly services: S;
+  readonly clock: Clock;
+  jobViews(): Promise<JobView[]>;
+  instances(): Promise<InstanceInfo[]>;
+  shutdown(reason: string): Promise<void>;
+}
+
+/** What the CLI gives an area's commands: the configuration the global `--config` names, and a runtime on it. */
+export interface CliContext {
+  config(cmd: Command): Promise<Config>;
+  runtime<S>(config: Config): Promise<CliRuntime<S>>;
+}
+
+/**
+ * One capability, as the composition seam sees it: each area exports one of these (`defineArea`)
+ * from its `area.ts`, and the area list (jobs/registry.ts) is the only file that names them.
+ * `S` is the services its `wire` returns (inferred); `D` what it uses of the areas wired before it,
+ * typed by the faces those areas export from their index.ts.
+ */
+export interface AreaModule<S extends object = object, D extends object = object> {
+  name: string;
+  /**
+   * Loads its wire function (a dynamic import: `relay-jobs config check` or `--help` never loads
+   * an area's clients). The runtime calls the wire functions in area-list order.
+   */
+  wiring?: () => Promise<WireFn<S, D>>;
   /** Its jobs, in the order `relay-jobs jobs` lists them. */
   jobs: readonly AnyJobModule[];
   /** Its routes under `/api/v1` (behind the admin token or session). */
-  routes?(api: FastifyInstance, deps: RouteDeps): void;
+  routes?(api: FastifyInstance, deps: RouteDeps<S & D & KernelServices>): void;
   /** Routes outside `/api/v1` that authenticate themselves (the payment webhook's signature). */
-  publicRoutes?(app: FastifyInstance, deps: RouteDeps): void;
+  publicRoutes?(app: FastifyInstance, deps: RouteDeps<S & D & KernelServices>): void;
+  /** Cross-key config rules of the area's own sections; each problem names its key (reported with every other config problem). */
+  checkConfig?(config: Config): string[];
+  /** Its CLI commands (see AreaCommand: their code loads when the command runs). */
+  cli?: readonly AreaCommand[];
 }
+
+/** Declares an area; `S` and `D` are inferred from its wire function. */
+export function defineArea<S extends object = object, D extends object = object>(area: AreaModule<S, D>): AreaModule<S, D> {
+  return area;
+}
+
+// eslint-disable-next-line @typescript-eslint/no-explicit-any -- a list of areas with different services
+export type AnyArea = AreaModule<any, any>;
+
+/** The services an area's wire returns. */
+export type ServicesOf<A> = A extends AreaModule<infer S, infer _D> ? S : never;
+
+type UnionToIntersection<U> = (U extends unknown ? (x: U) => void : never) extends (x: infer I) => void ? I : never;
+
+/** The runtime's combined services: the kernel's and every listed area's, as one intersection. */
+export type ServicesOfAreas<L extends readonly AnyArea[]> = KernelServices & UnionToIntersection<ServicesOf<L[number]>>;

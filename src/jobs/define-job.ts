@@ -7,7 +7,7 @@ import { configErrorMap } from '../config/error-map.js';
 import { keySource, type Config } from '../config/load.js';
 import type { JobContext, JobDefinition, JobResult, JobScope } from '../scheduler/job.js';
 import type { Logger } from '../telemetry/logger.js';
-import type { Services } from './services.js';
+import type { Metrics } from '../telemetry/metrics.js';
 
 /** A job's default schedule and limits, durations written as in the config (`30s`, `5m`). */
 export interface JobDefaultsSpec {
@@ -24,7 +24,10 @@ export interface JobDefaultsSpec {
 
 import type { MissedSlotPolicy } from '../config/job-settings.js';
 
-type Deps<K extends keyof Services> = Pick<Services, K>;
+/** What every job may use beside its area's services: `metrics` (kernel). */
+export interface KernelServices {
+  metrics: Metrics;
+}
 
 /**
  * One declaration per job. `needs` names the services the job uses (typed: `deps` holds those
@@ -33,7 +36,7 @@ type Deps<K extends keyof Services> = Pick<Services, K>;
  * A job that owns a long-lived service starts and stops it with `onStart`/`onStop`; the runtime
  * calls them once per process, in registry order (stop in reverse).
  */
-export interface JobModule<K extends keyof Services = keyof Services, O extends z.ZodRawShape = z.ZodRawShape> {
+export interface JobModule<S extends object = KernelServices, K extends keyof S = keyof S, O extends z.ZodRawShape = z.ZodRawShape> {
   name: string;
   description: string;
   scope: JobScope;
@@ -44,23 +47,31 @@ export interface JobModule<K extends keyof Services = keyof Services, O extends 
   offReason?(config: Config): string | null;
   /** Cross-key config rules of this job; each problem names its key. */
   check?(config: Config): string[];
-  onStart?(deps: Deps<K>, log: Logger): void | Promise<void>;
+  onStart?(deps: Pick<S, K>, log: Logger): void | Promise<void>;
   /** Returns how many pieces of work were still running at the deadline (0 when drained). */
-  onStop?(deps: Deps<K>, withinMs: number): Promise<number | void>;
+  onStop?(deps: Pick<S, K>, withinMs: number): Promise<number | void>;
   /**
    * A job's own health rule, judged after the cluster-wide one when that says healthy or idle
    * (e.g. backup: late when no verified backup is younger than 1.5× its cadence).
    */
-  health?(deps: Deps<K>, h: JobHealthInput): Promise<JobHealthOverride | null>;
-  run(ctx: JobContext, deps: Deps<K>, options: z.infer<z.ZodObject<O>>, config: Config): Promise<JobResult>;
+  health?(deps: Pick<S, K>, h: JobHealthInput): Promise<JobHealthOverride | null>;
+  run(ctx: JobContext, deps: Pick<S, K>, options: z.infer<z.ZodObject<O>>, config: Config): Promise<JobResult>;
 }
 
-// eslint-disable-next-line @typescript-eslint/no-explicit-any -- a list of jobs with different needs and options
-export type AnyJobModule = JobModule<any, any>;
+// eslint-disable-next-line @typescript-eslint/no-explicit-any -- a list of jobs with different services, needs and options
+export type AnyJobModule = JobModule<any, any, any>;
 
-export function defineJob<K extends keyof Services, O extends z.ZodRawShape = Record<never, never>>(module: JobModule<K, O>): JobModule<K, O> {
-  return module;
+/**
+ * `defineJob` for jobs that use the services `S`: their area's own (its `wire` result), the faces
+ * of other areas it uses (their index.ts), and `metrics`. A job depends on what it names, never on
+ * every area: `const defineJob = jobsFor<UsageServices>()`.
+ */
+export function jobsFor<S extends object>() {
+  return <K extends keyof (S & KernelServices), O extends z.ZodRawShape = Record<never, never>>(module: JobModule<S & KernelServices, K, O>): JobModule<S & KernelServices, K, O> => module;
 }
+
+/** `defineJob` over the kernel's services alone (`metrics`); src/index.ts exports one over every area's services. */
+export const defineJob = jobsFor<object>();
 
 export interface JobHealthInput {
   settings: JobSettings;
@@ -75,7 +86,7 @@ export interface JobHealthOverride {
 }
 
 /** Resolves the late-bound services of a job (jobs are built before any connection exists). */
-export type ServicesRef = () => Services;
+export type ServicesRef = () => object;
 
 /** A built job: the scheduler's definition plus its lifecycle hooks, bound to the runtime's services. */
 export interface BuiltJob extends JobDefinition {
@@ -110,7 +121,7 @@ export function parseJobSection(
  * Validates `jobs.<name>` against the job's schema and resolves its settings. Throws a
  * ConfigError naming every offending key (`jobs.<name>.<key>`).
  */
-export function buildJob<K extends keyof Services, O extends z.ZodRawShape>(module: JobModule<K, O>, config: Config, services: ServicesRef): BuiltJob {
+export function buildJob<S extends object, K extends keyof S, O extends z.ZodRawShape>(module: JobModule<S, K, O>, config: Config, services: ServicesRef): BuiltJob {
   const parsed = parseJobSection(module, config.jobs[module.name], (k) => keySource(config.source.keys, config.source.file, k));
   if (!parsed.ok) throw new ConfigError(parsed.problems);
   const { enabled, every, cron, timezone, timeout, lock_ttl, jitter, offset, missed, no_work_log, ...rest } = parsed.data;
@@ -136,7 +147,7 @@ export function buildJob<K extends keyof Services, O extends z.ZodRawShape>(modu
     { enabled, every, cron, timezone, timeout, lock_ttl, jitter, offset, missed, no_work_log } as Parameters<typeof resolveJobSettings>[2],
     config.scheduler.offset_max,
   );
-  const deps = () => services() as Deps<K>;
+  const deps = () => services() as Pick<S, K>;
   return {
     name: module.name,
     description: module.description,

@@ -1,8 +1,8 @@
 import { ConfigError } from '../config/errors.js';
 import { keySource, type Config } from '../config/load.js';
-import { resolveProviders } from '../areas/accounts/oauth-providers.js';
 import { buildJob, parseJobSection, type AnyJobModule, type BuiltJob, type ServicesRef } from './define-job.js';
-import type { AreaModule } from './area.js';
+import type { AnyArea, ServicesOfAreas } from './area.js';
+import { jobsFor } from './define-job.js';
 import { accountsArea } from '../areas/accounts/area.js';
 import { billingArea } from '../areas/billing/area.js';
 import { usageArea } from '../areas/usage/area.js';
@@ -19,13 +19,17 @@ import { notificationsArea } from '../areas/notifications/area.js';
 export type { AnyJobModule } from './define-job.js';
 
 /**
- * The one list of areas this build has, in the order `relay-jobs jobs` lists their jobs and the
- * API registers their routes. Adding an area is one line here (docs/architecture.md, "Adding an area").
+ * The one list of areas this build has, in the order `relay-jobs jobs` lists their jobs, the API
+ * registers their routes, the CLI lists their commands and the runtime wires their services (an
+ * area's `wire` may use what the areas before it returned; their stop rungs run in this order
+ * within their phase). Adding an area is one line here (docs/architecture.md, "Adding an area").
  */
-export const AREAS: readonly AreaModule[] = [
+export const AREAS = [
   accountsArea,
   billingArea,
   usageArea,
+  // Wired right after usage: the notifier stops after the usage flush and before the probe client (no jobs or routes).
+  notificationsArea,
   adminArea,
   opsArea,
   schedulerSnapshotArea,
@@ -34,11 +38,19 @@ export const AREAS: readonly AreaModule[] = [
   backupArea,
   doctorArea,
   canaryArea,
-  notificationsArea,
-];
+] as const satisfies readonly AnyArea[];
+
+/**
+ * The runtime's services: the kernel's (`metrics`) and every area's `wire` result, derived from the
+ * list (`Runtime.services`, typed; a library user's `rt.services.tokens`).
+ */
+export type Services = ServicesOfAreas<typeof AREAS>;
+
+/** `defineJob` for a library user's own jobs: `needs` may name any service of the runtime. */
+export const defineJob = jobsFor<Services>();
 
 /** Every built-in job: the areas' jobs, in area order. */
-export const JOBS: readonly AnyJobModule[] = AREAS.flatMap((a) => a.jobs);
+export const JOBS: readonly AnyJobModule[] = AREAS.flatMap((a): readonly AnyJobModule[] => a.jobs);
 
 const unbound: ServicesRef = () => {
   throw new Error('job services used before the runtime bound them');
@@ -66,7 +78,7 @@ export function buildJobs(config: Config, services: ServicesRef = unbound, extra
       else throw err;
     }
   }
-  problems.push(...resolveProviders(config).problems);
+  for (const area of AREAS as readonly AnyArea[]) problems.push(...(area.checkConfig?.(config) ?? []));
   if (problems.length) throw new ConfigError(problems);
   return jobs;
 }

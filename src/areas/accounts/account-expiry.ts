@@ -1,5 +1,8 @@
-import { defineJob } from '../../jobs/define-job.js';
+import { jobsFor } from '../../jobs/define-job.js';
+import type { AccountsServices } from './wiring.js';
 import { pauseExpiredAccounts } from './store/account-expiry.js';
+
+const defineJob = jobsFor<AccountsServices>();
 
 /**
  * account_expiry: accounts with `auto_pause_on_expired` past their `expires_at` stop being

@@ -2,6 +2,7 @@ import { InvalidInput, notFound } from '../../errors/app-error.js';
 import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
 import type { RouteDeps } from '../../jobs/area.js';
+import type { AccountsServices } from './wiring.js';
 import { ACCOUNT_STATUSES, type Credentials } from './store/accounts.js';
 import { jwtExpiry } from './jwt.js';
 import { parseBody, parseId, type FieldError } from '../../http/validation.js';
@@ -60,7 +61,7 @@ function creds(c: z.infer<typeof credentialsSchema>): Credentials {
 }
 
 /** Accounts admin API, plus the hot path's token and 401 endpoints. No response ever carries a credential except `POST accounts/:id/token`. */
-export function registerAccountRoutes(api: FastifyInstance, deps: Pick<RouteDeps, 'log' | 'services'>): void {
+export function registerAccountRoutes(api: FastifyInstance, deps: Pick<RouteDeps<AccountsServices>, 'log' | 'services'>): void {
   const { accounts, proxies, tokenRefresh, tokens, providers } = deps.services;
 
   async function checkRefs(body: { platform?: string; proxy_id?: number | null }, prefix = ''): Promise<FieldError[]> {

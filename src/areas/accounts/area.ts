@@ -1,16 +1,20 @@
-import type { AreaModule } from '../../jobs/area.js';
+import { defineArea } from '../../jobs/area.js';
 import { tokenRefreshJob } from './token-refresh.js';
 import { accountExpiryJob } from './account-expiry.js';
 import { proxyExpiryJob } from './proxy-expiry.js';
 import { registerAccountRoutes } from './accounts-routes.js';
 import { registerProxyRoutes } from './proxies-routes.js';
+import { resolveProviders } from './oauth-providers.js';
 
 /** The accounts area as the area list sees it (README.md: its invariants). */
-export const accountsArea: AreaModule = {
+export const accountsArea = defineArea({
   name: 'accounts',
+  wiring: async () => (await import('./wiring.js')).buildAccounts,
   jobs: [tokenRefreshJob, accountExpiryJob, proxyExpiryJob],
+  // `oauth.providers`: each provider's keys, merged with the built-in ones.
+  checkConfig: (config) => resolveProviders(config).problems,
   routes(api, deps) {
     registerAccountRoutes(api, deps);
     registerProxyRoutes(api, deps);
   },
-};
+});

@@ -2,6 +2,7 @@ import { InvalidInput, Conflict, notFound } from '../../errors/app-error.js';
 import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
 import type { RouteDeps } from '../../jobs/area.js';
+import type { AccountsServices } from './wiring.js';
 import { restoreProxy } from './proxy-expiry.js';
 import { date } from './accounts-routes.js';
 import { id, when } from '../../http/field-schemas.js';
@@ -28,7 +29,7 @@ const patchProxySchema = newProxySchema
   .strict();
 
 /** Egress proxies: CRUD, their expiry and fallback chain, and the manual restore. URLs are shown with the password masked. */
-export function registerProxyRoutes(api: FastifyInstance, deps: Pick<RouteDeps, 'clock' | 'db' | 'log' | 'metrics' | 'services'>): void {
+export function registerProxyRoutes(api: FastifyInstance, deps: Pick<RouteDeps<AccountsServices>, 'clock' | 'db' | 'log' | 'metrics' | 'services'>): void {
   const { proxies } = deps.services;
 
   async function checkBackup(backup: number | null | undefined, self: number | null): Promise<void> {

@@ -1,5 +1,6 @@
 import { positiveDuration } from '../../config/schema.js';
-import { defineJob } from '../../jobs/define-job.js';
+import { jobsFor } from '../../jobs/define-job.js';
+import type { AccountsServices } from './wiring.js';
 import { recordOutbox, type ProxyLink, type Proxies } from './store/proxies.js';
 import type { Db } from '../../store/db.js';
 import type { Logger } from '../../telemetry/logger.js';
@@ -9,6 +10,8 @@ export type FallbackTarget = { kind: 'direct' } | { kind: 'proxy'; id: number } 
 function live(p: ProxyLink | undefined, nowMs: number): boolean {
   return !!p && p.status === 'active' && (p.expiresAt === null || p.expiresAt.getTime() > nowMs);
 }
+
+const defineJob = jobsFor<AccountsServices>();
 
 /**
  * Where the accounts of an expired proxy go: nowhere (`none`), direct, or the first live proxy

@@ -1,4 +1,7 @@
-import { defineJob } from '../../jobs/define-job.js';
+import { jobsFor } from '../../jobs/define-job.js';
+import type { AccountsServices } from './wiring.js';
+
+const defineJob = jobsFor<AccountsServices>();
 
 /**
  * token_refresh: on every replica (scope `instance`), each round syncs the refresh schedule

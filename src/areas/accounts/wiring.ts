@@ -6,10 +6,10 @@ import { resolveProviders } from './oauth-providers.js';
 import { Refresher } from './refresher.js';
 import { TokenRefreshService } from './token-refresh-service.js';
 import { TokenApi } from './token-api.js';
-import type { Services } from '../../jobs/services.js';
-import type { WiringContext, Wired } from '../../app/wiring.js';
+import { wired, type WiringContext } from '../../jobs/wiring.js';
 
-export function buildAccounts(w: WiringContext): Wired<Pick<Services, 'accounts' | 'proxies' | 'tokenRefresh' | 'tokens' | 'providers'>> {
+/** The accounts area's services: the stores, the refresher and the hot-path token API. */
+export function buildAccounts(w: WiringContext) {
   const { config, db, redis, box, clock, random, log, metrics } = w;
   const a = config.auth;
   const keys = { prefix: config.redis.key_prefix, env: config.instance.env };
@@ -69,11 +69,16 @@ export function buildAccounts(w: WiringContext): Wired<Pick<Services, 'accounts'
     w.shards,
   );
   const tokens = new TokenApi(accounts, tokenRefresh, clock, { marginMs, waitMs: a.hot_path_wait, cooldownMs: a.oauth_401_cooldown }, metrics, log);
-  return {
+  return wired({
     services: { accounts, proxies: new Proxies(db, box), tokenRefresh, tokens, providers },
     rungs: [
       { name: 'refresh leases', stop: () => leases.releaseAll() },
       { name: 'oauth client', stop: () => oauth.close() },
     ],
-  };
+    // Registered: this process's refresh leases now name its instance and boot, so the others take them over when it dies.
+    registered: (bootId) => leases.identify(bootId),
+  });
 }
+
+/** What the accounts area's jobs and routes use. */
+export type AccountsServices = ReturnType<typeof buildAccounts>['services'];

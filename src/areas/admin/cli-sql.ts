@@ -6,7 +6,7 @@ import { PgliteDb } from '../../store/pglite-db.js';
 import { PgDb } from '../../store/pg-db.js';
 import type { Db } from '../../store/db.js';
 import { openSqlConsole, SqlRefused, SqlUnavailable, type SqlResult } from './store/sql-console.js';
-import { table } from '../../cli/live-view.js';
+import { table } from '../../cli/table.js';
 
 /**
  * `relay-jobs sql "<query>"`: one read-only statement against the service's database. Embedded

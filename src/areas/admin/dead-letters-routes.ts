@@ -1,6 +1,7 @@
 import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
 import type { RouteDeps } from '../../jobs/area.js';
+import type { AdminServices } from './wiring.js';
 import { parseBody } from '../../http/validation.js';
 
 const listQuery = z
@@ -12,7 +13,7 @@ const listQuery = z
   .strict();
 
 /** Rows the batch writers set aside because the database refused their content (see docs/operations.md). */
-export function registerDeadLetterRoutes(api: FastifyInstance, deps: Pick<RouteDeps, 'services'>): void {
+export function registerDeadLetterRoutes(api: FastifyInstance, deps: Pick<RouteDeps<AdminServices>, 'services'>): void {
   api.get('/dead-letters', async (req) => {
     const q = parseBody(listQuery, req.query, 'query');
     const letters = await deps.services.deadLetters.list({ source: q.source, limit: q.limit, afterId: q.after });

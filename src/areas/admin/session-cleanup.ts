@@ -1,6 +1,9 @@
-import { defineJob } from '../../jobs/define-job.js';
+import { jobsFor } from '../../jobs/define-job.js';
+import type { AdminServices } from './wiring.js';
 
 const BATCH = 1000;
+
+const defineJob = jobsFor<AdminServices>();
 
 /** codex-proxy-rs's SessionCleanupScheduler: drop admin sessions past `expires_at`, every `admin.session_cleanup_interval_secs`. */
 export const sessionCleanupJob = defineJob({

@@ -1,5 +1,6 @@
 import type { FastifyInstance } from 'fastify';
 import type { RouteDeps } from '../../jobs/area.js';
+import type { AdminServices } from './wiring.js';
 import { Forbidden, badRequest } from '../../errors/app-error.js';
 import { sessionToken } from '../../http/auth.js';
 import { clearSessionCookies, sameSecret, setSessionCookies } from '../../http/console-cookie.js';
@@ -8,7 +9,7 @@ import { clearSessionCookies, sameSecret, setSessionCookies } from '../../http/c
  * Admin sessions. `POST /sessions` answers the token in the body; with `{"cookie": true}` (the console)
  * it sets the HttpOnly session cookie instead and answers only the CSRF token, so page scripts never hold the secret.
  */
-export function registerSessionRoutes(api: FastifyInstance, deps: Pick<RouteDeps, 'adminToken' | 'config' | 'log' | 'sessions'>): void {
+export function registerSessionRoutes(api: FastifyInstance, deps: Pick<RouteDeps<AdminServices>, 'adminToken' | 'config' | 'log' | 'services'>): void {
   // Only the admin token mints sessions: a session cannot outlive its parent's revocation by minting a child.
   api.post<{ Body: { cookie?: unknown } | undefined }>('/sessions', async (req, reply) => {
     const auth = sessionToken(req);
@@ -16,7 +17,7 @@ export function registerSessionRoutes(api: FastifyInstance, deps: Pick<RouteDeps
       throw new Forbidden('forbidden', 'sessions are created with the admin token only, not with a session token');
     }
     const ttl = deps.config.admin.session_ttl_minutes;
-    const s = await deps.sessions.create(ttl, deps.adminToken);
+    const s = await deps.services.sessions.create(ttl, deps.adminToken);
     const expires_at = s.expiresAt.toISOString();
     if (req.body && typeof req.body === 'object' && req.body.cookie === true) {
       const csrf = setSessionCookies(req, reply, s.token, ttl * 60);
@@ -29,7 +30,7 @@ export function registerSessionRoutes(api: FastifyInstance, deps: Pick<RouteDeps
 
   // Ends every session at once (a leaked cookie, a departed admin), the caller's own included; the admin token still works.
   api.post('/sessions/revoke-all', async (req, reply) => {
-    const revoked = await deps.sessions.revokeAll();
+    const revoked = await deps.services.sessions.revokeAll();
     deps.log.warn({ revoked, via: sessionToken(req)?.viaCookie ? 'cookie' : 'bearer' }, 'all admin sessions revoked');
     if (sessionToken(req)?.viaCookie) clearSessionCookies(reply);
     return { revoked };
@@ -40,7 +41,7 @@ export function registerSessionRoutes(api: FastifyInstance, deps: Pick<RouteDeps
     if (!auth.viaCookie && auth.token === deps.adminToken) {
       badRequest('bad_request', 'the admin token is not a session; only session tokens can be revoked');
     }
-    await deps.sessions.revoke(auth.token);
+    await deps.services.sessions.revoke(auth.token);
     if (auth.viaCookie) clearSessionCookies(reply);
     return reply.code(204).send();
   });

@@ -1,6 +1,7 @@
 import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
 import type { RouteDeps } from '../../jobs/area.js';
+import type { AdminServices } from './wiring.js';
 import { openSqlConsole } from './store/sql-console.js';
 import { parseBody } from '../../http/validation.js';
 import { AppError, badRequest } from '../../errors/app-error.js';
@@ -11,7 +12,7 @@ const body = z.object({ query: z.string().min(1).max(20_000) }).strict();
  * `POST /api/v1/sql {query}`: one read-only statement (admin); what `relay-jobs sql` uses while a
  * service owns the embedded database. What it refuses and why: store/sql-guard.ts, docs/security.md.
  */
-export function registerSqlRoutes(api: FastifyInstance, deps: Pick<RouteDeps, 'config' | 'db'>): void {
+export function registerSqlRoutes(api: FastifyInstance, deps: Pick<RouteDeps<AdminServices>, 'config' | 'db'>): void {
   const sql = openSqlConsole(deps.config, deps.db);
   // Embedded: the snapshot thread is terminated as soon as shutdown begins (a statement in it is
   // answered 503), not after the requests in flight, which would wait for it.

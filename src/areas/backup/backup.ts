@@ -1,7 +1,10 @@
-import { defineJob } from '../../jobs/define-job.js';
+import { jobsFor } from '../../jobs/define-job.js';
+import type { BackupServices } from './wiring.js';
 import { BackupBusy } from './backup-service.js';
 import { Schedule } from '../../scheduler/schedule.js';
 import { formatDuration } from '../../config/duration.js';
+
+const defineJob = jobsFor<BackupServices>();
 
 /**
  * backup: once per occurrence cluster-wide (the slot claim), a full backup of the database,

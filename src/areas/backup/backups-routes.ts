@@ -1,6 +1,7 @@
 import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
 import type { RouteDeps } from '../../jobs/area.js';
+import type { BackupServices } from './wiring.js';
 import { UserError } from '../../config/errors.js';
 import { parseBody } from '../../http/validation.js';
 import { AppError, notFound } from '../../errors/app-error.js';
@@ -8,7 +9,7 @@ import { AppError, notFound } from '../../errors/app-error.js';
 const listQuery = z.object({ limit: z.coerce.number().int().min(1).max(1000).default(100) }).strict();
 
 /** Backups: start one by hand (202, or 409 naming the one running), list them, read one. */
-export function registerBackupRoutes(api: FastifyInstance, deps: Pick<RouteDeps, 'config' | 'isShuttingDown' | 'log' | 'services'>): void {
+export function registerBackupRoutes(api: FastifyInstance, deps: Pick<RouteDeps<BackupServices>, 'config' | 'isShuttingDown' | 'log' | 'services'>): void {
   const { backup } = deps.services;
 
   api.post('/backups', async (req, reply) => {

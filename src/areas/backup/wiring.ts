@@ -8,8 +8,7 @@ import { BackupService } from './backup-service.js';
 import { PgDumper, type Dumper } from './dumper.js';
 import { PgliteDumper } from './pglite-dumper.js';
 import { Verifier } from './verifier.js';
-import type { Services } from '../../jobs/services.js';
-import type { WiringContext, Wired } from '../../app/wiring.js';
+import { wired, type WiringContext } from '../../jobs/wiring.js';
 
 /** The storage `backup.storage` names: `backup.dir` (default `<data_dir>/backups`) or the S3 bucket. */
 export function backupStorage(config: Config): BackupStorage {
@@ -28,7 +27,7 @@ export function backupDbName(config: Config): string {
   return decodeURIComponent(new URL(config.database.url!).pathname.slice(1)) || 'postgres';
 }
 
-export function buildBackup(w: WiringContext): Wired<Pick<Services, 'backup'>> {
+export function buildBackup(w: WiringContext) {
   const { config, db, clock, log, metrics } = w;
   const b = config.backup;
   const storage = backupStorage(config);
@@ -58,5 +57,8 @@ export function buildBackup(w: WiringContext): Wired<Pick<Services, 'backup'>> {
     keepLast: b.keep_last,
     keepDays: b.keep_days,
   });
-  return { services: { backup }, rungs: [] };
+  return wired({ services: { backup }, rungs: [] });
 }
+
+/** What the backup area's job and routes use. */
+export type BackupServices = ReturnType<typeof buildBackup>['services'];

@@ -1,6 +1,7 @@
 import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
 import type { RouteDeps } from '../../jobs/area.js';
+import type { BillingServices } from './wiring.js';
 import { BillingLists, type Collection } from './store/billing-lists.js';
 import { parseBody } from '../../http/validation.js';
 
@@ -24,7 +25,7 @@ const QUERIES: Record<Collection, z.ZodType<{ limit: number; cursor?: number } &
  * `GET /billing/users`, `/billing/subscriptions`, `/billing/orders`: every collection the README
  * names can be listed, filtered, and paged with a cursor (`?limit=50&cursor=<next_cursor>`).
  */
-export function registerBillingListRoutes(api: FastifyInstance, deps: Pick<RouteDeps, 'db'>): void {
+export function registerBillingListRoutes(api: FastifyInstance, deps: Pick<RouteDeps<BillingServices>, 'db'>): void {
   const lists = new BillingLists(deps.db);
   for (const c of Object.keys(QUERIES) as Collection[]) {
     api.get(`/billing/${c}`, async (req) => {

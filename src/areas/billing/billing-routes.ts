@@ -2,6 +2,7 @@ import { AppError, InvalidInput, Conflict, notFound } from '../../errors/app-err
 import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
 import type { RouteDeps } from '../../jobs/area.js';
+import type { BillingServices } from './wiring.js';
 import { formatDuration } from '../../config/duration.js';
 import { parseBody, parseId } from '../../http/validation.js';
 import { reminderSettings } from './subscription-expiry.js';
@@ -27,7 +28,7 @@ const orderBody = z
   .refine((o) => o.purpose === 'balance' || o.plan_id !== undefined, { message: 'a subscription order needs plan_id', path: ['plan_id'] });
 
 /** Users, plans, subscriptions, orders and the notification log (admin), and the payment webhook (signed, no admin token). */
-export function registerBillingRoutes(api: FastifyInstance, deps: Pick<RouteDeps, 'clock' | 'config' | 'log' | 'services'>): void {
+export function registerBillingRoutes(api: FastifyInstance, deps: Pick<RouteDeps<BillingServices>, 'clock' | 'config' | 'log' | 'services'>): void {
   const { billing, notifications, notifier, payments } = deps.services;
 
   api.post('/billing/users', async (req, reply) => {
@@ -128,7 +129,7 @@ export function registerBillingRoutes(api: FastifyInstance, deps: Pick<RouteDeps
 }
 
 /** The provider calls this; it carries no admin token, so the signature is the only authority. */
-export function registerPaymentWebhook(app: FastifyInstance, deps: Pick<RouteDeps, 'clock' | 'config' | 'log' | 'services'>): void {
+export function registerPaymentWebhook(app: FastifyInstance, deps: Pick<RouteDeps<BillingServices>, 'clock' | 'config' | 'log' | 'services'>): void {
   void app.register(
     async (pub) => {
       pub.addContentTypeParser('application/json', { parseAs: 'string', bodyLimit: 64 * 1024 }, (_req, body, done) => done(null, body));

@@ -1,4 +1,7 @@
-import { defineJob } from '../../jobs/define-job.js';
+import { jobsFor } from '../../jobs/define-job.js';
+import type { BillingServices } from './wiring.js';
+
+const defineJob = jobsFor<BillingServices>();
 
 /**
  * payment_order_expiry: reconcile first (pending orders created recently or about to expire are

@@ -1,6 +1,7 @@
 import type { Config } from '../../config/load.js';
 import type { Notifications } from '../notifications/index.js';
-import { defineJob } from '../../jobs/define-job.js';
+import { jobsFor } from '../../jobs/define-job.js';
+import type { BillingServices } from './wiring.js';
 
 /**
  * subscription_expiry: active subscriptions past their end become `expired` (one statement);
@@ -14,6 +15,8 @@ export async function reminderSettings(config: Config, notifications: Notificati
   const days = Array.isArray(stored.reminder_days) ? (stored.reminder_days as number[]) : config.billing.reminder_days;
   return { reminders_enabled: stored.reminders_enabled !== false, reminder_days: [...new Set(days)].sort((a, b) => b - a) };
 }
+
+const defineJob = jobsFor<BillingServices>();
 
 export const subscriptionExpiryJob = defineJob({
   name: 'subscription_expiry',

@@ -1,5 +1,5 @@
-import type { AreaModule } from '../../jobs/area.js';
+import { defineArea } from '../../jobs/area.js';
 import { canaryJob } from './canary.js';
 
 /** The canary area as the area list sees it (README.md: its invariants). */
-export const canaryArea: AreaModule = { name: 'canary', jobs: [canaryJob] };
+export const canaryArea = defineArea({ name: 'canary', wiring: async () => (await import('./wiring.js')).buildCanary, jobs: [canaryJob] });

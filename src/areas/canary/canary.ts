@@ -1,6 +1,9 @@
 import { duration } from '../../config/schema.js';
 import { sleep } from '../../time/clock.js';
-import { defineJob } from '../../jobs/define-job.js';
+import { jobsFor } from '../../jobs/define-job.js';
+import type { CanaryServices } from './wiring.js';
+
+const defineJob = jobsFor<CanaryServices>();
 
 /**
  * A synthetic job that proves the scheduler is alive and coordinated. Each round writes a

@@ -1,9 +1,9 @@
 import type { Config } from '../../config/load.js';
 import { UserError } from '../../config/errors.js';
-import { Runtime } from '../../app/runtime.js';
+import type { CliContext } from '../../jobs/area.js';
+import type { DoctorServices } from './wiring.js';
 import { readEmbeddedAdminToken } from '../../app/admin-token.js';
 import { DataDirLock } from '../../store/data-dir-lock.js';
-import { createLogger } from '../../telemetry/logger.js';
 import { exitCode, renderReport, type DoctorReport } from '../doctor/index.js';
 
 /**
@@ -12,13 +12,13 @@ import { exitCode, renderReport, type DoctorReport } from '../doctor/index.js';
  * failure. Connects like `relay-jobs ops status`; in embedded mode with a running service, asks
  * that service (it owns the data directory).
  */
-export async function doctorCommand(config: Config, json: boolean): Promise<number> {
-  const report = await fetchReport(config);
+export async function doctorCommand(config: Config, json: boolean, cli: CliContext): Promise<number> {
+  const report = await fetchReport(cli, config);
   process.stdout.write(json ? JSON.stringify(report, null, 2) + '\n' : renderReport(report));
   return exitCode(report.status);
 }
 
-async function fetchReport(config: Config): Promise<DoctorReport> {
+async function fetchReport(cli: CliContext, config: Config): Promise<DoctorReport> {
   if (config.mode === 'embedded') {
     const owner = DataDirLock.liveOwner(config.database.data_dir);
     if (owner) {
@@ -33,7 +33,7 @@ async function fetchReport(config: Config): Promise<DoctorReport> {
       return body;
     }
   }
-  const rt = await Runtime.create(config, { register: false, logger: createLogger({ level: 'warn', instanceId: config.instance.id, env: config.instance.env, destination: process.stderr as never }) });
+  const rt = await cli.runtime<DoctorServices>(config);
   try {
     return await rt.services.doctor.run();
   } finally {

@@ -1,6 +1,11 @@
-import { defineJob } from '../../jobs/define-job.js';
+import { jobsFor } from '../../jobs/define-job.js';
+import type { DoctorServices } from './wiring.js';
+import type { OpsFace } from '../ops/index.js';
+import type { NotificationsFace } from '../notifications/index.js';
 import { DOCTOR_OPTIONS, resolveDoctorOptions, STATUS_LIST } from './index.js';
 import { raiseDoctorAlerts } from './doctor-alerts.js';
+
+const defineJob = jobsFor<DoctorServices & OpsFace & NotificationsFace>();
 
 /**
  * doctor: hourly (cron, so a start does not run it at once), cluster-wide, the same checks as

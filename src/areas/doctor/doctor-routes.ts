@@ -1,5 +1,6 @@
 import type { FastifyInstance } from 'fastify';
 import type { RouteDeps } from '../../jobs/area.js';
+import type { DoctorServices } from './wiring.js';
 import { STATUS_LIST } from '../doctor/index.js';
 
 /**
@@ -7,7 +8,7 @@ import { STATUS_LIST } from '../doctor/index.js';
  * replica that answers (the same report as `relay-jobs doctor --json`), with `recorded`: the
  * newest results the scheduled `doctor` job stored, whichever replica ran it.
  */
-export function registerDoctorRoutes(api: FastifyInstance, deps: Pick<RouteDeps, 'metrics' | 'services'>): void {
+export function registerDoctorRoutes(api: FastifyInstance, deps: Pick<RouteDeps<DoctorServices>, 'metrics' | 'services'>): void {
   api.get('/doctor', async () => {
     const { doctor } = deps.services;
     const report = await doctor.run();

@@ -1,10 +1,10 @@
 import { join } from 'node:path';
-import type { Services } from '../../jobs/services.js';
 import { Doctor } from '../doctor/index.js';
-import type { WiringContext, Wired } from '../../app/wiring.js';
+import { wired, type WiringContext } from '../../jobs/wiring.js';
+import type { AccountsFace } from '../accounts/index.js';
 
-/** The doctor: it reads the runtime lazily (jobs, instances, the refresh breakers) when it runs. */
-export function buildDoctor(w: WiringContext): Wired<Pick<Services, 'doctor'>> {
+/** The doctor: it reads the runtime and the refresh breakers lazily when it runs. */
+export function buildDoctor(w: WiringContext, deps: Pick<AccountsFace, 'tokenRefresh'>) {
   const { config, db, redis, clock, runtime: rt } = w;
   const doctor = new Doctor({
     config,
@@ -13,8 +13,11 @@ export function buildDoctor(w: WiringContext): Wired<Pick<Services, 'doctor'>> {
     clock,
     jobs: () => rt.jobs,
     instances: () => rt.instances(),
-    breakers: () => rt.services.tokenRefresh.refresher.openBreakers(),
+    breakers: () => deps.tokenRefresh.refresher.openBreakers(),
     backupDir: config.backup.storage === 'fs' ? (config.backup.dir ?? join(config.database.data_dir, 'backups')) : null,
   });
-  return { services: { doctor }, rungs: [] };
+  return wired({ services: { doctor }, rungs: [] });
 }
+
+/** What the doctor area's job and routes use. */
+export type DoctorServices = ReturnType<typeof buildDoctor>['services'];

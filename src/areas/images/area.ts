@@ -1,10 +1,11 @@
-import type { AreaModule } from '../../jobs/area.js';
+import { defineArea } from '../../jobs/area.js';
 import { batchImageWorkerJob } from './batch-image-worker.js';
 import { registerImageBatchRoutes } from './image-batches-routes.js';
 
 /** The images area as the area list sees it (README.md: its invariants). */
-export const imagesArea: AreaModule = {
+export const imagesArea = defineArea({
   name: 'images',
+  wiring: async () => (await import('./wiring.js')).buildImages,
   jobs: [batchImageWorkerJob],
   routes: (api, deps) => registerImageBatchRoutes(api, deps),
-};
+});

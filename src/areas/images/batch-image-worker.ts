@@ -1,4 +1,7 @@
-import { defineJob } from '../../jobs/define-job.js';
+import { jobsFor } from '../../jobs/define-job.js';
+import type { ImagesServices } from './wiring.js';
+
+const defineJob = jobsFor<ImagesServices>();
 
 /**
  * batch_image_worker: on every replica (scope `instance`). `onStart` starts the replica's queue

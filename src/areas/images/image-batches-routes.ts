@@ -1,6 +1,7 @@
 import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
 import type { RouteDeps } from '../../jobs/area.js';
+import type { ImagesServices } from './wiring.js';
 import { parseBody, parseId } from '../../http/validation.js';
 import { Conflict, notFound, InvalidInput } from '../../errors/app-error.js';
 import { BATCH_STATES, type ImageBatch } from './store/image-batches.js';
@@ -8,7 +9,7 @@ import { BATCH_STATES, type ImageBatch } from './store/image-batches.js';
 const KEY = /^[A-Za-z0-9._:-]{1,128}$/;
 
 /** Paid image batches: submit (idempotent, 202 once the hold is committed), list, read, cancel, and the stored images. */
-export function registerImageBatchRoutes(api: FastifyInstance, deps: Pick<RouteDeps, 'config' | 'services'>): void {
+export function registerImageBatchRoutes(api: FastifyInstance, deps: Pick<RouteDeps<ImagesServices>, 'config' | 'services'>): void {
   const s = deps.services.imageBatches;
   const im = deps.config.image;
   const body = z

@@ -1,6 +1,5 @@
 import { join } from 'node:path';
-import type { Services } from '../../jobs/services.js';
-import type { WiringContext, Wired } from '../../app/wiring.js';
+import { wired, type WiringContext } from '../../jobs/wiring.js';
 import { ImageBatches } from './store/image-batches.js';
 import { ImageQueue } from './store/image-queue.js';
 import { NextDue } from '../../store/next-due.js';
@@ -16,7 +15,7 @@ import { ImageBatchService } from './image-batch-service.js';
  * kept sealed with the master key in memory and opened per request, so a heap dump or a
  * logged object never shows it.
  */
-export function buildImages(w: WiringContext): Wired<Pick<Services, 'imageBatches'>> {
+export function buildImages(w: WiringContext) {
   const { config, db, clock, metrics, log, box } = w;
   const c = config.image;
   const sealed = c.provider.api_key ? box.seal(c.provider.api_key, 'image.provider.api_key') : undefined;
@@ -70,5 +69,8 @@ export function buildImages(w: WiringContext): Wired<Pick<Services, 'imageBatche
     ilog,
   );
   w.wakes?.on('image_queue', (why) => worker.wake(why));
-  return { services: { imageBatches: new ImageBatchService(batches, queue, transitions, worker, provider, store, c, metrics.images, ilog) }, rungs: [] };
+  return wired({ services: { imageBatches: new ImageBatchService(batches, queue, transitions, worker, provider, store, c, metrics.images, ilog) }, rungs: [] });
 }
+
+/** What the images area's job and routes use. */
+export type ImagesServices = ReturnType<typeof buildImages>['services'];

@@ -1,4 +1,4 @@
-import type { AreaModule } from '../../jobs/area.js';
+import { defineArea } from '../../jobs/area.js';
 
-/** The notifications area as the area list sees it: no jobs or routes of its own (billing and ops send through it). */
-export const notificationsArea: AreaModule = { name: 'notifications', jobs: [] };
+/** The notifications area as the area list sees it: the outbox and the notifier, no jobs or routes of its own (billing and ops send through it). */
+export const notificationsArea = defineArea({ name: 'notifications', wiring: async () => (await import('./wiring.js')).buildNotifications, jobs: [] });

@@ -4,3 +4,5 @@ export type { Channel } from './channels.js';
 export { Notifier } from './notifier.js';
 export { ChannelBudget } from './store/channel-budget.js';
 export { Notifications } from './store/notifications.js';
+/** What other areas' jobs and routes use of notifications: the outbox and the notifier. */
+export type { NotificationsServices as NotificationsFace } from './wiring.js';

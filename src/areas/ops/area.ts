@@ -1,4 +1,7 @@
-import type { AreaModule } from '../../jobs/area.js';
+import type { Command } from 'commander';
+import { defineArea } from '../../jobs/area.js';
+import type { NotificationsFace } from '../notifications/index.js';
+import type { UsageFace } from '../usage/index.js';
 import { opsMetricsJob } from './ops-metrics.js';
 import { opsAggregationJob } from './ops-aggregation.js';
 import { opsCleanupJob } from './ops-cleanup.js';
@@ -7,8 +10,28 @@ import { scheduledReportsJob } from './scheduled-reports.js';
 import { registerOpsRoutes } from './ops-routes.js';
 
 /** The ops area as the area list sees it (README.md: its invariants). */
-export const opsArea: AreaModule = {
+export const opsArea = defineArea({
   name: 'ops',
+  wiring: async () => {
+    const { buildOps } = await import('./wiring.js');
+    // Its jobs send alerts and reports through notifications (read at use); the collector reads the usage writer's queue.
+    return (w, uses: UsageFace & NotificationsFace) => buildOps(w, uses);
+  },
   jobs: [opsMetricsJob, opsAggregationJob, opsCleanupJob, opsAlertEvaluatorJob, scheduledReportsJob],
   routes: (api, deps) => registerOpsRoutes(api, deps),
-};
+  cli: [
+    {
+      name: 'ops',
+      register: (program: Command, cli) =>
+        program
+          .command('ops')
+          .description('the operations plane')
+          .command('status')
+          .description('print the ops overview: health score and its parts, firing alerts, jobs by health, instances (exit 1 when the score is under 50)')
+          .option('--json', 'print JSON')
+          .action(async (opts: { json?: boolean }, cmd: Command) => {
+            process.exitCode = await (await import('./cli-ops-status.js')).opsStatus(await cli.config(cmd), Boolean(opts.json), cli);
+          }),
+    },
+  ],
+});

@@ -1,9 +1,9 @@
 import type { Config } from '../../config/load.js';
 import { UserError } from '../../config/errors.js';
-import { Runtime } from '../../app/runtime.js';
+import type { CliContext } from '../../jobs/area.js';
+import type { OpsServices } from './wiring.js';
 import { readEmbeddedAdminToken } from '../../app/admin-token.js';
 import { DataDirLock } from '../../store/data-dir-lock.js';
-import { createLogger } from '../../telemetry/logger.js';
 import { overview } from './overview.js';
 
 type Overview = Awaited<ReturnType<typeof overview>>;
@@ -13,13 +13,13 @@ type Overview = Awaited<ReturnType<typeof overview>>;
  * jobs by health, instances). Reads the database directly; in embedded mode with a running
  * service, asks that service (it owns the data directory).
  */
-export async function opsStatus(config: Config, json: boolean): Promise<number> {
-  const o = await fetchOverview(config);
+export async function opsStatus(config: Config, json: boolean, cli: CliContext): Promise<number> {
+  const o = await fetchOverview(cli, config);
   process.stdout.write(json ? JSON.stringify(o, null, 2) + '\n' : render(o));
   return o.health_score !== null && o.health_score < 50 ? 1 : 0;
 }
 
-async function fetchOverview(config: Config): Promise<Overview> {
+async function fetchOverview(cli: CliContext, config: Config): Promise<Overview> {
   if (config.mode === 'embedded') {
     const owner = DataDirLock.liveOwner(config.database.data_dir);
     if (owner) {
@@ -32,7 +32,7 @@ async function fetchOverview(config: Config): Promise<Overview> {
       return (await res.json()) as Overview;
     }
   }
-  const rt = await Runtime.create(config, { register: false, logger: createLogger({ level: 'warn', instanceId: config.instance.id, env: config.instance.env, destination: process.stderr as never }) });
+  const rt = await cli.runtime<OpsServices>(config);
   try {
     return await overview({
       ops: rt.services.ops,

@@ -1,9 +1,13 @@
 import type { SeriesValues } from './store/ops-metrics.js';
-import { defineJob } from '../../jobs/define-job.js';
+import { jobsFor } from '../../jobs/define-job.js';
+import type { OpsServices } from './wiring.js';
+import type { NotificationsFace } from '../notifications/index.js';
 import { fold, SERIES_NAMES } from './catalogue.js';
 
 const HOUR = 3_600_000;
 const DAY = 24 * HOUR;
+
+const defineJob = jobsFor<OpsServices & NotificationsFace>();
 
 /** Folds the finer points into one coarser bucket per `size`, starting at `from`. */
 function rollupPoints(points: Array<{ bucket: string; metrics: SeriesValues }>, size: number, fineSeconds: number) {

@@ -1,6 +1,10 @@
-import { defineJob } from '../../jobs/define-job.js';
+import { jobsFor } from '../../jobs/define-job.js';
+import type { OpsServices } from './wiring.js';
+import type { NotificationsFace } from '../notifications/index.js';
 import { evaluateAlerts } from './alert-round.js';
 import { OPS_TEMPLATES } from './ops-services.js';
+
+const defineJob = jobsFor<OpsServices & NotificationsFace>();
 
 /**
  * ops_alert_evaluator: folds each enabled rule's window over the stored buckets and advances its

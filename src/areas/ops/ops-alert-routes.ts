@@ -1,6 +1,7 @@
 import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
 import type { RouteDeps } from '../../jobs/area.js';
+import type { OpsServices } from './wiring.js';
 import { parseDuration, formatDuration } from '../../config/duration.js';
 import { SERIES, SERIES_NAMES } from './catalogue.js';
 import { OPERATORS, SEVERITIES } from './alert-logic.js';
@@ -63,7 +64,7 @@ const eventsQuery = z.object({ state: z.enum(['firing', 'resolved']).optional(),
  * A rule's window must span at least one bucket and stay inside what it reads: the minute series'
  * retention, or for a monitor metric the monitors' rollup retention.
  */
-function checkWindow(deps: Pick<RouteDeps, 'clock' | 'config' | 'services'>, windowMs: number, metric: string, field = 'window'): void {
+function checkWindow(deps: Pick<RouteDeps<OpsServices>, 'clock' | 'config' | 'services'>, windowMs: number, metric: string, field = 'window'): void {
   const bucket = deps.config.ops.bucket;
   if (windowMs < bucket) throw new InvalidInput([{ field, message: `must be at least one bucket (ops.bucket = ${formatDuration(bucket)})` }]);
   if (isMonitorMetric(metric)) {
@@ -86,7 +87,7 @@ function isUniqueViolation(err: unknown): boolean {
 }
 
 /** Alert rules (CRUD), alert events, silences. */
-export function registerOpsAlertRoutes(api: FastifyInstance, deps: Pick<RouteDeps, 'clock' | 'config' | 'services'>): void {
+export function registerOpsAlertRoutes(api: FastifyInstance, deps: Pick<RouteDeps<OpsServices>, 'clock' | 'config' | 'services'>): void {
   const { alerts, silences } = deps.services.ops;
 
   api.get('/ops/alert-rules', async () => ({ rules: (await alerts.rules()).map(ruleView) }));

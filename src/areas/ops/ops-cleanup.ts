@@ -1,8 +1,12 @@
 import { z } from 'zod';
-import { defineJob } from '../../jobs/define-job.js';
+import { jobsFor } from '../../jobs/define-job.js';
+import type { OpsServices } from './wiring.js';
+import type { NotificationsFace } from '../notifications/index.js';
 import { CLEANUP_TARGETS } from './store/ops-retention.js';
 
 const DAY = 86_400_000;
+
+const defineJob = jobsFor<OpsServices & NotificationsFace>();
 
 /**
  * ops_cleanup, the one retention round: for each target (store/ops-retention.ts), the retention

@@ -1,5 +1,9 @@
-import { defineJob } from '../../jobs/define-job.js';
+import { jobsFor } from '../../jobs/define-job.js';
+import type { OpsServices } from './wiring.js';
+import type { NotificationsFace } from '../notifications/index.js';
 import { bucketStart } from './catalogue.js';
+
+const defineJob = jobsFor<OpsServices & NotificationsFace>();
 
 /**
  * ops_metrics: each round records the previous whole bucket (`ops.bucket`), cluster-wide, once

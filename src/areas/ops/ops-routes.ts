@@ -1,6 +1,7 @@
 import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
 import type { RouteDeps } from '../../jobs/area.js';
+import type { OpsServices } from './wiring.js';
 import { REPORT_KINDS, type ReportInput } from './store/ops-reports.js';
 import { CLEANUP_TARGETS } from './store/ops-retention.js';
 import { chooseGranularity } from './granularity.js';
@@ -36,7 +37,7 @@ function checkCron(cron: string | undefined, timezone: string | undefined, now: 
 }
 
 /** The ops plane: series, overview, reports, retention; alert rules, events and silences. */
-export function registerOpsRoutes(api: FastifyInstance, deps: Pick<RouteDeps, 'clock' | 'config' | 'instances' | 'jobViews' | 'services'>): void {
+export function registerOpsRoutes(api: FastifyInstance, deps: Pick<RouteDeps<OpsServices>, 'clock' | 'config' | 'instances' | 'jobViews' | 'services'>): void {
   const ops = deps.services.ops;
   registerOpsAlertRoutes(api, deps);
 

@@ -1,8 +1,12 @@
 import type { Intent } from './store/ops-alerts.js';
-import { defineJob } from '../../jobs/define-job.js';
+import { jobsFor } from '../../jobs/define-job.js';
+import type { OpsServices } from './wiring.js';
+import type { NotificationsFace } from '../notifications/index.js';
 import { OPS_TEMPLATES } from './ops-services.js';
 import { occurrencesBetween } from './report-schedule.js';
 import { renderReport } from './report-render.js';
+
+const defineJob = jobsFor<OpsServices & NotificationsFace>();
 
 /**
  * scheduled_reports: for each enabled report, the newest cron occurrence (in its time zone) not

@@ -1,5 +1,5 @@
-import type { WiringContext, Wired } from '../../app/wiring.js';
-import type { Services } from '../../jobs/services.js';
+import { wired, type WiringContext } from '../../jobs/wiring.js';
+import type { UsageFace } from '../usage/index.js';
 import { OpsMetricsStore } from './store/ops-metrics.js';
 import { OpsAlerts } from './store/ops-alerts.js';
 import { OpsSilences } from './store/ops-silences.js';
@@ -11,9 +11,9 @@ import { RunRecords } from '../../coordination/run-records.js';
 
 /**
  * The ops plane's services. Called while the runtime builds its services: the probes read the
- * runtime lazily (job health, instances, the usage writer), at collection time.
+ * runtime and the usage writer lazily, at collection time.
  */
-export function buildOps(w: WiringContext): Wired<Pick<Services, 'ops'>> {
+export function buildOps(w: WiringContext, deps: UsageFace) {
   const { db, redis, runtime: rt } = w;
   const series = new OpsMetricsStore(db);
   const collector = new OpsCollector(series, {
@@ -21,10 +21,10 @@ export function buildOps(w: WiringContext): Wired<Pick<Services, 'ops'>> {
     instances: () => rt.instances(),
     pingDb: () => db.ping(),
     pingRedis: redis ? () => redis.ping() : null,
-    usageQueue: () => rt.services.usageWriter.waiting,
+    usageQueue: () => deps.usageWriter.waiting,
     dbPoolInUse: () => null,
   });
-  return {
+  return wired({
     services: {
       ops: {
         series,
@@ -38,5 +38,8 @@ export function buildOps(w: WiringContext): Wired<Pick<Services, 'ops'>> {
       },
     },
     rungs: [],
-  };
+  });
 }
+
+/** What the ops area's jobs and routes use. */
+export type OpsServices = ReturnType<typeof buildOps>['services'];

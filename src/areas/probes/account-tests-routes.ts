@@ -1,6 +1,8 @@
 import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
 import type { RouteDeps } from '../../jobs/area.js';
+import type { ProbeServices } from './wiring.js';
+import type { AccountsFace } from '../accounts/index.js';
 import type { PlanInput } from './store/account-tests.js';
 import { checkPlanSchedule } from './plan-schedule.js';
 import { id } from '../../http/field-schemas.js';
@@ -20,7 +22,7 @@ const newSchema = z.object(fields).partial().required({ account_id: true, cron: 
 const patchSchema = z.object(fields).partial().strict();
 
 /** Scheduled account-test plans: CRUD, their latest results, and the account's audit. */
-export function registerAccountTestRoutes(api: FastifyInstance, deps: Pick<RouteDeps, 'clock' | 'config' | 'log' | 'services'>): void {
+export function registerAccountTestRoutes(api: FastifyInstance, deps: Pick<RouteDeps<ProbeServices & Pick<AccountsFace, 'accounts' | 'tokens'>>, 'clock' | 'config' | 'log' | 'services'>): void {
   const { accountTests, accounts } = deps.services;
 
   async function check(p: PlanInput): Promise<void> {

@@ -1,11 +1,12 @@
-import type { AreaModule } from '../../jobs/area.js';
+import { defineArea } from '../../jobs/area.js';
 import { channelMonitorJob } from './channel-monitor.js';
 import { scheduledAccountTestJob } from './scheduled-account-test.js';
 import { registerProbeRoutes } from './probes-routes.js';
 
-/** The probes area as the area list sees it (README.md: its invariants). */
-export const probesArea: AreaModule = {
+/** The probes area as the area list sees it (README.md: its invariants). Probes sign in with account tokens (AccountsFace). */
+export const probesArea = defineArea({
   name: 'probes',
+  wiring: async () => (await import('./wiring.js')).buildProbes,
   jobs: [channelMonitorJob, scheduledAccountTestJob],
   routes: (api, deps) => registerProbeRoutes(api, deps),
-};
+});

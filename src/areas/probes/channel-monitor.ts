@@ -1,10 +1,13 @@
-import { defineJob } from '../../jobs/define-job.js';
+import { jobsFor } from '../../jobs/define-job.js';
+import type { ProbeServices } from './wiring.js';
 import { WatermarkFenced } from './store/monitor-history.js';
 
 const TRAILING_MS = 10 * 60_000;
 const BOOTSTRAP_MS = 2 * 3_600_000;
 const MAX_SPAN_MS = 35 * 86_400_000;
 const PRUNE_BATCH = 10_000;
+
+const defineJob = jobsFor<ProbeServices>();
 
 /**
  * channel_monitor: the probes themselves run on every replica's MonitorRunner, claimed from the

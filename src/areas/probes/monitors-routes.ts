@@ -1,6 +1,8 @@
 import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
 import type { RouteDeps } from '../../jobs/area.js';
+import type { ProbeServices } from './wiring.js';
+import type { AccountsFace } from '../accounts/index.js';
 import { DURATION_FORM, formatDuration, parseDuration } from '../../config/duration.js';
 import type { MonitorInput } from './store/monitors.js';
 import { id, when } from '../../http/field-schemas.js';
@@ -46,7 +48,7 @@ const RAW_SPAN_MS = 2 * 3_600_000;
 const MAX_POINTS = 5000;
 
 /** Channel monitors: CRUD (the key is write-only: sealed on the way in, never returned) and history. */
-export function registerMonitorRoutes(api: FastifyInstance, deps: Pick<RouteDeps, 'clock' | 'config' | 'log' | 'services'>): void {
+export function registerMonitorRoutes(api: FastifyInstance, deps: Pick<RouteDeps<ProbeServices & Pick<AccountsFace, 'accounts' | 'tokens'>>, 'clock' | 'config' | 'log' | 'services'>): void {
   const { monitors, monitorHistory, accounts } = deps.services;
   const c = deps.config.channel_monitor;
 

@@ -1,4 +1,7 @@
-import { defineJob } from '../../jobs/define-job.js';
+import { jobsFor } from '../../jobs/define-job.js';
+import type { ProbeServices } from './wiring.js';
+
+const defineJob = jobsFor<ProbeServices>();
 
 /** A plan this long past its next_run_at, unleased, was missed: the job is late. */
 const OVERDUE_MS = 60_000;

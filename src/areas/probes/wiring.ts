@@ -1,5 +1,5 @@
-import type { Services } from '../../jobs/services.js';
-import type { WiringContext, Wired } from '../../app/wiring.js';
+import { wired, type WiringContext } from '../../jobs/wiring.js';
+import type { AccountsFace } from '../accounts/index.js';
 import { Monitors } from './store/monitors.js';
 import { MonitorHistory } from './store/monitor-history.js';
 import { AccountTests } from './store/account-tests.js';
@@ -9,10 +9,8 @@ import { AccountProbeAuth } from './account-probe-auth.js';
 import { MonitorRunner } from './monitor-runner.js';
 import { AccountTestRunner } from './account-test-runner.js';
 
-export type ProbeServices = Pick<Services, 'monitors' | 'monitorHistory' | 'monitorRunner' | 'accountTests' | 'accountTestRunner' | 'probeRandom'>;
-
 /** Channel monitors and scheduled account tests: stores, the probe client, and the two per-replica runners. */
-export function buildProbes(w: WiringContext, { accounts, tokens }: Pick<Services, 'accounts' | 'tokens'>): Wired<ProbeServices> {
+export function buildProbes(w: WiringContext, { accounts, tokens }: Pick<AccountsFace, 'accounts' | 'tokens'>) {
   const { config, db, clock, log, metrics, box, random } = w;
   const c = config.channel_monitor;
   const t = config.scheduled_account_test;
@@ -22,7 +20,7 @@ export function buildProbes(w: WiringContext, { accounts, tokens }: Pick<Service
   const auth = new AccountProbeAuth(accounts, tokens);
   const instanceId = config.instance.id;
   const nextDue = new NextDue(db);
-  const services: ProbeServices = {
+  const services = {
     monitors,
     monitorHistory: new MonitorHistory(db),
     accountTests,
@@ -58,5 +56,8 @@ export function buildProbes(w: WiringContext, { accounts, tokens }: Pick<Service
   w.wakes?.on('monitors', (why) => services.monitorRunner.wake(why));
   w.wakes?.on('account_tests', (why) => services.accountTestRunner.wake(why));
   // The runners stop in their jobs' onStop; the client's connection pools close after them.
-  return { services, rungs: [{ name: 'probe client', stop: () => client.close() }] };
+  return wired({ services, rungs: [{ name: 'probe client', stop: () => client.close() }] });
 }
+
+/** What the probes area's jobs and routes use (its routes also read accounts: `AccountsFace`). */
+export type ProbeServices = ReturnType<typeof buildProbes>['services'];

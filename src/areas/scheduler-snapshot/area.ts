@@ -1,10 +1,11 @@
-import type { AreaModule } from '../../jobs/area.js';
+import { defineArea } from '../../jobs/area.js';
 import { schedulerSnapshotJob } from './scheduler-snapshot.js';
 import { registerSchedulerRoutes } from './scheduler-routes.js';
 
 /** The scheduler snapshot area as the area list sees it (README.md: its invariants). */
-export const schedulerSnapshotArea: AreaModule = {
+export const schedulerSnapshotArea = defineArea({
   name: 'scheduler-snapshot',
+  wiring: async () => (await import('./wiring.js')).schedulerWiring,
   jobs: [schedulerSnapshotJob],
   routes: (api, deps) => registerSchedulerRoutes(api, deps),
-};
+});

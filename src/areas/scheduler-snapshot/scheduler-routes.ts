@@ -1,6 +1,7 @@
 import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
 import type { RouteDeps } from '../../jobs/area.js';
+import type { SchedulerSnapshotServices } from './wiring.js';
 import { parseBody } from '../../http/validation.js';
 
 const querySchema = z
@@ -20,7 +21,7 @@ const querySchema = z
  * routing order, from the snapshot (or PostgreSQL when it misses), with its epoch and age.
  * An unknown platform or group is an empty list; a malformed query is a 400 naming the parameter.
  */
-export function registerSchedulerRoutes(api: FastifyInstance, deps: Pick<RouteDeps, 'services'>): void {
+export function registerSchedulerRoutes(api: FastifyInstance, deps: Pick<RouteDeps<SchedulerSnapshotServices>, 'services'>): void {
   api.get('/scheduler/accounts', async (req) => {
     const q = parseBody(querySchema, req.query);
     const answer = await deps.services.schedulerSnapshot.accounts(q.platform, q.group ?? '');

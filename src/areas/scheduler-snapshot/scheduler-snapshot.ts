@@ -1,4 +1,7 @@
-import { defineJob } from '../../jobs/define-job.js';
+import { jobsFor } from '../../jobs/define-job.js';
+import type { SchedulerSnapshotServices } from './wiring.js';
+
+const defineJob = jobsFor<SchedulerSnapshotServices>();
 
 /**
  * scheduler_snapshot: on every replica, the outbox consumer runs on its own loop (woken by the

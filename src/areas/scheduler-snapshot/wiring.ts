@@ -1,5 +1,4 @@
-import type { WiringContext, Wired } from '../../app/wiring.js';
-import type { Services } from '../../jobs/services.js';
+import { wired, type WiringContext } from '../../jobs/wiring.js';
 import { RoutingAccounts } from './store/routing-accounts.js';
 import { SchedulerOutbox } from './store/scheduler-outbox.js';
 import { RedisSnapshotBuckets } from './store/snapshot-buckets.js';
@@ -8,7 +7,7 @@ import { SchedulerSnapshot } from './scheduler-snapshot-service.js';
 import { OutboxConsumer } from './outbox-consumer.js';
 
 /** The scheduler snapshot's services: Redis buckets in cluster mode, memory in embedded mode. */
-export function schedulerWiring(w: WiringContext): Wired<Pick<Services, 'schedulerSnapshot' | 'snapshotConsumer' | 'schedulerOutbox'>> {
+export function schedulerWiring(w: WiringContext) {
   const { config, db, redis, clock, metrics } = w;
   const log = w.log.child({ area: 'scheduler_snapshot' });
   const s = config.snapshot;
@@ -32,5 +31,8 @@ export function schedulerWiring(w: WiringContext): Wired<Pick<Services, 'schedul
     ticks: metrics.loopTicks,
   });
   w.wakes?.on('scheduler_outbox', (why) => consumer.wake(why));
-  return { services: { schedulerSnapshot: snapshot, snapshotConsumer: consumer, schedulerOutbox: outbox }, rungs: [] };
+  return wired({ services: { schedulerSnapshot: snapshot, snapshotConsumer: consumer, schedulerOutbox: outbox }, rungs: [] });
 }
+
+/** What the scheduler snapshot area's job and routes use. */
+export type SchedulerSnapshotServices = ReturnType<typeof schedulerWiring>['services'];

@@ -1,4 +1,4 @@
-import type { AreaModule } from '../../jobs/area.js';
+import { defineArea } from '../../jobs/area.js';
 import { dashboardAggregationJob } from './dashboard-aggregation.js';
 import { usageCleanupJob } from './usage-cleanup.js';
 import { idempotencyCleanupJob } from './idempotency-cleanup.js';
@@ -6,8 +6,9 @@ import { platformQuotaFlusherJob } from './platform-quota-flusher.js';
 import { registerUsageRoutes } from './usage-routes.js';
 
 /** The usage area as the area list sees it (README.md: its invariants). */
-export const usageArea: AreaModule = {
+export const usageArea = defineArea({
   name: 'usage',
+  wiring: async () => (await import('./wiring.js')).buildUsage,
   jobs: [dashboardAggregationJob, usageCleanupJob, idempotencyCleanupJob, platformQuotaFlusherJob],
   routes: (api, deps) => registerUsageRoutes(api, deps),
-};
+});

@@ -1,5 +1,8 @@
-import { defineJob } from '../../jobs/define-job.js';
+import { jobsFor } from '../../jobs/define-job.js';
+import type { UsageServices } from './wiring.js';
 import { floorHour, HOUR, rebuildRange, wholeHourZone, WATERMARK_KEY } from './rollup-rebuild.js';
+
+const defineJob = jobsFor<UsageServices>();
 
 /**
  * dashboard_aggregation: rebuilds the hours from (watermark − lookback) up to the current hour,

@@ -1,6 +1,9 @@
 import { z } from 'zod';
 import { numeric } from '../../config/schema.js';
-import { defineJob } from '../../jobs/define-job.js';
+import { jobsFor } from '../../jobs/define-job.js';
+import type { UsageServices } from './wiring.js';
+
+const defineJob = jobsFor<UsageServices>();
 
 /**
  * idempotency_cleanup: deletes idempotency records past their TTL. The seed's cadence: every

@@ -1,4 +1,7 @@
-import { defineJob } from '../../jobs/define-job.js';
+import { jobsFor } from '../../jobs/define-job.js';
+import type { UsageServices } from './wiring.js';
+
+const defineJob = jobsFor<UsageServices>();
 
 /** platform_quota_flusher: on every replica (SPOP hands each dirty key to one of them), every 5 s. */
 export const platformQuotaFlusherJob = defineJob({

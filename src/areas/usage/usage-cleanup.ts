@@ -1,15 +1,18 @@
 import type { Config } from '../../config/load.js';
 import type { JobContext } from '../../scheduler/job.js';
-import { defineJob } from '../../jobs/define-job.js';
+import { jobsFor } from '../../jobs/define-job.js';
+import type { UsageServices } from './wiring.js';
 import { utcDayStart } from './store/usage.js';
-import type { Services } from '../../jobs/services.js';
+import type { KernelServices } from '../../jobs/wiring.js';
 
-type Deps = Pick<Services, 'usageStore' | 'rollups' | 'cleanupTasks' | 'metrics'>;
+type Deps = Pick<UsageServices & KernelServices, 'usageStore' | 'rollups' | 'cleanupTasks' | 'metrics'>;
 import { rebuildRange } from './rollup-rebuild.js';
 import { AppError } from '../../errors/app-error.js';
 
 const DAY = 86_400_000;
 const LAST_SWEEP = 'last_retention_sweep';
+
+const defineJob = jobsFor<UsageServices>();
 
 /** The cleanup would delete raw rows the rollups do not cover yet: refused, and the round fails. */
 export class UnaggregatedUsage extends AppError {

@@ -2,6 +2,7 @@ import { InvalidInput, Conflict, notFound } from '../../errors/app-error.js';
 import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
 import type { RouteDeps } from '../../jobs/area.js';
+import type { UsageServices } from './wiring.js';
 import { GROUPS } from './store/rollups.js';
 import { requestHash } from './store/idempotency.js';
 import { parseBody, parseId } from '../../http/validation.js';
@@ -66,7 +67,7 @@ const incrementsBody = z
   .strict();
 
 /** Usage ingestion, dashboard reads, recompute, range cleanups, idempotency and platform quota. */
-export function registerUsageRoutes(api: FastifyInstance, deps: Pick<RouteDeps, 'clock' | 'config' | 'log' | 'runNow' | 'services'>): void {
+export function registerUsageRoutes(api: FastifyInstance, deps: Pick<RouteDeps<UsageServices>, 'clock' | 'config' | 'log' | 'runNow' | 'services'>): void {
   const s = deps.services;
 
   // A 2xx means every event of the body is stored (committed), not merely queued.

@@ -11,10 +11,10 @@ import { MemoryQuotaCounters, RedisQuotaCounters } from '../../coordination/quot
 import { UsageWriter } from './usage-writer.js';
 import { UsageIngest } from './usage-ingest.js';
 import { PlatformQuota } from './platform-quota.js';
-import type { Services } from '../../jobs/services.js';
-import type { WiringContext, Wired } from '../../app/wiring.js';
+import { wired, type WiringContext } from '../../jobs/wiring.js';
 
-export function buildUsage(w: WiringContext): Wired<Pick<Services, 'usageStore' | 'usageWriter' | 'usage' | 'rollups' | 'cleanupTasks' | 'recomputes' | 'idempotency' | 'quota' | 'deadLetters'>> {
+/** The usage area's services: the ingest path, the writer, the rollups, quotas and their shutdown flush. */
+export function buildUsage(w: WiringContext) {
   const { config, db, redis, clock, log, metrics } = w;
   const u = config.usage;
   const usageStore = new UsageStore(db);
@@ -29,7 +29,7 @@ export function buildUsage(w: WiringContext): Wired<Pick<Services, 'usageStore' 
   );
   const counters = redis ? new RedisQuotaCounters(redis, { prefix: config.redis.key_prefix, env: config.instance.env }) : new MemoryQuotaCounters();
   const quota = new PlatformQuota(counters, new QuotaUsage(db), config.quota.flush_batch, metrics, log, deadLetters);
-  return {
+  return wired({
     services: {
       usageStore,
       usageWriter,
@@ -69,5 +69,8 @@ export function buildUsage(w: WiringContext): Wired<Pick<Services, 'usageStore' 
         },
       },
     ],
-  };
+  });
 }
+
+/** What the usage area's jobs and routes use. */
+export type UsageServices = ReturnType<typeof buildUsage>['services'];

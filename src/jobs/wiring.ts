@@ -5,24 +5,47 @@ import type { SecretBox } from '../store/secret-box.js';
 import type { Metrics } from '../telemetry/metrics.js';
 import type { Logger } from '../telemetry/logger.js';
 import type { Clock, Random } from '../time/clock.js';
-import type { Stoppable } from './shutdown-ladder.js';
 import type { InstanceInfo } from '../coordination/instance-registry.js';
 import type { Liveness } from '../coordination/liveness.js';
 import type { WakeHub } from '../workers/wake-hub.js';
 import type { RefreshShards } from '../coordination/refresh-shards.js';
-import type { Services } from '../jobs/services.js';
-import type { JobView } from '../jobs/job-views.js';
+import type { JobView } from './job-views.js';
 import type { JobDefinition } from '../scheduler/job.js';
+
+export type { KernelServices } from './define-job.js';
+
+/**
+ * The phases of the shutdown ladder, in the order they run (invariant 4): stop taking work, stop
+ * the rounds, stop the jobs' own services, drain the areas' services (usage flush, outbox,
+ * runners), then coordination (skip summary, liveness, instance record), then connections.
+ * A rung declares its phase; within a phase, rungs run in registration order (the area list's
+ * order for the areas' rungs). This list is the one place the order is written; the ladder that
+ * runs it is app/shutdown-ladder.ts.
+ */
+export const SHUTDOWN_PHASES = ['ingress', 'rounds', 'jobs', 'services', 'coordination', 'connections'] as const;
+export type ShutdownPhase = (typeof SHUTDOWN_PHASES)[number];
+
+/**
+ * One rung of the shutdown ladder. `stop` gets the time left until the ladder's deadline (at
+ * least `minMs`: a rung that must run, such as the final usage flush, gets its floor even when
+ * earlier rungs used the grace up). A string it returns is a warning worth logging.
+ */
+export interface Stoppable {
+  name: string;
+  /** Where in the ladder it runs (default `services`: an area's rung). */
+  phase?: ShutdownPhase;
+  minMs?: number;
+  stop(withinMs: number): Promise<string | void> | string | void;
+}
 
 /** What an area may read from the running runtime, lazily (at use, never while wiring). */
 export interface RuntimeView {
   jobViews(): Promise<JobView[]>;
   instances(): Promise<InstanceInfo[]>;
-  readonly services: Services;
   readonly jobs: readonly JobDefinition[];
 }
 
-/** What every area's wiring gets: the connections and the runtime's shared parts. */
+/** What every area's `wire` gets: the connections and the runtime's shared parts. */
 export interface WiringContext {
   config: Config;
   db: Db;
@@ -47,4 +70,11 @@ export interface Wired<T> {
   rungs: Stoppable[];
   /** Runs once after connecting, before the scheduler starts (e.g. replaying what an earlier exit spilled). */
   prepare?: () => Promise<void>;
+  /** Runs once the instance is registered, with its boot id (e.g. refresh leases name their holder's boot). */
+  registered?: (bootId: string) => void;
+}
+
+/** Types an area's `wire` result without writing its services' type twice: it is inferred from the object. */
+export function wired<T extends object>(w: Wired<T>): Wired<T> {
+  return w;
 }

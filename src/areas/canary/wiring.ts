@@ -1,0 +1,9 @@
+import { CanaryRuns } from './store/canary-runs.js';
+import { wired, type WiringContext } from '../../jobs/wiring.js';
+
+export function buildCanary(w: WiringContext) {
+  return wired({ services: { canaryRuns: new CanaryRuns(w.db) }, rungs: [] });
+}
+
+/** What the canary job uses. */
+export type CanaryServices = ReturnType<typeof buildCanary>['services'];
