@@ -18,7 +18,11 @@ export interface ServiceLoopOptions {
   log: Logger;
   /** One pass. `signal` aborts when the loop stops; a pass should end soon after. */
   tick(signal: AbortSignal): Promise<TickResult>;
-  /** Longest sleep between ticks: covers a missed wake-up and data whose due time the tick cannot compute. */
+  /**
+   * Longest sleep between ticks: covers a missed wake-up and data whose due time the tick cannot
+   * compute. `Infinity`: no backstop, for a loop whose every piece of work either wakes it or is
+   * a due time the tick returns (a loop with nothing due then sleeps on no timer at all).
+   */
   backstopMs: number | (() => number);
   /** Sleep after a tick that threw (default: the backstop). */
   errorDelayMs?: number;
@@ -143,6 +147,7 @@ export class ServiceLoop {
     if (ms <= 0 || this.woken || this.abort.signal.aborted) return Promise.resolve();
     return new Promise<void>((resolve) => {
       this.resolveSleep = resolve;
+      if (ms === Infinity) return; // nothing due and no backstop: only wake() or stop() ends this sleep
       this.timer = this.o.clock.setTimeout(() => {
         this.timer = null;
         this.resolveSleep = null;
