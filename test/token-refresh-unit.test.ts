@@ -142,6 +142,19 @@ describe('DueQueue (one timer for every account)', () => {
     await clock.advance(40 * 86_400_000);
     expect(fired).toEqual([2, 1]);
   });
+  it('stop (the loop block): no entry fires after it, no timer is left, nothing is reported undone', async () => {
+    const clock = new ManualClock(NOW);
+    const fired: number[] = [];
+    const q = new DueQueue(clock, (e) => fired.push(e.id));
+    q.schedule({ id: 1, at: NOW + 1000, kind: 'refresh', version: 1 });
+    await clock.advance(0);
+    expect(clock.pending).toBe(1);
+    expect(await q.stop(100)).toBe(0);
+    q.schedule({ id: 2, at: NOW + 1000, kind: 'refresh', version: 1 });
+    await clock.advance(10_000);
+    expect(fired).toEqual([]);
+    expect(clock.pending).toBe(0);
+  });
   it('compacts when rescheduling leaves many stale heap entries', async () => {
     const clock = new ManualClock(NOW);
     const fired: number[] = [];

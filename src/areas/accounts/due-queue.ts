@@ -25,17 +25,15 @@ const MAX_TIMER_MS = 3_600_000;
  * the memory is one small object per account. codex-proxy-rs spawned one task per account
  * instead (see bench/token-refresh.ts for the comparison).
  *
- * The timer is a `ServiceLoop` (`token_refresh_due`): a tick fires every entry due and returns the
- * heap's top as its next due time; an entry earlier than that wakes it. With nothing scheduled it
- * sleeps on no timer at all. It starts with the first `schedule`.
+ * The timer is a `ServiceLoop` (`token_refresh_due`), started with the queue: a tick fires every
+ * entry due and returns the heap's top as its next due time; an earlier entry shortens the sleep
+ * (`dueAt`, on the clock's timer, so an entry due now fires on the next timer turn, as it did on
+ * a timer of its own). With nothing scheduled it sleeps on no timer at all.
  */
 export class DueQueue {
   private heap: DueEntry[] = [];
   private readonly current = new Map<number, DueEntry>();
   private readonly loop: ServiceLoop;
-  /** When the loop will tick next (Infinity: only when woken); an entry due earlier wakes it. */
-  private nextTickAt = Infinity;
-  private firing = false;
   private stopped = false;
 
   constructor(
@@ -52,6 +50,7 @@ export class DueQueue {
       errorDelayMs: 1000,
       tick: async () => this.fire(),
     });
+    this.loop.start();
   }
 
   get size(): number {
@@ -67,11 +66,7 @@ export class DueQueue {
     this.current.set(entry.id, entry);
     this.push(entry);
     if (this.heap.length > 4 * this.current.size + 1024) this.compact();
-    // During a tick the tick itself reads the new top when it ends.
-    if (this.firing || entry.at >= this.nextTickAt) return;
-    this.nextTickAt = entry.at;
-    this.loop.start();
-    this.loop.wake('scheduled');
+    this.loop.dueAt(Math.min(entry.at, this.clock.now() + MAX_TIMER_MS));
   }
 
   /** Every scheduled entry, one per account. */
@@ -102,16 +97,10 @@ export class DueQueue {
         due.push(e);
       }
     }
-    this.firing = true;
-    try {
-      for (const e of due) this.onDue(e);
-    } finally {
-      this.firing = false;
-    }
+    for (const e of due) this.onDue(e);
     while (this.heap.length && this.current.get(this.heap[0]!.id) !== this.heap[0]) this.pop();
     const top = this.heap[0];
-    this.nextTickAt = top ? Math.min(top.at, now + MAX_TIMER_MS) : Infinity;
-    return { items: due.length, nextDueAt: top ? this.nextTickAt : null };
+    return { items: due.length, nextDueAt: top ? Math.min(top.at, now + MAX_TIMER_MS) : null };
   }
 
   private compact(): void {

@@ -57,6 +57,7 @@ export function buildBackup(w: WiringContext): Wired<Pick<Services, 'backup'>> {
     leaseMs: b.lease,
     keepLast: b.keep_last,
     keepDays: b.keep_days,
+    ticks: metrics.loopTicks,
   });
   return { services: { backup }, rungs: [] };
 }

@@ -139,9 +139,9 @@ export class UsageWriter {
 
   private kick(): void {
     this.metrics.usageWaiting.set(this.queue.length);
-    if (this.draining) return this.fill();
-    this.loop.start();
-    this.loop.wake('usage');
+    this.loop.start(); // the first event starts the loop: its first tick drains at once
+    if (this.draining) this.fill();
+    else this.loop.wake('usage');
   }
 
   /** One tick: lanes write batches until the queue is empty (or, past the shutdown deadline, given up). */
