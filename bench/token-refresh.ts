@@ -93,7 +93,7 @@ export async function benchScheduler(n = 100_000, windowMs = 20_000): Promise<Sc
         q.schedule({ id, at, kind: 'refresh', version: 1 });
       }),
     );
-    q.stop();
+    await q.stop(0);
   }
   return results;
 }
@@ -188,7 +188,7 @@ export async function benchRefreshThroughput(n = 3000, concurrency = 8): Promise
       const start = Date.now() + 200;
       for (let i = 0; i < count; i++) q.schedule({ id: ids[i]!, at: start + Math.floor((i * windowMs) / count), kind: 'refresh', version: 2 });
       await all;
-      q.stop();
+      await q.stop(0);
       late.sort((a, b) => a - b);
       lateness = { accounts: count, windowS: windowMs / 1000, p50Ms: pct(late, 0.5), p99Ms: pct(late, 0.99), maxMs: late.at(-1)! };
     }

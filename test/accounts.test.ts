@@ -311,7 +311,7 @@ describe('accounts and token refresh (real PostgreSQL, Redis, OAuth server)', ()
       const again = await fresh.refreshNow(b.id, 'recovery', (await get(b.id)).token_version);
       expect(again).toMatchObject({ result: 'skipped', reason: 'recently_attempted' });
     } finally {
-      fresh.queue.stop(); // not fresh.stop(): the refresher is shared with the runtime
+      void fresh.queue.stop(0); // not fresh.stop(): the refresher is shared with the runtime
     }
   });
 

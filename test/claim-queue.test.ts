@@ -148,7 +148,7 @@ async function hold(db: Db, how: 'session' | 'lock'): Promise<{ key: number; die
     // A crash, not a clean stop: the session's backend is killed, so the server frees its lock.
     const die = async () => {
       await db.query(`SELECT pg_terminate_backend(pid) FROM pg_locks WHERE locktype = 'advisory' AND objsubid = 2 AND classid = $1::int::oid AND objid = $2::int::oid`, [LIVENESS_NS, key]);
-      await s.stop();
+      await s.stop(1000);
     };
     return { key, die };
   }

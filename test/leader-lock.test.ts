@@ -135,7 +135,7 @@ describe('leader locks on real Redis and PostgreSQL', () => {
       if (freed.acquired) await freed.handle.release();
       other.close();
       // The liveness session lost: its locks went with it, renewal says so, and the other replica may take them.
-      await liveness.stop();
+      await liveness.stop(1000);
       for (const g of got.slice(6)) if (g.acquired) expect(await g.handle.renew(0)).toBe(false);
       const after = new PgAdvisoryLock(db, { prefix, env: 'herd' });
       const taken = await after.acquire('job11', 0);
@@ -143,7 +143,7 @@ describe('leader locks on real Redis and PostgreSQL', () => {
       if (taken.acquired) await taken.handle.release();
       after.close();
     } finally {
-      await liveness.stop();
+      await liveness.stop(1000);
       await small.close();
     }
   });

@@ -36,7 +36,7 @@ describe('liveness sessions on PostgreSQL', () => {
     await migrate(db);
   });
   afterAll(async () => {
-    for (const s of sessions) await s.stop();
+    for (const s of sessions) await s.stop(1000);
     await db.close();
     await drop();
   });

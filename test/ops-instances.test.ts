@@ -133,7 +133,7 @@ describe('ops_metrics per-instance process figures (PostgreSQL)', () => {
     await session.start();
     expect((await r1!.beat(0, session, [], figures(12.5, 120, 60, 35))).mine).toBe(true);
     expect(session.key).not.toBeNull();
-    await session.stop();
+    await session.stop(1000);
     await r2!.beat(0, null, [], figures(40, 300, 40, 8));
 
     expect(outcomeOf(await rt.runNow('ops_metrics'))?.status).toBe('ok');
@@ -199,7 +199,7 @@ describe('ops_metrics per-instance process figures (PostgreSQL)', () => {
       published = (await own.list()).find((x) => x.instance_id === 'beating')!.process;
       if (!published) await new Promise((r) => setTimeout(r, 50));
     }
-    beat.stop();
+    await beat.stop(1000);
     expect(published!.rss_bytes).toBeGreaterThan(MIB);
     expect(published!.heap_used_bytes).toBeGreaterThan(0);
     expect(published!.cpu_percent).toBeTypeOf('number');

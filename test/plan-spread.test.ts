@@ -108,7 +108,7 @@ describe('account-test plans on PostgreSQL', () => {
     expect(await plans.claim('r2', 10, 10, 60_000)).toEqual([]); // alive: its hour-long lease holds
     // A crash: the liveness session's backend is killed, so the server frees its lock.
     await db.query(`SELECT pg_terminate_backend(pid) FROM pg_locks WHERE locktype = 'advisory' AND objsubid = 2 AND classid = $1::int::oid AND objid = $2::int::oid`, [LIVENESS_NS, key]);
-    await live.stop();
+    await live.stop(1000);
     let b: Awaited<ReturnType<AccountTests['claim']>> = [];
     for (let i = 0; i < 200 && !b.length; i++) {
       b = await plans.claim('r2', 10, 10, 60_000);

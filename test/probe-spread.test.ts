@@ -143,13 +143,13 @@ describe('monitor spread on PostgreSQL', () => {
       await clock.advance(slot - clock.now());
       // Alive holder: its lease holds.
       expect((await monitors.claim('r2', 1000, 100, r2.key, new Date(clock.now()))).claimed.map((m) => m.id)).not.toContain(id);
-      await r1.stop(); // the process "dies": its session, and the lock with it, is gone
+      await r1.stop(1000); // the process "dies": its session, and the lock with it, is gone
       const taken = await monitors.claim('r2', 1000, 100, r2.key, new Date(clock.now()));
       expect(taken.claimed.map((m) => m.id)).toContain(id);
       expect(taken.claimed.find((m) => m.id === id)!.scheduledFor.getTime()).toBe(slot);
     } finally {
-      await r1.stop();
-      await r2.stop();
+      await r1.stop(1000);
+      await r2.stop(1000);
     }
   });
 });

@@ -137,4 +137,33 @@ describe('ServiceLoop', () => {
     expect(s.at).toEqual([0, 10_000, 12_000]);
     await loop.stop(100);
   });
+
+  it('with no backstop (Infinity) and nothing due it sleeps on no timer until woken', async () => {
+    const s = setup(async () => ({ items: 0 }), Infinity);
+    s.loop.start();
+    await s.clock.advance(0);
+    expect(s.clock.pending).toBe(0);
+    await s.clock.advance(86_400_000);
+    expect(s.at).toEqual([0]);
+    s.loop.wake('work');
+    await s.clock.advance(0);
+    expect(s.at).toEqual([0, 86_400_000]);
+    expect(await s.loop.stop(100)).toBe(0);
+  });
+
+  it('dueAt shortens the sleep on the clock timer; nothing runs before that time; a later one changes nothing', async () => {
+    const s = setup(async () => ({ items: 0 }), Infinity);
+    s.loop.start();
+    await s.clock.advance(1000);
+    s.loop.dueAt(s.t0 + 5000);
+    s.loop.dueAt(s.t0 + 9000);
+    expect(s.clock.pending).toBe(1);
+    await s.clock.advance(3999);
+    expect(s.at).toEqual([0]);
+    await s.clock.advance(1);
+    expect(s.at).toEqual([0, 5000]);
+    await s.clock.advance(10_000);
+    expect(s.at).toEqual([0, 5000]);
+    expect(await s.loop.stop(100)).toBe(0);
+  });
 });

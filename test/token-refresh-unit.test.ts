@@ -8,7 +8,7 @@ import type { ProxyLink } from '../src/areas/accounts/store/proxies.js';
 import { Semaphore } from '../src/workers/semaphore.js';
 import { RateLimiter } from '../src/workers/rate-limiter.js';
 import { SecretBox } from '../src/store/secret-box.js';
-import { ManualClock } from '../src/time/clock.js';
+import { ManualClock, settle } from '../src/time/clock.js';
 
 const NOW = Date.UTC(2026, 10, 30, 12);
 const jwt = (payload: unknown) => `${Buffer.from('{"alg":"none"}').toString('base64url')}.${Buffer.from(JSON.stringify(payload)).toString('base64url')}.sig`;
@@ -115,6 +115,7 @@ describe('DueQueue (one timer for every account)', () => {
     const fired: DueEntry[] = [];
     const q = new DueQueue(clock, (e) => fired.push(e));
     for (let i = 1; i <= 100; i++) q.schedule({ id: i, at: NOW + ((i * 7919) % 100) * 1000, kind: 'refresh', version: 1 });
+    await settle(); // the queue's loop arms its timer after the wake-ups' one coalesced tick
     expect(clock.pending).toBe(1);
     q.schedule({ id: 5, at: NOW + 500_000, kind: 'retry', version: 1 }); // moved later
     q.cancel(6);
@@ -140,6 +141,19 @@ describe('DueQueue (one timer for every account)', () => {
     expect(fired).toEqual([2]);
     await clock.advance(40 * 86_400_000);
     expect(fired).toEqual([2, 1]);
+  });
+  it('stop (the loop block): no entry fires after it, no timer is left, nothing is reported undone', async () => {
+    const clock = new ManualClock(NOW);
+    const fired: number[] = [];
+    const q = new DueQueue(clock, (e) => fired.push(e.id));
+    q.schedule({ id: 1, at: NOW + 1000, kind: 'refresh', version: 1 });
+    await clock.advance(0);
+    expect(clock.pending).toBe(1);
+    expect(await q.stop(100)).toBe(0);
+    q.schedule({ id: 2, at: NOW + 1000, kind: 'refresh', version: 1 });
+    await clock.advance(10_000);
+    expect(fired).toEqual([]);
+    expect(clock.pending).toBe(0);
   });
   it('compacts when rescheduling leaves many stale heap entries', async () => {
     const clock = new ManualClock(NOW);

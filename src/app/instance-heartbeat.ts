@@ -10,6 +10,7 @@ import type { Clock } from '../time/clock.js';
 import { ProcessSampler } from '../telemetry/process-sampler.js';
 import { HEALTH_STATES, type JobView } from '../jobs/job-views.js';
 import type { BackendIdentity } from '../coordination/backend-identity.js';
+import { ServiceLoop } from '../workers/service-loop.js';
 
 /** How long the job health gauges read at a scrape stay fresh (the cluster-wide job views: six reads). */
 const HEALTH_EVERY_MS = 15_000;
@@ -21,10 +22,11 @@ const IDENTITY_EVERY_MS = 60_000;
  * database (the scheduler corrects its slots by it), refreshes the `instances` row with this
  * process's figures since the previous beat (and notices another process with this instance
  * id), and exports job health. Nothing else: old `job_runs` are pruned by ops_cleanup, the one
- * retention round, under `scheduler.run_retention`.
+ * retention round, under `scheduler.run_retention`. The beat is a `ServiceLoop`
+ * (`instance_heartbeat`): one beat a tick, the next one interval after it ends.
  */
 export class InstanceHeartbeat {
-  private timer: ReturnType<typeof setTimeout> | null = null;
+  private readonly loop: ServiceLoop;
   private stopped = false;
   private lastHealth = 0;
   private lastIdentity = 0;
@@ -53,6 +55,15 @@ export class InstanceHeartbeat {
     },
   ) {
     this.sampler = deps.sampler ?? new ProcessSampler();
+    const every = deps.config.cluster.instance_heartbeat;
+    this.loop = new ServiceLoop({
+      name: 'instance_heartbeat',
+      clock: deps.clock,
+      log: deps.log,
+      ticks: deps.metrics.loopTicks,
+      backstopMs: every,
+      tick: () => this.beat(),
+    });
   }
 
   async measureSkew(atStart = false): Promise<void> {
@@ -73,7 +84,7 @@ export class InstanceHeartbeat {
 
   start(): void {
     this.deps.metrics.jobHealthRefresh = () => this.refreshHealth();
-    void this.beat();
+    this.loop.start();
   }
 
   /**
@@ -94,11 +105,13 @@ export class InstanceHeartbeat {
     }
   }
 
-  stop(): void {
+  /** No further beat; waits up to `withinMs` for a beat in flight and returns 1 if it was still running. */
+  async stop(withinMs: number): Promise<number> {
     this.stopped = true;
     if (this.deps.metrics.jobHealthRefresh) this.deps.metrics.jobHealthRefresh = null;
-    if (this.timer) clearTimeout(this.timer);
+    const left = await this.loop.stop(withinMs);
     this.sampler.close();
+    return left;
   }
 
   /** At shutdown: the skips counted since the last beat are written, so the summary loses nothing. */
@@ -117,8 +130,8 @@ export class InstanceHeartbeat {
     registry.setBackends(this.identity);
   }
 
-  private async beat(): Promise<void> {
-    if (this.stopped) return;
+  /** One tick. A failed beat gives its skips back (the next beat writes them) and is logged by the loop as a failed tick. */
+  private async beat(): Promise<{ items: number }> {
     const { registry, metrics, log, config } = this.deps;
     const skips = this.deps.skips.take();
     try {
@@ -139,8 +152,8 @@ export class InstanceHeartbeat {
       }
     } catch (err) {
       this.deps.skips.restore(skips);
-      log.warn({ err: (err as Error).message }, 'instance heartbeat failed');
+      throw err;
     }
-    if (!this.stopped) this.timer = setTimeout(() => void this.beat(), config.cluster.instance_heartbeat);
+    return { items: 1 };
   }
 }

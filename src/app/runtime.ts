@@ -87,7 +87,7 @@ export class Runtime {
     this.redis = redis;
     this.startedAt = new Date(clock.now());
     const instanceId = config.instance.id;
-    this.liveness = config.mode === 'cluster' && config.cluster.crash_detection === 'session' ? new LivenessSession(backends.sessionDb, log) : null;
+    this.liveness = config.mode === 'cluster' && config.cluster.crash_detection === 'session' ? new LivenessSession(backends.sessionDb, log, 1000, clock, this.metrics.loopTicks) : null;
     const runner = (this.runner = new RoundRunner({
       db,
       clock,
@@ -250,7 +250,6 @@ export class Runtime {
     const graceMs = this.config.shutdown.grace;
     this.log.info({ reason, grace: formatDuration(graceMs) }, 'shutdown: readiness false, closing HTTP, stopping rounds');
     this.metrics.ready.set(0);
-    this.heartbeat.stop();
     // Each rung names its phase (shutdown-ladder.ts, SHUTDOWN_PHASES); registration order decides within a phase.
     const jobStops: Stoppable[] = [...this.jobs]
       .reverse()
@@ -258,6 +257,8 @@ export class Runtime {
       .map((job) => ({ name: `job ${job.name}`, phase: 'jobs', minMs: 1000, stop: async (ms) => ((await job.stop!(ms)) ? `${job.name}: work still running after the grace period` : undefined) }));
     const ladder: Stoppable[] = [
       { name: 'http', phase: 'ingress', stop: () => this.ingress?.stopAccepting() },
+      // A beat in flight is waited for: one landing after `instance record` would mark this replica alive again.
+      { name: 'instance heartbeat', phase: 'ingress', stop: async (ms) => ((await this.heartbeat.stop(ms)) ? 'a heartbeat still running after the grace period' : undefined) },
       { name: 'refresh shard', phase: 'rounds', stop: () => this.registry.leaveRefreshShards() },
       {
         name: 'rounds',
@@ -274,10 +275,10 @@ export class Runtime {
       {
         name: 'coordination session',
         phase: 'coordination',
-        stop: async () => {
+        stop: async (ms) => {
           this.fallbackLock?.close();
           await this.wakeups.stop();
-          await this.liveness?.stop();
+          if (await this.liveness?.stop(ms)) return 'a liveness session still opening after the grace period; it closes when opened';
         },
       },
       { name: 'instance record', phase: 'coordination', stop: () => this.registry.markStopped() },

@@ -2,6 +2,8 @@ import { randomInt } from 'node:crypto';
 import type { Db, PinnedConnection } from '../store/db.js';
 import type { Logger } from '../telemetry/logger.js';
 import { LIVENESS_NS } from '../store/liveness-sql.js';
+import { systemClock, type Clock } from '../time/clock.js';
+import { ServiceLoop, type LoopTickCounter, type TickResult } from '../workers/service-loop.js';
 import { openCoordinationSession } from './coordination-session.js';
 
 /**
@@ -19,6 +21,11 @@ import { openCoordinationSession } from './coordination-session.js';
  * transaction pooler such as PgBouncer handing the session to another server connection), the
  * key is withdrawn (new claims store none, and fall back to lease expiry), listeners abort the
  * rounds claimed under it, and a new session with a new key is opened after `retryMs`.
+ *
+ * The reopening is a `ServiceLoop` (`liveness_session`), started by `start`: while the session is
+ * open it sleeps on no timer; a loss wakes it, and it opens a new session `retryMs` after the
+ * loss, every `retryMs` until one opens. The session itself needs no renewing: the heartbeat's
+ * statement carries the self-check (`queryChecked`).
  */
 /** Sessions in a row found moved before crash detection is switched off (logged once). */
 const MOVED_LIMIT = 3;
@@ -42,7 +49,8 @@ export class LivenessSession implements Liveness {
   private current: number | null = null;
   private readonly listeners = new Set<(key: number, reason: string) => void>();
   private readonly openers = new Set<(conn: PinnedConnection) => Promise<void>>();
-  private retry: NodeJS.Timeout | null = null;
+  private loop: ServiceLoop | null = null;
+  private lostAt = -Infinity;
   private stopped = false;
   /** Consecutive sessions found moved to another backend: a transaction pooler, not a blip. */
   private moved = 0;
@@ -51,6 +59,8 @@ export class LivenessSession implements Liveness {
     private readonly db: Db,
     private readonly log: Logger,
     private readonly retryMs = 1000,
+    private readonly clock: Clock = systemClock,
+    private readonly ticks?: LoopTickCounter,
   ) {}
 
   get key(): number | null {
@@ -73,9 +83,33 @@ export class LivenessSession implements Liveness {
     return () => this.openers.delete(listener);
   }
 
-  /** Opens the session and takes a fresh key. Throws if the database cannot be reached (the caller decides). */
+  /** Opens the session and takes a fresh key, then starts the reopening loop. Throws if the database cannot be reached (the caller decides). */
   async start(): Promise<void> {
     this.stopped = false;
+    await this.open();
+    if (this.loop?.isRunning) return;
+    this.loop = new ServiceLoop({
+      name: 'liveness_session',
+      clock: this.clock,
+      log: this.log,
+      ticks: this.ticks,
+      backstopMs: Infinity,
+      errorDelayMs: this.retryMs,
+      tick: (signal) => this.reopen(signal),
+    });
+    this.loop.start();
+  }
+
+  /** One tick: nothing while the session is open (or crash detection is off); else a new session, `retryMs` after the loss. */
+  private async reopen(signal: AbortSignal): Promise<TickResult> {
+    if (this.conn || this.moved >= MOVED_LIMIT) return { items: 0 };
+    const at = this.lostAt + this.retryMs;
+    if (this.clock.now() < at) return { items: 0, nextDueAt: at };
+    await this.open(signal); // a failure: the loop logs it and tries again after retryMs
+    return { items: 1 };
+  }
+
+  private async open(signal?: AbortSignal): Promise<void> {
     let conn: PinnedConnection | null = null;
     conn = await openCoordinationSession(this.db, (err) => {
       if (conn && this.conn === conn) this.lose(`liveness session dropped: ${err.message}`);
@@ -85,6 +119,8 @@ export class LivenessSession implements Liveness {
         const key = randomInt(1, 2 ** 31 - 1);
         const { rows } = await conn.query<{ ok: boolean }>(LOCK, [LIVENESS_NS, key]);
         if (rows[0]?.ok === true) {
+          // Stopped while opening: the lock goes with the closed session, no key is ever handed out.
+          if (signal?.aborted || this.stopped) throw new Error('liveness session stopped while opening');
           this.conn = conn;
           this.current = key;
           this.log.info({ liveness_key: key }, 'liveness session open: a crash of this process is seen by the other replicas at once');
@@ -124,18 +160,23 @@ export class LivenessSession implements Liveness {
     return rows;
   }
 
-  /** Shutdown: free the key at once (a clean exit must not look like a crash for longer than needed, nor hold a connection). */
-  async stop(): Promise<void> {
+  /**
+   * Shutdown: free the key at once (a clean exit must not look like a crash for longer than
+   * needed, nor hold a connection). Waits up to `withinMs` for a reopening in flight; returns 1 if
+   * it was still running (it then closes the session it opens).
+   */
+  async stop(withinMs: number): Promise<number> {
     this.stopped = true;
-    if (this.retry) clearTimeout(this.retry);
+    const left = (await this.loop?.stop(withinMs)) ?? 0;
     const conn = this.conn;
     const key = this.current;
     this.conn = null;
     this.current = null;
-    if (!conn || key === null) return;
+    if (!conn || key === null) return left;
     // Closed, not returned to the pool: fallback leader locks of a round that outlived the grace may still sit on it.
     await conn.query(UNLOCK, [LIVENESS_NS, key]).catch(() => undefined);
     conn.release(true);
+    return left;
   }
 
   private lose(reason: string): void {
@@ -147,11 +188,7 @@ export class LivenessSession implements Liveness {
     this.log.error({ liveness_key: key, reason }, 'liveness session lost: rounds claimed under it are aborted; claims fall back to lease expiry until a new session is open');
     conn?.release(true);
     for (const l of this.listeners) l(key, reason);
-    this.scheduleReopen();
-  }
-
-  private scheduleReopen(): void {
-    if (this.stopped || this.retry) return;
+    if (this.stopped) return;
     if (this.moved >= MOVED_LIMIT) {
       // Reopening would only flap: every new session lands behind the same pooler.
       this.log.error(
@@ -160,14 +197,7 @@ export class LivenessSession implements Liveness {
       );
       return;
     }
-    this.retry = setTimeout(() => {
-      this.retry = null;
-      if (this.stopped) return;
-      this.start().catch((err) => {
-        this.log.warn({ err: (err as Error).message }, 'liveness session could not be reopened; retrying');
-        this.scheduleReopen();
-      });
-    }, this.retryMs);
-    this.retry.unref?.();
+    this.lostAt = this.clock.now();
+    this.loop?.wake('lost');
   }
 }

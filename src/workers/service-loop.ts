@@ -18,7 +18,11 @@ export interface ServiceLoopOptions {
   log: Logger;
   /** One pass. `signal` aborts when the loop stops; a pass should end soon after. */
   tick(signal: AbortSignal): Promise<TickResult>;
-  /** Longest sleep between ticks: covers a missed wake-up and data whose due time the tick cannot compute. */
+  /**
+   * Longest sleep between ticks: covers a missed wake-up and data whose due time the tick cannot
+   * compute. `Infinity`: no backstop, for a loop whose every piece of work either wakes it or is
+   * a due time the tick returns (a loop with nothing due then sleeps on no timer at all).
+   */
   backstopMs: number | (() => number);
   /** Sleep after a tick that threw (default: the backstop). */
   errorDelayMs?: number;
@@ -42,6 +46,10 @@ export class ServiceLoop {
   private timer: TimerHandle | null = null;
   private resolveSleep: (() => void) | null = null;
   private woken = false;
+  /** The earliest time asked for with `dueAt` since the current tick began. */
+  private dueFloor = Infinity;
+  /** When the current sleep ends (Infinity: only a wake-up ends it). */
+  private sleepEnd = Infinity;
   private wakeReasons = new Set<string>();
   private started = false;
   private ticking = false;
@@ -70,6 +78,17 @@ export class ServiceLoop {
     this.woken = true;
     this.wakeReasons.add(reason);
     this.cutSleep();
+  }
+
+  /**
+   * Asks for a tick no later than `at` (a due time the last tick did not know), on the clock's
+   * timer: the sleep is shortened when `at` is earlier, and a tick running now sleeps no longer
+   * than `at` after it. Unlike `wake`, nothing runs before `at`.
+   */
+  dueAt(at: number): void {
+    if (!this.started || this.abort.signal.aborted || at >= this.dueFloor) return;
+    this.dueFloor = at;
+    if (this.resolveSleep && at < this.sleepEnd) this.arm(at, this.resolveSleep);
   }
 
   /** Stops the loop: no new tick, the running one is aborted; resolves to 1 if it was still running after `withinMs`. */
@@ -105,6 +124,7 @@ export class ServiceLoop {
       this.woken = false;
       const reasons = [...this.wakeReasons];
       this.wakeReasons.clear();
+      this.dueFloor = Infinity;
       const t0 = this.o.clock.now();
       let nextDueAt: number | null;
       let outcome = 'failed';
@@ -129,7 +149,7 @@ export class ServiceLoop {
       this.o.log.debug({ loop: this.o.name, outcome, items, ms: this.o.clock.now() - t0, woken_by: reasons.length ? reasons : undefined, next_due_at: nextDueAt }, 'loop tick');
       if (signal.aborted) break;
       if (this.woken) continue; // wake-ups during the tick: one more tick now
-      const until = Math.min(nextDueAt ?? Infinity, this.o.clock.now() + this.backstop());
+      const until = Math.min(nextDueAt ?? Infinity, this.o.clock.now() + this.backstop(), this.dueFloor);
       await this.sleepUntil(until);
     }
   }
@@ -143,12 +163,24 @@ export class ServiceLoop {
     if (ms <= 0 || this.woken || this.abort.signal.aborted) return Promise.resolve();
     return new Promise<void>((resolve) => {
       this.resolveSleep = resolve;
-      this.timer = this.o.clock.setTimeout(() => {
+      this.sleepEnd = Infinity;
+      if (ms !== Infinity) this.arm(at, resolve); // else nothing due and no backstop: only wake(), dueAt() or stop() ends this sleep
+    });
+  }
+
+  /** (Re)sets the sleep's timer to end it at `at`. */
+  private arm(at: number, resolve: () => void): void {
+    if (this.timer) this.o.clock.clearTimeout(this.timer);
+    this.sleepEnd = at;
+    this.timer = this.o.clock.setTimeout(
+      () => {
         this.timer = null;
         this.resolveSleep = null;
+        this.sleepEnd = Infinity;
         resolve();
-      }, ms);
-    });
+      },
+      Math.max(0, at - this.o.clock.now()),
+    );
   }
 
   /** True while a tick runs (tests). */

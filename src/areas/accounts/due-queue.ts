@@ -1,4 +1,6 @@
-import type { Clock, TimerHandle } from '../../time/clock.js';
+import type { Clock } from '../../time/clock.js';
+import { silentLogger, type Logger } from '../../telemetry/logger.js';
+import { ServiceLoop, type LoopTickCounter } from '../../workers/service-loop.js';
 
 /** `takeover`: an account a dead replica left `refreshing`, refreshed at once by its new owner (issue 29). */
 export type DueKind = 'refresh' | 'retry' | 'recovery' | 'recheck' | 'takeover';
@@ -13,7 +15,7 @@ export interface DueEntry {
   due?: number;
 }
 
-/** Timers are re-armed at least this often, so a far-away due time never overflows setTimeout. */
+/** The loop wakes at least this often while anything is scheduled, so a far-away due time never overflows setTimeout. */
 const MAX_TIMER_MS = 3_600_000;
 
 /**
@@ -22,18 +24,34 @@ const MAX_TIMER_MS = 3_600_000;
  * the old one is skipped when it surfaces (lazy deletion), so every operation is O(log n) and
  * the memory is one small object per account. codex-proxy-rs spawned one task per account
  * instead (see bench/token-refresh.ts for the comparison).
+ *
+ * The timer is a `ServiceLoop` (`token_refresh_due`), started with the queue: a tick fires every
+ * entry due and returns the heap's top as its next due time; an earlier entry shortens the sleep
+ * (`dueAt`, on the clock's timer, so an entry due now fires on the next timer turn, as it did on
+ * a timer of its own). With nothing scheduled it sleeps on no timer at all.
  */
 export class DueQueue {
   private heap: DueEntry[] = [];
   private readonly current = new Map<number, DueEntry>();
-  private timer: TimerHandle | null = null;
-  private timerAt = Infinity;
+  private readonly loop: ServiceLoop;
   private stopped = false;
 
   constructor(
     private readonly clock: Clock,
     private readonly onDue: (entry: DueEntry) => void,
-  ) {}
+    o: { log?: Logger; ticks?: LoopTickCounter } = {},
+  ) {
+    this.loop = new ServiceLoop({
+      name: 'token_refresh_due',
+      clock,
+      log: o.log ?? silentLogger(),
+      ticks: o.ticks,
+      backstopMs: Infinity,
+      errorDelayMs: 1000,
+      tick: async () => this.fire(),
+    });
+    this.loop.start();
+  }
 
   get size(): number {
     return this.current.size;
@@ -48,7 +66,7 @@ export class DueQueue {
     this.current.set(entry.id, entry);
     this.push(entry);
     if (this.heap.length > 4 * this.current.size + 1024) this.compact();
-    if (entry.at < this.timerAt) this.arm();
+    this.loop.dueAt(Math.min(entry.at, this.clock.now() + MAX_TIMER_MS));
   }
 
   /** Every scheduled entry, one per account. */
@@ -60,17 +78,16 @@ export class DueQueue {
     this.current.delete(id);
   }
 
-  stop(): void {
+  /** Stops the timer and forgets every entry; a tick is synchronous, so nothing is ever left running (0). */
+  async stop(withinMs: number): Promise<number> {
     this.stopped = true;
-    if (this.timer) this.clock.clearTimeout(this.timer);
-    this.timer = null;
     this.heap = [];
     this.current.clear();
+    return this.loop.stop(withinMs);
   }
 
-  private fire(): void {
-    this.timer = null;
-    this.timerAt = Infinity;
+  /** One tick: hands every due entry to `onDue`, then says when the (new) top is due, at most MAX_TIMER_MS ahead. */
+  private fire(): { items: number; nextDueAt: number | null } {
     const now = this.clock.now();
     const due: DueEntry[] = [];
     while (this.heap.length && this.heap[0]!.at <= now) {
@@ -80,25 +97,10 @@ export class DueQueue {
         due.push(e);
       }
     }
-    this.arm();
     for (const e of due) this.onDue(e);
-  }
-
-  private arm(): void {
-    if (this.stopped) return;
     while (this.heap.length && this.current.get(this.heap[0]!.id) !== this.heap[0]) this.pop();
     const top = this.heap[0];
-    if (!top) {
-      if (this.timer) this.clock.clearTimeout(this.timer);
-      this.timer = null;
-      this.timerAt = Infinity;
-      return;
-    }
-    if (this.timer && this.timerAt <= top.at) return;
-    if (this.timer) this.clock.clearTimeout(this.timer);
-    const delay = Math.min(MAX_TIMER_MS, Math.max(0, top.at - this.clock.now()));
-    this.timerAt = this.clock.now() + delay;
-    this.timer = this.clock.setTimeout(() => this.fire(), delay);
+    return { items: due.length, nextDueAt: top ? Math.min(top.at, now + MAX_TIMER_MS) : null };
   }
 
   private compact(): void {

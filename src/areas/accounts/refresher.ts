@@ -111,7 +111,7 @@ export class Refresher {
     this.stopController.abort();
     // Wall time: a shutdown deadline, whatever clock the refresher schedules with.
     const end = systemClock.now() + deadlineMs;
-    while (this.inFlight.size && systemClock.now() < end) await Promise.race([Promise.allSettled([...this.inFlight.values()].map((f) => f.outcome)), new Promise((r) => setTimeout(r, 50))]);
+    while (this.inFlight.size && systemClock.now() < end) await settledWithin(Promise.allSettled([...this.inFlight.values()].map((f) => f.outcome)), end - systemClock.now());
     this.gaveUp = this.inFlight.size > 0;
     return this.inFlight.size;
   }

@@ -70,7 +70,7 @@ export class TokenRefreshService {
     private readonly metrics: Metrics,
     private readonly shards: RefreshShards | null = null,
   ) {
-    this.queue = new DueQueue(clock, (e) => void this.fire(e));
+    this.queue = new DueQueue(clock, (e) => void this.fire(e), { log, ticks: metrics.loopTicks });
     shards?.onChange(() => this.rebalance());
   }
 
@@ -269,10 +269,11 @@ export class TokenRefreshService {
     return outcome;
   }
 
+  /** Stops the timer and the guard; returns the refreshes still running after `deadlineMs`. */
   async stop(deadlineMs: number): Promise<number> {
     this.stopped = true;
-    this.queue.stop();
+    const left = await this.queue.stop(deadlineMs);
     this.lapsedFrom.clear();
-    return this.refresher.stop(deadlineMs);
+    return left + (await this.refresher.stop(deadlineMs));
   }
 }

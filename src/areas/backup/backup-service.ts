@@ -5,13 +5,14 @@ import { checksumKey, type BackupStorage } from './backup-storage.js';
 import { LeaseKeeper } from '../../coordination/lease-keeper.js';
 import type { BackupMetrics } from './metrics.js';
 import type { Logger } from '../../telemetry/logger.js';
-import type { Clock, TimerHandle } from '../../time/clock.js';
+import type { Clock } from '../../time/clock.js';
 import type { Dumper } from './dumper.js';
 import type { Verifier } from './verifier.js';
 import { oneLine } from './hash-counter.js';
 import { pickPrunable } from './retention.js';
 import { settledWithin } from '../../time/clock.js';
 import { Conflict } from '../../errors/app-error.js';
+import { ServiceLoop, type LoopTickCounter } from '../../workers/service-loop.js';
 
 /** A backup was asked for while another one runs somewhere in the cluster (a conflict naming it). */
 export class BackupBusy extends Conflict {
@@ -40,6 +41,7 @@ export interface BackupServiceOptions {
   keepLast: number;
   keepDays?: number;
   newId?: () => string;
+  ticks?: LoopTickCounter;
 }
 
 function stamp(ms: number): string {
@@ -53,12 +55,15 @@ function stamp(ms: number): string {
  * record whose lease the database says has expired (marking it failed, removing its partial
  * objects); nothing else ever touches another instance's running backup, so a replica that
  * restarts cannot fail a backup a live replica is still writing (Sub2API's bug).
+ * The reaper is a `ServiceLoop` (`backup_reaper`): a reap at start, then every `leaseMs`.
  */
 export class BackupService {
   private readonly inFlight = new Map<string, { abort: AbortController; done: Promise<BackupRecord> }>();
-  private reapTimer: TimerHandle | null = null;
+  private readonly reaper: ServiceLoop;
 
-  constructor(private readonly o: BackupServiceOptions) {}
+  constructor(private readonly o: BackupServiceOptions) {
+    this.reaper = new ServiceLoop({ name: 'backup_reaper', clock: o.clock, log: o.log, ticks: o.ticks, backstopMs: o.leaseMs, tick: async () => ({ items: await this.reap() }) });
+  }
 
   keyFor(id: string, at: number): string {
     return `${this.o.env}/${this.o.dbName}/${stamp(at)}-${id}.dump.gz`;
@@ -112,24 +117,16 @@ export class BackupService {
 
   /** Reaps expired backups every lease period (any replica may; only expired leases are touched). */
   startReaper(): void {
-    const tick = () => {
-      this.reapTimer = this.o.clock.setTimeout(() => {
-        void this.reap()
-          .catch((err) => this.o.log.warn({ err: oneLine(err) }, 'backup reaper failed'))
-          .finally(tick);
-      }, this.o.leaseMs);
-    };
-    if (!this.reapTimer) tick();
+    this.reaper.start();
   }
 
-  /** Stops the reaper and aborts this instance's backups, waiting up to `withinMs` for them to record their end. */
+  /** Stops the reaper and aborts this instance's backups, waiting up to `withinMs` for them to record their end; returns those still running. */
   async stop(withinMs: number): Promise<number> {
-    if (this.reapTimer) this.o.clock.clearTimeout(this.reapTimer);
-    this.reapTimer = null;
     const running = [...this.inFlight.values()];
     for (const r of running) r.abort.abort(new Error('instance shutting down'));
     const settled = Promise.allSettled(running.map((r) => r.done)).then(() => 0);
-    return (await settledWithin(settled, withinMs)) ? 0 : this.inFlight.size;
+    const [reaping, done] = await Promise.all([this.reaper.stop(withinMs), settledWithin(settled, withinMs)]);
+    return reaping + (done ? 0 : this.inFlight.size);
   }
 
   private async execute(id: string, trigger: BackupTrigger, key: string, abort: AbortController): Promise<BackupRecord> {

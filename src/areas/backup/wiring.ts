@@ -56,6 +56,7 @@ export function buildBackup(w: WiringContext) {
     leaseMs: b.lease,
     keepLast: b.keep_last,
     keepDays: b.keep_days,
+    ticks: metrics.loopTicks,
   });
   return wired({ services: { backup }, rungs: [] });
 }

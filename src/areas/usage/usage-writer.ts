@@ -1,13 +1,13 @@
 import { AppError } from '../../errors/app-error.js';
-import { appendFileSync, mkdirSync, readdirSync, readFileSync, unlinkSync } from 'node:fs';
-import { join } from 'node:path';
 import type { UsageRow, UsageStore } from './store/usage.js';
 import type { DeadLetters, DeadLetterSource } from '../../store/dead-letters.js';
 import { writeIsolatingPoison } from '../../store/poison-split.js';
 import type { Logger } from '../../telemetry/logger.js';
 import type { Metrics } from '../../telemetry/metrics.js';
-import { systemClock } from '../../time/clock.js';
+import { systemClock, type Clock } from '../../time/clock.js';
 import { retry } from '../../time/retry.js';
+import { ServiceLoop } from '../../workers/service-loop.js';
+import { replaySpills, writeSpill } from './usage-spill.js';
 
 export interface UsageWriterOptions {
   batchSize: number;
@@ -15,6 +15,8 @@ export interface UsageWriterOptions {
   overflow: 'sync' | 'drop';
   /** Where events that could not be written before exit are kept, to be written at the next start. */
   spillDir: string;
+  /** The loop's clock (default: the system clock); a batch's retries and the shutdown deadline are wall time whatever it is. */
+  clock?: Clock;
 }
 
 export type RecordOutcome = 'enqueued' | 'sync_fallback' | 'dropped';
@@ -54,6 +56,10 @@ const MAX_BACKOFF_MS = 5000;
  *   is skipped. A batch refused for the content of some rows (a data exception) is split so only
  *   those rows go to `dead_letters` (counted); they are never retried and never block the others. At shutdown the queue is drained; what cannot be written before the deadline is
  *   spilled to `spillDir` and written at the next start (request ids make that idempotent).
+ * The flush is a `ServiceLoop` (`usage_writer`), started by the first event: a tick drains the
+ * queue on up to two lanes and ends when it is empty; an event arriving while it is asleep wakes
+ * it, one arriving during a tick joins that tick's lanes. It has no backstop: nothing is ever
+ * due but what an event brought.
  */
 export class UsageWriter {
   private queue: Item[] = [];
@@ -62,6 +68,11 @@ export class UsageWriter {
   private stopping = false;
   private deadline = Infinity;
   private gaveUp = false;
+  /** True while a tick drains: new events join its lanes instead of waking the loop. */
+  private draining = false;
+  /** Rows stored by the lanes so far (a tick's `items` is what it added). */
+  private written = 0;
+  private readonly loop: ServiceLoop;
 
   constructor(
     private readonly store: UsageStore,
@@ -69,7 +80,18 @@ export class UsageWriter {
     private readonly metrics: Metrics,
     private readonly log: Logger,
     private readonly deadLetters: DeadLetters,
-  ) {}
+  ) {
+    this.loop = new ServiceLoop({
+      name: 'usage_writer',
+      clock: o.clock ?? systemClock,
+      log,
+      ticks: metrics.loopTicks,
+      backstopMs: Infinity,
+      errorDelayMs: 1000,
+      // The abort of stop() does not cut a drain short: the shutdown deadline ends its retries.
+      tick: () => this.drain(),
+    });
+  }
 
   get waiting(): number {
     return this.queue.length;
@@ -117,11 +139,31 @@ export class UsageWriter {
 
   private kick(): void {
     this.metrics.usageWaiting.set(this.queue.length);
+    this.loop.start(); // the first event starts the loop: its first tick drains at once
+    if (this.draining) this.fill();
+    else this.loop.wake('usage');
+  }
+
+  /** One tick: lanes write batches until the queue is empty (or, past the shutdown deadline, given up). */
+  private async drain(): Promise<{ items: number }> {
+    const before = this.written;
+    this.draining = true;
+    try {
+      this.fill();
+      while (this.lanes > 0) await new Promise<void>((r) => this.idle.push(r));
+    } finally {
+      this.draining = false;
+    }
+    return { items: this.written - before };
+  }
+
+  /** Starts lanes up to LANES while rows wait. */
+  private fill(): void {
     while (this.lanes < LANES && this.queue.length && !this.gaveUp) {
       this.lanes++;
       void this.lane().finally(() => {
         this.lanes--;
-        if (this.queue.length && !this.gaveUp) this.kick();
+        if (this.queue.length && !this.gaveUp) this.fill();
         else if (this.lanes === 0) for (const wake of this.idle.splice(0)) wake();
       });
     }
@@ -146,6 +188,7 @@ export class UsageWriter {
       } finally {
         this.metrics.usageRunning.dec(batch.length);
       }
+      this.written += batch.length;
       for (const i of batch) if (i.req && --i.req.remaining === 0) i.req.resolve();
       this.metrics.usageWaiting.set(this.queue.length);
     }
@@ -192,12 +235,17 @@ export class UsageWriter {
     return fresh;
   }
 
-  /** Drains the queue, retrying until `deadlineMs` from now; then spills what is left. Returns rows spilled. */
+  /**
+   * Drains the queue, retrying until `deadlineMs` from now; then spills what is left. Returns the
+   * rows it left undone (spilled). New events from here on are written inline (`sync`).
+   */
   async stop(deadlineMs: number): Promise<number> {
     this.stopping = true;
     this.deadline = systemClock.now() + deadlineMs;
     const before = this.queue.length;
-    if (this.lanes > 0) await new Promise<void>((r) => this.idle.push(r));
+    await this.loop.stop(deadlineMs);
+    // Rows no tick picked up yet, and lanes of a tick that outlived the wait: drained under the same deadline.
+    await this.drain();
     const spilled = this.queue.length;
     if (spilled) {
       this.spill(this.queue.map((i) => i.row));
@@ -212,46 +260,14 @@ export class UsageWriter {
 
   private spill(rows: UsageRow[]): void {
     if (!rows.length) return;
-    mkdirSync(this.o.spillDir, { recursive: true, mode: 0o700 });
-    const file = join(this.o.spillDir, `usage-${systemClock.now()}-${process.pid}.jsonl`);
-    appendFileSync(file, rows.map((r) => JSON.stringify(r)).join('\n') + '\n', { mode: 0o600 });
+    const file = writeSpill(this.o.spillDir, rows);
     this.metrics.usageSpilled.inc(rows.length);
     this.log.error({ rows: rows.length, file }, 'usage events could not be written before exit; kept in a spill file, written at the next start');
   }
 
-  /** Writes spill files left by an earlier exit, then deletes them. Repeated request ids are skipped, so a partial earlier replay is harmless. */
-  async replaySpills(): Promise<number> {
-    let files: string[];
-    try {
-      files = readdirSync(this.o.spillDir)
-        .filter((f) => /^usage-.*\.jsonl$/.test(f))
-        .sort();
-    } catch {
-      return 0;
-    }
-    let total = 0;
-    for (const f of files) {
-      const path = join(this.o.spillDir, f);
-      const rows: UsageRow[] = [];
-      const unreadable: string[] = [];
-      for (const line of readFileSync(path, 'utf8').split('\n').filter(Boolean)) {
-        try {
-          rows.push(JSON.parse(line) as UsageRow);
-        } catch {
-          unreadable.push(line);
-        }
-      }
-      if (unreadable.length) {
-        await this.deadLetters.add(unreadable.map((line) => ({ source: 'usage_spill', reason: `unreadable line in ${f}`, payload: line })));
-        this.metrics.integrity.deadLetters.inc({ source: 'usage_spill' }, unreadable.length);
-      }
-      // A row the database refuses is dead-lettered, so one poison row can never stop a start.
-      for (let i = 0; i < rows.length; i += this.o.batchSize) await this.insertIsolated(rows.slice(i, i + this.o.batchSize), 'usage_spill');
-      unlinkSync(path);
-      total += rows.length;
-      this.log.info({ file: path, rows: rows.length }, 'usage spill file written and removed');
-    }
-    return total;
+  /** Writes spill files left by an earlier exit, then deletes them (usage-spill.ts). */
+  replaySpills(): Promise<number> {
+    return replaySpills(this.o.spillDir, this.o.batchSize, (rows) => this.insertIsolated(rows, 'usage_spill'), this.deadLetters, this.metrics, this.log);
   }
 }
 

@@ -22,7 +22,7 @@ export function buildUsage(w: WiringContext) {
   const deadLetters = new DeadLetters(db);
   const usageWriter = new UsageWriter(
     usageStore,
-    { batchSize: u.batch_size, queueLimit: u.queue_limit, overflow: u.overflow, spillDir: join(config.database.data_dir, 'spill') },
+    { batchSize: u.batch_size, queueLimit: u.queue_limit, overflow: u.overflow, spillDir: join(config.database.data_dir, 'spill'), clock },
     metrics,
     log,
     deadLetters,
