@@ -13,6 +13,7 @@ import type { Idempotency } from '../areas/usage/store/idempotency.js';
 import type { UsageWriter } from '../areas/usage/usage-writer.js';
 import type { UsageIngest } from '../areas/usage/usage-ingest.js';
 import type { PlatformQuota } from '../areas/usage/platform-quota.js';
+import type { QuotaFlushLoop } from '../areas/usage/quota-flush-loop.js';
 import type { Recomputes } from '../areas/usage/recomputes.js';
 import type { Billing } from '../areas/billing/store/billing.js';
 import type { Notifications } from '../areas/notifications/store/notifications.js';
@@ -52,6 +53,8 @@ export interface Services {
   recomputes: Recomputes;
   idempotency: Idempotency;
   quota: PlatformQuota;
+  /** The quota flush on the loop block, started by the platform_quota_flusher job. */
+  quotaFlush: QuotaFlushLoop;
   billing: Billing;
   notifications: Notifications;
   notifier: Notifier;

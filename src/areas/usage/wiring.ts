@@ -11,10 +11,13 @@ import { MemoryQuotaCounters, RedisQuotaCounters } from '../../coordination/quot
 import { UsageWriter } from './usage-writer.js';
 import { UsageIngest } from './usage-ingest.js';
 import { PlatformQuota } from './platform-quota.js';
+import { QuotaFlushLoop } from './quota-flush-loop.js';
 import type { Services } from '../../jobs/services.js';
 import type { WiringContext, Wired } from '../../app/wiring.js';
 
-export function buildUsage(w: WiringContext): Wired<Pick<Services, 'usageStore' | 'usageWriter' | 'usage' | 'rollups' | 'cleanupTasks' | 'recomputes' | 'idempotency' | 'quota' | 'deadLetters'>> {
+export function buildUsage(
+  w: WiringContext,
+): Wired<Pick<Services, 'usageStore' | 'usageWriter' | 'usage' | 'rollups' | 'cleanupTasks' | 'recomputes' | 'idempotency' | 'quota' | 'quotaFlush' | 'deadLetters'>> {
   const { config, db, redis, clock, log, metrics } = w;
   const u = config.usage;
   const usageStore = new UsageStore(db);
@@ -29,6 +32,10 @@ export function buildUsage(w: WiringContext): Wired<Pick<Services, 'usageStore' 
   );
   const counters = redis ? new RedisQuotaCounters(redis, { prefix: config.redis.key_prefix, env: config.instance.env }) : new MemoryQuotaCounters();
   const quota = new PlatformQuota(counters, new QuotaUsage(db), config.quota.flush_batch, metrics, log, deadLetters);
+  // Started and stopped by the platform_quota_flusher job (onStart/onStop): the job off, nothing flushes but shutdown, as before.
+  const delayMs = config.quota.flush_delay;
+  const quotaFlush = new QuotaFlushLoop(quota, { clock, log: log.child({ area: 'quota' }), delayMs, backstopMs: w.wakes?.idleMs(delayMs) ?? delayMs, ticks: metrics.loopTicks });
+  quota.onDirty = () => quotaFlush.dirtied();
   return {
     services: {
       usageStore,
@@ -39,6 +46,7 @@ export function buildUsage(w: WiringContext): Wired<Pick<Services, 'usageStore' 
       recomputes: new Recomputes(new RecomputeTasks(db), rollups, u.task_timeout),
       idempotency: new Idempotency(db, config.idempotency.ttl, config.idempotency.lock),
       quota,
+      quotaFlush,
       deadLetters,
     },
     prepare: async () => {
