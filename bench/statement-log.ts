@@ -53,6 +53,12 @@ export async function redisCommandStats(url: string): Promise<Map<string, number
   return out;
 }
 
+/** Autovacuum and autoanalyze runs on the database so far: each is a transaction `xact_commit` counts that no client sent. */
+export async function autovacuumRuns(query: (sql: string) => Promise<Array<Record<string, unknown>>>): Promise<number> {
+  const [r] = await query(`SELECT pg_stat_clear_snapshot()`).then(() => query(`SELECT COALESCE(sum(autovacuum_count + autoanalyze_count), 0)::int AS n FROM pg_stat_all_tables`));
+  return Number(r?.n ?? 0);
+}
+
 /** Prints both attributions for a window of `secs` seconds. */
 export function printAttribution(title: string, statements: Array<[string, number]>, redisBefore: Map<string, number>, redisAfter: Map<string, number>, secs: number): void {
   const total = statements.reduce((s, [, n]) => s + n, 0);
