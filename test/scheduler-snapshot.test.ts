@@ -239,7 +239,7 @@ describe('scheduler snapshot: consumer, read API, repair (cluster runtime, real 
     const seen: string[] = [];
     const query = rt.db.query.bind(rt.db);
     rt.db.query = ((text: string, params?: unknown[]) => {
-      if (/scheduler_outbox|scheduler_snapshot_state/.test(text)) seen.push(text.replace(/\s+/g, ' ').trim().slice(0, 60));
+      if (/scheduler_outbox|scheduler_snapshot_state/.test(text)) seen.push(text.replace(/\s+/g, ' ').trim());
       return query(text, params);
     }) as typeof rt.db.query;
     try {
