@@ -15,6 +15,7 @@ import pg from 'pg';
 import { CLI, ServiceProcess, cleanEnv } from '../test/helpers/cli.js';
 import { PrivateRedis, freshDatabase, uniqueName } from '../test/helpers/services.js';
 import { CANARY_EVERY_SECOND, OTHER_JOBS, footprint, jobsOff, replicaEnv, sleep } from './replicas.js';
+import { autovacuumRuns, logStatements, printAttribution, redisCommandStats, statementCounts, statementsWanted } from './statement-log.js';
 
 export interface ScenarioResult {
   replicas: number;
@@ -36,6 +37,7 @@ export async function runScenario(replicas: number, cli = CLI, steadyS = Number(
   await sql.connect();
   const procs: ServiceProcess[] = [];
   try {
+    if (statementsWanted()) await logStatements((text) => sql.query(text), db.name);
     const prefix = uniqueName('rjscn');
     for (let i = 0; i < replicas; i++) {
       const env = await replicaEnv(
@@ -64,7 +66,16 @@ export async function runScenario(replicas: number, cli = CLI, steadyS = Number(
     await sleep(3000);
 
     // ---- steady state ----
+    const [t0, r0, v0] = statementsWanted() ? [Date.now(), await redisCommandStats(redis.url), await autovacuumRuns(q)] : [Date.now(), new Map<string, number>(), 0];
     const { pgTxPerSec: pgXactPerSec, redisCmdsPerSec } = await footprint(q, redis.url, steadyS);
+    if (statementsWanted()) {
+      const [t1, r1] = [Date.now(), await redisCommandStats(redis.url)];
+      printAttribution(`peers scenario, ${replicas} replicas`, await statementCounts(db.name, t0, t1), r0, r1, (t1 - t0) / 1000);
+      console.log(`\nautovacuum/autoanalyze runs in the window: ${(await autovacuumRuns(q)) - v0}`);
+    }
+    // BENCH_STEADY_ONLY=1: the footprint only (no failover, no outage).
+    if (process.env.BENCH_STEADY_ONLY === '1')
+      return { replicas, pgXactPerSec, redisCmdsPerSec, failoverMs: NaN, missedAfterKill: 0, outageRounds: 0, missedTotal: 0, slots: 0, duplicates: 0, overlaps: 0 };
 
     // ---- SIGKILL the replica in the middle of a round ----
     let victim: ServiceProcess | undefined;

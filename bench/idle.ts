@@ -11,6 +11,7 @@ import pg from 'pg';
 import { CLI, ServiceProcess, cleanEnv } from '../test/helpers/cli.js';
 import { PrivateRedis, freshDatabase, uniqueName } from '../test/helpers/services.js';
 import { footprint, replicaEnv, sleep } from './replicas.js';
+import { logStatements, printAttribution, redisCommandStats, statementCounts, statementsWanted } from './statement-log.js';
 
 export interface IdleResult {
   replicas: number;
@@ -28,6 +29,8 @@ export async function runIdle(replicas: number, wakeups: boolean): Promise<IdleR
   await sql.connect();
   const procs: ServiceProcess[] = [];
   try {
+    const q = async (text: string) => (await sql.query(text)).rows;
+    if (statementsWanted()) await logStatements(q, db.name);
     const prefix = uniqueName('rjidle');
     for (let i = 0; i < replicas; i++) {
       const env = await replicaEnv(
@@ -42,7 +45,6 @@ export async function runIdle(replicas: number, wakeups: boolean): Promise<IdleR
       );
       procs.push(new ServiceProcess(`i${i}`, spawn(process.execPath, [CLI, 'start'], { env: cleanEnv(env), stdio: ['ignore', 'pipe', 'pipe'] })));
     }
-    const q = async (text: string) => (await sql.query(text)).rows;
     for (let i = 0; i < 1200; i++) {
       const [r] = await q(`SELECT count(*)::int AS n FROM instances`).catch(() => [{ n: 0 }]);
       if (r.n === replicas) break;
@@ -50,7 +52,12 @@ export async function runIdle(replicas: number, wakeups: boolean): Promise<IdleR
       await sleep(100);
     }
     await sleep(settleS * 1000);
-    return { replicas, wakeups, ...(await footprint(q, redis.url, steadyS)) };
+    if (!statementsWanted()) return { replicas, wakeups, ...(await footprint(q, redis.url, steadyS)) };
+    const [t0, r0] = [Date.now(), await redisCommandStats(redis.url)];
+    const f = await footprint(q, redis.url, steadyS);
+    const [t1, r1] = [Date.now(), await redisCommandStats(redis.url)];
+    printAttribution(`${replicas} replicas, wake-ups ${wakeups ? 'on' : 'off'}`, await statementCounts(db.name, t0, t1), r0, r1, (t1 - t0) / 1000);
+    return { replicas, wakeups, ...f };
   } finally {
     for (const p of procs) if (p.proc.exitCode === null) p.proc.kill('SIGTERM');
     await Promise.all(procs.map((p) => p.exited));

@@ -180,7 +180,8 @@ async function main() {
   if (process.env.BENCH_ONLY === 'coordination') return coordinationAndRefresh();
   if (process.env.BENCH_ONLY === 'idle') {
     const rows = [];
-    for (const n of (process.env.BENCH_REPLICAS ?? '1,3,9').split(',').map(Number)) for (const on of [true, false]) rows.push(await runIdle(n, on));
+    for (const n of (process.env.BENCH_REPLICAS ?? '1,3,9').split(',').map(Number))
+      for (const on of { on: [true], off: [false] }[process.env.BENCH_WAKEUPS ?? ''] ?? [true, false]) rows.push(await runIdle(n, on));
     return console.log(idleTable(rows));
   }
   if (process.env.BENCH_ONLY === 'cluster') {

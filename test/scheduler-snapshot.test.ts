@@ -252,4 +252,34 @@ describe('scheduler snapshot: consumer, read API, repair (cluster runtime, real 
       marker.mockRestore();
     }
   });
+
+  it('idle, a round reads the outbox once and claims nothing; a rebuild request another replica wrote is claimed at the next round (issue 26)', async () => {
+    await settle();
+    await consumer().rebuildSettled();
+    const seen: string[] = [];
+    const query = rt.db.query.bind(rt.db);
+    rt.db.query = ((text: string, params?: unknown[]) => {
+      if (/scheduler_outbox|scheduler_snapshot_state/.test(text)) seen.push(text.replace(/\s+/g, ' ').trim());
+      return query(text, params);
+    }) as typeof rt.db.query;
+    try {
+      const r = await consumer().observe();
+      expect(r).toMatchObject({ applied: 0, backlog: 0, rebuildPending: false, consumed: 0 });
+      expect(seen.filter((q) => /FOR UPDATE SKIP LOCKED|^DELETE/.test(q))).toEqual([]); // no claim, no delete
+      expect(seen.filter((q) => /^SELECT count\(\*\) FILTER/.test(q))).toHaveLength(1);
+      // Another replica asks for a full rebuild: the next round's read shows it claimable, and this replica claims and runs it.
+      const before = (await rt.services.schedulerOutbox.state()).lastRebuildAt;
+      await new SchedulerOutbox(rt.db).requestRebuild('manual_test', false);
+      expect((await rt.services.schedulerOutbox.stats()).rebuildPending).toBe(true);
+      seen.length = 0;
+      await consumer().observe();
+      await consumer().rebuildSettled();
+      expect(seen.some((q) => /FOR UPDATE SKIP LOCKED/.test(q))).toBe(true);
+      const after = await rt.services.schedulerOutbox.state();
+      expect(after.lastRebuildReason).toBe('manual_test');
+      expect(after.lastRebuildAt!.getTime()).toBeGreaterThan(before?.getTime() ?? 0);
+    } finally {
+      rt.db.query = query;
+    }
+  });
 });

@@ -5,6 +5,7 @@ import { migrate } from '../src/store/migrate.js';
 import { MIGRATIONS } from '../src/store/migrations/index.js';
 import { SlotClaims } from '../src/coordination/slot-claim.js';
 import { FencedCursors, FencedWriteRefused } from '../src/coordination/fenced-cursor.js';
+import { CanaryRuns } from '../src/areas/canary/store/canary-runs.js';
 import { InstanceRegistry } from '../src/coordination/instance-registry.js';
 import { AdminSessions } from '../src/areas/admin/store/admin-sessions.js';
 import { RunRecords } from '../src/coordination/run-records.js';
@@ -84,6 +85,23 @@ describe.each(BACKENDS)('store on $name', (backend) => {
     await cursors.write('takeover', 'watermark', { at: 2 }, r2.claim.token);
     expect(await cursors.read('takeover', 'watermark')).toEqual({ value: { at: 2 }, token: r2.claim.token });
     expect(await a.complete(r1.claim, { status: 'ok', items: 1 })).toBe(false); // cannot overwrite the abandoned record
+  });
+
+  it("the canary's end row is written with its fenced cursor, in one statement: a stale token writes neither", async () => {
+    const a = new SlotClaims(db, 'old');
+    const b = new SlotClaims(db, 'new');
+    const canary = new CanaryRuns(db);
+    await a.ensureJobs(['canary_t']);
+    const r1 = await a.claimScheduled(claimArgs('canary_t', SLOT(11), 150));
+    if (!r1.claimed) throw new Error('expected claim');
+    await new Promise((r) => setTimeout(r, 250));
+    const r2 = await b.claimScheduled(claimArgs('canary_t', SLOT(12)));
+    if (!r2.claimed) throw new Error('expected takeover');
+    await canary.endFenced('canary_t', 'last_slot', SLOT(12).toISOString(), SLOT(12), 'new', r2.claim.token);
+    await expect(canary.endFenced('canary_t', 'last_slot', SLOT(11).toISOString(), SLOT(11), 'old', r1.claim.token)).rejects.toBeInstanceOf(FencedWriteRefused);
+    const ends = await db.query(`SELECT fencing_token FROM canary_runs WHERE phase = 'end' AND fencing_token = ANY($1::bigint[])`, [[r1.claim.token, r2.claim.token]]);
+    expect(ends.rows.map((r) => Number(r.fencing_token))).toEqual([r2.claim.token]);
+    expect(await new FencedCursors(db).read('canary_t', 'last_slot')).toEqual({ value: SLOT(12).toISOString(), token: r2.claim.token });
   });
 
   it('refuses a slot ahead of the database clock (a replica whose clock runs fast)', async () => {

@@ -16,6 +16,13 @@ ON CONFLICT (job_name, key) DO UPDATE
 RETURNING 1`;
 
 /**
+ * The same fenced write as a CTE named `fenced` (one row when accepted; $1 job, $2 key, $3 value
+ * json, $4 token), for a statement that writes something else in the same round trip only if the
+ * write was accepted (the canary's end row).
+ */
+export const FENCED_WRITE_CTE = `fenced AS (${WRITE.trim()})`;
+
+/**
  * Job state that must never move backwards (watermarks, cursors). A round that lost its lease
  * (a newer token was granted) can no longer write, even if it does not know yet that it lost.
  */

@@ -7,8 +7,9 @@ const defineJob = jobsFor<CanaryServices>();
 
 /**
  * A synthetic job that proves the scheduler is alive and coordinated. Each round writes a
- * `start` row, sleeps `jobs.canary.sleep` so that an overlap would be visible, advances a fenced
- * cursor, and writes an `end` row. Disabled by default.
+ * `start` row, sleeps `jobs.canary.sleep` so that an overlap would be visible, then advances a
+ * fenced cursor and writes its `end` row in one statement (the row only if the fence accepted
+ * the write). Disabled by default.
  */
 export const canaryJob = defineJob({
   name: 'canary',
@@ -21,8 +22,10 @@ export const canaryJob = defineJob({
     const sleepMs = o.sleep ?? 500;
     await canaryRuns.mark(ctx.slot, ctx.instanceId, ctx.fencingToken, 'start');
     if (!(await sleep(ctx.clock, sleepMs, ctx.signal))) throw ctx.signal.reason;
-    await ctx.cursor.write('last_slot', ctx.slot.toISOString());
-    await canaryRuns.mark(ctx.slot, ctx.instanceId, ctx.fencingToken, 'end');
+    // The fenced cursor and the end row in one statement (issue 26: a slot costs claim, start, end, completion).
+    // A lost lease aborts the signal (the local check ctx.cursor.write makes); the database refuses a stale token.
+    ctx.signal.throwIfAborted();
+    await canaryRuns.endFenced(ctx.job, 'last_slot', ctx.slot.toISOString(), ctx.slot, ctx.instanceId, ctx.fencingToken);
     return { items: 1, note: `slept ${sleepMs}ms` };
   },
 });

@@ -50,6 +50,10 @@ export class OutboxConsumer {
   private readonly loop: ServiceLoop;
   private rebuilding: Promise<void> | null = null;
   private nextPeriodicCheck = 0;
+  /** A wake-up (notification, listener change) came since the last tick: the next tick claims without looking first. */
+  private notified = true;
+  /** This replica recorded a rebuild request: claim it without waiting for the next read to show it. */
+  private rebuildWanted = false;
 
   constructor(
     private readonly outbox: SchedulerOutbox,
@@ -71,8 +75,12 @@ export class OutboxConsumer {
       ticks: o.ticks,
       onError: () => this.metrics.pollFailures.inc(),
       tick: async () => {
-        const r = await this.poll();
+        // Woken by a notification (or at start): claim at once. Woken by the backstop only: one read first (issue 26).
+        const notified = this.notified;
+        this.notified = false;
+        const r = notified ? await this.poll() : await this.observe();
         // Rows left behind (a poll is cut at a second) or written by another path: look again at the poll interval.
+        if (r.backlog > 0) this.notified = true; // known work: the next tick claims without looking first
         return { items: r.applied + r.deleted, nextDueAt: r.backlog > 0 ? this.clock.now() + o.pollIntervalMs : null };
       },
     });
@@ -88,6 +96,7 @@ export class OutboxConsumer {
 
   /** Polls now (a LISTEN/NOTIFY wake-up); wake-ups during a poll coalesce into one more poll. */
   wake(reason = 'wake'): void {
+    this.notified = true;
     this.loop.wake(reason);
   }
 
@@ -139,7 +148,7 @@ export class OutboxConsumer {
    */
   async observe(): Promise<PollResult> {
     const peek = await this.outbox.stats();
-    if (peek.backlog > 0) return this.poll();
+    if (peek.backlog > 0 || (peek.consumed ?? 0) > 0) return this.poll();
     await this.checkMarker();
     return { applied: 0, deleted: 0, ...(await this.checkLag(peek)) };
   }
@@ -151,7 +160,9 @@ export class OutboxConsumer {
     const reason = this.trigger.observe(stats.lagSeconds, stats.backlog);
     if (reason) await this.request(reason, false);
     await this.checkPeriodic();
-    this.startRebuild();
+    // Only a claimable request (or one this replica just wrote) is worth a claim statement.
+    if (stats.rebuildPending !== false || this.rebuildWanted) this.startRebuild();
+    this.rebuildWanted = false;
     return stats;
   }
 
@@ -169,14 +180,17 @@ export class OutboxConsumer {
 
   private async checkPeriodic(): Promise<void> {
     if (this.clock.now() < this.nextPeriodicCheck) return;
-    this.nextPeriodicCheck = this.clock.now() + Math.min(10_000, this.o.rebuildEveryMs);
     const st = await this.outbox.state();
-    if (!st.lastRebuildAt || st.dbNow.getTime() - st.lastRebuildAt.getTime() >= this.o.rebuildEveryMs) await this.request('periodic', false);
+    const sinceRebuild = st.lastRebuildAt ? st.dbNow.getTime() - st.lastRebuildAt.getTime() : Infinity;
+    // Next look when the periodic rebuild falls due (a rebuild elsewhere only moves it later), at least 10 s on.
+    this.nextPeriodicCheck = this.clock.now() + Math.max(Math.min(10_000, this.o.rebuildEveryMs), this.o.rebuildEveryMs - sinceRebuild);
+    if (sinceRebuild >= this.o.rebuildEveryMs) await this.request('periodic', false);
   }
 
   async request(reason: string, evenIfRunning: boolean): Promise<boolean> {
     const recorded = await this.outbox.requestRebuild(reason, evenIfRunning);
     if (recorded) {
+      this.rebuildWanted = true;
       this.metrics.rebuilds.inc({ reason, result: 'requested' });
       this.log.info({ reason }, 'full scheduler snapshot rebuild requested');
     }

@@ -6,7 +6,8 @@ const defineJob = jobsFor<SchedulerSnapshotServices>();
 /**
  * scheduler_snapshot: on every replica, the outbox consumer runs on its own loop (woken by the
  * outbox's notifications, else a poll each `snapshot.poll_interval`, started with the process);
- * each round of this job runs a poll's checks without claiming (a backlog wakes the loop),
+ * each round of this job (every 30 s: the loop applies changes, the round only judges them) runs
+ * a poll's checks without claiming (a backlog makes it a poll),
  * publishes the snapshot's per-bucket age and epoch, and fails while the outbox lag is at or past
  * `snapshot.lag_bound`, so the job's health reads `failing` exactly while the snapshot is behind.
  */
@@ -14,7 +15,7 @@ export const schedulerSnapshotJob = defineJob({
   name: 'scheduler_snapshot',
   description: 'Applies scheduler outbox events to the routing snapshot (Redis buckets or memory), rebuilding it when it falls behind or is lost',
   scope: 'instance',
-  defaults: { enabled: true, every: '10s', timeout: '30s' },
+  defaults: { enabled: true, every: '30s', timeout: '30s' },
   needs: ['snapshotConsumer', 'schedulerSnapshot', 'metrics'],
   onStart({ snapshotConsumer }) {
     snapshotConsumer.start();

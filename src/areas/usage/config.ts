@@ -26,7 +26,7 @@ export const usageConfig = {
     .strict()
     .prefault({}),
   quota: z
-    .object({ flush_batch: positiveInt.default(1000) })
+    .object({ flush_batch: positiveInt.default(1000), flush_delay: positiveDuration.default(5000) })
     .strict()
     .prefault({}),
 };

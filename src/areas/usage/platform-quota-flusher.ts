@@ -3,13 +3,22 @@ import type { UsageServices } from './wiring.js';
 
 const defineJob = jobsFor<UsageServices>();
 
-/** platform_quota_flusher: on every replica (SPOP hands each dirty key to one of them), every 5 s. */
+/**
+ * platform_quota_flusher: on every replica, once a minute, flushes whatever is still dirty (SPOP
+ * hands each dirty key to one replica) and records a round, so health shows the flush path
+ * failing (Redis or PostgreSQL refusing) and a crashed replica's dirty keys are written. The
+ * flushing itself is the QuotaFlushLoop (quota-flush-loop.ts): `quota.flush_delay` after the first increment.
+ */
 export const platformQuotaFlusherJob = defineJob({
   name: 'platform_quota_flusher',
-  description: 'Writes dirty per-user platform usage counters to PostgreSQL in batches',
+  description: 'Writes dirty per-user platform usage counters to PostgreSQL in batches (the flush loop does it quota.flush_delay after an increment; this round is its health and backstop)',
   scope: 'instance',
-  defaults: { enabled: true, every: '5s', timeout: '1m' },
-  needs: ['quota'],
+  defaults: { enabled: true, every: '1m', timeout: '1m' },
+  needs: ['quota', 'quotaFlush'],
+  onStart({ quotaFlush }) {
+    quotaFlush.start();
+  },
+  onStop: ({ quotaFlush }, withinMs) => quotaFlush.stop(withinMs),
   async run(ctx, { quota }) {
     const r = await quota.flushAll(1000);
     await quota.dirtyCount();

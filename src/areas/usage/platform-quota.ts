@@ -31,6 +31,9 @@ export interface FlushResult {
  * so it can never fail every later flush; the other counters of its batch are written.
  */
 export class PlatformQuota {
+  /** Told after an increment or reset marked a counter dirty (the flush loop sets its flush). */
+  onDirty: (() => void) | null = null;
+
   constructor(
     private readonly counters: QuotaCounters,
     readonly store: QuotaUsage,
@@ -50,6 +53,7 @@ export class PlatformQuota {
     const member = quotaMember(userId, platform);
     try {
       const r = await this.counters.increment(member, amount);
+      this.onDirty?.();
       if (r.seeded) return { used: r.used };
       const stored = await this.store.get(userId, platform);
       await this.counters.seed(member, stored?.used ?? 0, stored?.epoch ?? 0);
@@ -83,6 +87,7 @@ export class PlatformQuota {
   async reset(userId: string, platform: string): Promise<number> {
     const stored = await this.store.get(userId, platform);
     const epoch = await this.counters.reset(quotaMember(userId, platform), stored?.epoch ?? 0);
+    this.onDirty?.();
     await this.store.upsert([{ user_id: userId, platform, used: 0, epoch }]);
     this.log.info({ user_id: userId, platform, epoch }, 'platform quota reset');
     return epoch;

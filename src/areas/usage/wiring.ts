@@ -11,6 +11,7 @@ import { MemoryQuotaCounters, RedisQuotaCounters } from '../../coordination/quot
 import { UsageWriter } from './usage-writer.js';
 import { UsageIngest } from './usage-ingest.js';
 import { PlatformQuota } from './platform-quota.js';
+import { QuotaFlushLoop } from './quota-flush-loop.js';
 import { wired, type WiringContext } from '../../jobs/wiring.js';
 
 /** The usage area's services: the ingest path, the writer, the rollups, quotas and their shutdown flush. */
@@ -29,6 +30,10 @@ export function buildUsage(w: WiringContext) {
   );
   const counters = redis ? new RedisQuotaCounters(redis, { prefix: config.redis.key_prefix, env: config.instance.env }) : new MemoryQuotaCounters();
   const quota = new PlatformQuota(counters, new QuotaUsage(db), config.quota.flush_batch, metrics, log, deadLetters);
+  // Started and stopped by the platform_quota_flusher job (onStart/onStop): the job off, nothing flushes but shutdown, as before.
+  const delayMs = config.quota.flush_delay;
+  const quotaFlush = new QuotaFlushLoop(quota, { clock, log: log.child({ area: 'quota' }), delayMs, backstopMs: w.wakes?.idleMs(delayMs) ?? delayMs, ticks: metrics.loopTicks });
+  quota.onDirty = () => quotaFlush.dirtied();
   return wired({
     services: {
       usageStore,
@@ -39,6 +44,7 @@ export function buildUsage(w: WiringContext) {
       recomputes: new Recomputes(new RecomputeTasks(db), rollups, u.task_timeout),
       idempotency: new Idempotency(db, config.idempotency.ttl, config.idempotency.lock),
       quota,
+      quotaFlush,
       deadLetters,
     },
     prepare: async () => {

@@ -129,12 +129,15 @@ export class Accounts {
 
   /** Accounts changed since `since` (all when null), for the refresh scheduler's sync. */
   async candidates(since: Date | null): Promise<{ rows: RefreshCandidate[]; dbNow: Date }> {
-    const { rows } = await this.db.query(
-      `SELECT id, platform, status, has_refresh_token, token_expires_at, token_version, refresh_failures, last_refresh_attempt_at, updated_at, clock_timestamp() AS db_now
-       FROM accounts WHERE $1::timestamptz IS NULL OR updated_at >= $1`,
+    // One statement even when nothing changed: the database clock comes with an empty answer too (issue 26).
+    const { rows: all } = await this.db.query(
+      `SELECT n.db_now, a.* FROM (SELECT clock_timestamp() AS db_now) n LEFT JOIN LATERAL (
+         SELECT id, platform, status, has_refresh_token, token_expires_at, token_version, refresh_failures, last_refresh_attempt_at, updated_at
+           FROM accounts WHERE $1::timestamptz IS NULL OR updated_at >= $1) a ON true`,
       [since],
     );
-    const dbNow = rows[0] ? toDate(rows[0].db_now)! : toDate((await this.db.query(`SELECT clock_timestamp() AS t`)).rows[0]!.t)!;
+    const dbNow = toDate(all[0]!.db_now)!;
+    const rows = all.filter((r) => r.id !== null && r.id !== undefined);
     return {
       dbNow,
       rows: rows.map((r) => ({

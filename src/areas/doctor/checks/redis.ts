@@ -37,17 +37,16 @@ export const redisPersistence: DoctorCheck = {
   name: 'redis_persistence',
   group: 'redis',
   modes: ['cluster'],
-  async run({ redis, jobs }) {
+  async run({ redis, config }) {
     const info = await redisInfo(redis!);
-    const flusher = jobs.find((j) => j.name === 'platform_quota_flusher');
-    const every = flusher?.settings.schedule.kind === 'every' ? formatDuration(flusher.settings.schedule.everyMs) : 'one flush interval';
+    const every = formatDuration(config.quota.flush_delay);
     const fix = 'turn on appendonly yes with appendfsync everysec in redis.conf for the durability window docs/usage.md states';
     if (info.aof_last_write_status && info.aof_last_write_status !== 'ok')
       return fail(`AOF writes failing (aof_last_write_status ${info.aof_last_write_status})`, 'fix the Redis disk (space, permissions) so AOF writes succeed');
     if (info.rdb_last_bgsave_status && info.rdb_last_bgsave_status !== 'ok')
       return warn(`RDB snapshots failing (rdb_last_bgsave_status ${info.rdb_last_bgsave_status})`, 'fix the Redis disk so snapshots succeed');
     if (info.aof_enabled === '1') return ok('AOF on: a Redis crash loses about the last second of quota increments not yet flushed (docs/usage.md)', fix);
-    return warn(`AOF off: a Redis crash loses up to ${every} (jobs.platform_quota_flusher.every) of quota increments (docs/usage.md)`, fix);
+    return warn(`AOF off: a Redis crash loses up to ${every} (quota.flush_delay) of quota increments (docs/usage.md)`, fix);
   },
 };
 

@@ -1,6 +1,6 @@
 import type { Db } from '../../../store/db.js';
 import { num, toDate } from '../../../store/db.js';
-import { claimDue, heldBy, renewLease, type LeaseTable } from '../../../store/claim-queue.js';
+import { claimDue, heldBy, leaseFree, renewLease, type LeaseTable } from '../../../store/claim-queue.js';
 
 export interface OutboxEvent {
   id: number;
@@ -15,6 +15,10 @@ export interface OutboxStats {
   backlog: number;
   /** Age of the oldest unconsumed change event, 0 when there is none (database clock). */
   lagSeconds: number;
+  /** A full-rebuild request no live claim holds (one replica should claim it). */
+  rebuildPending?: boolean;
+  /** Consumed rows not deleted yet. */
+  consumed?: number;
 }
 
 export interface SnapshotState {
@@ -116,13 +120,18 @@ export class SchedulerOutbox {
     return total;
   }
 
+  /** One read says whether a poll has anything to do: change events, a claimable rebuild request, consumed rows to delete. */
   async stats(): Promise<OutboxStats> {
     const { rows } = await this.db.query(
-      `SELECT count(*) AS backlog, COALESCE(EXTRACT(EPOCH FROM clock_timestamp() - min(created_at)), 0) AS lag
-       FROM scheduler_outbox WHERE consumed_at IS NULL AND event_type <> $1`,
+      `SELECT count(*) FILTER (WHERE ${PENDING} AND event_type <> $1) AS backlog,
+              COALESCE(EXTRACT(EPOCH FROM clock_timestamp() - min(created_at) FILTER (WHERE ${PENDING} AND event_type <> $1)), 0) AS lag,
+              bool_or(${PENDING} AND event_type = $1 AND ${leaseFree(OUTBOX)}) AS rebuild_pending,
+              count(*) FILTER (WHERE consumed_at IS NOT NULL) AS consumed
+       FROM scheduler_outbox`,
       [FULL_REBUILD],
     );
-    return { backlog: num(rows[0]!.backlog), lagSeconds: Math.max(0, num(rows[0]!.lag)) };
+    const r = rows[0]!;
+    return { backlog: num(r.backlog), lagSeconds: Math.max(0, num(r.lag)), rebuildPending: r.rebuild_pending === true, consumed: num(r.consumed) };
   }
 
   /**
