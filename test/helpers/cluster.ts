@@ -39,6 +39,11 @@ export interface ClusterOptions {
   adminToken?: string;
   /** Wait for every replica's "relay-jobs started" line (default true). */
   waitStarted?: boolean;
+  /**
+   * `true`: replicas get only identity, ports, URLs and secrets (no pool size, heartbeat, Redis key
+   * prefix or command timeout of the harness), for tests about the default configuration.
+   */
+  bareEnv?: boolean;
 }
 
 export interface ApiInit {
@@ -120,21 +125,26 @@ export class Cluster {
 
   /** The environment a replica gets before the test's own `env`. */
   baseEnv(id: string, port: number): Record<string, string> {
+    const bare = this.opts.bareEnv === true;
     const env: Record<string, string> = {
       RELAY_JOBS_INSTANCE_ID: id,
       RELAY_JOBS_ENV: 'e2e',
       RELAY_JOBS_HTTP_PORT: String(port),
       RELAY_JOBS_ADMIN_TOKEN: this.adminToken,
       RELAY_JOBS_MASTER_KEY: TEST_MASTER_KEY,
-      RELAY_JOBS__CLUSTER__INSTANCE_HEARTBEAT: '1s',
-      RELAY_JOBS__DATABASE__POOL_SIZE: '8',
-      RELAY_JOBS__JOBS__SESSION_CLEANUP__ENABLED: 'false',
     };
+    if (!bare) {
+      env.RELAY_JOBS__CLUSTER__INSTANCE_HEARTBEAT = '1s';
+      env.RELAY_JOBS__DATABASE__POOL_SIZE = '8';
+      env.RELAY_JOBS__JOBS__SESSION_CLEANUP__ENABLED = 'false';
+    }
     if (this.databaseUrl) env.DATABASE_URL = this.databaseUrl;
     if (this.redis) {
       env.REDIS_URL = this.redis.url;
-      env.RELAY_JOBS__REDIS__KEY_PREFIX = this.prefix;
-      env.RELAY_JOBS__REDIS__COMMAND_TIMEOUT = '300ms';
+      if (!bare) {
+        env.RELAY_JOBS__REDIS__KEY_PREFIX = this.prefix;
+        env.RELAY_JOBS__REDIS__COMMAND_TIMEOUT = '300ms';
+      }
     }
     return env;
   }
@@ -177,7 +187,7 @@ export class Cluster {
       method: init.method ?? (init.body === undefined ? 'GET' : 'POST'),
       headers: { authorization: `Bearer ${this.adminToken}`, ...(init.body === undefined ? {} : { 'content-type': 'application/json' }), ...init.headers },
       body: init.body === undefined ? undefined : JSON.stringify(init.body),
-      signal: AbortSignal.timeout(init.timeoutMs ?? 30_000),
+      signal: AbortSignal.timeout(init.timeoutMs ?? 120_000),
     });
   }
 
