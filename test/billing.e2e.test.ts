@@ -57,7 +57,7 @@ describe('billing across three real replicas with SIGKILL', () => {
     sql = await cluster.sql();
     const ports = [cluster.replica(0).port];
     replicas[0] = cluster.replica(0).proc;
-    await waitHealthy(ports[0]!);
+    await cluster.replica(0).waitHealthy();
     await sql.query(`INSERT INTO plans (name, price, duration_days) VALUES ('Pro', 9900, 30)`);
     await sql.query(`INSERT INTO billing_users (email) SELECT 'user' || g || '@example.test' FROM generate_series(1, $1) g`, [N]);
     // Each subscription ends inside exactly one reminder window (0.2 to 6.8 days from now).
@@ -84,7 +84,7 @@ describe('billing across three real replicas with SIGKILL', () => {
       ports[i] = r.port;
       replicas[i] = r.proc;
     }
-    await Promise.all([1, 2].map((i) => waitHealthy(ports[i]!)));
+    await Promise.all([1, 2].map((i) => cluster.replica(i).waitHealthy()));
 
     // Webhooks arrive over time at random replicas, a fifth of them twice.
     const hooks = (async () => {
@@ -107,7 +107,7 @@ describe('billing across three real replicas with SIGKILL', () => {
       await new Promise((r) => setTimeout(r, 1200));
       await cluster.replica(victim).restart(false);
       replicas[victim] = cluster.replica(victim).proc;
-      await waitHealthy(ports[victim]!);
+      await cluster.replica(victim).waitHealthy();
     }
     await hooks;
 
@@ -154,15 +154,3 @@ describe('billing across three real replicas with SIGKILL', () => {
     console.log(`billing e2e: ${smtp.received.length} mails (${dupes} resent after a kill), ${orders.filter((o) => o.kind !== 'unpaid').length} orders paid, ${kills} SIGKILLs`);
   }, 120_000);
 });
-
-async function waitHealthy(port: number): Promise<void> {
-  for (let i = 0; i < 200; i++) {
-    try {
-      if ((await fetch(`http://127.0.0.1:${port}/readyz`)).ok) return;
-    } catch {
-      /* not up yet */
-    }
-    await new Promise((r) => setTimeout(r, 100));
-  }
-  throw new Error(`replica on port ${port} never became ready`);
-}

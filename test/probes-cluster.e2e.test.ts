@@ -53,7 +53,7 @@ describe('fleet probes across three real replicas', () => {
   const api = (i: number, path: string, body?: unknown) => cluster.api(i, path, { body, headers: { 'content-type': 'application/json' } });
 
   it('each monitor once per interval, never twice, never overlapping; survivors take over a killed replica within an interval; each test occurrence stored once', async () => {
-    for (let i = 0; i < 3; i++) await waitHealthy(i);
+    for (let i = 0; i < 3; i++) await cluster.replica(i).waitHealthy('/healthz');
 
     // Monitors with phases spread over one interval; plans on their own accounts, due every 2 s.
     const created = await Promise.all(
@@ -156,16 +156,4 @@ describe('fleet probes across three real replicas', () => {
     const planHits = [...up.hits.entries()].filter(([k]) => k.startsWith('plan-token-')).flatMap(([, h]) => h);
     console.log(`account tests: ${JSON.stringify(perPlan.rows)}; upstream saw ${planHits.length} test requests`);
   }, 180_000);
-
-  async function waitHealthy(i: number): Promise<void> {
-    for (let k = 0; k < 300; k++) {
-      try {
-        if ((await fetch(cluster.replica(i).url('/healthz'))).ok) return;
-      } catch {
-        /* not yet */
-      }
-      await sleep(100);
-    }
-    throw new Error(`replica p${i} never answered /healthz`);
-  }
 });

@@ -79,6 +79,19 @@ export class Replica {
     return this.proc.waitForLine(/relay-jobs started/, timeoutMs);
   }
 
+  /**
+   * Until `path` answers 2xx (a replica logging at `warn` prints no "started" line). The limit is the
+   * start-up margin a loaded two-core machine needs; the wait ends as soon as it answers.
+   */
+  async waitHealthy(path: '/readyz' | '/healthz' = '/readyz', timeoutMs = 180_000): Promise<void> {
+    await waitFor(async () => (await fetch(this.url(path), { signal: AbortSignal.timeout(10_000) })).ok, {
+      what: `${this.id} on port ${this.port} to answer ${path}`,
+      timeoutMs,
+      intervalMs: 100,
+      ignoreErrors: true,
+    });
+  }
+
   /** Sends `signal` and resolves with the exit code once the process is gone. */
   async kill(signal: NodeJS.Signals = 'SIGKILL'): Promise<number | null> {
     if (this.proc.proc.exitCode === null && this.proc.proc.signalCode === null) this.proc.proc.kill(signal);
@@ -207,7 +220,7 @@ export class Cluster {
     await Promise.all(this.replicas.map((r) => r.kill('SIGKILL')));
     await this.client?.end().catch(() => undefined);
     this.client = null;
-    if (this.redis && this.opts.redis === 'private') await this.redis.stop();
+    if (this.redis && (this.opts.redis ?? 'private') === 'private') await this.redis.stop();
     await this.dropDatabase?.();
     this.dropDatabase = undefined;
   }
@@ -216,26 +229,24 @@ export class Cluster {
 
 export async function startCluster(opts: ClusterOptions): Promise<Cluster> {
   const dbKind = opts.database ?? 'shared';
+  const redisOpt = opts.redis ?? 'private';
+  // The database and Redis start side by side (a private PostgreSQL's initdb takes seconds).
+  const [db, privateRedis] = await Promise.all([dbKind === 'shared' ? freshDatabase() : dbKind === 'private' ? PrivatePostgres.start() : null, redisOpt === 'private' ? PrivateRedis.start() : null]);
   let databaseUrl: string | undefined;
   let postgres: PrivatePostgres | null = null;
   let databaseName: string | undefined;
   let drop: (() => Promise<void>) | undefined;
-  if (dbKind === 'shared') {
-    const fresh = await freshDatabase();
-    databaseUrl = fresh.url;
-    databaseName = fresh.name;
-    drop = fresh.drop;
-  } else if (dbKind === 'private') {
-    postgres = await PrivatePostgres.start();
-    databaseUrl = postgres.url;
+  if (db instanceof PrivatePostgres) {
+    postgres = db;
+    databaseUrl = db.url;
     databaseName = 'postgres';
-    const pgs = postgres;
-    drop = () => pgs.destroy();
+    drop = () => db.destroy();
+  } else if (db) {
+    databaseUrl = db.url;
+    databaseName = db.name;
+    drop = db.drop;
   }
-  let redis: StoppableRedis | null = null;
-  const redisOpt = opts.redis ?? 'private';
-  if (redisOpt === 'private') redis = await PrivateRedis.start();
-  else if (redisOpt !== 'none') redis = redisOpt;
+  const redis: StoppableRedis | null = privateRedis ?? (redisOpt === 'private' || redisOpt === 'none' ? null : redisOpt);
 
   const cluster = new Cluster(opts, databaseUrl, databaseName, redis, postgres, uniqueName('rjc'), opts.adminToken ?? CLUSTER_ADMIN_TOKEN);
   cluster.dropDatabase = drop;
