@@ -3,8 +3,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import pg from 'pg';
-import { ServiceProcess } from './helpers/cli.js';
-import { PG_ADMIN_URL, PrivateRedis, TEST_MASTER_KEY, freePort, freshDatabase, uniqueName } from './helpers/services.js';
+import type { ServiceProcess } from './helpers/cli.js';
+import { startCluster, type Cluster } from './helpers/cluster.js';
+import { PG_ADMIN_URL } from './helpers/services.js';
 import { waitFor } from './helpers/wait.js';
 
 /**
@@ -17,30 +18,15 @@ import { waitFor } from './helpers/wait.js';
 const TOKEN = 'backup-e2e-admin-token-0123456789';
 const LEASE_MS = 3000;
 describe('backup in a cluster of three real replicas', () => {
-  let db: Awaited<ReturnType<typeof freshDatabase>>;
-  let redis: PrivateRedis;
+  let cluster: Cluster;
   let client: pg.Client;
   const dir = mkdtempSync(join(tmpdir(), 'rj-backup-e2e-'));
   const replicas: ServiceProcess[] = [];
-  const ports: number[] = [];
-  let envFor: (i: number) => Record<string, string>;
 
   beforeAll(async () => {
-    db = await freshDatabase();
-    redis = await PrivateRedis.start();
-    client = new pg.Client({ connectionString: db.url });
-    await client.connect();
-    const prefix = uniqueName('rjbk');
-    for (let i = 0; i < 3; i++) ports.push(await freePort());
-    envFor = (i) => ({
-      DATABASE_URL: db.url,
-      REDIS_URL: redis.url,
-      RELAY_JOBS_INSTANCE_ID: `r${i}`,
-      RELAY_JOBS_ENV: 'e2e',
-      RELAY_JOBS_HTTP_PORT: String(ports[i]),
-      RELAY_JOBS_ADMIN_TOKEN: TOKEN,
-      RELAY_JOBS_MASTER_KEY: TEST_MASTER_KEY,
-      RELAY_JOBS__REDIS__KEY_PREFIX: prefix,
+    const env = {
+      RELAY_JOBS__REDIS__COMMAND_TIMEOUT: undefined, // the default, not the harness's
+      RELAY_JOBS__JOBS__SESSION_CLEANUP__ENABLED: undefined,
       RELAY_JOBS__DATABASE__POOL_SIZE: '4',
       RELAY_JOBS__CLUSTER__INSTANCE_HEARTBEAT: '500ms',
       RELAY_JOBS__BACKUP__DIR: dir,
@@ -48,21 +34,18 @@ describe('backup in a cluster of three real replicas', () => {
       // Scheduled once a year: the rounds of this test are asked for by hand.
       RELAY_JOBS__JOBS__BACKUP__CRON: '0 0 1 1 *',
       RELAY_JOBS__JOBS__TOKEN_REFRESH__ENABLED: 'false',
-    });
-    for (let i = 0; i < 3; i++) replicas.push(ServiceProcess.start(`r${i}`, envFor(i)));
+    };
+    cluster = await startCluster({ replicas: 3, migrate: false, waitStarted: false, adminToken: TOKEN, env });
+    client = await cluster.sql();
+    replicas.push(...cluster.replicas.map((r) => r.proc));
     await Promise.all(replicas.map((r) => r.waitForLine(/relay-jobs started/, 60_000)));
     // Enough rows that a backup (dump, upload, restore into a scratch database) takes a few seconds.
     await client.query(`INSERT INTO billing_users (external_id, email) SELECT md5(g::text) || md5((g * 3)::text), md5(g::text) || '@example.com' FROM generate_series(1, 200000) g`);
   }, 120_000);
-  afterAll(async () => {
-    for (const r of replicas) if (r.proc.exitCode === null) r.proc.kill('SIGKILL');
-    await client.end();
-    await redis.stop();
-    await db.drop();
-  });
+  afterAll(() => cluster?.stop());
 
   const api = async (i: number, method: string, path: string) => {
-    const res = await fetch(`http://127.0.0.1:${ports[i]}/api/v1${path}`, {
+    const res = await fetch(cluster.replica(i).url(`/api/v1${path}`), {
       method,
       headers: { authorization: `Bearer ${TOKEN}`, ...(method === 'POST' ? { 'content-type': 'application/json' } : {}) },
       body: method === 'POST' ? '{}' : undefined,
@@ -93,7 +76,8 @@ describe('backup in a cluster of three real replicas', () => {
     expect(busy.body.error.running_id).toBe(id1);
     await replicas[1]!.exited;
     await new Promise((r) => setTimeout(r, 2000)); // r1's old heartbeat goes stale, so its id can register again
-    replicas[1] = ServiceProcess.start('r1', envFor(1));
+    await cluster.replica(1).restart(false);
+    replicas[1] = cluster.replica(1).proc;
     await replicas[1].waitForLine(/relay-jobs started/, 60_000);
     const done1 = await waitFor(
       async () => {

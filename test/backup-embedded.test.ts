@@ -9,9 +9,10 @@ import { Runtime } from '../src/app/runtime.js';
 import { PgliteDb } from '../src/store/pglite-db.js';
 import { silentLogger } from '../src/telemetry/logger.js';
 import { runCli } from './helpers/cli.js';
+import { embeddedDataDir } from './helpers/pglite-template.js';
 
 describe('backup in embedded mode (PGlite dumpDataDir)', () => {
-  const dataDir = mkdtempSync(join(tmpdir(), 'rj-embedded-'));
+  const dataDir = embeddedDataDir(mkdtempSync(join(tmpdir(), 'rj-embedded-'))); // migrated copy: no cold PGlite open
   const restoredDir = mkdtempSync(join(tmpdir(), 'rj-embedded-restored-'));
   let rt: Runtime | null = null;
   afterAll(async () => {

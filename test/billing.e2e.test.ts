@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import pg from 'pg';
-import { ServiceProcess } from './helpers/cli.js';
-import { PrivateRedis, TEST_MASTER_KEY, freePort, freshDatabase, uniqueName } from './helpers/services.js';
+import type { ServiceProcess } from './helpers/cli.js';
+import { startCluster, type Cluster } from './helpers/cluster.js';
 import { FakePaymentProvider } from './fixtures/payment-provider.js';
 import { TestSmtpServer } from './fixtures/smtp-server.js';
 
@@ -13,45 +13,29 @@ import { TestSmtpServer } from './fixtures/smtp-server.js';
  * expires, and the balances add up to the paid orders.
  */
 const N = 1000;
-const ADMIN = 'e2e-billing-admin-token-01';
 
 describe('billing across three real replicas with SIGKILL', () => {
-  let db: Awaited<ReturnType<typeof freshDatabase>>;
-  let redis: PrivateRedis;
+  let cluster: Cluster;
   let sql: pg.Client;
   let provider: FakePaymentProvider;
   let smtp: TestSmtpServer;
   const replicas: ServiceProcess[] = [];
 
   beforeAll(async () => {
-    db = await freshDatabase();
-    redis = await PrivateRedis.start();
     provider = await FakePaymentProvider.start();
     smtp = await TestSmtpServer.start();
-    sql = new pg.Client({ connectionString: db.url });
-    await sql.connect();
   });
   afterAll(async () => {
-    for (const r of replicas) if (r.proc.exitCode === null) r.proc.kill('SIGKILL');
-    await sql.end();
-    await provider.close();
-    await smtp.close();
-    await redis.stop();
-    await db.drop();
+    await cluster?.stop();
+    await provider?.close();
+    await smtp?.close();
   });
 
   it('reminders once, paid orders credited once, unpaid expired, money conserved', async () => {
-    const prefix = uniqueName('rjbille2e');
-    const ports = await Promise.all([0, 1, 2].map(() => freePort()));
-    const env = (i: number) => ({
-      DATABASE_URL: db.url,
-      REDIS_URL: redis.url,
-      RELAY_JOBS_INSTANCE_ID: `b${i}`,
-      RELAY_JOBS_ENV: 'e2e',
-      RELAY_JOBS_HTTP_PORT: String(ports[i]),
-      RELAY_JOBS_ADMIN_TOKEN: ADMIN,
-      RELAY_JOBS_MASTER_KEY: TEST_MASTER_KEY,
-      RELAY_JOBS__REDIS__KEY_PREFIX: prefix,
+    const env = {
+      // The defaults for these, not the harness's.
+      RELAY_JOBS__DATABASE__POOL_SIZE: undefined,
+      RELAY_JOBS__REDIS__COMMAND_TIMEOUT: undefined,
       RELAY_JOBS__PAYMENTS__PROVIDERS__FAKEPAY__BASE_URL: provider.url,
       RELAY_JOBS__PAYMENTS__PROVIDERS__FAKEPAY__WEBHOOK_SECRET: provider.secret,
       RELAY_JOBS__PAYMENTS__BATCH: '200',
@@ -67,10 +51,13 @@ describe('billing across three real replicas with SIGKILL', () => {
       RELAY_JOBS__JOBS__PAYMENT_ORDER_EXPIRY__TIMEOUT: '5s',
       RELAY_JOBS__CLUSTER__INSTANCE_HEARTBEAT: '300ms',
       RELAY_JOBS__LOGGING__LEVEL: 'warn',
-    });
+    };
     // Schema first (one replica migrates), then the data, then the cluster.
-    replicas[0] = ServiceProcess.start('b0', env(0));
-    await waitHealthy(ports[0]!);
+    cluster = await startCluster({ replicas: ['b0'], migrate: false, waitStarted: false, env });
+    sql = await cluster.sql();
+    const ports = [cluster.replica(0).port];
+    replicas[0] = cluster.replica(0).proc;
+    await cluster.replica(0).waitHealthy();
     await sql.query(`INSERT INTO plans (name, price, duration_days) VALUES ('Pro', 9900, 30)`);
     await sql.query(`INSERT INTO billing_users (email) SELECT 'user' || g || '@example.test' FROM generate_series(1, $1) g`, [N]);
     // Each subscription ends inside exactly one reminder window (0.2 to 6.8 days from now).
@@ -92,8 +79,12 @@ describe('billing across three real replicas with SIGKILL', () => {
       if (o.kind === 'webhook' || o.kind === 'lost') provider.pay(o.id);
       if (o.kind === 'on_close') provider.payOnClose.add(o.id);
     }
-    for (let i = 1; i < 3; i++) replicas[i] = ServiceProcess.start(`b${i}`, env(i));
-    await Promise.all([1, 2].map((i) => waitHealthy(ports[i]!)));
+    for (let i = 1; i < 3; i++) {
+      const r = await cluster.addReplica(`b${i}`);
+      ports[i] = r.port;
+      replicas[i] = r.proc;
+    }
+    await Promise.all([1, 2].map((i) => cluster.replica(i).waitHealthy()));
 
     // Webhooks arrive over time at random replicas, a fifth of them twice.
     const hooks = (async () => {
@@ -114,8 +105,9 @@ describe('billing across three real replicas with SIGKILL', () => {
       kills++;
       // The same instance id may start again once its old heartbeat is three beats stale.
       await new Promise((r) => setTimeout(r, 1200));
-      replicas[victim] = ServiceProcess.start(`b${victim}`, env(victim));
-      await waitHealthy(ports[victim]!);
+      await cluster.replica(victim).restart(false);
+      replicas[victim] = cluster.replica(victim).proc;
+      await cluster.replica(victim).waitHealthy();
     }
     await hooks;
 
@@ -162,15 +154,3 @@ describe('billing across three real replicas with SIGKILL', () => {
     console.log(`billing e2e: ${smtp.received.length} mails (${dupes} resent after a kill), ${orders.filter((o) => o.kind !== 'unpaid').length} orders paid, ${kills} SIGKILLs`);
   }, 120_000);
 });
-
-async function waitHealthy(port: number): Promise<void> {
-  for (let i = 0; i < 200; i++) {
-    try {
-      if ((await fetch(`http://127.0.0.1:${port}/readyz`)).ok) return;
-    } catch {
-      /* not up yet */
-    }
-    await new Promise((r) => setTimeout(r, 100));
-  }
-  throw new Error(`replica on port ${port} never became ready`);
-}

@@ -100,7 +100,7 @@ describe('CLI commands', () => {
   });
 
   it('migrate applies once, then reports up to date', async () => {
-    const dir = tmp();
+    const dir = embeddedDataDir(undefined, { migrated: false }); // created, not migrated: no cold PGlite open
     expect((await runCli(['migrate'], { RELAY_JOBS_DATA_DIR: dir })).stdout).toMatch(/applied 1_core/);
     expect((await runCli(['migrate'], { RELAY_JOBS_DATA_DIR: dir })).stdout).toMatch(/up to date/);
   });
@@ -145,11 +145,7 @@ describe('CLI commands', () => {
 
   // signals during start-up
   it('SIGTERM while the service is still starting ends it cleanly with exit 0', async () => {
-    const { ServiceProcess } = await import('./helpers/cli.js');
-    const { mkdtempSync } = await import('node:fs');
-    const { join } = await import('node:path');
-    const { tmpdir } = await import('node:os');
-    const dir = mkdtempSync(join(tmpdir(), 'rj-early-'));
+    const dir = embeddedDataDir(undefined, { migrated: false }); // migrations still to apply: the stop lands inside start-up
     const svc = ServiceProcess.start('early', { RELAY_JOBS_DATA_DIR: dir, RELAY_JOBS_HTTP_PORT: String(await freePort()) });
     await svc.waitForLine(/migrations applied/); // inside Runtime.create, before the HTTP server exists
     svc.proc.kill('SIGTERM');

@@ -4,8 +4,7 @@ import { join } from 'node:path';
 import { tmpdir } from 'node:os';
 import pg from 'pg';
 import { chromium, type BrowserContext, type Page } from 'playwright-core';
-import { ServiceProcess } from './helpers/cli.js';
-import { REDIS_URL, TEST_MASTER_KEY, dropRedisPrefix, freePort, freshDatabase, uniqueName } from './helpers/services.js';
+import { startCluster, type Cluster, type Replica } from './helpers/cluster.js';
 
 /**
  * The console's Timeline in cluster mode, in a real browser: two replicas run a 2 s canary; the
@@ -31,41 +30,32 @@ async function until<T>(what: string, f: () => Promise<T | null | undefined | fa
 }
 
 describe('console Timeline: two replicas and a SIGKILL (browser, cluster mode)', () => {
-  let db: Awaited<ReturnType<typeof freshDatabase>>;
+  let cluster: Cluster;
   let client: pg.Client;
-  const prefix = uniqueName('rjtl');
-  const replicas = new Map<string, { proc: ServiceProcess; port: number }>();
+  const replicas = new Map<string, Replica>();
   let ctx: BrowserContext;
   let page: Page;
   let profile: string;
 
   beforeAll(async () => {
-    db = await freshDatabase();
-    client = new pg.Client({ connectionString: db.url });
-    await client.connect();
-    for (const id of ['tl-a', 'tl-b']) {
-      const port = await freePort();
-      const proc = ServiceProcess.start(id, {
-        DATABASE_URL: db.url,
-        REDIS_URL,
-        RELAY_JOBS_INSTANCE_ID: id,
-        RELAY_JOBS_ENV: 'e2e',
-        RELAY_JOBS_HTTP_PORT: String(port),
-        RELAY_JOBS_ADMIN_TOKEN: TOKEN,
-        RELAY_JOBS_MASTER_KEY: TEST_MASTER_KEY,
-        RELAY_JOBS__REDIS__KEY_PREFIX: prefix,
-        RELAY_JOBS__DATABASE__POOL_SIZE: '8',
-        RELAY_JOBS__CLUSTER__INSTANCE_HEARTBEAT: '1s',
+    cluster = await startCluster({
+      replicas: ['tl-a', 'tl-b'],
+      migrate: false,
+      adminToken: TOKEN,
+      env: {
+        // The defaults for these, not the harness's.
+        RELAY_JOBS__REDIS__COMMAND_TIMEOUT: undefined,
+        RELAY_JOBS__JOBS__SESSION_CLEANUP__ENABLED: undefined,
         RELAY_JOBS__SHUTDOWN__GRACE: `${GRACE_MS}ms`,
         RELAY_JOBS__JOBS__CANARY__ENABLED: 'true',
         RELAY_JOBS__JOBS__CANARY__EVERY: '2s',
         RELAY_JOBS__JOBS__CANARY__SLEEP: '300ms',
         RELAY_JOBS__JOBS__CANARY__TIMEOUT: '2s',
         RELAY_JOBS__JOBS__CANARY__LOCK_TTL: '4s',
-      });
-      replicas.set(id, { proc, port });
-    }
-    await Promise.all([...replicas.values()].map((r) => r.proc.waitForLine(/relay-jobs started/)));
+      },
+    });
+    for (const r of cluster.replicas) replicas.set(r.id, r);
+    client = await cluster.sql();
     profile = mkdtempSync(join(tmpdir(), 'rj-chromium-'));
     ctx = await chromium.launchPersistentContext(profile, {
       executablePath: CHROMIUM,
@@ -78,11 +68,7 @@ describe('console Timeline: two replicas and a SIGKILL (browser, cluster mode)',
 
   afterAll(async () => {
     await ctx?.close();
-    for (const r of replicas.values()) if (r.proc.proc.exitCode === null) r.proc.proc.kill('SIGKILL');
-    await Promise.all([...replicas.values()].map((r) => r.proc.exited));
-    await client?.end();
-    await db?.drop();
-    await dropRedisPrefix(prefix);
+    await cluster?.stop();
     if (profile) rmSync(profile, { recursive: true, force: true, maxRetries: 5, retryDelay: 200 });
   });
 

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import pg from 'pg';
-import { ServiceProcess } from './helpers/cli.js';
-import { PrivateRedis, TEST_MASTER_KEY, freePort, freshDatabase, uniqueName } from './helpers/services.js';
+import type { ServiceProcess } from './helpers/cli.js';
+import { startCluster, type Cluster } from './helpers/cluster.js';
 
 /**
  * Crash failover with real processes (docs/coordination.md, "Crash detection"): three replicas
@@ -28,28 +28,32 @@ async function poll<T>(what: string, fn: () => Promise<T | null | undefined>, ti
 }
 
 describe('crash failover of real replicas', () => {
-  let db: Awaited<ReturnType<typeof freshDatabase>>;
-  let redis: PrivateRedis;
+  let cluster: Cluster;
   let client: pg.Client;
   const replicas: ServiceProcess[] = [];
 
   beforeAll(async () => {
-    db = await freshDatabase();
-    redis = await PrivateRedis.start();
-    client = new pg.Client({ connectionString: db.url });
-    await client.connect();
+    cluster = await startCluster({
+      replicas: ['f0', 'f1', 'f2'],
+      waitStarted: false,
+      env: {
+        RELAY_JOBS__DATABASE__POOL_SIZE: '4',
+        RELAY_JOBS__SHUTDOWN__GRACE: '5s',
+        RELAY_JOBS__JOBS__CANARY__ENABLED: 'true',
+        RELAY_JOBS__JOBS__CANARY__EVERY: `${INTERVAL}ms`,
+        RELAY_JOBS__JOBS__CANARY__SLEEP: '300ms',
+        RELAY_JOBS__JOBS__CANARY__TIMEOUT: '2s',
+        RELAY_JOBS__JOBS__CANARY__LOCK_TTL: `${LOCK_TTL}ms`,
+      },
+    });
+    // A paused replica is resumed before the harness kills it.
+    cluster.onStop(async () => {
+      for (const r of cluster.alive) r.proc.proc.kill('SIGCONT');
+    });
+    replicas.push(...cluster.replicas.map((r) => r.proc));
+    client = await cluster.sql();
   });
-  afterAll(async () => {
-    for (const r of replicas) {
-      if (r.proc.exitCode === null) {
-        r.proc.kill('SIGCONT');
-        r.proc.kill('SIGKILL');
-      }
-    }
-    await client.end();
-    await redis.stop();
-    await db.drop();
-  });
+  afterAll(() => cluster?.stop());
 
   const dbNow = async () => Number((await client.query(`SELECT extract(epoch FROM clock_timestamp()) * 1000 AS t`)).rows[0].t);
   /** A replica in the middle of a round: started 50-200 ms ago, so its 300 ms sleep has not ended. */
@@ -73,31 +77,6 @@ describe('crash failover of real replicas', () => {
     ).rows.map((r) => ({ instance: r.instance as string, token: r.token as number, slot: Number(r.slot), start: Number(r.start) }));
 
   it('SIGKILL: the next slot runs elsewhere; SIGSTOP past the lease: taken over at expiry, the stale round fenced', async () => {
-    const prefix = uniqueName('rjfo');
-    for (let i = 0; i < 3; i++) {
-      replicas.push(
-        ServiceProcess.start(`f${i}`, {
-          DATABASE_URL: db.url,
-          REDIS_URL: redis.url,
-          RELAY_JOBS_INSTANCE_ID: `f${i}`,
-          RELAY_JOBS_ENV: 'e2e',
-          RELAY_JOBS_HTTP_PORT: String(await freePort()),
-          RELAY_JOBS_ADMIN_TOKEN: 'e2e-admin-token-0123456789',
-          RELAY_JOBS_MASTER_KEY: TEST_MASTER_KEY,
-          RELAY_JOBS__REDIS__KEY_PREFIX: prefix,
-          RELAY_JOBS__REDIS__COMMAND_TIMEOUT: '300ms',
-          RELAY_JOBS__DATABASE__POOL_SIZE: '4',
-          RELAY_JOBS__CLUSTER__INSTANCE_HEARTBEAT: '1s',
-          RELAY_JOBS__SHUTDOWN__GRACE: '5s',
-          RELAY_JOBS__JOBS__CANARY__ENABLED: 'true',
-          RELAY_JOBS__JOBS__CANARY__EVERY: `${INTERVAL}ms`,
-          RELAY_JOBS__JOBS__CANARY__SLEEP: '300ms',
-          RELAY_JOBS__JOBS__CANARY__TIMEOUT: '2s',
-          RELAY_JOBS__JOBS__CANARY__LOCK_TTL: `${LOCK_TTL}ms`,
-          RELAY_JOBS__JOBS__SESSION_CLEANUP__ENABLED: 'false',
-        }),
-      );
-    }
     await Promise.all(replicas.map((r) => r.waitForLine(/relay-jobs started/)));
     await Promise.all(replicas.map((r) => r.waitForLine(/liveness session open/)));
     await new Promise((r) => setTimeout(r, 2500));

@@ -4,6 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { ServiceProcess, runCli } from './helpers/cli.js';
 import { freePort } from './helpers/services.js';
+import { embeddedDataDir } from './helpers/pglite-template.js';
 
 /** Every path under `root` with its mode, for the ones other users could read or enter. */
 function readableByOthers(root: string): string[] {
@@ -16,6 +17,14 @@ function readableByOthers(root: string): string[] {
   };
   visit(root);
   return out;
+}
+
+/** chmod 0600 / 0700 on every path under `root`: a data directory as the current version leaves it at rest. */
+function makePrivate(root: string): void {
+  const st = lstatSync(root);
+  if (st.isSymbolicLink()) return;
+  chmodSync(root, st.isDirectory() ? 0o700 : 0o600);
+  if (st.isDirectory()) for (const n of readdirSync(root)) makePrivate(join(root, n));
 }
 
 function countPaths(root: string): number {
@@ -43,7 +52,10 @@ describe('files at rest', () => {
   it('embedded start tightens what an older version left (one log line with the count); everything created is 0600/0700; a backup is 0600', async () => {
     const dataDir = join(base, 'data');
     const backupDir = join(base, 'backups');
-    // What an older version (no umask) left behind: world-readable files and folders.
+    // A migrated database at rest (a copy of the template: no cold PGlite open), then what an older
+    // version (no umask) left behind beside it: world-readable files and folders.
+    embeddedDataDir(dataDir);
+    makePrivate(dataDir);
     mkdirSync(join(dataDir, 'objects', 'image-batches', '7'), { recursive: true });
     writeFileSync(join(dataDir, 'objects', 'image-batches', '7', 'p0-0.png'), 'png');
     writeFileSync(join(dataDir, 'old-spill.jsonl'), '{}\n');

@@ -1,8 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createServer, type Server } from 'node:http';
 import pg from 'pg';
-import { ServiceProcess, runCli } from './helpers/cli.js';
-import { PrivateRedis, TEST_MASTER_KEY, freePort, freshDatabase, uniqueName } from './helpers/services.js';
+import { runCli } from './helpers/cli.js';
+import { startCluster, type Cluster, type Replica } from './helpers/cluster.js';
 import { waitFor } from './helpers/wait.js';
 
 /**
@@ -13,33 +13,26 @@ import { waitFor } from './helpers/wait.js';
  * healthy. Then a report every 3 s through more kills: every occurrence recorded once, every
  * queued one delivered once.
  */
-const ADMIN = 'e2e-ops-admin-token-0123';
 const BUCKET_S = 2;
 const SUSTAINED = 4;
-async function waitHealthy(port: number): Promise<void> {
+async function waitHealthy(r: Replica): Promise<void> {
   await waitFor(
     async () =>
-      fetch(`http://127.0.0.1:${port}/readyz`).then(
-        (r) => r.ok,
+      fetch(r.url('/readyz')).then(
+        (res) => res.ok,
         () => false,
       ),
-    { what: `replica on ${port} ready`, timeoutMs: 90_000 },
+    { what: `replica ${r.id} on ${r.port} ready`, timeoutMs: 90_000 },
   );
 }
 
 describe('ops plane across three real replicas with SIGKILL', () => {
-  let db: Awaited<ReturnType<typeof freshDatabase>>;
-  let redis: PrivateRedis;
+  let cluster: Cluster;
   let sql: pg.Client;
   let hookServer: Server;
   const hooks: string[] = [];
-  const replicas: ServiceProcess[] = [];
 
   beforeAll(async () => {
-    db = await freshDatabase();
-    redis = await PrivateRedis.start();
-    sql = new pg.Client({ connectionString: db.url });
-    await sql.connect();
     hookServer = createServer((req, res) => {
       let body = '';
       req.on('data', (c) => (body += c));
@@ -52,26 +45,14 @@ describe('ops plane across three real replicas with SIGKILL', () => {
     await new Promise<void>((r) => hookServer.listen(0, '127.0.0.1', r));
   });
   afterAll(async () => {
-    for (const r of replicas) if (r.proc.exitCode === null) r.proc.kill('SIGKILL');
-    await sql.end();
+    await cluster?.stop();
     await new Promise((r) => hookServer.close(r));
-    await redis.stop();
-    await db.drop();
   });
 
   it('fires once at its sustain through a kill of the evaluator, one webhook per transition; reports once per occurrence', async () => {
-    const prefix = uniqueName('rjopse2e');
-    const ports = await Promise.all([0, 1, 2].map(() => freePort()));
     const hookPort = (hookServer.address() as { port: number }).port;
-    const env = (i: number) => ({
-      DATABASE_URL: db.url,
-      REDIS_URL: redis.url,
-      RELAY_JOBS_INSTANCE_ID: `o${i}`,
-      RELAY_JOBS_ENV: 'e2e',
-      RELAY_JOBS_HTTP_PORT: String(ports[i]),
-      RELAY_JOBS_ADMIN_TOKEN: ADMIN,
-      RELAY_JOBS_MASTER_KEY: TEST_MASTER_KEY,
-      RELAY_JOBS__REDIS__KEY_PREFIX: prefix,
+    const env = {
+      RELAY_JOBS__REDIS__COMMAND_TIMEOUT: undefined,
       RELAY_JOBS__DATABASE__POOL_SIZE: '4',
       RELAY_JOBS__OPS__BUCKET: `${BUCKET_S}s`,
       RELAY_JOBS__OPS__ALERT_INTERVAL: '1s',
@@ -88,22 +69,21 @@ describe('ops plane across three real replicas with SIGKILL', () => {
       RELAY_JOBS__JOBS__SCHEDULED_REPORTS__TIMEOUT: '1500ms',
       RELAY_JOBS__CLUSTER__INSTANCE_HEARTBEAT: '500ms',
       RELAY_JOBS__LOGGING__LEVEL: 'warn',
-    });
-    replicas[0] = ServiceProcess.start('o0', env(0));
-    await waitHealthy(ports[0]!);
-    replicas[1] = ServiceProcess.start('o1', env(1));
-    replicas[2] = ServiceProcess.start('o2', env(2));
-    await Promise.all([1, 2].map((i) => waitHealthy(ports[i]!)));
-    const alive = () => replicas.map((r, i) => ({ r, i })).filter(({ r }) => r.proc.exitCode === null && r.proc.signalCode === null);
+    };
+    // o0 first (it migrates), then the other two.
+    cluster = await startCluster({ replicas: ['o0'], migrate: false, waitStarted: false, env });
+    sql = await cluster.sql();
+    const replicas = cluster.replicas;
+    await waitHealthy(replicas[0]!);
+    await cluster.addReplica('o1');
+    await cluster.addReplica('o2');
+    await Promise.all([1, 2].map((i) => waitHealthy(replicas[i]!)));
+    const alive = () => cluster.alive;
     const call = async (method: string, path: string, body?: unknown) => {
       for (let attempt = 0; ; attempt++) {
-        const { i } = alive()[attempt % alive().length]!;
+        const r = alive()[attempt % alive().length]!;
         try {
-          const res = await fetch(`http://127.0.0.1:${ports[i]}/api/v1${path}`, {
-            method,
-            headers: { authorization: `Bearer ${ADMIN}`, 'content-type': 'application/json' },
-            body: body === undefined ? undefined : JSON.stringify(body),
-          });
+          const res = await cluster.api(r, path, { method, body, headers: { 'content-type': 'application/json' } });
           if (res.status < 500) return res;
         } catch {
           /* that replica just died: try another */
@@ -163,8 +143,7 @@ describe('ops plane across three real replicas with SIGKILL', () => {
     const victimId = (await sql.query(`SELECT instance_id FROM job_runs WHERE job_name = 'ops_alert_evaluator' AND status <> 'skipped_not_leader' ORDER BY id DESC LIMIT 1`)).rows[0]
       .instance_id as string;
     const victim = Number(victimId.slice(1));
-    replicas[victim]!.proc.kill('SIGKILL');
-    await replicas[victim]!.exited;
+    await replicas[victim]!.kill('SIGKILL');
 
     const event = await waitFor(async () => (await sql.query(`SELECT * FROM ops_alert_events WHERE rule_id = $1`, [rule.id])).rows[0], { what: 'the alert firing' });
     clearInterval(watch);
@@ -178,10 +157,10 @@ describe('ops plane across three real replicas with SIGKILL', () => {
     const span = (breached.at(-1)! - breached[0]!) / 1000 / BUCKET_S;
     expect(span).toBeGreaterThanOrEqual(SUSTAINED - 1);
     expect(span, `a restarted streak would need ${SUSTAINED + 1} or more buckets`).toBeLessThanOrEqual(SUSTAINED);
-    replicas[victim] = ServiceProcess.start(`o${victim}`, env(victim));
-    await waitHealthy(ports[victim]!);
+    await replicas[victim]!.restart(false);
+    await waitHealthy(replicas[victim]!);
     // The CLI's overview shows the firing alert.
-    const status = await runCli(['ops', 'status', '--json'], { ...env(0), RELAY_JOBS_INSTANCE_ID: 'ocli', RELAY_JOBS_HTTP_PORT: '0' }, 90_000);
+    const status = await runCli(['ops', 'status', '--json'], { ...replicas[0]!.env, RELAY_JOBS_INSTANCE_ID: 'ocli', RELAY_JOBS_HTTP_PORT: '0' }, 90_000);
     expect(JSON.parse(status.stdout).firing_alerts.map((e: { rule_name: string }) => e.rule_name)).toContain('errors-e2e');
 
     // Healthy traffic: it resolves, once.
@@ -201,11 +180,10 @@ describe('ops plane across three real replicas with SIGKILL', () => {
       await new Promise((r) => setTimeout(r, 5000));
       const last = (await sql.query(`SELECT instance_id FROM job_runs WHERE job_name = 'scheduled_reports' AND status <> 'skipped_not_leader' ORDER BY id DESC LIMIT 1`)).rows[0].instance_id as string;
       const v = Number(last.slice(1));
-      replicas[v]!.proc.kill('SIGKILL');
-      await replicas[v]!.exited;
+      await replicas[v]!.kill('SIGKILL');
       await new Promise((r) => setTimeout(r, 1500));
-      replicas[v] = ServiceProcess.start(`o${v}`, env(v));
-      await waitHealthy(ports[v]!);
+      await replicas[v]!.restart(false);
+      await waitHealthy(replicas[v]!);
     }
     await new Promise((r) => setTimeout(r, 4000));
     await call('PATCH', `/ops/reports/${report.id}`, { enabled: false });

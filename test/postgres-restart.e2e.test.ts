@@ -1,10 +1,9 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import pg from 'pg';
-import { ServiceProcess } from './helpers/cli.js';
-import { PrivatePostgres, hasPostgresServer } from './helpers/private-postgres.js';
-import { PrivateRedis, TEST_MASTER_KEY, freePort, uniqueName } from './helpers/services.js';
+import type { ServiceProcess } from './helpers/cli.js';
+import { startCluster, type Cluster } from './helpers/cluster.js';
+import { hasPostgresServer } from './helpers/private-postgres.js';
 
-const ADMIN = 'pg-restart-admin-token-0123456789';
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 /**
@@ -14,36 +13,34 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
  * stored; requests made during the outage wait and are stored, or fail and were never acknowledged.
  */
 describe.runIf(hasPostgresServer())('a PostgreSQL restart under load', () => {
-  let server: PrivatePostgres;
-  let redis: PrivateRedis;
+  let cluster: Cluster;
   let replica: ServiceProcess;
 
   beforeAll(async () => {
-    [server, redis] = await Promise.all([PrivatePostgres.start(), PrivateRedis.start()]);
+    // A PostgreSQL server of its own (cluster.postgres), stopped and started by the test; the replica migrates it.
+    cluster = await startCluster({
+      replicas: ['pgr-1'],
+      database: 'private',
+      migrate: false,
+      waitStarted: false,
+      env: {
+        // The defaults for these, not the harness's.
+        RELAY_JOBS__DATABASE__POOL_SIZE: undefined,
+        RELAY_JOBS__REDIS__COMMAND_TIMEOUT: undefined,
+        RELAY_JOBS__JOBS__SESSION_CLEANUP__ENABLED: undefined,
+        RELAY_JOBS__DATABASE__CONNECT_TIMEOUT: '1s',
+        RELAY_JOBS__SHUTDOWN__GRACE: '10s',
+      },
+    });
   });
-  afterAll(async () => {
-    if (replica && replica.proc.exitCode === null) replica.proc.kill('SIGKILL');
-    await redis?.stop();
-    await server?.destroy();
-  });
+  afterAll(() => cluster?.stop());
 
   it('readiness flips and recovers; no acknowledged usage event is lost', async () => {
-    const port = await freePort();
-    replica = ServiceProcess.start('pgr', {
-      DATABASE_URL: server.url,
-      REDIS_URL: redis.url,
-      RELAY_JOBS_INSTANCE_ID: 'pgr-1',
-      RELAY_JOBS_ENV: 'e2e',
-      RELAY_JOBS_HTTP_PORT: String(port),
-      RELAY_JOBS_ADMIN_TOKEN: ADMIN,
-      RELAY_JOBS_MASTER_KEY: TEST_MASTER_KEY,
-      RELAY_JOBS__REDIS__KEY_PREFIX: uniqueName('rjpgr'),
-      RELAY_JOBS__DATABASE__CONNECT_TIMEOUT: '1s',
-      RELAY_JOBS__CLUSTER__INSTANCE_HEARTBEAT: '1s',
-      RELAY_JOBS__SHUTDOWN__GRACE: '10s',
-    });
+    const server = cluster.postgres!;
+    const ADMIN = cluster.adminToken;
+    replica = cluster.replica(0).proc;
     await replica.waitForLine(/relay-jobs started/);
-    const base = `http://127.0.0.1:${port}`;
+    const base = cluster.replica(0).url();
     const ready = async () => (await fetch(`${base}/readyz`).catch(() => null))?.status ?? 0;
 
     const acknowledged: string[] = [];

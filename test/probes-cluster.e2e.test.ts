@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import pg from 'pg';
-import { ServiceProcess } from './helpers/cli.js';
-import { PrivateRedis, TEST_MASTER_KEY, freePort, freshDatabase, uniqueName } from './helpers/services.js';
+import type { ServiceProcess } from './helpers/cli.js';
+import { startCluster, type Cluster } from './helpers/cluster.js';
 import { ChatUpstream, type ProbeHit } from './fixtures/chat-upstream.js';
 
 /**
@@ -15,71 +15,45 @@ const INTERVAL = 2000;
 const TIMEOUT = 1000;
 const GRACE = 2000;
 const PLANS = 6;
-const ADMIN = 'probes-e2e-admin-token-0123456789';
 
 describe('fleet probes across three real replicas', () => {
-  let db: Awaited<ReturnType<typeof freshDatabase>>;
-  let redis: PrivateRedis;
+  let cluster: Cluster;
   let client: pg.Client;
   let up: ChatUpstream;
   const replicas: ServiceProcess[] = [];
-  const ports: number[] = [];
 
   beforeAll(async () => {
-    db = await freshDatabase();
-    redis = await PrivateRedis.start();
-    client = new pg.Client({ connectionString: db.url });
-    await client.connect();
     up = await ChatUpstream.start();
     up.setDefault({ mode: 'ok', latencyMs: [20, 300] });
+    cluster = await startCluster({
+      replicas: ['p0', 'p1', 'p2'],
+      migrate: false,
+      waitStarted: false,
+      env: {
+        RELAY_JOBS__DATABASE__POOL_SIZE: '4',
+        RELAY_JOBS__SHUTDOWN__GRACE: '5s',
+        RELAY_JOBS__LOGGING__LEVEL: 'warn',
+        RELAY_JOBS__CHANNEL_MONITOR__MIN_INTERVAL: '1s',
+        RELAY_JOBS__CHANNEL_MONITOR__POLL_INTERVAL: '200ms',
+        RELAY_JOBS__CHANNEL_MONITOR__LEASE_GRACE: `${GRACE}ms`,
+        RELAY_JOBS__CHANNEL_MONITOR__ACCOUNT_BASE_URL: up.url,
+        RELAY_JOBS__SCHEDULED_ACCOUNT_TEST__POLL_INTERVAL: '200ms',
+        RELAY_JOBS__SCHEDULED_ACCOUNT_TEST__TIMEOUT: `${TIMEOUT}ms`,
+      },
+    });
+    replicas.push(...cluster.replicas.map((r) => r.proc));
+    client = await cluster.sql();
   });
   afterAll(async () => {
-    for (const r of replicas) if (r.proc.exitCode === null) r.proc.kill('SIGKILL');
-    await up.close();
-    await client.end();
-    await redis.stop();
-    await db.drop();
+    await cluster?.stop();
+    await up?.close();
   });
 
   const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-  const api = (i: number, path: string, body?: unknown) =>
-    fetch(`http://127.0.0.1:${ports[i]}/api/v1${path}`, {
-      method: body ? 'POST' : 'GET',
-      headers: { authorization: `Bearer ${ADMIN}`, 'content-type': 'application/json' },
-      body: body ? JSON.stringify(body) : undefined,
-    });
+  const api = (i: number, path: string, body?: unknown) => cluster.api(i, path, { body, headers: { 'content-type': 'application/json' } });
 
   it('each monitor once per interval, never twice, never overlapping; survivors take over a killed replica within an interval; each test occurrence stored once', async () => {
-    const prefix = uniqueName('rjprb');
-    for (let i = 0; i < 3; i++) {
-      const port = await freePort();
-      ports.push(port);
-      replicas.push(
-        ServiceProcess.start(`p${i}`, {
-          DATABASE_URL: db.url,
-          REDIS_URL: redis.url,
-          RELAY_JOBS_INSTANCE_ID: `p${i}`,
-          RELAY_JOBS_ENV: 'e2e',
-          RELAY_JOBS_HTTP_PORT: String(port),
-          RELAY_JOBS_ADMIN_TOKEN: ADMIN,
-          RELAY_JOBS_MASTER_KEY: TEST_MASTER_KEY,
-          RELAY_JOBS__REDIS__KEY_PREFIX: prefix,
-          RELAY_JOBS__REDIS__COMMAND_TIMEOUT: '300ms',
-          RELAY_JOBS__DATABASE__POOL_SIZE: '4',
-          RELAY_JOBS__CLUSTER__INSTANCE_HEARTBEAT: '1s',
-          RELAY_JOBS__SHUTDOWN__GRACE: '5s',
-          RELAY_JOBS__LOGGING__LEVEL: 'warn',
-          RELAY_JOBS__CHANNEL_MONITOR__MIN_INTERVAL: '1s',
-          RELAY_JOBS__CHANNEL_MONITOR__POLL_INTERVAL: '200ms',
-          RELAY_JOBS__CHANNEL_MONITOR__LEASE_GRACE: `${GRACE}ms`,
-          RELAY_JOBS__CHANNEL_MONITOR__ACCOUNT_BASE_URL: up.url,
-          RELAY_JOBS__SCHEDULED_ACCOUNT_TEST__POLL_INTERVAL: '200ms',
-          RELAY_JOBS__SCHEDULED_ACCOUNT_TEST__TIMEOUT: `${TIMEOUT}ms`,
-          RELAY_JOBS__JOBS__SESSION_CLEANUP__ENABLED: 'false',
-        }),
-      );
-    }
-    for (let i = 0; i < 3; i++) await waitHealthy(i);
+    for (let i = 0; i < 3; i++) await cluster.replica(i).waitHealthy('/healthz');
 
     // Monitors with phases spread over one interval; plans on their own accounts, due every 2 s.
     const created = await Promise.all(
@@ -109,10 +83,10 @@ describe('fleet probes across three real replicas', () => {
     await sleep(5000);
 
     // Redis down for four seconds: the claim lives in PostgreSQL, so probing goes on.
-    await redis.stop();
+    await cluster.redis!.stop();
     const redisDownAt = Date.now();
     await sleep(4000);
-    await redis.start();
+    await cluster.redis!.start();
     const redisUpAt = Date.now();
     await sleep(4000);
     const t1 = Date.now();
@@ -182,16 +156,4 @@ describe('fleet probes across three real replicas', () => {
     const planHits = [...up.hits.entries()].filter(([k]) => k.startsWith('plan-token-')).flatMap(([, h]) => h);
     console.log(`account tests: ${JSON.stringify(perPlan.rows)}; upstream saw ${planHits.length} test requests`);
   }, 180_000);
-
-  async function waitHealthy(i: number): Promise<void> {
-    for (let k = 0; k < 300; k++) {
-      try {
-        if ((await fetch(`http://127.0.0.1:${ports[i]}/healthz`)).ok) return;
-      } catch {
-        /* not yet */
-      }
-      await sleep(100);
-    }
-    throw new Error(`replica p${i} never answered /healthz`);
-  }
 });

@@ -5,8 +5,7 @@ import { buildJobs } from '../src/jobs/registry.js';
 import { Schedule } from '../src/scheduler/schedule.js';
 import { advisoryLockName } from '../src/coordination/keys.js';
 import { LIVENESS_NS } from '../src/store/liveness-sql.js';
-import { ServiceProcess } from './helpers/cli.js';
-import { PrivateRedis, TEST_MASTER_KEY, freePort, freshDatabase } from './helpers/services.js';
+import { startCluster, type Cluster as Harness, type Replica } from './helpers/cluster.js';
 
 /**
  * Issue 24, "Redis outage at full load": one replica and three replicas (two clusters, each on a
@@ -22,21 +21,15 @@ import { PrivateRedis, TEST_MASTER_KEY, freePort, freshDatabase } from './helper
  * session that holds the replica's liveness lock (the one coordination session), never on a pool
  * connection, which is what starved the pool in the issue (6 of 12 jobs did not run).
  */
-const ADMIN = 'e2e-outage-admin-token-0123456789';
 const ENV = 'e2e';
 /** Redis goes down this long before the minute boundary (the rounds of the slot before are long done). */
 const STOP_BEFORE_MS = 3000;
 
-interface Replica {
-  proc: ServiceProcess;
-  port: number;
-}
-
 interface Cluster {
   name: string;
   size: number;
-  db: Awaited<ReturnType<typeof freshDatabase>>;
-  redis: PrivateRedis;
+  /** Replicas with only identity, URLs and secrets (`bareEnv`): everything else is the default configuration. */
+  harness: Harness;
   client: pg.Client;
   sampler: pg.Client;
   replicas: Replica[];
@@ -60,10 +53,6 @@ async function waitFor(cond: () => Promise<boolean>, ms: number, what: () => Pro
 
 async function dbNow(c: pg.Client): Promise<number> {
   return Number((await c.query(`SELECT extract(epoch FROM clock_timestamp()) * 1000 AS t`)).rows[0].t);
-}
-
-function baseEnv(c: { db: { url: string }; redis: PrivateRedis }): Record<string, string> {
-  return { DATABASE_URL: c.db.url, REDIS_URL: c.redis.url, RELAY_JOBS_ENV: ENV, RELAY_JOBS_ADMIN_TOKEN: ADMIN, RELAY_JOBS_MASTER_KEY: TEST_MASTER_KEY, RELAY_JOBS_INSTANCE_ID: 'planner' };
 }
 
 /** The enabled cluster-scoped jobs with their schedules exactly as a replica resolves them from the same (default) configuration. */
@@ -134,10 +123,6 @@ function sampleFallbackLocks(c: Cluster, jobs: string[]): { stop: () => Promise<
   };
 }
 
-async function api(r: Replica, path: string, init?: RequestInit): Promise<Response> {
-  return fetch(`http://127.0.0.1:${r.port}/api/v1${path}`, { ...init, headers: { authorization: `Bearer ${ADMIN}`, ...(init?.headers ?? {}) } });
-}
-
 function warnings(c: Cluster): string {
   return c.replicas
     .map(
@@ -158,34 +143,22 @@ describe('Redis outage at full load (default pool, every default job)', () => {
       ['one', 1],
       ['three', 3],
     ] as const) {
-      const db = await freshDatabase();
-      const redis = await PrivateRedis.start();
-      const client = new pg.Client({ connectionString: db.url });
-      await client.connect();
-      const sampler = new pg.Client({ connectionString: db.url });
+      // Replicas are started by the test; migrations are left to them, as in production.
+      const harness = await startCluster({ replicas: 0, bareEnv: true, migrate: false });
+      const sampler = new pg.Client({ connectionString: harness.databaseUrl });
       await sampler.connect();
-      clusters.push({ name, size, db, redis, client, sampler, replicas: [], env: baseEnv({ db, redis }) });
+      harness.onStop(() => sampler.end());
+      clusters.push({ name, size, harness, client: await harness.sql(), sampler, replicas: harness.replicas, env: harness.baseEnv('planner', 0) });
     }
   });
   afterAll(async () => {
-    for (const c of clusters) {
-      for (const r of c.replicas) if (r.proc.proc.exitCode === null) r.proc.proc.kill('SIGKILL');
-      await Promise.all(c.replicas.map((r) => r.proc.exited));
-      await c.client.end();
-      await c.sampler.end();
-      await c.redis.stop();
-      await c.db.drop();
-    }
+    for (const c of clusters) await c.harness.stop();
   });
 
   it('one and three replicas: every cluster job whose slot falls in the outage runs it on the PostgreSQL fallback; all healthy after', async () => {
     // Nothing but identity and secrets: pool size, jobs, schedules and offsets are the defaults.
     for (const c of clusters) {
-      for (let i = 0; i < c.size; i++) {
-        const port = await freePort();
-        const id = `${c.name}-${i}`;
-        c.replicas.push({ port, proc: ServiceProcess.start(id, { ...c.env, RELAY_JOBS_INSTANCE_ID: id, RELAY_JOBS_HTTP_PORT: String(port) }) });
-      }
+      for (let i = 0; i < c.size; i++) await c.harness.addReplica(`${c.name}-${i}`);
     }
     await Promise.all(clusters.flatMap((c) => c.replicas.map((r) => r.proc.waitForLine(/relay-jobs started/, 120_000))));
 
@@ -213,7 +186,7 @@ describe('Redis outage at full load (default pool, every default job)', () => {
     const now = await dbNow(clusters[0]!.client);
     const boundary = Math.ceil((now + STOP_BEFORE_MS + 2000) / 60_000) * 60_000;
     await sleep(Math.max(0, boundary - STOP_BEFORE_MS - (await dbNow(clusters[0]!.client))));
-    await Promise.all(clusters.map((c) => c.redis.stop()));
+    await Promise.all(clusters.map((c) => c.harness.redis!.stop()));
     const downAt = await dbNow(clusters[0]!.client);
     expect(downAt, 'Redis went down before the minute boundary').toBeLessThan(boundary);
     const samplers = clusters.map((c) =>
@@ -242,7 +215,7 @@ describe('Redis outage at full load (default pool, every default job)', () => {
       }
       await sleep(500);
     }
-    await Promise.all(clusters.map((c) => c.redis.start()));
+    await Promise.all(clusters.map((c) => c.harness.redis!.start()));
     const locks = await Promise.all(samplers.map((s) => s.stop()));
 
     // ---- the evidence: every slot inside the outage has its one round, run under the PostgreSQL lock ----
@@ -288,7 +261,7 @@ describe('Redis outage at full load (default pool, every default job)', () => {
         expect(r.proc.proc.exitCode, `${r.proc.name} still running`).toBeNull();
       }
       const unhealthy = async () => {
-        const body = (await (await api(c.replicas[0]!, '/jobs')).json()) as { jobs: Array<{ name: string; health: string; health_reason: string; worst_instance: string | null }> };
+        const body = (await (await c.harness.api(c.replicas[0]!, '/jobs')).json()) as { jobs: Array<{ name: string; health: string; health_reason: string; worst_instance: string | null }> };
         return body.jobs.filter((j) => !['healthy', 'idle', 'disabled'].includes(j.health));
       };
       await waitFor(
@@ -296,7 +269,7 @@ describe('Redis outage at full load (default pool, every default job)', () => {
         90_000,
         async () => `${c.name}: ${JSON.stringify(await unhealthy())}\n${warnings(c)}`,
       );
-      const started = await api(c.replicas[c.replicas.length - 1]!, '/jobs/account_expiry/run', { method: 'POST' });
+      const started = await c.harness.api(c.replicas[c.replicas.length - 1]!, '/jobs/account_expiry/run', { method: 'POST' });
       expect(started.status).toBe(202);
       const { run_id } = (await started.json()) as { run_id: number };
       await waitFor(

@@ -1,7 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import pg from 'pg';
-import { PrivateRedis, freshDatabase } from './helpers/services.js';
-import type { ServiceProcess } from './helpers/cli.js';
+import { startCluster, type Cluster } from './helpers/cluster.js';
 import { FakeOAuthServer } from './fixtures/oauth-server.js';
 import { importAccounts, notHealthy, sleep, startReplica, waitFor, watchLapses } from './helpers/refresh-cluster.js';
 
@@ -17,31 +16,23 @@ const ACCOUNTS = 50;
 const lifeOf = (i: number) => 12 + (i % 10);
 
 describe('deadline-aware refresh retry', () => {
-  let db: Awaited<ReturnType<typeof freshDatabase>>;
+  let cluster: Cluster;
   let oauth: FakeOAuthServer;
   let sql: pg.Client;
-  let redis: PrivateRedis;
-  const procs: ServiceProcess[] = [];
 
   beforeAll(async () => {
-    db = await freshDatabase();
-    redis = await PrivateRedis.start();
+    // Its private redis-server (cluster.redis) is stopped and started by the test.
+    cluster = await startCluster({ replicas: 0 });
     oauth = await FakeOAuthServer.start({ clientId: 'e2e-client', delayMs: 100, failRate: 0.1, lifetimeOf: (subject) => lifeOf(Number(subject.split('-')[1])) });
-    sql = new pg.Client({ connectionString: db.url });
-    await sql.connect();
+    sql = await cluster.sql();
   });
   afterAll(async () => {
-    for (const p of procs) if (p.proc.exitCode === null) p.proc.kill('SIGKILL');
-    await sql.end();
-    await oauth.close();
-    await redis.stop();
-    await db.drop();
+    await cluster?.stop();
+    await oauth?.close();
   });
 
   it('short tokens, 10% transient 503s and a 6 s Redis outage: no token lapses, every account ends active', async () => {
     const env = {
-      DATABASE_URL: db.url,
-      REDIS_URL: redis.url,
       RELAY_JOBS__OAUTH__PROVIDERS__OPENAI__TOKEN_URL: oauth.tokenUrl,
       RELAY_JOBS__OAUTH__PROVIDERS__OPENAI__CLIENT_ID: 'e2e-client',
       RELAY_JOBS__OAUTH__PROVIDERS__OPENAI__MAX_PER_SECOND: '500',
@@ -50,13 +41,14 @@ describe('deadline-aware refresh retry', () => {
       // The breaker would open on a run of 503s and hold every account for its open time; this scenario is about retries.
       RELAY_JOBS__AUTH__REFRESH_BREAKER_THRESHOLD: '1000',
     };
-    const live = await Promise.all([0, 1, 2].map((i) => startReplica(`d${i}`, env)));
-    procs.push(...live.map((r) => r.proc));
+    const live = await Promise.all([0, 1, 2].map((i) => startReplica(cluster, `d${i}`, env)));
+    const redis = cluster.redis!;
     await Promise.all(live.map((r) => r.proc.waitForLine(/relay-jobs started/, 60_000)));
     await Promise.all(live.map((r) => r.proc.waitForLine(/"members":\["d0","d1","d2"\]/, 30_000)));
 
     await importAccounts(
-      live[0]!.port,
+      cluster,
+      live[0]!,
       Array.from({ length: ACCOUNTS }, (_, i) => ({ platform: 'openai', name: `acct-${i}`, credentials: oauth.issue(`acct-${i}`, lifeOf(i)) })),
     );
     const logsOf = (id: number) =>

@@ -1,8 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import pg from 'pg';
 import { Redis } from 'ioredis';
-import { ServiceProcess } from './helpers/cli.js';
-import { REDIS_URL, TEST_MASTER_KEY, dropRedisPrefix, freePort, freshDatabase, uniqueName } from './helpers/services.js';
+import { startCluster, type Cluster } from './helpers/cluster.js';
+import { REFRESH_ENV } from './helpers/refresh-cluster.js';
 import { FakeOAuthServer } from './fixtures/oauth-server.js';
 import { RefreshShards } from '../src/coordination/refresh-shards.js';
 import { waitFor } from './helpers/wait.js';
@@ -18,73 +18,49 @@ import { waitFor } from './helpers/wait.js';
  */
 const ACCOUNTS = 300;
 const LIFETIME_S = 16;
-const ADMIN = 'e2e-shards-admin-token-0123';
 const SCHEDULED = /relay_jobs_token_refresh_lease_attempts_total\{trigger="(schedule|retry|recovery)"\} (\d+)/g;
 
 describe('refresh sharding across three real replicas', () => {
-  let db: Awaited<ReturnType<typeof freshDatabase>>;
+  let cluster: Cluster;
   let oauth: FakeOAuthServer;
   let sql: pg.Client;
-  const prefix = uniqueName('rjshard');
-  const replicas: ServiceProcess[] = [];
-  const ports: number[] = [];
 
   beforeAll(async () => {
-    db = await freshDatabase();
     oauth = await FakeOAuthServer.start({ lifetimeSec: LIFETIME_S, clientId: 'e2e-client' });
-    sql = new pg.Client({ connectionString: db.url });
-    await sql.connect();
+    cluster = await startCluster({
+      replicas: ['s0', 's1', 's2'],
+      waitStarted: false,
+      env: {
+        ...REFRESH_ENV,
+        RELAY_JOBS__DATABASE__POOL_SIZE: '6',
+        RELAY_JOBS__OAUTH__PROVIDERS__OPENAI__TOKEN_URL: oauth.tokenUrl,
+        RELAY_JOBS__OAUTH__PROVIDERS__OPENAI__CLIENT_ID: 'e2e-client',
+        RELAY_JOBS__OAUTH__PROVIDERS__OPENAI__MAX_PER_SECOND: '500',
+        RELAY_JOBS__AUTH__REFRESH_MARGIN_SECONDS: '8',
+        RELAY_JOBS__AUTH__REFRESH_CONCURRENCY: '8',
+        RELAY_JOBS__AUTH__REFRESH_LEASE_TTL: '4s',
+      },
+    });
+    sql = await cluster.sql();
   });
   afterAll(async () => {
-    for (const r of replicas) if (r.proc.exitCode === null) r.proc.kill('SIGKILL');
-    await sql.end();
-    await oauth.close();
-    await dropRedisPrefix(prefix);
-    await db.drop();
+    await cluster?.stop();
+    await oauth?.close();
   });
 
   const scheduledAttempts = async (i: number): Promise<number> => {
-    const text = await (await fetch(`http://127.0.0.1:${ports[i]}/metrics`)).text();
+    const text = await (await fetch(cluster.replica(i).url('/metrics'))).text();
     return [...text.matchAll(SCHEDULED)].reduce((n, m) => n + Number(m[2]), 0);
   };
 
   it('about one lease attempt per refresh, and a dead replica’s accounts refreshed before they lapse', async () => {
-    for (let i = 0; i < 3; i++) {
-      const port = await freePort();
-      ports.push(port);
-      replicas.push(
-        ServiceProcess.start(`s${i}`, {
-          DATABASE_URL: db.url,
-          REDIS_URL,
-          RELAY_JOBS_INSTANCE_ID: `s${i}`,
-          RELAY_JOBS_ENV: 'e2e',
-          RELAY_JOBS_HTTP_PORT: String(port),
-          RELAY_JOBS_ADMIN_TOKEN: ADMIN,
-          RELAY_JOBS_MASTER_KEY: TEST_MASTER_KEY,
-          RELAY_JOBS__REDIS__KEY_PREFIX: prefix,
-          RELAY_JOBS__DATABASE__POOL_SIZE: '6',
-          RELAY_JOBS__CLUSTER__INSTANCE_HEARTBEAT: '1s',
-          RELAY_JOBS__OAUTH__PROVIDERS__OPENAI__TOKEN_URL: oauth.tokenUrl,
-          RELAY_JOBS__OAUTH__PROVIDERS__OPENAI__CLIENT_ID: 'e2e-client',
-          RELAY_JOBS__OAUTH__PROVIDERS__OPENAI__MAX_PER_SECOND: '500',
-          RELAY_JOBS__AUTH__REFRESH_MARGIN_SECONDS: '8',
-          RELAY_JOBS__AUTH__REFRESH_CONCURRENCY: '8',
-          RELAY_JOBS__AUTH__REFRESH_LEASE_TTL: '4s',
-          RELAY_JOBS__JOBS__TOKEN_REFRESH__EVERY: '1s',
-          RELAY_JOBS__JOBS__TOKEN_REFRESH__JITTER: '0s',
-        }),
-      );
-    }
+    const replicas = cluster.replicas.map((r) => r.proc);
     await Promise.all(replicas.map((r) => r.waitForLine(/relay-jobs started/, 60_000)));
     // Every replica has seen all three before the accounts arrive (the shard map comes with the heartbeat).
     await Promise.all(replicas.map((r) => r.waitForLine(/"members":\["s0","s1","s2"\]/, 30_000)));
 
     const accounts = Array.from({ length: ACCOUNTS }, (_, i) => ({ platform: 'openai', name: `acct-${i}`, credentials: oauth.issue(`acct-${i}`, 10 + (i % 7)) }));
-    const imported = await fetch(`http://127.0.0.1:${ports[0]}/api/v1/accounts/import`, {
-      method: 'POST',
-      headers: { authorization: `Bearer ${ADMIN}`, 'content-type': 'application/json' },
-      body: JSON.stringify({ accounts }),
-    });
+    const imported = await cluster.api(0, '/accounts/import', { body: { accounts } });
     expect(imported.status, await imported.clone().text()).toBe(201);
 
     // Watch every account's expiry from the database four times a second for the whole run.
@@ -112,8 +88,8 @@ describe('refresh sharding across three real replicas', () => {
     // (they wait for auth.refresh_lease_ttl, as after any crash mid-refresh).
     const { rows: held } = await sql.query<{ account_id: number }>(`SELECT account_id FROM account_refresh_leases WHERE owner LIKE 's2:%'`);
     const inFlight = new Set(held.map((r) => Number(r.account_id)));
-    const redis = new Redis(REDIS_URL);
-    for (const key of await redis.keys(`${prefix}:e2e:oauth:refresh_lock:*`)) if ((await redis.get(key))?.startsWith('s2:')) inFlight.add(Number(/\{(\d+)\}/.exec(key)![1]));
+    const redis = new Redis(cluster.redis!.url);
+    for (const key of await redis.keys(`${cluster.prefix}:e2e:oauth:refresh_lock:*`)) if ((await redis.get(key))?.startsWith('s2:')) inFlight.add(Number(/\{(\d+)\}/.exec(key)![1]));
     redis.disconnect();
     const versionAtKill = new Map((await sql.query<{ id: number; token_version: number }>('SELECT id, token_version FROM accounts')).rows.map((r) => [Number(r.id), Number(r.token_version)]));
 

@@ -1,7 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import pg from 'pg';
-import { REDIS_URL, dropRedisPrefix, freshDatabase, uniqueName } from './helpers/services.js';
-import type { ServiceProcess } from './helpers/cli.js';
+import { startCluster, type Cluster, type Replica } from './helpers/cluster.js';
 import { FakeOAuthServer } from './fixtures/oauth-server.js';
 import { importAccounts, notHealthy, sleep, startReplica, waitFor, watchLapses } from './helpers/refresh-cluster.js';
 
@@ -19,14 +18,12 @@ const ACCOUNTS = 45;
 const lifeOf = (i: number) => 22 + (i % 15);
 
 describe('a replica that dies mid-refresh', () => {
-  let db: Awaited<ReturnType<typeof freshDatabase>>;
+  let cluster: Cluster;
   let oauth: FakeOAuthServer;
   let sql: pg.Client;
-  const prefix = uniqueName('rjtake');
-  const procs: ServiceProcess[] = [];
 
   beforeAll(async () => {
-    db = await freshDatabase();
+    cluster = await startCluster({ replicas: 0 });
     oauth = await FakeOAuthServer.start({
       clientId: 'e2e-client',
       delayMs: 1500,
@@ -34,22 +31,15 @@ describe('a replica that dies mid-refresh', () => {
       reuseGraceMs: 30_000,
       lifetimeOf: (subject) => lifeOf(Number(subject.split('-')[1])),
     });
-    sql = new pg.Client({ connectionString: db.url });
-    await sql.connect();
+    sql = await cluster.sql();
   });
   afterAll(async () => {
-    for (const p of procs) if (p.proc.exitCode === null) p.proc.kill('SIGKILL');
-    await sql.end();
-    await oauth.close();
-    await dropRedisPrefix(prefix);
-    await db.drop();
+    await cluster?.stop();
+    await oauth?.close();
   });
 
   it('its refreshes are taken over within seconds and every account stays valid through three SIGKILLs', async () => {
     const env = {
-      DATABASE_URL: db.url,
-      REDIS_URL,
-      RELAY_JOBS__REDIS__KEY_PREFIX: prefix,
       RELAY_JOBS__OAUTH__PROVIDERS__OPENAI__TOKEN_URL: oauth.tokenUrl,
       RELAY_JOBS__OAUTH__PROVIDERS__OPENAI__CLIENT_ID: 'e2e-client',
       RELAY_JOBS__OAUTH__PROVIDERS__OPENAI__MAX_PER_SECOND: '500',
@@ -58,14 +48,13 @@ describe('a replica that dies mid-refresh', () => {
       RELAY_JOBS__AUTH__REFRESH_CONCURRENCY: '8',
       RELAY_JOBS__AUTH__REFRESH_BACKOFF_BASE: '2s',
     };
-    const live: Array<{ proc: ServiceProcess; port: number }> = [];
-    for (let i = 0; i < 3; i++) live.push(await startReplica(`t${i}`, env));
-    procs.push(...live.map((r) => r.proc));
+    const live: Replica[] = [];
+    for (let i = 0; i < 3; i++) live.push(await startReplica(cluster, `t${i}`, env));
     await Promise.all(live.map((r) => r.proc.waitForLine(/relay-jobs started/, 60_000)));
     await Promise.all(live.map((r) => r.proc.waitForLine(/"members":\["t0","t1","t2"\]/, 30_000)));
 
     const accounts = Array.from({ length: ACCOUNTS }, (_, i) => ({ platform: 'openai', name: `acct-${i}`, credentials: oauth.issue(`acct-${i}`, lifeOf(i)) }));
-    await importAccounts(live[0]!.port, accounts);
+    await importAccounts(cluster, live[0]!, accounts);
     const watcher = watchLapses(sql);
     const kills: Array<{ at: number; victim: string }> = [];
     try {
@@ -78,9 +67,7 @@ describe('a replica that dies mid-refresh', () => {
         victim.proc.proc.kill('SIGKILL');
         await victim.proc.exited;
         kills.push({ at, victim: victim.proc.name });
-        const next = await startReplica(`t${3 + k}`, env);
-        procs.push(next.proc);
-        live.push(next);
+        live.push(await startReplica(cluster, `t${3 + k}`, env));
       }
       await Promise.all(live.map((r) => r.proc.waitForLine(/relay-jobs started/, 60_000)));
       // Long enough after the last kill for every account the dead replica held to be refreshed again.

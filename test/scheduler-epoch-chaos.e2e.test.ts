@@ -1,9 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import pg from 'pg';
-import { ServiceProcess } from './helpers/cli.js';
-import { PrivateRedis, TEST_MASTER_KEY, freePort, freshDatabase, uniqueName } from './helpers/services.js';
-import { PgDb } from '../src/store/pg-db.js';
-import { migrate } from '../src/store/migrate.js';
+import { startCluster, type Cluster, type Replica } from './helpers/cluster.js';
 
 /**
  * The epoch from outside, as a gateway sees it: three real replicas, ~300 accounts created and
@@ -26,26 +23,26 @@ interface Answer {
 }
 
 describe('scheduler snapshot epoch under chaos: three replicas, a SIGKILL, Redis back empty', () => {
-  let db: Awaited<ReturnType<typeof freshDatabase>>;
-  let redis: PrivateRedis;
+  let cluster: Cluster;
   let client: pg.Client;
-  const replicas: { proc: ServiceProcess; port: number }[] = [];
+  let replicas: Replica[] = [];
 
   beforeAll(async () => {
-    db = await freshDatabase();
-    redis = await PrivateRedis.start();
-    const seed = await PgDb.connect({ url: db.url, poolSize: 2, connectTimeoutMs: 5000 });
-    await migrate(seed);
-    await seed.close();
-    client = new pg.Client({ connectionString: db.url });
-    await client.connect();
+    cluster = await startCluster({
+      replicas: 0,
+      adminToken: TOKEN,
+      env: {
+        RELAY_JOBS__DATABASE__POOL_SIZE: '4',
+        RELAY_JOBS__SHUTDOWN__GRACE: '5s',
+        RELAY_JOBS__AUTH__REFRESH_ENABLED: 'false',
+        RELAY_JOBS__JOBS__ACCOUNT_EXPIRY__EVERY: '1s',
+        RELAY_JOBS__SNAPSHOT__CLAIM_TTL: '5s',
+        RELAY_JOBS__SNAPSHOT__REBUILD_CHUNK: '50',
+      },
+    });
+    client = await cluster.sql();
   });
-  afterAll(async () => {
-    for (const r of replicas) if (r.proc.proc.exitCode === null) r.proc.proc.kill('SIGKILL');
-    await client?.end();
-    await redis.stop();
-    await db.drop();
-  });
+  afterAll(() => cluster?.stop());
 
   const live = () => replicas.filter((r) => r.proc.proc.exitCode === null && !r.proc.proc.killed);
   async function api(port: number, method: string, path: string, body?: unknown): Promise<Response> {
@@ -71,30 +68,8 @@ describe('scheduler snapshot epoch under chaos: three replicas, a SIGKILL, Redis
     ).rows.map((r) => Number(r.id));
 
   it('no replica ever answers a bucket at an older epoch than it answered before, from either source', async () => {
-    const prefix = uniqueName('rjepochchaos');
-    for (let i = 0; i < 3; i++) {
-      const port = await freePort();
-      const proc = ServiceProcess.start(`c${i}`, {
-        DATABASE_URL: db.url,
-        REDIS_URL: redis.url,
-        RELAY_JOBS_INSTANCE_ID: `c${i}`,
-        RELAY_JOBS_ENV: 'e2e',
-        RELAY_JOBS_HTTP_PORT: String(port),
-        RELAY_JOBS_ADMIN_TOKEN: TOKEN,
-        RELAY_JOBS_MASTER_KEY: TEST_MASTER_KEY,
-        RELAY_JOBS__REDIS__KEY_PREFIX: prefix,
-        RELAY_JOBS__REDIS__COMMAND_TIMEOUT: '300ms',
-        RELAY_JOBS__DATABASE__POOL_SIZE: '4',
-        RELAY_JOBS__CLUSTER__INSTANCE_HEARTBEAT: '1s',
-        RELAY_JOBS__SHUTDOWN__GRACE: '5s',
-        RELAY_JOBS__AUTH__REFRESH_ENABLED: 'false',
-        RELAY_JOBS__JOBS__ACCOUNT_EXPIRY__EVERY: '1s',
-        RELAY_JOBS__JOBS__SESSION_CLEANUP__ENABLED: 'false',
-        RELAY_JOBS__SNAPSHOT__CLAIM_TTL: '5s',
-        RELAY_JOBS__SNAPSHOT__REBUILD_CHUNK: '50',
-      });
-      replicas.push({ proc, port });
-    }
+    for (let i = 0; i < 3; i++) await cluster.addReplica(`c${i}`);
+    replicas = cluster.replicas;
     const tStart = Date.now();
     await Promise.all(replicas.map((r) => r.proc.waitForLine(/relay-jobs started/)));
     const phases: Record<string, number> = { start: Date.now() - tStart };
@@ -182,11 +157,11 @@ describe('scheduler snapshot epoch under chaos: three replicas, a SIGKILL, Redis
       }
       if (at > 5000 && !done.redisDown) {
         done.redisDown = true;
-        await redis.stop();
+        await cluster.redis!.stop();
       }
       if (at > 7500 && !done.redisUp) {
         done.redisUp = true;
-        await redis.start(); // the same port, no data
+        await cluster.redis!.start(); // the same port, no data
       }
       const targets = live();
       await Promise.all(

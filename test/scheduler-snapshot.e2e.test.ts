@@ -1,9 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import pg from 'pg';
-import { ServiceProcess } from './helpers/cli.js';
-import { PrivateRedis, TEST_MASTER_KEY, freePort, freshDatabase, uniqueName } from './helpers/services.js';
-import { PgDb } from '../src/store/pg-db.js';
-import { migrate } from '../src/store/migrate.js';
+import { startCluster, type Cluster, type Replica } from './helpers/cluster.js';
+import { TEST_MASTER_KEY } from './helpers/services.js';
+import type { PgDb } from '../src/store/pg-db.js';
 import { Accounts } from '../src/areas/accounts/store/accounts.js';
 import { SecretBox } from '../src/store/secret-box.js';
 
@@ -31,17 +30,13 @@ interface Answer {
 }
 
 describe('scheduler snapshot: three real replicas, a SIGKILL and a Redis that comes back empty', () => {
-  let db: Awaited<ReturnType<typeof freshDatabase>>;
-  let redis: PrivateRedis;
+  let cluster: Cluster;
   let client: pg.Client;
   let writers: pg.Pool;
-  const replicas: { proc: ServiceProcess; port: number }[] = [];
+  let replicas: Replica[] = [];
 
-  beforeAll(async () => {
-    db = await freshDatabase();
-    redis = await PrivateRedis.start();
-    const seed = await PgDb.connect({ url: db.url, poolSize: 2, connectTimeoutMs: 5000 });
-    await migrate(seed);
+  /** 2,000 accounts over three platforms, two proxies (p1 falls back to p2), in the migrated database. */
+  async function seedAccounts(seed: PgDb): Promise<void> {
     const sealed = new Accounts(seed, SecretBox.fromBase64(TEST_MASTER_KEY)).seal({ access_token: 'e2e-secret-token' });
     await seed.query(
       `INSERT INTO proxies (id, name, url_sealed, url_display, fallback_mode, backup_proxy_id) VALUES (1, 'p1', 'x', 'http://p1', 'proxy', NULL), (2, 'p2', 'x', 'http://p2', 'none', NULL)`,
@@ -54,17 +49,28 @@ describe('scheduler snapshot: three real replicas, a SIGKILL and a Redis that co
        FROM generate_series(1, ${ACCOUNTS}) g`,
       [sealed, PLATFORMS],
     );
-    await seed.close();
-    client = new pg.Client({ connectionString: db.url });
-    await client.connect();
-    writers = new pg.Pool({ connectionString: db.url, max: 5 });
+  }
+
+  beforeAll(async () => {
+    cluster = await startCluster({
+      replicas: 0,
+      adminToken: TOKEN,
+      seed: seedAccounts,
+      env: {
+        RELAY_JOBS__DATABASE__POOL_SIZE: '4',
+        RELAY_JOBS__SHUTDOWN__GRACE: '5s',
+        RELAY_JOBS__AUTH__REFRESH_ENABLED: 'false',
+        RELAY_JOBS__JOBS__ACCOUNT_EXPIRY__EVERY: '1s',
+        RELAY_JOBS__JOBS__PROXY_EXPIRY__EVERY: '1s',
+        RELAY_JOBS__SNAPSHOT__CLAIM_TTL: '5s',
+      },
+    });
+    client = await cluster.sql();
+    writers = new pg.Pool({ connectionString: cluster.databaseUrl, max: 5 });
   });
   afterAll(async () => {
-    for (const r of replicas) if (r.proc.proc.exitCode === null) r.proc.proc.kill('SIGKILL');
-    await client?.end();
     await writers?.end();
-    await redis.stop();
-    await db.drop();
+    await cluster?.stop();
   });
 
   const truth = async (platform: string, group: string) =>
@@ -83,30 +89,8 @@ describe('scheduler snapshot: three real replicas, a SIGKILL and a Redis that co
   }
 
   it('converges to PostgreSQL after the last change and after Redis returns empty; epochs never go back; the outbox ends empty', async () => {
-    const prefix = uniqueName('rjsnape2e');
-    for (let i = 0; i < 3; i++) {
-      const port = await freePort();
-      const proc = ServiceProcess.start(`s${i}`, {
-        DATABASE_URL: db.url,
-        REDIS_URL: redis.url,
-        RELAY_JOBS_INSTANCE_ID: `s${i}`,
-        RELAY_JOBS_ENV: 'e2e',
-        RELAY_JOBS_HTTP_PORT: String(port),
-        RELAY_JOBS_ADMIN_TOKEN: TOKEN,
-        RELAY_JOBS_MASTER_KEY: TEST_MASTER_KEY,
-        RELAY_JOBS__REDIS__KEY_PREFIX: prefix,
-        RELAY_JOBS__REDIS__COMMAND_TIMEOUT: '300ms',
-        RELAY_JOBS__DATABASE__POOL_SIZE: '4',
-        RELAY_JOBS__CLUSTER__INSTANCE_HEARTBEAT: '1s',
-        RELAY_JOBS__SHUTDOWN__GRACE: '5s',
-        RELAY_JOBS__AUTH__REFRESH_ENABLED: 'false',
-        RELAY_JOBS__JOBS__ACCOUNT_EXPIRY__EVERY: '1s',
-        RELAY_JOBS__JOBS__PROXY_EXPIRY__EVERY: '1s',
-        RELAY_JOBS__JOBS__SESSION_CLEANUP__ENABLED: 'false',
-        RELAY_JOBS__SNAPSHOT__CLAIM_TTL: '5s',
-      });
-      replicas.push({ proc, port });
-    }
+    for (let i = 0; i < 3; i++) await cluster.addReplica(`s${i}`);
+    replicas = cluster.replicas;
     await Promise.all(replicas.map((r) => r.proc.waitForLine(/relay-jobs started/)));
 
     // Watch every replica's answers throughout: a snapshot answer never has an older epoch than the last one.
@@ -168,11 +152,11 @@ describe('scheduler snapshot: three real replicas, a SIGKILL and a Redis that co
       }
       if (at > 5000 && !done.redisDown) {
         done.redisDown = true;
-        await redis.stop();
+        await cluster.redis!.stop();
       }
       if (at > 8000 && !done.redisUp) {
         done.redisUp = true;
-        await redis.start(); // the same port, no data: the snapshot is gone
+        await cluster.redis!.start(); // the same port, no data: the snapshot is gone
       }
       if (at > 9500 && !done.proxyBack) {
         done.proxyBack = true;

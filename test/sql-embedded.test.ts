@@ -7,6 +7,7 @@ import type { SqlSnapshot } from '../src/areas/admin/store/sql-snapshot.js';
 import { PgliteDb } from '../src/store/pglite-db.js';
 import { ServiceProcess } from './helpers/cli.js';
 import { freePort } from './helpers/services.js';
+import { embeddedDataDir } from './helpers/pglite-template.js';
 
 const TIMEOUT_MS = 2000;
 /** The deadline is a timer on a loaded machine: what it may be late by, and then some. */
@@ -40,7 +41,8 @@ async function whileTicking<T>(p: Promise<T>): Promise<{ value?: T; error?: unkn
 }
 
 describe('embedded SQL console: statements run on a snapshot thread (real PGlite)', () => {
-  const dir = mkdtempSync(join(tmpdir(), 'rj-sqlemb-'));
+  // A copy of the migrated template: no cold PGlite open.
+  const dir = embeddedDataDir(mkdtempSync(join(tmpdir(), 'rj-sqlemb-')));
   const snapshots = join(dir, 'sql-snapshots');
   let db: PgliteDb;
   let snapshot: SqlSnapshot;
@@ -145,7 +147,7 @@ describe('embedded SQL console over HTTP (a spawned `relay-jobs start`)', () => 
   beforeAll(async () => {
     port = await freePort();
     svc = ServiceProcess.start('sql-embedded', {
-      RELAY_JOBS_DATA_DIR: mkdtempSync(join(tmpdir(), 'rj-sqlhttp-')),
+      RELAY_JOBS_DATA_DIR: embeddedDataDir(mkdtempSync(join(tmpdir(), 'rj-sqlhttp-'))),
       RELAY_JOBS_HTTP_PORT: String(port),
       RELAY_JOBS_ADMIN_TOKEN: TOKEN,
       RELAY_JOBS__SQL__STATEMENT_TIMEOUT: `${TIMEOUT_MS}ms`,
@@ -182,7 +184,7 @@ describe('embedded SQL console over HTTP (a spawned `relay-jobs start`)', () => 
     const GRACE_MS = 3000;
     const p2 = await freePort();
     const svc2 = ServiceProcess.start('sql-embedded-sigterm', {
-      RELAY_JOBS_DATA_DIR: mkdtempSync(join(tmpdir(), 'rj-sqlterm-')),
+      RELAY_JOBS_DATA_DIR: embeddedDataDir(mkdtempSync(join(tmpdir(), 'rj-sqlterm-'))),
       RELAY_JOBS_HTTP_PORT: String(p2),
       RELAY_JOBS_ADMIN_TOKEN: TOKEN,
       RELAY_JOBS__SQL__STATEMENT_TIMEOUT: '10m',

@@ -1,7 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import pg from 'pg';
-import { ServiceProcess } from './helpers/cli.js';
-import { PrivateRedis, TEST_MASTER_KEY, freePort, freshDatabase, uniqueName } from './helpers/services.js';
+import type { ServiceProcess } from './helpers/cli.js';
+import { startCluster, type Cluster } from './helpers/cluster.js';
+import { TEST_MASTER_KEY } from './helpers/services.js';
 import { FakeOAuthServer } from './fixtures/oauth-server.js';
 import { SecretBox } from '../src/store/secret-box.js';
 import { jwtExpiry } from '../src/areas/accounts/jwt.js';
@@ -16,62 +17,42 @@ import { jwtExpiry } from '../src/areas/accounts/jwt.js';
 const ACCOUNTS = 500;
 const LIFETIME_S = 12;
 const RUN_MS = 30_000;
-const ADMIN = 'e2e-refresh-admin-token-0123';
 
 describe('token refresh across three real replicas', () => {
-  let db: Awaited<ReturnType<typeof freshDatabase>>;
-  let redis: PrivateRedis;
+  let cluster: Cluster;
   let oauth: FakeOAuthServer;
   let sql: pg.Client;
   const replicas: ServiceProcess[] = [];
-  const ports: number[] = [];
 
   beforeAll(async () => {
-    db = await freshDatabase();
-    redis = await PrivateRedis.start();
     oauth = await FakeOAuthServer.start({ lifetimeSec: LIFETIME_S, clientId: 'e2e-client' });
-    sql = new pg.Client({ connectionString: db.url });
-    await sql.connect();
+    cluster = await startCluster({
+      replicas: ['t0', 't1', 't2'],
+      migrate: false,
+      waitStarted: false,
+      env: {
+        RELAY_JOBS__CLUSTER__INSTANCE_HEARTBEAT: undefined, // the default heartbeat
+        RELAY_JOBS__OAUTH__PROVIDERS__OPENAI__TOKEN_URL: oauth.tokenUrl,
+        RELAY_JOBS__OAUTH__PROVIDERS__OPENAI__CLIENT_ID: 'e2e-client',
+        RELAY_JOBS__OAUTH__PROVIDERS__OPENAI__MAX_PER_SECOND: '500',
+        RELAY_JOBS__AUTH__REFRESH_MARGIN_SECONDS: '6',
+        RELAY_JOBS__AUTH__REFRESH_CONCURRENCY: '8',
+        RELAY_JOBS__AUTH__REFRESH_REQUEST_TIMEOUT: '3s',
+        RELAY_JOBS__JOBS__TOKEN_REFRESH__EVERY: '1s',
+        RELAY_JOBS__JOBS__TOKEN_REFRESH__JITTER: '0s',
+      },
+    });
+    replicas.push(...cluster.replicas.map((r) => r.proc));
+    sql = await cluster.sql();
   });
   afterAll(async () => {
-    for (const r of replicas) if (r.proc.exitCode === null) r.proc.kill('SIGKILL');
-    await sql.end();
-    await oauth.close();
-    await redis.stop();
-    await db.drop();
+    await cluster?.stop();
+    await oauth?.close();
   });
 
   it('no refresh token used twice, none lost, every account active, hot path always served', async () => {
-    const prefix = uniqueName('rjtok');
-    for (let i = 0; i < 3; i++) {
-      const port = await freePort();
-      ports.push(port);
-      replicas.push(
-        ServiceProcess.start(`t${i}`, {
-          DATABASE_URL: db.url,
-          REDIS_URL: redis.url,
-          RELAY_JOBS_INSTANCE_ID: `t${i}`,
-          RELAY_JOBS_ENV: 'e2e',
-          RELAY_JOBS_HTTP_PORT: String(port),
-          RELAY_JOBS_ADMIN_TOKEN: ADMIN,
-          RELAY_JOBS_MASTER_KEY: TEST_MASTER_KEY,
-          RELAY_JOBS__REDIS__KEY_PREFIX: prefix,
-          RELAY_JOBS__REDIS__COMMAND_TIMEOUT: '300ms',
-          RELAY_JOBS__DATABASE__POOL_SIZE: '8',
-          RELAY_JOBS__OAUTH__PROVIDERS__OPENAI__TOKEN_URL: oauth.tokenUrl,
-          RELAY_JOBS__OAUTH__PROVIDERS__OPENAI__CLIENT_ID: 'e2e-client',
-          RELAY_JOBS__OAUTH__PROVIDERS__OPENAI__MAX_PER_SECOND: '500',
-          RELAY_JOBS__AUTH__REFRESH_MARGIN_SECONDS: '6',
-          RELAY_JOBS__AUTH__REFRESH_CONCURRENCY: '8',
-          RELAY_JOBS__AUTH__REFRESH_REQUEST_TIMEOUT: '3s',
-          RELAY_JOBS__JOBS__TOKEN_REFRESH__EVERY: '1s',
-          RELAY_JOBS__JOBS__TOKEN_REFRESH__JITTER: '0s',
-        }),
-      );
-    }
     await Promise.all(replicas.map((r) => r.waitForLine(/relay-jobs started/)));
-    const api = (i: number, path: string, body?: unknown) =>
-      fetch(`http://127.0.0.1:${ports[i % 3]}/api/v1${path}`, { method: 'POST', headers: { authorization: `Bearer ${ADMIN}`, 'content-type': 'application/json' }, body: JSON.stringify(body ?? {}) });
+    const api = (i: number, path: string, body?: unknown) => cluster.api(i % 3, path, { body: body ?? {} });
 
     // Staggered first expiries (2-12 s), as after a real import.
     const accounts = Array.from({ length: ACCOUNTS }, (_, i) => ({ platform: 'openai', name: `acct-${i}`, credentials: oauth.issue(`acct-${i}`, 2 + (i % 11)) }));
@@ -99,9 +80,9 @@ describe('token refresh across three real replicas', () => {
     const callers = Array.from({ length: 8 }, (_, n) => caller(n));
 
     await new Promise((r) => setTimeout(r, RUN_MS / 3));
-    await redis.stop();
+    await cluster.redis!.stop();
     await new Promise((r) => setTimeout(r, RUN_MS / 3));
-    await redis.start();
+    await cluster.redis!.start();
     await new Promise((r) => setTimeout(r, RUN_MS / 3));
     stop = true;
     await Promise.all(callers);

@@ -1,7 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import pg from 'pg';
-import { ServiceProcess } from './helpers/cli.js';
-import { PrivateRedis, TEST_MASTER_KEY, freePort, freshDatabase, uniqueName } from './helpers/services.js';
+import { startCluster, type Cluster } from './helpers/cluster.js';
 
 /**
  * Invariant 4 with a real process: a replica takes a steady stream of usage batches and quota
@@ -9,45 +8,34 @@ import { PrivateRedis, TEST_MASTER_KEY, freePort, freshDatabase, uniqueName } fr
  * 2xx for is in usage_logs exactly once, and every acknowledged quota increment is in
  * PostgreSQL after it exits.
  */
-const ADMIN = 'e2e-usage-admin-token-0123';
-
 describe('usage and quota survive SIGTERM mid-stream', () => {
-  let db: Awaited<ReturnType<typeof freshDatabase>>;
-  let redis: PrivateRedis;
+  let cluster: Cluster;
   let sql: pg.Client;
-  let svc: ServiceProcess | null = null;
 
   beforeAll(async () => {
-    db = await freshDatabase();
-    redis = await PrivateRedis.start();
-    sql = new pg.Client({ connectionString: db.url });
-    await sql.connect();
+    cluster = await startCluster({
+      replicas: ['u0'],
+      migrate: false,
+      waitStarted: false,
+      env: {
+        // The defaults for these, not the harness's.
+        RELAY_JOBS__DATABASE__POOL_SIZE: undefined,
+        RELAY_JOBS__CLUSTER__INSTANCE_HEARTBEAT: undefined,
+        RELAY_JOBS__REDIS__COMMAND_TIMEOUT: undefined,
+        RELAY_JOBS__USAGE__BATCH_SIZE: '50',
+        RELAY_JOBS__JOBS__PLATFORM_QUOTA_FLUSHER__EVERY: '500ms',
+        RELAY_JOBS__SHUTDOWN__GRACE: '10s',
+      },
+    });
+    sql = await cluster.sql();
   });
-  afterAll(async () => {
-    if (svc && svc.proc.exitCode === null) svc.proc.kill('SIGKILL');
-    await sql.end();
-    await redis.stop();
-    await db.drop();
-  });
+  afterAll(() => cluster?.stop());
 
   it('every 2xx-acknowledged event stored once, every acknowledged increment flushed', async () => {
-    const port = await freePort();
-    svc = ServiceProcess.start('u0', {
-      DATABASE_URL: db.url,
-      REDIS_URL: redis.url,
-      RELAY_JOBS_INSTANCE_ID: 'u0',
-      RELAY_JOBS_ENV: 'e2e',
-      RELAY_JOBS_HTTP_PORT: String(port),
-      RELAY_JOBS_ADMIN_TOKEN: ADMIN,
-      RELAY_JOBS_MASTER_KEY: TEST_MASTER_KEY,
-      RELAY_JOBS__REDIS__KEY_PREFIX: uniqueName('rjuse2e'),
-      RELAY_JOBS__USAGE__BATCH_SIZE: '50',
-      RELAY_JOBS__JOBS__PLATFORM_QUOTA_FLUSHER__EVERY: '500ms',
-      RELAY_JOBS__SHUTDOWN__GRACE: '10s',
-    });
+    const svc = cluster.replica('u0').proc;
     await svc.waitForLine(/relay-jobs started/);
-    const url = (p: string) => `http://127.0.0.1:${port}/api/v1${p}`;
-    const headers = { authorization: `Bearer ${ADMIN}`, 'content-type': 'application/json' };
+    const url = (p: string) => cluster.replica('u0').url(`/api/v1${p}`);
+    const headers = { authorization: `Bearer ${cluster.adminToken}`, 'content-type': 'application/json' };
     const acked = new Set<string>();
     const attempted = new Set<string>();
     const quotaAcked = new Map<string, number>();

@@ -6,7 +6,7 @@ import { execFileSync } from 'node:child_process';
 import { existsSync, readdirSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { PGLITE_TEMPLATE, buildPgliteTemplate } from './pglite-template.js';
+import { PGLITE_EMPTY_TEMPLATE, PGLITE_TEMPLATE, buildPgliteTemplate } from './pglite-template.js';
 
 const ROOT = fileURLToPath(new URL('../..', import.meta.url));
 export const TEST_DIST = '.test-dist';
@@ -26,5 +26,5 @@ export default async function setup(): Promise<void> {
   const sources = Math.max(newest(join(ROOT, 'src')), statSync(join(ROOT, 'tsconfig.json')).mtimeMs);
   const main = join(ROOT, TEST_DIST, 'cli', 'main.js');
   if (!builtAfter(main, sources)) execFileSync(process.execPath, ['scripts/build.mjs', '--out', TEST_DIST], { cwd: ROOT, stdio: 'inherit' });
-  if (!builtAfter(join(PGLITE_TEMPLATE, 'pgdata', 'PG_VERSION'), sources)) await buildPgliteTemplate();
+  if (![PGLITE_TEMPLATE, PGLITE_EMPTY_TEMPLATE].every((t) => builtAfter(join(t, 'pgdata', 'PG_VERSION'), sources))) await buildPgliteTemplate();
 }

@@ -39,6 +39,11 @@ export interface ClusterOptions {
   adminToken?: string;
   /** Wait for every replica's "relay-jobs started" line (default true). */
   waitStarted?: boolean;
+  /**
+   * `true`: replicas get only identity, ports, URLs and secrets (no pool size, heartbeat, Redis key
+   * prefix or command timeout of the harness), for tests about the default configuration.
+   */
+  bareEnv?: boolean;
 }
 
 export interface ApiInit {
@@ -72,6 +77,19 @@ export class Replica {
   }
   waitStarted(timeoutMs?: number): Promise<string> {
     return this.proc.waitForLine(/relay-jobs started/, timeoutMs);
+  }
+
+  /**
+   * Until `path` answers 2xx (a replica logging at `warn` prints no "started" line). The limit is the
+   * start-up margin a loaded two-core machine needs; the wait ends as soon as it answers.
+   */
+  async waitHealthy(path: '/readyz' | '/healthz' = '/readyz', timeoutMs = 180_000): Promise<void> {
+    await waitFor(async () => (await fetch(this.url(path), { signal: AbortSignal.timeout(10_000) })).ok, {
+      what: `${this.id} on port ${this.port} to answer ${path}`,
+      timeoutMs,
+      intervalMs: 100,
+      ignoreErrors: true,
+    });
   }
 
   /** Sends `signal` and resolves with the exit code once the process is gone. */
@@ -120,21 +138,26 @@ export class Cluster {
 
   /** The environment a replica gets before the test's own `env`. */
   baseEnv(id: string, port: number): Record<string, string> {
+    const bare = this.opts.bareEnv === true;
     const env: Record<string, string> = {
       RELAY_JOBS_INSTANCE_ID: id,
       RELAY_JOBS_ENV: 'e2e',
       RELAY_JOBS_HTTP_PORT: String(port),
       RELAY_JOBS_ADMIN_TOKEN: this.adminToken,
       RELAY_JOBS_MASTER_KEY: TEST_MASTER_KEY,
-      RELAY_JOBS__CLUSTER__INSTANCE_HEARTBEAT: '1s',
-      RELAY_JOBS__DATABASE__POOL_SIZE: '8',
-      RELAY_JOBS__JOBS__SESSION_CLEANUP__ENABLED: 'false',
     };
+    if (!bare) {
+      env.RELAY_JOBS__CLUSTER__INSTANCE_HEARTBEAT = '1s';
+      env.RELAY_JOBS__DATABASE__POOL_SIZE = '8';
+      env.RELAY_JOBS__JOBS__SESSION_CLEANUP__ENABLED = 'false';
+    }
     if (this.databaseUrl) env.DATABASE_URL = this.databaseUrl;
     if (this.redis) {
       env.REDIS_URL = this.redis.url;
-      env.RELAY_JOBS__REDIS__KEY_PREFIX = this.prefix;
-      env.RELAY_JOBS__REDIS__COMMAND_TIMEOUT = '300ms';
+      if (!bare) {
+        env.RELAY_JOBS__REDIS__KEY_PREFIX = this.prefix;
+        env.RELAY_JOBS__REDIS__COMMAND_TIMEOUT = '300ms';
+      }
     }
     return env;
   }
@@ -177,7 +200,7 @@ export class Cluster {
       method: init.method ?? (init.body === undefined ? 'GET' : 'POST'),
       headers: { authorization: `Bearer ${this.adminToken}`, ...(init.body === undefined ? {} : { 'content-type': 'application/json' }), ...init.headers },
       body: init.body === undefined ? undefined : JSON.stringify(init.body),
-      signal: AbortSignal.timeout(init.timeoutMs ?? 30_000),
+      signal: AbortSignal.timeout(init.timeoutMs ?? 120_000),
     });
   }
 
@@ -197,7 +220,7 @@ export class Cluster {
     await Promise.all(this.replicas.map((r) => r.kill('SIGKILL')));
     await this.client?.end().catch(() => undefined);
     this.client = null;
-    if (this.redis && this.opts.redis === 'private') await this.redis.stop();
+    if (this.redis && (this.opts.redis ?? 'private') === 'private') await this.redis.stop();
     await this.dropDatabase?.();
     this.dropDatabase = undefined;
   }
@@ -206,26 +229,24 @@ export class Cluster {
 
 export async function startCluster(opts: ClusterOptions): Promise<Cluster> {
   const dbKind = opts.database ?? 'shared';
+  const redisOpt = opts.redis ?? 'private';
+  // The database and Redis start side by side (a private PostgreSQL's initdb takes seconds).
+  const [db, privateRedis] = await Promise.all([dbKind === 'shared' ? freshDatabase() : dbKind === 'private' ? PrivatePostgres.start() : null, redisOpt === 'private' ? PrivateRedis.start() : null]);
   let databaseUrl: string | undefined;
   let postgres: PrivatePostgres | null = null;
   let databaseName: string | undefined;
   let drop: (() => Promise<void>) | undefined;
-  if (dbKind === 'shared') {
-    const fresh = await freshDatabase();
-    databaseUrl = fresh.url;
-    databaseName = fresh.name;
-    drop = fresh.drop;
-  } else if (dbKind === 'private') {
-    postgres = await PrivatePostgres.start();
-    databaseUrl = postgres.url;
+  if (db instanceof PrivatePostgres) {
+    postgres = db;
+    databaseUrl = db.url;
     databaseName = 'postgres';
-    const pgs = postgres;
-    drop = () => pgs.destroy();
+    drop = () => db.destroy();
+  } else if (db) {
+    databaseUrl = db.url;
+    databaseName = db.name;
+    drop = db.drop;
   }
-  let redis: StoppableRedis | null = null;
-  const redisOpt = opts.redis ?? 'private';
-  if (redisOpt === 'private') redis = await PrivateRedis.start();
-  else if (redisOpt !== 'none') redis = redisOpt;
+  const redis: StoppableRedis | null = privateRedis ?? (redisOpt === 'private' || redisOpt === 'none' ? null : redisOpt);
 
   const cluster = new Cluster(opts, databaseUrl, databaseName, redis, postgres, uniqueName('rjc'), opts.adminToken ?? CLUSTER_ADMIN_TOKEN);
   cluster.dropDatabase = drop;

@@ -1,33 +1,22 @@
 import pg from 'pg';
-import { ServiceProcess } from './cli.js';
-import { TEST_MASTER_KEY, freePort } from './services.js';
+import type { Cluster, Replica } from './cluster.js';
 
-/** Shared by the refresh e2e scenarios: replicas of one cluster, a lapse watcher, polling. */
-export const ADMIN = 'e2e-refresh-admin-token-0123';
+/** Shared by the refresh e2e scenarios: replicas of one cluster (test/helpers/cluster.ts), a lapse watcher, polling. */
 
-export async function startReplica(id: string, env: Record<string, string>): Promise<{ proc: ServiceProcess; port: number }> {
-  const port = await freePort();
-  const proc = ServiceProcess.start(id, {
-    RELAY_JOBS_INSTANCE_ID: id,
-    RELAY_JOBS_ENV: 'e2e',
-    RELAY_JOBS_HTTP_PORT: String(port),
-    RELAY_JOBS_ADMIN_TOKEN: ADMIN,
-    RELAY_JOBS_MASTER_KEY: TEST_MASTER_KEY,
-    RELAY_JOBS__DATABASE__POOL_SIZE: '8',
-    RELAY_JOBS__CLUSTER__INSTANCE_HEARTBEAT: '1s',
-    RELAY_JOBS__JOBS__TOKEN_REFRESH__EVERY: '1s',
-    RELAY_JOBS__JOBS__TOKEN_REFRESH__JITTER: '0s',
-    ...env,
-  });
-  return { proc, port };
+/** What every refresh scenario's replica runs with, over the harness's defaults: the refresh round every second, and Redis's default command timeout. */
+export const REFRESH_ENV: Record<string, string | undefined> = {
+  RELAY_JOBS__JOBS__TOKEN_REFRESH__EVERY: '1s',
+  RELAY_JOBS__JOBS__TOKEN_REFRESH__JITTER: '0s',
+  RELAY_JOBS__REDIS__COMMAND_TIMEOUT: undefined,
+};
+
+/** Starts one replica of `cluster` (not waited for). */
+export function startReplica(cluster: Cluster, id: string, env: Record<string, string | undefined>): Promise<Replica> {
+  return cluster.addReplica(id, { ...REFRESH_ENV, ...env });
 }
 
-export async function importAccounts(port: number, accounts: unknown[]): Promise<void> {
-  const res = await fetch(`http://127.0.0.1:${port}/api/v1/accounts/import`, {
-    method: 'POST',
-    headers: { authorization: `Bearer ${ADMIN}`, 'content-type': 'application/json' },
-    body: JSON.stringify({ accounts }),
-  });
+export async function importAccounts(cluster: Cluster, replica: Replica, accounts: unknown[]): Promise<void> {
+  const res = await cluster.api(replica, '/accounts/import', { body: { accounts } });
   if (res.status !== 201) throw new Error(`import: ${res.status} ${await res.text()}`);
 }
 
