@@ -18,7 +18,7 @@ import { RunRecords } from '../src/coordination/run-records.js';
 import { OpsCollector } from '../src/areas/ops/ops-collector.js';
 import { evaluateAlerts } from '../src/areas/ops/alert-round.js';
 import { SERIES_NAMES } from '../src/areas/ops/catalogue.js';
-import { loadConfig } from '../src/config/load.js';
+import { loadConfig } from '../src/jobs/config-schema.js';
 import { silentLogger } from '../src/telemetry/logger.js';
 import { freshDatabase } from '../test/helpers/services.js';
 

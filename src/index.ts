@@ -11,7 +11,8 @@
  *   ...
  *   await rt.shutdown();
  */
-export { loadConfig, type Config, type Mode } from './config/load.js';
+export { type Config, type Mode } from './config/load.js';
+export { loadConfig } from './jobs/config-schema.js';
 export { UserError, ConfigError } from './config/errors.js';
 export { Runtime, type RuntimeOptions, type JobView } from './app/runtime.js';
 export { buildHttpServer } from './http/server.js';

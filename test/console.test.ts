@@ -9,7 +9,7 @@ import { gzipSync } from 'node:zlib';
 import { tmpdir } from 'node:os';
 import type { FastifyInstance } from 'fastify';
 import { chromium, type BrowserContext, type Page } from 'playwright-core';
-import { loadConfig } from '../src/config/load.js';
+import { loadConfig } from '../src/jobs/config-schema.js';
 import { Runtime } from '../src/app/runtime.js';
 import { buildHttpServer } from '../src/http/server.js';
 import { CONSOLE_DIST } from '../src/http/console-routes.js';

@@ -1,7 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import pg from 'pg';
-import { loadConfig, type Config } from '../src/config/load.js';
+import { loadConfig } from '../src/jobs/config-schema.js';
+import { type Config } from '../src/config/load.js';
 import { ConfigError } from '../src/config/errors.js';
 import { Runtime } from '../src/app/runtime.js';
 import { defineJob } from '../src/jobs/define-job.js';

@@ -6,7 +6,7 @@ import { silentLogger } from '../src/telemetry/logger.js';
 import { ManualClock } from '../src/time/clock.js';
 import { SkipCounter } from '../src/coordination/skip-counter.js';
 import { RefreshShards } from '../src/coordination/refresh-shards.js';
-import { loadConfig } from '../src/config/load.js';
+import { loadConfig } from '../src/jobs/config-schema.js';
 import type { JobSettings } from '../src/config/job-settings.js';
 import type { JobSnapshot, RunRecord } from '../src/coordination/run-records.js';
 import type { InstanceRegistry } from '../src/coordination/instance-registry.js';

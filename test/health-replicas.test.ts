@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { loadConfig } from '../src/config/load.js';
+import { loadConfig } from '../src/jobs/config-schema.js';
 import { Runtime, type JobView } from '../src/app/runtime.js';
 import { createLogger } from '../src/telemetry/logger.js';
 import { JOBS } from '../src/jobs/registry.js';

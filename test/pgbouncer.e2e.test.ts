@@ -3,7 +3,8 @@ import { INTERVAL, LOCK_TTL, runClusterScenario } from './helpers/cluster-scenar
 import { startCluster, type Cluster } from './helpers/cluster.js';
 import { PgBouncer, hasPgbouncer } from './helpers/pgbouncer.js';
 import { TEST_MASTER_KEY } from './helpers/services.js';
-import { loadConfig, redactConfig } from '../src/config/load.js';
+import { loadConfig } from '../src/jobs/config-schema.js';
+import { redactConfig } from '../src/config/load.js';
 
 /**
  * The cluster scenario (SIGKILL of the leader mid-round, a five-second Redis outage, SIGTERM)

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import pg from 'pg';
-import { loadConfig } from '../src/config/load.js';
+import { loadConfig } from '../src/jobs/config-schema.js';
 import { buildJobs } from '../src/jobs/registry.js';
 import { Schedule } from '../src/scheduler/schedule.js';
 import { advisoryLockName } from '../src/coordination/keys.js';

@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { loadConfig } from '../src/config/load.js';
+import { loadConfig } from '../src/jobs/config-schema.js';
 import { Runtime } from '../src/app/runtime.js';
 import { silentLogger } from '../src/telemetry/logger.js';
 import { LIVENESS_NS } from '../src/coordination/liveness.js';

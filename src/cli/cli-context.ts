@@ -9,7 +9,7 @@ import type { Config } from '../config/load.js';
  */
 export const cliContext: CliContext = {
   async config(cmd: Command): Promise<Config> {
-    const [{ loadConfig }, { checkJobSections }] = await Promise.all([import('../config/load.js'), import('../jobs/registry.js')]);
+    const [{ loadConfig }, { checkJobSections }] = await Promise.all([import('../jobs/config-schema.js'), import('../jobs/registry.js')]);
     const file = (cmd.optsWithGlobals() as { config?: string }).config;
     return loadConfig({ file, checkJobs: checkJobSections() });
   },

@@ -90,7 +90,7 @@ program
   .option('--print', 'print the effective configuration, secrets redacted')
   .action(async (opts: { print?: boolean }, cmd: Command) => {
     const cfg = await config(cmd);
-    const [{ buildJobs }, { printConfig }] = await Promise.all([import('../jobs/registry.js'), import('../config/print.js')]);
+    const [{ buildJobs }, { printConfig }] = await Promise.all([import('../jobs/registry.js'), import('../jobs/config-schema.js')]);
     const jobs = buildJobs(cfg);
     const enabled = jobs.filter((j) => j.settings.enabled).map((j) => j.name);
     for (const w of cfg.warnings) process.stderr.write(`relay-jobs: warning: ${w}\n`);

@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { formatDuration, parseDuration } from './duration.js';
-import { configSchema, jobBase } from './schema.js';
+import { jobBase } from './schema.js';
 import { isDurationSchema } from './duration-schema.js';
 
 /**
@@ -22,8 +22,14 @@ function paths(schema: z.ZodType, prefix: string[], out: string[][]): string[][]
   return out;
 }
 
-/** Dotted paths of the duration keys outside `jobs:` (e.g. `shutdown.grace`). */
-export const DURATION_KEYS: readonly string[][] = paths(configSchema, [], []);
+const known = new WeakMap<z.ZodType, readonly string[][]>();
+
+/** Paths of the duration keys of a whole schema outside `jobs:` (e.g. `shutdown.grace`), walked once per schema. */
+export function durationKeys(schema: z.ZodType): readonly string[][] {
+  let keys = known.get(schema);
+  if (!keys) known.set(schema, (keys = paths(schema, [], [])));
+  return keys;
+}
 /** The common duration keys of every `jobs.<name>` section. */
 export const JOB_DURATION_KEYS: readonly string[] = Object.entries(jobBase)
   .filter(([, v]) => isDurationSchema(unwrap(v)))
@@ -37,10 +43,10 @@ function get(tree: unknown, path: readonly string[]): unknown {
   return node;
 }
 
-/** A copy of `tree` with every duration key (milliseconds) written as a duration string. */
-export function withDurationStrings<T>(tree: T): T {
+/** A copy of `tree` with every duration key of `schema` (milliseconds) written as a duration string. */
+export function withDurationStrings<T>(tree: T, schema: z.ZodType): T {
   const copy = structuredClone(tree) as Tree;
-  for (const path of DURATION_KEYS) {
+  for (const path of durationKeys(schema)) {
     const parent = get(copy, path.slice(0, -1));
     const key = path[path.length - 1]!;
     if (parent && typeof parent === 'object' && typeof (parent as Tree)[key] === 'number') (parent as Tree)[key] = formatDuration((parent as Tree)[key] as number);
@@ -58,12 +64,12 @@ function about(ms: number): string {
  * A bare number means seconds; one that is a whole multiple of 1000 was most likely meant as
  * milliseconds (`grace: 20000`). Returns one warning per such key, naming its source.
  */
-export function bareNumberWarnings(raw: Tree, from: (key: string) => string): string[] {
+export function bareNumberWarnings(raw: Tree, from: (key: string) => string, schema: z.ZodType): string[] {
   const suspicious = (v: unknown): v is number => typeof v === 'number' && v >= 1000 && v % 1000 === 0;
   const warn = (key: string, v: number) =>
     `${key} (${from(key)}): the bare number ${v} means ${v} seconds (${about(parseDuration(v)!)}); if milliseconds were meant, write "${formatDuration(v)}" (or "${v}ms")`;
   const out: string[] = [];
-  for (const path of DURATION_KEYS) {
+  for (const path of durationKeys(schema)) {
     const v = get(raw, path);
     if (suspicious(v)) out.push(warn(path.join('.'), v));
   }

@@ -1,6 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { parse as parseYaml, YAMLParseError } from 'yaml';
-import { configSchema, formatIssues, type ConfigFile } from './schema.js';
+import { formatIssues, type ConfigFile, type ConfigSchema } from './schema.js';
 import { ConfigError } from './errors.js';
 import { redactUrl } from './redact-url.js';
 import { bareNumberWarnings } from './duration-keys.js';
@@ -73,9 +73,10 @@ export interface LoadOptions {
 /**
  * Builds the configuration from, in rising precedence: the YAML file (`RELAY_JOBS_CONFIG`),
  * the pinned environment variables, then `RELAY_JOBS__SECTION__KEY` overrides. Every problem
- * names the key, where it came from and the expected form.
+ * names the key, where it came from and the expected form. `schema` is the whole schema, the
+ * areas' sections included: `loadConfig` (jobs/config-schema.ts) passes the one the area list composes.
  */
-export function loadConfig(opts: LoadOptions = {}): Config {
+export function loadConfigWith(schema: ConfigSchema, opts: LoadOptions = {}): Config {
   const env = opts.env ?? process.env;
   const file = opts.file ?? (env.RELAY_JOBS_CONFIG || undefined);
   const sources = new Map<string, string>();
@@ -116,11 +117,11 @@ export function loadConfig(opts: LoadOptions = {}): Config {
 
   const from = (key: string) => keySource(sources, file, key);
   const deprecated = moveDeprecatedKeys(tree, from, sources);
-  const result = configSchema.safeParse(tree, { error: configErrorMap });
+  const result = schema.safeParse(tree, { error: configErrorMap });
   const jobs = tree.jobs && typeof tree.jobs === 'object' && !Array.isArray(tree.jobs) ? (tree.jobs as Record<string, unknown>) : {};
   const problems = [...(result.success ? [] : formatIssues(result.error.issues, [], from)), ...(opts.checkJobs?.(jobs, from) ?? [])];
   if (!result.success || problems.length) throw new ConfigError(problems);
-  return finish(result.data, file, sources, [...deprecated, ...bareNumberWarnings(tree, from), ...refreshMarginWarnings(result.data)]);
+  return finish(result.data, file, sources, [...deprecated, ...bareNumberWarnings(tree, from, schema), ...refreshMarginWarnings(result.data)]);
 }
 
 function finish(data: ConfigFile, file: string | undefined, sources: Map<string, string>, warnings: string[]): Config {

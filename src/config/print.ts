@@ -1,6 +1,7 @@
 import { stringify as stringifyYaml } from 'yaml';
 import { withDurationStrings } from './duration-keys.js';
 import { keySource, redactConfig, type Config } from './load.js';
+import type { ConfigSchema } from './schema.js';
 
 type Tree = Record<string, unknown>;
 
@@ -19,10 +20,11 @@ function takeSecrets(node: Tree, path: string[], out: string[]): void {
  * same configuration, key for key. Durations are written as durations (`60s`, `1d`; a bare
  * number would mean seconds), derived facts (`mode`, where a key came from) are left out, and
  * secrets are named in the header instead of printed (they load back from where they came from,
- * usually their environment variables). URLs show their password as `***`.
+ * usually their environment variables). URLs show their password as `***`. `schema` is the one
+ * `cfg` was loaded with (it says which keys are durations).
  */
-export function printConfig(cfg: Config): string {
-  const tree = withDurationStrings(redactConfig(cfg)) as Tree;
+export function printConfigWith(cfg: Config, schema: ConfigSchema): string {
+  const tree = withDurationStrings(redactConfig(cfg), schema) as Tree;
   delete tree.mode;
   const secrets: string[] = [];
   takeSecrets(tree, [], secrets);

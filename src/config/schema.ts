@@ -1,19 +1,10 @@
-// The whole configuration schema, section by section in the order of config.example.yaml: the kernel's
-// sections here, each area's in its own config.ts. Each default is written once (a section's own default
-// is `prefault({})`: its keys' defaults). Job keys are not here (each job declares its own).
+// The kernel's configuration sections and the way the whole schema is put together: each area's sections
+// are in its own config.ts, and the area list composes them (jobs/config-schema.ts). Each default is written
+// once (a section's own default is `prefault({})`: its keys' defaults). Job keys are not here (each job
+// declares its own).
 import { z } from 'zod';
 import { positiveDuration, duration } from './duration-schema.js';
 import { port, positiveInt } from './fields.js';
-import { accountsConfig } from '../areas/accounts/config.js';
-import { adminConfig } from '../areas/admin/config.js';
-import { backupSchema } from '../areas/backup/config.js';
-import { billingConfig } from '../areas/billing/config.js';
-import { imagesConfig } from '../areas/images/config.js';
-import { notificationsConfig } from '../areas/notifications/config.js';
-import { opsConfig } from '../areas/ops/config.js';
-import { probesConfig } from '../areas/probes/config.js';
-import { snapshotConfig } from '../areas/scheduler-snapshot/config.js';
-import { usageConfig } from '../areas/usage/config.js';
 import { parseRedisUrl } from './redis-url.js';
 
 /**
@@ -43,137 +34,157 @@ export const jobBase = {
 export const jobSettingsSchema = z.object(jobBase).strict();
 export type JobSettingsInput = z.infer<typeof jobSettingsSchema>;
 
-export const configSchema = z
-  .object({
-    instance: z
-      .object({
-        id: z
-          .string()
-          .regex(/^[A-Za-z0-9._:-]{1,64}$/, 'expected 1-64 characters of letters, digits, . _ : -')
-          .optional(),
-        env: z
-          .string()
-          .regex(/^[a-z0-9_-]{1,32}$/, 'expected 1-32 characters of a-z, 0-9, _ or -')
-          .optional(),
-      })
-      .strict()
-      .default({}),
-    // Slow clients: each limit closes a connection that holds the service without finishing (docs/security.md).
-    http: z
-      .object({
-        host: z.string().default('0.0.0.0'),
-        port: port.default(8080),
-        admin_token: z.string().min(16, 'expected at least 16 characters').optional(),
-        headers_timeout: positiveDuration.default(10_000),
-        request_timeout: positiveDuration.default(30_000),
-        keep_alive_timeout: positiveDuration.default(5000),
-        socket_timeout: positiveDuration.default(60_000),
-        max_connections: positiveInt.default(1000),
-      })
-      .strict()
-      .refine((h) => h.headers_timeout <= h.request_timeout, { message: 'http.headers_timeout must not be longer than http.request_timeout', path: ['headers_timeout'] })
-      .prefault({}),
-    sql: adminConfig.sql,
-    database: z
-      .object({
-        url: z
-          .string()
-          .regex(/^postgres(ql)?:\/\//, 'expected a postgres:// or postgresql:// URL')
-          .optional(),
-        direct_url: z
-          .string()
-          .regex(/^postgres(ql)?:\/\//, 'expected a postgres:// or postgresql:// URL')
-          .optional(),
-        data_dir: z.string().min(1).default('./data'),
-        pool_size: positiveInt.default(10),
-        connect_timeout: positiveDuration.default(5000),
-        auto_migrate: z.boolean().default(true),
-      })
-      .strict()
-      .prefault({}),
-    redis: z
-      .object({
-        url: z
-          .string()
-          .superRefine((url, ctx) => {
-            try {
-              parseRedisUrl(url);
-            } catch (err) {
-              ctx.addIssue({ code: 'custom', message: (err as Error).message });
-            }
-          })
-          .optional(),
-        key_prefix: z
-          .string()
-          .regex(/^[A-Za-z0-9._-]{1,48}$/, 'expected 1-48 characters of letters, digits, . _ -')
-          .default('relay-jobs'),
-        command_timeout: positiveDuration.default(1000),
-      })
-      .strict()
-      .prefault({}),
-    cluster: z
-      .object({
-        expected_replicas: positiveInt.default(3),
-        max_clock_skew: positiveDuration.default(2000),
-        instance_heartbeat: positiveDuration.default(5000),
-        // job_state and job_runs are not per environment: a replica refuses to join live replicas of another RELAY_JOBS_ENV unless this is true.
-        allow_mixed_env: z.boolean().default(false),
-        // `session`: a dedicated PostgreSQL session per replica holds a liveness lock, so a crashed holder's lease is taken over at once.
-        // `lease`: no detector, a crashed holder's lease expires (use behind a transaction pooler; docs/coordination.md).
-        crash_detection: z.enum(['session', 'lease']).default('session'),
-      })
-      .strict()
-      .prefault({}),
-    // Wake on change (issue 26, docs/coordination.md): writes that create work notify the loop that consumes it.
-    // `enabled: false` keeps every loop on its own poll interval; `backstop` is the idle sleep while notifications arrive.
-    wakeups: z
-      .object({ enabled: z.boolean().default(true), backstop: positiveDuration.default(30_000) })
-      .strict()
-      .prefault({}),
-    shutdown: z
-      .object({ grace: positiveDuration.default(20_000) })
-      .strict()
-      .prefault({}),
-    scheduler: z
-      .object({ run_retention: positiveDuration.default(7 * 86_400_000), abort_grace: positiveDuration.default(5000), offset_max: duration.default(30_000) })
-      .strict()
-      .prefault({}),
-    // format: json (one object per line, for machines) or pretty (colourised lines for a human at a terminal).
-    logging: z
-      .object({ level: z.enum(['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent']).default('info'), format: z.enum(['json', 'pretty']).default('json') })
-      .strict()
-      .prefault({}),
-    auth: accountsConfig.auth,
-    oauth: accountsConfig.oauth,
-    usage: usageConfig.usage,
-    idempotency: usageConfig.idempotency,
-    quota: usageConfig.quota,
-    snapshot: snapshotConfig.snapshot,
-    billing: billingConfig.billing,
-    payments: billingConfig.payments,
-    notify: notificationsConfig.notify,
-    ops: opsConfig.ops,
-    channel_monitor: probesConfig.channel_monitor,
-    scheduled_account_test: probesConfig.scheduled_account_test,
-    security: z
-      .object({
-        master_key: z
-          .string()
-          .refine((k) => Buffer.from(k, 'base64').length === 32 && /^[A-Za-z0-9+/=_-]+$/.test(k), 'expected 32 random bytes in base64 (e.g. `openssl rand -base64 32`)')
-          .optional(),
-      })
-      .strict()
-      .default({}),
-    image: imagesConfig.image,
-    admin: adminConfig.admin,
-    backup: backupSchema,
-    // Each job validates its own section (common keys + its options) against its declaration;
-    // an unknown job name is reported by the job registry with the known names.
-    jobs: z.record(z.string(), z.record(z.string(), z.unknown())).default({}),
-  })
-  .strict();
+/** The kernel's sections, in the order the composed schema (and `config check --print`) has them; the areas' follow. */
+export const kernelSections = {
+  instance: z
+    .object({
+      id: z
+        .string()
+        .regex(/^[A-Za-z0-9._:-]{1,64}$/, 'expected 1-64 characters of letters, digits, . _ : -')
+        .optional(),
+      env: z
+        .string()
+        .regex(/^[a-z0-9_-]{1,32}$/, 'expected 1-32 characters of a-z, 0-9, _ or -')
+        .optional(),
+    })
+    .strict()
+    .default({}),
+  // Slow clients: each limit closes a connection that holds the service without finishing (docs/security.md).
+  http: z
+    .object({
+      host: z.string().default('0.0.0.0'),
+      port: port.default(8080),
+      admin_token: z.string().min(16, 'expected at least 16 characters').optional(),
+      headers_timeout: positiveDuration.default(10_000),
+      request_timeout: positiveDuration.default(30_000),
+      keep_alive_timeout: positiveDuration.default(5000),
+      socket_timeout: positiveDuration.default(60_000),
+      max_connections: positiveInt.default(1000),
+    })
+    .strict()
+    .refine((h) => h.headers_timeout <= h.request_timeout, { message: 'http.headers_timeout must not be longer than http.request_timeout', path: ['headers_timeout'] })
+    .prefault({}),
+  database: z
+    .object({
+      url: z
+        .string()
+        .regex(/^postgres(ql)?:\/\//, 'expected a postgres:// or postgresql:// URL')
+        .optional(),
+      direct_url: z
+        .string()
+        .regex(/^postgres(ql)?:\/\//, 'expected a postgres:// or postgresql:// URL')
+        .optional(),
+      data_dir: z.string().min(1).default('./data'),
+      pool_size: positiveInt.default(10),
+      connect_timeout: positiveDuration.default(5000),
+      auto_migrate: z.boolean().default(true),
+    })
+    .strict()
+    .prefault({}),
+  redis: z
+    .object({
+      url: z
+        .string()
+        .superRefine((url, ctx) => {
+          try {
+            parseRedisUrl(url);
+          } catch (err) {
+            ctx.addIssue({ code: 'custom', message: (err as Error).message });
+          }
+        })
+        .optional(),
+      key_prefix: z
+        .string()
+        .regex(/^[A-Za-z0-9._-]{1,48}$/, 'expected 1-48 characters of letters, digits, . _ -')
+        .default('relay-jobs'),
+      command_timeout: positiveDuration.default(1000),
+    })
+    .strict()
+    .prefault({}),
+  cluster: z
+    .object({
+      expected_replicas: positiveInt.default(3),
+      max_clock_skew: positiveDuration.default(2000),
+      instance_heartbeat: positiveDuration.default(5000),
+      // job_state and job_runs are not per environment: a replica refuses to join live replicas of another RELAY_JOBS_ENV unless this is true.
+      allow_mixed_env: z.boolean().default(false),
+      // `session`: a dedicated PostgreSQL session per replica holds a liveness lock, so a crashed holder's lease is taken over at once.
+      // `lease`: no detector, a crashed holder's lease expires (use behind a transaction pooler; docs/coordination.md).
+      crash_detection: z.enum(['session', 'lease']).default('session'),
+    })
+    .strict()
+    .prefault({}),
+  // Wake on change (issue 26, docs/coordination.md): writes that create work notify the loop that consumes it.
+  // `enabled: false` keeps every loop on its own poll interval; `backstop` is the idle sleep while notifications arrive.
+  wakeups: z
+    .object({ enabled: z.boolean().default(true), backstop: positiveDuration.default(30_000) })
+    .strict()
+    .prefault({}),
+  shutdown: z
+    .object({ grace: positiveDuration.default(20_000) })
+    .strict()
+    .prefault({}),
+  scheduler: z
+    .object({ run_retention: positiveDuration.default(7 * 86_400_000), abort_grace: positiveDuration.default(5000), offset_max: duration.default(30_000) })
+    .strict()
+    .prefault({}),
+  // format: json (one object per line, for machines) or pretty (colourised lines for a human at a terminal).
+  logging: z
+    .object({ level: z.enum(['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent']).default('info'), format: z.enum(['json', 'pretty']).default('json') })
+    .strict()
+    .prefault({}),
+  security: z
+    .object({
+      master_key: z
+        .string()
+        .refine((k) => Buffer.from(k, 'base64').length === 32 && /^[A-Za-z0-9+/=_-]+$/.test(k), 'expected 32 random bytes in base64 (e.g. `openssl rand -base64 32`)')
+        .optional(),
+    })
+    .strict()
+    .default({}),
+};
 
-export type ConfigFile = z.infer<typeof configSchema>;
+/**
+ * `jobs:`, the last section: each job validates its own section (common keys + its options)
+ * against its declaration; an unknown job name is reported by the job registry with the known names.
+ */
+const jobsSection = z.record(z.string(), z.record(z.string(), z.unknown())).default({});
+
+/** An area's config sections: the top-level key of each, and its schema (an area's `config.ts`). */
+export type ConfigSectionSchemas = Record<string, z.ZodType>;
+
+/** The parsed form of a set of sections: what `Config` has under each of their keys. */
+export type ConfigSectionsOf<T extends ConfigSectionSchemas> = { [K in keyof T]: z.output<T[K]> };
+
+/**
+ * The areas' sections as `Config` types them. Empty here (the kernel knows no area): each area's
+ * config.ts adds its own sections by declaration merging, from the schema it declares,
+ *   declare module '../../config/schema.js' { interface AreaConfigSections extends ConfigSectionsOf<typeof backupConfig> {} }
+ * and jobs/config-schema.ts checks at compile time that these are exactly the area list's sections.
+ */
+// eslint-disable-next-line @typescript-eslint/no-empty-object-type -- filled by the areas' declaration merging
+export interface AreaConfigSections {}
+
+/** The configuration file as parsed: the kernel's sections, the areas', and `jobs`. */
+export type ConfigFile = ConfigSectionsOf<typeof kernelSections> & AreaConfigSections & { jobs: z.output<typeof jobsSection> };
+
+/** The whole schema: what `loadConfig` parses a configuration with (jobs/config-schema.ts builds the one from the area list). */
+export type ConfigSchema = z.ZodType<ConfigFile, unknown>;
+
+/**
+ * The whole schema from the kernel's sections and each area's, in area-list order, then `jobs`.
+ * Every object is strict, the whole included. A section name taken twice is a programming error.
+ */
+export function composeConfigSchema(areas: ReadonlyArray<{ name: string; sections: ConfigSectionSchemas }>): ConfigSchema {
+  const shape: Record<string, z.ZodType> = { ...kernelSections };
+  for (const { name, sections } of areas) {
+    for (const [key, schema] of Object.entries(sections)) {
+      if (key in shape || key === 'jobs') throw new Error(`config section ${key} of area ${name} is already taken (kernel or an earlier area)`);
+      shape[key] = schema;
+    }
+  }
+  return z.object({ ...shape, jobs: jobsSection }).strict() as unknown as ConfigSchema;
+}
 
 /**
  * zod issues as config problems: `key (source): message`, the key a dotted path under `prefix`.

@@ -1,6 +1,7 @@
 import type { FastifyInstance } from 'fastify';
 import type { Command } from 'commander';
 import type { Config } from '../config/load.js';
+import type { ConfigSectionSchemas, ConfigSectionsOf } from '../config/schema.js';
 import type { Db } from '../store/db.js';
 import type { Logger } from '../telemetry/logger.js';
 import type { Metrics } from '../telemetry/metrics.js';
@@ -73,10 +74,16 @@ export interface CliContext {
  * One capability, as the composition seam sees it: each area exports one of these (`defineArea`)
  * from its `area.ts`, and the area list (jobs/registry.ts) is the only file that names them.
  * `S` is the services its `wire` returns (inferred); `D` what it uses of the areas wired before it,
- * typed by the faces those areas export from their index.ts.
+ * typed by the faces those areas export from their index.ts; `C` its config sections (from its config.ts).
  */
-export interface AreaModule<S extends object = object, D extends object = object> {
+export interface AreaModule<S extends object = object, D extends object = object, C extends ConfigSectionSchemas = ConfigSectionSchemas> {
   name: string;
+  /**
+   * Its config sections (top-level keys of the config file and their schemas, from its config.ts),
+   * composed after the kernel's in area-list order (jobs/config-schema.ts). Its config.ts also adds
+   * them to `Config` by declaration merging (config/schema.ts, `AreaConfigSections`).
+   */
+  config?: C;
   /**
    * Loads its wire function (a dynamic import: `relay-jobs config check` or `--help` never loads
    * an area's clients). The runtime calls the wire functions in area-list order.
@@ -94,18 +101,25 @@ export interface AreaModule<S extends object = object, D extends object = object
   cli?: readonly AreaCommand[];
 }
 
-/** Declares an area; `S` and `D` are inferred from its wire function. */
-export function defineArea<S extends object = object, D extends object = object>(area: AreaModule<S, D>): AreaModule<S, D> {
+/** Declares an area; `S` and `D` are inferred from its wire function, `C` from its config sections. */
+// eslint-disable-next-line @typescript-eslint/no-empty-object-type -- an area without config sections has none
+export function defineArea<S extends object = object, D extends object = object, C extends ConfigSectionSchemas = {}>(area: AreaModule<S, D, C>): AreaModule<S, D, C> {
   return area;
 }
 
 // eslint-disable-next-line @typescript-eslint/no-explicit-any -- a list of areas with different services
-export type AnyArea = AreaModule<any, any>;
+export type AnyArea = AreaModule<any, any, any>;
 
 /** The services an area's wire returns. */
 export type ServicesOf<A> = A extends AreaModule<infer S, infer _D> ? S : never;
 
 type UnionToIntersection<U> = (U extends unknown ? (x: U) => void : never) extends (x: infer I) => void ? I : never;
+
+/** The parsed config sections an area declares. */
+export type ConfigOf<A> = A extends AreaModule<infer _S, infer _D, infer C> ? ConfigSectionsOf<C> : never;
+
+/** Every listed area's parsed config sections, as one intersection. */
+export type ConfigOfAreas<L extends readonly AnyArea[]> = UnionToIntersection<ConfigOf<L[number]>>;
 
 /** The runtime's combined services: the kernel's and every listed area's, as one intersection. */
 export type ServicesOfAreas<L extends readonly AnyArea[]> = KernelServices & UnionToIntersection<ServicesOf<L[number]>>;

@@ -1,4 +1,5 @@
 import { defineArea } from '../../jobs/area.js';
+import { accountsConfig } from './config.js';
 import { tokenRefreshJob } from './token-refresh.js';
 import { accountExpiryJob } from './account-expiry.js';
 import { proxyExpiryJob } from './proxy-expiry.js';
@@ -9,6 +10,7 @@ import { resolveProviders } from './oauth-providers.js';
 /** The accounts area as the area list sees it (README.md: its invariants). */
 export const accountsArea = defineArea({
   name: 'accounts',
+  config: accountsConfig,
   wiring: async () => (await import('./wiring.js')).buildAccounts,
   jobs: [tokenRefreshJob, accountExpiryJob, proxyExpiryJob],
   // `oauth.providers`: each provider's keys, merged with the built-in ones.

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import type { ConfigSectionsOf } from '../../config/schema.js';
 import { duration, numeric, positiveDuration, positiveInt, providerUrl } from '../../config/fields.js';
 
 /** An OAuth token endpoint. Built-in platforms have defaults (see upstream/oauth-providers.ts); any key here overrides them. */
@@ -49,3 +50,9 @@ export const accountsConfig = {
     .strict()
     .prefault({}),
 };
+
+// Its sections in `Config`'s type (config/schema.ts, `AreaConfigSections`); the area list composes the schema.
+declare module '../../config/schema.js' {
+  // eslint-disable-next-line @typescript-eslint/no-empty-object-type -- the members come from the schema
+  interface AreaConfigSections extends ConfigSectionsOf<typeof accountsConfig> {}
+}

@@ -1,5 +1,6 @@
 import type { Command } from 'commander';
 import { defineArea } from '../../jobs/area.js';
+import { adminConfig } from './config.js';
 import { sessionCleanupJob } from './session-cleanup.js';
 import { registerDeadLetterRoutes } from './dead-letters-routes.js';
 import { registerSqlRoutes } from './sql-routes.js';
@@ -8,6 +9,7 @@ import { registerSessionRoutes } from './session-routes.js';
 /** The admin area as the area list sees it (README.md: its invariants). */
 export const adminArea = defineArea({
   name: 'admin',
+  config: adminConfig,
   wiring: async () => (await import('./wiring.js')).buildAdmin,
   jobs: [sessionCleanupJob],
   routes(api, deps) {

@@ -1,5 +1,6 @@
 import type { Command } from 'commander';
 import { defineArea } from '../../jobs/area.js';
+import { backupConfig } from './config.js';
 import { backupJob } from './backup.js';
 import { registerBackupRoutes } from './backups-routes.js';
 
@@ -8,6 +9,7 @@ const URL_HELP = 'the service (default http://127.0.0.1:<http.port>)';
 /** The backup area as the area list sees it (README.md: its invariants). */
 export const backupArea = defineArea({
   name: 'backup',
+  config: backupConfig,
   wiring: async () => (await import('./wiring.js')).buildBackup,
   jobs: [backupJob],
   routes: (api, deps) => registerBackupRoutes(api, deps),

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import type { ConfigSectionsOf } from '../../config/schema.js';
 import { positiveDuration } from '../../config/duration-schema.js';
 
 const s3 = z
@@ -45,3 +46,12 @@ export const backupSchema = z
   .prefault({});
 
 export type BackupConfig = z.infer<typeof backupSchema>;
+
+/** The backup area's config sections (keys of the config file). */
+export const backupConfig = { backup: backupSchema };
+
+// Its sections in `Config`'s type (config/schema.ts, `AreaConfigSections`); the area list composes the schema.
+declare module '../../config/schema.js' {
+  // eslint-disable-next-line @typescript-eslint/no-empty-object-type -- the members come from the schema
+  interface AreaConfigSections extends ConfigSectionsOf<typeof backupConfig> {}
+}

@@ -1,4 +1,5 @@
 import { defineArea } from '../../jobs/area.js';
+import { billingConfig } from './config.js';
 import type { NotificationsFace } from '../notifications/index.js';
 import { subscriptionExpiryJob } from './subscription-expiry.js';
 import { paymentOrderExpiryJob } from './payment-order-expiry.js';
@@ -8,6 +9,7 @@ import { registerBillingListRoutes } from './billing-list-routes.js';
 /** The billing area as the area list sees it (README.md: its invariants). Reminders go through the notifications area. */
 export const billingArea = defineArea({
   name: 'billing',
+  config: billingConfig,
   wiring: async () => {
     const { buildBilling } = await import('./wiring.js');
     // Its jobs and routes queue through the notifications outbox (read at use: notifications is wired later in the list).

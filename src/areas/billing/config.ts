@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import type { ConfigSectionsOf } from '../../config/schema.js';
 import { positiveDuration, positiveInt, providerUrl } from '../../config/fields.js';
 
 /** The billing area's config sections (keys of the config file), in config.example.yaml order. */
@@ -37,3 +38,9 @@ export const billingConfig = {
     .strict()
     .prefault({}),
 };
+
+// Its sections in `Config`'s type (config/schema.ts, `AreaConfigSections`); the area list composes the schema.
+declare module '../../config/schema.js' {
+  // eslint-disable-next-line @typescript-eslint/no-empty-object-type -- the members come from the schema
+  interface AreaConfigSections extends ConfigSectionsOf<typeof billingConfig> {}
+}

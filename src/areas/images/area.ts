@@ -1,10 +1,12 @@
 import { defineArea } from '../../jobs/area.js';
+import { imagesConfig } from './config.js';
 import { batchImageWorkerJob } from './batch-image-worker.js';
 import { registerImageBatchRoutes } from './image-batches-routes.js';
 
 /** The images area as the area list sees it (README.md: its invariants). */
 export const imagesArea = defineArea({
   name: 'images',
+  config: imagesConfig,
   wiring: async () => (await import('./wiring.js')).buildImages,
   jobs: [batchImageWorkerJob],
   routes: (api, deps) => registerImageBatchRoutes(api, deps),

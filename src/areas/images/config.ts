@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import type { ConfigSectionsOf } from '../../config/schema.js';
 import { DAY, positiveDuration, positiveInt, providerUrl } from '../../config/fields.js';
 import { INDEXABLE_LINE_BYTES, maxIndexableN } from './image-limits.js';
 
@@ -51,3 +52,9 @@ export const imagesConfig = {
     })
     .prefault({}),
 };
+
+// Its sections in `Config`'s type (config/schema.ts, `AreaConfigSections`); the area list composes the schema.
+declare module '../../config/schema.js' {
+  // eslint-disable-next-line @typescript-eslint/no-empty-object-type -- the members come from the schema
+  interface AreaConfigSections extends ConfigSectionsOf<typeof imagesConfig> {}
+}

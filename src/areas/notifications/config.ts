@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import type { ConfigSectionsOf } from '../../config/schema.js';
 import { numeric, port, positiveDuration, positiveInt, providerUrl } from '../../config/fields.js';
 
 /** A channel's cluster-wide send budget: `count` sends per `period` across every replica; 0 = unlimited. */
@@ -35,3 +36,9 @@ export const notificationsConfig = {
     .strict()
     .prefault({}),
 };
+
+// Its sections in `Config`'s type (config/schema.ts, `AreaConfigSections`); the area list composes the schema.
+declare module '../../config/schema.js' {
+  // eslint-disable-next-line @typescript-eslint/no-empty-object-type -- the members come from the schema
+  interface AreaConfigSections extends ConfigSectionsOf<typeof notificationsConfig> {}
+}

@@ -1,5 +1,6 @@
 import type { Command } from 'commander';
 import { defineArea } from '../../jobs/area.js';
+import { opsConfig } from './config.js';
 import type { NotificationsFace } from '../notifications/index.js';
 import type { UsageFace } from '../usage/index.js';
 import { opsMetricsJob } from './ops-metrics.js';
@@ -12,6 +13,7 @@ import { registerOpsRoutes } from './ops-routes.js';
 /** The ops area as the area list sees it (README.md: its invariants). */
 export const opsArea = defineArea({
   name: 'ops',
+  config: opsConfig,
   wiring: async () => {
     const { buildOps } = await import('./wiring.js');
     // Its jobs send alerts and reports through notifications (read at use); the collector reads the usage writer's queue.

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import type { ConfigSectionsOf } from '../../config/schema.js';
 import { duration, positiveDuration } from '../../config/fields.js';
 
 /**
@@ -39,3 +40,9 @@ export const opsConfig = {
     .strict()
     .prefault({}),
 };
+
+// Its sections in `Config`'s type (config/schema.ts, `AreaConfigSections`); the area list composes the schema.
+declare module '../../config/schema.js' {
+  // eslint-disable-next-line @typescript-eslint/no-empty-object-type -- the members come from the schema
+  interface AreaConfigSections extends ConfigSectionsOf<typeof opsConfig> {}
+}

@@ -1,4 +1,5 @@
 import { defineArea } from '../../jobs/area.js';
+import { probesConfig } from './config.js';
 import { channelMonitorJob } from './channel-monitor.js';
 import { scheduledAccountTestJob } from './scheduled-account-test.js';
 import { registerProbeRoutes } from './probes-routes.js';
@@ -6,6 +7,7 @@ import { registerProbeRoutes } from './probes-routes.js';
 /** The probes area as the area list sees it (README.md: its invariants). Probes sign in with account tokens (AccountsFace). */
 export const probesArea = defineArea({
   name: 'probes',
+  config: probesConfig,
   wiring: async () => (await import('./wiring.js')).buildProbes,
   jobs: [channelMonitorJob, scheduledAccountTestJob],
   routes: (api, deps) => registerProbeRoutes(api, deps),

@@ -1,4 +1,5 @@
 import { defineArea } from '../../jobs/area.js';
+import { usageConfig } from './config.js';
 import { dashboardAggregationJob } from './dashboard-aggregation.js';
 import { usageCleanupJob } from './usage-cleanup.js';
 import { idempotencyCleanupJob } from './idempotency-cleanup.js';
@@ -8,6 +9,7 @@ import { registerUsageRoutes } from './usage-routes.js';
 /** The usage area as the area list sees it (README.md: its invariants). */
 export const usageArea = defineArea({
   name: 'usage',
+  config: usageConfig,
   wiring: async () => (await import('./wiring.js')).buildUsage,
   jobs: [dashboardAggregationJob, usageCleanupJob, idempotencyCleanupJob, platformQuotaFlusherJob],
   routes: (api, deps) => registerUsageRoutes(api, deps),

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import type { ConfigSectionsOf } from '../../config/schema.js';
 import { DAY, positiveDuration, positiveInt } from '../../config/fields.js';
 
 /** The usage area's config sections (keys of the config file), in config.example.yaml order. */
@@ -30,3 +31,9 @@ export const usageConfig = {
     .strict()
     .prefault({}),
 };
+
+// Its sections in `Config`'s type (config/schema.ts, `AreaConfigSections`); the area list composes the schema.
+declare module '../../config/schema.js' {
+  // eslint-disable-next-line @typescript-eslint/no-empty-object-type -- the members come from the schema
+  interface AreaConfigSections extends ConfigSectionsOf<typeof usageConfig> {}
+}
