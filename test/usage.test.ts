@@ -223,7 +223,10 @@ describe('usage data lifecycle (real PostgreSQL and Redis)', () => {
   it('usage_cleanup refuses to delete raw rows the aggregation has not covered (failed round, red health), then drops whole days and deletes the partial day in batches', async () => {
     const now = clock.now();
     const cutoff = now - 90 * DAY;
-    const old = [cutoff - 3 * DAY, cutoff - 2 * HOUR, cutoff - HOUR, cutoff + HOUR];
+    // Two rows in the cutoff's own day, before the cutoff (deleted in batches, not by a partition
+    // drop): the clock is at half past an hour, so the cutoff is at least 30 min into its day.
+    const cutoffDay = Math.floor(cutoff / DAY) * DAY;
+    const old = [cutoff - 3 * DAY, cutoffDay + 10 * 60_000, cutoffDay + 20 * 60_000, cutoff + HOUR];
     await rt.services.usageStore.ensurePartitions(old.map((t) => Math.floor(t / DAY) * DAY));
     for (const [i, t] of old.entries()) {
       await sql.query(`INSERT INTO usage_logs (request_id, user_id, platform, model, input_tokens, output_tokens, cost, created_at) VALUES ($1, 'old', 'openai', 'm', 1, 1, 0, $2)`, [
