@@ -2,6 +2,7 @@ import type { Config } from '../config/load.js';
 import { formatDuration } from '../config/duration.js';
 import type { InstanceRegistry } from '../coordination/instance-registry.js';
 import type { SkipCounter } from '../coordination/skip-counter.js';
+import type { IdleRounds } from '../coordination/idle-rounds.js';
 import type { LivenessSession } from '../coordination/liveness.js';
 import type { RefreshShards } from '../coordination/refresh-shards.js';
 import type { Metrics } from '../telemetry/metrics.js';
@@ -45,6 +46,8 @@ export class InstanceHeartbeat {
       views: () => Promise<JobView[]>;
       /** Scheduled skips since the last beat, written as one summary row per job (coordination v2). */
       skips: SkipCounter;
+      /** Scheduled instance rounds that found nothing to do, written as their finished records with the beat (issue 26). */
+      idleRounds?: IdleRounds;
       liveness: LivenessSession | null;
       /** Updated from every beat's member list (the beat's statement returns it). */
       shards: RefreshShards;
@@ -114,10 +117,11 @@ export class InstanceHeartbeat {
     return left;
   }
 
-  /** At shutdown: the skips counted since the last beat are written, so the summary loses nothing. */
+  /** At shutdown: the skips counted and the idle rounds kept since the last beat are written, so nothing is lost. */
   async flushSkips(): Promise<void> {
     const skips = this.deps.skips.take();
-    if (skips.length) await this.deps.registry.beat(-this.offsetMs, null, skips);
+    const idle = this.deps.idleRounds?.take() ?? [];
+    if (skips.length || idle.length) await this.deps.registry.beat(-this.offsetMs, null, skips, null, idle);
   }
 
   /** Re-reads the identity once a minute; a Redis that does not answer keeps the last identity it gave. */
@@ -134,10 +138,11 @@ export class InstanceHeartbeat {
   private async beat(): Promise<{ items: number }> {
     const { registry, metrics, log, config } = this.deps;
     const skips = this.deps.skips.take();
+    const idle = this.deps.idleRounds?.take() ?? [];
     try {
       await this.readIdentity();
-      // One statement: the beat, the clock-skew round trip, the skip summary, the process figures, and the liveness self-check.
-      const beat = await registry.beat(-this.offsetMs, this.deps.liveness, skips, this.sampler.sample());
+      // One statement: the beat, the clock-skew round trip, the skip summary, the idle rounds' records, the process figures, and the liveness self-check.
+      const beat = await registry.beat(-this.offsetMs, this.deps.liveness, skips, this.sampler.sample(), idle);
       if (beat.skewMs !== null) this.applySkew(beat.skewMs);
       if (beat.refreshMembers && this.deps.shards.update(beat.refreshMembers)) {
         metrics.refreshShardMembers.set(beat.refreshMembers.length);
@@ -152,6 +157,7 @@ export class InstanceHeartbeat {
       }
     } catch (err) {
       this.deps.skips.restore(skips);
+      this.deps.idleRounds?.restore(idle);
       throw err;
     }
     return { items: 1 };

@@ -98,6 +98,7 @@ export class Runtime {
       toleratedFutureMs: 500,
       shutdown: this.shutdownController.signal,
       liveness: this.liveness ?? undefined,
+      deferIdleRecords: true,
     }));
     this.records = new RunRecords(db);
     this.registry = new InstanceRegistry(db, clock, {
@@ -118,6 +119,7 @@ export class Runtime {
       clock,
       views: () => this.jobViews(),
       skips: runner.skips,
+      idleRounds: runner.idleRounds,
       liveness: this.liveness,
       shards: this.shards,
       identity: () => readBackendIdentity(db, redis, { poolSize: config.mode === 'cluster' ? config.database.pool_size : null, keyPrefix: redis ? config.redis.key_prefix : null }),

@@ -117,7 +117,7 @@ export const kernelSections = {
   // Wake on change (issue 26, docs/coordination.md): writes that create work notify the loop that consumes it.
   // `enabled: false` keeps every loop on its own poll interval; `backstop` is the idle sleep while notifications arrive.
   wakeups: z
-    .object({ enabled: z.boolean().default(true), backstop: positiveDuration.default(30_000) })
+    .object({ enabled: z.boolean().default(true), backstop: positiveDuration.default(60_000) })
     .strict()
     .prefault({}),
   shutdown: z

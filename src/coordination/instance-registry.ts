@@ -6,6 +6,7 @@ import { num, toDate } from '../store/db.js';
 import type { Clock } from '../time/clock.js';
 import { HELD_BY_ME, holderAliveSql, type LivenessSession } from '../coordination/liveness.js';
 import type { SkipSummary } from './skip-counter.js';
+import { idleRoundRows, type IdleRound } from './idle-rounds.js';
 import type { ProcessFigures } from '../telemetry/process-sampler.js';
 import type { BackendIdentity } from './backend-identity.js';
 
@@ -61,14 +62,21 @@ const REFRESH_MEMBERS = `(SELECT coalesce(array_agg(m.instance_id ORDER BY m.ins
   WHERE m.refreshes AND ${instanceAliveSql('m', '$5')})`;
 // One statement per beat, whatever the number of jobs: the beat, the database clock for the skew
 // measurement, the summary of the rounds skipped since the last beat, this process's figures
-// (null keeps the previous ones), and the refresh members.
-// $1 instance, $2 boot, $3 skew ms, $4 skips json, $5 liveness window ms, $6 process json, $7 backend identity json (null keeps it)
+// (null keeps the previous ones), the finished records of the idle instance rounds since the last
+// beat (idle-rounds.ts), and the refresh members.
+// $1 instance, $2 boot, $3 skew ms, $4 skips json, $5 liveness window ms, $6 process json, $7 backend identity json (null keeps it),
+// $8 idle rounds json
 const beatSql = (aliveKey: string, held: string) => `
 WITH skips AS (
   INSERT INTO job_skip_counts (job_name, instance_id, skipped, last_skip_at, last_reason)
   SELECT s.job, $1, s.n, s.at, s.reason FROM jsonb_to_recordset($4::jsonb) AS s(job text, n bigint, at timestamptz, reason text)
   ON CONFLICT (job_name, instance_id) DO UPDATE SET skipped = job_skip_counts.skipped + EXCLUDED.skipped,
      last_skip_at = GREATEST(job_skip_counts.last_skip_at, EXCLUDED.last_skip_at), last_reason = EXCLUDED.last_reason
+), idle AS (
+  INSERT INTO job_runs (job_name, slot, scope, trigger, instance_id, status, started_at, finished_at, duration_ms, items, note)
+  SELECT r.job, r.slot, 'instance', 'schedule', $1, 'no_work', clock_timestamp() - make_interval(secs => r.ago_ms / 1000),
+         clock_timestamp() - make_interval(secs => (r.ago_ms - r.duration_ms) / 1000), r.duration_ms::int, 0, r.note
+    FROM jsonb_to_recordset($8::jsonb) AS r(job text, slot timestamptz, ago_ms double precision, duration_ms double precision, note text)
 )
 UPDATE instances SET heartbeat_at = clock_timestamp(), clock_skew_ms = $3, alive_key = ${aliveKey},
   process = coalesce($6::jsonb, process), process_at = CASE WHEN $6::jsonb IS NULL THEN process_at ELSE clock_timestamp() END,
@@ -142,13 +150,14 @@ export class InstanceRegistry {
   }
 
   /**
-   * One statement: beats, measures the skew from its own round trip, writes the skip summary and
-   * the process figures. With a liveness session it is sent on that session and also
+   * One statement: beats, measures the skew from its own round trip, writes the skip summary,
+   * the idle instance rounds' records and the process figures. With a liveness session it is sent on that session and also
    * self-checks the lock there. (Issue 18 measured it: keep it one statement.)
    */
-  async beat(clockSkewMs: number, liveness?: LivenessSession | null, skips: SkipSummary[] = [], figures: ProcessFigures | null = null): Promise<BeatResult> {
+  async beat(clockSkewMs: number, liveness?: LivenessSession | null, skips: SkipSummary[] = [], figures: ProcessFigures | null = null, idle: IdleRound[] = []): Promise<BeatResult> {
     const backends = this.backendsDirty && this.backends ? JSON.stringify(this.backends) : null;
-    const params = [this.info.instanceId, this.bootId, Math.round(clockSkewMs), JSON.stringify(skips), this.livenessMs, figures ? JSON.stringify(figures) : null, backends];
+    const idleRows = JSON.stringify(idleRoundRows(idle, this.clock));
+    const params = [this.info.instanceId, this.bootId, Math.round(clockSkewMs), JSON.stringify(skips), this.livenessMs, figures ? JSON.stringify(figures) : null, backends, idleRows];
     type Row = { held: boolean; db_ms: unknown; members: string[] };
     const t0 = this.clock.now();
     let rows = liveness ? await liveness.queryChecked<Row>(BEAT_ALIVE, params, 'held') : null;

@@ -81,13 +81,24 @@ SELECT $1, date_trunc('milliseconds', clock_timestamp()), 'cluster', 'manual', $
   FROM claim
 RETURNING id, fencing_token, slot`;
 
-// Instance-scoped rounds run on every replica: a token, a record, no lease. $1 job, $2 slot, $3 instance, $4 timeout ms, $5 trigger
+// Instance-scoped rounds run on every replica: a token, a record, no lease. A scheduled one is
+// recorded only once it has run a while (instance-round.ts), so it started $6 ms ago.
+// $1 job, $2 slot, $3 instance, $4 timeout ms, $5 trigger, $6 started ms ago
 const START_INSTANCE_ROUND = `
 WITH tok AS (UPDATE job_state SET fencing_token = fencing_token + 1 WHERE job_name = $1 RETURNING fencing_token)
-INSERT INTO job_runs (job_name, slot, scope, trigger, instance_id, fencing_token, status, deadline_at)
-SELECT $1, $2::timestamptz, 'instance', $5, $3, tok.fencing_token, 'running', clock_timestamp() + ${MS('$4')}
+INSERT INTO job_runs (job_name, slot, scope, trigger, instance_id, fencing_token, status, started_at, deadline_at)
+SELECT $1, $2::timestamptz, 'instance', $5, $3, tok.fencing_token, 'running', clock_timestamp() - ${MS('$6')},
+       clock_timestamp() - ${MS('$6')} + ${MS('$4')}
   FROM tok
 RETURNING id, fencing_token, slot`;
+
+// A scheduled instance round that ended (did work, or failed) before its running record was due:
+// its finished record in one statement. $1 job, $2 slot, $3 instance, $4 started ms ago, $5 duration ms,
+// $6 status, $7 items, $8 note, $9 error, $10 timeout ms
+const RECORD_INSTANCE_ROUND = `
+INSERT INTO job_runs (job_name, slot, scope, trigger, instance_id, status, started_at, deadline_at, finished_at, duration_ms, items, note, error)
+VALUES ($1, $2::timestamptz, 'instance', 'schedule', $3, $6, clock_timestamp() - ${MS('$4')}, clock_timestamp() - ${MS('$4')} + ${MS('$10')},
+        clock_timestamp() - ${MS('$4')} + ${MS('$5')}, round($5::double precision)::int, $7, $8, $9)`;
 
 const WHY_NOT = `
 SELECT last_slot, holder_instance, NOT ${LEASE_FREE} AS leased, lease_until,
@@ -151,10 +162,27 @@ export class SlotClaims {
     return { claimed: false, reason: await this.whyNot(p.job, new Date(systemClock.now())) };
   }
 
-  async startInstanceRound(p: { job: string; slot: Date; timeoutMs: number; trigger: 'schedule' | 'manual' }): Promise<Claim> {
-    const { rows } = await this.db.query<ClaimRow>(START_INSTANCE_ROUND, [p.job, p.slot.toISOString(), this.instanceId, p.timeoutMs, p.trigger]);
+  async startInstanceRound(p: { job: string; slot: Date; timeoutMs: number; trigger: 'schedule' | 'manual'; startedMsAgo?: number }): Promise<Claim> {
+    const { rows } = await this.db.query<ClaimRow>(START_INSTANCE_ROUND, [p.job, p.slot.toISOString(), this.instanceId, p.timeoutMs, p.trigger, Math.max(0, p.startedMsAgo ?? 0)]);
     if (!rows[0]) throw new Error(`job ${p.job} has no job_state row`);
     return toClaim(p.job, rows[0], null);
+  }
+
+  /** The finished record of a scheduled instance round that was never recorded as running (instance-round.ts). */
+  async recordInstanceRound(p: { job: string; slot: Date; startedMsAgo: number; durationMs: number; timeoutMs: number; outcome: RoundOutcome }): Promise<void> {
+    const o = p.outcome;
+    await this.db.query(RECORD_INSTANCE_ROUND, [
+      p.job,
+      p.slot.toISOString(),
+      this.instanceId,
+      Math.max(0, p.startedMsAgo),
+      Math.max(0, Math.round(p.durationMs)),
+      o.status,
+      o.items,
+      o.note ?? null,
+      o.error ?? null,
+      p.timeoutMs,
+    ]);
   }
 
   /** True while the lease is still ours (same token, not yet expired by the database clock). */

@@ -11,6 +11,8 @@ import type { Liveness } from '../coordination/liveness.js';
 import { RoundAborted, type JobContext, type JobDefinition } from './job.js';
 import { RunRecords } from '../coordination/run-records.js';
 import { SkipCounter } from '../coordination/skip-counter.js';
+import { IdleRounds } from '../coordination/idle-rounds.js';
+import { InstanceRoundRecord } from './instance-round.js';
 import { formatDuration } from '../config/duration.js';
 import { retry } from '../time/retry.js';
 
@@ -30,6 +32,11 @@ export interface RoundRunnerDeps {
   shutdown: AbortSignal;
   /** The crash detector (cluster mode): claims record its key so a dead holder's lease is taken over at once. */
   liveness?: Liveness;
+  /**
+   * Scheduled instance rounds are recorded only when they say something (`instance-round.ts`):
+   * set where a heartbeat writes `idleRounds` (the runtime); without it every round writes its record.
+   */
+  deferIdleRecords?: boolean;
 }
 
 /**
@@ -42,6 +49,8 @@ export class RoundRunner {
   private readonly cursors: FencedCursors;
   /** Scheduled skips, written by the heartbeat as a summary (no write per skipped slot). */
   readonly skips = new SkipCounter();
+  /** Scheduled instance rounds that found nothing to do, written by the heartbeat (`deferIdleRecords`). */
+  readonly idleRounds = new IdleRounds();
 
   constructor(private readonly deps: RoundRunnerDeps) {
     // Every running round listens on the process's shutdown signal: one listener per round is expected.
@@ -62,6 +71,10 @@ export class RoundRunner {
   async run(job: JobDefinition, slot: Date | null, onStart?: (r: { runId: number; token: number }) => void): Promise<RoundReport> {
     const trigger = slot ? 'schedule' : 'manual';
     const log = this.deps.log.child({ job: job.name, trigger });
+    if (job.scope === 'instance' && slot && this.deps.deferIdleRecords) {
+      const record = new InstanceRoundRecord({ claims: this.claims, clock: this.deps.clock, idle: this.idleRounds, job: job.name, slot, timeoutMs: job.settings.timeoutMs });
+      return this.execute(job, record.claim, trigger, null, null, log, record);
+    }
     if (job.scope === 'instance') {
       const claim = await this.claims.startInstanceRound({ job: job.name, slot: slot ?? new Date(this.deps.clock.now()), timeoutMs: job.settings.timeoutMs, trigger });
       onStart?.({ runId: claim.runId, token: claim.token });
@@ -135,9 +148,17 @@ export class RoundRunner {
     return { ran: false, slot, backend, reason };
   }
 
-  private async execute(job: JobDefinition, claim: Claim, trigger: 'schedule' | 'manual', handle: LockHandle | null, leaseMs: number | null, parentLog: Logger): Promise<RoundReport> {
+  private async execute(
+    job: JobDefinition,
+    claim: Claim,
+    trigger: 'schedule' | 'manual',
+    handle: LockHandle | null,
+    leaseMs: number | null,
+    parentLog: Logger,
+    record?: InstanceRoundRecord,
+  ): Promise<RoundReport> {
     const { clock, metrics } = this.deps;
-    const log = parentLog.child({ fencing_token: claim.token, run_id: claim.runId, slot: claim.slot.toISOString() });
+    const log = record ? parentLog.child({ slot: claim.slot.toISOString() }) : parentLog.child({ fencing_token: claim.token, run_id: claim.runId, slot: claim.slot.toISOString() });
     const controller = new AbortController();
     const abort = (why: RoundAborted['why'], message: string) => {
       if (!controller.signal.aborted) controller.abort(new RoundAborted(why, message));
@@ -225,7 +246,7 @@ export class RoundRunner {
 
     const durationMs = clock.now() - startedAt;
     // Three tries on wall time (a test's manual clock must not stall the record); then the lease expiring tells the story.
-    const completed = await retry(() => this.claims.complete(claim, outcome), {
+    const completed = await retry(() => (record ? record.finish(outcome) : this.claims.complete(claim, outcome)), {
       baseMs: 200,
       maxMs: 400,
       attempts: 3,

@@ -13,6 +13,7 @@ import { pickPrunable } from './retention.js';
 import { settledWithin } from '../../time/clock.js';
 import { Conflict } from '../../errors/app-error.js';
 import { ServiceLoop, type LoopTickCounter } from '../../workers/service-loop.js';
+import type { WakeHub } from '../../workers/wake-hub.js';
 
 /** A backup was asked for while another one runs somewhere in the cluster (a conflict naming it). */
 export class BackupBusy extends Conflict {
@@ -42,7 +43,12 @@ export interface BackupServiceOptions {
   keepDays?: number;
   newId?: () => string;
   ticks?: LoopTickCounter;
+  /** Wake-ups: a backup starting anywhere wakes the reaper (migration 028), which then sleeps until its lease could expire. */
+  wakes?: WakeHub;
 }
+
+/** The reaper's backstop while notifications arrive (a belt: a start wakes it, a running lease sets its next look). */
+const REAPER_IDLE_MS = 10 * 60_000;
 
 function stamp(ms: number): string {
   const d = new Date(ms).toISOString();
@@ -55,14 +61,24 @@ function stamp(ms: number): string {
  * record whose lease the database says has expired (marking it failed, removing its partial
  * objects); nothing else ever touches another instance's running backup, so a replica that
  * restarts cannot fail a backup a live replica is still writing (Sub2API's bug).
- * The reaper is a `ServiceLoop` (`backup_reaper`): a reap at start, then every `leaseMs`.
+ * The reaper is a `ServiceLoop` (`backup_reaper`): a reap at start, then as the earliest running
+ * lease could expire. With wake-ups listening it is woken by a backup starting on any replica
+ * (migration 028) and otherwise sleeps (issue 26: no read every lease period while nothing
+ * runs); without them it looks every `leaseMs`, as before.
  */
 export class BackupService {
   private readonly inFlight = new Map<string, { abort: AbortController; done: Promise<BackupRecord> }>();
   private readonly reaper: ServiceLoop;
 
   constructor(private readonly o: BackupServiceOptions) {
-    this.reaper = new ServiceLoop({ name: 'backup_reaper', clock: o.clock, log: o.log, ticks: o.ticks, backstopMs: o.leaseMs, tick: async () => ({ items: await this.reap() }) });
+    this.reaper = new ServiceLoop({
+      name: 'backup_reaper',
+      clock: o.clock,
+      log: o.log,
+      ticks: o.ticks,
+      backstopMs: () => (o.wakes?.listening ? Math.max(REAPER_IDLE_MS, o.leaseMs) : o.leaseMs),
+      tick: () => this.reapTick(),
+    });
   }
 
   keyFor(id: string, at: number): string {
@@ -103,16 +119,32 @@ export class BackupService {
     return { id, done };
   }
 
+  /** A backup started somewhere (a wake-up): look now, then sleep until its lease could expire. */
+  wakeReaper(reason = 'wake'): void {
+    this.reaper.wake(reason);
+  }
+
+  private async reapTick(): Promise<{ items: number; nextDueAt: number | null }> {
+    const { reaped, nextExpiryMs } = await this.o.backups.reapAndNext();
+    await this.removeReaped(reaped);
+    // A little after the expiry, so the database clock agrees it has passed.
+    return { items: reaped.length, nextDueAt: nextExpiryMs === null ? null : this.o.clock.now() + nextExpiryMs + 250 };
+  }
+
   /** Marks failed every running backup whose lease expired and removes what it left in storage. */
   async reap(): Promise<number> {
     const reaped = await this.o.backups.reapExpired();
+    await this.removeReaped(reaped);
+    return reaped.length;
+  }
+
+  private async removeReaped(reaped: BackupRecord[]): Promise<void> {
     for (const r of reaped) {
       this.o.metrics.abandoned.inc();
       this.o.log.warn({ backup: r.id, owner: r.instance_id }, 'backup abandoned: its lease expired; partial objects removed');
       await this.o.storage.remove(r.object_key).catch((err) => this.o.log.warn({ backup: r.id, err: oneLine(err) }, "could not remove an abandoned backup's objects"));
       await this.o.verifier?.dropScratch(r.id).catch((err) => this.o.log.warn({ backup: r.id, err: oneLine(err) }, "could not drop an abandoned backup's scratch database"));
     }
-    return reaped.length;
   }
 
   /** Reaps expired backups every lease period (any replica may; only expired leases are touched). */

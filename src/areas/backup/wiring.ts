@@ -57,7 +57,9 @@ export function buildBackup(w: WiringContext) {
     keepLast: b.keep_last,
     keepDays: b.keep_days,
     ticks: metrics.loopTicks,
+    wakes: w.wakes,
   });
+  w.wakes?.on('backups', (why) => backup.wakeReaper(why));
   return wired({ services: { backup }, rungs: [] });
 }
 

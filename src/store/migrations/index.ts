@@ -22,6 +22,7 @@ import { sql as spreadTakeover } from './021_spread_takeover.js';
 import { sql as refreshSent } from './019_refresh_sent.js';
 import { sql as wakeups } from './026_wakeups.js';
 import { sql as claimTakeover } from './027_claim_takeover.js';
+import { sql as backupWake } from './028_backup_wake.js';
 
 export interface Migration {
   version: number;
@@ -55,4 +56,5 @@ export const MIGRATIONS: Migration[] = [
   { version: 19, name: 'refresh_sent', sql: refreshSent },
   { version: 26, name: 'wakeups', sql: wakeups },
   { version: 27, name: 'claim_takeover', sql: claimTakeover },
+  { version: 28, name: 'backup_wake', sql: backupWake },
 ];

@@ -62,12 +62,20 @@ ON CONFLICT ((true)) WHERE state = 'running' DO NOTHING
 RETURNING id`;
 
 // Only a lease the database clock says has expired is taken over; a live writer renews long before.
+// Also, in the same statement, how long until the earliest lease still running could expire (the
+// reaper sleeps that long; null: none running). One row at least: the reaped ones, or one of nulls.
 const REAP_EXPIRED = `
-UPDATE backups SET state = 'failed', lease_until = NULL, finished_at = clock_timestamp(),
-       duration_ms = GREATEST(0, round(extract(epoch FROM (clock_timestamp() - started_at)) * 1000))::int,
-       error = 'abandoned: instance ' || instance_id || ' stopped renewing its lease (killed or partitioned); partial objects removed'
- WHERE state = 'running' AND lease_until <= clock_timestamp()
-RETURNING *`;
+WITH reaped AS (
+  UPDATE backups SET state = 'failed', lease_until = NULL, finished_at = clock_timestamp(),
+         duration_ms = GREATEST(0, round(extract(epoch FROM (clock_timestamp() - started_at)) * 1000))::int,
+         error = 'abandoned: instance ' || instance_id || ' stopped renewing its lease (killed or partitioned); partial objects removed'
+   WHERE state = 'running' AND lease_until <= clock_timestamp()
+  RETURNING *
+), nxt AS (
+  SELECT extract(epoch FROM (min(lease_until) - clock_timestamp())) * 1000 AS next_expiry_ms
+    FROM backups WHERE state = 'running' AND lease_until > clock_timestamp()
+)
+SELECT reaped.*, nxt.next_expiry_ms FROM nxt LEFT JOIN reaped ON true`;
 
 // $1 id, $2 instance, $3 lease ms
 const RENEW = `
@@ -115,8 +123,14 @@ export class Backups {
 
   /** Marks failed every running record whose lease has expired, and returns them (their partial objects are the caller's to remove). */
   async reapExpired(): Promise<BackupRecord[]> {
+    return (await this.reapAndNext()).reaped;
+  }
+
+  /** Reaps the expired leases; `nextExpiryMs`: how long until the earliest running lease could expire (null: none running). */
+  async reapAndNext(): Promise<{ reaped: BackupRecord[]; nextExpiryMs: number | null }> {
     const { rows } = await this.db.query<Record<string, unknown>>(REAP_EXPIRED);
-    return rows.map(toRecord);
+    const next = rows[0]?.next_expiry_ms;
+    return { reaped: rows.filter((r) => r.id !== null && r.id !== undefined).map(toRecord), nextExpiryMs: next === null || next === undefined ? null : num(next) };
   }
 
   /** True while the lease is still this instance's. */

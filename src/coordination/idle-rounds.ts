@@ -1,0 +1,56 @@
+import type { Clock } from '../time/clock.js';
+
+/**
+ * Scheduled instance-scoped rounds that found nothing to do (issue 26). Every replica runs them
+ * every few seconds; two `job_runs` statements each (start, finish) were most of an idle
+ * replica's transactions. A round that ends `no_work` before its running record was due
+ * (`instance-round.ts`) is kept here and written by the heartbeat as a finished `no_work` row,
+ * in the heartbeat's own statement: the same row, up to one beat later, no transaction of its own.
+ * Per-replica health (`scheduler/health.ts` judgeReplicas) reads it as before; a round that runs
+ * on, fails or does work is recorded at once, so stuck and failing are not delayed.
+ */
+export interface IdleRound {
+  job: string;
+  slot: string;
+  /** This replica's clock (the heartbeat turns it into "ago" by the same clock: no skew in it). */
+  startedMs: number;
+  finishedMs: number;
+  note: string | null;
+}
+
+/** The rows as the heartbeat's statement reads them (`jsonb_to_recordset`). */
+export interface IdleRoundRow {
+  job: string;
+  slot: string;
+  ago_ms: number;
+  duration_ms: number;
+  note: string | null;
+}
+
+/** Kept while the database is down: the newest rounds, the oldest dropped first. */
+const MAX_PENDING = 1000;
+
+export class IdleRounds {
+  private pending: IdleRound[] = [];
+
+  add(r: IdleRound): void {
+    this.pending.push(r);
+    if (this.pending.length > MAX_PENDING) this.pending.splice(0, this.pending.length - MAX_PENDING);
+  }
+
+  /** Takes what is pending; hand it back with `restore` if it could not be written. */
+  take(): IdleRound[] {
+    const out = this.pending;
+    this.pending = [];
+    return out;
+  }
+
+  restore(batch: IdleRound[]): void {
+    this.pending = [...batch, ...this.pending].slice(-MAX_PENDING);
+  }
+}
+
+export function idleRoundRows(batch: IdleRound[], clock: Clock): IdleRoundRow[] {
+  const now = clock.now();
+  return batch.map((r) => ({ job: r.job, slot: r.slot, ago_ms: Math.max(0, now - r.startedMs), duration_ms: Math.max(0, Math.round(r.finishedMs - r.startedMs)), note: r.note }));
+}

@@ -1,0 +1,52 @@
+import type { Clock, TimerHandle } from '../time/clock.js';
+import type { Claim, RoundOutcome, SlotClaims } from '../coordination/slot-claim.js';
+import type { IdleRounds } from '../coordination/idle-rounds.js';
+
+/** A scheduled instance round still running this long gets its `running` record (what the console shows, what `stuck` reads). */
+export const RECORD_RUNNING_AFTER_MS = 1000;
+
+/**
+ * The record of one scheduled instance-scoped round, written only when it says something
+ * (issue 26). Every replica runs these rounds every few seconds and most find nothing to do:
+ * - ends `no_work` within `RECORD_RUNNING_AFTER_MS`: no statement; the heartbeat writes its
+ *   finished row (`idle-rounds.ts`), at most one beat later;
+ * - ends otherwise (did work, failed, timed out) within it: one statement, its finished row, at once;
+ * - still running after it: its `running` row (started when the round did, deadline from its
+ *   timeout) is written then, and completed as before, so a hung round shows `stuck` on time.
+ * Such a round has no fencing token (0): instance rounds hold no lease, every replica runs them.
+ */
+export class InstanceRoundRecord {
+  private readonly startedMs: number;
+  private readonly timer: TimerHandle;
+  private started: Promise<Claim> | null = null;
+
+  constructor(private readonly p: { claims: SlotClaims; clock: Clock; idle: IdleRounds; job: string; slot: Date; timeoutMs: number }) {
+    this.startedMs = p.clock.now();
+    this.timer = p.clock.setTimeout(() => void this.recordRunning().catch(() => undefined), RECORD_RUNNING_AFTER_MS);
+  }
+
+  /** The in-memory claim the round runs under until (if ever) it is recorded. */
+  get claim(): Claim {
+    return { runId: 0, job: this.p.job, token: 0, slot: this.p.slot, aliveKey: null };
+  }
+
+  private recordRunning(): Promise<Claim> {
+    this.started ??= this.p.claims.startInstanceRound({ job: this.p.job, slot: this.p.slot, timeoutMs: this.p.timeoutMs, trigger: 'schedule', startedMsAgo: this.p.clock.now() - this.startedMs });
+    return this.started;
+  }
+
+  /** Records the outcome (see the class comment); false when a running record was taken over as abandoned. May be retried. */
+  async finish(outcome: RoundOutcome): Promise<boolean> {
+    const { clock, claims } = this.p;
+    clock.clearTimeout(this.timer);
+    const started = this.started && (await this.started.catch(() => null));
+    if (started) return claims.complete(started, outcome);
+    const finishedMs = clock.now();
+    if (outcome.status === 'no_work') {
+      this.p.idle.add({ job: this.p.job, slot: this.p.slot.toISOString(), startedMs: this.startedMs, finishedMs, note: outcome.note ?? null });
+      return true;
+    }
+    await claims.recordInstanceRound({ job: this.p.job, slot: this.p.slot, startedMsAgo: finishedMs - this.startedMs, durationMs: finishedMs - this.startedMs, timeoutMs: this.p.timeoutMs, outcome });
+    return true;
+  }
+}

@@ -1,0 +1,126 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { Db } from '../src/store/db.js';
+import { MemoryLeaderLock } from '../src/coordination/leader-lock.js';
+import { RoundRunner } from '../src/scheduler/round-runner.js';
+import { RunRecords } from '../src/coordination/run-records.js';
+import { InstanceRegistry } from '../src/coordination/instance-registry.js';
+import { judgeReplicas } from '../src/scheduler/health.js';
+import type { JobDefinition, JobContext } from '../src/scheduler/job.js';
+import { Metrics } from '../src/telemetry/metrics.js';
+import { silentLogger } from '../src/telemetry/logger.js';
+import { systemClock, sleep } from '../src/time/clock.js';
+import { BACKENDS } from './helpers/backends.js';
+
+/** Issue 26: a scheduled instance round that finds nothing writes no record of its own; the heartbeat writes it. */
+function job(name: string, run: (ctx: JobContext) => Promise<{ items: number; note?: string }>): JobDefinition {
+  return { name, description: name, scope: 'instance', settings: { enabled: true, schedule: { kind: 'every', everyMs: 1000 }, timeoutMs: 20_000, lockTtlMs: 3000, jitterMs: 0 }, run };
+}
+
+async function until<T>(read: () => Promise<T>, ok: (v: T) => boolean, what: string): Promise<T> {
+  const deadline = systemClock.now() + 20_000;
+  let last: T = await read();
+  while (!ok(last)) {
+    if (systemClock.now() > deadline) throw new Error(`${what} never held; last: ${JSON.stringify(last)}`);
+    await sleep(systemClock, 50);
+    last = await read();
+  }
+  return last;
+}
+
+describe.each(BACKENDS)('instance round records on $name', (backend) => {
+  let db: Db;
+  let cleanup: () => Promise<void>;
+  let runner: RoundRunner;
+  let records: RunRecords;
+  let registry: InstanceRegistry;
+  beforeAll(async () => {
+    ({ db, cleanup } = await backend.open());
+    runner = new RoundRunner({
+      db,
+      clock: systemClock,
+      lock: new MemoryLeaderLock(systemClock, 'a'),
+      log: silentLogger(),
+      metrics: new Metrics(),
+      instanceId: 'a',
+      toleratedFutureMs: 500,
+      shutdown: new AbortController().signal,
+      deferIdleRecords: true,
+    });
+    records = new RunRecords(db);
+    registry = new InstanceRegistry(db, systemClock, { instanceId: 'a', env: 'test', mode: 'cluster', httpPort: null, version: 'test', heartbeatMs: 5000 });
+    await registry.register();
+  });
+  afterAll(async () => cleanup());
+  const slot = () => new Date(Math.floor(Date.now() / 1000) * 1000);
+
+  it('a no-work round writes no job_runs row; the beat writes its finished record and per-replica health reads it as healthy', async () => {
+    const j = job('idle_one', async () => ({ items: 0, note: 'nothing' }));
+    await runner.slotClaims.ensureJobs([j.name]);
+    const before = (await db.query<{ x: unknown }>(`SELECT now() AS x`)).rows[0]!.x as Date;
+    const report = await runner.run(j, slot());
+    expect(report.ran && report.outcome.status).toBe('no_work');
+    expect(await records.recent(j.name)).toEqual([]);
+
+    await registry.beat(0, null, [], null, runner.idleRounds.take());
+    const [rec] = await records.recent(j.name);
+    expect(rec).toMatchObject({ status: 'no_work', scope: 'instance', trigger: 'schedule', instance_id: 'a', items: 0, note: 'nothing' });
+    expect(rec!.finished_at!.getTime()).toBeGreaterThanOrEqual(rec!.started_at.getTime());
+    expect(rec!.started_at.getTime()).toBeGreaterThanOrEqual(new Date(before).getTime() - 1000);
+
+    const rounds = await records.replicaRounds([j.name], ['a']);
+    const judged = judgeReplicas({
+      settings: j.settings,
+      snapshot: (await records.snapshots()).get(j.name),
+      replicas: [{ instanceId: 'a', startedAt: new Date(Date.now() - 60_000), lastRound: rounds.get(j.name)?.get('a') ?? null }],
+      since: new Date(Date.now() - 60_000),
+      abortGraceMs: 1000,
+    });
+    expect(judged.verdict.health).toBe('healthy');
+    expect(judged.replicas[0]!.reason).toMatch(/^last round no_work at /);
+  });
+
+  it('a failed beat keeps the idle rounds for the next one', async () => {
+    const j = job('idle_kept', async () => ({ items: 0 }));
+    await runner.slotClaims.ensureJobs([j.name]);
+    await runner.run(j, slot());
+    const batch = runner.idleRounds.take();
+    runner.idleRounds.restore(batch);
+    await registry.beat(0, null, [], null, runner.idleRounds.take());
+    expect((await records.recent(j.name)).map((r) => r.status)).toEqual(['no_work']);
+  });
+
+  it('a round that does work or fails is recorded at once, finished, in one row', async () => {
+    const busy = job('busy_one', async () => ({ items: 2 }));
+    const bad = job('bad_one', async () => {
+      throw new Error('upstream said no');
+    });
+    await runner.slotClaims.ensureJobs([busy.name, bad.name]);
+    await runner.run(busy, slot());
+    await runner.run(bad, slot());
+    expect(await records.recent(busy.name)).toMatchObject([{ status: 'ok', items: 2, scope: 'instance' }]);
+    expect(await records.recent(bad.name)).toMatchObject([{ status: 'failed', error: 'upstream said no' }]);
+    expect(runner.idleRounds.take()).toEqual([]);
+  });
+
+  it('a round still running gets its running record (with its deadline, so stuck is seen on time), then completes it', async () => {
+    let release!: () => void;
+    const gate = new Promise<void>((r) => (release = r));
+    const j = job('slow_one', async () => {
+      await gate;
+      return { items: 0 };
+    });
+    await runner.slotClaims.ensureJobs([j.name]);
+    const done = runner.run(j, slot());
+    const [running] = await until(
+      () => records.recent(j.name),
+      (rs) => rs.length === 1,
+      'a running record',
+    );
+    expect(running).toMatchObject({ status: 'running', scope: 'instance' });
+    expect(running!.deadline_at!.getTime() - running!.started_at.getTime()).toBe(20_000);
+    release();
+    await done;
+    expect(await records.recent(j.name)).toMatchObject([{ id: running!.id, status: 'no_work' }]);
+    expect(runner.idleRounds.take()).toEqual([]);
+  });
+});
