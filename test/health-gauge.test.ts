@@ -12,6 +12,7 @@ import type { JobSnapshot, RunRecord } from '../src/coordination/run-records.js'
 import type { InstanceRegistry } from '../src/coordination/instance-registry.js';
 import type { ProcessSampler } from '../src/telemetry/process-sampler.js';
 import type { JobView } from '../src/jobs/job-views.js';
+import { runRecord } from './helpers/run-record.js';
 
 /**
  * `relay_jobs_job_health` is computed when /metrics is scraped (issue 26), from the job views,
@@ -22,27 +23,7 @@ import type { JobView } from '../src/jobs/job-views.js';
 const T0 = Date.parse('2026-03-01T12:00:00Z');
 const minutely: JobSettings = { enabled: true, schedule: { kind: 'every', everyMs: 60_000 }, timeoutMs: 10_000, lockTtlMs: 15_000, jitterMs: 0 };
 
-function run(p: Partial<RunRecord>): RunRecord {
-  return {
-    id: 1,
-    job_name: 'j',
-    slot: new Date(T0 - 30_000),
-    scope: 'cluster',
-    trigger: 'schedule',
-    instance_id: 'r1',
-    fencing_token: 1,
-    status: 'ok',
-    lock_backend: 'redis',
-    started_at: new Date(T0 - 30_000),
-    deadline_at: null,
-    finished_at: null,
-    duration_ms: 5,
-    items: 1,
-    note: null,
-    error: null,
-    ...p,
-  };
-}
+const run = (p: Partial<RunRecord>): RunRecord => runRecord(new Date(T0 - 30_000), { instance_id: 'r1', ...p });
 
 /** The cluster as the records show it: per job, its snapshot (what `RunRecords.snapshots()` returns). */
 function world(): Map<string, Partial<JobSnapshot>> {

@@ -2,32 +2,13 @@ import { describe, expect, it } from 'vitest';
 import { judgeHealth, judgeReplicas } from '../src/scheduler/health.js';
 import type { JobSettings } from '../src/config/job-settings.js';
 import type { JobSnapshot, RunRecord } from '../src/coordination/run-records.js';
+import { runRecord } from './helpers/run-record.js';
 
 const T = (iso: string) => new Date(iso);
 const minutely: JobSettings = { enabled: true, schedule: { kind: 'every', everyMs: 60_000 }, timeoutMs: 10_000, lockTtlMs: 15_000, jitterMs: 0 };
 const daily: JobSettings = { enabled: true, schedule: { kind: 'cron', expr: '0 2 * * *', timezone: 'UTC' }, timeoutMs: 1_800_000, lockTtlMs: 2_000_000, jitterMs: 0 };
 
-function run(p: Partial<RunRecord>): RunRecord {
-  return {
-    id: 1,
-    job_name: 'j',
-    slot: T('2026-01-01T00:00:00Z'),
-    scope: 'cluster',
-    trigger: 'schedule',
-    instance_id: 'a',
-    fencing_token: 1,
-    status: 'ok',
-    lock_backend: 'redis',
-    started_at: T('2026-01-01T00:00:00Z'),
-    deadline_at: null,
-    finished_at: null,
-    duration_ms: 5,
-    items: 1,
-    note: null,
-    error: null,
-    ...p,
-  };
-}
+const run = (p: Partial<RunRecord>): RunRecord => runRecord(T('2026-01-01T00:00:00Z'), p);
 function snap(now: string, lastRun: RunRecord | null, lastSlot: Date | null = lastRun?.slot ?? null): JobSnapshot {
   return { job: 'j', createdAt: T('2025-12-01T00:00:00Z'), lastSlot, holder: null, leaseUntil: null, lastRun, lastSuccessAt: null, lastSkipAt: null, dbNow: T(now) };
 }
