@@ -6,6 +6,8 @@ export default defineConfig({
     include: ['test/**/*.test.ts'],
     // Builds the CLI the tests spawn into .test-dist/ (never dist/), only when src/ changed.
     globalSetup: ['test/helpers/build-cli.ts'],
+    // Opt-in per-file CPU and wall report (RELAY_TEST_CPU_DIR; scripts/test-cost.mjs prints it).
+    setupFiles: ['test/helpers/cpu-probe.ts'],
     // Limits with real margins: a cold embedded (PGlite) open takes 8-14 s on a quiet machine and
     // over a minute at load average 30 on two cores. Waits inside tests poll for their condition.
     testTimeout: 180_000,

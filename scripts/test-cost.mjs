@@ -1,0 +1,17 @@
+// Prints the per-file cost report written by test/helpers/cpu-probe.ts, most CPU first:
+//   RELAY_TEST_CPU_DIR=/tmp/cpu npx vitest run && node scripts/test-cost.mjs /tmp/cpu
+import { readFileSync, readdirSync } from 'node:fs';
+import { join } from 'node:path';
+
+const dir = process.argv[2];
+if (!dir) {
+  console.error('usage: node scripts/test-cost.mjs <dir written by RELAY_TEST_CPU_DIR>');
+  process.exit(2);
+}
+const rows = readdirSync(dir)
+  .filter((f) => f.endsWith('.json'))
+  .map((f) => JSON.parse(readFileSync(join(dir, f), 'utf8')))
+  .sort((a, b) => b.cpu_s - a.cpu_s);
+const sum = (k) => rows.reduce((s, r) => s + r[k], 0);
+console.log(`${rows.length} files: ${sum('cpu_s').toFixed(0)} CPU s, ${sum('wall_s').toFixed(0)} wall s summed`);
+for (const r of rows) console.log(`${r.cpu_s.toFixed(1).padStart(7)} CPU s ${r.wall_s.toFixed(1).padStart(7)} wall s  ${r.file}`);

@@ -1,0 +1,33 @@
+// Opt-in per-file cost report (vitest setup file, active when RELAY_TEST_CPU_DIR is set): writes
+// one JSON per test file with the CPU seconds its worker and every child it waited for (spawned
+// replicas, CLI runs) used between the file's first and last hook, and the wall time. Used to
+// find where the suite's time goes: `RELAY_TEST_CPU_DIR=/tmp/cpu npx vitest run`, then
+// `node scripts/test-cost.mjs /tmp/cpu`. CPU of servers the tests share (PostgreSQL) is not in it.
+import { afterAll, beforeAll, expect } from 'vitest';
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { basename, join } from 'node:path';
+
+/** utime + stime + cutime + cstime of this process, in seconds (Linux /proc; 0 elsewhere). */
+function cpuSeconds(): number {
+  try {
+    const fields = readFileSync('/proc/self/stat', 'utf8').split(') ')[1]!.split(' ');
+    return (Number(fields[11]) + Number(fields[12]) + Number(fields[13]) + Number(fields[14])) / 100;
+  } catch {
+    return 0;
+  }
+}
+
+const dir = process.env.RELAY_TEST_CPU_DIR;
+if (dir) {
+  let cpu0 = 0;
+  let wall0 = 0;
+  beforeAll(() => {
+    cpu0 = cpuSeconds();
+    wall0 = Date.now();
+  });
+  afterAll(() => {
+    const file = expect.getState().testPath ?? 'unknown';
+    mkdirSync(dir, { recursive: true });
+    writeFileSync(join(dir, `${basename(file)}.json`), JSON.stringify({ file: basename(file), cpu_s: cpuSeconds() - cpu0, wall_s: (Date.now() - wall0) / 1000 }));
+  });
+}
