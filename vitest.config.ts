@@ -15,6 +15,7 @@ export default defineConfig({
     // Longest files first (test/helpers/slowest-first.ts): the run does not end on one long file alone.
     sequence: { sequencer: SlowestFirst },
     pool: 'forks',
+    isolate: false,
     maxWorkers: 2,
   },
 });

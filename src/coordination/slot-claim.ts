@@ -82,14 +82,15 @@ SELECT $1, date_trunc('milliseconds', clock_timestamp()), 'cluster', 'manual', $
 RETURNING id, fencing_token, slot`;
 
 // Instance-scoped rounds run on every replica: a token, a record, no lease. A scheduled one is
-// recorded only once it has run a while (instance-round.ts), so it started $6 ms ago.
+// recorded only once it has run a while (instance-round.ts), so it started $6 ms ago. The clock is
+// read once: two reads could put the deadline a millisecond off started_at + timeout.
 // $1 job, $2 slot, $3 instance, $4 timeout ms, $5 trigger, $6 started ms ago
 const START_INSTANCE_ROUND = `
-WITH tok AS (UPDATE job_state SET fencing_token = fencing_token + 1 WHERE job_name = $1 RETURNING fencing_token)
+WITH tok AS (UPDATE job_state SET fencing_token = fencing_token + 1 WHERE job_name = $1 RETURNING fencing_token),
+     t AS (SELECT clock_timestamp() - ${MS('$6')} AS started)
 INSERT INTO job_runs (job_name, slot, scope, trigger, instance_id, fencing_token, status, started_at, deadline_at)
-SELECT $1, $2::timestamptz, 'instance', $5, $3, tok.fencing_token, 'running', clock_timestamp() - ${MS('$6')},
-       clock_timestamp() - ${MS('$6')} + ${MS('$4')}
-  FROM tok
+SELECT $1, $2::timestamptz, 'instance', $5, $3, tok.fencing_token, 'running', t.started, t.started + ${MS('$4')}
+  FROM tok, t
 RETURNING id, fencing_token, slot`;
 
 // A scheduled instance round that ended (did work, or failed) before its running record was due:
@@ -97,8 +98,9 @@ RETURNING id, fencing_token, slot`;
 // $6 status, $7 items, $8 note, $9 error, $10 timeout ms
 const RECORD_INSTANCE_ROUND = `
 INSERT INTO job_runs (job_name, slot, scope, trigger, instance_id, status, started_at, deadline_at, finished_at, duration_ms, items, note, error)
-VALUES ($1, $2::timestamptz, 'instance', 'schedule', $3, $6, clock_timestamp() - ${MS('$4')}, clock_timestamp() - ${MS('$4')} + ${MS('$10')},
-        clock_timestamp() - ${MS('$4')} + ${MS('$5')}, round($5::double precision)::int, $7, $8, $9)`;
+SELECT $1, $2::timestamptz, 'instance', 'schedule', $3, $6, t.started, t.started + ${MS('$10')}, t.started + ${MS('$5')},
+       round($5::double precision)::int, $7, $8, $9
+  FROM (SELECT clock_timestamp() - ${MS('$4')} AS started) t`;
 
 const WHY_NOT = `
 SELECT last_slot, holder_instance, NOT ${LEASE_FREE} AS leased, lease_until,
