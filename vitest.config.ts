@@ -6,8 +6,9 @@ export default defineConfig({
     include: ['test/**/*.test.ts'],
     // Builds the CLI the tests spawn into .test-dist/ (never dist/), only when src/ changed.
     globalSetup: ['test/helpers/build-cli.ts'],
-    // Opt-in per-file CPU and wall report (RELAY_TEST_CPU_DIR; scripts/test-cost.mjs prints it).
-    setupFiles: ['test/helpers/cpu-probe.ts'],
+    // Hooks for every file (cluster log tails on failure), and the opt-in per-file CPU and wall
+    // report (RELAY_TEST_CPU_DIR; scripts/test-cost.mjs prints it).
+    setupFiles: ['test/helpers/per-file.ts', 'test/helpers/cpu-probe.ts'],
     // Limits with real margins: a cold embedded (PGlite) open takes 8-14 s on a quiet machine and
     // over a minute at load average 30 on two cores. Waits inside tests poll for their condition.
     testTimeout: 180_000,
@@ -15,6 +16,9 @@ export default defineConfig({
     // Longest files first (test/helpers/slowest-first.ts): the run does not end on one long file alone.
     sequence: { sequencer: SlowestFirst },
     pool: 'forks',
+    // A worker runs its files one after another in one process: each file no longer pays for a
+    // fresh process and a fresh import of src/ (half the CPU of the small files). Files keep their
+    // own databases, key prefixes and ports; nothing may rely on a fresh module state.
     isolate: false,
     maxWorkers: 2,
   },

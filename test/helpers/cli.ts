@@ -54,9 +54,9 @@ export class ServiceProcess {
 
   async waitForLine(pattern: RegExp, timeoutMs = 180_000): Promise<string> {
     const deadline = Date.now() + timeoutMs;
-    for (;;) {
-      const hit = this.lines.find((l) => pattern.test(l));
-      if (hit) return hit;
+    // Each line is tested once: a chatty replica's log grows to thousands of lines.
+    for (let scanned = 0; ;) {
+      for (; scanned < this.lines.length; scanned++) if (pattern.test(this.lines[scanned]!)) return this.lines[scanned]!;
       if (Date.now() > deadline) throw new Error(`${this.name}: no log line matching ${pattern} within ${timeoutMs}ms:\n${this.lines.slice(-20).join('\n')}`);
       if (this.proc.exitCode !== null) throw new Error(`${this.name} exited with ${this.proc.exitCode}:\n${this.lines.slice(-20).join('\n')}`);
       await new Promise((r) => setTimeout(r, 50));

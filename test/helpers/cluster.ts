@@ -3,7 +3,6 @@
 // or none for embedded mode), a private Redis (or none), free ports, `relay-jobs start` replicas
 // with the environment every e2e file used to write out, `api`, kill/restart per replica, and
 // cleanup. While a cluster is up, a failing test prints the log tail of each of its replicas.
-import { afterEach } from 'vitest';
 import pg from 'pg';
 import { ServiceProcess } from './cli.js';
 import { PrivatePostgres } from './private-postgres.js';
@@ -113,11 +112,16 @@ export class Replica {
 }
 
 const live = new Set<Cluster>();
-// Registered once per test file that imports the harness: a failed test shows what the replicas logged.
-afterEach((ctx) => {
-  if (ctx.task.result?.state !== 'fail') return;
+/**
+ * After a failed test, what the replicas of every live cluster logged. Registered for every test
+ * file by the setup file test/helpers/per-file.ts: workers run several files in one process
+ * (isolate: false), so a hook registered when this module is first imported would serve only the
+ * first file.
+ */
+export function printClusterTails(failed: boolean): void {
+  if (!failed) return;
   for (const c of live) console.error(`log tails of the cluster's replicas:\n${c.replicas.map((r) => r.tail()).join('\n')}`);
-});
+}
 
 export class Cluster {
   readonly replicas: Replica[] = [];
