@@ -1,7 +1,9 @@
 // vitest global setup: the tests that spawn the CLI run a build of their own in `.test-dist/`,
-// never `dist/` (which a running `npm start` may be using). It is rebuilt only when a file under
-// src/ is newer than the last build, so a run of one test file does not pay for a compile. The
-// migrated PGlite template (pglite-template.ts) is rebuilt on the same condition.
+// never `dist/` (which a running `npm start` may be using). It is built by `scripts/build.mjs
+// --if-stale`, the `prepare` script's own staleness rule, so a run of one test file does not pay
+// for a compile, and test/build-script.test.ts checks that rule on the tree built here instead of
+// compiling a tree of its own. The migrated PGlite template (pglite-template.ts) is rebuilt
+// whenever a file under src/ is newer than it.
 import { execFileSync } from 'node:child_process';
 import { existsSync, readdirSync, statSync } from 'node:fs';
 import { join } from 'node:path';
@@ -24,7 +26,12 @@ const builtAfter = (file: string, sources: number) => existsSync(file) && statSy
 
 export default async function setup(): Promise<void> {
   const sources = Math.max(newest(join(ROOT, 'src')), statSync(join(ROOT, 'tsconfig.json')).mtimeMs);
-  const main = join(ROOT, TEST_DIST, 'cli', 'main.js');
-  if (!builtAfter(main, sources)) execFileSync(process.execPath, ['scripts/build.mjs', '--out', TEST_DIST], { cwd: ROOT, stdio: 'inherit' });
+  // Quiet when up to date; the compiler's errors (on stdout) are in the error when it fails.
+  try {
+    execFileSync(process.execPath, ['scripts/build.mjs', '--out', TEST_DIST, '--if-stale'], { cwd: ROOT, encoding: 'utf8', stdio: 'pipe' });
+  } catch (err) {
+    const e = err as { stdout?: string; stderr?: string };
+    throw new Error(`scripts/build.mjs --out ${TEST_DIST} --if-stale failed:\n${e.stdout ?? ''}${e.stderr ?? ''}`, { cause: err });
+  }
   if (![PGLITE_TEMPLATE, PGLITE_EMPTY_TEMPLATE].every((t) => builtAfter(join(t, 'pgdata', 'PG_VERSION'), sources))) await buildPgliteTemplate();
 }
