@@ -10,8 +10,9 @@ import { JOBS } from '../src/jobs/registry.js';
 // Each test spawns the CLI, and a cold embedded start takes 8-14 s on a quiet machine and far
 // more on a loaded one: the limits leave a real margin over that (runCli and waitForLine allow 180 s: a cold `migrate` took 75 s at load average 30).
 vi.setConfig({ testTimeout: 400_000 });
-// A `config check` child spends 2 s of CPU loading the CLI and little else: the bad-input cases
-// run concurrently. The embedded service starts on a copy of the migrated template.
+// A `config check` child spends 1-2 s of CPU loading the CLI and little else: the bad-input cases
+// run concurrently, and problems reported together share a child. The embedded service starts on
+// the data directory `migrate` has just migrated (a copy of the unmigrated template).
 
 function tmp(): string {
   return mkdtempSync(join(tmpdir(), 'rj-cli-'));
@@ -30,24 +31,48 @@ function expectUserError(r: { code: number | null; stderr: string }, pattern: Re
   expect(r.stderr).toMatch(/^relay-jobs: /);
 }
 
+/**
+ * Problems the config check reports together (one `config errors:` block, one line each) share
+ * one child: a `config check` child spends 1-2 s of CPU loading the CLI and little else. Each
+ * pattern must match its own line of that block, so every problem is still reported, as an error.
+ */
+function expectUserErrors(r: { code: number | null; stderr: string }, patterns: RegExp[]) {
+  expectUserError(r, /^relay-jobs: config errors:\n/);
+  const lines = r.stderr.split('\n').slice(1);
+  for (const pattern of patterns)
+    expect(
+      lines.filter((l) => /^ {2}\S/.test(l) && pattern.test(l)),
+      `one error line matching ${pattern}`,
+    ).toHaveLength(1);
+}
+
 describe.concurrent('CLI bad input', () => {
   const cases: Array<[string, Record<string, string>, RegExp]> = [
     ['malformed YAML', { RELAY_JOBS_CONFIG: yaml('jobs: [\n') }, /malformed YAML/],
-    ['unknown key', { RELAY_JOBS_CONFIG: yaml('jobs:\n  canary:\n    evry: 1s\n') }, /jobs\.canary\.evry .*unknown key/],
-    ['unknown job', { RELAY_JOBS_CONFIG: yaml('jobs:\n  nightly_magic:\n    every: 1h\n') }, /jobs\.nightly_magic .*unknown job/],
-    ['wrong type', { RELAY_JOBS_CONFIG: yaml('jobs:\n  canary:\n    enabled: maybe\n') }, /jobs\.canary\.enabled/],
-    ['negative duration', { RELAY_JOBS__JOBS__CANARY__EVERY: '-5s' }, /jobs\.canary\.every \(RELAY_JOBS__JOBS__CANARY__EVERY\): expected a duration/],
-    [
-      'lock TTL shorter than the timeout',
-      { RELAY_JOBS__JOBS__CANARY__TIMEOUT: '10s', RELAY_JOBS__JOBS__CANARY__LOCK_TTL: '5s' },
-      /jobs\.canary\.lock_ttl \(5s\) must be longer than jobs\.canary\.timeout \(10s\)/,
-    ],
     ['only one of the cluster URLs', { DATABASE_URL: 'postgres://postgres@127.0.0.1/x' }, /needs both DATABASE_URL and REDIS_URL/],
     ['cluster without instance id', { DATABASE_URL: 'postgres://postgres@127.0.0.1/x', REDIS_URL }, /RELAY_JOBS_INSTANCE_ID/],
   ];
   for (const [name, env, pattern] of cases) {
     it(`config check: ${name}`, async () => expectUserError(await runCli(['config', 'check'], env), pattern));
   }
+
+  it('config check: unknown key, unknown job, wrong type and negative duration, each named', async () => {
+    const env = { RELAY_JOBS_CONFIG: yaml('jobs:\n  canary:\n    evry: 1s\n    enabled: maybe\n  nightly_magic:\n    every: 1h\n'), RELAY_JOBS__JOBS__CANARY__EVERY: '-5s' };
+    expectUserErrors(await runCli(['config', 'check'], env), [
+      /jobs\.canary\.evry .*unknown key/,
+      /jobs\.nightly_magic .*unknown job/,
+      /jobs\.canary\.enabled/,
+      /jobs\.canary\.every \(RELAY_JOBS__JOBS__CANARY__EVERY\): expected a duration/,
+    ]);
+  });
+
+  it('config check: lock TTL shorter than the timeout, and a provider that is not built in without token_url', async () => {
+    const env = { RELAY_JOBS__JOBS__CANARY__TIMEOUT: '10s', RELAY_JOBS__JOBS__CANARY__LOCK_TTL: '5s', RELAY_JOBS__OAUTH__PROVIDERS__MYCORP__CLIENT_ID: 'x' };
+    expectUserErrors(await runCli(['config', 'check'], env), [
+      /jobs\.canary\.lock_ttl \(5s\) must be longer than jobs\.canary\.timeout \(10s\)/,
+      /oauth\.providers\.mycorp: a platform that is not built in needs both token_url and client_id/,
+    ]);
+  });
 
   it('start: unreachable PostgreSQL and unreachable Redis are one-line errors', async () => {
     const dead = await freePort();
@@ -70,10 +95,6 @@ describe.concurrent('CLI bad input', () => {
     const base = { RELAY_JOBS_INSTANCE_ID: 'a', RELAY_JOBS_ENV: 'test', DATABASE_URL: 'postgres://postgres@127.0.0.1:1/x', REDIS_URL };
     expectUserError(await runCli(['start'], base), /RELAY_JOBS_MASTER_KEY is not set: cluster mode encrypts account credentials/);
     expectUserError(await runCli(['config', 'check'], { ...base, RELAY_JOBS_MASTER_KEY: 'short' }), /security\.master_key \(RELAY_JOBS_MASTER_KEY\): expected 32 random bytes/);
-    expectUserError(
-      await runCli(['config', 'check'], { RELAY_JOBS__OAUTH__PROVIDERS__MYCORP__CLIENT_ID: 'x' }),
-      /oauth\.providers\.mycorp: a platform that is not built in needs both token_url and client_id/,
-    );
   });
 
   it('run: an unknown job is named with the list of known ones', async () => {
@@ -99,14 +120,11 @@ describe('CLI commands', () => {
     expect(r.stdout).not.toContain('super-secret-admin-token');
   });
 
-  it('migrate applies once, then reports up to date', async () => {
+  // One data directory for both: the `migrate` after the service's exit is the second run that
+  // finds the database up to date, and proves the directory is free again (one child fewer).
+  it('migrate applies once; embedded service: a second process on the data dir is refused, `run` goes through the service, SIGTERM exits 0; migrate then reports up to date', async () => {
     const dir = embeddedDataDir(undefined, { migrated: false }); // created, not migrated: no cold PGlite open
     expect((await runCli(['migrate'], { RELAY_JOBS_DATA_DIR: dir })).stdout).toMatch(/applied 1_core/);
-    expect((await runCli(['migrate'], { RELAY_JOBS_DATA_DIR: dir })).stdout).toMatch(/up to date/);
-  });
-
-  it('embedded service: a second process on the data dir is refused, `run` goes through the service, SIGTERM exits 0', async () => {
-    const dir = embeddedDataDir(); // migrated already: no cold PGlite open
     const port = String(await freePort());
     // A 10-minute grace: an exit that waited for the grace period instead of the drain would hit the test's limit.
     const svc = ServiceProcess.start('embedded', { RELAY_JOBS_DATA_DIR: dir, RELAY_JOBS_HTTP_PORT: port, RELAY_JOBS__JOBS__CANARY__SLEEP: '100ms', RELAY_JOBS__SHUTDOWN__GRACE: '10m' });
@@ -139,8 +157,10 @@ describe('CLI commands', () => {
     expect(svc.lines.some((l) => /shutdown complete/.test(l))).toBe(true);
     // Every log line is one JSON object.
     for (const l of svc.lines.filter((x) => x.trim())) expect(() => JSON.parse(l)).not.toThrow();
-    // The data dir is free again.
-    expect((await runCli(['migrate'], { RELAY_JOBS_DATA_DIR: dir })).code).toBe(0);
+    // The data dir is free again, and the migrations applied above are not applied twice.
+    const again = await runCli(['migrate'], { RELAY_JOBS_DATA_DIR: dir });
+    expect(again.code, again.stderr).toBe(0);
+    expect(again.stdout).toMatch(/up to date/);
   });
 
   // signals during start-up

@@ -36,7 +36,8 @@ describe('process lifecycle', () => {
     const svc = new ServiceProcess('npm start', npm);
     try {
       // A first start says what it is doing while the database opens and migrates, then that it is ready.
-      const started = await svc.waitForLine(/relay-jobs started: ready/, 90_000);
+      // A cold PGlite open (a new data directory, on purpose): over 90 s at load average 20.
+      const started = await svc.waitForLine(/relay-jobs started: ready/, 180_000);
       expect(svc.lines.some((l) => l.includes('creating the embedded database (PGlite) in a new data directory'))).toBe(true);
       expect(svc.lines.some((l) => l.includes('applying migration') && l.includes('1_core'))).toBe(true);
       const pid = (JSON.parse(started) as { pid: number }).pid;
@@ -48,7 +49,7 @@ describe('process lifecycle', () => {
     } finally {
       npm.kill('SIGKILL');
     }
-  }, 150_000);
+  }, 300_000);
 
   it('a one-shot `relay-jobs run` exits once its round is done, not after the shutdown grace', async () => {
     // With a 10-minute grace, a grace timer left running would keep the process alive far beyond this test's limit.

@@ -1,8 +1,10 @@
 // vitest global setup: the tests that spawn the CLI run a build of their own in `.test-dist/`,
-// never `dist/` (which a running `npm start` may be using), transpiled file by file (esbuild, about
-// a second; the type check is `npm run typecheck`'s, and test/build-script.test.ts covers tsc's build). It is rebuilt only when a file under
-// src/ is newer than the last build, so a run of one test file does not pay for a compile. The
-// migrated PGlite template (pglite-template.ts) is rebuilt on the same condition.
+// never `dist/` (which a running `npm start` may be using). It is built by `scripts/build.mjs
+// --if-stale --transpile-only`: file by file with esbuild, in about a second (the type check is
+// `npm run typecheck`'s; `npm ci`'s prepare builds dist/ with tsc), under the `prepare` script's
+// own staleness rule, so a run of one test file does not pay for a build, and
+// test/build-script.test.ts checks that rule on the tree built here. The migrated PGlite template
+// (pglite-template.ts) is rebuilt whenever a file under src/ is newer than it.
 import { execFileSync } from 'node:child_process';
 import { existsSync, readdirSync, statSync } from 'node:fs';
 import { join } from 'node:path';
@@ -25,7 +27,12 @@ const builtAfter = (file: string, sources: number) => existsSync(file) && statSy
 
 export default async function setup(): Promise<void> {
   const sources = Math.max(newest(join(ROOT, 'src')), statSync(join(ROOT, 'tsconfig.json')).mtimeMs);
-  const main = join(ROOT, TEST_DIST, 'cli', 'main.js');
-  if (!builtAfter(main, sources)) execFileSync(process.execPath, ['scripts/build.mjs', '--out', TEST_DIST, '--transpile-only'], { cwd: ROOT, stdio: 'inherit' });
+  // Quiet when up to date; the compiler's errors (on stdout) are in the error when it fails.
+  try {
+    execFileSync(process.execPath, ['scripts/build.mjs', '--out', TEST_DIST, '--if-stale', '--transpile-only'], { cwd: ROOT, encoding: 'utf8', stdio: 'pipe' });
+  } catch (err) {
+    const e = err as { stdout?: string; stderr?: string };
+    throw new Error(`scripts/build.mjs --out ${TEST_DIST} --if-stale --transpile-only failed:\n${e.stdout ?? ''}${e.stderr ?? ''}`, { cause: err });
+  }
   if (![PGLITE_TEMPLATE, PGLITE_EMPTY_TEMPLATE].every((t) => builtAfter(join(t, 'pgdata', 'PG_VERSION'), sources))) await buildPgliteTemplate();
 }
