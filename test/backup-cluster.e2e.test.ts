@@ -7,6 +7,7 @@ import type { ServiceProcess } from './helpers/cli.js';
 import { startCluster, type Cluster } from './helpers/cluster.js';
 import { PG_ADMIN_URL } from './helpers/services.js';
 import { waitFor } from './helpers/wait.js';
+import { instanceAliveSql } from '../src/coordination/instance-registry.js';
 
 /**
  * Sub2API's two backup bugs, with real processes: three replicas share one backup directory.
@@ -17,6 +18,7 @@ import { waitFor } from './helpers/wait.js';
  */
 const TOKEN = 'backup-e2e-admin-token-0123456789';
 const LEASE_MS = 3000;
+const HEARTBEAT_MS = 500;
 describe('backup in a cluster of three real replicas', () => {
   let cluster: Cluster;
   let client: pg.Client;
@@ -28,7 +30,7 @@ describe('backup in a cluster of three real replicas', () => {
       RELAY_JOBS__REDIS__COMMAND_TIMEOUT: undefined, // the default, not the harness's
       RELAY_JOBS__JOBS__SESSION_CLEANUP__ENABLED: undefined,
       RELAY_JOBS__DATABASE__POOL_SIZE: '4',
-      RELAY_JOBS__CLUSTER__INSTANCE_HEARTBEAT: '500ms',
+      RELAY_JOBS__CLUSTER__INSTANCE_HEARTBEAT: `${HEARTBEAT_MS}ms`,
       RELAY_JOBS__BACKUP__DIR: dir,
       RELAY_JOBS__BACKUP__LEASE: `${LEASE_MS}ms`,
       // Scheduled once a year: the rounds of this test are asked for by hand.
@@ -75,7 +77,10 @@ describe('backup in a cluster of three real replicas', () => {
     expect(busy.status).toBe(409);
     expect(busy.body.error.running_id).toBe(id1);
     await replicas[1]!.exited;
-    await new Promise((r) => setTimeout(r, 2000)); // r1's old heartbeat goes stale, so its id can register again
+    // r1's old registration must be dead (its liveness session ended, or its beat stale) before its id can register again.
+    await waitFor(async () => (await client.query(`SELECT ${instanceAliveSql('i', '$1')} AS alive FROM instances i WHERE instance_id = 'r1'`, [HEARTBEAT_MS * 3])).rows[0]?.alive === false, {
+      what: "r1's killed registration to stop counting as alive",
+    });
     await cluster.replica(1).restart(false);
     replicas[1] = cluster.replica(1).proc;
     await replicas[1].waitForLine(/relay-jobs started/, 60_000);

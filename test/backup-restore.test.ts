@@ -59,17 +59,19 @@ describe('relay-jobs restore (real processes, real PostgreSQL)', () => {
     expect(again.stderr.trim().split('\n')).toHaveLength(1);
     expect(again.stderr).toMatch(/refusing to restore into .*: it is not empty \(\d+ relations, e\.g\. .*\); pass --force to empty it first/);
     await q(t.url, `INSERT INTO plans (name, price, duration_days) VALUES ('extra', 1, 1)`);
-    // --force empties it first; the extra row is gone.
-    const forced = await runCli(['restore', rec.location, '--target', t.url, '--force'], {}, 60_000);
+    // --force empties it first; the extra row is gone. This run names the backup by id (next test).
+    const forced = await restoreById(t.url, ['--force']);
+    expect(forced.stderr).toBe('');
     expect(forced.code).toBe(0);
     expect(forced.stdout).toMatch(/--force: emptying/);
     expect(await q(t.url, `SELECT 1 FROM plans WHERE name = 'extra'`)).toEqual([]);
+    forcedById = forced;
   });
 
-  it("restores by backup id from the configured storage and checks the restored row counts against the backup's", async () => {
-    const t = await target();
-    const r = await runCli(
-      ['restore', rec.id, '--target', t.url],
+  /** `relay-jobs restore <id>`: the backup found through the configured storage and database. */
+  const restoreById = (targetUrl: string, extra: string[] = []) =>
+    runCli(
+      ['restore', rec.id, '--target', targetUrl, ...extra],
       {
         DATABASE_URL: env.url,
         REDIS_URL,
@@ -80,6 +82,11 @@ describe('relay-jobs restore (real processes, real PostgreSQL)', () => {
       },
       60_000,
     );
+  let forcedById: Awaited<ReturnType<typeof runCli>> | undefined;
+
+  // The previous test's --force run restored by id: one CLI run (and one target) for both checks.
+  it("restores by backup id from the configured storage and checks the restored row counts against the backup's", () => {
+    const r = forcedById!;
     expect(r.stderr).toBe('');
     expect(r.code).toBe(0);
     expect(r.stdout).toMatch(/of \d+ tables/);
