@@ -52,7 +52,7 @@ describe('a replica that dies mid-refresh', () => {
     };
     const live: Replica[] = [];
     for (let i = 0; i < 3; i++) live.push(await startReplica(cluster, `t${i}`, env));
-    await Promise.all(live.map((r) => r.proc.waitForLine(/relay-jobs started/, 60_000)));
+    await Promise.all(live.map((r) => r.proc.waitForLine(/relay-jobs started/)));
     await Promise.all(live.map((r) => r.proc.waitForLine(/"members":\["t0","t1","t2"\]/, 30_000)));
 
     const accounts = Array.from({ length: ACCOUNTS }, (_, i) => ({ platform: 'openai', name: `acct-${i}`, credentials: oauth.issue(`acct-${i}`, lifeOf(i)) }));
@@ -80,7 +80,7 @@ describe('a replica that dies mid-refresh', () => {
         const next = await startReplica(cluster, `t${3 + k}`, env);
         live.push(next);
         // Back to three replicas (as with kills ~21 s apart) before the next kill.
-        await next.waitStarted(60_000);
+        await next.waitStarted();
         // The endpoint marks a request dropped when its delay ends; then each must be presented again.
         await waitFor(() => Date.now() > at + 2000 && takenOver(kill), {
           timeoutMs: 60_000,

@@ -14,14 +14,14 @@ import { jwtExpiry } from '../src/areas/accounts/jwt.js';
  * no refresh token is ever presented twice, none is lost, and every account ends active with
  * the refresh token the server considers live.
  *
- * 150 accounts (500 before) and four hot-path callers every 40 ms (eight every 20 ms) keep what
+ * 150 accounts (500 before) and eight hot-path callers every 80 ms (every 20 ms before) keep what
  * makes races: about 25 refreshes a second over three replicas, and each account asked for by the
  * hot path about every two seconds (half of it inside the refresh margin, where a hot-path request
- * starts a refresh of its own beside the scheduler's), at under a third of the CPU.
+ * starts a refresh of its own beside the scheduler's), for under a third of the refresh work.
  */
 const ACCOUNTS = 150;
-const CALLERS = 4;
-const CALLER_PAUSE_MS = 40;
+const CALLERS = 8;
+const CALLER_PAUSE_MS = 80;
 const LIFETIME_S = 12;
 const RUN_MS = 30_000;
 
@@ -67,7 +67,7 @@ describe('token refresh across three real replicas', () => {
     expect(imported.status, await imported.clone().text()).toBe(201);
     const ids: number[] = (await imported.json()).ids;
 
-    // The hot path: four callers asking random replicas for random accounts' tokens, all run long.
+    // The hot path: eight callers asking random replicas for random accounts' tokens, all run long.
     const started = Date.now();
     let stop = false;
     const served = { ok: 0, failed: [] as string[], expired: 0 };
