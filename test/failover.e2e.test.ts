@@ -76,10 +76,14 @@ describe('crash failover of real replicas', () => {
       )
     ).rows.map((r) => ({ instance: r.instance as string, token: r.token as number, slot: Number(r.slot), start: Number(r.start) }));
 
+  /** Canary rounds that wrote their end row after `t` (DB clock, ms). */
+  const endedAfter = async (t: number) => Number((await client.query(`SELECT count(*)::int AS n FROM canary_runs WHERE phase = 'end' AND at > to_timestamp($1 / 1000.0)`, [t])).rows[0].n);
+
   it('SIGKILL: the next slot runs elsewhere; SIGSTOP past the lease: taken over at expiry, the stale round fenced', async () => {
     await Promise.all(replicas.map((r) => r.waitForLine(/relay-jobs started/)));
     await Promise.all(replicas.map((r) => r.waitForLine(/liveness session open/)));
-    await new Promise((r) => setTimeout(r, 2500));
+    // Rounds are running: two have ended.
+    await poll('two canary rounds', async () => (await endedAfter(0)) >= 2);
 
     // ---- SIGKILL mid-round ----
     const killed = await midRound();
@@ -94,7 +98,8 @@ describe('crash failover of real replicas', () => {
     console.log(`SIGKILL failover: next round started ${Math.round(afterKill.start - killedAt)} ms after the kill (slot ${new Date(afterKill.slot).toISOString()})`);
     const abandoned = await client.query(`SELECT error FROM job_runs WHERE fencing_token = $1 AND job_name = 'canary'`, [killed.token]);
     expect(abandoned.rows[0].error).toMatch(/^abandoned: its instance died/);
-    await new Promise((r) => setTimeout(r, 1500));
+    // Steady again on the survivors: the failover round and the next have ended.
+    await poll('a round after the failover', async () => (await endedAfter(afterKill.start)) >= 2);
 
     // ---- SIGSTOP mid-round, past the lease ----
     const paused = await midRound();
@@ -103,10 +108,14 @@ describe('crash failover of real replicas', () => {
     const takeover = await poll('the take-over of the paused round', async () => (await roundsAfter(stoppedAt)).find((r) => r.instance !== paused.replica.name), LOCK_TTL * 5);
     // A paused process's session is alive: the detector must not fire, only the lease's expiry frees the job.
     expect(takeover.start - paused.started, 'taken over no earlier than the lease').toBeGreaterThanOrEqual(LOCK_TTL - 50);
-    await new Promise((r) => setTimeout(r, 1000));
+    // The paused process resumes only after the round that took over has finished its fenced write.
+    await poll('the take-over round to end', async () => (await client.query(`SELECT 1 FROM canary_runs WHERE fencing_token = $1 AND phase = 'end'`, [takeover.token])).rows[0]);
     paused.replica.proc.kill('SIGCONT');
     await poll('the paused round to notice', async () => paused.replica.lines.find((l: string) => /fenced write refused|lease lost|taken over as abandoned/.test(l)), 10_000);
-    await new Promise((r) => setTimeout(r, 2000));
+    // Rounds go on after the resumed process noticed: three more have ended (with those above, more than
+    // the eight rounds the evidence below needs).
+    const noticedAt = await dbNow();
+    await poll('three rounds after the resume', async () => (await endedAfter(noticedAt)) >= 3);
 
     const survivors = replicas.filter((r) => r !== killed.replica);
     for (const r of survivors) r.proc.kill('SIGTERM');
