@@ -8,9 +8,17 @@ import { backupEnv } from './helpers/backup-env.js';
 import { startS3 } from './helpers/s3-server.js';
 
 const BUCKET = 'relay-backups';
-process.env.AWS_ACCESS_KEY_ID = 'S3RVER';
-process.env.AWS_SECRET_ACCESS_KEY = 'S3RVER';
-process.env.AWS_REGION = 'us-east-1';
+// The SDK reads credentials from the environment. A worker runs several files in one process
+// (isolate: false), so the file puts back what it found when it is done.
+const AWS_ENV = { AWS_ACCESS_KEY_ID: 'S3RVER', AWS_SECRET_ACCESS_KEY: 'S3RVER', AWS_REGION: 'us-east-1' };
+const savedAwsEnv = Object.fromEntries(Object.keys(AWS_ENV).map((k) => [k, process.env[k]]));
+Object.assign(process.env, AWS_ENV);
+afterAll(() => {
+  for (const [k, v] of Object.entries(savedAwsEnv)) {
+    if (v === undefined) delete process.env[k];
+    else process.env[k] = v;
+  }
+});
 
 async function readAll(s: NodeJS.ReadableStream): Promise<Buffer> {
   const parts: Buffer[] = [];
