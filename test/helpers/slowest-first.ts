@@ -1,28 +1,31 @@
-// vitest sequencer: the longest files start first, so the two workers do not end the run with one
+// vitest sequencer: the longest files start first, so the workers do not end the run with one
 // long end-to-end file running alone. With a results cache (a previous run on this machine) the
 // measured durations decide; without one (a fresh CI checkout), the files named in SLOW_FIRST
 // (the slowest of a measured full run, longest first) lead, then every other end-to-end file, then
 // the rest in vitest's own order.
 import { BaseSequencer, type TestSpecification } from 'vitest/node';
 
-/** Longest first, from a full run's per-file durations (update from a vitest JSON report). */
+/** Longest first, from a full run's per-file wall times (update from a RELAY_TEST_CPU_DIR report, scripts/test-cost.mjs). */
 export const SLOW_FIRST = [
-  // From the full run of 2026-12-01 19:05 UTC (/tmp/durations.json, a loaded machine), longest first.
-  'test/cli.test.ts',
-  'test/process.test.ts',
-  'test/examples.test.ts',
-  'test/image-batches.e2e.test.ts',
-  'test/provider-replies.test.ts',
-  'test/build-script.test.ts',
+  // From the full run of 2026-12-02 03:14 UTC (RELAY_TEST_CPU_DIR wall times, a quiet machine), longest first.
+  'test/redis-outage-load.e2e.test.ts',
+  'test/billing.e2e.test.ts',
+  'test/sql-embedded.test.ts',
+  'test/redis-topologies.test.ts',
   'test/ops.e2e.test.ts',
+  'test/cli.test.ts',
+  'test/token-refresh.e2e.test.ts',
+  'test/process.test.ts',
   'test/slow-clients.e2e.test.ts',
-  'test/round-runner.test.ts',
-  'test/backup-roundtrip.e2e.test.ts',
-  'test/files-at-rest.test.ts',
-  'test/refresh-takeover.e2e.test.ts',
+  'test/console.test.ts',
   'test/refresh-shards.e2e.test.ts',
-  'test/backup-restore.test.ts',
-  'test/backup-embedded.test.ts',
+  'test/probes-cluster.e2e.test.ts',
+  'test/pgbouncer.e2e.test.ts',
+  'test/refresh-deadline.e2e.test.ts',
+  'test/image-batches.e2e.test.ts',
+  'test/backup-cluster.e2e.test.ts',
+  'test/cluster.e2e.test.ts',
+  'test/refresh-takeover.e2e.test.ts',
 ];
 
 function rank(spec: TestSpecification): number {
