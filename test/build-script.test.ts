@@ -1,23 +1,13 @@
 import { describe, expect, it } from 'vitest';
 import { execFileSync } from 'node:child_process';
-import { existsSync, readFileSync, readdirSync, statSync } from 'node:fs';
+import { existsSync, readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { newestMtime } from './helpers/mtime.js';
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
 /** The tests' build (helpers/build-cli.ts; not imported here: it loads PGlite for the template). */
 const TEST_DIST = '.test-dist';
-
-/** The newest modification time under the given files and folders (what build.mjs compares with). */
-function newest(paths: string[]): number {
-  let max = 0;
-  for (const p of paths) {
-    if (!existsSync(p)) continue;
-    const st = statSync(p);
-    max = Math.max(max, st.isDirectory() ? newest(readdirSync(p).map((n) => join(p, n))) : st.mtimeMs);
-  }
-  return max;
-}
 
 /**
  * `prepare` (npm ci, and `npx relay-jobs` in a checkout, which installs the checkout) runs
@@ -38,7 +28,7 @@ describe('scripts/build.mjs', () => {
     const main = join(ROOT, TEST_DIST, 'cli', 'main.js');
     const stamp = join(ROOT, TEST_DIST, '.built');
     expect(existsSync(main)).toBe(true);
-    expect(statSync(stamp).mtimeMs).toBeGreaterThanOrEqual(newest(['src', 'tsconfig.json', 'package.json'].map((p) => join(ROOT, p))));
+    expect(statSync(stamp).mtimeMs).toBeGreaterThanOrEqual(newestMtime(['src', 'tsconfig.json', 'package.json'].map((p) => join(ROOT, p))));
     const before = [statSync(main).mtimeMs, statSync(stamp).mtimeMs];
     expect(build('--if-stale')).toMatch(/up to date; not rebuilt/);
     expect([statSync(main).mtimeMs, statSync(stamp).mtimeMs]).toEqual(before);

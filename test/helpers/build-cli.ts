@@ -6,27 +6,19 @@
 // test/build-script.test.ts checks that rule on the tree built here. The migrated PGlite template
 // (pglite-template.ts) is rebuilt whenever a file under src/ is newer than it.
 import { execFileSync } from 'node:child_process';
-import { existsSync, readdirSync, statSync } from 'node:fs';
+import { existsSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { newestMtime } from './mtime.js';
 import { PGLITE_EMPTY_TEMPLATE, PGLITE_TEMPLATE, buildPgliteTemplate } from './pglite-template.js';
 
 const ROOT = fileURLToPath(new URL('../..', import.meta.url));
 export const TEST_DIST = '.test-dist';
 
-function newest(dir: string): number {
-  let max = 0;
-  for (const entry of readdirSync(dir, { withFileTypes: true })) {
-    const path = join(dir, entry.name);
-    max = Math.max(max, entry.isDirectory() ? newest(path) : statSync(path).mtimeMs);
-  }
-  return max;
-}
-
 const builtAfter = (file: string, sources: number) => existsSync(file) && statSync(file).mtimeMs >= sources;
 
 export default async function setup(): Promise<void> {
-  const sources = Math.max(newest(join(ROOT, 'src')), statSync(join(ROOT, 'tsconfig.json')).mtimeMs);
+  const sources = newestMtime([join(ROOT, 'src'), join(ROOT, 'tsconfig.json')]);
   // Quiet when up to date; the compiler's errors (on stdout) are in the error when it fails.
   try {
     execFileSync(process.execPath, ['scripts/build.mjs', '--out', TEST_DIST, '--if-stale', '--transpile-only'], { cwd: ROOT, encoding: 'utf8', stdio: 'pipe' });
