@@ -45,14 +45,30 @@ export async function dropRedisPrefix(prefix: string, url = REDIS_URL): Promise<
   r.disconnect();
 }
 
+const handedOut = new Set<number>();
+
+/**
+ * A free TCP port BELOW the kernel's ephemeral range (Linux: 32768-60999), never the same one twice
+ * in a process. A port from `listen(0)` lies inside that range, where any outgoing connection (a
+ * pool, a fetch) may take it as its source port before the test uses it: a replica restarted on
+ * its old port then found it in use (image-batches e2e, three files running at once).
+ */
 export async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
+  for (let i = 0; i < 200; i++) {
+    const port = 20_000 + Math.floor(Math.random() * 12_000);
+    if (handedOut.has(port) || !(await canListen(port))) continue;
+    handedOut.add(port);
+    return port;
+  }
+  throw new Error('no free TCP port in 20000-31999 after 200 tries');
+}
+
+/** Whether a listener on every address (as a replica binds 0.0.0.0) can take the port now. */
+function canListen(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
     const s = createServer();
-    s.listen(0, '127.0.0.1', () => {
-      const { port } = s.address() as { port: number };
-      s.close(() => resolve(port));
-    });
-    s.on('error', reject);
+    s.once('error', () => resolve(false));
+    s.listen(port, () => s.close(() => resolve(true)));
   });
 }
 
