@@ -23,15 +23,9 @@ const transpileOnly = process.argv.includes('--transpile-only');
 
 async function transpile(from, to) {
   const { build } = await import('esbuild');
-  const files = [];
-  const walk = (dir) => {
-    for (const e of readdirSync(dir, { withFileTypes: true })) {
-      const p = join(dir, e.name);
-      if (e.isDirectory()) walk(p);
-      else if (p.endsWith('.ts') && !p.endsWith('.d.ts')) files.push(p);
-    }
-  };
-  walk(from);
+  const files = readdirSync(from, { recursive: true })
+    .filter((f) => f.endsWith('.ts') && !f.endsWith('.d.ts'))
+    .map((f) => join(from, f));
   await build({ entryPoints: files, outdir: to, outbase: from, format: 'esm', platform: 'node', target: 'node20', bundle: false, logLevel: 'warning' });
 }
 const withConsole = out === 'dist';
