@@ -16,6 +16,7 @@ import { REDIS_URL, dropRedisPrefix, freshDatabase, uniqueName } from './helpers
  * Every path that could move a bucket's epoch back, each with its interleaving forced (real
  * PostgreSQL and Redis; the only test code between them are pauses at named points):
  * - a PostgreSQL answer after the bucket's newest account left it;
+ * - a replica started after Redis came back empty, the newest account gone: only the high-water holds the epoch;
  * - a rebuild after Redis lost its data, racing a consumer batch and a change committed meanwhile;
  * - two replicas rebuilding at once, Redis losing its data between them;
  * - a replica restarted (no memory) reading a bucket that lags what another answered.
@@ -187,6 +188,28 @@ describe('scheduler snapshot epoch: never back, per bucket, across both sources'
     expect(after.source).toBe('snapshot');
     expect(after.ids).toEqual(await truth());
     await r1.ask();
+    expectNeverBack();
+  });
+
+  it('a replica started after Redis came back empty answers from PostgreSQL at the high-water, not at its rows, when the newest account left the bucket', async () => {
+    const r1 = replica('r1');
+    await r1.snapshot.builder.buildBucket(OPENAI, false);
+    await change('e-6'); // e-6 carries the bucket's newest version
+    await r1.consumer.poll();
+    const served = await r1.ask();
+    expect(served.source).toBe('snapshot');
+
+    // e-6 leaves the bucket (its versions go with it), and Redis comes back empty.
+    await db.query(`UPDATE accounts SET platform = 'claude' WHERE name = 'e-6'`);
+    await dropRedisPrefix(prefix);
+    // A replica that started now knows nothing this bucket answered: only the high-water does.
+    const r2 = replica('r2');
+    const fresh = await r2.ask();
+    expect(fresh.source).toBe('postgres');
+    const rowsTop = Number((await db.query<{ v: string }>(`SELECT max(sched_version) AS v FROM accounts WHERE platform = 'openai'`)).rows[0]!.v);
+    expect(rowsTop).toBeLessThan(served.epoch); // the rows alone would give an older epoch
+    expect(fresh.epoch).toBeGreaterThanOrEqual(served.epoch);
+    await r2.snapshot.settled();
     expectNeverBack();
   });
 
