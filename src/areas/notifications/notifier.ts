@@ -1,4 +1,4 @@
-import type { Notifications, Delivery } from './store/notifications.js';
+import type { Notifications, Delivery, ClaimedDelivery } from './store/notifications.js';
 import type { ChannelBudget } from './store/channel-budget.js';
 import type { Channel } from './channels.js';
 import type { Clock } from '../../time/clock.js';
@@ -52,6 +52,8 @@ export interface DeliveryOutcome {
   skipped: number;
   /** Put back for later: the channel is down this round, or the round was aborted. */
   deferred: number;
+  /** Dropped unsent: the claim's lease lapsed and another sender took the row over (it sends it). */
+  lost: number;
   /** Put back because the channel's cluster-wide rate limit is full (due when a slot frees; not an attempt). */
   rate_limited: number;
 }
@@ -89,14 +91,14 @@ export class Notifier {
   }
 
   async deliverDue(owner: string, precheck: (d: Delivery) => Promise<string | null>, signal?: AbortSignal, templates: string[] | null = null): Promise<DeliveryOutcome> {
-    const out: DeliveryOutcome = { sent: 0, failed: 0, skipped: 0, deferred: 0, rate_limited: 0 };
+    const out: DeliveryOutcome = { sent: 0, failed: 0, skipped: 0, deferred: 0, rate_limited: 0, lost: 0 };
     const round: RoundState = { down: new Set(), full: new Map() };
     const blocked = () => [...new Set([...round.down, ...round.full.keys()])];
     for (let done = 0; done < this.s.batch && !signal?.aborted && blocked().length < this.channels.size;) {
       const due = await this.store.claim(owner, Math.min(CHUNK, this.s.batch - done), this.s.sendTimeoutMs * (CHUNK + 2), templates, blocked());
       if (!due.length) break;
       done += due.length;
-      await this.deliver(due, owner, precheck, round, out, signal);
+      await this.deliver(due, precheck, round, out, signal);
     }
     return out;
   }
@@ -105,7 +107,7 @@ export class Notifier {
    * A slot of the channel's cluster-wide budget, or null when the delivery was put back because
    * the budget is full (the channel is then full for the rest of the round). Unlimited: no slot.
    */
-  private async slot(d: Delivery, owner: string, round: RoundState, out: DeliveryOutcome): Promise<{ token: string | null } | null> {
+  private async slot(d: ClaimedDelivery, round: RoundState, out: DeliveryOutcome): Promise<{ token: string | null } | null> {
     const limit = this.s.rateLimits[d.channel];
     if (!limit || limit.count <= 0) return { token: null };
     let retryAt = round.full.get(d.channel);
@@ -116,16 +118,16 @@ export class Notifier {
       retryAt = got.retryAt;
       round.full.set(d.channel, retryAt);
     }
-    await this.store.defer(d.id, owner, retryAt);
+    await this.store.defer(d.id, d.claim, retryAt);
     this.metrics.notifyDeferred.inc({ channel: d.channel, reason: 'rate_limit' });
     out.rate_limited++;
     return null;
   }
 
-  private async deliver(due: Delivery[], owner: string, precheck: (d: Delivery) => Promise<string | null>, round: RoundState, out: DeliveryOutcome, signal?: AbortSignal): Promise<void> {
+  private async deliver(due: ClaimedDelivery[], precheck: (d: Delivery) => Promise<string | null>, round: RoundState, out: DeliveryOutcome, signal?: AbortSignal): Promise<void> {
     for (const d of due) {
       if (signal?.aborted || round.down.has(d.channel)) {
-        await this.store.release(d.id, signal?.aborted ? 0 : this.s.retryBaseMs);
+        await this.store.release(d.id, d.claim, signal?.aborted ? 0 : this.s.retryBaseMs);
         if (!signal?.aborted) this.metrics.notifyDeferred.inc({ channel: d.channel, reason: 'channel_down' });
         out.deferred++;
         continue;
@@ -133,14 +135,22 @@ export class Notifier {
       const skip = await precheck(d);
       const channel = this.channels.get(d.channel);
       if (skip || !channel) {
-        await this.store.skipped(d.id, skip ?? `channel ${d.channel} is not configured`);
+        await this.store.skipped(d.id, d.claim, skip ?? `channel ${d.channel} is not configured`);
         out.skipped++;
         continue;
       }
       let limiter = this.limiters.get(d.channel);
       if (!limiter) this.limiters.set(d.channel, (limiter = new RateLimiter(this.clock, this.s.perSecond)));
       await limiter.take();
-      const slot = await this.slot(d, owner, round, out);
+      // The fence: the chunk's lease may have lapsed while this sender waited (smoothing, earlier
+      // slow sends, a lost liveness session) and the row been taken over; then it is the new
+      // holder's to send, not this one's. Held again, the lease covers this send.
+      if (!(await this.store.hold(d.id, d.claim, this.s.sendTimeoutMs * 2))) {
+        this.log.warn({ channel: d.channel, delivery_id: d.id }, 'notification claim lapsed and taken over before its send; left to its new holder');
+        out.lost++;
+        continue;
+      }
+      const slot = await this.slot(d, round, out);
       if (!slot) continue;
       const { subject, text } = render(d.template, d.params);
       try {
@@ -152,20 +162,21 @@ export class Notifier {
           messageId: `<${d.dedup_key.replace(/[^A-Za-z0-9.:_-]/g, '_')}@relay-jobs>`,
           dedupKey: d.dedup_key,
         });
-        await this.store.sent(d.id, owner);
+        // False only if the send outlasted its lease and the row was taken over: at least once.
+        if (!(await this.store.sent(d.id, d.claim))) this.log.warn({ channel: d.channel, delivery_id: d.id }, 'notification sent after its claim lapsed; its new holder may send it again');
         this.mark(d.channel, null);
         this.metrics.notifySent.inc({ channel: d.channel, template: d.template });
         out.sent++;
       } catch (err) {
         const msg = (err as Error).message;
         const retryMs = this.s.retryBaseMs * 4 ** Math.min(d.attempts, 6);
-        const state = await this.store.failed(d.id, msg, retryMs, this.s.maxAttempts);
+        const state = await this.store.failed(d.id, d.claim, msg, retryMs, this.s.maxAttempts);
         this.mark(d.channel, msg);
         round.down.add(d.channel);
         this.metrics.notifyFailures.inc({ channel: d.channel });
         this.log.warn(
           { channel: d.channel, delivery_id: d.id, attempt: d.attempts + 1, retry_in_s: state === 'retry' ? retryMs / 1000 : null, err: msg },
-          state === 'retry' ? 'notification failed; retried later' : 'notification failed for good',
+          state === 'retry' ? 'notification failed; retried later' : state === 'lost' ? 'notification failed after its claim was taken over; left to its new holder' : 'notification failed for good',
         );
         out.failed++;
       } finally {

@@ -1,6 +1,7 @@
 import type { Db } from '../../../store/db.js';
+import { randomUUID } from 'node:crypto';
 import { iso, num } from '../../../store/db.js';
-import { claimDue, heldBy, leaseFree, type LeaseTable } from '../../../store/claim-queue.js';
+import { claimDue, heldBy, leaseFree, msInterval, type LeaseTable } from '../../../store/claim-queue.js';
 
 export interface Delivery {
   id: number;
@@ -18,6 +19,11 @@ export interface Delivery {
   last_error: string | null;
   created_at: string;
   sent_at: string | null;
+}
+
+/** A delivery as claimed: `claim` is the claim's token (`claimed_by`), new on every claim, so it fences the holder's later writes. */
+export interface ClaimedDelivery extends Delivery {
+  claim: string;
 }
 
 function toDelivery(r: Record<string, unknown>): Delivery {
@@ -43,7 +49,14 @@ function toDelivery(r: Record<string, unknown>): Delivery {
  * before anything is sent; a sender claims due rows (`claim-queue.ts`) with a lease, and records
  * the result after. A sender that dies mid-send leaves a `sending` row: taken over at once when
  * its liveness key is gone (its process died), else when its lease lapses; the row is sent again
- * with the same message id.
+ * with the same message id and idempotency key (at least once: a crash between the remote
+ * server's acceptance and the `sent` record cannot be undone).
+ *
+ * `claimed_by` holds a token new on every claim (`<owner>/<uuid>`), which fences the holder: it
+ * re-takes a row under its token just before sending it (`hold`), and its `sent`, `failed`,
+ * `skipped`, `release` and `defer` match the row only while it still holds that token. A sender
+ * whose lease lapsed while it was still working (a slow chunk, a lost liveness session) and whose
+ * row was taken over since therefore neither sends it again nor writes over the new holder.
  */
 // One statement per (window, channel): the reminder intent for every active subscription whose
 // end falls inside the window. The key names the subscription, the window and the period end, so
@@ -74,6 +87,8 @@ const CLAIM = claimDue(OUTBOX, {
   set: [`status = 'sending'`],
   returning: 't.*',
 });
+/** The row is still `sending` under this claim's token ($2). */
+const HELD = `status = 'sending' AND ${heldBy(OUTBOX, { owner: '$2' })}`;
 const REMINDER_STILL_DUE = `SELECT 1 FROM subscriptions WHERE id = $1 AND status = 'active' AND expires_at = $2::timestamptz AND expires_at > clock_timestamp()`;
 
 export class Notifications {
@@ -96,40 +111,62 @@ export class Notifications {
   }
 
   /** Due deliveries, optionally only of some templates (each area sends its own on its own cadence), never of `skipChannels` (down or rate-limited this round). */
-  async claim(owner: string, limit: number, leaseMs: number, templates: string[] | null = null, skipChannels: string[] = []): Promise<Delivery[]> {
-    const { rows } = await this.db.query(CLAIM, [owner, limit, leaseMs, templates, skipChannels, this.aliveKey()]);
-    return rows.map(toDelivery).sort((a, b) => a.id - b.id);
+  async claim(owner: string, limit: number, leaseMs: number, templates: string[] | null = null, skipChannels: string[] = []): Promise<ClaimedDelivery[]> {
+    const token = `${owner}/${randomUUID()}`;
+    const { rows } = await this.db.query(CLAIM, [token, limit, leaseMs, templates, skipChannels, this.aliveKey()]);
+    return rows.map((r) => ({ ...toDelivery(r), claim: token })).sort((a, b) => a.id - b.id);
   }
 
-  async sent(id: number, owner: string): Promise<void> {
-    await this.db.query(
-      `UPDATE notification_deliveries SET status = 'sent', sent_at = clock_timestamp(), attempts = attempts + 1, last_error = NULL, rate_limited = false WHERE id = $1 AND ${heldBy(OUTBOX, { owner: '$2' })}`,
-      [id, owner],
+  /**
+   * Re-takes a claimed row just before it is sent: still held under `claim`, its lease now covers
+   * the send (`leaseMs` from now, never shortened) and names this replica's current liveness key.
+   * False when the lease lapsed and another sender took the row over: it must not be sent.
+   */
+  async hold(id: number, claim: string, leaseMs: number): Promise<boolean> {
+    const { rowCount } = await this.db.query(
+      `UPDATE notification_deliveries SET claimed_until = GREATEST(claimed_until, clock_timestamp() + ${msInterval('$3')}), claimed_alive_key = $4::int
+        WHERE id = $1 AND ${HELD}`,
+      [id, claim, leaseMs, this.aliveKey()],
     );
+    return rowCount === 1;
   }
 
-  async skipped(id: number, reason: string): Promise<void> {
-    await this.db.query(`UPDATE notification_deliveries SET status = 'skipped', last_error = $2 WHERE id = $1`, [id, reason]);
+  /** Records the send; false when the row was taken over meanwhile (its new holder records it). */
+  async sent(id: number, claim: string): Promise<boolean> {
+    const { rowCount } = await this.db.query(
+      `UPDATE notification_deliveries SET status = 'sent', sent_at = clock_timestamp(), attempts = attempts + 1, last_error = NULL, rate_limited = false WHERE id = $1 AND ${HELD}`,
+      [id, claim],
+    );
+    return rowCount === 1;
   }
 
-  /** A failed attempt: retried after `retryMs`, or failed for good after `maxAttempts`. */
-  async failed(id: number, error: string, retryMs: number, maxAttempts: number): Promise<'retry' | 'failed'> {
+  async skipped(id: number, claim: string, reason: string): Promise<void> {
+    await this.db.query(`UPDATE notification_deliveries SET status = 'skipped', last_error = $3 WHERE id = $1 AND ${HELD}`, [id, claim, reason]);
+  }
+
+  /**
+   * A failed attempt: retried after `retryMs`, or failed for good after `maxAttempts`; `lost` when
+   * the row was taken over meanwhile (a stale failure must not put a row another sender holds, or
+   * has sent, back to pending).
+   */
+  async failed(id: number, claim: string, error: string, retryMs: number, maxAttempts: number): Promise<'retry' | 'failed' | 'lost'> {
     const { rows } = await this.db.query<{ status: string }>(
-      `UPDATE notification_deliveries SET attempts = attempts + 1, last_error = $2,
-         status = CASE WHEN attempts + 1 >= $4 THEN 'failed' ELSE 'pending' END,
-         next_attempt_at = clock_timestamp() + $3 * interval '1 millisecond', claimed_by = NULL, claimed_until = NULL, claimed_alive_key = NULL, rate_limited = false
-       WHERE id = $1 RETURNING status`,
-      [id, error.slice(0, 500), retryMs, maxAttempts],
+      `UPDATE notification_deliveries SET attempts = attempts + 1, last_error = $3,
+         status = CASE WHEN attempts + 1 >= $5 THEN 'failed' ELSE 'pending' END,
+         next_attempt_at = clock_timestamp() + $4 * interval '1 millisecond', claimed_by = NULL, claimed_until = NULL, claimed_alive_key = NULL, rate_limited = false
+       WHERE id = $1 AND ${HELD} RETURNING status`,
+      [id, claim, error.slice(0, 500), retryMs, maxAttempts],
     );
-    return rows[0]?.status === 'failed' ? 'failed' : 'retry';
+    if (!rows[0]) return 'lost';
+    return rows[0].status === 'failed' ? 'failed' : 'retry';
   }
 
-  /** Puts a claimed row back untouched (its channel is down this round). */
-  async release(id: number, delayMs: number): Promise<void> {
+  /** Puts a claimed row back untouched (its channel is down this round), if still held under `claim`. */
+  async release(id: number, claim: string, delayMs: number): Promise<void> {
     await this.db.query(
       `UPDATE notification_deliveries SET status = 'pending', claimed_by = NULL, claimed_until = NULL, claimed_alive_key = NULL, rate_limited = false,
-         next_attempt_at = clock_timestamp() + $2 * interval '1 millisecond' WHERE id = $1`,
-      [id, delayMs],
+         next_attempt_at = clock_timestamp() + $3 * interval '1 millisecond' WHERE id = $1 AND ${HELD}`,
+      [id, claim, delayMs],
     );
   }
 
@@ -137,11 +174,11 @@ export class Notifications {
    * Puts a claimed row back because its channel's cluster-wide rate limit is full: pending again,
    * due when the first slot frees, counted as a deferral and never as an attempt.
    */
-  async defer(id: number, owner: string, until: Date): Promise<void> {
+  async defer(id: number, claim: string, until: Date): Promise<void> {
     await this.db.query(
       `UPDATE notification_deliveries SET status = 'pending', claimed_by = NULL, claimed_until = NULL, claimed_alive_key = NULL, next_attempt_at = $3,
-         deferrals = deferrals + 1, rate_limited = true WHERE id = $1 AND ${heldBy(OUTBOX, { owner: '$2' })}`,
-      [id, owner, until],
+         deferrals = deferrals + 1, rate_limited = true WHERE id = $1 AND ${HELD}`,
+      [id, claim, until],
     );
   }
 
