@@ -1,7 +1,7 @@
 import { existsSync, mkdirSync } from 'node:fs';
 import { cp } from 'node:fs/promises';
 import { basename, join } from 'node:path';
-import { PGlite } from '@electric-sql/pglite';
+import type { PGlite } from '@electric-sql/pglite';
 import type { Db, PinnedConnection, Queryable, QueryResult } from './db.js';
 
 /**
@@ -29,6 +29,8 @@ export class PgliteDb implements Db {
       path = join(dataDir, 'pgdata');
       mkdirSync(path, { recursive: true, mode: 0o700 });
     }
+    // Imported here, not at the top: a cluster-mode replica never loads PGlite's ~500 KB of JavaScript.
+    const { PGlite } = await import('@electric-sql/pglite');
     const pg = new PGlite(path);
     await pg.waitReady;
     return new PgliteDb(pg, path);

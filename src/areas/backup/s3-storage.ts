@@ -1,6 +1,5 @@
 import type { Readable } from 'node:stream';
-import { S3Client, HeadBucketCommand, GetObjectCommand, DeleteObjectCommand, ListMultipartUploadsCommand, AbortMultipartUploadCommand, PutObjectCommand } from '@aws-sdk/client-s3';
-import { Upload } from '@aws-sdk/lib-storage';
+import type { S3Client } from '@aws-sdk/client-s3';
 import { UserError } from '../../config/errors.js';
 import { checksumKey, type BackupStorage } from './backup-storage.js';
 
@@ -30,17 +29,34 @@ function describe(err: unknown): string {
  * Credentials come from the SDK's default chain (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY,
  * AWS_PROFILE, instance roles); they never appear in config, records or messages.
  */
+type Sdk = { s3: typeof import('@aws-sdk/client-s3'); Upload: typeof import('@aws-sdk/lib-storage').Upload };
+
+/**
+ * The SDK's two packages, imported on first use: they are about 300 modules, which every replica and
+ * CLI run would otherwise load at start-up whether or not `backup.storage` is `s3`. Both are
+ * CommonJS: imported, their exports are the namespace's `default` (a bundle gives only that one).
+ */
+let sdkLoad: Promise<Sdk> | null = null;
+const loadSdk = (): Promise<Sdk> => (sdkLoad ??= Promise.all([import('@aws-sdk/client-s3'), import('@aws-sdk/lib-storage')]).then(([s3, storage]) => ({ s3: cjs(s3), Upload: cjs(storage).Upload })));
+const cjs = <T>(namespace: T): T => (namespace as { default?: T }).default ?? namespace;
+
 export class S3Storage implements BackupStorage {
   readonly kind = 's3' as const;
-  private readonly client: S3Client;
+  private session: Promise<{ sdk: Sdk; client: S3Client }> | null = null;
 
-  constructor(private readonly opts: S3StorageOptions) {
-    // The SDK warns on Node < 22 that its releases after January 2027 will need Node 22. The version
-    // pinned in package.json (3.1175.0, engines >=20) is one of the releases that support Node 20,
-    // and relay-jobs supports Node 20, so the warning is about an upgrade we do not make; it is turned
-    // off with the SDK's own switch, unless the operator set that switch themselves (CHANGELOG, docs/backup.md).
-    process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED ??= 'true';
-    this.client = new S3Client({ region: opts.region, endpoint: opts.endpoint, forcePathStyle: opts.forcePathStyle, maxAttempts: 3 });
+  constructor(private readonly opts: S3StorageOptions) {}
+
+  /** The SDK and this storage's client, made on first use. */
+  private sdk(): Promise<{ sdk: Sdk; client: S3Client }> {
+    const opts = this.opts;
+    return (this.session ??= loadSdk().then((sdk) => {
+      // The SDK warns on Node < 22 that its releases after January 2027 will need Node 22. The version
+      // pinned in package.json (3.1175.0, engines >=20) is one of the releases that support Node 20,
+      // and relay-jobs supports Node 20, so the warning is about an upgrade we do not make; it is turned
+      // off with the SDK's own switch, unless the operator set that switch themselves (CHANGELOG, docs/backup.md).
+      process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED ??= 'true';
+      return { sdk, client: new sdk.s3.S3Client({ region: opts.region, endpoint: opts.endpoint, forcePathStyle: opts.forcePathStyle, maxAttempts: 3 }) };
+    }));
   }
 
   private full(key: string): string {
@@ -52,16 +68,18 @@ export class S3Storage implements BackupStorage {
   }
 
   async check(): Promise<void> {
+    const { sdk, client } = await this.sdk();
     try {
-      await this.client.send(new HeadBucketCommand({ Bucket: this.opts.bucket }));
+      await client.send(new sdk.s3.HeadBucketCommand({ Bucket: this.opts.bucket }));
     } catch (err) {
       throw new UserError(`S3 bucket ${this.opts.bucket}${this.opts.endpoint ? ` at ${this.opts.endpoint}` : ''} cannot be reached: ${describe(err)}`);
     }
   }
 
   async put(key: string, body: Readable, signal?: AbortSignal): Promise<void> {
-    const upload = new Upload({
-      client: this.client,
+    const { sdk, client } = await this.sdk();
+    const upload = new sdk.Upload({
+      client,
       params: { Bucket: this.opts.bucket, Key: this.full(key), Body: body, ContentType: 'application/gzip' },
       partSize: this.opts.partSizeMb * 1024 * 1024,
       queueSize: 2,
@@ -80,16 +98,18 @@ export class S3Storage implements BackupStorage {
   }
 
   async putText(key: string, text: string): Promise<void> {
+    const { sdk, client } = await this.sdk();
     try {
-      await this.client.send(new PutObjectCommand({ Bucket: this.opts.bucket, Key: this.full(key), Body: text, ContentType: 'text/plain' }));
+      await client.send(new sdk.s3.PutObjectCommand({ Bucket: this.opts.bucket, Key: this.full(key), Body: text, ContentType: 'text/plain' }));
     } catch (err) {
       throw new UserError(`upload to ${this.location(key)} failed: ${describe(err)}`);
     }
   }
 
   async open(key: string): Promise<{ stream: Readable; size: number }> {
+    const { sdk, client } = await this.sdk();
     try {
-      const res = await this.client.send(new GetObjectCommand({ Bucket: this.opts.bucket, Key: this.full(key) }));
+      const res = await client.send(new sdk.s3.GetObjectCommand({ Bucket: this.opts.bucket, Key: this.full(key) }));
       return { stream: res.Body as Readable, size: Number(res.ContentLength ?? 0) };
     } catch (err) {
       throw new UserError(`${this.location(key)} cannot be read: ${describe(err)}`);
@@ -97,8 +117,9 @@ export class S3Storage implements BackupStorage {
   }
 
   async readText(key: string): Promise<string | null> {
+    const { sdk, client } = await this.sdk();
     try {
-      const res = await this.client.send(new GetObjectCommand({ Bucket: this.opts.bucket, Key: this.full(key) }));
+      const res = await client.send(new sdk.s3.GetObjectCommand({ Bucket: this.opts.bucket, Key: this.full(key) }));
       return (await res.Body?.transformToString('utf8')) ?? null;
     } catch {
       return null;
@@ -107,19 +128,21 @@ export class S3Storage implements BackupStorage {
 
   /** The object, its checksum file and any multipart upload a killed writer left open. */
   async remove(key: string): Promise<void> {
-    for (const k of [key, checksumKey(key)]) await this.client.send(new DeleteObjectCommand({ Bucket: this.opts.bucket, Key: this.full(k) }));
+    const { sdk, client } = await this.sdk();
+    for (const k of [key, checksumKey(key)]) await client.send(new sdk.s3.DeleteObjectCommand({ Bucket: this.opts.bucket, Key: this.full(k) }));
     try {
-      const res = await this.client.send(new ListMultipartUploadsCommand({ Bucket: this.opts.bucket, Prefix: this.full(key) }));
+      const res = await client.send(new sdk.s3.ListMultipartUploadsCommand({ Bucket: this.opts.bucket, Prefix: this.full(key) }));
       for (const u of res.Uploads ?? []) {
-        if (u.Key && u.UploadId) await this.client.send(new AbortMultipartUploadCommand({ Bucket: this.opts.bucket, Key: u.Key, UploadId: u.UploadId }));
+        if (u.Key && u.UploadId) await client.send(new sdk.s3.AbortMultipartUploadCommand({ Bucket: this.opts.bucket, Key: u.Key, UploadId: u.UploadId }));
       }
     } catch {
       // Stores without ListMultipartUploads: the bucket's lifecycle rule for incomplete uploads cleans up.
     }
   }
 
+  /** Closes the client's connections, if it was ever made. */
   close(): void {
-    this.client.destroy();
+    void this.session?.then(({ client }) => client.destroy()).catch(() => undefined);
   }
 }
 

@@ -1,4 +1,3 @@
-import { parse } from 'libpg-query';
 import { AppError } from '../../../errors/app-error.js';
 
 /** A statement the SQL console will not run, with the reason the caller sees (kind invalid). */
@@ -119,6 +118,8 @@ const STATEMENT_NAMES: Record<string, string> = {
  */
 export async function classifyStatement(text: string): Promise<ClassifiedStatement> {
   let stmts: Array<{ stmt?: Record<string, unknown>; stmt_location?: number; stmt_len?: number }>;
+  // Imported on first use: the parser's 1.7 MB of WASM is compiled only where the console is used.
+  const { parse } = await import('libpg-query');
   try {
     stmts = (await parse(text)).stmts ?? [];
   } catch (err) {
