@@ -15,18 +15,67 @@ const outIndex = process.argv.indexOf('--out');
 const out = outIndex > 0 ? process.argv[outIndex + 1] : 'dist';
 if (!out) throw new Error('--out needs a directory');
 const STAMP = `${out}/.built`;
-// `--transpile-only` (the tests' build, .test-dist/): each file compiled on its own by esbuild, in
-// about a second instead of tsc's twenty; no type check (`npm run typecheck` does that), no
-// declarations, no maps. tsconfig.json sets `isolatedModules`, so tsc refuses any code whose
-// per-file output would differ from its own.
-const transpileOnly = process.argv.includes('--transpile-only');
+// `--bundle` (the tests' build, .test-dist/): esbuild bundles the CLI and the SQL console's snapshot
+// worker, with their dependencies, into a few files, in about a second instead of tsc's twenty and
+// with no type check (`npm run typecheck` does that). Every replica and CLI run a test spawns then
+// loads a few large files instead of resolving ~1,000 small ones: a replica's start-up costs about
+// half the CPU. Code that finds a file beside itself (`new URL('./x', import.meta.url)`: the Lua
+// scripts, package.json, web/dist, the worker) sees the URL it would have in the per-file tree, so
+// both trees keep the same layout. tsconfig.json sets `isolatedModules`, so tsc refuses any code
+// whose per-file output would differ from esbuild's.
+const bundle = process.argv.includes('--bundle');
+const BUNDLE_ENTRIES = ['cli/main.ts', 'areas/admin/store/sql-snapshot-worker.ts'];
 
-async function transpile(from, to) {
+async function bundleTree(from, to) {
   const { build } = await import('esbuild');
-  const files = readdirSync(from, { recursive: true })
-    .filter((f) => f.endsWith('.ts') && !f.endsWith('.d.ts'))
-    .map((f) => join(from, f));
-  await build({ entryPoints: files, outdir: to, outbase: from, format: 'esm', platform: 'node', target: 'node20', bundle: false, logLevel: 'warning' });
+  const { readFile } = await import('node:fs/promises');
+  const { relative, resolve } = await import('node:path');
+  // A module's `import.meta.url` becomes the URL its own file would have at <to>/<path>.js, written
+  // relative to <to>/cli/, where the CLI and every shared chunk land (checked below).
+  const rewritten = new Set();
+  const ownUrl = {
+    name: 'own-import-meta-url',
+    setup(b) {
+      b.onLoad({ filter: /\.ts$/ }, async (args) => {
+        let contents = await readFile(args.path, 'utf8');
+        if (contents.includes('import.meta.url') && args.path.startsWith(resolve(from))) {
+          const own = relative(resolve(from), args.path).replace(/\.ts$/, '.js');
+          const rel = relative('cli', own);
+          rewritten.add(relative(process.cwd(), args.path));
+          contents = contents.replaceAll('import.meta.url', `new URL(${JSON.stringify(rel.startsWith('.') ? rel : `./${rel}`)}, import.meta.url).href`);
+        }
+        return { contents, loader: 'ts' };
+      });
+    },
+  };
+  const { metafile } = await build({
+    entryPoints: BUNDLE_ENTRIES.map((e) => join(from, e)),
+    outdir: to,
+    outbase: from,
+    bundle: true,
+    splitting: true,
+    chunkNames: 'cli/[name]-[hash]',
+    metafile: true,
+    format: 'esm',
+    platform: 'node',
+    target: 'node20',
+    // Left as they are in node_modules: packages that load files beside their own modules (PGlite's
+    // and libpg-query's WASM, pino's worker threads), and pg's optional native peer.
+    external: ['@electric-sql/pglite', 'libpg-query', 'pino', 'pino-pretty', 'thread-stream', 'pg-native'],
+    // Bundled CommonJS dependencies call require() for Node's built-ins and read __dirname.
+    banner: {
+      js: [
+        "import { createRequire as __rjRequire } from 'node:module'; import { fileURLToPath as __rjPath } from 'node:url'; import { dirname as __rjDir } from 'node:path';",
+        'const require = __rjRequire(import.meta.url); const __filename = __rjPath(import.meta.url); const __dirname = __rjDir(__filename);',
+      ].join('\n'),
+    },
+    plugins: [ownUrl],
+    logLevel: 'warning',
+  });
+  for (const [file, { inputs }] of Object.entries(metafile.outputs)) {
+    const misplaced = Object.keys(inputs).filter((i) => rewritten.has(i));
+    if (misplaced.length && relative(to, file).split('/')[0] !== 'cli') throw new Error(`${misplaced.join(', ')} landed in ${file}, outside ${to}/cli/: its import.meta.url would be wrong`);
+  }
 }
 const withConsole = out === 'dist';
 
@@ -54,7 +103,7 @@ const old = `${out}.old-${process.pid}`;
 
 rmSync(staging, { recursive: true, force: true });
 try {
-  if (transpileOnly) await transpile('src', staging);
+  if (bundle) await bundleTree('src', staging);
   else execFileSync(process.execPath, [require.resolve('typescript/bin/tsc'), '-p', 'tsconfig.json', '--outDir', staging], { stdio: 'inherit' });
   if (existsSync('src/coordination/scripts')) cpSync('src/coordination/scripts', `${staging}/coordination/scripts`, { recursive: true, filter: (p) => !p.endsWith('.ts') });
   chmodSync(`${staging}/cli/main.js`, 0o755);

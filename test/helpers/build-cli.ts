@@ -21,10 +21,10 @@ export default async function setup(): Promise<void> {
   const sources = newestMtime([join(ROOT, 'src'), join(ROOT, 'tsconfig.json')]);
   // Quiet when up to date; the compiler's errors (on stdout) are in the error when it fails.
   try {
-    execFileSync(process.execPath, ['scripts/build.mjs', '--out', TEST_DIST, '--if-stale', '--transpile-only'], { cwd: ROOT, encoding: 'utf8', stdio: 'pipe' });
+    execFileSync(process.execPath, ['scripts/build.mjs', '--out', TEST_DIST, '--if-stale', '--bundle'], { cwd: ROOT, encoding: 'utf8', stdio: 'pipe' });
   } catch (err) {
     const e = err as { stdout?: string; stderr?: string };
-    throw new Error(`scripts/build.mjs --out ${TEST_DIST} --if-stale --transpile-only failed:\n${e.stdout ?? ''}${e.stderr ?? ''}`, { cause: err });
+    throw new Error(`scripts/build.mjs --out ${TEST_DIST} --if-stale --bundle failed:\n${e.stdout ?? ''}${e.stderr ?? ''}`, { cause: err });
   }
   if (![PGLITE_TEMPLATE, PGLITE_EMPTY_TEMPLATE].every((t) => builtAfter(join(t, 'pgdata', 'PG_VERSION'), sources))) await buildPgliteTemplate();
 }
