@@ -112,7 +112,8 @@ describe('billing across three real replicas with SIGKILL', () => {
     await hooks;
 
     // Wait for the work to finish: no pending order, every reminder sent.
-    const deadline = Date.now() + 60_000;
+    // A margin for a loaded two-core machine (quiet, the work ends within seconds of the last kill).
+    const deadline = Date.now() + 150_000;
     for (;;) {
       const { rows } = await sql.query(
         `SELECT (SELECT count(*) FROM payment_orders WHERE status = 'pending')::int AS pending,
@@ -152,5 +153,5 @@ describe('billing across three real replicas with SIGKILL', () => {
     const expectedPaid = orders.filter((o) => o.kind !== 'unpaid').reduce((s, o) => s + o.amount, 0);
     expect(Number(money.rows[0].paid)).toBe(expectedPaid);
     console.log(`billing e2e: ${smtp.received.length} mails (${dupes} resent after a kill), ${orders.filter((o) => o.kind !== 'unpaid').length} orders paid, ${kills} SIGKILLs`);
-  }, 120_000);
+  }, 300_000);
 });
