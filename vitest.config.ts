@@ -20,9 +20,10 @@ export default defineConfig({
     // fresh process and a fresh import of src/ (half the CPU of the small files). Files keep their
     // own databases, key prefixes and ports; nothing may rely on a fresh module state.
     isolate: false,
-    // Three files at a time: the end-to-end files mostly wait (a cluster idles between its faults),
-    // so a third worker fills two cores better (full run, quiet: 2 workers 635 s, 4 workers 532 s
-    // at load average ~10); more would load the machine past what the timing-sensitive files allow.
-    maxWorkers: 3,
+    // Four files at a time: the end-to-end files mostly wait (a cluster idles between its faults), so
+    // more workers than cores fill them. Full runs on two quiet cores with the bundled CLI: 3 workers
+    // 512 s, 4 workers 442 s; the machine is then CPU-bound (test processes ~590 CPU s, PostgreSQL
+    // and Redis ~210 CPU s of the 884 two cores give in 442 s), so a fifth would only add load.
+    maxWorkers: 4,
   },
 });

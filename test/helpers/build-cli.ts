@@ -1,7 +1,7 @@
 // vitest global setup: the tests that spawn the CLI run a build of their own in `.test-dist/`,
 // never `dist/` (which a running `npm start` may be using). It is built by `scripts/build.mjs
-// --if-stale --transpile-only`: file by file with esbuild, in about a second (the type check is
-// `npm run typecheck`'s; `npm ci`'s prepare builds dist/ with tsc), under the `prepare` script's
+// --if-stale --bundle`: the CLI bundled by esbuild, in about a second (the type check is `npm run
+// typecheck`'s; `npm ci`'s prepare builds dist/ with tsc), under the `prepare` script's
 // own staleness rule, so a run of one test file does not pay for a build, and
 // test/build-script.test.ts checks that rule on the tree built here. The migrated PGlite template
 // (pglite-template.ts) is rebuilt whenever a file under src/ is newer than it.
