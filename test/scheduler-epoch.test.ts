@@ -158,13 +158,19 @@ describe('scheduler snapshot epoch: never back, per bucket, across both sources'
       )
     ).rows.map((r) => Number((r as { id: string }).id));
 
-  it('a PostgreSQL answer after the newest account left the bucket (moved, disabled, deleted) is not older than the snapshot answer before it', async () => {
+  /** Replica r1 serving the bucket from the snapshot, at the version of e-6, its newest account. */
+  async function servedAtNewest() {
     const r1 = replica('r1');
     await r1.snapshot.builder.buildBucket(OPENAI, false);
-    await change('e-6'); // e-6 carries the bucket's newest version
+    await change('e-6');
     await r1.consumer.poll();
     const served = await r1.ask();
     expect(served.source).toBe('snapshot');
+    return { r1, served };
+  }
+
+  it('a PostgreSQL answer after the newest account left the bucket (moved, disabled, deleted) is not older than the snapshot answer before it', async () => {
+    const { r1, served } = await servedAtNewest();
     expect(served.epoch).toBe(Number((await db.query<{ v: string }>(`SELECT max(sched_version) AS v FROM accounts WHERE platform = 'openai'`)).rows[0]!.v));
 
     // The newest account leaves the list, each way, and the snapshot is lost before the consumer sees it.
@@ -192,12 +198,7 @@ describe('scheduler snapshot epoch: never back, per bucket, across both sources'
   });
 
   it('a replica started after Redis came back empty answers from PostgreSQL at the high-water, not at its rows, when the newest account left the bucket', async () => {
-    const r1 = replica('r1');
-    await r1.snapshot.builder.buildBucket(OPENAI, false);
-    await change('e-6'); // e-6 carries the bucket's newest version
-    await r1.consumer.poll();
-    const served = await r1.ask();
-    expect(served.source).toBe('snapshot');
+    const { served } = await servedAtNewest();
 
     // e-6 leaves the bucket (its versions go with it), and Redis comes back empty.
     await db.query(`UPDATE accounts SET platform = 'claude' WHERE name = 'e-6'`);
