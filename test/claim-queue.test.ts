@@ -22,6 +22,7 @@ const DDL = `CREATE TABLE cq_rows (id bigint PRIMARY KEY, owner text, lease_unti
 // $1 owner, $2 limit, $3 lease ms, $4 liveness key
 const CLAIM = claimDue(T, { due: 'true', order: 'id', limit: '$2', owner: '$1', leaseMs: '$3', aliveKey: '$4', returning: 't.id, t.fence' });
 const RENEW = renewLease(T, { key: '$1', fence: '$2', leaseMs: '$3' });
+const RENEW_ALIVE = renewLease(T, { key: '$1', fence: '$2', leaseMs: '$3', aliveKey: '$4::int' });
 const RELEASE = releaseLease(T, { key: '$1', fence: '$2', set: ['payload = $3'] });
 const WRITE = `UPDATE cq_rows SET payload = $3 WHERE id = $1 AND ${heldBy(T, { fence: '$2' })}`;
 const REAP = reapExpired(T, { held: 'true' });
@@ -135,11 +136,24 @@ function invariants(name: string, open: () => Promise<{ db: Db; close: () => Pro
       expect(b!.fence).toBe(a!.fence + 1);
       expect((await db.query(WRITE, [a!.id, a!.fence, 'from the dead'])).rowCount).toBe(0);
     });
+
+    it('a renewal that records the holder’s new liveness key keeps the row held when the old session dies', async () => {
+      await fill(db, 1);
+      const first = await hold(db, live);
+      const [a] = await claim(db, 'a', 1, 3_600_000, first.key);
+      // The holder's liveness session is replaced (a lost connection), and it renews under the new key.
+      const second = await hold(db, live, 1);
+      expect((await db.query(RENEW_ALIVE, [a!.id, a!.fence, 3_600_000, second.key])).rowCount).toBe(1);
+      await first.die();
+      expect(await claim(db, 'b', 1, 60_000), 'held under the live key').toEqual([]);
+      await second.die();
+      await waitFor('the row to be claimable once its recorded holder died', async () => (await claim(db, 'b', 1, 60_000)).length > 0, 10_000);
+    });
   });
 }
 
 /** A liveness key held by a live "replica" until `die()`: a real LivenessSession on PostgreSQL; the lock itself on PGlite (one session). */
-async function hold(db: Db, how: 'session' | 'lock'): Promise<{ key: number; die: () => Promise<void> }> {
+async function hold(db: Db, how: 'session' | 'lock', n = 0): Promise<{ key: number; die: () => Promise<void> }> {
   if (how === 'session') {
     const s = new LivenessSession(db, silentLogger(), 100);
     await s.start();
@@ -152,7 +166,7 @@ async function hold(db: Db, how: 'session' | 'lock'): Promise<{ key: number; die
     };
     return { key, die };
   }
-  const key = 424242;
+  const key = 424242 + n;
   await db.query(`SELECT pg_advisory_lock($1::int, $2::int)`, [LIVENESS_NS, key]);
   return { key, die: async () => void (await db.query(`SELECT pg_advisory_unlock($1::int, $2::int)`, [LIVENESS_NS, key])) };
 }

@@ -122,10 +122,16 @@ function keyMatch(t: LeaseTable, p: { key?: string; keyIn?: string }): string[] 
   return [];
 }
 
-/** Extends a held lease to now + `leaseMs`; matches no row once the lease was taken over (stale fence or owner). */
-export function renewLease(t: LeaseTable, p: { key?: string; keyIn?: string; fence?: string; owner?: string; leaseMs: string; and?: string }): string {
+/**
+ * Extends a held lease to now + `leaseMs`; matches no row once the lease was taken over (stale
+ * fence or owner). `aliveKey`: the holder's current liveness key, recorded with the renewal (a
+ * holder whose liveness session was replaced would otherwise look dead and be taken over).
+ */
+export function renewLease(t: LeaseTable, p: { key?: string; keyIn?: string; fence?: string; owner?: string; leaseMs: string; aliveKey?: string; and?: string }): string {
+  if (p.aliveKey !== undefined && !t.aliveKey) throw new Error(`${t.table} has no liveness key column`);
+  const sets = [`${t.until} = clock_timestamp() + ${msInterval(p.leaseMs)}`, ...(p.aliveKey !== undefined ? [`${t.aliveKey} = ${p.aliveKey}`] : [])];
   const where = [...keyMatch(t, p), heldBy(t, p), `${t.until} IS NOT NULL`, ...(p.and ? [p.and] : [])];
-  return `UPDATE ${t.table} SET ${t.until} = clock_timestamp() + ${msInterval(p.leaseMs)}
+  return `UPDATE ${t.table} SET ${sets.join(', ')}
 WHERE ${where.join(' AND ')}`;
 }
 

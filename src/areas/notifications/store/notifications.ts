@@ -1,7 +1,7 @@
 import type { Db } from '../../../store/db.js';
 import { randomUUID } from 'node:crypto';
 import { iso, num } from '../../../store/db.js';
-import { claimDue, heldBy, leaseFree, msInterval, type LeaseTable } from '../../../store/claim-queue.js';
+import { claimDue, heldBy, leaseFree, releaseLease, renewLease, type LeaseTable } from '../../../store/claim-queue.js';
 
 export interface Delivery {
   id: number;
@@ -89,6 +89,22 @@ const CLAIM = claimDue(OUTBOX, {
 });
 /** The row is still `sending` under this claim's token ($2). */
 const HELD = `status = 'sending' AND ${heldBy(OUTBOX, { owner: '$2' })}`;
+/** Re-taken before its send: the lease now + $3 ms, under this replica's current liveness key ($4). */
+const HOLD = renewLease(OUTBOX, { key: '$1', owner: '$2', leaseMs: '$3', aliveKey: '$4::int', and: `status = 'sending'` });
+/** Frees the lease with the row's other changes (`set`), only while still `sending` under the claim's token ($2). */
+const putBack = (set: string[], returning?: string) => releaseLease(OUTBOX, { key: '$1', owner: '$2', set, and: `status = 'sending'`, returning });
+const FAILED = putBack(
+  [
+    `status = CASE WHEN attempts + 1 >= $5 THEN 'failed' ELSE 'pending' END`,
+    'attempts = attempts + 1',
+    'last_error = $3',
+    `next_attempt_at = clock_timestamp() + $4 * interval '1 millisecond'`,
+    'rate_limited = false',
+  ],
+  'status',
+);
+const RELEASE = putBack([`status = 'pending'`, `next_attempt_at = clock_timestamp() + $3 * interval '1 millisecond'`, 'rate_limited = false']);
+const DEFER = putBack([`status = 'pending'`, 'next_attempt_at = $3', 'deferrals = deferrals + 1', 'rate_limited = true']);
 const REMINDER_STILL_DUE = `SELECT 1 FROM subscriptions WHERE id = $1 AND status = 'active' AND expires_at = $2::timestamptz AND expires_at > clock_timestamp()`;
 
 export class Notifications {
@@ -119,16 +135,11 @@ export class Notifications {
 
   /**
    * Re-takes a claimed row just before it is sent: still held under `claim`, its lease now covers
-   * the send (`leaseMs` from now, never shortened) and names this replica's current liveness key.
+   * the send (`leaseMs` from now) and names this replica's current liveness key.
    * False when the lease lapsed and another sender took the row over: it must not be sent.
    */
   async hold(id: number, claim: string, leaseMs: number): Promise<boolean> {
-    const { rowCount } = await this.db.query(
-      `UPDATE notification_deliveries SET claimed_until = GREATEST(claimed_until, clock_timestamp() + ${msInterval('$3')}), claimed_alive_key = $4::int
-        WHERE id = $1 AND ${HELD}`,
-      [id, claim, leaseMs, this.aliveKey()],
-    );
-    return rowCount === 1;
+    return (await this.db.query(HOLD, [id, claim, leaseMs, this.aliveKey()])).rowCount === 1;
   }
 
   /** Records the send; false when the row was taken over meanwhile (its new holder records it). */
@@ -150,24 +161,14 @@ export class Notifications {
    * has sent, back to pending).
    */
   async failed(id: number, claim: string, error: string, retryMs: number, maxAttempts: number): Promise<'retry' | 'failed' | 'lost'> {
-    const { rows } = await this.db.query<{ status: string }>(
-      `UPDATE notification_deliveries SET attempts = attempts + 1, last_error = $3,
-         status = CASE WHEN attempts + 1 >= $5 THEN 'failed' ELSE 'pending' END,
-         next_attempt_at = clock_timestamp() + $4 * interval '1 millisecond', claimed_by = NULL, claimed_until = NULL, claimed_alive_key = NULL, rate_limited = false
-       WHERE id = $1 AND ${HELD} RETURNING status`,
-      [id, claim, error.slice(0, 500), retryMs, maxAttempts],
-    );
+    const { rows } = await this.db.query<{ status: string }>(FAILED, [id, claim, error.slice(0, 500), retryMs, maxAttempts]);
     if (!rows[0]) return 'lost';
     return rows[0].status === 'failed' ? 'failed' : 'retry';
   }
 
   /** Puts a claimed row back untouched (its channel is down this round), if still held under `claim`. */
   async release(id: number, claim: string, delayMs: number): Promise<void> {
-    await this.db.query(
-      `UPDATE notification_deliveries SET status = 'pending', claimed_by = NULL, claimed_until = NULL, claimed_alive_key = NULL, rate_limited = false,
-         next_attempt_at = clock_timestamp() + $3 * interval '1 millisecond' WHERE id = $1 AND ${HELD}`,
-      [id, claim, delayMs],
-    );
+    await this.db.query(RELEASE, [id, claim, delayMs]);
   }
 
   /**
@@ -175,11 +176,7 @@ export class Notifications {
    * due when the first slot frees, counted as a deferral and never as an attempt.
    */
   async defer(id: number, claim: string, until: Date): Promise<void> {
-    await this.db.query(
-      `UPDATE notification_deliveries SET status = 'pending', claimed_by = NULL, claimed_until = NULL, claimed_alive_key = NULL, next_attempt_at = $3,
-         deferrals = deferrals + 1, rate_limited = true WHERE id = $1 AND ${HELD}`,
-      [id, claim, until],
-    );
+    await this.db.query(DEFER, [id, claim, until]);
   }
 
   /** The outbox backlog per channel: pending or sending, and how many of those wait for the rate limit. */
