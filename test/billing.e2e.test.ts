@@ -53,7 +53,9 @@ describe('billing across three real replicas with SIGKILL', () => {
       RELAY_JOBS__LOGGING__LEVEL: 'warn',
     };
     // Schema first (one replica migrates), then the data, then the cluster.
-    cluster = await startCluster({ replicas: ['b0'], migrate: false, waitStarted: false, env });
+    // A PostgreSQL server of its own: three replicas at the default pool hold over 30 connections,
+    // too many to take from the machine's shared server while other files run clusters beside this one.
+    cluster = await startCluster({ replicas: ['b0'], migrate: false, waitStarted: false, env, database: 'private' });
     sql = await cluster.sql();
     const ports = [cluster.replica(0).port];
     replicas[0] = cluster.replica(0).proc;

@@ -152,7 +152,10 @@ export class Cluster {
     };
     if (!bare) {
       env.RELAY_JOBS__CLUSTER__INSTANCE_HEARTBEAT = '1s';
-      env.RELAY_JOBS__DATABASE__POOL_SIZE = '8';
+      // Four connections a replica: four files' three-replica clusters must fit in the shared
+      // server's 100 connections together (at 8 the suite peaked at 95 and a restarted replica
+      // was refused with "too many clients").
+      env.RELAY_JOBS__DATABASE__POOL_SIZE = '4';
       env.RELAY_JOBS__JOBS__SESSION_CLEANUP__ENABLED = 'false';
     }
     if (this.databaseUrl) env.DATABASE_URL = this.databaseUrl;
