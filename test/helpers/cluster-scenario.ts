@@ -1,11 +1,13 @@
 // The cluster scenario of invariants 1, 2 and 4, shared by the end-to-end files that run it on
 // different paths to PostgreSQL (direct, or through PgBouncer with a direct session): three
 // `relay-jobs start` replicas share a canary every second; the leader is SIGKILLed mid-round;
-// Redis is stopped for five seconds and started again; then every replica gets SIGTERM. The
+// Redis is stopped until rounds have run on the PostgreSQL fallback, and started again; then every
+// replica gets SIGTERM. Each phase waits for what it needs (never a fixed time). The
 // database records are the evidence, asserted here; the caller gets them for its own checks.
 import { expect } from 'vitest';
 import type { ServiceProcess } from './cli.js';
 import type { Cluster } from './cluster.js';
+import { waitFor } from './wait.js';
 
 export const INTERVAL = 1000;
 export const LOCK_TTL = 3000;
@@ -20,7 +22,7 @@ export interface CanaryRound {
 }
 
 export interface ScenarioOptions {
-  /** A cluster started with `replicas: 0` and `migrate: false` (the replicas migrate concurrently, as in production); its Redis is stopped for five seconds. */
+  /** A cluster started with `replicas: 0` and `migrate: false` (the replicas migrate concurrently, as in production); its Redis is stopped and started again. */
   cluster: Cluster;
   /** Extra environment for every replica (e.g. DATABASE_URL through PgBouncer and DATABASE_DIRECT_URL). */
   env?: Record<string, string>;
@@ -59,7 +61,10 @@ export async function runClusterScenario(o: ScenarioOptions): Promise<ScenarioRe
   const ports = cluster.replicas.map((r) => r.port);
   const dbNow = async () => Number((await client.query(`SELECT extract(epoch FROM clock_timestamp()) * 1000 AS t`)).rows[0].t);
   await Promise.all(replicas.map((r) => r.waitForLine(/relay-jobs started/)));
-  await new Promise((r) => setTimeout(r, 3500));
+  const finishedRounds = async (where: string, args: unknown[] = []) =>
+    Number((await client.query(`SELECT count(*) AS n FROM job_runs WHERE job_name = 'canary' AND fencing_token IS NOT NULL AND status <> 'running' AND ${where}`, args)).rows[0].n);
+  // The canary is in its stride (a few rounds done) before the leader is killed.
+  await waitFor(async () => (await finishedRounds('true')) >= 3, { what: 'three finished canary rounds', timeoutMs: 60_000, intervalMs: 100 });
 
   // SIGKILL whichever replica is in the middle of a round (started 50-250 ms ago: its 400 ms sleep has not ended, so the kill lands mid-round).
   let victim: ServiceProcess | undefined;
@@ -75,21 +80,42 @@ export async function runClusterScenario(o: ScenarioOptions): Promise<ScenarioRe
   await victim!.exited;
   const killedAt = await dbNow();
   const survivors = replicas.filter((r) => r !== victim);
-  await new Promise((r) => setTimeout(r, LOCK_TTL + INTERVAL + 2000));
+  // Failover done: the victim's round is recorded as abandoned and a survivor has finished a round
+  // begun after the kill (how soon is asserted from the records below).
+  await waitFor(
+    async () =>
+      (await client.query(`SELECT 1 FROM job_runs WHERE instance_id = $1 AND error LIKE 'abandoned%'`, [victim!.name])).rowCount! > 0 &&
+      (await finishedRounds(`instance_id <> $1 AND started_at > to_timestamp($2 / 1000.0)`, [victim!.name, killedAt])) >= 2,
+    { what: `failover from ${victim!.name}: its round abandoned, two rounds finished by the survivors`, timeoutMs: 60_000, intervalMs: 100 },
+  );
 
-  // Redis down for five seconds: rounds go on under the PostgreSQL advisory lock; readiness reports it.
+  // Redis down: rounds go on under the PostgreSQL advisory lock; readiness reports it.
   await redis.stop();
   const redisDownAt = await dbNow();
-  await new Promise((r) => setTimeout(r, 2500));
-  const notReady = await fetch(`http://127.0.0.1:${ports[replicas.indexOf(survivors[0]!)]}/readyz`);
-  expect(notReady.status).toBe(503);
-  expect(((await notReady.json()) as { checks: { redis: string } }).checks.redis).toMatch(/unreachable/);
-  await new Promise((r) => setTimeout(r, 2500));
+  const readyz = `http://127.0.0.1:${ports[replicas.indexOf(survivors[0]!)]}/readyz`;
+  const notReady = await waitFor(
+    async () => {
+      const res = await fetch(readyz);
+      return res.status === 503 && ((await res.json()) as { checks: { redis: string } });
+    },
+    { what: `${readyz} to report Redis down (503)`, timeoutMs: 30_000, intervalMs: 100 },
+  );
+  expect(notReady.checks.redis).toMatch(/unreachable/);
+  // Rounds go on under the PostgreSQL lock while Redis is down: at least two finish before it returns.
+  await waitFor(async () => (await finishedRounds(`lock_backend = 'postgres' AND started_at > to_timestamp($1 / 1000.0)`, [redisDownAt])) >= 2, {
+    what: 'two canary rounds on the PostgreSQL fallback during the Redis outage',
+    timeoutMs: 60_000,
+    intervalMs: 100,
+  });
   await redis.start();
   const redisUpAt = await dbNow();
-  await new Promise((r) => setTimeout(r, 4000));
-  const ready = await fetch(`http://127.0.0.1:${ports[replicas.indexOf(survivors[0]!)]}/readyz`);
-  expect(ready.status).toBe(200);
+  await waitFor(async () => (await fetch(readyz)).status === 200, { what: `${readyz} ready again after Redis came back`, timeoutMs: 60_000, intervalMs: 100, ignoreErrors: true });
+  // Back on Redis: two rounds under the Redis lock again, and enough rounds in all for the evidence below.
+  await waitFor(async () => (await finishedRounds(`lock_backend = 'redis' AND started_at > to_timestamp($1 / 1000.0)`, [redisUpAt])) >= 2 && (await finishedRounds('true')) >= 12, {
+    what: 'two canary rounds on Redis after it came back, twelve in all',
+    timeoutMs: 60_000,
+    intervalMs: 100,
+  });
 
   // SIGTERM all: each exits 0 within the grace period.
   const t0 = Date.now();
