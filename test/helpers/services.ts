@@ -18,6 +18,10 @@ export async function freshDatabase(): Promise<{ url: string; name: string; drop
   const admin = new pg.Client({ connectionString: PG_ADMIN_URL });
   await admin.connect();
   await admin.query(`CREATE DATABASE ${name}`);
+  // A throwaway database on the machine's server, which no test crashes: a commit need not wait
+  // for its WAL to reach the disk (a test's run of commits otherwise waits on fsync, not on CPU).
+  // Tests that crash PostgreSQL run their own server (test/helpers/private-postgres.ts, fsync off).
+  await admin.query(`ALTER DATABASE ${name} SET synchronous_commit = off`);
   await admin.end();
   const url = new URL(PG_ADMIN_URL);
   url.pathname = `/${name}`;
