@@ -20,10 +20,12 @@ export default defineConfig({
     // fresh process and a fresh import of src/ (half the CPU of the small files). Files keep their
     // own databases, key prefixes and ports; nothing may rely on a fresh module state.
     isolate: false,
-    // Four files at a time: the end-to-end files mostly wait (a cluster idles between its faults), so
-    // more workers than cores fill them. Full runs on two quiet cores with the bundled CLI: 3 workers
-    // 512 s, 4 workers 442 s; the machine is then CPU-bound (test processes ~590 CPU s, PostgreSQL
-    // and Redis ~210 CPU s of the 884 two cores give in 442 s), so a fifth would only add load.
-    maxWorkers: 4,
+    // Five files at a time: the end-to-end files mostly wait (a cluster idles between its faults, a
+    // monitor window is real time), so more workers than cores fill them. Full runs on two quiet
+    // cores (2026-12-02, this machine): 4 workers 257-274 s, 5 workers 214-231 s with the test
+    // processes and PostgreSQL/Redis using about 1.6 of the 2 cores. The shared PostgreSQL's 100
+    // connections bound this: five files' clusters peaked at 56 once the harness pool went to 4
+    // and the two default-pool files got servers of their own (test/helpers/cluster.ts).
+    maxWorkers: 5,
   },
 });
