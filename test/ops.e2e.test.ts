@@ -74,14 +74,12 @@ describe('ops plane across three real replicas with SIGKILL', () => {
       RELAY_JOBS__CLUSTER__INSTANCE_HEARTBEAT: '500ms',
       RELAY_JOBS__LOGGING__LEVEL: 'warn',
     };
-    // o0 first (it migrates), then the other two.
-    cluster = await startCluster({ replicas: ['o0'], migrate: false, waitStarted: false, env });
+    // The harness migrates the database, then the three replicas start side by side (at `warn` they
+    // print no "started" line: each is waited for on /readyz).
+    cluster = await startCluster({ replicas: ['o0', 'o1', 'o2'], waitStarted: false, env });
     sql = await cluster.sql();
     const replicas = cluster.replicas;
-    await waitHealthy(replicas[0]!);
-    await cluster.addReplica('o1');
-    await cluster.addReplica('o2');
-    await Promise.all([1, 2].map((i) => waitHealthy(replicas[i]!)));
+    await Promise.all(replicas.map((r) => waitHealthy(r)));
     const alive = () => cluster.alive;
     const call = async (method: string, path: string, body?: unknown) => {
       for (let attempt = 0; ; attempt++) {
@@ -162,9 +160,11 @@ describe('ops plane across three real replicas with SIGKILL', () => {
     expect(span).toBeGreaterThanOrEqual(SUSTAINED - 1);
     expect(span, `a restarted streak would need ${SUSTAINED + 1} or more buckets`).toBeLessThanOrEqual(SUSTAINED);
     await replicas[victim]!.restart(false);
-    await waitHealthy(replicas[victim]!);
-    // The CLI's overview shows the firing alert.
-    const status = await runCli(['ops', 'status', '--json'], { ...replicas[0]!.env, RELAY_JOBS_INSTANCE_ID: 'ocli', RELAY_JOBS_HTTP_PORT: '0' }, 90_000);
+    // The CLI's overview shows the firing alert (it reads the database: it runs while the victim comes back).
+    const [status] = await Promise.all([
+      runCli(['ops', 'status', '--json'], { ...replicas[0]!.env, RELAY_JOBS_INSTANCE_ID: 'ocli', RELAY_JOBS_HTTP_PORT: '0' }, 90_000),
+      waitHealthy(replicas[victim]!),
+    ]);
     expect(JSON.parse(status.stdout).firing_alerts.map((e: { rule_name: string }) => e.rule_name)).toContain('errors-e2e');
 
     // Healthy traffic: it resolves, once.
@@ -172,26 +172,40 @@ describe('ops plane across three real replicas with SIGKILL', () => {
     await waitFor(async () => (await sql.query(`SELECT 1 FROM ops_alert_events WHERE id = $1 AND state = 'resolved'`, [event.id])).rowCount, { what: 'the alert resolved' });
     const keys = [`ops-alert:${event.id}:firing:webhook:ops`, `ops-alert:${event.id}:resolved:webhook:ops`];
     await waitFor(async () => keys.every((k) => hooks.includes(k)), { what: 'both webhooks' });
-    await new Promise((r) => setTimeout(r, 3000));
-    expect(Number((await sql.query(`SELECT count(*) AS n FROM ops_alert_events WHERE rule_id = $1`, [rule.id])).rows[0].n)).toBe(1);
-    expect(hooks.filter((h) => h.startsWith('ops-alert:')).sort()).toEqual(keys.sort());
 
-    // A report every 3 s through two more kills.
+    // A report every 3 s through two more kills. Traffic stays under the rule's threshold (20 % errors
+    // against > 50 %), so the report phase's first seconds are also the alert's quiet window below.
     errorShare = 0.2;
     const report = await (await call('POST', '/ops/reports', { name: 'digest-e2e', kind: 'error_digest', cron: '*/3 * * * * *', recipients: ['webhook'], params: { min_count: 1 } }))!.json();
     const started = Date.now();
+    /** Until the cluster has recorded an occurrence of the report after `since` (test clock; the database runs on this machine). */
+    const occurrenceAfter = (since: number, what: string) =>
+      waitFor(async () => (await sql.query(`SELECT 1 FROM ops_report_runs WHERE report_id = $1 AND created_at > to_timestamp($2 / 1000.0)`, [report.id, since])).rowCount, {
+        what: `an occurrence of the report recorded ${what}`,
+      });
+    // The observation window: 3 s (three evaluator rounds at 1 s) after both webhooks, no second
+    // firing and no extra alert webhook.
+    await new Promise((r) => setTimeout(r, 3000));
+    expect(Number((await sql.query(`SELECT count(*) AS n FROM ops_alert_events WHERE rule_id = $1`, [rule.id])).rows[0].n)).toBe(1);
+    expect(hooks.filter((h) => h.startsWith('ops-alert:')).sort()).toEqual(keys.sort());
     const kills: number[] = [];
+    let since = started;
     for (let k = 0; k < 2; k++) {
-      await new Promise((r) => setTimeout(r, 5000));
+      // The cluster is running the report (an occurrence recorded since it was created, or since the last
+      // victim was back): kill the replica that ran the last round.
+      await occurrenceAfter(since, k === 0 ? 'after its creation' : 'after the last victim was back');
       const last = (await sql.query(`SELECT instance_id FROM job_runs WHERE job_name = 'scheduled_reports' AND status <> 'skipped_not_leader' ORDER BY id DESC LIMIT 1`)).rows[0].instance_id as string;
       const v = Number(last.slice(1));
       kills.push(Date.now());
       await replicas[v]!.kill('SIGKILL');
+      // The victim stays down a moment (the scenario: survivors carry on without it), then comes back.
       await new Promise((r) => setTimeout(r, 1500));
       await replicas[v]!.restart(false);
       await waitHealthy(replicas[v]!);
+      since = Date.now();
     }
-    await new Promise((r) => setTimeout(r, 4000));
+    // Occurrences go on after the last kill (the run of recorded occurrences checked below spans it).
+    await occurrenceAfter(since, 'after the last victim was back');
     await call('PATCH', `/ops/reports/${report.id}`, { enabled: false });
     const ended = Date.now();
     feeding = false;
