@@ -140,64 +140,105 @@ describe('fleet probes (real PostgreSQL, loopback upstream)', () => {
     await client.close();
   });
 
-  it('probes each monitor once per interval, never overlapping itself, and records status, latency and class', async () => {
-    up.set('m-slow', { latencyMs: 300 });
-    up.set('m-500', { mode: 500 });
-    up.set('m-hang', { mode: 'hang' });
-    up.set('m-long', { mode: 'hang' });
-    const ids: Record<string, number> = {};
-    for (const key of ['m-fast', 'm-slow', 'm-500', 'm-hang', 'm-long']) {
-      // m-long hangs longer than its interval: its lease must hold the next claim back.
-      const res = await post('/api/v1/monitors', monitor(key, key === 'm-long' ? { timeout: '2500ms' } : {}));
+  // The monitor runner's tests (one after another) and the account-test runner's test run side by
+  // side: they share no monitor, plan, account or upstream key. The silence after the edits counts
+  // every probe but the plan's; the overlap count still covers every key, the plan's included.
+  describe.concurrent('monitor runner', () => {
+    it.sequential('probes each monitor once per interval, never overlapping itself, and records status, latency and class', async ({ expect }) => {
+      up.set('m-slow', { latencyMs: 300 });
+      up.set('m-500', { mode: 500 });
+      up.set('m-hang', { mode: 'hang' });
+      up.set('m-long', { mode: 'hang' });
+      const ids: Record<string, number> = {};
+      for (const key of ['m-fast', 'm-slow', 'm-500', 'm-hang', 'm-long']) {
+        // m-long hangs longer than its interval: its lease must hold the next claim back.
+        const res = await post('/api/v1/monitors', monitor(key, key === 'm-long' ? { timeout: '2500ms' } : {}));
+        expect(res.statusCode, res.body).toBe(201);
+        ids[key] = res.json().id;
+      }
+      const started = Date.now();
+      rt.services.monitorRunner.start();
+      await waitFor(() => up.count('m-fast') >= 6, { what: 'six probes of the fast monitor' });
+      await waitFor(() => up.count('m-hang') >= 4, { what: 'four probes of the hanging monitor' });
+      const elapsed = Date.now() - started;
+      expect(up.count('m-long')).toBeLessThanOrEqual(Math.ceil(elapsed / 2500) + 1);
+      for (const key of ['m-fast', 'm-slow', 'm-500', 'm-hang']) {
+        // At most one probe per 1 s slot since the monitor became due (+1 for the slot in progress).
+        expect(up.count(key), key).toBeLessThanOrEqual(Math.ceil(elapsed / 1000) + 2);
+        const slots = up.hits.get(key)!.map((h) => h.slot);
+        expect(new Set(slots).size, `${key}: a slot probed twice`).toBe(slots.length);
+      }
+      expect(up.overlaps).toBe(0);
+      await waitFor(async () => (await sql.query(`SELECT count(DISTINCT monitor_id)::int AS n FROM monitor_results`)).rows[0].n === 5, { what: 'results stored' });
+      const last = async (key: string) => (await http.inject({ url: `/api/v1/monitors/${ids[key]}`, headers: auth })).json().last_probe;
+      await waitFor(async () => (await last('m-hang')).error_class === 'timeout' && (await last('m-500')).error_class === '5xx', { what: 'last probes' });
+      expect(await last('m-fast')).toMatchObject({ status: 200, error_class: null });
+      const slow = (await sql.query(`SELECT min(latency_ms)::int AS lat, min(ttfb_ms)::int AS ttfb FROM monitor_results WHERE monitor_id = $1`, [ids['m-slow']])).rows[0];
+      expect(slow.lat).toBeGreaterThanOrEqual(300);
+      expect(slow.ttfb).toBeGreaterThanOrEqual(300);
+      expect((await sql.query(`SELECT count(*)::int AS n FROM monitor_results WHERE fenced_out`)).rows[0].n).toBe(0);
+    });
+
+    it.sequential('takes edits and deletes at the next claim', async ({ expect }) => {
+      const ids = (await sql.query(`SELECT id, name FROM monitors WHERE name LIKE 'm-%'`)).rows as Array<{ id: number; name: string }>;
+      const fast = ids.find((r) => r.name === 'm-fast')!.id;
+      expect((await patch(`/api/v1/monitors/${fast}`, { enabled: false })).statusCode).toBe(200);
+      for (const r of ids) if (r.name !== 'm-fast') expect((await http.inject({ method: 'DELETE', url: `/api/v1/monitors/${r.id}`, headers: auth })).statusCode).toBe(204);
+      // Anything already claimed finishes (at most the hanging one's 800 ms); after that, silence.
+      // Both are kept as they were: the first is the margin for a probe claimed just before the edits
+      // to reach the upstream (not observable from here: waiting for the runner to go idle takes as
+      // long, a hanging monitor is in flight most of the time); the second is the evidence (2.5
+      // intervals of these 1 s monitors, and past m-long's 3.5 s lease counted from before the first).
+      // Every probe counts but the plan's, whose test runs beside this one.
+      const probes = () => up.total - up.count('acct-test-token');
+      await new Promise((r) => setTimeout(r, 1500));
+      const before = probes();
+      await new Promise((r) => setTimeout(r, 2500));
+      expect(probes()).toBe(before);
+      // Re-enabled with another model: probed again, with the new model.
+      expect((await patch(`/api/v1/monitors/${fast}`, { enabled: true, model: 'gpt-other' })).statusCode).toBe(200);
+      await waitFor(() => up.hits.get('m-fast')!.at(-1)!.model === 'gpt-other', { what: 'probe with the new model' });
+      await patch(`/api/v1/monitors/${fast}`, { enabled: false });
+    });
+
+    it.sequential('probes through an upstream account: its access token, not a stored key', async ({ expect }) => {
+      const acct = await rt.services.accounts.create({ platform: 'openai', name: 'probe-acct', credentials: { access_token: 'acct-access-token-1' }, tokenExpiresAt: null });
+      const res = await post('/api/v1/monitors', { name: 'via-account', model: 'gpt-probe', account_id: acct.id, interval: '1s' });
       expect(res.statusCode, res.body).toBe(201);
-      ids[key] = res.json().id;
-    }
-    const started = Date.now();
-    rt.services.monitorRunner.start();
-    await waitFor(() => up.count('m-fast') >= 6, { what: 'six probes of the fast monitor' });
-    await waitFor(() => up.count('m-hang') >= 4, { what: 'four probes of the hanging monitor' });
-    const elapsed = Date.now() - started;
-    expect(up.count('m-long')).toBeLessThanOrEqual(Math.ceil(elapsed / 2500) + 1);
-    for (const key of ['m-fast', 'm-slow', 'm-500', 'm-hang']) {
-      // At most one probe per 1 s slot since the monitor became due (+1 for the slot in progress).
-      expect(up.count(key), key).toBeLessThanOrEqual(Math.ceil(elapsed / 1000) + 2);
-      const slots = up.hits.get(key)!.map((h) => h.slot);
-      expect(new Set(slots).size, `${key}: a slot probed twice`).toBe(slots.length);
-    }
-    expect(up.overlaps).toBe(0);
-    await waitFor(async () => (await sql.query(`SELECT count(DISTINCT monitor_id)::int AS n FROM monitor_results`)).rows[0].n === 5, { what: 'results stored' });
-    const last = async (key: string) => (await http.inject({ url: `/api/v1/monitors/${ids[key]}`, headers: auth })).json().last_probe;
-    await waitFor(async () => (await last('m-hang')).error_class === 'timeout' && (await last('m-500')).error_class === '5xx', { what: 'last probes' });
-    expect(await last('m-fast')).toMatchObject({ status: 200, error_class: null });
-    const slow = (await sql.query(`SELECT min(latency_ms)::int AS lat, min(ttfb_ms)::int AS ttfb FROM monitor_results WHERE monitor_id = $1`, [ids['m-slow']])).rows[0];
-    expect(slow.lat).toBeGreaterThanOrEqual(300);
-    expect(slow.ttfb).toBeGreaterThanOrEqual(300);
-    expect((await sql.query(`SELECT count(*)::int AS n FROM monitor_results WHERE fenced_out`)).rows[0].n).toBe(0);
+      expect(res.json()).toMatchObject({ account_id: acct.id, has_api_key: false, base_url: null });
+      await waitFor(() => up.count('acct-access-token-1') >= 2, { what: 'a probe with the account token' });
+      await http.inject({ method: 'DELETE', url: `/api/v1/monitors/${res.json().id}`, headers: auth });
+    });
   });
 
-  it('takes edits and deletes at the next claim', async () => {
-    const ids = (await sql.query(`SELECT id, name FROM monitors WHERE name LIKE 'm-%'`)).rows as Array<{ id: number; name: string }>;
-    const fast = ids.find((r) => r.name === 'm-fast')!.id;
-    expect((await patch(`/api/v1/monitors/${fast}`, { enabled: false })).statusCode).toBe(200);
-    for (const r of ids) if (r.name !== 'm-fast') expect((await http.inject({ method: 'DELETE', url: `/api/v1/monitors/${r.id}`, headers: auth })).statusCode).toBe(204);
-    // Anything already claimed finishes (at most the hanging one's 800 ms); after that, silence.
-    await new Promise((r) => setTimeout(r, 1500));
-    const before = up.total;
-    await new Promise((r) => setTimeout(r, 2500));
-    expect(up.total).toBe(before);
-    // Re-enabled with another model: probed again, with the new model.
-    expect((await patch(`/api/v1/monitors/${fast}`, { enabled: true, model: 'gpt-other' })).statusCode).toBe(200);
-    await waitFor(() => up.hits.get('m-fast')!.at(-1)!.model === 'gpt-other', { what: 'probe with the new model' });
-    await patch(`/api/v1/monitors/${fast}`, { enabled: false });
-  });
-
-  it('probes through an upstream account: its access token, not a stored key', async () => {
-    const acct = await rt.services.accounts.create({ platform: 'openai', name: 'probe-acct', credentials: { access_token: 'acct-access-token-1' }, tokenExpiresAt: null });
-    const res = await post('/api/v1/monitors', { name: 'via-account', model: 'gpt-probe', account_id: acct.id, interval: '1s' });
-    expect(res.statusCode, res.body).toBe(201);
-    expect(res.json()).toMatchObject({ account_id: acct.id, has_api_key: false, base_url: null });
-    await waitFor(() => up.count('acct-access-token-1') >= 2, { what: 'a probe with the account token' });
-    await http.inject({ method: 'DELETE', url: `/api/v1/monitors/${res.json().id}`, headers: auth });
+  describe.concurrent('account-test runner', () => {
+    it('scheduled account tests: one result per occurrence, pruned to max_results, auto-recover only after a pass (audited)', async ({ expect }) => {
+      const acct = await rt.services.accounts.create({ platform: 'openai', name: 'broken', credentials: { access_token: 'acct-test-token' }, tokenExpiresAt: null, status: 'error' });
+      await sql.query(`UPDATE accounts SET status_reason = 'upstream said no', temp_unschedulable_until = now() + interval '1 hour', temp_unschedulable_reason = 'rate_limited' WHERE id = $1`, [
+        acct.id,
+      ]);
+      up.set('acct-test-token', { mode: 500 });
+      const res = await post('/api/v1/account-tests', { account_id: acct.id, cron: '* * * * * *', model: 'gpt-test', max_results: 3, auto_recover: true });
+      expect(res.statusCode, res.body).toBe(201);
+      const plan = res.json().id as number;
+      rt.services.accountTestRunner.start();
+      await waitFor(async () => (await sql.query(`SELECT count(*)::int AS n FROM account_test_results WHERE plan_id = $1`, [plan])).rows[0].n >= 3, { what: 'three failed tests' });
+      expect((await rt.services.accounts.get(acct.id))!.status).toBe('error');
+      up.set('acct-test-token', { mode: 'ok' });
+      await waitFor(async () => (await rt.services.accounts.get(acct.id))!.status === 'active', { what: 'recovered' });
+      const a = (await rt.services.accounts.get(acct.id))!;
+      expect(a).toMatchObject({ status: 'active', status_reason: null, temp_unschedulable_until: null });
+      const view = (await http.inject({ url: `/api/v1/account-tests/${plan}`, headers: auth })).json();
+      expect(view.results.length).toBeLessThanOrEqual(3);
+      expect(view.results.find((r: { recovered: boolean }) => r.recovered)).toMatchObject({ ok: true });
+      const audit = (await http.inject({ url: `/api/v1/account-tests/${plan}/audit`, headers: auth })).json().audit;
+      expect(audit).toHaveLength(1);
+      expect(audit[0]).toMatchObject({ action: 'auto_recover', detail: { plan_id: plan, previous: { status: 'error', temp_unschedulable_reason: 'rate_limited' } } });
+      expect(up.hits.get('acct-test-token')!.every((h) => h.model === 'gpt-test')).toBe(true);
+      const occurrences = up.hits.get('acct-test-token')!.map((h) => h.slot);
+      expect(new Set(occurrences).size).toBe(occurrences.length);
+      await patch(`/api/v1/account-tests/${plan}`, { enabled: false });
+    });
   });
 
   it('serves history: raw probes for short ranges, minute rollups from the fenced watermark for long ones', async () => {
@@ -222,34 +263,6 @@ describe('fleet probes (real PostgreSQL, loopback upstream)', () => {
     const bad = await http.inject({ url: `/api/v1/monitors/${id}/history?from=yesterday`, headers: auth });
     expect(bad.statusCode).toBe(400);
     expect(fields(bad)).toContain('from');
-  });
-
-  it('scheduled account tests: one result per occurrence, pruned to max_results, auto-recover only after a pass (audited)', async () => {
-    const acct = await rt.services.accounts.create({ platform: 'openai', name: 'broken', credentials: { access_token: 'acct-test-token' }, tokenExpiresAt: null, status: 'error' });
-    await sql.query(`UPDATE accounts SET status_reason = 'upstream said no', temp_unschedulable_until = now() + interval '1 hour', temp_unschedulable_reason = 'rate_limited' WHERE id = $1`, [
-      acct.id,
-    ]);
-    up.set('acct-test-token', { mode: 500 });
-    const res = await post('/api/v1/account-tests', { account_id: acct.id, cron: '* * * * * *', model: 'gpt-test', max_results: 3, auto_recover: true });
-    expect(res.statusCode, res.body).toBe(201);
-    const plan = res.json().id as number;
-    rt.services.accountTestRunner.start();
-    await waitFor(async () => (await sql.query(`SELECT count(*)::int AS n FROM account_test_results WHERE plan_id = $1`, [plan])).rows[0].n >= 3, { what: 'three failed tests' });
-    expect((await rt.services.accounts.get(acct.id))!.status).toBe('error');
-    up.set('acct-test-token', { mode: 'ok' });
-    await waitFor(async () => (await rt.services.accounts.get(acct.id))!.status === 'active', { what: 'recovered' });
-    const a = (await rt.services.accounts.get(acct.id))!;
-    expect(a).toMatchObject({ status: 'active', status_reason: null, temp_unschedulable_until: null });
-    const view = (await http.inject({ url: `/api/v1/account-tests/${plan}`, headers: auth })).json();
-    expect(view.results.length).toBeLessThanOrEqual(3);
-    expect(view.results.find((r: { recovered: boolean }) => r.recovered)).toMatchObject({ ok: true });
-    const audit = (await http.inject({ url: `/api/v1/account-tests/${plan}/audit`, headers: auth })).json().audit;
-    expect(audit).toHaveLength(1);
-    expect(audit[0]).toMatchObject({ action: 'auto_recover', detail: { plan_id: plan, previous: { status: 'error', temp_unschedulable_reason: 'rate_limited' } } });
-    expect(up.hits.get('acct-test-token')!.every((h) => h.model === 'gpt-test')).toBe(true);
-    const occurrences = up.hits.get('acct-test-token')!.map((h) => h.slot);
-    expect(new Set(occurrences).size).toBe(occurrences.length);
-    await patch(`/api/v1/account-tests/${plan}`, { enabled: false });
   });
   it('scheduled_account_test rounds report the tests that ran since the previous round', async () => {
     const first = await rt.scheduler.runNow('scheduled_account_test');
