@@ -73,6 +73,10 @@ describe('fleet probes across three real replicas', () => {
       expect(plan.status, await plan.clone().text()).toBe(201);
     }
     const t0 = Date.now() + INTERVAL; // every monitor is due within its first interval
+    // The sleeps below are the phases of one observation window, [t0, t1): about nine 2 s slots in
+    // which every monitor's probes are counted. They are not waits for an event: the per-monitor
+    // lower bound allows three slots (the window's edges and a probe lost with the killed lease),
+    // so a shorter window would prove less (at six slots, half of them could pass unprobed).
     await sleep(INTERVAL + 5000);
 
     // SIGKILL one replica mid-probe (the upstream holds probes 20-300 ms, so some are in flight).
