@@ -65,7 +65,9 @@ describe('REDIS_URL forms', () => {
   });
 });
 
-describe('Redis Cluster of three primaries', () => {
+// The three topologies below share nothing (each has its own Redis servers, database, key prefix
+// and ports), so they run side by side; the tests inside one share its set and run in order.
+describe.concurrent('Redis Cluster of three primaries', () => {
   let set: RedisClusterSet;
   let db: Awaited<ReturnType<typeof freshDatabase>>;
   let rt: Runtime;
@@ -75,8 +77,9 @@ describe('Redis Cluster of three primaries', () => {
   const logs = captureLogs('redis-cluster');
 
   beforeAll(async () => {
-    set = await RedisClusterSet.start(3, { appendonly: true });
-    db = await freshDatabase();
+    // Side by side (a new Redis Cluster primary waits 2 s before it serves); each assigned as it comes, for afterAll.
+    const started = await Promise.allSettled([RedisClusterSet.start(3, { appendonly: true }).then((s) => (set = s)), freshDatabase().then((d) => (db = d))]);
+    for (const r of started) if (r.status === 'rejected') throw r.reason;
     const config = loadConfig({
       env: {
         DATABASE_URL: db.url,
@@ -104,7 +107,7 @@ describe('Redis Cluster of three primaries', () => {
   const stored = async (user: string) =>
     ((await http.inject({ url: `/api/v1/quota/${user}`, headers: auth })).json().platforms as Array<{ platform: string; used: number }>).find((p) => p.platform === 'openai')?.used;
 
-  it('connects as a cluster client; quota counters spread over the primaries and flush with no CROSSSLOT', async () => {
+  it.sequential('connects as a cluster client; quota counters spread over the primaries and flush with no CROSSSLOT', async ({ expect }) => {
     expect(rt.redis).toBeInstanceOf(Cluster);
     const users = Array.from({ length: 60 }, (_, i) => `u${i}`);
     for (const u of users) expect((await inc(u, 3)).statusCode).toBe(200);
@@ -121,7 +124,7 @@ describe('Redis Cluster of three primaries', () => {
     expect(await stored('u5')).toBe(0);
   });
 
-  it('leader locks and cluster rounds run on a cluster (lock keys tagged per job)', async () => {
+  it.sequential('leader locks and cluster rounds run on a cluster (lock keys tagged per job)', async ({ expect }) => {
     const a = new RedisLeaderLock(redis, { prefix, env: 'locks' }, 'a');
     const b = new RedisLeaderLock(redis, { prefix, env: 'locks' }, 'b');
     const held = await a.acquire('canary', 10_000);
@@ -135,7 +138,7 @@ describe('Redis Cluster of three primaries', () => {
     expect(rows.map((r) => r.lock_backend)).toEqual(['redis']);
   });
 
-  it('a primary restarted mid-run loses no acknowledged increment (AOF, appendfsync always)', async () => {
+  it.sequential('a primary restarted mid-run loses no acknowledged increment (AOF, appendfsync always)', async ({ expect }) => {
     const member = quotaMember('restart-me', 'openai');
     const node = await set.nodeOf(quotaCounterKey({ prefix, env: 'test' }, member, CLUSTER_QUOTA_SHARDS));
     let acknowledged = 0;
@@ -167,7 +170,7 @@ describe('Redis Cluster of three primaries', () => {
   });
 });
 
-describe('Redis Sentinel: a failover under three replicas running canary every second', () => {
+describe.concurrent('Redis Sentinel: a failover under three replicas running canary every second', () => {
   let sentinel: SentinelSet;
   let db: Awaited<ReturnType<typeof freshDatabase>>;
   let client: pg.Client;
@@ -185,7 +188,7 @@ describe('Redis Sentinel: a failover under three replicas running canary every s
     await sentinel?.stop();
   });
 
-  it('no slot twice, no overlap, rounds continue within the bound, every replica ready after', async () => {
+  it('no slot twice, no overlap, rounds continue within the bound, every replica ready after', async ({ expect }) => {
     const prefix = uniqueName('rjsent');
     const ports: number[] = [];
     for (let i = 0; i < 3; i++) {
@@ -255,7 +258,7 @@ describe('Redis Sentinel: a failover under three replicas running canary every s
   });
 });
 
-describe('the cluster scenario on a Redis Cluster', () => {
+describe.concurrent('the cluster scenario on a Redis Cluster', () => {
   let set: RedisClusterSet;
   let cluster: TestCluster | undefined;
 

@@ -1,7 +1,7 @@
 // Real Redis topologies on loopback ports, started by the test itself: a Redis Cluster of three
 // primaries, and a Sentinel set (one primary, one replica, three sentinels). Every server is a
 // child process of the test with its own port and directory; nothing touches the machine's Redis.
-import { spawn, execFileSync, type ChildProcess } from 'node:child_process';
+import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -110,9 +110,31 @@ export class RedisClusterSet {
     }
     const set = new RedisClusterSet(nodes, dir);
     await Promise.all(nodes.map((n) => n.start()));
-    execFileSync('redis-cli', ['--cluster', 'create', ...nodes.map((n) => `127.0.0.1:${n.port}`), '--cluster-replicas', '0', '--cluster-yes'], { stdio: 'pipe' });
-    await set.waitHealthy();
+    await set.create();
     return set;
+  }
+
+  /**
+   * What `redis-cli --cluster create --cluster-replicas 0` does (the same slot ranges, a distinct
+   * config epoch per node, every node met), then waits until every node sees the whole cluster.
+   * redis-cli waits for the join in steps of a whole second (2-5 s measured for three nodes); this
+   * polls, so the set is ready as soon as Redis is (a new primary still answers `cluster_state:fail`
+   * for its first 2 s: Redis's own rejoin delay).
+   */
+  private async create(): Promise<void> {
+    const slots = 16_384;
+    const per = slots / this.nodes.length;
+    await Promise.all(
+      this.nodes.map(async (n, i) => {
+        const from = Math.round(per * i);
+        const to = i === this.nodes.length - 1 ? slots - 1 : Math.round(per * (i + 1)) - 1;
+        await info(n.port, ['CLUSTER', 'ADDSLOTSRANGE', String(from), String(to)]);
+        await info(n.port, ['CLUSTER', 'SET-CONFIG-EPOCH', String(i + 1)]);
+      }),
+    );
+    // Each pair meets directly: a node learns no third node from gossip first, which can take seconds.
+    for (const [i, a] of this.nodes.entries()) for (const b of this.nodes.slice(i + 1)) await info(a.port, ['CLUSTER', 'MEET', '127.0.0.1', String(b.port)]);
+    await this.waitHealthy();
   }
 
   /** Every node SIGKILLed (a whole-cluster outage); `startNodes` brings them back from their nodes.conf. */
@@ -125,14 +147,15 @@ export class RedisClusterSet {
     await this.waitHealthy();
   }
 
-  /** Until every node answers `cluster_state:ok`. */
+  /** Until every node answers `cluster_state:ok`, knows every node and sees every slot served. */
   async waitHealthy(timeoutMs = 60_000): Promise<void> {
     const end = Date.now() + timeoutMs;
+    const healthy = (s: string) => s.includes('cluster_state:ok') && s.includes(`cluster_known_nodes:${this.nodes.length}\r`) && s.includes('cluster_slots_ok:16384\r');
     for (;;) {
       const states = await Promise.all(this.nodes.map((n) => info(n.port, ['CLUSTER', 'INFO']).catch(() => '')));
-      if (states.every((s) => s.includes('cluster_state:ok'))) return;
+      if (states.every(healthy)) return;
       if (Date.now() > end) throw new Error(`Redis Cluster not healthy: ${states.map((s) => /cluster_state:\w+/.exec(s)?.[0]).join(', ')}`);
-      await sleep(100);
+      await sleep(50);
     }
   }
 
@@ -177,7 +200,8 @@ export class SentinelSet {
     const dir = mkdtempSync(join(tmpdir(), 'rj-redis-sentinel-'));
     const taken = new Set<number>();
     const port = async () => clusterPort(taken);
-    const base = (p: number) => ['--port', String(p), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--dir', dir, '--dbfilename', `dump-${p}.rdb`];
+    // No diskless-sync delay: Redis otherwise waits 5 s for more replicas before the one full sync.
+    const base = (p: number) => ['--port', String(p), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no', '--dir', dir, '--dbfilename', `dump-${p}.rdb`, '--repl-diskless-sync-delay', '0'];
     const pp = await port();
     const rp = await port();
     const primary = new Server(pp, base(pp));
@@ -228,7 +252,7 @@ export class SentinelSet {
       const known = await Promise.all(this.sentinels.map((s) => info(s.port, ['SENTINEL', 'replicas', this.master]).catch(() => '')));
       if (repl.includes('master_link_status:up') && known.every((k) => k.includes(String(this.replica.port)))) return;
       if (Date.now() > end) throw new Error('the Sentinel set did not come up (replica not in sync or not seen by every sentinel)');
-      await sleep(200);
+      await sleep(50);
     }
   }
 
