@@ -1,4 +1,4 @@
-import { describe, expect, it, vi } from 'vitest';
+import { describe, it, vi, type ExpectStatic } from 'vitest';
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { tmpdir } from 'node:os';
@@ -11,8 +11,10 @@ import { JOBS } from '../src/jobs/registry.js';
 // more on a loaded one: the limits leave a real margin over that (runCli and waitForLine allow 180 s: a cold `migrate` took 75 s at load average 30).
 vi.setConfig({ testTimeout: 400_000 });
 // A `config check` child spends 1-2 s of CPU loading the CLI and little else: the bad-input cases
-// run concurrently, and problems reported together share a child. The embedded service starts on
-// the data directory `migrate` has just migrated (a copy of the unmigrated template).
+// run concurrently (each with its test context's `expect`), and problems reported together share a
+// child. The embedded service starts on the data directory `migrate` has just migrated (a copy of
+// the unmigrated template). The two tests that open PGlite run one after the other, side by side
+// with the light ones.
 
 function tmp(): string {
   return mkdtempSync(join(tmpdir(), 'rj-cli-'));
@@ -24,7 +26,7 @@ function yaml(text: string): string {
 }
 
 /** A user error: non-zero exit, one line per problem on stderr, no stack trace. */
-function expectUserError(r: { code: number | null; stderr: string }, pattern: RegExp) {
+function expectUserError(expect: ExpectStatic, r: { code: number | null; stderr: string }, pattern: RegExp) {
   expect(r.code).not.toBe(0);
   expect(r.stderr).toMatch(pattern);
   expect(r.stderr).not.toMatch(/\n\s+at /);
@@ -36,8 +38,8 @@ function expectUserError(r: { code: number | null; stderr: string }, pattern: Re
  * one child: a `config check` child spends 1-2 s of CPU loading the CLI and little else. Each
  * pattern must match its own line of that block, so every problem is still reported, as an error.
  */
-function expectUserErrors(r: { code: number | null; stderr: string }, patterns: RegExp[]) {
-  expectUserError(r, /^relay-jobs: config errors:\n/);
+function expectUserErrors(expect: ExpectStatic, r: { code: number | null; stderr: string }, patterns: RegExp[]) {
+  expectUserError(expect, r, /^relay-jobs: config errors:\n/);
   const lines = r.stderr.split('\n').slice(1);
   for (const pattern of patterns)
     expect(
@@ -53,12 +55,12 @@ describe.concurrent('CLI bad input', () => {
     ['cluster without instance id', { DATABASE_URL: 'postgres://postgres@127.0.0.1/x', REDIS_URL }, /RELAY_JOBS_INSTANCE_ID/],
   ];
   for (const [name, env, pattern] of cases) {
-    it(`config check: ${name}`, async () => expectUserError(await runCli(['config', 'check'], env), pattern));
+    it(`config check: ${name}`, async ({ expect }) => expectUserError(expect, await runCli(['config', 'check'], env), pattern));
   }
 
-  it('config check: unknown key, unknown job, wrong type and negative duration, each named', async () => {
+  it('config check: unknown key, unknown job, wrong type and negative duration, each named', async ({ expect }) => {
     const env = { RELAY_JOBS_CONFIG: yaml('jobs:\n  canary:\n    evry: 1s\n    enabled: maybe\n  nightly_magic:\n    every: 1h\n'), RELAY_JOBS__JOBS__CANARY__EVERY: '-5s' };
-    expectUserErrors(await runCli(['config', 'check'], env), [
+    expectUserErrors(expect, await runCli(['config', 'check'], env), [
       /jobs\.canary\.evry .*unknown key/,
       /jobs\.nightly_magic .*unknown job/,
       /jobs\.canary\.enabled/,
@@ -66,105 +68,127 @@ describe.concurrent('CLI bad input', () => {
     ]);
   });
 
-  it('config check: lock TTL shorter than the timeout, and a provider that is not built in without token_url', async () => {
+  it('config check: lock TTL shorter than the timeout, and a provider that is not built in without token_url', async ({ expect }) => {
     const env = { RELAY_JOBS__JOBS__CANARY__TIMEOUT: '10s', RELAY_JOBS__JOBS__CANARY__LOCK_TTL: '5s', RELAY_JOBS__OAUTH__PROVIDERS__MYCORP__CLIENT_ID: 'x' };
-    expectUserErrors(await runCli(['config', 'check'], env), [
+    expectUserErrors(expect, await runCli(['config', 'check'], env), [
       /jobs\.canary\.lock_ttl \(5s\) must be longer than jobs\.canary\.timeout \(10s\)/,
       /oauth\.providers\.mycorp: a platform that is not built in needs both token_url and client_id/,
     ]);
   });
 
-  it('start: unreachable PostgreSQL and unreachable Redis are one-line errors', async () => {
+  it('start: unreachable PostgreSQL and unreachable Redis are one-line errors', async ({ expect }) => {
     const dead = await freePort();
     const base = { RELAY_JOBS_INSTANCE_ID: 'a', RELAY_JOBS_ENV: 'test', RELAY_JOBS__DATABASE__CONNECT_TIMEOUT: '2s', RELAY_JOBS_MASTER_KEY: TEST_MASTER_KEY };
-    expectUserError(
-      await runCli(['start'], { ...base, DATABASE_URL: `postgres://postgres:hunter2@127.0.0.1:${dead}/x`, REDIS_URL }),
-      /cannot connect to PostgreSQL at postgres:\/\/postgres:\*\*\*@127\.0\.0\.1:\d+\/x \(DATABASE_URL\): connection refused/,
-    );
-    const db = await freshDatabase();
+    // The two children are independent: the PostgreSQL one runs while the Redis one's database is created.
+    const dbP = freshDatabase();
     try {
-      const r = await runCli(['start'], { ...base, DATABASE_URL: db.url, REDIS_URL: `redis://127.0.0.1:${dead}` });
-      expectUserError(r, /cannot connect to Redis at redis:\/\/127\.0\.0\.1:\d+ \(REDIS_URL\)/);
-      expect(r.stderr).not.toContain('hunter2');
+      const [pgDown, redisDown] = await Promise.all([
+        runCli(['start'], { ...base, DATABASE_URL: `postgres://postgres:hunter2@127.0.0.1:${dead}/x`, REDIS_URL }),
+        dbP.then((db) => runCli(['start'], { ...base, DATABASE_URL: db.url, REDIS_URL: `redis://127.0.0.1:${dead}` })),
+      ]);
+      expectUserError(expect, pgDown, /cannot connect to PostgreSQL at postgres:\/\/postgres:\*\*\*@127\.0\.0\.1:\d+\/x \(DATABASE_URL\): connection refused/);
+      expectUserError(expect, redisDown, /cannot connect to Redis at redis:\/\/127\.0\.0\.1:\d+ \(REDIS_URL\)/);
+      expect(redisDown.stderr).not.toContain('hunter2');
     } finally {
-      await db.drop();
+      await dbP.then(
+        (db) => db.drop(),
+        () => undefined,
+      );
     }
   });
 
-  it('start: cluster mode without a master key, or with a malformed one, is refused before connecting', async () => {
+  it('start: cluster mode without a master key, or with a malformed one, is refused before connecting', async ({ expect }) => {
     const base = { RELAY_JOBS_INSTANCE_ID: 'a', RELAY_JOBS_ENV: 'test', DATABASE_URL: 'postgres://postgres@127.0.0.1:1/x', REDIS_URL };
-    expectUserError(await runCli(['start'], base), /RELAY_JOBS_MASTER_KEY is not set: cluster mode encrypts account credentials/);
-    expectUserError(await runCli(['config', 'check'], { ...base, RELAY_JOBS_MASTER_KEY: 'short' }), /security\.master_key \(RELAY_JOBS_MASTER_KEY\): expected 32 random bytes/);
+    const [noKey, shortKey] = await Promise.all([runCli(['start'], base), runCli(['config', 'check'], { ...base, RELAY_JOBS_MASTER_KEY: 'short' })]);
+    expectUserError(expect, noKey, /RELAY_JOBS_MASTER_KEY is not set: cluster mode encrypts account credentials/);
+    expectUserError(expect, shortKey, /security\.master_key \(RELAY_JOBS_MASTER_KEY\): expected 32 random bytes/);
   });
 
-  it('run: an unknown job is named with the list of known ones', async () => {
-    expectUserError(await runCli(['run', 'nope'], { RELAY_JOBS_DATA_DIR: tmp() }), new RegExp(`unknown job "nope" \\(known jobs: ${JOBS.map((j) => j.name).join(', ')}\\)`));
+  it('run: an unknown job is named with the list of known ones', async ({ expect }) => {
+    expectUserError(expect, await runCli(['run', 'nope'], { RELAY_JOBS_DATA_DIR: tmp() }), new RegExp(`unknown job "nope" \\(known jobs: ${JOBS.map((j) => j.name).join(', ')}\\)`));
   });
 });
 
-// Sequential: two cold PGlite opens side by side took over 180 s at load average 22.
-describe('CLI commands', () => {
-  it('jobs --json lists every job with its effective schedule', async () => {
-    const r = await runCli(['jobs', '--json', '--config-only'], { RELAY_JOBS__JOBS__CANARY__ENABLED: 'true', RELAY_JOBS__JOBS__CANARY__EVERY: '2s' });
+// Side by side with the bad-input cases: the two commands that open no database, concurrently.
+describe.concurrent('CLI commands', () => {
+  it('jobs --json lists every job with its effective schedule', async ({ expect }) => {
+    const [r, table] = await Promise.all([
+      runCli(['jobs', '--json', '--config-only'], { RELAY_JOBS__JOBS__CANARY__ENABLED: 'true', RELAY_JOBS__JOBS__CANARY__EVERY: '2s' }),
+      runCli(['jobs', '--config-only'], {}),
+    ]);
     expect(r.code).toBe(0);
     const jobs = JSON.parse(r.stdout) as Array<{ name: string; enabled: boolean; schedule: unknown }>;
     expect(jobs.find((j) => j.name === 'canary')).toMatchObject({ enabled: true, schedule: { every: '2s' } });
-    const table = await runCli(['jobs', '--config-only'], {});
     expect(table.stdout).toMatch(/^JOB\s+ENABLED/);
   });
 
-  it('config check prints a summary, secrets redacted', async () => {
+  it('config check prints a summary, secrets redacted', async ({ expect }) => {
     const r = await runCli(['config', 'check', '--print'], { RELAY_JOBS_ADMIN_TOKEN: 'super-secret-admin-token' });
     expect(r.code).toBe(0);
     expect(r.stdout).toMatch(/config ok: embedded mode/);
     expect(r.stdout).not.toContain('super-secret-admin-token');
   });
+});
 
+// Also side by side with the above (the suite is concurrent), but its two tests that open PGlite
+// run one after the other (`it.sequential`): two cold PGlite opens side by side took over 180 s at
+// load average 22. Same suite name as above: the tests keep their names.
+describe('CLI commands', { concurrent: true }, () => {
   // One data directory for both: the `migrate` after the service's exit is the second run that
   // finds the database up to date, and proves the directory is free again (one child fewer).
-  it('migrate applies once; embedded service: a second process on the data dir is refused, `run` goes through the service, SIGTERM exits 0; migrate then reports up to date', async () => {
-    const dir = embeddedDataDir(undefined, { migrated: false }); // created, not migrated: no cold PGlite open
-    expect((await runCli(['migrate'], { RELAY_JOBS_DATA_DIR: dir })).stdout).toMatch(/applied 1_core/);
-    const port = String(await freePort());
-    // A 10-minute grace: an exit that waited for the grace period instead of the drain would hit the test's limit.
-    const svc = ServiceProcess.start('embedded', { RELAY_JOBS_DATA_DIR: dir, RELAY_JOBS_HTTP_PORT: port, RELAY_JOBS__JOBS__CANARY__SLEEP: '100ms', RELAY_JOBS__SHUTDOWN__GRACE: '10m' });
-    try {
-      await svc.waitForLine(/relay-jobs started/);
-      const second = await runCli(['start'], { RELAY_JOBS_DATA_DIR: dir, RELAY_JOBS_HTTP_PORT: String(await freePort()) });
-      expectUserError(second, /is in use by another relay-jobs process \(pid \d+, http port \d+\)/);
-      const run = await runCli(['run', 'canary'], { RELAY_JOBS_DATA_DIR: dir, RELAY_JOBS_HTTP_PORT: port });
-      expect(run.code).toBe(0);
-      expect(JSON.parse(run.stdout)).toEqual({ job: 'canary', run_id: expect.any(Number), fencing_token: expect.any(Number), status: 'ok', items: 1, note: expect.any(String), error: null });
-      // `jobs` and `status` show the live state, through the service that owns the data directory, in the API's words.
-      const jobs = await runCli(['jobs', '--json'], { RELAY_JOBS_DATA_DIR: dir });
-      expect(jobs.code, jobs.stderr).toBe(0);
-      const canary = (JSON.parse(jobs.stdout) as Array<Record<string, unknown>>).find((j) => j.name === 'canary');
-      expect(canary).toMatchObject({ health: expect.any(String), last_run: { status: 'ok' }, schedule: { every: '1m' } });
-      expect((JSON.parse(jobs.stdout) as Array<{ name: string; next_attempt: string | null }>).find((j) => j.name === 'session_cleanup')!.next_attempt).toMatch(/^\d{4}-/);
-      const table = await runCli(['jobs'], { RELAY_JOBS_DATA_DIR: dir });
-      expect(table.stdout).toMatch(/^JOB\s+ENABLED\s+SCOPE\s+SCHEDULE\s+HEALTH\s+WORST_INSTANCE\s+LAST_RUN\s+NEXT_ATTEMPT/);
-      // Embedded mode's SQL while the service owns PGlite: through its admin API, read-only.
-      const sql = await runCli(['sql', `SELECT job_name, status FROM job_runs WHERE job_name = 'canary'`, '--json'], { RELAY_JOBS_DATA_DIR: dir });
-      expect(sql.code, sql.stderr).toBe(0);
-      expect(JSON.parse(sql.stdout)).toEqual([{ job_name: 'canary', status: 'ok' }]);
-      const status = await runCli(['status'], { RELAY_JOBS_DATA_DIR: dir });
-      expect(status.stdout).toMatch(/instances: 1 alive of 1 known/);
-      expect(status.stdout).toMatch(/^embedded\s+true\s+/m);
-    } finally {
-      svc.proc.kill('SIGTERM');
-      expect(await svc.exited).toBe(0);
-    }
-    expect(svc.lines.some((l) => /shutdown complete/.test(l))).toBe(true);
-    // Every log line is one JSON object.
-    for (const l of svc.lines.filter((x) => x.trim())) expect(() => JSON.parse(l)).not.toThrow();
-    // The data dir is free again, and the migrations applied above are not applied twice.
-    const again = await runCli(['migrate'], { RELAY_JOBS_DATA_DIR: dir });
-    expect(again.code, again.stderr).toBe(0);
-    expect(again.stdout).toMatch(/up to date/);
-  });
+  it.sequential(
+    'migrate applies once; embedded service: a second process on the data dir is refused, `run` goes through the service, SIGTERM exits 0; migrate then reports up to date',
+    async ({ expect }) => {
+      const dir = embeddedDataDir(undefined, { migrated: false }); // created, not migrated: no cold PGlite open
+      expect((await runCli(['migrate'], { RELAY_JOBS_DATA_DIR: dir })).stdout).toMatch(/applied 1_core/);
+      const port = String(await freePort());
+      // A 10-minute grace: an exit that waited for the grace period instead of the drain would hit the test's limit.
+      const svc = ServiceProcess.start('embedded', { RELAY_JOBS_DATA_DIR: dir, RELAY_JOBS_HTTP_PORT: port, RELAY_JOBS__JOBS__CANARY__SLEEP: '100ms', RELAY_JOBS__SHUTDOWN__GRACE: '10m' });
+      try {
+        await svc.waitForLine(/relay-jobs started/);
+        // Independent children run side by side: the refused second start with the `run`, then the
+        // read-only views of the state that `run` left.
+        const secondPort = String(await freePort());
+        const [second, run] = await Promise.all([
+          runCli(['start'], { RELAY_JOBS_DATA_DIR: dir, RELAY_JOBS_HTTP_PORT: secondPort }),
+          runCli(['run', 'canary'], { RELAY_JOBS_DATA_DIR: dir, RELAY_JOBS_HTTP_PORT: port }),
+        ]);
+        expectUserError(expect, second, /is in use by another relay-jobs process \(pid \d+, http port \d+\)/);
+        expect(run.code).toBe(0);
+        expect(JSON.parse(run.stdout)).toEqual({ job: 'canary', run_id: expect.any(Number), fencing_token: expect.any(Number), status: 'ok', items: 1, note: expect.any(String), error: null });
+        const [jobs, table, sql, status] = await Promise.all([
+          runCli(['jobs', '--json'], { RELAY_JOBS_DATA_DIR: dir }),
+          runCli(['jobs'], { RELAY_JOBS_DATA_DIR: dir }),
+          runCli(['sql', `SELECT job_name, status FROM job_runs WHERE job_name = 'canary'`, '--json'], { RELAY_JOBS_DATA_DIR: dir }),
+          runCli(['status'], { RELAY_JOBS_DATA_DIR: dir }),
+        ]);
+        // `jobs` and `status` show the live state, through the service that owns the data directory, in the API's words.
+        expect(jobs.code, jobs.stderr).toBe(0);
+        const canary = (JSON.parse(jobs.stdout) as Array<Record<string, unknown>>).find((j) => j.name === 'canary');
+        expect(canary).toMatchObject({ health: expect.any(String), last_run: { status: 'ok' }, schedule: { every: '1m' } });
+        expect((JSON.parse(jobs.stdout) as Array<{ name: string; next_attempt: string | null }>).find((j) => j.name === 'session_cleanup')!.next_attempt).toMatch(/^\d{4}-/);
+        expect(table.stdout).toMatch(/^JOB\s+ENABLED\s+SCOPE\s+SCHEDULE\s+HEALTH\s+WORST_INSTANCE\s+LAST_RUN\s+NEXT_ATTEMPT/);
+        // Embedded mode's SQL while the service owns PGlite: through its admin API, read-only.
+        expect(sql.code, sql.stderr).toBe(0);
+        expect(JSON.parse(sql.stdout)).toEqual([{ job_name: 'canary', status: 'ok' }]);
+        expect(status.stdout).toMatch(/instances: 1 alive of 1 known/);
+        expect(status.stdout).toMatch(/^embedded\s+true\s+/m);
+      } finally {
+        svc.proc.kill('SIGTERM');
+        expect(await svc.exited).toBe(0);
+      }
+      expect(svc.lines.some((l) => /shutdown complete/.test(l))).toBe(true);
+      // Every log line is one JSON object.
+      for (const l of svc.lines.filter((x) => x.trim())) expect(() => JSON.parse(l)).not.toThrow();
+      // The data dir is free again, and the migrations applied above are not applied twice.
+      const again = await runCli(['migrate'], { RELAY_JOBS_DATA_DIR: dir });
+      expect(again.code, again.stderr).toBe(0);
+      expect(again.stdout).toMatch(/up to date/);
+    },
+  );
 
   // signals during start-up
-  it('SIGTERM while the service is still starting ends it cleanly with exit 0', async () => {
+  it.sequential('SIGTERM while the service is still starting ends it cleanly with exit 0', async ({ expect }) => {
     const dir = embeddedDataDir(undefined, { migrated: false }); // migrations still to apply: the stop lands inside start-up
     const svc = ServiceProcess.start('early', { RELAY_JOBS_DATA_DIR: dir, RELAY_JOBS_HTTP_PORT: String(await freePort()) });
     await svc.waitForLine(/migrations applied/); // inside Runtime.create, before the HTTP server exists

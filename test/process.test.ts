@@ -1,4 +1,4 @@
-import { describe, expect, it } from 'vitest';
+import { describe, it } from 'vitest';
 import { spawn } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:net';
@@ -24,8 +24,12 @@ function alive(pid: number): boolean {
     return false;
   }
 }
-describe('process lifecycle', () => {
-  it('`npm start` whose npm dies (SIGKILL, nothing forwarded) shuts the service down cleanly', async () => {
+// Every test here has its own data directory, port, child or server, and nothing else in common:
+// they run concurrently (each with its test context's `expect`), so the cold PGlite open of
+// `npm start`, the library child and the one-shot run overlap instead of adding up. Only one of
+// them is a cold open; the others open a copy of the migrated template.
+describe.concurrent('process lifecycle', () => {
+  it('`npm start` whose npm dies (SIGKILL, nothing forwarded) shuts the service down cleanly', async ({ expect }) => {
     // The real start script, pointed at the test build instead of the dist/ a running service may use.
     const script = (JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { scripts: { start: string } }).scripts.start;
     expect(script).toMatch(/^exec node /); // npm's shell must not stay between npm and node
@@ -51,14 +55,14 @@ describe('process lifecycle', () => {
     }
   }, 300_000);
 
-  it('a one-shot `relay-jobs run` exits once its round is done, not after the shutdown grace', async () => {
+  it('a one-shot `relay-jobs run` exits once its round is done, not after the shutdown grace', async ({ expect }) => {
     // With a 10-minute grace, a grace timer left running would keep the process alive far beyond this test's limit.
     const r = await runCli(['run', 'session_cleanup'], { RELAY_JOBS_DATA_DIR: embeddedDataDir(), RELAY_JOBS__SHUTDOWN__GRACE: '10m' }, 120_000);
     expect(r.code).toBe(0);
     expect(JSON.parse(r.stdout.trim())).toMatchObject({ job: 'session_cleanup' });
   }, 150_000);
 
-  it('a library `runtime.shutdown()` leaves no timer, socket or handle behind', async () => {
+  it('a library `runtime.shutdown()` leaves no timer, socket or handle behind', async ({ expect }) => {
     const child = spawn(process.execPath, ['--import', 'tsx', join(ROOT, 'test/fixtures/library-shutdown.ts')], {
       cwd: ROOT,
       env: cleanEnv({ RELAY_JOBS_DATA_DIR: embeddedDataDir() }),
@@ -83,7 +87,7 @@ describe('process lifecycle', () => {
     expect(JSON.parse(out.trim())).toEqual({ left: [] });
   }, 150_000);
 
-  it('start checks the port before it creates the data directory or the admin token', async () => {
+  it('start checks the port before it creates the data directory or the admin token', async ({ expect }) => {
     const blocker: Server = createServer();
     await new Promise<void>((r) => blocker.listen(0, '127.0.0.1', r));
     const port = (blocker.address() as { port: number }).port;
@@ -98,13 +102,13 @@ describe('process lifecycle', () => {
     }
   }, 90_000);
 
-  it('the build keeps the CLI executable', () => {
+  it('the build keeps the CLI executable', ({ expect }) => {
     expect(statSync(CLI).mode & 0o111).toBe(0o111);
   });
 });
 
-describe('connection errors name the cause', () => {
-  it('Redis refused: ECONNREFUSED and the address, not "Connection is closed."', async () => {
+describe.concurrent('connection errors name the cause', () => {
+  it('Redis refused: ECONNREFUSED and the address, not "Connection is closed."', async ({ expect }) => {
     const port = await freePort();
     const err = await connectRedis(`redis://127.0.0.1:${port}`, 500, 2000).then(
       () => null,
@@ -114,7 +118,7 @@ describe('connection errors name the cause', () => {
     expect(err?.message).not.toMatch(/Connection is closed/);
   });
 
-  it('a missing PostgreSQL database: the createdb hint', async () => {
+  it('a missing PostgreSQL database: the createdb hint', async ({ expect }) => {
     const url = new URL(PG_ADMIN_URL);
     url.pathname = '/relay_jobs_no_such_db';
     const err = await PgDb.connect({ url: url.toString(), poolSize: 1, connectTimeoutMs: 5000 }).then(
@@ -125,8 +129,8 @@ describe('connection errors name the cause', () => {
   });
 });
 
-describe('refresh network failures name the host', () => {
-  it('a refused token endpoint: the code and the address, never the refresh token', async () => {
+describe.concurrent('refresh network failures name the host', () => {
+  it('a refused token endpoint: the code and the address, never the refresh token', async ({ expect }) => {
     const { OAuthClient } = await import('../src/areas/accounts/oauth-client.js');
     const port = await freePort();
     const client = new OAuthClient();
