@@ -83,8 +83,9 @@ describe.concurrent('CLI bad input', () => {
     const dbP = freshDatabase();
     try {
       const [pgDown, redisDown] = await Promise.all([
-        runCli(['start'], { ...base, DATABASE_URL: `postgres://postgres:hunter2@127.0.0.1:${dead}/x`, REDIS_URL }),
-        dbP.then((db) => runCli(['start'], { ...base, DATABASE_URL: db.url, REDIS_URL: `redis://127.0.0.1:${dead}` })),
+        // Each `start` on a port of its own: start checks its port first, and these run side by side.
+        freePort().then((port) => runCli(['start'], { ...base, RELAY_JOBS_HTTP_PORT: String(port), DATABASE_URL: `postgres://postgres:hunter2@127.0.0.1:${dead}/x`, REDIS_URL })),
+        Promise.all([dbP, freePort()]).then(([db, port]) => runCli(['start'], { ...base, RELAY_JOBS_HTTP_PORT: String(port), DATABASE_URL: db.url, REDIS_URL: `redis://127.0.0.1:${dead}` })),
       ]);
       expectUserError(expect, pgDown, /cannot connect to PostgreSQL at postgres:\/\/postgres:\*\*\*@127\.0\.0\.1:\d+\/x \(DATABASE_URL\): connection refused/);
       expectUserError(expect, redisDown, /cannot connect to Redis at redis:\/\/127\.0\.0\.1:\d+ \(REDIS_URL\)/);
@@ -99,7 +100,10 @@ describe.concurrent('CLI bad input', () => {
 
   it('start: cluster mode without a master key, or with a malformed one, is refused before connecting', async ({ expect }) => {
     const base = { RELAY_JOBS_INSTANCE_ID: 'a', RELAY_JOBS_ENV: 'test', DATABASE_URL: 'postgres://postgres@127.0.0.1:1/x', REDIS_URL };
-    const [noKey, shortKey] = await Promise.all([runCli(['start'], base), runCli(['config', 'check'], { ...base, RELAY_JOBS_MASTER_KEY: 'short' })]);
+    const [noKey, shortKey] = await Promise.all([
+      runCli(['start'], { ...base, RELAY_JOBS_HTTP_PORT: String(await freePort()) }),
+      runCli(['config', 'check'], { ...base, RELAY_JOBS_MASTER_KEY: 'short' }),
+    ]);
     expectUserError(expect, noKey, /RELAY_JOBS_MASTER_KEY is not set: cluster mode encrypts account credentials/);
     expectUserError(expect, shortKey, /security\.master_key \(RELAY_JOBS_MASTER_KEY\): expected 32 random bytes/);
   });
