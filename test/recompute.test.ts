@@ -5,7 +5,10 @@ import { Runtime } from '../src/app/runtime.js';
 import { buildHttpServer } from '../src/http/server.js';
 import { ManualClock } from '../src/time/clock.js';
 import type { JobContext } from '../src/scheduler/job.js';
+import { Redis } from 'ioredis';
+import { RedisLeaderLock } from '../src/coordination/leader-lock.js';
 import { captureLogs } from './helpers/log-capture.js';
+import { waitFor } from './helpers/wait.js';
 import { REDIS_URL, TEST_MASTER_KEY, dropRedisPrefix, freshDatabase, uniqueName } from './helpers/services.js';
 
 const ADMIN = 'recompute-admin-token-0123456789';
@@ -96,5 +99,40 @@ describe('usage recompute tasks (real PostgreSQL)', () => {
       expect((await http.inject({ url: `/api/v1/usage/recompute/${id}`, headers: auth })).json().status).toBe('done');
     }
     expect((await http.inject({ url: '/api/v1/usage/recompute/999999', headers: auth })).statusCode).toBe(404);
+  });
+  it('requested while another replica runs dashboard_aggregation: runs as soon as that round ends, not at the next slot', async () => {
+    // The runtime is never started: no scheduled slot ever comes, so only the route's request can run it.
+    const redis = new Redis(REDIS_URL);
+    try {
+      // Taken once the round the test before requested has ended.
+      const lock = new RedisLeaderLock(redis, { prefix, env: 'test' }, 'rec-2');
+      const other = await waitFor(
+        async () => {
+          const a = await lock.acquire('dashboard_aggregation', 120_000);
+          return a.acquired && a;
+        },
+        { what: "the other replica's lock" },
+      );
+      const now = clock.now();
+      const created = await post('/api/v1/usage/recompute', { from: new Date(now - 3 * DAY).toISOString(), to: new Date(now - 2 * DAY).toISOString() });
+      expect(created.statusCode).toBe(202);
+      const id = created.json().id as number;
+      const status = async () => (await http.inject({ url: `/api/v1/usage/recompute/${id}`, headers: auth })).json().status as string;
+      // Refused while the other round holds the lock, through several of the request's retries.
+      const refused = () => logs.lines.filter((l) => l.msg === 'round skipped' && l.job === 'dashboard_aggregation').length;
+      await waitFor(() => refused() >= 1, { what: 'the first refused attempt' });
+      for (let i = 0; i < 4; i++) {
+        const n = refused();
+        await clock.advance(5000);
+        await waitFor(() => refused() > n, { what: `refused attempt ${n + 1}` });
+      }
+      expect(await status()).toBe('pending');
+      // The other round ends: within one retry step the request runs a round that takes the task.
+      await other.handle.release();
+      await clock.advance(5000);
+      await waitFor(async () => (await status()) === 'done', { what: 'the recompute done after the other round ended', timeoutMs: 60_000 });
+    } finally {
+      redis.disconnect();
+    }
   });
 });

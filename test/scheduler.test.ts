@@ -118,3 +118,76 @@ describe('Scheduler with many jobs', () => {
     expect(after).toBeLessThanOrEqual(before);
   });
 });
+
+describe('Scheduler.requestRound (work queued for a job: never left for its next slot)', () => {
+  /**
+   * A runner whose lock is held by "another round" until `freeAt` (clock time): a manual round
+   * before it is refused, as the lock or the claim refuses one while the job runs anywhere.
+   */
+  function busyUntil(freeAt: number, opts: { roundMs?: number } = {}) {
+    const clock = new ManualClock(Date.UTC(2026, 0, 1));
+    const attempts: Array<{ at: number; ran: boolean; recordSkip: boolean | undefined }> = [];
+    let onRound: (() => void) | undefined;
+    const runner = {
+      run: async (_j: JobDefinition, slot: Date | null, _onStart: unknown, o: { recordSkip?: boolean } = {}) => {
+        const ran = clock.now() >= freeAt;
+        attempts.push({ at: clock.now(), ran, recordSkip: o.recordSkip });
+        if (!ran) return { ran: false, slot, backend: 'redis', reason: 'leader lock (redis) held by r2' };
+        onRound?.();
+        if (opts.roundMs) await new Promise<void>((r) => clock.setTimeout(r, opts.roundMs!));
+        return { ran: true, runId: attempts.length, token: attempts.length, slot: new Date(clock.now()), backend: 'redis', outcome: { status: 'ok' } };
+      },
+    } as unknown as RoundRunner;
+    // The job's own loop is never started: only requested rounds run.
+    const s = new Scheduler({ jobs: [job()], runner, clock, random: () => 0, log: silentLogger(), clockOffsetMs: () => 0, lastSlot: async () => null });
+    return { clock, attempts, s, setOnRound: (f: () => void) => (onRound = f) };
+  }
+  const settle = () => new Promise((r) => setImmediate(r));
+
+  it('refused while a round runs: asks again with backoff until one of its own has run, then stops asking', async () => {
+    const h = busyUntil(Date.UTC(2026, 0, 1) + 3000);
+    h.s.requestRound('j');
+    await settle();
+    await h.clock.advance(20_000);
+    const ran = h.attempts.filter((a) => a.ran);
+    expect(ran).toHaveLength(1);
+    expect(ran[0]!.at - Date.UTC(2026, 0, 1)).toBeLessThan(3000 + 5000); // within one backoff step of the lock coming free
+    expect(h.attempts.at(-1)!.ran).toBe(true); // nothing after the round it asked for
+    const gaps = h.attempts.slice(1).map((a, i) => a.at - h.attempts[i]!.at);
+    expect(gaps[0]).toBe(250);
+    for (let i = 1; i < gaps.length; i++) expect(gaps[i]).toBe(Math.min(gaps[i - 1]! * 2, 5000));
+    // A refused attempt is counted, not written as a manual round's record each time.
+    expect(h.attempts.every((a) => a.recordSkip === false)).toBe(true);
+    expect(await h.s.stop(10)).toEqual([]);
+  });
+
+  it('requests while one waits join it; one that arrives during its round gets one more round after it', async () => {
+    const h = busyUntil(Date.UTC(2026, 0, 1) + 1000, { roundMs: 500 });
+    h.s.requestRound('j');
+    h.s.requestRound('j');
+    await settle();
+    await h.clock.advance(600);
+    h.s.requestRound('j');
+    let asked = false;
+    h.setOnRound(() => {
+      // Work queued while the requested round runs: that round may have looked for it already.
+      if (!asked) h.s.requestRound('j');
+      asked = true;
+    });
+    await h.clock.advance(10_000);
+    expect(h.attempts.filter((a) => a.ran)).toHaveLength(2);
+    expect(await h.s.stop(10)).toEqual([]);
+  });
+
+  it('a waiting request ends at shutdown', async () => {
+    const h = busyUntil(Number.MAX_SAFE_INTEGER);
+    h.s.requestRound('j');
+    await settle();
+    await h.clock.advance(2000);
+    const before = h.attempts.length;
+    expect(await h.s.stop(10)).toEqual([]);
+    await h.clock.advance(60_000);
+    expect(h.attempts.length).toBe(before);
+    expect(() => h.s.requestRound('nope')).toThrow(/unknown job nope/);
+  });
+});

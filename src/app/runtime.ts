@@ -242,6 +242,10 @@ export class Runtime {
     return this.scheduler.runNow(name, onStart);
   }
 
+  requestRound(name: string): void {
+    this.scheduler.requestRound(name);
+  }
+
   /** Idempotent: a second call returns the first call's promise. */
   shutdown(reason = 'shutdown requested'): Promise<void> {
     this.shuttingDown ??= this.runShutdown(reason);

@@ -39,6 +39,8 @@ export interface RouteDeps<S = KernelServices> {
   jobViews(): Promise<JobView[]>;
   instances(): Promise<InstanceInfo[]>;
   runNow(name: string, onStart?: (r: { runId: number; token: number }) => void): Promise<RoundReport>;
+  /** A round of the job as soon as one can run, asking again while one runs (for work just queued for it). */
+  requestRound(name: string): void;
 }
 
 /** A wire function: the area's services from the context and the faces of the areas listed before it. */

@@ -67,8 +67,10 @@ export class RoundRunner {
   /**
    * Runs the round for `slot` (a scheduled slot) or, with `slot` null, a manual round.
    * `onStart` is told the run id as soon as the round is claimed (the HTTP API answers then).
+   * `recordSkip: false`: a manual round refused (lock held, slot claimed) is counted like a
+   * scheduled skip instead of written as a record (a request that asks again, `Scheduler.requestRound`).
    */
-  async run(job: JobDefinition, slot: Date | null, onStart?: (r: { runId: number; token: number }) => void): Promise<RoundReport> {
+  async run(job: JobDefinition, slot: Date | null, onStart?: (r: { runId: number; token: number }) => void, opts: { recordSkip?: boolean } = {}): Promise<RoundReport> {
     const trigger = slot ? 'schedule' : 'manual';
     const log = this.deps.log.child({ job: job.name, trigger });
     if (job.scope === 'instance' && slot && this.deps.deferIdleRecords) {
@@ -103,7 +105,7 @@ export class RoundRunner {
       // Only the claim can tell (the lease is free at once if the holder's liveness session is
       // gone); in the common case (held for this very slot) nothing touches PostgreSQL.
       const stale = slot !== null && acquisition.heldForSlot !== null && acquisition.heldForSlot < slot.getTime() && acquisition.takeOver;
-      if (!stale) return this.skip(job, slot, backend, `leader lock (${backend}) held by ${acquisition.holder ?? 'another replica'}`, log);
+      if (!stale) return this.skip(job, slot, backend, `leader lock (${backend}) held by ${acquisition.holder ?? 'another replica'}`, log, opts.recordSkip);
       handle = null;
     }
 
@@ -120,7 +122,7 @@ export class RoundRunner {
     }
     if (!claimed.claimed) {
       await handle?.release();
-      return this.skip(job, slot, backend, claimed.reason, log);
+      return this.skip(job, slot, backend, claimed.reason, log, opts.recordSkip);
     }
     if (!handle && !acquisition.acquired && acquisition.takeOver) {
       log.warn(
@@ -133,10 +135,10 @@ export class RoundRunner {
     return this.execute(job, claimed.claim, trigger, handle, lockTtlMs, log);
   }
 
-  private async skip(job: JobDefinition, slot: Date | null, backend: LockBackend, reason: string, log: Logger): Promise<RoundReport> {
+  private async skip(job: JobDefinition, slot: Date | null, backend: LockBackend, reason: string, log: Logger, recordManual = true): Promise<RoundReport> {
     this.deps.metrics.roundsTotal.inc({ job: job.name, status: 'skipped_not_leader', lock_backend: backend });
     log.debug({ reason, slot: slot?.toISOString() }, 'round skipped');
-    if (slot) {
+    if (slot || !recordManual) {
       this.skips.add(job.name, new Date(this.deps.clock.now()), reason);
       return { ran: false, slot, backend, reason };
     }

@@ -21,6 +21,9 @@ export interface SchedulerDeps {
 
 /** Longest single sleep; a loop wakes at least this often to re-read the clock offset. */
 const MAX_SLEEP_MS = 60_000;
+/** A requested round refused because one is running asks again after this, doubling up to the max. */
+const REQUEST_RETRY_MIN_MS = 250;
+const REQUEST_RETRY_MAX_MS = 5000;
 
 /**
  * One loop per enabled job: wait for the next slot (+ jitter), run the round, repeat.
@@ -32,6 +35,8 @@ export class Scheduler {
   private readonly loops = new Map<string, Promise<void>>();
   private readonly inFlight = new Set<Promise<RoundReport>>();
   private readonly nextFire = new Map<string, number>();
+  /** Jobs with a requested round still to run (`requestRound`); `again`: a request came during its round. */
+  private readonly requested = new Map<string, { again: boolean }>();
 
   constructor(private readonly deps: SchedulerDeps) {}
 
@@ -65,6 +70,47 @@ export class Scheduler {
     const job = this.job(name);
     if (!job) throw new Error(`unknown job ${name}`);
     return this.track(this.deps.runner.run(job, null, onStart));
+  }
+
+  /**
+   * Asks for a round of `name` as soon as it can run, for work just queued for the job (a usage
+   * recompute). Unlike `runNow`, a refusal is not the end: while a round of the job runs (here or
+   * on another replica, which holds the lock or the claim) the request asks again with backoff
+   * until a round of its own has run, so queued work never waits for the next slot. Requests that
+   * arrive while one waits join it; one that arrives while its round runs gets one more round
+   * after it (that round may have looked for work before this was queued). Ends at shutdown.
+   */
+  requestRound(name: string): void {
+    const job = this.job(name);
+    if (!job) throw new Error(`unknown job ${name}`);
+    const pending = this.requested.get(name);
+    if (pending) {
+      pending.again = true;
+      return;
+    }
+    const state = { again: false };
+    this.requested.set(name, state);
+    void this.askUntilRun(job, state).finally(() => this.requested.delete(name));
+  }
+
+  private async askUntilRun(job: JobDefinition, state: { again: boolean }): Promise<void> {
+    const stop = this.stopController.signal;
+    let waitMs = REQUEST_RETRY_MIN_MS;
+    while (!stop.aborted) {
+      state.again = false;
+      let ran = false;
+      try {
+        ran = (await this.track(this.deps.runner.run(job, null, undefined, { recordSkip: false }))).ran;
+      } catch (err) {
+        this.deps.log.warn({ job: job.name, err: (err as Error).message }, 'requested round could not start; asking again');
+      }
+      if (ran && !state.again) return;
+      if (ran) waitMs = REQUEST_RETRY_MIN_MS;
+      else {
+        await sleep(this.deps.clock, waitMs, stop);
+        waitMs = Math.min(waitMs * 2, REQUEST_RETRY_MAX_MS);
+      }
+    }
   }
 
   /**

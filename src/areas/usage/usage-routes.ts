@@ -67,7 +67,7 @@ const incrementsBody = z
   .strict();
 
 /** Usage ingestion, dashboard reads, recompute, range cleanups, idempotency and platform quota. */
-export function registerUsageRoutes(api: FastifyInstance, deps: Pick<RouteDeps<UsageServices>, 'clock' | 'config' | 'log' | 'runNow' | 'services'>): void {
+export function registerUsageRoutes(api: FastifyInstance, deps: Pick<RouteDeps<UsageServices>, 'clock' | 'config' | 'log' | 'requestRound' | 'services'>): void {
   const s = deps.services;
 
   // A 2xx means every event of the body is stored (committed), not merely queued.
@@ -86,12 +86,13 @@ export function registerUsageRoutes(api: FastifyInstance, deps: Pick<RouteDeps<U
   });
 
   // Rebuilds the rollups of a range without moving the watermark: a task that dashboard_aggregation
-  // rounds run a day at a time with stored progress; a round is asked for now so it starts at once.
+  // rounds run a day at a time with stored progress. A round is requested so it starts at once, or
+  // right after the round running now (which may have looked for tasks before this one existed).
   api.post('/usage/recompute', async (req, reply) => {
     const b = parseBody(range({}), req.body);
     const task = await s.recomputes.request(new Date(b.from), new Date(b.to));
     deps.log.info({ recompute_id: task.id, from: task.from, to: task.to, chunks: task.chunks }, 'usage recompute requested');
-    void deps.runNow('dashboard_aggregation').catch(() => undefined);
+    deps.requestRound('dashboard_aggregation');
     return reply.code(202).send({ ...task, poll: `/api/v1/usage/recompute/${task.id}` });
   });
   api.get('/usage/recompute', async () => ({ recomputes: await s.recomputes.tasks.list() }));
