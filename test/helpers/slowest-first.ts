@@ -7,25 +7,24 @@ import { BaseSequencer, type TestSpecification } from 'vitest/node';
 
 /** Longest first, from a full run's per-file wall times (update from a RELAY_TEST_CPU_DIR report, scripts/test-cost.mjs). */
 export const SLOW_FIRST = [
-  // From the full run of 2026-12-02 03:14 UTC (RELAY_TEST_CPU_DIR wall times, a quiet machine), longest first.
+  // From the full runs of 2026-12-02 08:02-08:14 UTC (RELAY_TEST_CPU_DIR wall times, five workers), longest first.
   'test/redis-outage-load.e2e.test.ts',
-  'test/billing.e2e.test.ts',
   'test/sql-embedded.test.ts',
-  'test/redis-topologies.test.ts',
-  'test/ops.e2e.test.ts',
   'test/cli.test.ts',
+  'test/billing.e2e.test.ts',
+  'test/ops.e2e.test.ts',
   'test/token-refresh.e2e.test.ts',
+  'test/refresh-deadline.e2e.test.ts',
+  'test/probes-cluster.e2e.test.ts',
   'test/process.test.ts',
   'test/slow-clients.e2e.test.ts',
-  'test/console.test.ts',
   'test/refresh-shards.e2e.test.ts',
-  'test/probes-cluster.e2e.test.ts',
-  'test/pgbouncer.e2e.test.ts',
-  'test/refresh-deadline.e2e.test.ts',
   'test/image-batches.e2e.test.ts',
-  'test/backup-cluster.e2e.test.ts',
-  'test/cluster.e2e.test.ts',
+  'test/console.test.ts',
+  'test/scheduler-snapshot.e2e.test.ts',
   'test/refresh-takeover.e2e.test.ts',
+  'test/backup-cluster.e2e.test.ts',
+  'test/redis-topologies.test.ts',
 ];
 
 function rank(spec: TestSpecification): number {
