@@ -4,7 +4,8 @@ import { join } from 'node:path';
 import { tmpdir } from 'node:os';
 import pg from 'pg';
 import { classifyStatement, SqlRefused } from '../src/areas/admin/store/sql-guard.js';
-import { SqlConsole, SqlUnavailable } from '../src/areas/admin/store/sql-console.js';
+import { SqlConsole, SqlTimeout, SqlUnavailable } from '../src/areas/admin/store/sql-console.js';
+import type { Db } from '../src/store/db.js';
 import { PgDb } from '../src/store/pg-db.js';
 import { freshDatabase, PG_ADMIN_URL, uniqueName } from './helpers/services.js';
 
@@ -174,5 +175,27 @@ describe('SQL console, cluster (PostgreSQL, own role)', () => {
     expect(r.truncated).toBe(true);
     // The whole result would be several hundred MB in the heap; the cursor brings 1,001 rows.
     expect(process.memoryUsage().heapUsed - before).toBeLessThan(50 * 1024 * 1024);
+  });
+});
+
+describe('SQL console watchdog', () => {
+  it('a server that never answers: the connection is closed after the timeout + 2 s and the caller gets SqlTimeout, not "Connection terminated"', async () => {
+    // A connection whose statements hang until it is destroyed, as a server whose own timeout does not answer.
+    let destroyed = false;
+    let fail: ((e: Error) => void) | undefined;
+    const conn = {
+      query: (text: string) => (text.startsWith('BEGIN') ? Promise.resolve({ rows: [], rowCount: 0 }) : new Promise((_, reject) => (fail = reject))),
+      release: (destroy?: boolean) => {
+        destroyed = destroy === true;
+        fail?.(new Error('Connection terminated'));
+      },
+    };
+    const db = { kind: 'pg', pin: async () => conn } as unknown as Db;
+    const sql = new SqlConsole(db, { statementTimeoutMs: 10, maxRows: 10, concurrency: 1 });
+    const err = await sql.run('SELECT 1').catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(SqlTimeout);
+    expect((err as SqlTimeout).code).toBe('57014');
+    expect((err as Error).message).toMatch(/sql\.statement_timeout \(10 ms\)/);
+    expect(destroyed).toBe(true);
   });
 });

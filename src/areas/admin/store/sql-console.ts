@@ -95,16 +95,24 @@ export class SqlConsole {
   private async onOwnConnection(stmt: ClassifiedStatement): Promise<SqlResult> {
     const conn = await this.db.pin();
     let destroyed = false;
+    let cutByWatchdog = false;
     const destroy = () => {
       if (destroyed) return;
       destroyed = true;
       conn.release(true);
     };
-    const watchdog = setTimeout(destroy, this.opts.statementTimeoutMs + 2000);
+    const watchdog = setTimeout(() => {
+      cutByWatchdog = true;
+      destroy();
+    }, this.opts.statementTimeoutMs + 2000);
     try {
       await conn.query('BEGIN READ ONLY');
       await assertSafeRole(conn);
       return await this.execute(conn, stmt);
+    } catch (err) {
+      // The watchdog closed the connection: the caller sees the timeout, not "Connection terminated".
+      if (cutByWatchdog) throw new SqlTimeout(`the statement ran longer than sql.statement_timeout (${this.opts.statementTimeoutMs} ms) and its connection was closed`);
+      throw err;
     } finally {
       clearTimeout(watchdog);
       if (!destroyed) await conn.query('ROLLBACK').catch(() => undefined);
