@@ -170,7 +170,10 @@ describe('SQL console, cluster (PostgreSQL, own role)', () => {
   it('5M rows of generate_series: memory stays flat (the cursor stops at the limit)', async () => {
     global.gc?.();
     const before = process.memoryUsage().heapUsed;
-    const r = await sql.run('SELECT g, md5(g::text) FROM (SELECT generate_series(1, 5000000) AS g) s');
+    // A timeout with a real margin: this test is about memory, and on a loaded machine the 1 s of
+    // the others (plus the watchdog's 2 s) cut it before its first FETCH came back.
+    const roomy = new SqlConsole(asRole, { ...OPTS, statementTimeoutMs: 30_000 });
+    const r = await roomy.run('SELECT g, md5(g::text) FROM (SELECT generate_series(1, 5000000) AS g) s');
     expect(r.rows).toHaveLength(1000);
     expect(r.truncated).toBe(true);
     // The whole result would be several hundred MB in the heap; the cursor brings 1,001 rows.
