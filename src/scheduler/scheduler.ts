@@ -24,6 +24,8 @@ const MAX_SLEEP_MS = 60_000;
 /** A requested round refused because one is running asks again after this, doubling up to the max. */
 const REQUEST_RETRY_MIN_MS = 250;
 const REQUEST_RETRY_MAX_MS = 5000;
+/** A requested round the lock or the claim refused (`retry` then asks again). */
+class RoundRefused extends Error {}
 
 /**
  * One loop per enabled job: wait for the next slot (+ jitter), run the round, repeat.
@@ -95,22 +97,28 @@ export class Scheduler {
 
   private async askUntilRun(job: JobDefinition, state: { again: boolean }): Promise<void> {
     const stop = this.stopController.signal;
-    let waitMs = REQUEST_RETRY_MIN_MS;
-    while (!stop.aborted) {
-      state.again = false;
-      let ran = false;
+    do {
       try {
-        ran = (await this.track(this.deps.runner.run(job, null, undefined, { recordSkip: false }))).ran;
-      } catch (err) {
-        this.deps.log.warn({ job: job.name, err: (err as Error).message }, 'requested round could not start; asking again');
+        await retry(
+          async () => {
+            state.again = false; // a request before this attempt is served by it
+            const r = await this.track(this.deps.runner.run(job, null, undefined, { recordSkip: false }));
+            if (!r.ran) throw new RoundRefused(r.reason);
+          },
+          {
+            baseMs: REQUEST_RETRY_MIN_MS,
+            maxMs: REQUEST_RETRY_MAX_MS,
+            clock: this.deps.clock,
+            signal: stop,
+            onRetry: (err) => {
+              if (!(err instanceof RoundRefused)) this.deps.log.warn({ job: job.name, err: (err as Error).message }, 'requested round could not start; asking again');
+            },
+          },
+        );
+      } catch {
+        return; // only at shutdown: retry gives up on nothing else
       }
-      if (ran && !state.again) return;
-      if (ran) waitMs = REQUEST_RETRY_MIN_MS;
-      else {
-        await sleep(this.deps.clock, waitMs, stop);
-        waitMs = Math.min(waitMs * 2, REQUEST_RETRY_MAX_MS);
-      }
-    }
+    } while (state.again && !stop.aborted);
   }
 
   /**
