@@ -146,7 +146,7 @@ describe('Redis outage at full load (default pool, every default job)', () => {
       // Replicas are started by the test; migrations are left to them, as in production. Each
       // cluster has a PostgreSQL server of its own: four replicas at the default pool hold over 40
       // connections, which the machine's shared server (max_connections 100) cannot spare while
-      // three other files run clusters beside this one.
+      // four other files run clusters beside this one.
       const harness = await startCluster({ replicas: 0, bareEnv: true, migrate: false, database: 'private' });
       const sampler = new pg.Client({ connectionString: harness.databaseUrl });
       await sampler.connect();

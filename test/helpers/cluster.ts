@@ -152,7 +152,7 @@ export class Cluster {
     };
     if (!bare) {
       env.RELAY_JOBS__CLUSTER__INSTANCE_HEARTBEAT = '1s';
-      // Four connections a replica: four files' three-replica clusters must fit in the shared
+      // Four connections a replica: five files' three-replica clusters must fit in the shared
       // server's 100 connections together (at 8 the suite peaked at 95 and a restarted replica
       // was refused with "too many clients").
       env.RELAY_JOBS__DATABASE__POOL_SIZE = '4';
