@@ -155,6 +155,7 @@ const INTERNAL_ERRORS: Record<string, string> = {
   AlreadySettled: 'a batch settled by another worker; the transition is skipped',
   SqlTimeout: "an embedded console statement killed at sql.statement_timeout; carries PostgreSQL's 57014, which sql-routes answers as sql_timeout",
   SubmitRefused: "the store's refusal inside a submit transaction; the service answers SubmitRejected",
+  RoundRefused: "a requested round the lock or the claim refused; Scheduler.requestRound's retry consumes it and asks again",
 };
 
 describe('every error class a user can meet extends AppError', () => {
