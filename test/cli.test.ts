@@ -83,9 +83,9 @@ describe.concurrent('CLI bad input', () => {
     const dbP = freshDatabase();
     try {
       const [pgDown, redisDown] = await Promise.all([
-        // Each `start` on a port of its own: start checks its port first, and these run side by side.
-        freePort().then((port) => runCli(['start'], { ...base, RELAY_JOBS_HTTP_PORT: String(port), DATABASE_URL: `postgres://postgres:hunter2@127.0.0.1:${dead}/x`, REDIS_URL })),
-        Promise.all([dbP, freePort()]).then(([db, port]) => runCli(['start'], { ...base, RELAY_JOBS_HTTP_PORT: String(port), DATABASE_URL: db.url, REDIS_URL: `redis://127.0.0.1:${dead}` })),
+        // Port 0 (any free port): start checks its port first, and these run side by side.
+        runCli(['start'], { ...base, RELAY_JOBS_HTTP_PORT: '0', DATABASE_URL: `postgres://postgres:hunter2@127.0.0.1:${dead}/x`, REDIS_URL }),
+        dbP.then((db) => runCli(['start'], { ...base, RELAY_JOBS_HTTP_PORT: '0', DATABASE_URL: db.url, REDIS_URL: `redis://127.0.0.1:${dead}` })),
       ]);
       expectUserError(expect, pgDown, /cannot connect to PostgreSQL at postgres:\/\/postgres:\*\*\*@127\.0\.0\.1:\d+\/x \(DATABASE_URL\): connection refused/);
       expectUserError(expect, redisDown, /cannot connect to Redis at redis:\/\/127\.0\.0\.1:\d+ \(REDIS_URL\)/);
@@ -100,10 +100,7 @@ describe.concurrent('CLI bad input', () => {
 
   it('start: cluster mode without a master key, or with a malformed one, is refused before connecting', async ({ expect }) => {
     const base = { RELAY_JOBS_INSTANCE_ID: 'a', RELAY_JOBS_ENV: 'test', DATABASE_URL: 'postgres://postgres@127.0.0.1:1/x', REDIS_URL };
-    const [noKey, shortKey] = await Promise.all([
-      runCli(['start'], { ...base, RELAY_JOBS_HTTP_PORT: String(await freePort()) }),
-      runCli(['config', 'check'], { ...base, RELAY_JOBS_MASTER_KEY: 'short' }),
-    ]);
+    const [noKey, shortKey] = await Promise.all([runCli(['start'], { ...base, RELAY_JOBS_HTTP_PORT: '0' }), runCli(['config', 'check'], { ...base, RELAY_JOBS_MASTER_KEY: 'short' })]);
     expectUserError(expect, noKey, /RELAY_JOBS_MASTER_KEY is not set: cluster mode encrypts account credentials/);
     expectUserError(expect, shortKey, /security\.master_key \(RELAY_JOBS_MASTER_KEY\): expected 32 random bytes/);
   });
@@ -152,9 +149,10 @@ describe('CLI commands', { concurrent: true }, () => {
         await svc.waitForLine(/relay-jobs started/);
         // Independent children run side by side: the refused second start with the `run`, then the
         // read-only views of the state that `run` left.
-        const secondPort = String(await freePort());
+        // Port 0 (any free port): its port check always passes, so the refusal is the data directory's
+        // (a port handed out here can still be taken by another test process's child meanwhile).
         const [second, run] = await Promise.all([
-          runCli(['start'], { RELAY_JOBS_DATA_DIR: dir, RELAY_JOBS_HTTP_PORT: secondPort }),
+          runCli(['start'], { RELAY_JOBS_DATA_DIR: dir, RELAY_JOBS_HTTP_PORT: '0' }),
           runCli(['run', 'canary'], { RELAY_JOBS_DATA_DIR: dir, RELAY_JOBS_HTTP_PORT: port }),
         ]);
         expectUserError(expect, second, /is in use by another relay-jobs process \(pid \d+, http port \d+\)/);
