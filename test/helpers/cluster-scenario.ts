@@ -111,11 +111,17 @@ export async function runClusterScenario(o: ScenarioOptions): Promise<ScenarioRe
   const redisUpAt = await dbNow();
   await waitFor(async () => (await fetch(readyz)).status === 200, { what: `${readyz} ready again after Redis came back`, timeoutMs: 60_000, intervalMs: 100, ignoreErrors: true });
   // Back on Redis: two rounds under the Redis lock again, and enough rounds in all for the evidence below.
-  await waitFor(async () => (await finishedRounds(`lock_backend = 'redis' AND started_at > to_timestamp($1 / 1000.0)`, [redisUpAt])) >= 2 && (await finishedRounds('true')) >= 12, {
-    what: 'two canary rounds on Redis after it came back, twelve in all',
-    timeoutMs: 60_000,
-    intervalMs: 100,
-  });
+  // The skip counts are flushed by each replica's heartbeat; a loaded machine can run twelve rounds
+  // with fewer than eleven skips flushed, so the count asserted below is waited for too.
+  const skipsFlushed = async () => Number((await client.query(`SELECT coalesce(sum(skipped), 0) AS n FROM job_skip_counts WHERE job_name = 'canary'`)).rows[0].n);
+  await waitFor(
+    async () => (await finishedRounds(`lock_backend = 'redis' AND started_at > to_timestamp($1 / 1000.0)`, [redisUpAt])) >= 2 && (await finishedRounds('true')) >= 12 && (await skipsFlushed()) > 10,
+    {
+      what: 'two canary rounds on Redis after it came back, twelve in all, more than ten skips counted',
+      timeoutMs: 60_000,
+      intervalMs: 100,
+    },
+  );
 
   // SIGTERM all: each exits 0 within the grace period.
   const t0 = Date.now();
