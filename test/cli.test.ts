@@ -144,7 +144,15 @@ describe('CLI commands', { concurrent: true }, () => {
       expect((await runCli(['migrate'], { RELAY_JOBS_DATA_DIR: dir })).stdout).toMatch(/applied 1_core/);
       const port = String(await freePort());
       // A 10-minute grace: an exit that waited for the grace period instead of the drain would hit the test's limit.
-      const svc = ServiceProcess.start('embedded', { RELAY_JOBS_DATA_DIR: dir, RELAY_JOBS_HTTP_PORT: port, RELAY_JOBS__JOBS__CANARY__SLEEP: '100ms', RELAY_JOBS__SHUTDOWN__GRACE: '10m' });
+      // A one-minute heartbeat (liveness window 3 min): on a loaded machine the starved service once
+      // beat more than 15 s (the default window) before `status` read it, which then showed it dead.
+      const svc = ServiceProcess.start('embedded', {
+        RELAY_JOBS_DATA_DIR: dir,
+        RELAY_JOBS_HTTP_PORT: port,
+        RELAY_JOBS__JOBS__CANARY__SLEEP: '100ms',
+        RELAY_JOBS__SHUTDOWN__GRACE: '10m',
+        RELAY_JOBS__CLUSTER__INSTANCE_HEARTBEAT: '1m',
+      });
       try {
         await svc.waitForLine(/relay-jobs started/);
         // Independent children run side by side: the refused second start with the `run`, then the

@@ -76,9 +76,12 @@ export async function runClusterScenario(o: ScenarioOptions): Promise<ScenarioRe
     if (!victim) await new Promise((r) => setTimeout(r, 20));
   }
   expect(victim, 'a replica mid-round').toBeDefined();
+  // Read before the kill: the takeover through the liveness session can start a survivor's round
+  // within milliseconds of the death, before a loaded test process has even seen the exit. The
+  // victim's cut round ends at the kill, so a clock read after it could report a false overlap.
+  const killedAt = await dbNow();
   victim!.proc.kill('SIGKILL');
   await victim!.exited;
-  const killedAt = await dbNow();
   const survivors = replicas.filter((r) => r !== victim);
   // Failover done: the victim's round is recorded as abandoned and a survivor has finished a round
   // begun after the kill (how soon is asserted from the records below).
