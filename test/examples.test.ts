@@ -21,7 +21,7 @@ describe('examples/', () => {
     let err = '';
     child.stdout.on('data', (d) => (out += d));
     child.stderr.on('data', (d) => (err += d));
-    const code = await new Promise<number | null>((resolve) => child.on('exit', resolve));
+    const code = await new Promise<number | null>((resolve) => child.on('close', resolve));
     expect(code, `${out}\n${err}`).toBe(0);
     // Log lines and the example's result share stdout: the result is the line with token_version.
     const result = JSON.parse(out.split('\n').find((l) => l.includes('"token_version"'))!);

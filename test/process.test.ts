@@ -77,7 +77,7 @@ describe.concurrent('process lifecycle', () => {
         child.kill('SIGKILL');
         reject(new Error(`the library process did not exit after shutdown:\n${out}\n${err}`));
       }, 120_000);
-      child.on('exit', (c) => {
+      child.on('close', (c) => {
         clearTimeout(t);
         resolve(c);
       });

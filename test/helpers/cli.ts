@@ -22,7 +22,9 @@ export function runCli(args: string[], env: Record<string, string>, timeoutMs = 
       p.kill('SIGKILL');
       reject(new Error(`relay-jobs ${args.join(' ')} did not exit within ${timeoutMs}ms\n${stdout}\n${stderr}`));
     }, timeoutMs);
-    p.on('exit', (code) => {
+    // 'close', not 'exit': 'exit' can come before the last of the child's output is read (a loaded
+    // run once saw a failed `config check` with its error message still unread).
+    p.on('close', (code) => {
       clearTimeout(t);
       resolve({ code, stdout, stderr });
     });
@@ -45,7 +47,8 @@ export class ServiceProcess {
       this.lines.push(...parts);
     });
     proc.stderr!.on('data', (d) => this.lines.push(`[stderr] ${d}`));
-    this.exited = new Promise((resolve) => proc.on('exit', (code) => resolve(code)));
+    // After the output is read to the end (see runCli); a service's own children never hold its stdio.
+    this.exited = new Promise((resolve) => proc.on('close', (code) => resolve(code)));
   }
 
   static start(name: string, env: Record<string, string>): ServiceProcess {
