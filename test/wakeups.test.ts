@@ -1,7 +1,5 @@
 import { createServer, type Server } from 'node:http';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { rmSync } from 'node:fs';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadConfig } from '../src/jobs/config-schema.js';
@@ -9,6 +7,7 @@ import { Runtime } from '../src/app/runtime.js';
 import { silentLogger } from '../src/telemetry/logger.js';
 import { LIVENESS_NS } from '../src/coordination/liveness.js';
 import { REDIS_URL, TEST_MASTER_KEY, dropRedisPrefix, freshDatabase, uniqueName } from './helpers/services.js';
+import { embeddedDataDir } from './helpers/pglite-template.js';
 
 /** Polls `cond` until it holds (generous: the machine is loaded); fails with `what` otherwise. */
 async function waitFor(what: string, cond: () => Promise<boolean> | boolean, ms = 20_000): Promise<void> {
@@ -140,9 +139,11 @@ describe('wake-ups, embedded mode (PGlite in-process LISTEN)', () => {
   let target: Awaited<ReturnType<typeof probeTarget>>;
   let rt: Runtime;
   beforeAll(async () => {
-    dir = mkdtempSync(join(tmpdir(), 'rj-wake-'));
+    // A copy of the migrated template (no cold PGlite open). The backstop is far beyond the wait
+    // below, so the probe can only come from the notification.
+    dir = embeddedDataDir();
     target = await probeTarget();
-    const config = loadConfig({ env: { ...QUIET, RELAY_JOBS_DATA_DIR: dir, RELAY_JOBS_INSTANCE_ID: 'wake-e', RELAY_JOBS__WAKEUPS__BACKSTOP: '60s' } });
+    const config = loadConfig({ env: { ...QUIET, RELAY_JOBS_DATA_DIR: dir, RELAY_JOBS_INSTANCE_ID: 'wake-e', RELAY_JOBS__WAKEUPS__BACKSTOP: '10m' } });
     rt = await Runtime.create(config, { logger: silentLogger() });
     rt.start();
   }, 120_000);
@@ -155,7 +156,9 @@ describe('wake-ups, embedded mode (PGlite in-process LISTEN)', () => {
   it('a created monitor wakes the runner through the in-process notification', async () => {
     await waitFor('the listener', async () => (await metric(rt, 'relay_jobs_wakeup_listener_up')) === 1);
     await rt.services.monitors.create(monitor(target.url, 'embedded'));
-    await waitFor('the probe', () => (target.hits.get('embedded') ?? 0) >= 1);
+    // A freshly started embedded runtime runs its first rounds on its one PGlite connection: at
+    // load average 18 the probe took over 20 s to come.
+    await waitFor('the probe', () => (target.hits.get('embedded') ?? 0) >= 1, 90_000);
     expect(await metric(rt, 'relay_jobs_wakeups_total', 'channel="monitors"')).toBeGreaterThan(0);
   });
 });
