@@ -113,7 +113,9 @@ describe.concurrent('embedded SQL console: statements run on a snapshot thread (
 
   it.sequential('one statement at a time; close() ends a running one at once and leaves no copy', async ({ expect }) => {
     await roomy.run('SELECT 1');
-    const running = sql.run('SELECT pg_sleep(60)').catch((e: unknown) => e);
+    // On the roomy console: close() must come before the statement's own timeout (1 s on `sql` was
+    // once reached first in a loaded CI run).
+    const running = roomy.run('SELECT pg_sleep(60)').catch((e: unknown) => e);
     await expect(sql.run('SELECT 1')).rejects.toMatchObject({ reason: 'busy' });
     await snapshot.close();
     const err = await running;
