@@ -77,15 +77,18 @@ function canListen(port: number): Promise<boolean> {
 }
 
 /** Until a redis-server on this loopback port answers PING (about 10 s at most). */
-export async function waitForRedis(port: number): Promise<void> {
+/** Until the Redis on `port` answers; with `pid`, until that process is the one answering. */
+export async function waitForRedis(port: number, pid?: number): Promise<void> {
   for (let i = 0; i < 200; i++) {
     const c = new Redis({ port, host: '127.0.0.1', lazyConnect: true, retryStrategy: () => null, maxRetriesPerRequest: 0 });
     c.on('error', () => undefined);
     try {
       await c.connect();
       await c.ping();
+      const info = pid === undefined ? '' : await c.info('server');
       c.disconnect();
-      return;
+      if (pid === undefined || new RegExp(`^process_id:${pid}\\s*$`, 'm').test(info)) return;
+      await new Promise((r) => setTimeout(r, 50));
     } catch {
       c.disconnect();
       await new Promise((r) => setTimeout(r, 50));
@@ -104,14 +107,27 @@ export class PrivateRedis {
   }
 
   static async start(): Promise<PrivateRedis> {
-    const r = new PrivateRedis(await freePort());
-    await r.start();
-    return r;
+    // A port freePort() handed out can be taken by another test process before redis-server binds
+    // it (a full run once met a replica refused on such a port): then try another port.
+    for (let attempt = 1; ; attempt++) {
+      const r = new PrivateRedis(await freePort());
+      try {
+        await r.start();
+        return r;
+      } catch (err) {
+        await r.stop();
+        if (attempt >= 5) throw err;
+      }
+    }
   }
 
+  /** Resolves once this process (not whatever else holds the port) answers; rejects if it exits first. */
   async start(): Promise<void> {
-    this.proc = spawn('redis-server', ['--port', String(this.port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'], { stdio: 'ignore' });
-    await waitForRedis(this.port);
+    const proc = spawn('redis-server', ['--port', String(this.port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'], { stdio: 'ignore' });
+    this.proc = proc;
+    const exited = new Promise<never>((_, reject) => proc.once('exit', (code) => reject(new Error(`redis-server on port ${this.port} exited (${code}) before it answered`))));
+    exited.catch(() => undefined);
+    await Promise.race([waitForRedis(this.port, proc.pid), exited]);
   }
 
   async stop(): Promise<void> {
