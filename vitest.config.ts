@@ -24,7 +24,7 @@ export default defineConfig({
     // monitor window is real time), so more workers than cores fill them. Full runs on two quiet
     // cores (2026-12-02, this machine, morning): 4 workers 257-274 s, 5 workers 214-231 s with the
     // test processes and PostgreSQL/Redis using about 1.6 of the 2 cores; the same machine ran the
-    // same code in 275-306 s that afternoon, and another machine of the same kind took 452-543 s
+    // same code in 275-306 s that afternoon, and another machine of the same kind took 452-600 s
     // (twice the CPU seconds for the same files; load average 11-18). The shared PostgreSQL's 100
     // connections bound this: five files' clusters peaked at 56 once the harness pool went to 4
     // and the two default-pool files got servers of their own (test/helpers/cluster.ts).

@@ -76,8 +76,7 @@ function canListen(port: number): Promise<boolean> {
   });
 }
 
-/** Until a redis-server on this loopback port answers PING (about 10 s at most). */
-/** Until the Redis on `port` answers; with `pid`, until that process is the one answering. */
+/** Until a redis-server on this loopback port answers PING (about 10 s at most); with `pid`, until that process is the one answering. */
 export async function waitForRedis(port: number, pid?: number): Promise<void> {
   for (let i = 0; i < 200; i++) {
     const c = new Redis({ port, host: '127.0.0.1', lazyConnect: true, retryStrategy: () => null, maxRetriesPerRequest: 0 });
