@@ -8,9 +8,13 @@ import { join, resolve } from 'node:path';
 
 export const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
 
-/** The folder a screenshot named `name` goes to, and its path. */
+let dir: string | undefined;
+
+/** Where a screenshot named `name` goes: one folder per test process. */
 export function screenshotPath(name: string): string {
-  const dir = process.env.RELAY_TEST_SCREENSHOTS ? resolve(process.env.RELAY_TEST_SCREENSHOTS) : mkdtempSync(join(tmpdir(), 'rj-screens-'));
-  mkdirSync(dir, { recursive: true });
+  if (!dir) {
+    dir = process.env.RELAY_TEST_SCREENSHOTS ? resolve(process.env.RELAY_TEST_SCREENSHOTS) : mkdtempSync(join(tmpdir(), 'rj-screens-'));
+    mkdirSync(dir, { recursive: true });
+  }
   return join(dir, name);
 }

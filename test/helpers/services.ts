@@ -77,8 +77,8 @@ function canListen(port: number): Promise<boolean> {
 }
 
 /** Until a redis-server on this loopback port answers PING (about 10 s at most); with `pid`, until that process is the one answering. */
-export async function waitForRedis(port: number, pid?: number): Promise<void> {
-  for (let i = 0; i < 200; i++) {
+export async function waitForRedis(port: number, pid?: number, gone: () => boolean = () => false): Promise<void> {
+  for (let i = 0; i < 200 && !gone(); i++) {
     const c = new Redis({ port, host: '127.0.0.1', lazyConnect: true, retryStrategy: () => null, maxRetriesPerRequest: 0 });
     c.on('error', () => undefined);
     try {
@@ -126,7 +126,8 @@ export class PrivateRedis {
     this.proc = proc;
     const exited = new Promise<never>((_, reject) => proc.once('exit', (code) => reject(new Error(`redis-server on port ${this.port} exited (${code}) before it answered`))));
     exited.catch(() => undefined);
-    await Promise.race([waitForRedis(this.port, proc.pid), exited]);
+    // The poll stops with the process: a server that lost its port is not waited for.
+    await Promise.race([waitForRedis(this.port, proc.pid, () => proc.exitCode !== null), exited]);
   }
 
   async stop(): Promise<void> {
