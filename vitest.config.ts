@@ -16,6 +16,9 @@ export default defineConfig({
     // Longest files first (test/helpers/slowest-first.ts): the run does not end on one long file alone.
     sequence: { sequencer: SlowestFirst },
     pool: 'forks',
+    // Workers open PGlite dozens of times, each a fresh WebAssembly compile: V8's background
+    // optimisation of it (TurboFan tier-up) costs more than a test's few queries win back.
+    execArgv: ['--liftoff-only'],
     // A worker runs its files one after another in one process: each file no longer pays for a
     // fresh process and a fresh import of src/ (half the CPU of the small files). Files keep their
     // own databases, key prefixes and ports; nothing may rely on a fresh module state.

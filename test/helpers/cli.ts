@@ -51,8 +51,14 @@ export class ServiceProcess {
     this.exited = new Promise((resolve) => proc.on('close', (code) => resolve(code)));
   }
 
+  /**
+   * `--liftoff-only`: a test's service lives seconds to minutes, too short for V8's background
+   * optimisation of PGlite's WebAssembly to pay back (an embedded start's CPU drops by about a
+   * third). Only the code tier differs; what the service does is the same. One-shot CLI commands
+   * set it themselves (src/cli/main.ts).
+   */
   static start(name: string, env: Record<string, string>): ServiceProcess {
-    return new ServiceProcess(name, spawn(process.execPath, [CLI, 'start'], { env: cleanEnv(env), stdio: ['ignore', 'pipe', 'pipe'] }));
+    return new ServiceProcess(name, spawn(process.execPath, ['--liftoff-only', CLI, 'start'], { env: cleanEnv(env), stdio: ['ignore', 'pipe', 'pipe'] }));
   }
 
   async waitForLine(pattern: RegExp, timeoutMs = 180_000): Promise<string> {
