@@ -30,7 +30,7 @@ describe('liveness sessions on PostgreSQL', () => {
     return s;
   };
   beforeAll(async () => {
-    const fresh = await freshDatabase();
+    const fresh = await freshDatabase({ migrated: true });
     drop = fresh.drop;
     db = await PgDb.connect({ url: fresh.url, poolSize: 8, connectTimeoutMs: 5000 });
     await migrate(db);

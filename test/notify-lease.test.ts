@@ -36,7 +36,7 @@ describe('notification outbox: a lapsed claim is fenced (PostgreSQL)', () => {
     );
 
   beforeAll(async () => {
-    fresh = await freshDatabase();
+    fresh = await freshDatabase({ migrated: true });
     server = createServer((req, res) => {
       let body = '';
       req.on('data', (c) => (body += c));

@@ -83,7 +83,7 @@ describe('cluster-wide rate limit across replicas (PostgreSQL)', () => {
   const replicas: Array<{ db: PgDb; notifier: Notifier; notifications: Notifications; metrics: Metrics }> = [];
 
   beforeAll(async () => {
-    fresh = await freshDatabase();
+    fresh = await freshDatabase({ migrated: true });
     server = createServer((req, res) => {
       const at = Date.now(); // arrival: after the sender took its slot, before it settles it
       let body = '';

@@ -67,7 +67,7 @@ describe('account-test plans on PostgreSQL', () => {
   let accountId: number;
   const input = (): PlanInput => ({ accountId, cron: CRON, timezone: 'UTC', model: 'm', maxResults: 5, autoRecover: false, enabled: true });
   beforeAll(async () => {
-    const fresh = await freshDatabase();
+    const fresh = await freshDatabase({ migrated: true });
     drop = fresh.drop;
     db = await PgDb.connect({ url: fresh.url, poolSize: 4, connectTimeoutMs: 5000 });
     await migrate(db);

@@ -34,7 +34,7 @@ describe('monitor spread on PostgreSQL', () => {
   let drop: () => Promise<void>;
   let monitors: Monitors;
   beforeAll(async () => {
-    const fresh = await freshDatabase();
+    const fresh = await freshDatabase({ migrated: true });
     drop = fresh.drop;
     db = await PgDb.connect({ url: fresh.url, poolSize: 4, connectTimeoutMs: 5000 });
     await migrate(db);

@@ -83,7 +83,7 @@ describe('scheduler snapshot epoch: never back, per bucket, across both sources'
   let answers: { replica: string; source: string; epoch: number; ids: number[] }[];
 
   beforeAll(async () => {
-    fresh = await freshDatabase();
+    fresh = await freshDatabase({ migrated: true });
     db = await PgDb.connect({ url: fresh.url, poolSize: 10, connectTimeoutMs: 5000 });
     await migrate(db);
   });

@@ -26,7 +26,7 @@ describe('scheduler outbox: recorded with the change, deduplicated, claimed (rea
   let outbox: SchedulerOutbox;
 
   beforeAll(async () => {
-    fresh = await freshDatabase();
+    fresh = await freshDatabase({ migrated: true });
     db = await PgDb.connect({ url: fresh.url, poolSize: 4, connectTimeoutMs: 5000 });
     await migrate(db);
     const box = SecretBox.fromBase64(TEST_MASTER_KEY);

@@ -15,7 +15,7 @@ export const BACKENDS: Backend[] = [
   {
     name: 'postgres',
     async open() {
-      const fresh = await freshDatabase();
+      const fresh = await freshDatabase({ migrated: true });
       const db = await PgDb.connect({ url: fresh.url, poolSize: 30, connectTimeoutMs: 5000 });
       await migrate(db);
       return {

@@ -16,7 +16,7 @@ import { freshDatabase } from './services.js';
 
 /** A migrated database of its own with a backup service writing to a temporary directory (or the given storage). */
 export async function backupEnv(opts: { instanceId?: string; leaseMs?: number; storage?: BackupStorage; dumper?: (d: Dumper) => Dumper; verify?: boolean; keepLast?: number } = {}) {
-  const fresh = await freshDatabase();
+  const fresh = await freshDatabase({ migrated: true });
   const db = await PgDb.connect({ url: fresh.url, poolSize: 4, connectTimeoutMs: 5000 });
   await migrate(db);
   const dir = mkdtempSync(join(tmpdir(), 'rj-backup-'));

@@ -30,7 +30,10 @@ export interface ClusterOptions {
   envFor?: (id: string, index: number) => Record<string, string | undefined>;
   /** `shared` (default): a fresh database on the machine's PostgreSQL; `private`: a PostgreSQL server of its own (it can be stopped); `none`: embedded mode. */
   database?: 'shared' | 'private' | 'none';
-  /** Migrate before any replica starts (default true), then `seed` it. */
+  /**
+   * Migrated before any replica starts (default true; on the shared server a copy of the run's
+   * migrated template), then `seed`ed. `false`: an empty database, the replicas migrate it.
+   */
   migrate?: boolean;
   seed?: (db: PgDb) => Promise<void>;
   /** `private` (default): a redis-server of its own; `none`: no REDIS_URL; or a Redis the caller runs. */
@@ -238,7 +241,10 @@ export async function startCluster(opts: ClusterOptions): Promise<Cluster> {
   const dbKind = opts.database ?? 'shared';
   const redisOpt = opts.redis ?? 'private';
   // The database and Redis start side by side (a private PostgreSQL's initdb takes seconds).
-  const [db, privateRedis] = await Promise.all([dbKind === 'shared' ? freshDatabase() : dbKind === 'private' ? PrivatePostgres.start() : null, redisOpt === 'private' ? PrivateRedis.start() : null]);
+  const [db, privateRedis] = await Promise.all([
+    dbKind === 'shared' ? freshDatabase({ migrated: opts.migrate !== false }) : dbKind === 'private' ? PrivatePostgres.start() : null,
+    redisOpt === 'private' ? PrivateRedis.start() : null,
+  ]);
   let databaseUrl: string | undefined;
   let postgres: PrivatePostgres | null = null;
   let databaseName: string | undefined;
