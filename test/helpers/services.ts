@@ -26,33 +26,22 @@ const PG_TEMPLATE_ENV = 'RELAY_TEST_PG_TEMPLATE';
  * (a quarter of a second of the server's CPU each, measured). Dropped when the run ends.
  */
 export async function buildPgTemplate(): Promise<() => Promise<void>> {
-  const name = uniqueName('rj_template');
-  const admin = new pg.Client({ connectionString: PG_ADMIN_URL });
+  let template: Awaited<ReturnType<typeof freshDatabase>>;
   try {
-    await admin.connect();
-    await admin.query(`CREATE DATABASE ${name}`);
+    template = await freshDatabase();
   } catch (err) {
     // A run of files that need no PostgreSQL still goes on; a test that asks for a migrated database says why it has none.
     process.env[`${PG_TEMPLATE_ENV}_ERROR`] = `${PG_ADMIN_URL}: ${(err as Error).message}`;
     return async () => undefined;
-  } finally {
-    await admin.end().catch(() => undefined);
   }
-  const url = new URL(PG_ADMIN_URL);
-  url.pathname = `/${name}`;
-  const db = await PgDb.connect({ url: url.toString(), poolSize: 1, connectTimeoutMs: 5000 });
+  const db = await PgDb.connect({ url: template.url, poolSize: 1, connectTimeoutMs: 5000 });
   try {
     await migrate(db);
   } finally {
     await db.close();
   }
-  process.env[PG_TEMPLATE_ENV] = name;
-  return async () => {
-    const c = new pg.Client({ connectionString: PG_ADMIN_URL });
-    await c.connect();
-    await c.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
-    await c.end();
-  };
+  process.env[PG_TEMPLATE_ENV] = template.name;
+  return template.drop;
 }
 
 /**
