@@ -5,7 +5,8 @@ export default defineConfig({
   test: {
     include: ['test/**/*.test.ts'],
     // Builds the CLI the tests spawn into .test-dist/ (never dist/), only when src/ changed.
-    globalSetup: ['test/helpers/build-cli.ts'],
+    // With RELAY_TEST_CPU_DIR, also what the whole machine spent meanwhile (machine-load.ts).
+    globalSetup: ['test/helpers/build-cli.ts', 'test/helpers/machine-load.ts'],
     // Hooks for every file (cluster log tails on failure), and the opt-in per-file CPU and wall
     // report (RELAY_TEST_CPU_DIR; scripts/test-cost.mjs prints it).
     setupFiles: ['test/helpers/per-file.ts', 'test/helpers/cpu-probe.ts'],

@@ -1,6 +1,7 @@
-// Prints the per-file cost report written by test/helpers/cpu-probe.ts, most CPU first:
+// Prints the per-file cost report written by test/helpers/cpu-probe.ts, most CPU first, then what
+// the whole machine spent during the run (test/helpers/machine-load.ts):
 //   RELAY_TEST_CPU_DIR=/tmp/cpu npx vitest run && node scripts/test-cost.mjs /tmp/cpu
-import { readFileSync, readdirSync } from 'node:fs';
+import { existsSync, readFileSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
 
 const dir = process.argv[2];
@@ -9,9 +10,19 @@ if (!dir) {
   process.exit(2);
 }
 const rows = readdirSync(dir)
-  .filter((f) => f.endsWith('.json'))
+  .filter((f) => f.endsWith('.test.ts.json'))
   .map((f) => JSON.parse(readFileSync(join(dir, f), 'utf8')))
   .sort((a, b) => b.cpu_s - a.cpu_s);
 const sum = (k) => rows.reduce((s, r) => s + r[k], 0);
 console.log(`${rows.length} files: ${sum('cpu_s').toFixed(0)} CPU s, ${sum('wall_s').toFixed(0)} wall s summed`);
 for (const r of rows) console.log(`${r.cpu_s.toFixed(1).padStart(7)} CPU s ${r.wall_s.toFixed(1).padStart(7)} wall s  ${r.file}`);
+
+const machineFile = join(dir, 'machine.json');
+if (existsSync(machineFile)) {
+  const m = JSON.parse(readFileSync(machineFile, 'utf8'));
+  console.log(
+    `\nthe machine: ${m.busy_cpu_s.toFixed(0)} CPU s busy in ${m.wall_s.toFixed(0)} s on ${m.cpus} CPUs (${((100 * m.busy_cpu_s) / (m.wall_s * m.cpus)).toFixed(0)}% busy); ` +
+      "processes that ran from the start of the run to its end (servers, the kernel's threads, anything else on the machine):",
+  );
+  for (const p of m.processes_alive_throughout) console.log(`${p.cpu_s.toFixed(1).padStart(7)} CPU s  ${p.name}`);
+}

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
-import { cleanEnv } from './helpers/cli.js';
+import { cleanEnv, NODE_FLAGS } from './helpers/cli.js';
 import { freePort } from './helpers/services.js';
 import { embeddedDataDir } from './helpers/pglite-template.js';
 
@@ -12,7 +12,7 @@ const ROOT = fileURLToPath(new URL('..', import.meta.url));
 describe('examples/', () => {
   it('embed.ts runs: own job, access token, usage, quota, then exits on its own after shutdown', async () => {
     const dir = embeddedDataDir(); // migrated already: no cold PGlite open
-    const child = spawn(process.execPath, ['--import', 'tsx', 'examples/embed.ts'], {
+    const child = spawn(process.execPath, [...NODE_FLAGS, '--import', 'tsx', 'examples/embed.ts'], {
       cwd: ROOT,
       env: cleanEnv({ RELAY_JOBS_DATA_DIR: dir, RELAY_JOBS_HTTP_PORT: String(await freePort()), RELAY_JOBS_LOG_FORMAT: 'json', TSX_TSCONFIG_PATH: 'examples/tsconfig.json' }),
       stdio: ['ignore', 'pipe', 'pipe'],

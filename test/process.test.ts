@@ -5,7 +5,7 @@ import { createServer, type Server } from 'node:net';
 import { join } from 'node:path';
 import { tmpdir } from 'node:os';
 import { fileURLToPath } from 'node:url';
-import { CLI, cleanEnv, runCli, ServiceProcess } from './helpers/cli.js';
+import { CLI, cleanEnv, runCli, ServiceProcess, NODE_FLAGS } from './helpers/cli.js';
 import { freePort } from './helpers/services.js';
 import { connectRedis } from '../src/coordination/redis-client.js';
 import { PgDb } from '../src/store/pg-db.js';
@@ -63,7 +63,7 @@ describe.concurrent('process lifecycle', () => {
   }, 150_000);
 
   it('a library `runtime.shutdown()` leaves no timer, socket or handle behind', async ({ expect }) => {
-    const child = spawn(process.execPath, ['--import', 'tsx', join(ROOT, 'test/fixtures/library-shutdown.ts')], {
+    const child = spawn(process.execPath, [...NODE_FLAGS, '--import', 'tsx', join(ROOT, 'test/fixtures/library-shutdown.ts')], {
       cwd: ROOT,
       env: cleanEnv({ RELAY_JOBS_DATA_DIR: embeddedDataDir() }),
       stdio: ['ignore', 'pipe', 'pipe'],

@@ -4,6 +4,15 @@ import { fileURLToPath } from 'node:url';
 /** The CLI as built by test/helpers/build-cli.ts (vitest global setup), apart from the dist/ a running service uses. */
 export const CLI = fileURLToPath(new URL('../../.test-dist/cli/main.js', import.meta.url));
 
+/**
+ * Node flags for every process a test starts that runs relay-jobs (services, CLI runs, tsx-run
+ * examples and fixtures): `--liftoff-only`. A test's process lives seconds to minutes, too short
+ * for V8's background optimisation of PGlite's WebAssembly to pay back (an embedded start's CPU
+ * drops by about a third). Only the code tier differs; what the process does is the same. One-shot
+ * CLI commands set it themselves (src/cli/main.ts); `start` under runCli does not.
+ */
+export const NODE_FLAGS = ['--liftoff-only'];
+
 /** Environment for a child: the parent's PATH etc., without any RELAY_JOBS_* / DATABASE_URL / REDIS_URL leaking in. */
 export function cleanEnv(extra: Record<string, string>): NodeJS.ProcessEnv {
   const env: NodeJS.ProcessEnv = {};
@@ -13,7 +22,7 @@ export function cleanEnv(extra: Record<string, string>): NodeJS.ProcessEnv {
 
 export function runCli(args: string[], env: Record<string, string>, timeoutMs = 180_000): Promise<{ code: number | null; stdout: string; stderr: string }> {
   return new Promise((resolve, reject) => {
-    const p = spawn(process.execPath, [CLI, ...args], { env: cleanEnv(env), stdio: ['ignore', 'pipe', 'pipe'] });
+    const p = spawn(process.execPath, [...NODE_FLAGS, CLI, ...args], { env: cleanEnv(env), stdio: ['ignore', 'pipe', 'pipe'] });
     let stdout = '';
     let stderr = '';
     p.stdout.on('data', (d) => (stdout += d));
@@ -51,14 +60,9 @@ export class ServiceProcess {
     this.exited = new Promise((resolve) => proc.on('close', (code) => resolve(code)));
   }
 
-  /**
-   * `--liftoff-only`: a test's service lives seconds to minutes, too short for V8's background
-   * optimisation of PGlite's WebAssembly to pay back (an embedded start's CPU drops by about a
-   * third). Only the code tier differs; what the service does is the same. One-shot CLI commands
-   * set it themselves (src/cli/main.ts).
-   */
+  /** `relay-jobs start` with the tests' NODE_FLAGS. */
   static start(name: string, env: Record<string, string>): ServiceProcess {
-    return new ServiceProcess(name, spawn(process.execPath, ['--liftoff-only', CLI, 'start'], { env: cleanEnv(env), stdio: ['ignore', 'pipe', 'pipe'] }));
+    return new ServiceProcess(name, spawn(process.execPath, [...NODE_FLAGS, CLI, 'start'], { env: cleanEnv(env), stdio: ['ignore', 'pipe', 'pipe'] }));
   }
 
   async waitForLine(pattern: RegExp, timeoutMs = 180_000): Promise<string> {

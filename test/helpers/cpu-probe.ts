@@ -1,8 +1,11 @@
 // Opt-in per-file cost report (vitest setup file, active when RELAY_TEST_CPU_DIR is set): writes
 // one JSON per test file with the CPU seconds its worker and every child it waited for (spawned
-// replicas, CLI runs) used between the file's first and last hook, and the wall time. Used to
-// find where the suite's time goes: `RELAY_TEST_CPU_DIR=/tmp/cpu npx vitest run`, then
-// `node scripts/test-cost.mjs /tmp/cpu`. CPU of servers the tests share (PostgreSQL) is not in it.
+// replicas, CLI runs) used between the file's first and last hook, the wall time, and when and in
+// which worker it ran (epoch ms and pid: a process sampled meanwhile, e.g. a PostgreSQL backend or a
+// replica whose parent is that worker, can be matched to its file). Used to find where the suite's
+// time goes: `RELAY_TEST_CPU_DIR=/tmp/cpu npx vitest run`, then `node scripts/test-cost.mjs
+// /tmp/cpu`. CPU of the servers the tests share (PostgreSQL) is not in it: machine-load.ts reports
+// that and the rest of the machine.
 import { afterAll, beforeAll, expect } from 'vitest';
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { basename, join } from 'node:path';
@@ -28,6 +31,9 @@ if (dir) {
   afterAll(() => {
     const file = expect.getState().testPath ?? 'unknown';
     mkdirSync(dir, { recursive: true });
-    writeFileSync(join(dir, `${basename(file)}.json`), JSON.stringify({ file: basename(file), cpu_s: cpuSeconds() - cpu0, wall_s: (Date.now() - wall0) / 1000 }));
+    writeFileSync(
+      join(dir, `${basename(file)}.json`),
+      JSON.stringify({ file: basename(file), cpu_s: cpuSeconds() - cpu0, wall_s: (Date.now() - wall0) / 1000, start_ms: wall0, end_ms: Date.now(), pid: process.pid }),
+    );
   });
 }
