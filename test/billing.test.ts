@@ -33,7 +33,7 @@ describe('billing: subscriptions, payment orders, reminders', () => {
   const hooks: Array<{ headers: import('node:http').IncomingHttpHeaders; body: { key: string; to: string; subject: string } }> = [];
 
   beforeAll(async () => {
-    db = await freshDatabase();
+    db = await freshDatabase({ migrated: true });
     sql = new pg.Client({ connectionString: db.url });
     await sql.connect();
     provider = await FakePaymentProvider.start();

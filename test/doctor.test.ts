@@ -51,7 +51,7 @@ describe('relay-jobs doctor (cluster)', () => {
   };
 
   beforeAll(async () => {
-    fresh = await freshDatabase();
+    fresh = await freshDatabase({ migrated: true });
     prefix = uniqueName('rjdoc');
     backupDir = await mkdtemp(join(tmpdir(), 'rj-doctor-backups-'));
     env = {

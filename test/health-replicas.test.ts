@@ -12,7 +12,7 @@ describe('health per replica (real PostgreSQL and Redis, two runtimes)', () => {
   const prefix = uniqueName('rjhr');
   const runtimes: Runtime[] = [];
   beforeAll(async () => {
-    db = await freshDatabase();
+    db = await freshDatabase({ migrated: true });
   });
   afterAll(async () => {
     for (const rt of runtimes) await rt.shutdown().catch(() => undefined);

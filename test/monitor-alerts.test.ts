@@ -51,7 +51,7 @@ describe('alerting on monitors (real PostgreSQL, loopback upstream)', () => {
   const rule = (name: string, extra: Record<string, unknown>) => ({ name, metric: 'monitor_availability', operator: '<', threshold: 95, window: '5s', sustained: 2, severity: 'critical', ...extra });
 
   beforeAll(async () => {
-    db = await freshDatabase();
+    db = await freshDatabase({ migrated: true });
     sql = new pg.Client({ connectionString: db.url });
     await sql.connect();
     up = await ChatUpstream.start();

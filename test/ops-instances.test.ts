@@ -94,7 +94,7 @@ describe('ops_metrics per-instance process figures (PostgreSQL)', () => {
   const api = (url: string, method: 'GET' | 'POST' = 'GET', payload?: object) => http.inject({ method, url: `/api/v1${url}`, headers: { authorization: `Bearer ${ADMIN}` }, payload });
 
   beforeAll(async () => {
-    fresh = await freshDatabase();
+    fresh = await freshDatabase({ migrated: true });
     config = loadConfig({
       env: {
         DATABASE_URL: fresh.url,

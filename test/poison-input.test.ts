@@ -40,7 +40,7 @@ describe('poison input never stops a pipeline (real PostgreSQL and Redis)', () =
   const count = async (table: string, where = 'true') => Number((await sql.query(`SELECT count(*) AS n FROM ${table} WHERE ${where}`)).rows[0].n);
 
   beforeAll(async () => {
-    db = await freshDatabase();
+    db = await freshDatabase({ migrated: true });
     sql = new pg.Client({ connectionString: db.url });
     await sql.connect();
     const config = loadConfig({

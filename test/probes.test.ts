@@ -31,7 +31,7 @@ describe('fleet probes (real PostgreSQL, loopback upstream)', () => {
   const prefix = uniqueName('rjprobe');
 
   beforeAll(async () => {
-    db = await freshDatabase();
+    db = await freshDatabase({ migrated: true });
     sql = new pg.Client({ connectionString: db.url });
     await sql.connect();
     up = await ChatUpstream.start();

@@ -19,7 +19,7 @@ describe('platform quota while Redis is down', () => {
   const inc = (user: string) => http.inject({ method: 'POST', url: '/api/v1/quota/usage', headers: auth, payload: { increments: [{ user_id: user, platform: 'openai', amount: 3 }] } });
 
   beforeAll(async () => {
-    db = await freshDatabase();
+    db = await freshDatabase({ migrated: true });
     redis = await PrivateRedis.start();
     rt = await Runtime.create(
       loadConfig({
@@ -66,7 +66,7 @@ describe('platform quota while Redis is down', () => {
 /** A replica of another RELAY_JOBS_ENV refuses to join live replicas in the same database (issue 10). */
 describe('mixed environments in one database', () => {
   it('refuses to start naming the other environment, unless cluster.allow_mixed_env', async () => {
-    const db = await freshDatabase();
+    const db = await freshDatabase({ migrated: true });
     const redis = await PrivateRedis.start();
     const env = (e: string, id: string, extra: Record<string, string> = {}) =>
       loadConfig({

@@ -28,7 +28,7 @@ describe('usage recompute tasks (real PostgreSQL)', () => {
   const ctx = (signal: AbortSignal): JobContext => ({ instanceId: 'rec-1', log: logs.logger, signal }) as unknown as JobContext;
 
   beforeAll(async () => {
-    db = await freshDatabase();
+    db = await freshDatabase({ migrated: true });
     const config = loadConfig({
       env: {
         DATABASE_URL: db.url,

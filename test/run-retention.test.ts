@@ -20,7 +20,7 @@ describe('job_runs retention', () => {
   const prefix = uniqueName('rjret');
 
   beforeAll(async () => {
-    db = await freshDatabase();
+    db = await freshDatabase({ migrated: true });
     sql = new pg.Client({ connectionString: db.url });
     await sql.connect();
   });

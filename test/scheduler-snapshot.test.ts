@@ -39,7 +39,7 @@ describe('scheduler snapshot: consumer, read API, repair (cluster runtime, real 
   };
 
   beforeAll(async () => {
-    fresh = await freshDatabase();
+    fresh = await freshDatabase({ migrated: true });
     const config = loadConfig({
       env: {
         DATABASE_URL: fresh.url,

@@ -107,7 +107,7 @@ describe('SQL console against spawned services', () => {
   });
 
   it('cluster: SIGTERM during ten pg_sleep(60) statements exits within the grace; the service pool stays ready meanwhile', async () => {
-    const db = await freshDatabase();
+    const db = await freshDatabase({ migrated: true });
     const role = uniqueName('rj_sqle2e');
     const admin = new pg.Client({ connectionString: PG_ADMIN_URL });
     await admin.connect();

@@ -19,7 +19,7 @@ describe('unauthenticated growth (real PostgreSQL and Redis)', () => {
   const prefix = uniqueName('rjgrow');
 
   beforeAll(async () => {
-    db = await freshDatabase();
+    db = await freshDatabase({ migrated: true });
     sql = new pg.Client({ connectionString: db.url });
     await sql.connect();
     const config = loadConfig({

@@ -59,7 +59,7 @@ describe('wake-ups, cluster mode (real PostgreSQL, LISTEN on the liveness sessio
   let admin: pg.Client;
   const prefix = uniqueName('rjwake');
   beforeAll(async () => {
-    db = await freshDatabase();
+    db = await freshDatabase({ migrated: true });
     target = await probeTarget();
     const config = loadConfig({
       env: {
