@@ -24,7 +24,7 @@ const STAMP = `${out}/.built`;
 // both trees keep the same layout. tsconfig.json sets `isolatedModules`, so tsc refuses any code
 // whose per-file output would differ from esbuild's.
 const bundle = process.argv.includes('--bundle');
-const BUNDLE_ENTRIES = ['cli/main.ts', 'areas/admin/store/sql-snapshot-worker.ts'];
+const BUNDLE_ENTRIES = ['cli/main.ts', 'areas/admin/store/sql-snapshot-worker.js'];
 
 async function bundleTree(from, to) {
   const { build } = await import('esbuild');

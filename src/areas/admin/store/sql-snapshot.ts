@@ -32,13 +32,9 @@ interface Loaded {
   dir: string;
 }
 
-/** The thread's module; from source (vitest, tsx) a JavaScript stub registers tsx first. */
+/** The thread's module is plain JavaScript beside this file, built or not. */
 function startWorker(workerData: { dir: string }, heapMb: number): Worker {
-  const resourceLimits = { maxOldGenerationSizeMb: heapMb };
-  if (!import.meta.url.endsWith('.ts')) return new Worker(new URL('./sql-snapshot-worker.js', import.meta.url), { workerData, resourceLimits });
-  const url = new URL('./sql-snapshot-worker.ts', import.meta.url).href;
-  const stub = `import('tsx/esm/api').then((m) => { m.register(); return import(${JSON.stringify(url)}); });`;
-  return new Worker(stub, { eval: true, workerData, resourceLimits });
+  return new Worker(new URL('./sql-snapshot-worker.js', import.meta.url), { workerData, resourceLimits: { maxOldGenerationSizeMb: heapMb } });
 }
 
 /**
