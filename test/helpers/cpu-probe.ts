@@ -7,14 +7,15 @@
 // /tmp/cpu`. CPU of the servers the tests share (PostgreSQL) is not in it: machine-load.ts reports
 // that and the rest of the machine.
 import { afterAll, beforeAll, expect } from 'vitest';
-import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { mkdirSync, writeFileSync } from 'node:fs';
 import { basename, join } from 'node:path';
+import { HZ, readStat } from './machine-load.js';
 
-/** utime + stime + cutime + cstime of this process, in seconds (Linux /proc; 0 elsewhere). */
+/** This process's CPU and that of every child it waited for, in seconds (Linux /proc; 0 elsewhere). */
 function cpuSeconds(): number {
   try {
-    const fields = readFileSync('/proc/self/stat', 'utf8').split(') ')[1]!.split(' ');
-    return (Number(fields[11]) + Number(fields[12]) + Number(fields[13]) + Number(fields[14])) / 100;
+    const s = readStat('self');
+    return (s.self + s.reaped) / HZ;
   } catch {
     return 0;
   }
@@ -31,9 +32,10 @@ if (dir) {
   afterAll(() => {
     const file = expect.getState().testPath ?? 'unknown';
     mkdirSync(dir, { recursive: true });
+    const end = Date.now();
     writeFileSync(
       join(dir, `${basename(file)}.json`),
-      JSON.stringify({ file: basename(file), cpu_s: cpuSeconds() - cpu0, wall_s: (Date.now() - wall0) / 1000, start_ms: wall0, end_ms: Date.now(), pid: process.pid }),
+      JSON.stringify({ file: basename(file), cpu_s: cpuSeconds() - cpu0, wall_s: (end - wall0) / 1000, start_ms: wall0, end_ms: end, pid: process.pid }),
     );
   });
 }

@@ -2,36 +2,45 @@
 // cpu-probe.ts): what the whole machine spent during the run, and on what besides the run. The
 // suite is bound by CPU on two cores, so a run's wall time depends on what else the machine does:
 // on 4-Dec-2026 the machine's own processes (a kernel memory monitor, other servers installed on
-// it, the sandbox's agent) took about a quarter of the two cores during a full run while using
-// almost nothing when it was idle. Two readings of /proc, at the start and at the end; a process
+// it, the sandbox's agent) took from a tenth to a quarter of the two cores during a full run
+// (60-180 of 610-700 busy CPU seconds) while using about 1% of a core when it was idle. Two readings of /proc, at the start and at the end; a process
 // that lived through both is measured exactly, one that came and went in between (every replica,
 // CLI run and PostgreSQL backend) is inside the machine's total and its parent's reaped time.
 // Writes machine.json beside the per-file reports; scripts/test-cost.mjs prints it.
 import { readFileSync, readdirSync, writeFileSync, mkdirSync } from 'node:fs';
+import { cpus } from 'node:os';
 import { join } from 'node:path';
 
-interface ProcReading {
-  name: string;
+/** One process's CPU counters from `/proc/<pid>/stat` (Linux; throws elsewhere or once it has ended). */
+export interface ProcStat {
+  /** The kernel's name for it (`comm`, e.g. a kernel thread's). */
+  comm: string;
+  /** Its start time: with the pid, what tells a reused pid from the process before. */
+  startTime: string;
   /** Its own user + system ticks. */
   self: number;
-  /** Ticks of the children it waited for (a PostgreSQL postmaster's exited backends). */
+  /** Ticks of the children it waited for (a PostgreSQL postmaster's exited backends, a test worker's replicas). */
   reaped: number;
 }
 
 /** Ticks per second of /proc's counters (USER_HZ; 100 on Linux). */
-const HZ = 100;
+export const HZ = 100;
 
-function readProcs(): Map<string, ProcReading> {
-  const out = new Map<string, ProcReading>();
+export function readStat(pid: string): ProcStat {
+  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+  // The name sits in parentheses and may itself hold ") ": the fields start after the last one.
+  const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  return { comm: stat.slice(stat.indexOf('(') + 1, stat.lastIndexOf(')')), startTime: f[19]!, self: Number(f[11]) + Number(f[12]), reaped: Number(f[13]) + Number(f[14]) };
+}
+
+function readProcs(): Map<string, ProcStat & { name: string }> {
+  const out = new Map<string, ProcStat & { name: string }>();
   for (const pid of readdirSync('/proc')) {
     if (!/^\d+$/.test(pid)) continue;
     try {
-      const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-      const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+      const st = readStat(pid);
       const cmd = readFileSync(`/proc/${pid}/cmdline`, 'utf8').replace(/\0/g, ' ').trim();
-      const name = (cmd || `[${stat.slice(stat.indexOf('(') + 1, stat.lastIndexOf(')'))}]`).slice(0, 80);
-      // Keyed by pid and start time: a pid reused by a new process is a different process.
-      out.set(`${pid}:${f[19]}`, { name, self: Number(f[11]) + Number(f[12]), reaped: Number(f[13]) + Number(f[14]) });
+      out.set(`${pid}:${st.startTime}`, { ...st, name: (cmd || `[${st.comm}]`).slice(0, 80) });
     } catch {
       // The process ended while being read.
     }
@@ -49,7 +58,7 @@ function busyTicks(): number {
 export default function setup(): (() => void) | undefined {
   const dir = process.env.RELAY_TEST_CPU_DIR;
   if (!dir) return undefined;
-  let before: Map<string, ProcReading>;
+  let before: ReturnType<typeof readProcs>;
   let busy0: number;
   try {
     before = readProcs();
@@ -75,7 +84,7 @@ export default function setup(): (() => void) | undefined {
       join(dir, 'machine.json'),
       JSON.stringify({
         wall_s: wallS,
-        cpus: readFileSync('/proc/cpuinfo', 'utf8').match(/^processor\s/gm)?.length ?? 0,
+        cpus: cpus().length,
         busy_cpu_s: (busyTicks() - busy0) / HZ,
         processes_alive_throughout: lived.slice(0, 15),
       }),

@@ -53,7 +53,7 @@ port.on('message', (/** @type {SnapshotRequest} */ req) => {
   void ready
     .then((pg) => run(pg, req))
     .then(
-      (rows) => reply({ id: req.id, ok: true, rows: /** @type {Rows} */ (rows) }),
+      (rows) => reply({ id: req.id, ok: true, rows }),
       (/** @type {Error & { code?: string }} */ err) => reply({ id: req.id, ok: false, message: err.message, code: err.code }),
     );
 });
