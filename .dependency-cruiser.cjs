@@ -63,6 +63,19 @@ rules.push({
   from: { path: '^src/areas/([^/]+)/store/' },
   to: { path: '^src/areas/$1/', pathNot: '^src/areas/$1/store/' },
 });
+/**
+ * Libraries that only some replicas use, loaded on first use so a replica's start does not parse
+ * them (docs/benchmarks.md, start-up): undici (token refreshes and probes, through
+ * upstream/undici.ts), nodemailer (a replica that mails) and pino-pretty (a human at a terminal).
+ * Type-only and dynamic imports are free.
+ */
+rules.push({
+  name: 'lazy-heavy-libraries',
+  comment: 'undici, nodemailer and pino-pretty are loaded on first use: import their types, or import() them (undici through upstream/undici.ts)',
+  severity: 'error',
+  from: { path: '^src/' },
+  to: { path: '^node_modules/(undici|nodemailer|pino-pretty)/', dependencyTypesNot: ['type-only', 'type-import', 'dynamic-import'] },
+});
 rules.push({ name: 'http-not-cli', severity: 'error', comment: 'http/ may not import cli/', from: { path: '^src/http/' }, to: { path: '^src/cli/' } });
 
 module.exports = {
@@ -75,6 +88,7 @@ module.exports = {
     doNotFollow: { path: 'node_modules' },
     tsPreCompilationDeps: true,
     tsConfig: { fileName: 'tsconfig.json' },
-    exclude: { path: '^(node_modules|dist)/' },
+    // node_modules stays in the graph as leaves (doNotFollow), so rules can name a package.
+    exclude: { path: '^dist/' },
   },
 };

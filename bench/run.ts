@@ -13,6 +13,7 @@ import { benchBackup, printBackup } from './backup.js';
 import buildCli from '../test/helpers/build-cli.js';
 import { benchRefreshShards, shardTable } from './refresh-shards.js';
 import { benchRedisSizing, benchTopology } from './topology.js';
+import { benchStartup, startupTable } from './startup.js';
 
 const fmt = (n: number) => n.toFixed(3);
 
@@ -114,6 +115,12 @@ async function shards() {
   console.log(shardTable(rows));
 }
 
+async function startup() {
+  console.log(`machine: ${cpus().length} × ${cpus()[0]?.model ?? 'cpu'}, ${(totalmem() / 2 ** 30).toFixed(0)} GiB, Node ${process.version}, ${new Date().toISOString()}`);
+  console.log('\n## Replica start-up (spawn → /readyz 200, cluster mode, migrated database)\n');
+  console.log(startupTable(await benchStartup()));
+}
+
 async function coordinationAndRefresh() {
   const rounds = Number(process.env.BENCH_ROUNDS ?? 2000);
   console.log(`machine: ${cpus().length} × ${cpus()[0]?.model ?? 'cpu'}, ${(totalmem() / 2 ** 30).toFixed(0)} GiB, Node ${process.version}, ${new Date().toISOString()}`);
@@ -178,6 +185,7 @@ async function main() {
     return console.log(await benchRedisSizing());
   }
   if (process.env.BENCH_ONLY === 'coordination') return coordinationAndRefresh();
+  if (process.env.BENCH_ONLY === 'startup') return startup();
   if (process.env.BENCH_ONLY === 'idle') {
     const rows = [];
     for (const n of (process.env.BENCH_REPLICAS ?? '1,3,9').split(',').map(Number))
@@ -202,6 +210,7 @@ async function main() {
   await images();
   await probes();
   await shards();
+  await startup();
   console.log('\n## Production topology (bench/topology.ts)\n');
   console.log(await benchTopology());
   console.log('\n## Redis memory (sizing)\n');

@@ -1,5 +1,6 @@
+import { createRequire } from 'node:module';
 import pino, { type Logger } from 'pino';
-import pretty from 'pino-pretty';
+import type { PrettyOptions, PrettyStream } from 'pino-pretty';
 
 export type { Logger };
 
@@ -7,6 +8,12 @@ export type { Logger };
 const REDACT = ['token', 'access_token', 'refresh_token', 'id_token', 'password', 'secret', 'admin_token', 'authorization', '*.token', '*.password', '*.authorization', 'req.headers.authorization'];
 
 export type LogFormat = 'json' | 'pretty';
+
+/** pino-pretty (and its dozen modules) only for a process that prints for a human. */
+function pretty(opts: PrettyOptions): PrettyStream {
+  const { build } = createRequire(import.meta.url)('pino-pretty') as { build: (o: PrettyOptions) => PrettyStream };
+  return build(opts);
+}
 
 /**
  * One JSON object per line on stdout, with instance and env on every event. `pretty`

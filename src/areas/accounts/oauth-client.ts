@@ -1,7 +1,8 @@
-import { Agent, fetch, ProxyAgent, type Dispatcher } from 'undici';
+import type { Dispatcher } from 'undici';
 import { tokenExpiry } from './jwt.js';
 import { scrubbedText } from '../../upstream/error-text.js';
 import { ReplyTooLarge, readReplyText, type ReplyLike } from '../../upstream/reply-limit.js';
+import { loadUndici, type Undici } from '../../upstream/undici.js';
 import type { OAuthProvider } from './oauth-providers.js';
 
 /** The account state a permanent failure puts the account in. */
@@ -129,9 +130,10 @@ export class OAuthClient {
     const form = new URLSearchParams({ grant_type: 'refresh_token', refresh_token: refreshToken, client_id: provider.clientId });
     if (provider.clientSecret) form.set('client_secret', provider.clientSecret);
     const replyMs = opts.replyTimeoutMs ?? DEFAULT_REPLY_TIMEOUT_MS;
+    const undici = await loadUndici();
     let dispatcher: Dispatcher;
     try {
-      dispatcher = this.agent(opts.proxyUrl, opts.timeoutMs, replyMs);
+      dispatcher = this.agent(undici, opts.proxyUrl, opts.timeoutMs, replyMs);
     } catch (err) {
       return {
         kind: 'transient',
@@ -142,7 +144,7 @@ export class OAuthClient {
       };
     }
     try {
-      const res = await fetch(provider.tokenUrl, {
+      const res = await undici.fetch(provider.tokenUrl, {
         method: 'POST',
         headers: { 'content-type': 'application/x-www-form-urlencoded', accept: 'application/json' },
         body: form.toString(),
@@ -171,7 +173,7 @@ export class OAuthClient {
     }
   }
 
-  private agent(proxyUrl: string | null, connectMs: number, replyMs: number): Dispatcher {
+  private agent({ Agent, ProxyAgent }: Undici, proxyUrl: string | null, connectMs: number, replyMs: number): Dispatcher {
     const key = `${proxyUrl ?? 'direct'}|${connectMs}|${replyMs}`;
     let agent = this.agents.get(key);
     if (!agent) {

@@ -1,5 +1,5 @@
 import { createHmac } from 'node:crypto';
-import nodemailer from 'nodemailer';
+import type { Transporter } from 'nodemailer';
 import { systemClock } from '../../time/clock.js';
 import { failureText } from '../../upstream/error-text.js';
 import { JSON_REPLY_LIMIT, readReplyText } from '../../upstream/reply-limit.js';
@@ -31,14 +31,21 @@ export class DeliveryFailed extends Error {
 
 export class SmtpChannel implements Channel {
   readonly name = 'email' as const;
-  private readonly transport;
+  /** Made at the first send: nodemailer (about 400 KB of code) is loaded only by a replica that mails. */
+  private transport: Promise<Transporter> | undefined;
+  private closed = false;
 
   constructor(
     private readonly c: { host: string; port: number; secure: boolean; user?: string; pass?: string; from: string },
-    timeoutMs: number,
-  ) {
+    private readonly timeoutMs: number,
+  ) {}
+
+  private async open(): Promise<Transporter> {
+    const { default: nodemailer } = await import('nodemailer');
+    const timeoutMs = this.timeoutMs;
+    const c = this.c;
     // Pooled: one SMTP session carries many messages instead of a handshake per message.
-    this.transport = nodemailer.createTransport({
+    const transport = nodemailer.createTransport({
       pool: true,
       maxConnections: 2,
       host: c.host,
@@ -51,11 +58,15 @@ export class SmtpChannel implements Channel {
       tls: { rejectUnauthorized: false },
       ignoreTLS: !c.secure,
     });
+    // Closed while loading: the transport opens nothing until a send, and none will come.
+    if (this.closed) transport.close();
+    return transport;
   }
 
   async send(m: OutgoingMessage): Promise<void> {
     try {
-      await this.transport.sendMail({ from: this.c.from, to: m.to, subject: m.subject, text: m.text, html: m.html, messageId: m.messageId, headers: { 'X-Relay-Jobs-Key': m.dedupKey } });
+      const transport = await (this.transport ??= this.open());
+      await transport.sendMail({ from: this.c.from, to: m.to, subject: m.subject, text: m.text, html: m.html, messageId: m.messageId, headers: { 'X-Relay-Jobs-Key': m.dedupKey } });
     } catch (err) {
       const pass = this.c.pass;
       const text = (err as Error).message ?? String(err);
@@ -64,7 +75,8 @@ export class SmtpChannel implements Channel {
   }
 
   close(): void {
-    this.transport.close();
+    this.closed = true;
+    void this.transport?.then((t) => t.close()).catch(() => undefined);
   }
 }
 

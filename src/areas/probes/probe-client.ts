@@ -1,6 +1,7 @@
-import { Agent, ProxyAgent, request, type Dispatcher } from 'undici';
+import type { Agent, Dispatcher, ProxyAgent } from 'undici';
 import { systemClock } from '../../time/clock.js';
 import { readCappedChunks } from '../../upstream/reply-limit.js';
+import { loadUndici, type Undici } from '../../upstream/undici.js';
 
 /** Why a probe failed; `null` on a probe that passed. */
 export type ErrorClass = 'timeout' | 'connect' | 'auth' | 'rate_limited' | '5xx' | 'http_4xx' | 'bad_body';
@@ -35,17 +36,18 @@ const CONNECT_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'ENOTFOUND', 'EAI_A
  * status line and headers arrived; latency is until the body was read.
  */
 export class ProbeClient {
-  private readonly direct: Agent;
+  /** Made at the first probe without a proxy (undici is loaded on first use). */
+  private direct: Agent | undefined;
   private readonly proxies = new Map<string, ProxyAgent>();
 
   constructor(
     private readonly now: () => number = () => performance.now(),
-    connections = 256,
-  ) {
-    this.direct = new Agent({ connections, keepAliveTimeout: 30_000 });
-  }
+    private readonly connections = 256,
+  ) {}
 
   async probe(t: ProbeTarget, signal?: AbortSignal): Promise<ProbeResult> {
+    // Before the clock starts: the first probe's latency does not include loading the client.
+    const undici = await loadUndici();
     const started = this.now();
     const elapsed = () => Math.round(this.now() - started);
     let ttfb: number | null = null;
@@ -70,12 +72,12 @@ export class ProbeClient {
       if (t.slot) headers['x-relay-probe-slot'] = t.slot.toISOString();
       // When this client gives up: an upstream (or a test) can tell a request it read too late from one still awaited.
       headers['x-relay-probe-deadline'] = new Date(systemClock.now() + t.timeoutMs).toISOString();
-      const res = await request(chatUrl(t.baseUrl), {
+      const res = await undici.request(chatUrl(t.baseUrl), {
         method: 'POST',
         headers,
         body: JSON.stringify({ model: t.model, messages: [{ role: 'user', content: 'ping' }], max_tokens: 1 }),
         signal: both,
-        dispatcher: t.proxyUrl ? this.proxy(t.proxyUrl) : this.direct,
+        dispatcher: t.proxyUrl ? this.proxy(undici, t.proxyUrl) : (this.direct ??= new undici.Agent({ connections: this.connections, keepAliveTimeout: 30_000 })),
         headersTimeout: t.timeoutMs,
         bodyTimeout: t.timeoutMs,
       });
@@ -101,15 +103,17 @@ export class ProbeClient {
     }
   }
 
-  private proxy(url: string): Dispatcher {
+  private proxy({ ProxyAgent }: Undici, url: string): Dispatcher {
     let a = this.proxies.get(url);
     if (!a) this.proxies.set(url, (a = new ProxyAgent(url)));
     return a;
   }
 
   async close(): Promise<void> {
-    await Promise.all([this.direct, ...this.proxies.values()].map((a) => a.close().catch(() => undefined)));
+    const agents: Dispatcher[] = [...(this.direct ? [this.direct] : []), ...this.proxies.values()];
+    this.direct = undefined;
     this.proxies.clear();
+    await Promise.all(agents.map((a) => a.close().catch(() => undefined)));
   }
 }
 

@@ -1,0 +1,106 @@
+/**
+ * A replica's start-up: CPU seconds, page faults and resident memory of one `relay-jobs start`
+ * (cluster mode: a database of its own, migrated by an uncounted first start; a private redis-server) from spawn until
+ * `/readyz` answers 200, BENCH_STARTS (10) times, medians. The baseline, measured in the same run,
+ * is a bare `node -e 0` with the same flags: what any Node.js process costs here. `BENCH_BASE_CLI`
+ * adds the same figures for another build (e.g. the previous commit's `.test-dist/cli/main.js`).
+ * Tests and replicas start by the dozen, so start-up CPU is what a test suite and a rolling
+ * restart pay per process; on a paravirtualised VM each page fault costs ~10 µs, so faults count.
+ */
+import { spawn } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import { CLI, NODE_FLAGS, cleanEnv } from '../test/helpers/cli.js';
+import { PrivateRedis, freshDatabase, uniqueName } from '../test/helpers/services.js';
+import { replicaEnv, sleep } from './replicas.js';
+
+export interface StartupResult {
+  build: string;
+  starts: number;
+  cpuMs: number;
+  minorFaults: number;
+  rssMiB: number;
+}
+
+const TICK_MS = 10; // USER_HZ = 100 on Linux
+
+/** utime + stime (ms), minor faults and RSS (MiB) of a live process, from /proc/<pid>/stat. */
+function procStat(pid: number): { cpuMs: number; minorFaults: number; rssMiB: number } {
+  const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
+  // Fields after "pid (comm) ": state is [0]; minflt is field 10 → [7], utime 14 → [11], stime 15 → [12], rss 24 → [21].
+  return { cpuMs: (Number(fields[11]) + Number(fields[12])) * TICK_MS, minorFaults: Number(fields[7]), rssMiB: (Number(fields[21]) * 4096) / 2 ** 20 };
+}
+
+const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
+
+/** One start until ready; the figures read just before SIGTERM. */
+async function oneStart(cli: string, env: Record<string, string>): Promise<{ cpuMs: number; minorFaults: number; rssMiB: number }> {
+  const proc = spawn(process.execPath, [...NODE_FLAGS, cli, 'start'], { env: cleanEnv(env), stdio: ['ignore', 'ignore', 'pipe'] });
+  let stderr = '';
+  proc.stderr.on('data', (d) => (stderr += d));
+  const exited = new Promise<void>((r) => proc.on('close', () => r()));
+  try {
+    for (let i = 0; ; i++) {
+      if (proc.exitCode !== null) throw new Error(`relay-jobs start exited with ${proc.exitCode} before it was ready:\n${stderr}`);
+      if (i > 600) throw new Error('relay-jobs start was not ready within 60 s');
+      const ok = await fetch(`http://127.0.0.1:${env.RELAY_JOBS_HTTP_PORT}/readyz`).then(
+        (r) => r.ok,
+        () => false,
+      );
+      if (ok) return procStat(proc.pid!);
+      await sleep(20);
+    }
+  } finally {
+    proc.kill('SIGTERM');
+    await exited;
+  }
+}
+
+async function bareNode(): Promise<{ cpuMs: number; minorFaults: number; rssMiB: number }> {
+  // Read before it exits: a bare process that waits for its stdin to close.
+  const proc = spawn(process.execPath, [...NODE_FLAGS, '-e', 'process.stdin.resume(); process.stdout.write("up")'], { stdio: ['pipe', 'pipe', 'ignore'] });
+  await new Promise<void>((r) => proc.stdout.once('data', () => r()));
+  await sleep(50);
+  const s = procStat(proc.pid!);
+  proc.stdin.end();
+  await new Promise((r) => proc.on('close', r));
+  return s;
+}
+
+export async function benchStartup(starts = Number(process.env.BENCH_STARTS ?? 10)): Promise<StartupResult[]> {
+  const db = await freshDatabase();
+  const redis = await PrivateRedis.start();
+  const builds: Array<[string, string]> = [['this build', CLI]];
+  if (process.env.BENCH_BASE_CLI) builds.unshift(['before (base)', process.env.BENCH_BASE_CLI]);
+  const samples = new Map<string, Array<{ cpuMs: number; minorFaults: number; rssMiB: number }>>(builds.map(([b]) => [b, []]));
+  samples.set('bare node -e (baseline)', []);
+  try {
+    const prefix = uniqueName('rjstart');
+    // One start each first, not counted: it migrates the empty database and warms the page cache.
+    for (const [, cli] of builds) await oneStart(cli, await replicaEnv('warm', { dbUrl: db.url, redisUrl: redis.url, prefix }, { RELAY_JOBS__LOGGING__LEVEL: 'warn' }));
+    // Interleaved, so a change in the machine's load falls on every build alike.
+    for (let i = 0; i < starts; i++) {
+      samples.get('bare node -e (baseline)')!.push(await bareNode());
+      for (const [build, cli] of builds) {
+        const env = await replicaEnv(`s${i}`, { dbUrl: db.url, redisUrl: redis.url, prefix }, { RELAY_JOBS__LOGGING__LEVEL: 'warn' });
+        samples.get(build)!.push(await oneStart(cli, env));
+      }
+    }
+  } finally {
+    await redis.stop();
+    await db.drop();
+  }
+  return [...samples].map(([build, s]) => ({
+    build,
+    starts: s.length,
+    cpuMs: median(s.map((x) => x.cpuMs)),
+    minorFaults: median(s.map((x) => x.minorFaults)),
+    rssMiB: median(s.map((x) => x.rssMiB)),
+  }));
+}
+
+export function startupTable(rows: StartupResult[]): string {
+  const base = rows.find((r) => r.build.startsWith('bare'))!;
+  const lines = ['| process | starts | CPU ms to ready (median) | minor page faults | RSS MiB | CPU / bare node |', '|---|---|---|---|---|---|'];
+  for (const r of rows) lines.push(`| ${r.build} | ${r.starts} | ${r.cpuMs} | ${r.minorFaults} | ${r.rssMiB.toFixed(0)} | ${(r.cpuMs / base.cpuMs).toFixed(1)}x |`);
+  return lines.join('\n');
+}
