@@ -117,7 +117,7 @@ async function shards() {
 
 async function startup() {
   console.log(`machine: ${cpus().length} × ${cpus()[0]?.model ?? 'cpu'}, ${(totalmem() / 2 ** 30).toFixed(0)} GiB, Node ${process.version}, ${new Date().toISOString()}`);
-  console.log('\n## Replica start-up (spawn → /readyz 200, cluster mode, migrated database)\n');
+  console.log('\n## Replica start-up (spawn → /readyz 200; cluster and embedded mode, migrated databases)\n');
   console.log(startupTable(await benchStartup()));
 }
 

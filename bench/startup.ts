@@ -1,6 +1,7 @@
 /**
  * A replica's start-up: CPU seconds, page faults and resident memory of one `relay-jobs start`
- * (cluster mode: a database of its own, migrated by an uncounted first start; a private redis-server) from spawn until
+ * in cluster mode (a database of its own, migrated by an uncounted first start; a private
+ * redis-server) and in embedded mode (a data directory of its own, created by that first start) from spawn until
  * `/readyz` answers 200, BENCH_STARTS (10) times, medians. The baseline, measured in the same run,
  * is a bare `node -e 0` with the same flags: what any Node.js process costs here. `BENCH_BASE_CLI`
  * adds the same figures for another build (e.g. the previous commit's `.test-dist/cli/main.js`).
@@ -8,9 +9,11 @@
  * restart pay per process; on a paravirtualised VM each page fault costs ~10 µs, so faults count.
  */
 import { spawn } from 'node:child_process';
-import { readFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { CLI, NODE_FLAGS, cleanEnv } from '../test/helpers/cli.js';
-import { PrivateRedis, freshDatabase, uniqueName } from '../test/helpers/services.js';
+import { PrivateRedis, freePort, freshDatabase, uniqueName } from '../test/helpers/services.js';
 import { replicaEnv, sleep } from './replicas.js';
 
 export interface StartupResult {
@@ -23,8 +26,10 @@ export interface StartupResult {
 
 const TICK_MS = 10; // USER_HZ = 100 on Linux
 
+type Sample = { cpuMs: number; minorFaults: number; rssMiB: number };
+
 /** utime + stime (ms), minor faults and RSS (MiB) of a live process, from /proc/<pid>/stat. */
-function procStat(pid: number): { cpuMs: number; minorFaults: number; rssMiB: number } {
+function procStat(pid: number): Sample {
   const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
   // Fields after "pid (comm) ": state is [0]; minflt is field 10 → [7], utime 14 → [11], stime 15 → [12], rss 24 → [21].
   return { cpuMs: (Number(fields[11]) + Number(fields[12])) * TICK_MS, minorFaults: Number(fields[7]), rssMiB: (Number(fields[21]) * 4096) / 2 ** 20 };
@@ -33,7 +38,7 @@ function procStat(pid: number): { cpuMs: number; minorFaults: number; rssMiB: nu
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
 
 /** One start until ready; the figures read just before SIGTERM. */
-async function oneStart(cli: string, env: Record<string, string>): Promise<{ cpuMs: number; minorFaults: number; rssMiB: number }> {
+async function oneStart(cli: string, env: Record<string, string>): Promise<Sample> {
   const proc = spawn(process.execPath, [...NODE_FLAGS, cli, 'start'], { env: cleanEnv(env), stdio: ['ignore', 'ignore', 'pipe'] });
   let stderr = '';
   proc.stderr.on('data', (d) => (stderr += d));
@@ -55,7 +60,7 @@ async function oneStart(cli: string, env: Record<string, string>): Promise<{ cpu
   }
 }
 
-async function bareNode(): Promise<{ cpuMs: number; minorFaults: number; rssMiB: number }> {
+async function bareNode(): Promise<Sample> {
   // Read before it exits: a bare process that waits for its stdin to close.
   const proc = spawn(process.execPath, [...NODE_FLAGS, '-e', 'process.stdin.resume(); process.stdout.write("up")'], { stdio: ['pipe', 'pipe', 'ignore'] });
   await new Promise<void>((r) => proc.stdout.once('data', () => r()));
@@ -69,25 +74,29 @@ async function bareNode(): Promise<{ cpuMs: number; minorFaults: number; rssMiB:
 export async function benchStartup(starts = Number(process.env.BENCH_STARTS ?? 10)): Promise<StartupResult[]> {
   const db = await freshDatabase();
   const redis = await PrivateRedis.start();
+  const dataRoot = mkdtempSync(join(tmpdir(), 'rj-startup-'));
   const builds: Array<[string, string]> = [['this build', CLI]];
   if (process.env.BENCH_BASE_CLI) builds.unshift(['before (base)', process.env.BENCH_BASE_CLI]);
-  const samples = new Map<string, Array<{ cpuMs: number; minorFaults: number; rssMiB: number }>>(builds.map(([b]) => [b, []]));
-  samples.set('bare node -e (baseline)', []);
+  const prefix = uniqueName('rjstart');
+  const quiet = { RELAY_JOBS__LOGGING__LEVEL: 'warn' };
+  /** Each build in each mode: cluster (the bench database and Redis) and embedded (a data directory of its own). */
+  const runs = builds.flatMap(([build, cli], b) => [
+    { name: `${build}, cluster`, cli, env: async (id: string) => replicaEnv(id, { dbUrl: db.url, redisUrl: redis.url, prefix }, quiet) },
+    { name: `${build}, embedded`, cli, env: async () => ({ RELAY_JOBS_DATA_DIR: join(dataRoot, `b${b}`), RELAY_JOBS_HTTP_PORT: String(await freePort()), ...quiet }) },
+  ]);
+  const samples = new Map<string, Sample[]>([['bare node -e (baseline)', []], ...runs.map((r): [string, Sample[]] => [r.name, []])]);
   try {
-    const prefix = uniqueName('rjstart');
-    // One start each first, not counted: it migrates the empty database and warms the page cache.
-    for (const [, cli] of builds) await oneStart(cli, await replicaEnv('warm', { dbUrl: db.url, redisUrl: redis.url, prefix }, { RELAY_JOBS__LOGGING__LEVEL: 'warn' }));
+    // One start each first, not counted: it migrates the empty database (creates the embedded one) and warms the page cache.
+    for (const r of runs) await oneStart(r.cli, await r.env('warm'));
     // Interleaved, so a change in the machine's load falls on every build alike.
     for (let i = 0; i < starts; i++) {
       samples.get('bare node -e (baseline)')!.push(await bareNode());
-      for (const [build, cli] of builds) {
-        const env = await replicaEnv(`s${i}`, { dbUrl: db.url, redisUrl: redis.url, prefix }, { RELAY_JOBS__LOGGING__LEVEL: 'warn' });
-        samples.get(build)!.push(await oneStart(cli, env));
-      }
+      for (const r of runs) samples.get(r.name)!.push(await oneStart(r.cli, await r.env(`s${i}`)));
     }
   } finally {
     await redis.stop();
     await db.drop();
+    rmSync(dataRoot, { recursive: true, force: true });
   }
   return [...samples].map(([build, s]) => ({
     build,

@@ -79,6 +79,10 @@ describe.concurrent('embedded SQL console: statements run on a snapshot thread (
     expect(r.rows).toHaveLength(1000);
     expect(r).toMatchObject({ truncated: true, columns: ['id', 'v'] });
     expect((await sql.run('SHOW statement_timeout')).rows).toEqual([{ statement_timeout: '1s' }]);
+    // Buffer pools smaller than PostgreSQL's 128 MB, which PGlite touches whole at every open: the
+    // service's database at database.embedded_shared_buffers_mb's default, the console's copy at 16 MB.
+    expect((await db.query('SHOW shared_buffers')).rows).toEqual([{ shared_buffers: '32MB' }]);
+    expect((await roomy.run('SHOW shared_buffers')).rows).toEqual([{ shared_buffers: '16MB' }]);
     await expect(sql.run("SELECT set_config('default_transaction_read_only', 'on', false)")).rejects.toBeInstanceOf(SqlRefused);
     await db.query("INSERT INTO t VALUES (100000, 'after')");
     expect((await db.query<{ ro: string }>("SELECT current_setting('transaction_read_only') AS ro")).rows[0]!.ro).toBe('off');

@@ -76,7 +76,7 @@ export async function openBackends(config: Config, log: Logger): Promise<Backend
         { data_dir: config.database.data_dir },
         fresh ? 'creating the embedded database (PGlite) in a new data directory: this takes several seconds, once' : 'opening the embedded database (PGlite)',
       );
-      db = await PgliteDb.open(config.database.data_dir);
+      db = await PgliteDb.open(config.database.data_dir, { sharedBuffersMb: config.database.embedded_shared_buffers_mb });
     }
     if (perms) {
       // PGlite's WASM file system creates its files 0666 whatever the umask: tightened again once open and

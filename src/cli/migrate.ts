@@ -13,7 +13,7 @@ export async function migrateCommand(config: Config): Promise<void> {
     db = await PgDb.connect({ url: config.database.url!, poolSize: 2, connectTimeoutMs: config.database.connect_timeout });
   } else {
     lock = DataDirLock.acquire(config.database.data_dir);
-    db = await PgliteDb.open(config.database.data_dir);
+    db = await PgliteDb.open(config.database.data_dir, { sharedBuffersMb: config.database.embedded_shared_buffers_mb });
   }
   try {
     const applied = await migrate(db, undefined, (m) => process.stdout.write(`applying ${m.version}_${m.name}\n`));

@@ -7,6 +7,9 @@ import { positiveDuration, duration } from './duration-schema.js';
 import { port, positiveInt } from './fields.js';
 import { parseRedisUrl } from './redis-url.js';
 
+/** `database.embedded_shared_buffers_mb`'s default (store/pglite-db.ts says why it is not PostgreSQL's 128). */
+export const EMBEDDED_SHARED_BUFFERS_MB = 32;
+
 /**
  * The configuration file's schema. Every object is strict: an unknown key is an error that
  * names the key, because a typo silently ignored is a job silently misconfigured.
@@ -76,6 +79,7 @@ export const kernelSections = {
         .optional(),
       data_dir: z.string().min(1).default('./data'),
       pool_size: positiveInt.default(10),
+      embedded_shared_buffers_mb: z.coerce.number().int().min(1).max(16_384).default(EMBEDDED_SHARED_BUFFERS_MB),
       connect_timeout: positiveDuration.default(5000),
       auto_migrate: z.boolean().default(true),
     })

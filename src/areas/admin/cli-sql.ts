@@ -32,7 +32,7 @@ async function run(config: Config, query: string): Promise<SqlResult> {
   if (config.mode === 'cluster') db = await PgDb.connect({ url: config.database.url!, poolSize: 1, connectTimeoutMs: config.database.connect_timeout });
   else {
     lock = DataDirLock.acquire(config.database.data_dir);
-    db = await PgliteDb.open(config.database.data_dir);
+    db = await PgliteDb.open(config.database.data_dir, { sharedBuffersMb: config.database.embedded_shared_buffers_mb });
   }
   const sql = openSqlConsole(config, db);
   try {

@@ -6,7 +6,8 @@ import { createGunzip } from 'node:zlib';
 import { PGlite } from '@electric-sql/pglite';
 import { UserError } from '../../config/errors.js';
 import { DataDirLock } from '../../store/data-dir-lock.js';
-import { PgliteDb } from '../../store/pglite-db.js';
+import { PgliteDb, pgliteSettings } from '../../store/pglite-db.js';
+import { EMBEDDED_SHARED_BUFFERS_MB } from '../../config/schema.js';
 import { countRows } from '../../store/db-inventory.js';
 import { settleRestored } from './store/backups.js';
 import { compareCounts } from './verifier.js';
@@ -36,7 +37,7 @@ export async function restorePglite(src: RestoreSource, target: string, force: b
     out(`loading the data directory (${parts.reduce((n, p) => n + p.length, 0)} bytes)`);
     mkdirSync(pgdata, { recursive: true, mode: 0o700 });
     try {
-      const pg = new PGlite(pgdata, { loadDataDir: new Blob(parts.map((p) => new Uint8Array(p))) });
+      const pg = new PGlite(pgdata, { loadDataDir: new Blob(parts.map((p) => new Uint8Array(p))), startParams: [...PGlite.defaultStartParams, ...pgliteSettings(EMBEDDED_SHARED_BUFFERS_MB)] });
       await pg.waitReady;
       await pg.close();
     } catch (err) {

@@ -2,6 +2,7 @@ import { join } from 'node:path';
 import type { Config } from '../../../config/load.js';
 import type { Db, PinnedConnection, Queryable } from '../../../store/db.js';
 import { PgDb } from '../../../store/pg-db.js';
+import { pgliteSettings } from '../../../store/pglite-db.js';
 import { classifyStatement, SqlRefused, SqlUnavailable, type ClassifiedStatement } from './sql-guard.js';
 import { SqlSnapshot, SqlTimeout, type SnapshotSource } from './sql-snapshot.js';
 
@@ -24,6 +25,8 @@ export interface SqlConsoleOptions {
 
 /** A snapshot thread's JavaScript heap: 1,001 rows of a wide table fit; a row set past it ends the thread, not the service. */
 const SNAPSHOT_HEAP_MB = 256;
+/** A snapshot's buffer pool: console statements read a copy, and PGlite touches the whole pool at every open. */
+const SNAPSHOT_SHARED_BUFFERS_MB = 16;
 /** A PGlite open takes 8-14 s quiet and over a minute at load average 30 on two cores (vitest.config.ts). */
 const SNAPSHOT_LOAD_TIMEOUT_MS = 180_000;
 
@@ -38,7 +41,7 @@ const CURSOR = 'relay_jobs_sql_console';
  */
 /** The embedded console's snapshot of `db` (a PgliteDb with a data directory), copies kept in `dir`. */
 export function openSnapshot(db: SnapshotSource, dir: string, maxAgeMs: number): SqlSnapshot {
-  return new SqlSnapshot(db, { dir, maxAgeMs, loadTimeoutMs: SNAPSHOT_LOAD_TIMEOUT_MS, heapMb: SNAPSHOT_HEAP_MB });
+  return new SqlSnapshot(db, { dir, maxAgeMs, loadTimeoutMs: SNAPSHOT_LOAD_TIMEOUT_MS, heapMb: SNAPSHOT_HEAP_MB, pgSettings: pgliteSettings(SNAPSHOT_SHARED_BUFFERS_MB) });
 }
 
 export function openSqlConsole(config: Config, db: Db): { console: SqlConsole; close: () => Promise<void> } {

@@ -19,7 +19,7 @@ import { PGlite } from '@electric-sql/pglite';
 
 const CURSOR = 'relay_jobs_sql_console';
 const port = /** @type {import('node:worker_threads').MessagePort} */ (parentPort);
-const { dir } = /** @type {{ dir: string }} */ (workerData);
+const { dir, pgSettings } = /** @type {{ dir: string; pgSettings: string[] }} */ (workerData);
 
 /** @param {PGlite} pg @param {SnapshotRequest} req @returns {Promise<Rows>} */
 async function run(pg, req) {
@@ -43,7 +43,7 @@ async function run(pg, req) {
 /** @param {SnapshotReply} reply */
 const reply = (reply) => port.postMessage(reply);
 
-const ready = PGlite.create(dir);
+const ready = PGlite.create(dir, { startParams: [...PGlite.defaultStartParams, ...pgSettings] });
 ready.then(
   () => reply({ type: 'ready' }),
   (/** @type {Error} */ err) => reply({ type: 'failed', message: err.message }),

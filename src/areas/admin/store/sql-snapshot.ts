@@ -19,6 +19,8 @@ export interface SqlSnapshotOptions {
   loadTimeoutMs: number;
   /** The console thread's JavaScript heap (rows it holds before they are sent), in MB. */
   heapMb: number;
+  /** PostgreSQL settings the thread's PGlite starts with (`pgliteSettings`, store/pglite-db.ts). */
+  pgSettings: string[];
 }
 
 /** A statement cut at its deadline. `code` is PostgreSQL's query_canceled, so it is answered as the server's own timeout is. */
@@ -33,7 +35,7 @@ interface Loaded {
 }
 
 /** The thread's module is plain JavaScript beside this file, built or not. */
-function startWorker(workerData: { dir: string }, heapMb: number): Worker {
+function startWorker(workerData: { dir: string; pgSettings: string[] }, heapMb: number): Worker {
   return new Worker(new URL('./sql-snapshot-worker.js', import.meta.url), { workerData, resourceLimits: { maxOldGenerationSizeMb: heapMb } });
 }
 
@@ -110,7 +112,7 @@ export class SqlSnapshot {
       await rm(dir, { recursive: true, force: true });
       throw new SqlUnavailable('the SQL console is closed: the service is shutting down', 'unavailable');
     }
-    const worker = startWorker({ dir }, this.opts.heapMb);
+    const worker = startWorker({ dir, pgSettings: this.opts.pgSettings }, this.opts.heapMb);
     // Never what keeps the process alive: shutdown does not wait for a statement.
     worker.unref();
     const loaded = { worker, takenAt, dir };
