@@ -42,8 +42,7 @@ export class SmtpChannel implements Channel {
 
   private async open(): Promise<Transporter> {
     const { default: nodemailer } = await import('nodemailer');
-    const timeoutMs = this.timeoutMs;
-    const c = this.c;
+    const { c, timeoutMs } = this;
     // Pooled: one SMTP session carries many messages instead of a handshake per message.
     const transport = nodemailer.createTransport({
       pool: true,
