@@ -13,7 +13,7 @@ import { benchBackup, printBackup } from './backup.js';
 import buildCli from '../test/helpers/build-cli.js';
 import { benchRefreshShards, shardTable } from './refresh-shards.js';
 import { benchRedisSizing, benchTopology } from './topology.js';
-import { benchStartup, startupTable } from './startup.js';
+import { benchPgliteOpen, benchStartup, pgliteOpenTable, startupTable } from './startup.js';
 
 const fmt = (n: number) => n.toFixed(3);
 
@@ -119,6 +119,8 @@ async function startup() {
   console.log(`machine: ${cpus().length} × ${cpus()[0]?.model ?? 'cpu'}, ${(totalmem() / 2 ** 30).toFixed(0)} GiB, Node ${process.version}, ${new Date().toISOString()}`);
   console.log('\n## Replica start-up (spawn → /readyz 200; cluster and embedded mode, migrated databases)\n');
   console.log(startupTable(await benchStartup()));
+  console.log('\n## One PGlite open (an existing data directory, in-process), by buffer pool\n');
+  console.log(pgliteOpenTable(await benchPgliteOpen()));
 }
 
 async function coordinationAndRefresh() {

@@ -9,12 +9,15 @@
  * restart pay per process; on a paravirtualised VM each page fault costs ~10 µs, so faults count.
  */
 import { spawn } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { CLI, NODE_FLAGS, cleanEnv } from '../test/helpers/cli.js';
 import { PrivateRedis, freePort, freshDatabase, uniqueName } from '../test/helpers/services.js';
+import { HZ, readStat } from '../test/helpers/machine-load.js';
 import { replicaEnv, sleep } from './replicas.js';
+import { EMBEDDED_SHARED_BUFFERS_MB } from '../src/config/schema.js';
+import { PgliteDb } from '../src/store/pglite-db.js';
 
 export interface StartupResult {
   build: string;
@@ -24,15 +27,12 @@ export interface StartupResult {
   rssMiB: number;
 }
 
-const TICK_MS = 10; // USER_HZ = 100 on Linux
-
 type Sample = { cpuMs: number; minorFaults: number; rssMiB: number };
 
 /** utime + stime (ms), minor faults and RSS (MiB) of a live process, from /proc/<pid>/stat. */
 function procStat(pid: number): Sample {
-  const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
-  // Fields after "pid (comm) ": state is [0]; minflt is field 10 → [7], utime 14 → [11], stime 15 → [12], rss 24 → [21].
-  return { cpuMs: (Number(fields[11]) + Number(fields[12])) * TICK_MS, minorFaults: Number(fields[7]), rssMiB: (Number(fields[21]) * 4096) / 2 ** 20 };
+  const s = readStat(String(pid));
+  return { cpuMs: (s.self * 1000) / HZ, minorFaults: s.minorFaults, rssMiB: (s.rssPages * 4096) / 2 ** 20 };
 }
 
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
@@ -111,5 +111,52 @@ export function startupTable(rows: StartupResult[]): string {
   const base = rows.find((r) => r.build.startsWith('bare'))!;
   const lines = ['| process | starts | CPU ms to ready (median) | minor page faults | RSS MiB | CPU / bare node |', '|---|---|---|---|---|---|'];
   for (const r of rows) lines.push(`| ${r.build} | ${r.starts} | ${r.cpuMs} | ${r.minorFaults} | ${r.rssMiB.toFixed(0)} | ${(r.cpuMs / base.cpuMs).toFixed(1)}x |`);
+  return lines.join('\n');
+}
+
+export interface PgliteOpenResult {
+  sharedBuffersMb: number;
+  opens: number;
+  cpuMs: number;
+  minorFaults: number;
+}
+
+/**
+ * One PGlite open (an existing data directory, until it answers a query) in this process, at
+ * PostgreSQL's default buffer pool (128 MB, the baseline) and at `database.embedded_shared_buffers_mb`'s
+ * default: CPU and minor page faults of the open, medians, alternated open by open. PGlite touches
+ * its whole pool at every open.
+ */
+export async function benchPgliteOpen(opens = Number(process.env.BENCH_PGLITE_OPENS ?? 7)): Promise<PgliteOpenResult[]> {
+  const dataDir = mkdtempSync(join(tmpdir(), 'rj-pglite-open-'));
+  const sizes = [128, EMBEDDED_SHARED_BUFFERS_MB];
+  const samples = new Map<number, Array<{ cpuMs: number; minorFaults: number }>>(sizes.map((mb) => [mb, []]));
+  try {
+    // Creates the database and compiles PGlite's WebAssembly once, not counted.
+    await (await PgliteDb.open(dataDir)).close();
+    for (let i = 0; i < opens; i++) {
+      for (const mb of sizes) {
+        const before = readStat('self');
+        const db = await PgliteDb.open(dataDir, { sharedBuffersMb: mb });
+        await db.query('SELECT 1');
+        const after = readStat('self');
+        samples.get(mb)!.push({ cpuMs: ((after.self - before.self) * 1000) / HZ, minorFaults: after.minorFaults - before.minorFaults });
+        await db.close();
+      }
+    }
+  } finally {
+    rmSync(dataDir, { recursive: true, force: true });
+  }
+  return sizes.map((mb) => {
+    const s = samples.get(mb)!;
+    return { sharedBuffersMb: mb, opens: s.length, cpuMs: median(s.map((x) => x.cpuMs)), minorFaults: median(s.map((x) => x.minorFaults)) };
+  });
+}
+
+export function pgliteOpenTable(rows: PgliteOpenResult[]): string {
+  const base = rows[0]!;
+  const lines = ['| shared_buffers | opens | CPU ms (median) | minor page faults | CPU / 128 MB |', '|---|---|---|---|---|'];
+  for (const r of rows)
+    lines.push(`| ${r.sharedBuffersMb} MB${r === base ? " (PostgreSQL's default, baseline)" : ''} | ${r.opens} | ${r.cpuMs} | ${r.minorFaults} | ${(r.cpuMs / base.cpuMs).toFixed(2)}x |`);
   return lines.join('\n');
 }

@@ -7,8 +7,9 @@ import type { Db, PinnedConnection, Queryable, QueryResult } from './db.js';
 
 /**
  * PostgreSQL settings PGlite starts with, on top of its own start parameters. `shared_buffers`:
- * PGlite touches its whole buffer pool at every open, so PostgreSQL's 128 MB default cost each
- * open 1.1 CPU s, 52,000 page faults and 250 MB of memory (measured; 32 MB: 0.7 s, 25,000, 145 MB).
+ * PGlite touches its whole buffer pool at every open: at PostgreSQL's 128 MB default an open cost
+ * twice the CPU and three times the page faults of one at 32 MB, and an embedded start 110 MiB more
+ * memory (bench/startup.ts, docs/benchmarks.md).
  * PGlite reads its files through Node.js, so pages outside the pool still come from the OS cache.
  */
 export function pgliteSettings(sharedBuffersMb: number): string[] {
@@ -34,7 +35,8 @@ export class PgliteDb implements Db {
     return existsSync(join(dataDir, 'pgdata', 'PG_VERSION'));
   }
 
-  static async open(dataDir?: string, opts: { sharedBuffersMb?: number } = {}): Promise<PgliteDb> {
+  /** `loadDataDir`: a PGlite data-directory dump to unpack into the (empty) directory first (a restore). */
+  static async open(dataDir?: string, opts: { sharedBuffersMb?: number; loadDataDir?: Blob } = {}): Promise<PgliteDb> {
     let path: string | undefined;
     if (dataDir) {
       path = join(dataDir, 'pgdata');
@@ -42,7 +44,10 @@ export class PgliteDb implements Db {
     }
     // Imported here, not at the top: a cluster-mode replica never loads PGlite's ~500 KB of JavaScript.
     const { PGlite } = await import('@electric-sql/pglite');
-    const pg = new PGlite(path, { startParams: [...PGlite.defaultStartParams, ...pgliteSettings(opts.sharedBuffersMb ?? EMBEDDED_SHARED_BUFFERS_MB)] });
+    const pg = new PGlite(path, {
+      startParams: [...PGlite.defaultStartParams, ...pgliteSettings(opts.sharedBuffersMb ?? EMBEDDED_SHARED_BUFFERS_MB)],
+      ...(opts.loadDataDir ? { loadDataDir: opts.loadDataDir } : {}),
+    });
     await pg.waitReady;
     return new PgliteDb(pg, path);
   }

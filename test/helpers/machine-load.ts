@@ -21,6 +21,10 @@ export interface ProcStat {
   self: number;
   /** Ticks of the children it waited for (a PostgreSQL postmaster's exited backends, a test worker's replicas). */
   reaped: number;
+  /** Minor page faults so far (bench/startup.ts). */
+  minorFaults: number;
+  /** Resident set, in pages of 4 KiB. */
+  rssPages: number;
 }
 
 /** Ticks per second of /proc's counters (USER_HZ; 100 on Linux). */
@@ -30,7 +34,14 @@ export function readStat(pid: string): ProcStat {
   const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
   // The name sits in parentheses and may itself hold ") ": the fields start after the last one.
   const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-  return { comm: stat.slice(stat.indexOf('(') + 1, stat.lastIndexOf(')')), startTime: f[19]!, self: Number(f[11]) + Number(f[12]), reaped: Number(f[13]) + Number(f[14]) };
+  return {
+    comm: stat.slice(stat.indexOf('(') + 1, stat.lastIndexOf(')')),
+    startTime: f[19]!,
+    self: Number(f[11]) + Number(f[12]),
+    reaped: Number(f[13]) + Number(f[14]),
+    minorFaults: Number(f[7]),
+    rssPages: Number(f[21]),
+  };
 }
 
 function readProcs(): Map<string, ProcStat & { name: string }> {

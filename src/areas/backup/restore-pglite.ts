@@ -3,11 +3,9 @@ import { join, resolve } from 'node:path';
 import { pipeline } from 'node:stream/promises';
 import { Writable } from 'node:stream';
 import { createGunzip } from 'node:zlib';
-import { PGlite } from '@electric-sql/pglite';
 import { UserError } from '../../config/errors.js';
 import { DataDirLock } from '../../store/data-dir-lock.js';
-import { PgliteDb, pgliteSettings } from '../../store/pglite-db.js';
-import { EMBEDDED_SHARED_BUFFERS_MB } from '../../config/schema.js';
+import { PgliteDb } from '../../store/pglite-db.js';
 import { countRows } from '../../store/db-inventory.js';
 import { settleRestored } from './store/backups.js';
 import { compareCounts } from './verifier.js';
@@ -36,15 +34,14 @@ export async function restorePglite(src: RestoreSource, target: string, force: b
     await pipeline(stream, createGunzip(), new Writable({ write: (c: Buffer, _e, cb) => (parts.push(c), cb()) }));
     out(`loading the data directory (${parts.reduce((n, p) => n + p.length, 0)} bytes)`);
     mkdirSync(pgdata, { recursive: true, mode: 0o700 });
+    // One open: PGlite unpacks the dump and starts on it; the counts are read on that same open.
+    let db: PgliteDb;
     try {
-      const pg = new PGlite(pgdata, { loadDataDir: new Blob(parts.map((p) => new Uint8Array(p))), startParams: [...PGlite.defaultStartParams, ...pgliteSettings(EMBEDDED_SHARED_BUFFERS_MB)] });
-      await pg.waitReady;
-      await pg.close();
+      db = await PgliteDb.open(dir, { loadDataDir: new Blob(parts.map((p) => new Uint8Array(p))) });
     } catch (err) {
       rmSync(pgdata, { recursive: true, force: true });
       throw new UserError(`restore into ${dir} failed and was removed: ${oneLine(err)}`);
     }
-    const db = await PgliteDb.open(dir);
     try {
       const counts = await countRows(db);
       await settleRestored(db);
