@@ -31,7 +31,8 @@ export default defineConfig({
     // same code in 275-306 s that afternoon, and another machine of the same kind took 452-600 s
     // (twice the CPU seconds for the same files; load average 11-18). 3-Dec-2026, a third machine,
     // quiet, with --liftoff-only: 303-362 s, the two cores about 90% busy (a sixth worker: no
-    // gain, 314 s against 303-322). The shared PostgreSQL's 100
+    // gain, 314 s against 303-322). 4-Dec-2026, a fourth machine: 227-240 s (cores 95% busy).
+    // The shared PostgreSQL's 100
     // connections bound this: five files' clusters peaked at 56 once the harness pool went to 4
     // and the two default-pool files got servers of their own (test/helpers/cluster.ts).
     maxWorkers: 5,
