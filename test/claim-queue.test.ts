@@ -8,6 +8,7 @@ import { LIVENESS_NS } from '../src/store/liveness-sql.js';
 import { LivenessSession } from '../src/coordination/liveness.js';
 import { silentLogger } from '../src/telemetry/logger.js';
 import { freshDatabase } from './helpers/services.js';
+import { waitFor } from './helpers/wait.js';
 
 /**
  * The claim queue's invariants, proved once on a table of its own (every claiming store builds
@@ -35,15 +36,6 @@ async function claim(db: Db, owner: string, limit: number, leaseMs: number, key:
 async function fill(db: Db, n: number): Promise<void> {
   await db.query(`DELETE FROM cq_rows`);
   await db.query(`INSERT INTO cq_rows (id) SELECT g FROM generate_series(1, $1::int) AS g`, [n]);
-}
-async function waitFor<T>(what: string, f: () => Promise<T | null | undefined | false>, ms = 30_000): Promise<T> {
-  const end = Date.now() + ms;
-  for (;;) {
-    const v = await f();
-    if (v) return v;
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 20));
-  }
 }
 
 function invariants(name: string, open: () => Promise<{ db: Db; close: () => Promise<void> }>, live: 'session' | 'lock') {
@@ -107,13 +99,16 @@ function invariants(name: string, open: () => Promise<{ db: Db; close: () => Pro
     it('a lease that runs out on its own is claimable again, and the reaper frees it', async () => {
       await fill(db, 2);
       await claim(db, 'a', 2, 1);
-      const again = await waitFor('an expired lease to be claimable', async () => {
-        const got = await claim(db, 'b', 1, 60_000);
-        return got.length ? got : null;
-      });
+      const again = await waitFor(
+        async () => {
+          const got = await claim(db, 'b', 1, 60_000);
+          return got.length ? got : null;
+        },
+        { what: 'an expired lease to be claimable', intervalMs: 20 },
+      );
       expect(again[0]!.fence).toBe(2);
       // The other row's lease ran out too: the reaper frees it (and only it: b's lease holds).
-      expect(await waitFor('the reaper', async () => (await db.query(REAP)).rowCount)).toBe(1);
+      expect(await waitFor(async () => (await db.query(REAP)).rowCount, { what: 'the reaper', intervalMs: 20 })).toBe(1);
       const { rows } = await db.query(`SELECT id, owner FROM cq_rows ORDER BY id`);
       expect(rows.map((r) => r.owner)).toEqual(['b', null]);
     });
@@ -126,12 +121,11 @@ function invariants(name: string, open: () => Promise<{ db: Db; close: () => Pro
       expect(await claim(db, 'b', 1, 60_000)).toEqual([]); // alive: the hour-long lease holds
       await holder.die();
       const [b] = await waitFor(
-        'the dead claimer’s row to be claimable',
         async () => {
           const got = await claim(db, 'b', 1, 60_000);
           return got.length ? got : null;
         },
-        10_000,
+        { what: 'the dead claimer’s row to be claimable', timeoutMs: 10_000, intervalMs: 20 },
       );
       expect(b!.fence).toBe(a!.fence + 1);
       expect((await db.query(WRITE, [a!.id, a!.fence, 'from the dead'])).rowCount).toBe(0);
@@ -147,7 +141,7 @@ function invariants(name: string, open: () => Promise<{ db: Db; close: () => Pro
       await first.die();
       expect(await claim(db, 'b', 1, 60_000), 'held under the live key').toEqual([]);
       await second.die();
-      await waitFor('the row to be claimable once its recorded holder died', async () => (await claim(db, 'b', 1, 60_000)).length > 0, 10_000);
+      await waitFor(async () => (await claim(db, 'b', 1, 60_000)).length > 0, { what: 'the row to be claimable once its recorded holder died', timeoutMs: 10_000, intervalMs: 20 });
     });
   });
 }

@@ -6,6 +6,7 @@ import pg from 'pg';
 import { chromium, type BrowserContext, type Page } from 'playwright-core';
 import { startCluster, type Cluster, type Replica } from './helpers/cluster.js';
 import { CHROMIUM, screenshotPath } from './helpers/browser.js';
+import { waitFor } from './helpers/wait.js';
 
 /**
  * The console's Timeline in cluster mode, in a real browser: two replicas run a 2 s canary; the
@@ -17,16 +18,6 @@ import { CHROMIUM, screenshotPath } from './helpers/browser.js';
  */
 const TOKEN = 'timeline-admin-token-3c9e1f0b7a';
 const GRACE_MS = 30_000;
-
-async function until<T>(what: string, f: () => Promise<T | null | undefined | false>, ms = 60_000): Promise<T> {
-  const deadline = Date.now() + ms;
-  for (;;) {
-    const v = await f();
-    if (v) return v;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 200));
-  }
-}
 
 describe('console Timeline: two replicas and a SIGKILL (browser, cluster mode)', () => {
   let cluster: Cluster;
@@ -77,7 +68,7 @@ describe('console Timeline: two replicas and a SIGKILL (browser, cluster mode)',
 
   it('the killed replica’s lane stops and the next round appears on the other, without a reload', async () => {
     // The victim is whichever replica ran the newest round; the browser watches the other.
-    const last = await until('a canary round', latestCanary);
+    const last = await waitFor(latestCanary, { what: 'a canary round', intervalMs: 200 });
     const victim = last.instance_id;
     const survivor = [...replicas.keys()].find((id) => id !== victim)!;
     const base = `http://127.0.0.1:${replicas.get(survivor)!.port}`;
@@ -89,7 +80,7 @@ describe('console Timeline: two replicas and a SIGKILL (browser, cluster mode)',
     await page.getByRole('status').filter({ hasText: '● live' }).waitFor({ timeout: 30_000 });
     await page.getByLabel('Job').selectOption('canary');
     const lane = (id: string) => page.locator(`g[data-instance="${id}"]`);
-    await until('canary rounds on the victim’s lane', async () => (await lane(victim).locator('rect[data-job="canary"]').count()) > 0);
+    await waitFor(async () => (await lane(victim).locator('rect[data-job="canary"]').count()) > 0, { what: 'canary rounds on the victim’s lane', intervalMs: 200 });
     // Each round carries what it ran under: slot, outcome, lock backend and fencing token on hover.
     const title = await lane(victim).locator('rect[data-job="canary"] title').last().textContent();
     expect(title).toMatch(/canary · (ok|running)/);
@@ -103,22 +94,21 @@ describe('console Timeline: two replicas and a SIGKILL (browser, cluster mode)',
     page.on('framenavigated', (f) => navigations.push(f.url()));
 
     // The next round, drawn on the survivor's lane by push (the page is not reloaded).
-    await until(
-      'a canary round on the survivor’s lane after the kill',
+    await waitFor(
       async () => {
         const started = await lane(survivor)
           .locator('rect[data-job="canary"]')
           .evaluateAll((rs) => rs.map((r) => Date.parse(r.getAttribute('data-started')!)));
         return started.some((t) => t > killedAt);
       },
-      60_000,
+      { what: 'a canary round on the survivor’s lane after the kill', timeoutMs: 60_000, intervalMs: 200 },
     );
     const onVictimAfter = await lane(victim)
       .locator('rect[data-job="canary"]')
       .evaluateAll((rs, t) => rs.filter((r) => Date.parse(r.getAttribute('data-started')!) > t).length, killedAt);
     expect(onVictimAfter, 'rounds drawn on the killed replica after the kill').toBe(0);
     // Once its heartbeat is stale, the victim's lane says it is gone.
-    await until('the victim’s lane marked not alive', async () => (await lane(victim).getAttribute('data-alive')) === 'false', 60_000);
+    await waitFor(async () => (await lane(victim).getAttribute('data-alive')) === 'false', { what: 'the victim’s lane marked not alive', timeoutMs: 60_000, intervalMs: 200 });
     expect(navigations, 'the page was not reloaded').toEqual([]);
     // And the database agrees with the picture.
     const after = (await client.query(`SELECT instance_id FROM job_runs WHERE job_name = 'canary' AND started_at > to_timestamp($1 / 1000.0)`, [killedAt])).rows;
@@ -146,7 +136,7 @@ describe('console Timeline: two replicas and a SIGKILL (browser, cluster mode)',
         text += Buffer.from(value).toString();
       }
     })();
-    await until('the stream’s hello', async () => text.includes('event: hello'), 10_000);
+    await waitFor(async () => text.includes('event: hello'), { what: 'the stream’s hello', timeoutMs: 10_000, intervalMs: 200 });
     const t0 = Date.now();
     r.proc.proc.kill('SIGTERM');
     const code = await r.proc.exited;

@@ -2,6 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import pg from 'pg';
 import type { ServiceProcess } from './helpers/cli.js';
 import { startCluster, type Cluster } from './helpers/cluster.js';
+import { waitFor } from './helpers/wait.js';
 
 /**
  * Crash failover with real processes (docs/coordination.md, "Crash detection"): three replicas
@@ -16,16 +17,6 @@ import { startCluster, type Cluster } from './helpers/cluster.js';
  */
 const INTERVAL = 1000;
 const LOCK_TTL = 3000;
-
-async function poll<T>(what: string, fn: () => Promise<T | null | undefined>, timeoutMs = 20_000): Promise<T> {
-  const end = Date.now() + timeoutMs;
-  for (;;) {
-    const v = await fn();
-    if (v) return v;
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 20));
-  }
-}
 
 describe('crash failover of real replicas', () => {
   let cluster: Cluster;
@@ -58,14 +49,17 @@ describe('crash failover of real replicas', () => {
   const dbNow = async () => Number((await client.query(`SELECT extract(epoch FROM clock_timestamp()) * 1000 AS t`)).rows[0].t);
   /** A replica in the middle of a round: started 50-200 ms ago, so its 300 ms sleep has not ended. */
   const midRound = () =>
-    poll('a replica mid-round', async () => {
-      const { rows } = await client.query(
-        `SELECT instance_id, fencing_token::int AS token, extract(epoch FROM started_at) * 1000 AS started FROM job_runs
+    waitFor(
+      async () => {
+        const { rows } = await client.query(
+          `SELECT instance_id, fencing_token::int AS token, extract(epoch FROM started_at) * 1000 AS started FROM job_runs
           WHERE job_name = 'canary' AND status = 'running' AND started_at BETWEEN clock_timestamp() - interval '200 milliseconds' AND clock_timestamp() - interval '50 milliseconds'`,
-      );
-      const r = rows[0] && replicas.find((p) => p.name === rows[0].instance_id && p.proc.exitCode === null);
-      return r ? { replica: r, token: rows[0].token as number, started: Number(rows[0].started) } : null;
-    });
+        );
+        const r = rows[0] && replicas.find((p) => p.name === rows[0].instance_id && p.proc.exitCode === null);
+        return r ? { replica: r, token: rows[0].token as number, started: Number(rows[0].started) } : null;
+      },
+      { what: 'a replica mid-round', intervalMs: 20 },
+    );
   const roundsAfter = async (t: number) =>
     (
       await client.query(
@@ -83,14 +77,14 @@ describe('crash failover of real replicas', () => {
     await Promise.all(replicas.map((r) => r.waitForLine(/relay-jobs started/)));
     await Promise.all(replicas.map((r) => r.waitForLine(/liveness session open/)));
     // Rounds are running: two have ended.
-    await poll('two canary rounds', async () => (await endedAfter(0)) >= 2);
+    await waitFor(async () => (await endedAfter(0)) >= 2, { what: 'two canary rounds', intervalMs: 20 });
 
     // ---- SIGKILL mid-round ----
     const killed = await midRound();
     killed.replica.proc.kill('SIGKILL');
     await killed.replica.exited;
     const killedAt = await dbNow();
-    const afterKill = await poll('a round after the kill', async () => (await roundsAfter(killedAt)).find((r) => r.instance !== killed.replica.name));
+    const afterKill = await waitFor(async () => (await roundsAfter(killedAt)).find((r) => r.instance !== killed.replica.name), { what: 'a round after the kill', intervalMs: 20 });
     // Failover within one interval: the first slot after the kill is the one that ran (no slot
     // missed), on a survivor, before the dead round's lease (3 s) could have expired.
     expect(afterKill.slot, 'the slot right after the kill ran').toBeLessThanOrEqual(killedAt + INTERVAL);
@@ -99,23 +93,34 @@ describe('crash failover of real replicas', () => {
     const abandoned = await client.query(`SELECT error FROM job_runs WHERE fencing_token = $1 AND job_name = 'canary'`, [killed.token]);
     expect(abandoned.rows[0].error).toMatch(/^abandoned: its instance died/);
     // Steady again on the survivors: the failover round and the next have ended.
-    await poll('a round after the failover', async () => (await endedAfter(afterKill.start)) >= 2);
+    await waitFor(async () => (await endedAfter(afterKill.start)) >= 2, { what: 'a round after the failover', intervalMs: 20 });
 
     // ---- SIGSTOP mid-round, past the lease ----
     const paused = await midRound();
     paused.replica.proc.kill('SIGSTOP');
     const stoppedAt = await dbNow();
-    const takeover = await poll('the take-over of the paused round', async () => (await roundsAfter(stoppedAt)).find((r) => r.instance !== paused.replica.name), LOCK_TTL * 5);
+    const takeover = await waitFor(async () => (await roundsAfter(stoppedAt)).find((r) => r.instance !== paused.replica.name), {
+      what: 'the take-over of the paused round',
+      timeoutMs: LOCK_TTL * 5,
+      intervalMs: 20,
+    });
     // A paused process's session is alive: the detector must not fire, only the lease's expiry frees the job.
     expect(takeover.start - paused.started, 'taken over no earlier than the lease').toBeGreaterThanOrEqual(LOCK_TTL - 50);
     // The paused process resumes only after the round that took over has finished its fenced write.
-    await poll('the take-over round to end', async () => (await client.query(`SELECT 1 FROM canary_runs WHERE fencing_token = $1 AND phase = 'end'`, [takeover.token])).rows[0]);
+    await waitFor(async () => (await client.query(`SELECT 1 FROM canary_runs WHERE fencing_token = $1 AND phase = 'end'`, [takeover.token])).rows[0], {
+      what: 'the take-over round to end',
+      intervalMs: 20,
+    });
     paused.replica.proc.kill('SIGCONT');
-    await poll('the paused round to notice', async () => paused.replica.lines.find((l: string) => /fenced write refused|lease lost|taken over as abandoned/.test(l)), 10_000);
+    await waitFor(async () => paused.replica.lines.find((l: string) => /fenced write refused|lease lost|taken over as abandoned/.test(l)), {
+      what: 'the paused round to notice',
+      timeoutMs: 10_000,
+      intervalMs: 20,
+    });
     // Rounds go on after the resumed process noticed: three more have ended, and more than the eight
     // rounds the evidence below needs in all (a loaded machine skips slots, so the count is waited for).
     const noticedAt = await dbNow();
-    await poll('three rounds after the resume, nine in all', async () => (await endedAfter(noticedAt)) >= 3 && (await endedAfter(0)) >= 9);
+    await waitFor(async () => (await endedAfter(noticedAt)) >= 3 && (await endedAfter(0)) >= 9, { what: 'three rounds after the resume, nine in all', intervalMs: 20 });
 
     const survivors = replicas.filter((r) => r !== killed.replica);
     for (const r of survivors) r.proc.kill('SIGTERM');

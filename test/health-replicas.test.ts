@@ -4,7 +4,7 @@ import { Runtime, type JobView } from '../src/app/runtime.js';
 import { createLogger } from '../src/telemetry/logger.js';
 import { JOBS } from '../src/jobs/registry.js';
 import { REDIS_URL, TEST_MASTER_KEY, dropRedisPrefix, freshDatabase, uniqueName } from './helpers/services.js';
-import { sleep, systemClock } from '../src/time/clock.js';
+import { waitFor } from './helpers/wait.js';
 
 /** Real PostgreSQL and Redis, two replicas: platform_quota_flusher (scope instance) runs on r1 only, as if r2's loop were dead. */
 describe('health per replica (real PostgreSQL and Redis, two runtimes)', () => {
@@ -41,14 +41,14 @@ describe('health per replica (real PostgreSQL and Redis, two runtimes)', () => {
   }
 
   async function until(rt: Runtime, want: (v: JobView) => boolean, what: string): Promise<JobView> {
-    const deadline = systemClock.now() + 90_000;
     let last: JobView | undefined;
-    while (systemClock.now() < deadline) {
-      last = (await rt.jobViews()).find((j) => j.name === 'platform_quota_flusher');
-      if (last && want(last)) return last;
-      await sleep(systemClock, 250);
-    }
-    throw new Error(`${what} never held; last view: ${JSON.stringify(last)}`);
+    return waitFor(
+      async () => {
+        last = (await rt.jobViews()).find((j) => j.name === 'platform_quota_flusher');
+        return last && want(last) ? last : undefined;
+      },
+      { what: () => `${what}; last view: ${JSON.stringify(last)}`, timeoutMs: 90_000, intervalMs: 250 },
+    );
   }
 
   it("a replica whose loop does not run is late, named in the job's view; the job is healthy again once that replica leaves the live set", async () => {

@@ -3,9 +3,8 @@ import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pg from 'pg';
-import { ServiceProcess } from './helpers/cli.js';
 import { FakeImageProvider } from './fixtures/image-provider.js';
-import { PrivateRedis, TEST_MASTER_KEY, freePort, freshDatabase, uniqueName } from './helpers/services.js';
+import { startCluster, type Cluster, type Replica } from './helpers/cluster.js';
 import { embeddedDataDir } from './helpers/pglite-template.js';
 
 /**
@@ -23,20 +22,15 @@ const ADMIN = 'images-e2e-admin-token-0123456789';
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 describe('image batches: money conserved across three replicas, faults and SIGKILLs', () => {
-  let db: Awaited<ReturnType<typeof freshDatabase>>;
-  let redis: PrivateRedis;
+  let cluster: Cluster;
   let client: pg.Client;
   let fake: FakeImageProvider;
-  const replicas: Array<{ svc: ServiceProcess; port: number; ready: boolean }> = [];
+  /** Replicas that have logged "relay-jobs started" (submits go only to those). */
+  const ready = new Set<Replica>();
   const dataDir = embeddedDataDir(mkdtempSync(join(tmpdir(), 'rj-images-e2e-')));
-  const prefix = uniqueName('rjimge2e');
   let nextReplica = 0;
 
   beforeAll(async () => {
-    db = await freshDatabase();
-    redis = await PrivateRedis.start();
-    client = new pg.Client({ connectionString: db.url });
-    await client.connect();
     fake = await FakeImageProvider.start(
       {
         latencyMs: 2,
@@ -53,53 +47,47 @@ describe('image batches: money conserved across three replicas, faults and SIGKI
       },
       7,
     );
+    // An empty database on the shared server and a Redis of its own; the replicas migrate it as they start.
+    cluster = await startCluster({
+      replicas: 0,
+      migrate: false,
+      adminToken: ADMIN,
+      env: {
+        RELAY_JOBS_DATA_DIR: dataDir,
+        // Redis commands at the client's default timeout, not the harness's 300 ms.
+        RELAY_JOBS__REDIS__COMMAND_TIMEOUT: undefined,
+        RELAY_JOBS__DATABASE__POOL_SIZE: '8',
+        RELAY_JOBS__LOGGING__LEVEL: 'info',
+        RELAY_JOBS__CLUSTER__INSTANCE_HEARTBEAT: '1s',
+        RELAY_JOBS__SHUTDOWN__GRACE: '3s',
+        RELAY_JOBS__IMAGE__PROVIDER__BASE_URL: fake.url,
+        RELAY_JOBS__IMAGE__PROVIDER__API_KEY: 'sk-e2e-image-key',
+        RELAY_JOBS__IMAGE__PROVIDER__REQUEST_TIMEOUT: '1s',
+        RELAY_JOBS__IMAGE__PRICES__IMG_E2E: String(PRICE),
+        RELAY_JOBS__IMAGE__CONCURRENCY: '6',
+        RELAY_JOBS__IMAGE__POLL_INTERVAL: '100ms',
+        RELAY_JOBS__IMAGE__CLAIM_INTERVAL: '100ms',
+        RELAY_JOBS__IMAGE__RETRY_DELAY: '200ms',
+        RELAY_JOBS__IMAGE__LEASE: '2s',
+        RELAY_JOBS__IMAGE__STALE_TIMEOUT: '5s',
+        RELAY_JOBS__IMAGE__MAX_ERRORS: '30',
+        RELAY_JOBS__JOBS__BATCH_IMAGE_WORKER__EVERY: '1s',
+        RELAY_JOBS__JOBS__BATCH_IMAGE_WORKER__JITTER: '100ms',
+      },
+    });
+    client = await cluster.sql();
   });
   afterAll(async () => {
-    for (const r of replicas) if (r.svc.proc.exitCode === null) r.svc.proc.kill('SIGKILL');
     await fake.stop();
-    await client.end();
-    await redis.stop();
-    await db.drop();
+    await cluster?.stop();
   });
 
   const startReplica = async () => {
-    const port = await freePort();
-    const id = `img${nextReplica++}`;
-    const svc = ServiceProcess.start(id, {
-      DATABASE_URL: db.url,
-      REDIS_URL: redis.url,
-      RELAY_JOBS_INSTANCE_ID: id,
-      RELAY_JOBS_ENV: 'e2e',
-      RELAY_JOBS_HTTP_PORT: String(port),
-      RELAY_JOBS_ADMIN_TOKEN: ADMIN,
-      RELAY_JOBS_MASTER_KEY: TEST_MASTER_KEY,
-      RELAY_JOBS_DATA_DIR: dataDir,
-      RELAY_JOBS__REDIS__KEY_PREFIX: prefix,
-      RELAY_JOBS__DATABASE__POOL_SIZE: '8',
-      RELAY_JOBS__LOGGING__LEVEL: 'info',
-      RELAY_JOBS__CLUSTER__INSTANCE_HEARTBEAT: '1s',
-      RELAY_JOBS__SHUTDOWN__GRACE: '3s',
-      RELAY_JOBS__IMAGE__PROVIDER__BASE_URL: fake.url,
-      RELAY_JOBS__IMAGE__PROVIDER__API_KEY: 'sk-e2e-image-key',
-      RELAY_JOBS__IMAGE__PROVIDER__REQUEST_TIMEOUT: '1s',
-      RELAY_JOBS__IMAGE__PRICES__IMG_E2E: String(PRICE),
-      RELAY_JOBS__IMAGE__CONCURRENCY: '6',
-      RELAY_JOBS__IMAGE__POLL_INTERVAL: '100ms',
-      RELAY_JOBS__IMAGE__CLAIM_INTERVAL: '100ms',
-      RELAY_JOBS__IMAGE__RETRY_DELAY: '200ms',
-      RELAY_JOBS__IMAGE__LEASE: '2s',
-      RELAY_JOBS__IMAGE__STALE_TIMEOUT: '5s',
-      RELAY_JOBS__IMAGE__MAX_ERRORS: '30',
-      RELAY_JOBS__JOBS__BATCH_IMAGE_WORKER__EVERY: '1s',
-      RELAY_JOBS__JOBS__BATCH_IMAGE_WORKER__JITTER: '100ms',
-      RELAY_JOBS__JOBS__SESSION_CLEANUP__ENABLED: 'false',
-    });
-    const r = { svc, port, ready: false };
-    replicas.push(r);
-    await svc.waitForLine(/relay-jobs started/, 60_000);
-    r.ready = true;
+    const r = await cluster.addReplica(`img${nextReplica++}`);
+    await r.waitStarted(60_000);
+    ready.add(r);
   };
-  const live = () => replicas.filter((r) => r.ready && r.svc.proc.exitCode === null && r.svc.proc.signalCode === null);
+  const live = () => [...ready].filter((r) => r.proc.proc.exitCode === null && r.proc.proc.signalCode === null);
 
   it('every batch ends, every hold is captured or released once, at most one provider batch each, captures = succeeded images × price', async () => {
     await Promise.all([startReplica(), startReplica(), startReplica()]);
@@ -120,8 +108,7 @@ describe('image batches: money conserved across three replicas, faults and SIGKI
         await sleep(2000);
         while (live().length < 2) await sleep(100); // keep one replica serving
         const v = live()[k % live().length]!;
-        v.svc.proc.kill('SIGKILL');
-        await v.svc.exited;
+        await v.kill('SIGKILL');
         kills++;
         starting.push(startReplica());
       }
@@ -157,7 +144,7 @@ describe('image batches: money conserved across three replicas, faults and SIGKI
             outcomes.retried5xx++;
             await sleep(100);
             continue;
-          } else throw new Error(`submit ${i}: HTTP ${res.status} ${JSON.stringify(j)} ${r.svc.lines.filter((l) => l.includes('handler failed')).join('\n')}`);
+          } else throw new Error(`submit ${i}: HTTP ${res.status} ${JSON.stringify(j)} ${r.lines.filter((l) => l.includes('handler failed')).join('\n')}`);
           // Every tenth submit is sent again on purpose: a replay holds nothing more.
           if (i % 10 === 0 && res.status === 202) {
             const again = await fetch(`http://127.0.0.1:${r.port}/api/v1/image-batches`, {
@@ -205,8 +192,8 @@ describe('image batches: money conserved across three replicas, faults and SIGKI
       await sleep(500);
     }
     const drainMs = Date.now() - submittedAt;
-    for (const r of live()) r.svc.proc.kill('SIGTERM');
-    await Promise.all(replicas.map((r) => r.svc.exited));
+    for (const r of live()) r.proc.proc.kill('SIGTERM');
+    await Promise.all(cluster.replicas.map((r) => r.exited));
 
     // ---- the evidence ----
     const total = Number((await client.query(`SELECT count(*) FROM image_batches`)).rows[0].count);

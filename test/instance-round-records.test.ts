@@ -8,7 +8,8 @@ import { judgeReplicas } from '../src/scheduler/health.js';
 import type { JobDefinition, JobContext } from '../src/scheduler/job.js';
 import { Metrics } from '../src/telemetry/metrics.js';
 import { silentLogger } from '../src/telemetry/logger.js';
-import { systemClock, sleep } from '../src/time/clock.js';
+import { systemClock } from '../src/time/clock.js';
+import { waitFor } from './helpers/wait.js';
 import { BACKENDS } from './helpers/backends.js';
 
 /** Issue 26: a scheduled instance round that finds nothing writes no record of its own; the heartbeat writes it. */
@@ -17,14 +18,15 @@ function job(name: string, run: (ctx: JobContext) => Promise<{ items: number; no
 }
 
 async function until<T>(read: () => Promise<T>, ok: (v: T) => boolean, what: string): Promise<T> {
-  const deadline = systemClock.now() + 20_000;
-  let last: T = await read();
-  while (!ok(last)) {
-    if (systemClock.now() > deadline) throw new Error(`${what} never held; last: ${JSON.stringify(last)}`);
-    await sleep(systemClock, 50);
-    last = await read();
-  }
-  return last;
+  let last: T | undefined;
+  await waitFor(
+    async () => {
+      last = await read();
+      return ok(last);
+    },
+    { what: () => `${what}; last: ${JSON.stringify(last)}`, timeoutMs: 20_000 },
+  );
+  return last as T;
 }
 
 describe.each(BACKENDS)('instance round records on $name', (backend) => {

@@ -6,6 +6,7 @@ import { Schedule } from '../src/scheduler/schedule.js';
 import { advisoryLockName } from '../src/coordination/keys.js';
 import { LIVENESS_NS } from '../src/store/liveness-sql.js';
 import { startCluster, type Cluster as Harness, type Replica } from './helpers/cluster.js';
+import { sleep, waitFor } from './helpers/wait.js';
 
 /**
  * Issue 24, "Redis outage at full load": one replica and three replicas (two clusters, each on a
@@ -39,16 +40,6 @@ interface Cluster {
 interface ExpectedSlot {
   job: string;
   slot: number;
-}
-
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-
-async function waitFor(cond: () => Promise<boolean>, ms: number, what: () => Promise<string> | string): Promise<void> {
-  const end = Date.now() + ms;
-  while (!(await cond())) {
-    if (Date.now() > end) throw new Error(`timed out after ${ms} ms: ${await what()}`);
-    await sleep(250);
-  }
 }
 
 async function dbNow(c: pg.Client): Promise<number> {
@@ -178,11 +169,11 @@ describe('Redis outage at full load (default pool, every default job)', () => {
         const done = new Set((await scheduledRounds(c)).filter((r) => r.status !== 'running').map((r) => r.job_name));
         return everyJobs.filter((j) => !done.has(j));
       };
-      await waitFor(
-        async () => (await missing()).length === 0,
-        120_000,
-        async () => `${c.name}: first rounds missing: ${(await missing()).join(', ')}\n${warnings(c)}`,
-      );
+      await waitFor(async () => (await missing()).length === 0, {
+        timeoutMs: 120_000,
+        intervalMs: 250,
+        what: async () => `${c.name}: first rounds missing: ${(await missing()).join(', ')}\n${warnings(c)}`,
+      });
     }
 
     // Align the outage to the clock: Redis stops a few seconds before the next minute boundary.
@@ -256,30 +247,26 @@ describe('Redis outage at full load (default pool, every default job)', () => {
     // ---- Redis back: every replica ready, every job healthy, leader locks on Redis again ----
     for (const c of clusters) {
       for (const r of c.replicas) {
-        await waitFor(
-          async () => (await fetch(`http://127.0.0.1:${r.port}/readyz`)).status === 200,
-          60_000,
-          async () => `${r.proc.name} /readyz: ${await (await fetch(`http://127.0.0.1:${r.port}/readyz`)).text()}`,
-        );
+        await waitFor(async () => (await fetch(`http://127.0.0.1:${r.port}/readyz`)).status === 200, {
+          timeoutMs: 60_000,
+          intervalMs: 250,
+          what: async () => `${r.proc.name} /readyz: ${await (await fetch(`http://127.0.0.1:${r.port}/readyz`)).text()}`,
+        });
         expect(r.proc.proc.exitCode, `${r.proc.name} still running`).toBeNull();
       }
       const unhealthy = async () => {
         const body = (await (await c.harness.api(c.replicas[0]!, '/jobs')).json()) as { jobs: Array<{ name: string; health: string; health_reason: string; worst_instance: string | null }> };
         return body.jobs.filter((j) => !['healthy', 'idle', 'disabled'].includes(j.health));
       };
-      await waitFor(
-        async () => (await unhealthy()).length === 0,
-        90_000,
-        async () => `${c.name}: ${JSON.stringify(await unhealthy())}\n${warnings(c)}`,
-      );
+      await waitFor(async () => (await unhealthy()).length === 0, { timeoutMs: 90_000, intervalMs: 250, what: async () => `${c.name}: ${JSON.stringify(await unhealthy())}\n${warnings(c)}` });
       const started = await c.harness.api(c.replicas[c.replicas.length - 1]!, '/jobs/account_expiry/run', { method: 'POST' });
       expect(started.status).toBe(202);
       const { run_id } = (await started.json()) as { run_id: number };
-      await waitFor(
-        async () => (await c.client.query(`SELECT 1 FROM job_runs WHERE id = $1 AND status <> 'running'`, [run_id])).rowCount === 1,
-        60_000,
-        () => `${c.name}: manual round ${run_id} did not finish`,
-      );
+      await waitFor(async () => (await c.client.query(`SELECT 1 FROM job_runs WHERE id = $1 AND status <> 'running'`, [run_id])).rowCount === 1, {
+        timeoutMs: 60_000,
+        intervalMs: 250,
+        what: () => `${c.name}: manual round ${run_id} did not finish`,
+      });
       const manual = await c.client.query(`SELECT status, lock_backend FROM job_runs WHERE id = $1`, [run_id]);
       expect(manual.rows[0]).toMatchObject({ lock_backend: 'redis' });
       expect(['ok', 'no_work']).toContain(manual.rows[0].status);

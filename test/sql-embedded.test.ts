@@ -8,6 +8,7 @@ import { PgliteDb } from '../src/store/pglite-db.js';
 import { ServiceProcess } from './helpers/cli.js';
 import { freePort } from './helpers/services.js';
 import { embeddedDataDir } from './helpers/pglite-template.js';
+import { waitFor } from './helpers/wait.js';
 
 /**
  * sql.statement_timeout here. Each attack runs (and the CPU-bound ones burn a core) until it, and
@@ -25,14 +26,6 @@ const ATTACKS = {
   'a CPU-bound count': 'SELECT count(*) FROM generate_series(1, 1000000000)',
   'a cross join': 'SELECT count(*) FROM generate_series(1, 100000) a, generate_series(1, 100000) b',
 };
-
-async function waitFor(what: string, check: () => boolean, timeoutMs = 60_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!check()) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
-}
 
 /** Settles `p` while a 20 ms interval counts how often this event loop ran meanwhile. */
 async function whileTicking<T>(p: Promise<T>): Promise<{ value?: T; error?: unknown; ticks: number }> {
@@ -101,7 +94,7 @@ describe.concurrent('embedded SQL console: statements run on a snapshot thread (
       expect(ticks).toBeGreaterThanOrEqual(5);
       console.log(`sql-embedded: ${name} answered SqlTimeout after ${took} ms (timeout ${TIMEOUT_MS} ms), ${ticks} event-loop ticks meanwhile`);
       // The copy the thread read is deleted after it.
-      await waitFor('the copy to be deleted', () => readdirSync(snapshots).length === 0);
+      await waitFor(() => readdirSync(snapshots).length === 0, { what: 'the copy to be deleted' });
     });
   }
 

@@ -8,17 +8,9 @@ import { silentLogger } from '../src/telemetry/logger.js';
 import { LIVENESS_NS } from '../src/coordination/liveness.js';
 import { REDIS_URL, TEST_MASTER_KEY, dropRedisPrefix, freshDatabase, uniqueName } from './helpers/services.js';
 import { embeddedDataDir } from './helpers/pglite-template.js';
+import { waitFor } from './helpers/wait.js';
 
 /** Polls `cond` until it holds (generous: the machine is loaded); fails with `what` otherwise. */
-async function waitFor(what: string, cond: () => Promise<boolean> | boolean, ms = 20_000): Promise<void> {
-  const until = Date.now() + ms;
-  while (Date.now() < until) {
-    if (await cond()) return;
-    await new Promise((r) => setTimeout(r, 50));
-  }
-  throw new Error(`timed out waiting for ${what}`);
-}
-
 async function metric(rt: Runtime, name: string, labels = ''): Promise<number> {
   const text = await rt.metrics.registry.getSingleMetricAsString(name);
   const line = text.split('\n').find((l) => l.startsWith(`${name}${labels ? `{${labels}}` : ''} `));
@@ -86,10 +78,10 @@ describe('wake-ups, cluster mode (real PostgreSQL, LISTEN on the liveness sessio
   });
 
   it('a created monitor wakes the runner: probed at once, through a notification', async () => {
-    await waitFor('the listener', async () => (await metric(rt, 'relay_jobs_wakeup_listener_up')) === 1);
+    await waitFor(async () => (await metric(rt, 'relay_jobs_wakeup_listener_up')) === 1, { what: 'the listener' });
     const before = await metric(rt, 'relay_jobs_wakeups_total', 'channel="monitors"');
     await rt.services.monitors.create(monitor(target.url, 'first'));
-    await waitFor('the first probe', () => (target.hits.get('first') ?? 0) >= 1);
+    await waitFor(() => (target.hits.get('first') ?? 0) >= 1, { what: 'the first probe' });
     expect(await metric(rt, 'relay_jobs_wakeups_total', 'channel="monitors"')).toBeGreaterThan(before);
   });
 
@@ -101,7 +93,7 @@ describe('wake-ups, cluster mode (real PostgreSQL, LISTEN on the liveness sessio
       await new Promise((r) => setTimeout(r, 1500));
       const before = await metric(rt, 'relay_jobs_wakeups_total', 'channel="monitors"');
       await rt.services.monitors.create(monitor(target.url, 'silent'));
-      await waitFor('the probe after the backstop', () => (target.hits.get('silent') ?? 0) >= 1);
+      await waitFor(() => (target.hits.get('silent') ?? 0) >= 1, { what: 'the probe after the backstop' });
       expect(await metric(rt, 'relay_jobs_wakeups_total', 'channel="monitors"')).toBe(before);
     } finally {
       await admin.query('ALTER TABLE monitors ENABLE TRIGGER monitors_wake_insert');
@@ -121,16 +113,19 @@ describe('wake-ups, cluster mode (real PostgreSQL, LISTEN on the liveness sessio
     await admin.query('SELECT pg_terminate_backend($1)', [old]);
     // Work written while the listener is down is done (loops poll at their own intervals meanwhile).
     await rt.services.monitors.create(monitor(target.url, 'while-down'));
-    await waitFor('the probe while the listener was down', () => (target.hits.get('while-down') ?? 0) >= 1);
-    await waitFor('a new liveness session', async () => {
-      const p = await pid();
-      return p !== null && p !== old;
-    });
-    await waitFor('the listener back up', async () => (await metric(rt, 'relay_jobs_wakeup_listener_up')) === 1);
+    await waitFor(() => (target.hits.get('while-down') ?? 0) >= 1, { what: 'the probe while the listener was down' });
+    await waitFor(
+      async () => {
+        const p = await pid();
+        return p !== null && p !== old;
+      },
+      { what: 'a new liveness session' },
+    );
+    await waitFor(async () => (await metric(rt, 'relay_jobs_wakeup_listener_up')) === 1, { what: 'the listener back up' });
     const before = await metric(rt, 'relay_jobs_wakeups_total', 'channel="monitors"');
     await rt.services.monitors.create(monitor(target.url, 'after'));
-    await waitFor('the probe after the reconnect', () => (target.hits.get('after') ?? 0) >= 1);
-    await waitFor('the notification on the new session', async () => (await metric(rt, 'relay_jobs_wakeups_total', 'channel="monitors"')) > before);
+    await waitFor(() => (target.hits.get('after') ?? 0) >= 1, { what: 'the probe after the reconnect' });
+    await waitFor(async () => (await metric(rt, 'relay_jobs_wakeups_total', 'channel="monitors"')) > before, { what: 'the notification on the new session' });
   });
 });
 
@@ -154,11 +149,11 @@ describe('wake-ups, embedded mode (PGlite in-process LISTEN)', () => {
   });
 
   it('a created monitor wakes the runner through the in-process notification', async () => {
-    await waitFor('the listener', async () => (await metric(rt, 'relay_jobs_wakeup_listener_up')) === 1);
+    await waitFor(async () => (await metric(rt, 'relay_jobs_wakeup_listener_up')) === 1, { what: 'the listener' });
     await rt.services.monitors.create(monitor(target.url, 'embedded'));
     // A freshly started embedded runtime runs its first rounds on its one PGlite connection: at
     // load average 18 the probe took over 20 s to come.
-    await waitFor('the probe', () => (target.hits.get('embedded') ?? 0) >= 1, 90_000);
+    await waitFor(() => (target.hits.get('embedded') ?? 0) >= 1, { what: 'the probe', timeoutMs: 90_000 });
     expect(await metric(rt, 'relay_jobs_wakeups_total', 'channel="monitors"')).toBeGreaterThan(0);
   });
 });
