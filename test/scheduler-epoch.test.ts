@@ -79,6 +79,8 @@ describe('scheduler snapshot epoch: never back, per bucket, across both sources'
   let fresh: Awaited<ReturnType<typeof freshDatabase>>;
   let db: PgDb;
   const redises: Redis[] = [];
+  /** Waits for the running test's replicas' background repairs and rebuilds (after it). */
+  const background: Array<() => Promise<unknown>> = [];
   let prefix: string;
   let answers: { replica: string; source: string; epoch: number; ids: number[] }[];
 
@@ -105,6 +107,10 @@ describe('scheduler snapshot epoch: never back, per bucket, across both sources'
     await db.query(`UPDATE scheduler_snapshot_state SET last_rebuild_at = now()`); // no periodic rebuild in the way
   });
   afterEach(async () => {
+    // A PostgreSQL answer starts a bucket repair in the background, a consumer's poll may start a
+    // rebuild: the prefix is dropped once the test's are done, or one writes its buckets again
+    // into the shared Redis afterwards.
+    await Promise.all(background.splice(0).map((wait) => wait()));
     await dropRedisPrefix(prefix);
   });
 
@@ -131,6 +137,7 @@ describe('scheduler snapshot epoch: never back, per bucket, across both sources'
       ackAttempts: 3,
       deleteBatch: 50,
     });
+    background.push(() => Promise.all([snapshot.settled(), consumer.rebuildSettled()]));
     const ask = async (): Promise<SchedulerAccounts & { ids: number[] }> => {
       const a = await snapshot.accounts(OPENAI.platform, OPENAI.group);
       const ids = a.accounts.map((x) => x.id);
