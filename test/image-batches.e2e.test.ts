@@ -5,6 +5,7 @@ import { join } from 'node:path';
 import pg from 'pg';
 import { FakeImageProvider } from './fixtures/image-provider.js';
 import { startCluster, type Cluster, type Replica } from './helpers/cluster.js';
+import { waitFor } from './helpers/wait.js';
 import { embeddedDataDir } from './helpers/pglite-template.js';
 
 /**
@@ -180,17 +181,13 @@ describe('image batches: money conserved across three replicas, faults and SIGKI
     expect(kills).toBe(4);
 
     const submittedAt = Date.now();
-    // Drained: every batch terminal (the deadline is generous; the loop checks the condition itself).
-    const deadline = Date.now() + 150_000;
-    for (;;) {
-      const open = Number((await client.query(`SELECT count(*) FROM image_batches WHERE state NOT IN ('completed', 'failed', 'cancelled', 'output_deleted')`)).rows[0].count);
-      if (open === 0) break;
-      if (Date.now() > deadline)
-        throw new Error(
-          `${open} batches still open: ${JSON.stringify((await client.query(`SELECT id, state, reason, create_sent_at, provider_batch_id FROM image_batches WHERE state NOT IN ('completed', 'failed', 'cancelled', 'output_deleted') LIMIT 5`)).rows)}`,
-        );
-      await sleep(500);
-    }
+    // Drained: every batch terminal (the limit is generous; the wait checks the condition itself).
+    const OPEN = `FROM image_batches WHERE state NOT IN ('completed', 'failed', 'cancelled', 'output_deleted')`;
+    await waitFor(async () => Number((await client.query(`SELECT count(*) ${OPEN}`)).rows[0].count) === 0, {
+      what: async () => `every batch to end; still open: ${JSON.stringify((await client.query(`SELECT id, state, reason, create_sent_at, provider_batch_id ${OPEN} LIMIT 5`)).rows)}`,
+      timeoutMs: 150_000,
+      intervalMs: 500,
+    });
     const drainMs = Date.now() - submittedAt;
     for (const r of live()) r.proc.proc.kill('SIGTERM');
     await Promise.all(cluster.replicas.map((r) => r.exited));
