@@ -446,6 +446,47 @@ describe('image batches', () => {
     expect(text).not.toContain('sk-image-secret');
   });
 
+  it('a worker whose batch lease is taken while a step runs counts it lost, stops stepping, and its hand-back is refused', async () => {
+    const user = await newUser(100);
+    await submit('lease-lost-1', { user_id: user, model: 'img_small', prompts: ['x'] });
+    const s = svc();
+    let entered = 0;
+    let held = 0;
+    let release!: () => void;
+    const gate = new Promise<void>((r) => (release = r));
+    // A step that waits (a slow provider call) while the lease is taken from under it. The worker
+    // claims the oldest ready batch: this one, or one an earlier test of the file left ready.
+    const slow = {
+      step: async (l: { batchId: number }) => {
+        held = l.batchId;
+        entered++;
+        await gate;
+        return { kind: 'again' as const, batch: (await s.batches.get(l.batchId))! };
+      },
+    };
+    const w = new BatchWorker(
+      s.batches,
+      s.queue,
+      slow as never,
+      { owner: 'slow', concurrency: 1, leaseMs: 600, claimIntervalMs: 3_600_000, retryDelayMs: 10 },
+      systemClock,
+      rt.metrics.images,
+      silentLogger(),
+    );
+    const lostBefore = (await rt.metrics.images.leasesLost.get()).values[0]?.value ?? 0;
+    await w.tick();
+    await waitFor(() => entered === 1, { what: 'the step to start' });
+    // Another holder takes the row (a newer fence), as stale recovery and a second claim would.
+    await sql.query(`UPDATE image_batch_queue SET locked_by = 'thief', fence = fence + 1, locked_until = clock_timestamp() + interval '1 hour' WHERE batch_id = $1`, [held]);
+    await waitFor(async () => ((await rt.metrics.images.leasesLost.get()).values[0]?.value ?? 0) > lostBefore, { what: 'the worker to count its lease lost' });
+    release();
+    await w.idle();
+    // One step only: a lost lease hands the batch back instead of stepping again, and the hand-back is refused.
+    expect(entered).toBe(1);
+    expect((await sql.query(`SELECT status, locked_by FROM image_batch_queue WHERE batch_id = $1`, [held])).rows[0]).toEqual({ status: 'active', locked_by: 'thief' });
+    await sql.query(`UPDATE image_batch_queue SET status = 'ready', locked_by = NULL, locked_until = NULL WHERE batch_id = $1`, [held]); // for the file's later tests
+  });
+
   it('a tick claims before the delayed mover and stale recovery run; a batch those make ready is claimed at once, not after the claim interval (issue 26)', async () => {
     const user = await newUser(100);
     const b = (await submit('moved-1', { user_id: user, model: 'img_small', prompts: ['x'] })).json();

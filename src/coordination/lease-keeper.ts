@@ -71,7 +71,7 @@ export class LeaseKeeper {
     try {
       const ok = await this.opts.renewLease();
       if (this.stopped) return;
-      if (!ok) return this.lose('lease taken over: a newer round holds the job');
+      if (!ok) return this.lose('lease taken over: the store refused the renewal (another holder has it)');
       this.armDeadline(attemptStart);
     } catch {
       // Unknown outcome: keep the old trust window; the next tick tries again.

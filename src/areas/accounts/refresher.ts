@@ -107,10 +107,10 @@ export class Refresher {
   }
 
   /** No new provider calls; running refreshes finish (their results must be stored). */
-  async stop(deadlineMs: number): Promise<number> {
+  async stop(withinMs: number): Promise<number> {
     this.stopController.abort();
     // Wall time: a shutdown deadline, whatever clock the refresher schedules with.
-    const end = systemClock.now() + deadlineMs;
+    const end = systemClock.now() + withinMs;
     while (this.inFlight.size && systemClock.now() < end) await settledWithin(Promise.allSettled([...this.inFlight.values()].map((f) => f.outcome)), end - systemClock.now());
     this.gaveUp = this.inFlight.size > 0;
     return this.inFlight.size;

@@ -5,6 +5,7 @@ import type { ImageBatch, ImageBatches } from './store/image-batches.js';
 import type { BatchLease, ImageQueue } from './store/image-queue.js';
 import type { BatchDriver } from './batch-driver.js';
 import { settledWithin } from '../../time/clock.js';
+import { LeaseKeeper } from '../../coordination/lease-keeper.js';
 import { ServiceLoop, type LoopTickCounter } from '../../workers/service-loop.js';
 import { idleUntil, type WakeHub } from '../../workers/wake-hub.js';
 
@@ -119,21 +120,18 @@ export class BatchWorker {
 
   private async drive(l: BatchLease): Promise<void> {
     let lost = false;
-    const beat = setInterval(
-      () => {
-        void this.queue.heartbeat(l, this.o.leaseMs).then(
-          (held) => {
-            if (!held && !lost) {
-              lost = true;
-              this.metrics.leasesLost.inc();
-              this.log.warn({ batch: l.batchId, fence: l.fence }, 'lost the lease of an image batch; its next write is refused');
-            }
-          },
-          () => undefined,
-        );
+    // Renewed every third of the lease, trusted only until it could have expired (coordination/lease-keeper.ts).
+    const keeper = new LeaseKeeper({
+      clock: this.clock,
+      leaseMs: this.o.leaseMs,
+      renewLease: () => this.queue.heartbeat(l, this.o.leaseMs),
+      onLost: (reason) => {
+        lost = true;
+        this.metrics.leasesLost.inc();
+        this.log.warn({ batch: l.batchId, fence: l.fence, reason }, 'lost the lease of an image batch; its next write is refused');
       },
-      Math.max(50, Math.floor(this.o.leaseMs / 3)),
-    );
+    });
+    keeper.start();
     try {
       let written: ImageBatch | undefined;
       for (let i = 0; i < (this.o.maxStepsPerClaim ?? 20); i++) {
@@ -155,7 +153,7 @@ export class BatchWorker {
       this.log.error({ batch: l.batchId, err: (err as Error).message }, 'image batch step failed; retrying later');
       await this.queue.requeue(l, this.o.retryDelayMs).catch(() => undefined);
     } finally {
-      clearInterval(beat);
+      keeper.stop();
     }
   }
 }

@@ -6,14 +6,14 @@ import { duration, positiveDuration } from '../../config/fields.js';
  * ops_cleanup targets and their default retention in days (0 empties the target, negative skips it).
  * `job_runs` is not one: `scheduler.run_retention` prunes it (deprecated-keys.ts maps the old key).
  */
-export const OPS_RETENTION: Record<string, number> = {
+export const OPS_RETENTION = {
   ops_metrics_minute: 7,
   ops_metrics_hourly: 90,
   ops_metrics_daily: 730,
   ops_alert_events: 90,
   notification_deliveries: 30,
   canary_runs: 7,
-};
+} satisfies Record<string, number>;
 
 /** `ops.retention_days`: the keys given merge over the defaults (setting one keeps the others); an unknown target is an error naming it. */
 const retentionDays = z
@@ -23,7 +23,7 @@ const retentionDays = z
       if (!(name in OPS_RETENTION)) ctx.addIssue({ code: 'custom', path: [name], message: `unknown ops_cleanup target; known: ${Object.keys(OPS_RETENTION).join(', ')}` });
     }
   })
-  .transform((days) => ({ ...OPS_RETENTION, ...days }));
+  .transform((days): typeof OPS_RETENTION & Record<string, number> => ({ ...OPS_RETENTION, ...days }));
 
 /** The ops area's config sections (keys of the config file), in config.example.yaml order. */
 export const opsConfig = {

@@ -71,7 +71,7 @@ function checkWindow(deps: Pick<RouteDeps<OpsServices>, 'clock' | 'config' | 'se
     const keep = deps.config.channel_monitor.rollup_retention;
     if (windowMs > keep) throw new InvalidInput([{ field, message: `must not exceed the monitors' rollup retention (channel_monitor.rollup_retention = ${formatDuration(keep)})` }]);
   } else {
-    const keepDays = deps.config.ops.retention_days.ops_metrics_minute ?? 7;
+    const keepDays = deps.config.ops.retention_days.ops_metrics_minute;
     const keepMs = keepDays > 0 ? keepDays * DAY : Infinity;
     if (windowMs > keepMs) throw new InvalidInput([{ field, message: `must not exceed the minute series' retention (${keepDays} days)` }]);
   }

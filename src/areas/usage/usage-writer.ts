@@ -236,14 +236,15 @@ export class UsageWriter {
   }
 
   /**
-   * Drains the queue, retrying until `deadlineMs` from now; then spills what is left. Returns the
-   * rows it left undone (spilled). New events from here on are written inline (`sync`).
+   * Drains the queue, retrying for up to `withinMs`; then spills what is left. Returns the rows it
+   * left undone (spilled). New events from here on are written inline (`sync`).
    */
-  async stop(deadlineMs: number): Promise<number> {
+  async stop(withinMs: number): Promise<number> {
     this.stopping = true;
-    this.deadline = systemClock.now() + deadlineMs;
+    // Wall time: a shutdown budget, whatever clock the writer's loop runs on.
+    this.deadline = systemClock.now() + withinMs;
     const before = this.queue.length;
-    await this.loop.stop(deadlineMs);
+    await this.loop.stop(withinMs);
     // Rows no tick picked up yet, and lanes of a tick that outlived the wait: drained under the same deadline.
     await this.drain();
     const spilled = this.queue.length;
