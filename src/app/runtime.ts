@@ -14,6 +14,7 @@ import { RunRecords } from '../coordination/run-records.js';
 import { InstanceRegistry, type InstanceInfo } from '../coordination/instance-registry.js';
 import { buildJobs, type AnyJobModule, type Services } from '../jobs/registry.js';
 import type { BuiltJob } from '../jobs/define-job.js';
+import type { ForcedExitSaver } from '../jobs/wiring.js';
 import { Metrics } from '../telemetry/metrics.js';
 import { createLogger, type Logger } from '../telemetry/logger.js';
 import { systemClock, withTimeout, type Clock, type Random } from '../time/clock.js';
@@ -68,6 +69,7 @@ export class Runtime {
   private readonly serviceRungs: Stoppable[];
   private readonly prepare: () => Promise<void>;
   private readonly registered: (bootId: string) => void;
+  readonly forcedExitSavers: ForcedExitSaver[];
   private readonly shutdownController = manyListeners(new AbortController());
   private shuttingDown: Promise<void> | null = null;
   private ingress: Ingress | null = null;
@@ -142,6 +144,7 @@ export class Runtime {
     this.serviceRungs = wired.rungs;
     this.prepare = wired.prepare!;
     this.registered = wired.registered;
+    this.forcedExitSavers = wired.forcedExitSavers;
     bindServices(this.services);
   }
 

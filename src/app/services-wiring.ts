@@ -1,6 +1,6 @@
 import { AREAS, type Services } from '../jobs/registry.js';
 import type { WireFn } from '../jobs/area.js';
-import type { WiringContext, Wired } from '../jobs/wiring.js';
+import type { ForcedExitSaver, WiringContext, Wired } from '../jobs/wiring.js';
 
 // eslint-disable-next-line @typescript-eslint/no-explicit-any -- each area's wire function has its own services and uses
 type AnyWire = WireFn<any, any>;
@@ -16,7 +16,7 @@ export async function loadWirings(): Promise<AnyWire[]> {
  * services the areas before it returned (the faces it declares it uses), so the combined object is
  * built up in one pass. This file names no area: the list is jobs/registry.ts.
  */
-export function wireServices(w: WiringContext, wirings: readonly AnyWire[]): Wired<Services> & { registered: (bootId: string) => void } {
+export function wireServices(w: WiringContext, wirings: readonly AnyWire[]): Wired<Services> & { registered: (bootId: string) => void; forcedExitSavers: ForcedExitSaver[] } {
   const services: Record<string, unknown> = { metrics: w.metrics };
   const parts = wirings.map((wire) => {
     const part = wire(w, services as never);
@@ -32,5 +32,6 @@ export function wireServices(w: WiringContext, wirings: readonly AnyWire[]): Wir
     registered: (bootId) => {
       for (const p of parts) p.registered?.(bootId);
     },
+    forcedExitSavers: parts.flatMap((p) => (p.forcedExit ? [p.forcedExit] : [])),
   };
 }

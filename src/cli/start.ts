@@ -6,15 +6,16 @@ import { startedByScript, watchParent } from './parent-watch.js';
 import { checkPortFree, portError } from './port-check.js';
 
 /**
- * A forced exit (second signal) still waits this long for refresh calls already sent to the
- * OAuth provider: with rotation, the new refresh token exists only in their replies. Short, so a
- * forced exit stays a forced exit; the account ids it could not save are logged at error level.
+ * A forced exit (second signal) still waits this long for work only this process can store (the
+ * areas' ForcedExitSaver: refresh calls already sent to the OAuth provider, whose replies alone
+ * hold a rotated refresh token). Short, so a forced exit stays a forced exit; what could not be
+ * saved is logged at error level.
  */
-export const FORCED_EXIT_REFRESH_WAIT_MS = 5000;
+export const FORCED_EXIT_WAIT_MS = 5000;
 
 /**
  * `relay-jobs start`: runs until SIGTERM/SIGINT. The first signal runs the shutdown ladder
- * and exits 0 once it is done; a second signal exits 130 after at most FORCED_EXIT_REFRESH_WAIT_MS
+ * and exits 0 once it is done; a second signal exits 130 after at most FORCED_EXIT_WAIT_MS
  * (in-flight refresh calls are stored, or their accounts named); a third exits 130 at once. The handlers are installed
  * before anything starts: a signal during start-up (a rollout replacing a pod that is still
  * migrating) lets start-up finish its step, then shuts down cleanly instead of dying mid-write.
@@ -34,19 +35,13 @@ export async function startService(config: Config): Promise<void> {
   const onSignal = (sig: NodeJS.Signals) => {
     signals++;
     if (signals > 1) {
-      const refresher = rt?.services.tokenRefresh.refresher;
-      const calls = refresher?.callsInFlight() ?? [];
-      if (signals > 2 || !refresher || !calls.length) {
-        if (calls.length) lostRefreshes(rt!, calls);
+      const savers = rt?.forcedExitSavers.filter((s) => s.pending()) ?? [];
+      if (signals > 2 || !savers.length) {
+        for (const s of rt?.forcedExitSavers ?? []) s.abandon();
         rt?.log.error({ signal: sig }, 'second signal: exiting now without a clean drain');
         process.exit(130);
       }
-      rt!.log.error({ signal: sig, account_ids: calls, wait_ms: FORCED_EXIT_REFRESH_WAIT_MS }, 'second signal: exiting without a clean drain once the refresh calls already sent are stored');
-      void refresher.settleCalls(FORCED_EXIT_REFRESH_WAIT_MS).then((left) => {
-        if (left.length) lostRefreshes(rt!, left);
-        else rt!.log.warn({ account_ids: calls }, 'forced exit: in-flight refresh results stored');
-        process.exit(130);
-      });
+      void Promise.all(savers.map((s) => s.save(FORCED_EXIT_WAIT_MS))).then(() => process.exit(130));
       return;
     }
     if (rt) void stop(rt, `received ${sig}`);
@@ -77,12 +72,5 @@ export async function startService(config: Config): Promise<void> {
   runtime.log.info(
     { mode: config.mode, pid: process.pid, http_port: (http.server.address() as { port: number }).port, jobs: enabled },
     'relay-jobs started: ready, serving HTTP and running the enabled jobs',
-  );
-}
-
-function lostRefreshes(rt: Runtime, ids: number[]): void {
-  rt.log.error(
-    { account_ids: ids },
-    `FORCED EXIT LOST REFRESH REPLIES for accounts ${ids.join(', ')}: their refresh calls were sent but not stored; if the provider rotated the refresh token, these accounts must be re-authorized`,
   );
 }

@@ -72,6 +72,21 @@ export interface Wired<T> {
   prepare?: () => Promise<void>;
   /** Runs once the instance is registered, with its boot id (e.g. refresh leases name their holder's boot). */
   registered?: (bootId: string) => void;
+  /** What a forced exit (a second signal) still waits for (cli/start.ts). */
+  forcedExit?: ForcedExitSaver;
+}
+
+/**
+ * Work only this process can still store when a forced exit cuts the shutdown ladder short (token
+ * refresh: replies to calls already sent, which may carry a rotated refresh token). The exit waits
+ * for every saver with something pending, bounded; the saver logs what it saved or lost.
+ */
+export interface ForcedExitSaver {
+  pending(): boolean;
+  /** Waits up to `boundMs` for the pending work to be stored, logging what was and what was not. */
+  save(boundMs: number): Promise<void>;
+  /** No wait (a third signal): logs what is lost. */
+  abandon(): void;
 }
 
 /** Types an area's `wire` result without writing its services' type twice: it is inferred from the object. */

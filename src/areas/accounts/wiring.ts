@@ -7,6 +7,7 @@ import { Refresher } from './refresher.js';
 import { TokenRefreshService } from './token-refresh-service.js';
 import { TokenApi } from './token-api.js';
 import { wired, type WiringContext } from '../../jobs/wiring.js';
+import { refreshForcedExit } from './forced-exit.js';
 
 /** The accounts area's services: the stores, the refresher and the hot-path token API. */
 export function buildAccounts(w: WiringContext) {
@@ -77,6 +78,7 @@ export function buildAccounts(w: WiringContext) {
     ],
     // Registered: this process's refresh leases now name its instance and boot, so the others take them over when it dies.
     registered: (bootId) => leases.identify(bootId),
+    forcedExit: refreshForcedExit(refresher, log),
   });
 }
 
