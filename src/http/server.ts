@@ -2,13 +2,14 @@ import Fastify, { type FastifyInstance } from 'fastify';
 import type { Runtime } from '../app/runtime.js';
 import { requireAdmin } from './auth.js';
 import { handleError } from './errors.js';
-import { AppError, Conflict, notFound } from '../errors/app-error.js';
+import { notFound } from '../errors/app-error.js';
 import { assertStorable } from './validation.js';
 import { AREAS } from '../jobs/registry.js';
 import { registerConsoleRoutes } from './console-routes.js';
 import { clientErrorHandler, frameworkErrors, serverTimeouts } from './connection-limits.js';
 import { registerTimelineRoutes } from './timeline-routes.js';
 import { registerEventRoutes } from './event-streams.js';
+import { registerJobRoutes } from './job-routes.js';
 
 /**
  * Body size limits. Most admin payloads are a few fields, so the default is small; the routes
@@ -53,37 +54,7 @@ export function buildHttpServer(rt: Runtime): FastifyInstance {
       // (routes cannot be listed by probing), 404 only after auth.
       api.all('/*', async (req) => notFound(`no route ${req.method} ${req.url.slice(0, 200)}`));
 
-      api.get('/jobs', async () => ({ jobs: await rt.jobViews() }));
-
-      api.get<{ Params: { name: string } }>('/jobs/:name', async (req) => {
-        const view = (await rt.jobViews()).find((j) => j.name === req.params.name);
-        if (!view) notFound(`unknown job ${req.params.name}; GET /api/v1/jobs lists them`);
-        return { job: view, runs: await rt.records.recent(view.name, 50), skips: await rt.records.skipSummary(view.name) };
-      });
-
-      api.get<{ Params: { name: string; id: string } }>('/jobs/:name/runs/:id', async (req) => {
-        const id = Number(req.params.id);
-        const run = Number.isSafeInteger(id) ? await rt.records.get(id) : null;
-        if (!run || run.job_name !== req.params.name) notFound(`no run ${req.params.id} of job ${req.params.name}`);
-        return { run };
-      });
-
-      api.post<{ Params: { name: string } }>('/jobs/:name/run', async (req, reply) => {
-        const job = rt.scheduler.job(req.params.name);
-        if (!job) notFound(`unknown job ${req.params.name}; GET /api/v1/jobs lists them`);
-        if (rt.isShuttingDown) throw new AppError('unavailable', 'shutting_down', 'this replica is shutting down; retry on another');
-        // Answer as soon as the round is claimed (202) or refused (409); the round goes on.
-        const started = await new Promise<{ runId: number; token: number } | { reason: string }>((resolve) => {
-          rt.runNow(job.name, resolve).then(
-            (report) => !report.ran && resolve({ reason: report.reason }),
-            (err: Error) => resolve({ reason: err.message }),
-          );
-        });
-        if ('reason' in started) throw new Conflict('busy', `job ${job.name} not started: ${started.reason}`);
-        return reply.code(202).send({ run_id: started.runId, fencing_token: started.token, status: 'running', poll: `/api/v1/jobs/${job.name}/runs/${started.runId}` });
-      });
-
-      api.get('/instances', async () => ({ instances: await rt.instances() }));
+      registerJobRoutes(api, rt);
       registerTimelineRoutes(api, rt);
       // Before the areas' routes: its onResponse hook ends a session's streams at sign-out (admin's DELETE sessions/current).
       registerEventRoutes(api, rt);
