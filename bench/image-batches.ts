@@ -21,6 +21,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { FakeImageProvider } from '../test/fixtures/image-provider.js';
 import { freshDatabase } from '../test/helpers/services.js';
+import { ImagesMetrics } from '../src/areas/images/metrics.js';
 
 export interface ImageBench {
   batches: number;
@@ -66,10 +67,18 @@ export async function benchImageBatches(n: number, claims: number): Promise<Imag
       new ImageProvider({ baseUrl: fake.url, apiKey: () => 'k', timeoutMs: 5000 }),
       store,
       { pollIntervalMs: 0, retryDelayMs: 0, staleTimeoutMs: 60_000, maxErrors: 5, lookupPages: 1, maxImageBytes: 8 * 1024 * 1024 },
-      metrics.images,
+      metrics.group(ImagesMetrics),
       log,
     );
-    const worker = new BatchWorker(new ImageBatches(db), queue, driver, { owner: 'bench', concurrency: 8, leaseMs: 30_000, claimIntervalMs: 1, retryDelayMs: 0 }, systemClock, metrics.images, log);
+    const worker = new BatchWorker(
+      new ImageBatches(db),
+      queue,
+      driver,
+      { owner: 'bench', concurrency: 8, leaseMs: 30_000, claimIntervalMs: 1, retryDelayMs: 0 },
+      systemClock,
+      metrics.group(ImagesMetrics),
+      log,
+    );
     const q0 = db.stats.queries;
     const t0 = performance.now();
     for (;;) {

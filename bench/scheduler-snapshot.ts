@@ -19,6 +19,7 @@ import { Metrics } from '../src/telemetry/metrics.js';
 import { silentLogger } from '../src/telemetry/logger.js';
 import { systemClock } from '../src/time/clock.js';
 import { REDIS_URL, dropRedisPrefix, freshDatabase, uniqueName } from '../test/helpers/services.js';
+import { SchedulerMetrics } from '../src/areas/scheduler-snapshot/metrics.js';
 
 const PLATFORMS = ['openai', 'claude', 'gemini'];
 const pct = (xs: number[], p: number) => [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor(xs.length * p))]!;
@@ -51,7 +52,7 @@ async function withRig<T>(accounts: number, fn: (rig: Rig) => Promise<T>): Promi
     const routing = new RoutingAccounts(db);
     const outbox = new SchedulerOutbox(db);
     const buckets = new RedisSnapshotBuckets(redis, { prefix, env: 'bench' });
-    const snapshot = new SchedulerSnapshot(buckets, routing, systemClock, metrics.scheduler, silentLogger(), 'bench');
+    const snapshot = new SchedulerSnapshot(buckets, routing, systemClock, metrics.group(SchedulerMetrics), silentLogger(), 'bench');
     const opts = (pollMs: number): ConsumerOptions => ({
       pollIntervalMs: pollMs,
       batchSize: 200,
@@ -65,7 +66,7 @@ async function withRig<T>(accounts: number, fn: (rig: Rig) => Promise<T>): Promi
       ackAttempts: 3,
       deleteBatch: 50,
     });
-    const consumer = (name: string, pollMs = 1000) => new OutboxConsumer(outbox, routing, snapshot, systemClock, metrics.scheduler, silentLogger(), name, opts(pollMs));
+    const consumer = (name: string, pollMs = 1000) => new OutboxConsumer(outbox, routing, snapshot, systemClock, metrics.group(SchedulerMetrics), silentLogger(), name, opts(pollMs));
     return await fn({ db, redis, routing, outbox, snapshot, metrics, consumer });
   } finally {
     await dropRedisPrefix(prefix);
@@ -210,7 +211,7 @@ export async function benchOutbox(events: number): Promise<{ design: string; eve
       }
     };
     await Promise.all(cs.map(drain));
-    const applied = (await metrics.scheduler.applied.get()).values.reduce((s, v) => s + v.value, 0);
+    const applied = (await metrics.group(SchedulerMetrics).applied.get()).values.reduce((s, v) => s + v.value, 0);
     results.push({ design: 'claimed batches of 200 (relay-jobs)', eventsPerSec: events / ((performance.now() - t) / 1000), applications: applied });
 
     await seed(db);

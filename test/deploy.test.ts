@@ -2,6 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { readFileSync } from 'node:fs';
 import { execFileSync } from 'node:child_process';
 import { Metrics } from '../src/telemetry/metrics.js';
+import { withAreaMetrics } from '../src/app/services-wiring.js';
 
 const dir = (p: string) => new URL(`../deploy/${p}`, import.meta.url).pathname;
 
@@ -20,7 +21,11 @@ function hasPromtool(): boolean {
 }
 
 describe('deploy/: Prometheus rules and the Grafana dashboard', () => {
-  const exported = new Set(new Metrics().registry.getMetricsAsArray().map((m) => (m as unknown as { name: string }).name));
+  const exported = new Set(
+    withAreaMetrics(new Metrics())
+      .registry.getMetricsAsArray()
+      .map((m) => (m as unknown as { name: string }).name),
+  );
 
   it('name only metrics the runtime exports', () => {
     for (const file of ['prometheus/alerts.yml', 'prometheus/alerts.test.yml', 'grafana/relay-jobs.json']) {

@@ -17,6 +17,7 @@ import { FakeImageProvider } from './fixtures/image-provider.js';
 import { REDIS_URL, TEST_MASTER_KEY, dropRedisPrefix, freshDatabase, uniqueName } from './helpers/services.js';
 import { embeddedDataDir } from './helpers/pglite-template.js';
 import { waitFor } from './helpers/wait.js';
+import { ImagesMetrics } from '../src/areas/images/metrics.js';
 
 const ADMIN = 'images-admin-token-0123456789';
 const auth = { authorization: `Bearer ${ADMIN}` };
@@ -388,7 +389,7 @@ describe('image batches', () => {
       (s.worker as unknown as { driver: never }).driver,
       { owner: 'other', concurrency: 4, leaseMs: 2000, claimIntervalMs: 10, retryDelayMs: 10 },
       systemClock,
-      rt.metrics.images,
+      rt.metrics.group(ImagesMetrics),
       silentLogger(),
     );
     for (let i = 0; i < 300; i++) {
@@ -470,15 +471,15 @@ describe('image batches', () => {
       slow as never,
       { owner: 'slow', concurrency: 1, leaseMs: 600, claimIntervalMs: 3_600_000, retryDelayMs: 10 },
       systemClock,
-      rt.metrics.images,
+      rt.metrics.group(ImagesMetrics),
       silentLogger(),
     );
-    const lostBefore = (await rt.metrics.images.leasesLost.get()).values[0]?.value ?? 0;
+    const lostBefore = (await rt.metrics.group(ImagesMetrics).leasesLost.get()).values[0]?.value ?? 0;
     await w.tick();
     await waitFor(() => entered === 1, { what: 'the step to start' });
     // Another holder takes the row (a newer fence), as stale recovery and a second claim would.
     await sql.query(`UPDATE image_batch_queue SET locked_by = 'thief', fence = fence + 1, locked_until = clock_timestamp() + interval '1 hour' WHERE batch_id = $1`, [held]);
-    await waitFor(async () => ((await rt.metrics.images.leasesLost.get()).values[0]?.value ?? 0) > lostBefore, { what: 'the worker to count its lease lost' });
+    await waitFor(async () => ((await rt.metrics.group(ImagesMetrics).leasesLost.get()).values[0]?.value ?? 0) > lostBefore, { what: 'the worker to count its lease lost' });
     release();
     await w.idle();
     // One step only: a lost lease hands the batch back instead of stepping again, and the hand-back is refused.
@@ -516,7 +517,7 @@ describe('image batches', () => {
       (s.worker as unknown as { driver: never }).driver,
       { owner: 'moved', concurrency: 2, leaseMs: 2000, claimIntervalMs: 3_600_000, retryDelayMs: 10 },
       systemClock,
-      rt.metrics.images,
+      rt.metrics.group(ImagesMetrics),
       silentLogger(),
     );
     w.start();

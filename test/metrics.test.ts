@@ -1,12 +1,13 @@
 import { describe, expect, it } from 'vitest';
 import { execFileSync, spawnSync } from 'node:child_process';
 import { Metrics } from '../src/telemetry/metrics.js';
+import { withAreaMetrics } from '../src/app/services-wiring.js';
 
 const promtool = spawnSync('sh', ['-c', 'command -v promtool'], { encoding: 'utf8' }).stdout.trim();
 
-/** The exposition a scrape sees, with every labelled family given one sample so its lines are all there. */
+/** The exposition a scrape sees: the kernel's metrics and every area's groups, as a runtime registers them. */
 async function exposition(): Promise<{ text: string; families: Array<{ name: string; type: string }> }> {
-  const m = new Metrics({ defaultMetrics: true });
+  const m = withAreaMetrics(new Metrics({ defaultMetrics: true }));
   const families = (await m.registry.getMetricsAsJSON()).map((f) => ({ name: f.name, type: String(f.type) }));
   return { text: await m.registry.metrics(), families };
 }

@@ -11,6 +11,7 @@ import { Metrics } from '../src/telemetry/metrics.js';
 import { silentLogger } from '../src/telemetry/logger.js';
 import { systemClock } from '../src/time/clock.js';
 import { REDIS_URL, dropRedisPrefix, freshDatabase, uniqueName } from './helpers/services.js';
+import { SchedulerMetrics } from '../src/areas/scheduler-snapshot/metrics.js';
 
 /**
  * Every path that could move a bucket's epoch back, each with its interleaving forced (real
@@ -123,8 +124,8 @@ describe('scheduler snapshot epoch: never back, per bucket, across both sources'
     const routing = new PausingRouting(db);
     const buckets = new PausingBuckets(redis, { prefix, env: 'test' });
     const metrics = new Metrics();
-    const snapshot = new SchedulerSnapshot(buckets, routing, systemClock, metrics.scheduler, silentLogger(), name);
-    const consumer = new OutboxConsumer(new SchedulerOutbox(db), routing, snapshot, systemClock, metrics.scheduler, silentLogger(), name, {
+    const snapshot = new SchedulerSnapshot(buckets, routing, systemClock, metrics.group(SchedulerMetrics), silentLogger(), name);
+    const consumer = new OutboxConsumer(new SchedulerOutbox(db), routing, snapshot, systemClock, metrics.group(SchedulerMetrics), silentLogger(), name, {
       pollIntervalMs: 1000,
       batchSize: 200,
       claimTtlMs: 30_000,

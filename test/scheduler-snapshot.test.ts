@@ -11,6 +11,7 @@ import { RoutingAccounts } from '../src/areas/scheduler-snapshot/store/routing-a
 import { OutboxConsumer } from '../src/areas/scheduler-snapshot/outbox-consumer.js';
 import { REDIS_URL, TEST_MASTER_KEY, dropRedisPrefix, freshDatabase, uniqueName } from './helpers/services.js';
 import { waitFor } from './helpers/wait.js';
+import { SchedulerMetrics } from '../src/areas/scheduler-snapshot/metrics.js';
 
 const TOKEN = 'test-admin-token-snapshot-0123';
 const auth = { authorization: `Bearer ${TOKEN}` };
@@ -209,7 +210,7 @@ describe('scheduler snapshot: consumer, read API, repair (cluster runtime, real 
       }
     }
     await rt.db.query(`UPDATE scheduler_outbox SET claimed_until = now() - interval '1 second'`); // skip the release delay
-    const flaky = new OutboxConsumer(new FlakyOutbox(rt.db), new RoutingAccounts(rt.db), rt.services.schedulerSnapshot, rt.clock, rt.metrics.scheduler, silentLogger(), 'flaky', {
+    const flaky = new OutboxConsumer(new FlakyOutbox(rt.db), new RoutingAccounts(rt.db), rt.services.schedulerSnapshot, rt.clock, rt.metrics.group(SchedulerMetrics), silentLogger(), 'flaky', {
       pollIntervalMs: 1000,
       batchSize: 200,
       claimTtlMs: 30_000,

@@ -1,9 +1,16 @@
 import { AREAS, type Services } from '../jobs/registry.js';
 import type { WireFn } from '../jobs/area.js';
 import type { ForcedExitSaver, WiringContext, Wired } from '../jobs/wiring.js';
+import type { Metrics } from '../telemetry/metrics.js';
 
 // eslint-disable-next-line @typescript-eslint/no-explicit-any -- each area's wire function has its own services and uses
 type AnyWire = WireFn<any, any>;
+
+/** Makes every listed area's metric groups on `metrics` (AreaModule.metrics); returns it. */
+export function withAreaMetrics(metrics: Metrics): Metrics {
+  for (const g of AREAS.flatMap((a) => a.metrics ?? [])) metrics.group(g);
+  return metrics;
+}
 
 /** Loads every area's wire function (each area imports its clients here, not when the area list is read). */
 export async function loadWirings(): Promise<AnyWire[]> {
@@ -17,7 +24,7 @@ export async function loadWirings(): Promise<AnyWire[]> {
  * built up in one pass. This file names no area: the list is jobs/registry.ts.
  */
 export function wireServices(w: WiringContext, wirings: readonly AnyWire[]): Wired<Services> & { registered: (bootId: string) => void; forcedExitSavers: ForcedExitSaver[] } {
-  const services: Record<string, unknown> = { metrics: w.metrics };
+  const services: Record<string, unknown> = { metrics: withAreaMetrics(w.metrics) };
   const parts = wirings.map((wire) => {
     const part = wire(w, services as never);
     Object.assign(services, part.services);

@@ -4,7 +4,7 @@ import type { Config } from '../config/load.js';
 import type { ConfigSectionSchemas, ConfigSectionsOf } from '../config/schema.js';
 import type { Db } from '../store/db.js';
 import type { Logger } from '../telemetry/logger.js';
-import type { Metrics } from '../telemetry/metrics.js';
+import type { MetricGroup, Metrics } from '../telemetry/metrics.js';
 import type { Clock } from '../time/clock.js';
 import type { AnyJobModule } from './define-job.js';
 import type { InstanceInfo } from '../coordination/instance-registry.js';
@@ -93,6 +93,8 @@ export interface AreaModule<S extends object = object, D extends object = object
   wiring?: () => Promise<WireFn<S, D>>;
   /** Its jobs, in the order `relay-jobs jobs` lists them. */
   jobs: readonly AnyJobModule[];
+  /** Its metric groups (its metrics.ts): made on the runtime's registry at wiring, so /metrics lists them from the start. */
+  metrics?: readonly MetricGroup[];
   /** Its routes under `/api/v1` (behind the admin token or session). */
   routes?(api: FastifyInstance, deps: RouteDeps<S & D & KernelServices>): void;
   /** Routes outside `/api/v1` that authenticate themselves (the payment webhook's signature). */

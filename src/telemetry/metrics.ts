@@ -1,10 +1,8 @@
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
-import { OpsMetrics } from '../areas/ops/metrics.js';
-import { SchedulerMetrics } from '../areas/scheduler-snapshot/metrics.js';
-import { ImagesMetrics } from '../areas/images/metrics.js';
-import { ProbesMetrics } from '../areas/probes/metrics.js';
 import { IntegrityMetrics } from './integrity-metrics.js';
-import { BackupMetrics } from '../areas/backup/metrics.js';
+
+/** An area's group of metrics (its metrics.ts): a class whose constructor registers them on a registry. */
+export type MetricGroup<T extends object = object> = new (registry: Registry) => T;
 
 /**
  * Every metric the runtime exposes on /metrics, on a registry of its own (several runtimes in one
@@ -12,8 +10,17 @@ import { BackupMetrics } from '../areas/backup/metrics.js';
  */
 export class Metrics {
   readonly registry = new Registry();
-  readonly ops = new OpsMetrics(this.registry);
-  readonly images = new ImagesMetrics(this.registry);
+  private readonly groups = new Map<MetricGroup, object>();
+
+  /**
+   * An area's metric group on this registry, made once: the runtime makes every listed area's
+   * at wiring (AreaModule.metrics), so /metrics shows them from the start.
+   */
+  group<T extends object>(g: MetricGroup<T>): T {
+    let m = this.groups.get(g) as T | undefined;
+    if (!m) this.groups.set(g, (m = new g(this.registry)));
+    return m;
+  }
 
   readonly roundsTotal = new Counter({ name: 'relay_jobs_rounds_total', help: 'Rounds by outcome', labelNames: ['job', 'status', 'lock_backend'], registers: [this.registry] });
   readonly roundDuration = new Histogram({
@@ -183,7 +190,6 @@ export class Metrics {
     help: 'Usage events written to a spill file at exit because the database could not take them',
     registers: [this.registry],
   });
-  readonly backup = new BackupMetrics(this.registry);
   readonly usageBatchSeconds = new Histogram({
     name: 'relay_jobs_usage_batch_seconds',
     help: 'Duration of usage batch writes',
@@ -236,10 +242,6 @@ export class Metrics {
     registers: [this.registry],
   });
   readonly webhooksRejected = new Counter({ name: 'relay_jobs_payment_webhooks_rejected_total', help: 'Webhooks refused, by reason', labelNames: ['provider', 'reason'], registers: [this.registry] });
-  readonly probes = new ProbesMetrics(this.registry);
-
-  readonly scheduler = new SchedulerMetrics(this.registry);
-
   readonly integrity = new IntegrityMetrics(this.registry);
 
   constructor(opts: { defaultMetrics?: boolean } = {}) {

@@ -3,6 +3,7 @@ import { defineArea } from '../../jobs/area.js';
 import { backupConfig } from './config.js';
 import { backupJob } from './backup.js';
 import { registerBackupRoutes } from './backups-routes.js';
+import { BackupMetrics } from './metrics.js';
 
 const URL_HELP = 'the service (default http://127.0.0.1:<http.port>)';
 
@@ -12,6 +13,7 @@ export const backupArea = defineArea({
   config: backupConfig,
   wiring: async () => (await import('./wiring.js')).buildBackup,
   jobs: [backupJob],
+  metrics: [BackupMetrics],
   routes: (api, deps) => registerBackupRoutes(api, deps),
   cli: [
     {

@@ -9,6 +9,7 @@ import { PgDumper, type Dumper } from './dumper.js';
 import { PgliteDumper } from './pglite-dumper.js';
 import { Verifier } from './verifier.js';
 import { wired, type WiringContext } from '../../jobs/wiring.js';
+import { BackupMetrics } from './metrics.js';
 
 /** The storage `backup.storage` names: `backup.dir` (default `<data_dir>/backups`) or the S3 bucket. */
 export function backupStorage(config: Config): BackupStorage {
@@ -48,7 +49,7 @@ export function buildBackup(w: WiringContext) {
     verifier,
     clock,
     log: log.child({ area: 'backup' }),
-    metrics: metrics.backup,
+    metrics: metrics.group(BackupMetrics),
     instanceId: config.instance.id,
     env: config.instance.env,
     dbName: backupDbName(config),

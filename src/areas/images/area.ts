@@ -2,6 +2,7 @@ import { defineArea } from '../../jobs/area.js';
 import { imagesConfig } from './config.js';
 import { batchImageWorkerJob } from './batch-image-worker.js';
 import { registerImageBatchRoutes } from './image-batches-routes.js';
+import { ImagesMetrics } from './metrics.js';
 
 /** The images area as the area list sees it (README.md: its invariants). */
 export const imagesArea = defineArea({
@@ -9,5 +10,6 @@ export const imagesArea = defineArea({
   config: imagesConfig,
   wiring: async () => (await import('./wiring.js')).buildImages,
   jobs: [batchImageWorkerJob],
+  metrics: [ImagesMetrics],
   routes: (api, deps) => registerImageBatchRoutes(api, deps),
 });

@@ -9,6 +9,7 @@ import { FsObjectStore } from './object-store.js';
 import { BatchDriver } from './batch-driver.js';
 import { BatchWorker } from './batch-worker.js';
 import { ImageBatchService } from './image-batch-service.js';
+import { ImagesMetrics } from './metrics.js';
 
 /**
  * The image batch area: store, queue, provider client and worker. The provider's API key is
@@ -45,7 +46,7 @@ export function buildImages(w: WiringContext) {
           lookupPages: c.provider.lookup_pages,
           maxImageBytes: c.max_image_bytes,
         },
-        metrics.images,
+        metrics.group(ImagesMetrics),
         ilog,
       )
     : null;
@@ -65,11 +66,11 @@ export function buildImages(w: WiringContext) {
       ticks: metrics.loopTicks,
     },
     clock,
-    metrics.images,
+    metrics.group(ImagesMetrics),
     ilog,
   );
   w.wakes?.on('image_queue', (why) => worker.wake(why));
-  return wired({ services: { imageBatches: new ImageBatchService(batches, queue, transitions, worker, provider, store, c, metrics.images, ilog) }, rungs: [] });
+  return wired({ services: { imageBatches: new ImageBatchService(batches, queue, transitions, worker, provider, store, c, metrics.group(ImagesMetrics), ilog) }, rungs: [] });
 }
 
 /** What the images area's job and routes use. */

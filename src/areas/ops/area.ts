@@ -9,6 +9,7 @@ import { opsCleanupJob } from './ops-cleanup.js';
 import { opsAlertEvaluatorJob } from './ops-alert-evaluator.js';
 import { scheduledReportsJob } from './scheduled-reports.js';
 import { registerOpsRoutes } from './ops-routes.js';
+import { OpsMetrics } from './metrics.js';
 
 /** The ops area as the area list sees it (README.md: its invariants). */
 export const opsArea = defineArea({
@@ -20,6 +21,7 @@ export const opsArea = defineArea({
     return (w, uses: UsageFace & NotificationsFace) => buildOps(w, uses);
   },
   jobs: [opsMetricsJob, opsAggregationJob, opsCleanupJob, opsAlertEvaluatorJob, scheduledReportsJob],
+  metrics: [OpsMetrics],
   routes: (api, deps) => registerOpsRoutes(api, deps),
   cli: [
     {

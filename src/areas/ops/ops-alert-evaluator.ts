@@ -3,6 +3,7 @@ import type { OpsServices } from './wiring.js';
 import type { NotificationsFace } from '../notifications/index.js';
 import { evaluateAlerts } from './alert-round.js';
 import { OPS_TEMPLATES } from './ops-services.js';
+import { OpsMetrics } from './metrics.js';
 
 const defineJob = jobsFor<OpsServices & NotificationsFace>();
 
@@ -22,10 +23,10 @@ export const opsAlertEvaluatorJob = defineJob({
   async run(ctx, { ops, notifier, metrics }, _o, config) {
     const t0 = ctx.clock.now();
     const r = await evaluateAlerts({ ops, config, channels: notifier.channels.keys(), job: ctx.job, token: ctx.fencingToken, now: ctx.clock.now(), signal: ctx.signal, log: ctx.log });
-    metrics.ops.alertsFiring.set(r.firing);
-    if (r.fired) metrics.ops.alertTransitions.inc({ transition: 'fire' }, r.fired);
-    if (r.resolved) metrics.ops.alertTransitions.inc({ transition: 'resolve' }, r.resolved);
-    metrics.ops.evaluateSeconds.observe((ctx.clock.now() - t0) / 1000);
+    metrics.group(OpsMetrics).alertsFiring.set(r.firing);
+    if (r.fired) metrics.group(OpsMetrics).alertTransitions.inc({ transition: 'fire' }, r.fired);
+    if (r.resolved) metrics.group(OpsMetrics).alertTransitions.inc({ transition: 'resolve' }, r.resolved);
+    metrics.group(OpsMetrics).evaluateSeconds.observe((ctx.clock.now() - t0) / 1000);
     const d = await notifier.deliverDue(ctx.instanceId, async () => null, ctx.signal, OPS_TEMPLATES);
     return {
       items: r.fired + r.resolved + d.sent,

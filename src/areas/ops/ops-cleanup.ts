@@ -3,6 +3,7 @@ import { jobsFor } from '../../jobs/define-job.js';
 import type { OpsServices } from './wiring.js';
 import type { NotificationsFace } from '../notifications/index.js';
 import { CLEANUP_TARGETS } from './store/ops-retention.js';
+import { OpsMetrics } from './metrics.js';
 
 const DAY = 86_400_000;
 
@@ -43,9 +44,9 @@ export const opsCleanupJob = defineJob({
         done.push(`${target}: ${n}`);
       } catch (err) {
         failed.push(`${target}: FAILED after ${n}: ${(err as Error).message}`);
-        metrics.ops.cleanupFailures.inc({ target });
+        metrics.group(OpsMetrics).cleanupFailures.inc({ target });
       }
-      if (n) metrics.ops.cleanupDeleted.inc({ target }, n);
+      if (n) metrics.group(OpsMetrics).cleanupDeleted.inc({ target }, n);
       total += n;
     };
     for (const target of Object.keys(CLEANUP_TARGETS)) {

@@ -2,6 +2,7 @@ import { jobsFor } from '../../jobs/define-job.js';
 import type { OpsServices } from './wiring.js';
 import type { NotificationsFace } from '../notifications/index.js';
 import { bucketStart } from './catalogue.js';
+import { OpsMetrics } from './metrics.js';
 
 const defineJob = jobsFor<OpsServices & NotificationsFace>();
 
@@ -16,22 +17,23 @@ export const opsMetricsJob = defineJob({
   scope: 'cluster',
   defaults: (config) => ({ enabled: true, every: `${config.ops.bucket}ms`, timeout: `${Math.max(10_000, config.ops.bucket)}ms` }),
   needs: ['ops', 'metrics'],
-  async run(ctx, { ops, metrics: m }, _o, config) {
+  async run(ctx, { ops, metrics }, _o, config) {
+    const m = metrics.group(OpsMetrics);
     const b = config.ops.bucket;
     const to = bucketStart(ctx.slot.getTime(), b);
     const from = new Date(to - b);
     const t0 = ctx.clock.now();
-    const { metrics, instances, errors } = await ops.collector.collect(from, new Date(to));
-    const written = await ops.series.write(from, b / 1000, metrics, instances, ctx.fencingToken);
-    m.ops.collectSeconds.observe((ctx.clock.now() - t0) / 1000);
-    m.ops.lastBucket.set(from.getTime() / 1000);
-    if (typeof metrics.outbox_lag_seconds === 'number') m.ops.outboxLag.set(metrics.outbox_lag_seconds);
-    if (typeof metrics.notification_backlog === 'number') m.ops.notificationBacklog.set(metrics.notification_backlog);
-    if (typeof metrics.notification_rate_limited === 'number') m.ops.notificationRateLimited.set(metrics.notification_rate_limited);
+    const { metrics: series, instances, errors } = await ops.collector.collect(from, new Date(to));
+    const written = await ops.series.write(from, b / 1000, series, instances, ctx.fencingToken);
+    m.collectSeconds.observe((ctx.clock.now() - t0) / 1000);
+    m.lastBucket.set(from.getTime() / 1000);
+    if (typeof series.outbox_lag_seconds === 'number') m.outboxLag.set(series.outbox_lag_seconds);
+    if (typeof series.notification_backlog === 'number') m.notificationBacklog.set(series.notification_backlog);
+    if (typeof series.notification_rate_limited === 'number') m.notificationRateLimited.set(series.notification_rate_limited);
     if (errors.length) {
-      m.ops.collectErrors.inc(errors.length);
+      m.collectErrors.inc(errors.length);
       ctx.log.warn({ errors }, 'ops_metrics: some series could not be read (stored as unknown)');
     }
-    return { items: written ? 1 : 0, note: `bucket ${from.toISOString()}: ${metrics.request_count ?? '?'} requests${errors.length ? `; unknown: ${errors.join('; ')}` : ''}` };
+    return { items: written ? 1 : 0, note: `bucket ${from.toISOString()}: ${series.request_count ?? '?'} requests${errors.length ? `; unknown: ${errors.join('; ')}` : ''}` };
   },
 });

@@ -5,6 +5,7 @@ import type { NotificationsFace } from '../notifications/index.js';
 import { OPS_TEMPLATES } from './ops-services.js';
 import { occurrencesBetween } from './report-schedule.js';
 import { renderReport } from './report-render.js';
+import { OpsMetrics } from './metrics.js';
 
 const defineJob = jobsFor<OpsServices & NotificationsFace>();
 
@@ -53,7 +54,7 @@ export const scheduledReportsJob = defineJob({
       if (!recorded) continue;
       if (out.empty) skipped++;
       else queued++;
-      metrics.ops.reportsQueued.inc({ outcome: out.empty ? 'skipped_empty' : 'queued' });
+      metrics.group(OpsMetrics).reportsQueued.inc({ outcome: out.empty ? 'skipped_empty' : 'queued' });
       ctx.log.info({ report: r.name, occurrence: occurrence.toISOString(), empty: out.empty, coalesced: due.length, recipients: intents.length }, 'report occurrence recorded');
     }
     const d = await notifier.deliverDue(ctx.instanceId, async () => null, ctx.signal, OPS_TEMPLATES);

@@ -3,6 +3,7 @@ import { probesConfig } from './config.js';
 import { channelMonitorJob } from './channel-monitor.js';
 import { scheduledAccountTestJob } from './scheduled-account-test.js';
 import { registerProbeRoutes } from './probes-routes.js';
+import { ProbesMetrics } from './metrics.js';
 
 /** The probes area as the area list sees it (README.md: its invariants). Probes sign in with account tokens (AccountsFace). */
 export const probesArea = defineArea({
@@ -10,5 +11,6 @@ export const probesArea = defineArea({
   config: probesConfig,
   wiring: async () => (await import('./wiring.js')).buildProbes,
   jobs: [channelMonitorJob, scheduledAccountTestJob],
+  metrics: [ProbesMetrics],
   routes: (api, deps) => registerProbeRoutes(api, deps),
 });

@@ -1,6 +1,7 @@
 import { jobsFor } from '../../jobs/define-job.js';
 import type { ProbeServices } from './wiring.js';
 import { WatermarkFenced } from './store/monitor-history.js';
+import { ProbesMetrics } from './metrics.js';
 
 const TRAILING_MS = 10 * 60_000;
 const BOOTSTRAP_MS = 2 * 3_600_000;
@@ -39,8 +40,8 @@ export const channelMonitorJob = defineJob({
   async run(ctx, { monitors, monitorHistory, metrics }, _o, config) {
     const c = config.channel_monitor;
     const counts = await monitors.dueCounts(c.late_after);
-    metrics.probes.due.set(counts.due);
-    metrics.probes.overdue.set(counts.overdue);
+    metrics.group(ProbesMetrics).due.set(counts.due);
+    metrics.group(ProbesMetrics).overdue.set(counts.overdue);
     let rolled;
     try {
       rolled = await monitorHistory.rollUp(ctx.fencingToken, { trailingMs: TRAILING_MS, bootstrapMs: BOOTSTRAP_MS, maxSpanMs: MAX_SPAN_MS });

@@ -7,6 +7,7 @@ import { ServiceLoop, type LoopTickCounter } from '../../workers/service-loop.js
 import { idleUntil, type WakeHub } from '../../workers/wake-hub.js';
 import type { ProbeClient, ProbeResult } from './probe-client.js';
 import type { AccountProbeAuth } from './account-probe-auth.js';
+import { ProbesMetrics } from './metrics.js';
 
 export interface MonitorRunnerSettings {
   instanceId: string;
@@ -132,7 +133,7 @@ export class MonitorRunner {
   private async claimAndStart(): Promise<number> {
     const free = this.s.poolSize - this.pool.stats.running;
     if (free <= 0) {
-      this.metrics.probes.saturated.inc();
+      this.metrics.group(ProbesMetrics).saturated.inc();
       return 0;
     }
     let claimed: ClaimedMonitor[];
@@ -140,15 +141,15 @@ export class MonitorRunner {
       const pass = await this.monitors.claim(this.s.instanceId, Math.min(free, this.s.claimBatch), this.s.leaseGraceMs, this.s.aliveKey?.() ?? null);
       claimed = pass.claimed;
       // Slots more than half an interval late: not probed (a probe now would crowd the next slot), counted as missed.
-      if (pass.skipped > 0) this.metrics.probes.missed.inc(pass.skipped);
+      if (pass.skipped > 0) this.metrics.group(ProbesMetrics).missed.inc(pass.skipped);
     } catch (err) {
-      this.metrics.probes.claimErrors.inc({ what: 'claim' });
+      this.metrics.group(ProbesMetrics).claimErrors.inc({ what: 'claim' });
       this.log.warn({ err: (err as Error).message }, 'monitor claim failed; retrying at the next poll');
       return 0;
     }
     const seenAt = this.clock.now();
     for (const m of claimed) {
-      if (m.missed > 0) this.metrics.probes.missed.inc(m.missed);
+      if (m.missed > 0) this.metrics.group(ProbesMetrics).missed.inc(m.missed);
       void this.pool.submit({ m, seenAt });
     }
     return claimed.length;
@@ -194,9 +195,9 @@ export class MonitorRunner {
     const sinceClaim = Math.max(0, startedLocal - seenAt);
     const startedAt = new Date(m.claimedAt.getTime() + sinceClaim);
     const lateness = Math.max(0, startedAt.getTime() - m.scheduledFor.getTime());
-    this.metrics.probes.lateness.observe(lateness / 1000);
-    if (lateness > this.s.lateAfterMs) this.metrics.probes.late.inc();
-    this.metrics.probes.inFlight.set(this.pool.stats.running);
+    this.metrics.group(ProbesMetrics).lateness.observe(lateness / 1000);
+    if (lateness > this.s.lateAfterMs) this.metrics.group(ProbesMetrics).late.inc();
+    this.metrics.group(ProbesMetrics).inFlight.set(this.pool.stats.running);
     let result: ProbeResult;
     try {
       const target = m.accountId !== null ? await this.accountTarget(m) : { baseUrl: m.baseUrl!, apiKey: m.apiKey!, proxyUrl: null };
@@ -204,7 +205,7 @@ export class MonitorRunner {
       // next claim can never overlap it; a lease nearly gone means no probe at all.
       const timeoutMs = Math.min(m.timeoutMs, leaseLeftMs(m.leaseUntil.getTime() - m.claimedAt.getTime(), seenAt, this.clock.now(), this.s.leaseGraceMs));
       if (timeoutMs < MIN_PROBE_MS) {
-        this.metrics.probes.abandoned.inc();
+        this.metrics.group(ProbesMetrics).abandoned.inc();
         this.log.warn(
           { monitor_id: m.id, lease_left_ms: timeoutMs },
           'probe not sent: its lease ran out before it could start (this replica is stalled); the monitor is due again when the lease ends',
@@ -215,7 +216,7 @@ export class MonitorRunner {
     } catch (err) {
       result = { ok: false, status: null, latencyMs: Math.round(this.clock.now() - startedLocal), ttfbMs: null, errorClass: 'auth', detail: (err as Error).message.slice(0, 200) };
     }
-    this.metrics.probes.probes.inc({ result: result.ok ? 'ok' : 'failed', class: result.errorClass ?? 'none' });
+    this.metrics.group(ProbesMetrics).probes.inc({ result: result.ok ? 'ok' : 'failed', class: result.errorClass ?? 'none' });
     this.pending.push({
       monitorId: m.id,
       fence: m.fence,
@@ -230,7 +231,7 @@ export class MonitorRunner {
     });
     if (this.pending.length > MAX_PENDING) {
       const dropped = this.pending.splice(0, this.pending.length - MAX_PENDING).length;
-      this.metrics.probes.claimErrors.inc({ what: 'results_dropped' }, dropped);
+      this.metrics.group(ProbesMetrics).claimErrors.inc({ what: 'results_dropped' }, dropped);
     }
   }
 
@@ -245,10 +246,10 @@ export class MonitorRunner {
     this.pending = [];
     try {
       const fencedOut = await this.monitors.complete(this.s.instanceId, batch);
-      if (fencedOut > 0) this.metrics.probes.fencedOut.inc(fencedOut);
+      if (fencedOut > 0) this.metrics.group(ProbesMetrics).fencedOut.inc(fencedOut);
     } catch (err) {
       this.pending = batch.concat(this.pending);
-      this.metrics.probes.claimErrors.inc({ what: 'write' });
+      this.metrics.group(ProbesMetrics).claimErrors.inc({ what: 'write' });
       this.log.warn({ err: (err as Error).message, results: batch.length }, 'writing probe results failed; kept for the next pass (leases expire meanwhile)');
     }
   }

@@ -1,5 +1,6 @@
 import { jobsFor } from '../../jobs/define-job.js';
 import type { SchedulerSnapshotServices } from './wiring.js';
+import { SchedulerMetrics } from './metrics.js';
 
 const defineJob = jobsFor<SchedulerSnapshotServices>();
 
@@ -24,8 +25,8 @@ export const schedulerSnapshotJob = defineJob({
   async run(ctx, { snapshotConsumer, schedulerSnapshot, metrics }, _o, config) {
     const r = await snapshotConsumer.observe();
     for (const g of await schedulerSnapshot.bucketGauges()) {
-      metrics.scheduler.snapshotAge.set({ bucket: g.bucket }, g.ageSeconds);
-      metrics.scheduler.snapshotEpoch.set({ bucket: g.bucket }, g.epoch);
+      metrics.group(SchedulerMetrics).snapshotAge.set({ bucket: g.bucket }, g.ageSeconds);
+      metrics.group(SchedulerMetrics).snapshotEpoch.set({ bucket: g.bucket }, g.epoch);
     }
     const note = `applied ${r.applied}, backlog ${r.backlog}, lag ${r.lagSeconds.toFixed(1)}s${snapshotConsumer.latched ? ', rebuild latched' : ''}`;
     if (r.lagSeconds * 1000 >= config.snapshot.lag_bound)

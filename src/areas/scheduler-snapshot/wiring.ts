@@ -5,6 +5,7 @@ import { RedisSnapshotBuckets } from './store/snapshot-buckets.js';
 import { MemorySnapshotBuckets } from './store/memory-snapshot-buckets.js';
 import { SchedulerSnapshot } from './scheduler-snapshot-service.js';
 import { OutboxConsumer } from './outbox-consumer.js';
+import { SchedulerMetrics } from './metrics.js';
 
 /** The scheduler snapshot's services: Redis buckets in cluster mode, memory in embedded mode. */
 export function schedulerWiring(w: WiringContext) {
@@ -14,8 +15,8 @@ export function schedulerWiring(w: WiringContext) {
   const buckets = redis ? new RedisSnapshotBuckets(redis, { prefix: config.redis.key_prefix, env: config.instance.env }) : new MemorySnapshotBuckets(() => clock.now());
   const routing = new RoutingAccounts(db);
   const outbox = new SchedulerOutbox(db);
-  const snapshot = new SchedulerSnapshot(buckets, routing, clock, metrics.scheduler, log, config.instance.id);
-  const consumer = new OutboxConsumer(outbox, routing, snapshot, clock, metrics.scheduler, log, config.instance.id, {
+  const snapshot = new SchedulerSnapshot(buckets, routing, clock, metrics.group(SchedulerMetrics), log, config.instance.id);
+  const consumer = new OutboxConsumer(outbox, routing, snapshot, clock, metrics.group(SchedulerMetrics), log, config.instance.id, {
     pollIntervalMs: s.poll_interval,
     batchSize: s.batch_size,
     claimTtlMs: s.claim_ttl,
