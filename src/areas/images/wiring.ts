@@ -18,6 +18,7 @@ import { ImagesMetrics } from './metrics.js';
  */
 export function buildImages(w: WiringContext) {
   const { config, db, clock, metrics, log, box } = w;
+  const im = metrics.group(ImagesMetrics);
   const c = config.image;
   const sealed = c.provider.api_key ? box.seal(c.provider.api_key, 'image.provider.api_key') : undefined;
   const provider = c.provider.base_url
@@ -46,7 +47,7 @@ export function buildImages(w: WiringContext) {
           lookupPages: c.provider.lookup_pages,
           maxImageBytes: c.max_image_bytes,
         },
-        metrics.group(ImagesMetrics),
+        im,
         ilog,
       )
     : null;
@@ -66,11 +67,11 @@ export function buildImages(w: WiringContext) {
       ticks: metrics.loopTicks,
     },
     clock,
-    metrics.group(ImagesMetrics),
+    im,
     ilog,
   );
   w.wakes?.on('image_queue', (why) => worker.wake(why));
-  return wired({ services: { imageBatches: new ImageBatchService(batches, queue, transitions, worker, provider, store, c, metrics.group(ImagesMetrics), ilog) }, rungs: [] });
+  return wired({ services: { imageBatches: new ImageBatchService(batches, queue, transitions, worker, provider, store, c, im, ilog) }, rungs: [] });
 }
 
 /** What the images area's job and routes use. */

@@ -23,10 +23,11 @@ export const opsAlertEvaluatorJob = defineJob({
   async run(ctx, { ops, notifier, metrics }, _o, config) {
     const t0 = ctx.clock.now();
     const r = await evaluateAlerts({ ops, config, channels: notifier.channels.keys(), job: ctx.job, token: ctx.fencingToken, now: ctx.clock.now(), signal: ctx.signal, log: ctx.log });
-    metrics.group(OpsMetrics).alertsFiring.set(r.firing);
-    if (r.fired) metrics.group(OpsMetrics).alertTransitions.inc({ transition: 'fire' }, r.fired);
-    if (r.resolved) metrics.group(OpsMetrics).alertTransitions.inc({ transition: 'resolve' }, r.resolved);
-    metrics.group(OpsMetrics).evaluateSeconds.observe((ctx.clock.now() - t0) / 1000);
+    const m = metrics.group(OpsMetrics);
+    m.alertsFiring.set(r.firing);
+    if (r.fired) m.alertTransitions.inc({ transition: 'fire' }, r.fired);
+    if (r.resolved) m.alertTransitions.inc({ transition: 'resolve' }, r.resolved);
+    m.evaluateSeconds.observe((ctx.clock.now() - t0) / 1000);
     const d = await notifier.deliverDue(ctx.instanceId, async () => null, ctx.signal, OPS_TEMPLATES);
     return {
       items: r.fired + r.resolved + d.sent,

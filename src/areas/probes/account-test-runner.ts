@@ -44,16 +44,19 @@ export class AccountTestRunner {
   private readonly running = new Set<Promise<void>>();
   private readonly abort = new AbortController();
   private readonly loop: ServiceLoop;
+  /** The probes area's metric group (made once per registry). */
+  private readonly pm: ProbesMetrics;
 
   constructor(
     private readonly plans: AccountTests,
     private readonly client: ProbeClient,
     private readonly auth: AccountProbeAuth,
     private readonly clock: Clock,
-    private readonly metrics: Metrics,
+    metrics: Metrics,
     private readonly log: Logger,
     private readonly s: AccountTestSettings,
   ) {
+    this.pm = metrics.group(ProbesMetrics);
     this.loop = new ServiceLoop({
       name: 'scheduled_account_test',
       clock,
@@ -90,7 +93,7 @@ export class AccountTestRunner {
     try {
       claimed = await this.plans.claim(this.s.instanceId, free, this.s.concurrency, this.s.timeoutMs + this.s.leaseGraceMs, this.s.aliveKey?.() ?? null);
     } catch (err) {
-      this.metrics.group(ProbesMetrics).claimErrors.inc({ what: 'account_test_claim' });
+      this.pm.claimErrors.inc({ what: 'account_test_claim' });
       this.log.warn({ err: (err as Error).message }, 'account test claim failed; retrying at the next poll');
       return 0;
     }
@@ -117,7 +120,7 @@ export class AccountTestRunner {
 
   private async run(claimed: ClaimedPlan, seenAt: number): Promise<void> {
     const place = placeClaim({ id: claimed.id, cron: claimed.cron, timezone: claimed.timezone, dueMs: claimed.occurrence.getTime(), dueNow: claimed.dueNow, claimedAtMs: claimed.claimedAt.getTime() });
-    if (place.missed > 0) this.metrics.group(ProbesMetrics).missed.inc(place.missed);
+    if (place.missed > 0) this.pm.missed.inc(place.missed);
     if (!place.run) return this.skip(claimed, place.missed, place.nextMs);
     const p: ClaimedPlan = { ...claimed, occurrence: new Date(place.slotMs) };
     const startedLocal = this.clock.now();
@@ -127,7 +130,7 @@ export class AccountTestRunner {
       // Within the lease or not at all: a test sent after the lease ended could overlap the next claimer's.
       const timeoutMs = Math.min(this.s.timeoutMs, leaseLeftMs(this.s.timeoutMs + this.s.leaseGraceMs, seenAt, this.clock.now(), this.s.leaseGraceMs));
       if (timeoutMs < MIN_PROBE_MS) {
-        this.metrics.group(ProbesMetrics).tests.inc({ result: 'abandoned', class: 'none' });
+        this.pm.tests.inc({ result: 'abandoned', class: 'none' });
         this.log.warn({ plan_id: p.id, lease_left_ms: timeoutMs }, 'account test not sent: its lease ran out first; the occurrence runs again when the lease ends');
         return;
       }
@@ -147,13 +150,13 @@ export class AccountTestRunner {
     try {
       const done = await this.plans.finish(p, this.s.instanceId, out, next, place.missed);
       const result = done === null ? 'fenced_out' : out.ok ? 'ok' : 'failed';
-      this.metrics.group(ProbesMetrics).tests.inc({ result, class: out.errorClass ?? 'none' });
+      this.pm.tests.inc({ result, class: out.errorClass ?? 'none' });
       if (done?.recovered) {
-        this.metrics.group(ProbesMetrics).recovered.inc();
+        this.pm.recovered.inc();
         this.log.info({ plan_id: p.id, account_id: p.accountId }, 'account recovered by a passing scheduled test');
       }
     } catch (err) {
-      this.metrics.group(ProbesMetrics).claimErrors.inc({ what: 'account_test_write' });
+      this.pm.claimErrors.inc({ what: 'account_test_write' });
       this.log.warn({ plan_id: p.id, err: (err as Error).message }, 'storing an account test failed; the lease expires and the occurrence runs again');
     }
   }
@@ -164,7 +167,7 @@ export class AccountTestRunner {
       const held = await this.plans.skip(p, missed, nextMs === null ? NEVER : new Date(nextMs));
       this.log.info({ plan_id: p.id, account_id: p.accountId, missed, fenced_out: !held }, 'account test slot skipped: claimed more than half an interval late');
     } catch (err) {
-      this.metrics.group(ProbesMetrics).claimErrors.inc({ what: 'account_test_write' });
+      this.pm.claimErrors.inc({ what: 'account_test_write' });
       this.log.warn({ plan_id: p.id, err: (err as Error).message }, 'skipping a late account test failed; the lease expires and the plan is claimed again');
     }
   }

@@ -70,16 +70,19 @@ export class MonitorRunner {
   /** The last pass took every slot it asked for: more monitors are probably due than this replica holds. */
   private backlog = false;
   private readonly loop: ServiceLoop;
+  /** The probes area's metric group (made once per registry). */
+  private readonly pm: ProbesMetrics;
 
   constructor(
     private readonly monitors: Monitors,
     private readonly client: ProbeClient,
     private readonly auth: AccountProbeAuth,
     private readonly clock: Clock,
-    private readonly metrics: Metrics,
+    metrics: Metrics,
     private readonly log: Logger,
     private readonly s: MonitorRunnerSettings,
   ) {
+    this.pm = metrics.group(ProbesMetrics);
     this.pool = new WorkerPool((t, signal) => this.probe(t, signal), {
       name: 'channel_monitor',
       concurrency: s.poolSize,
@@ -133,7 +136,7 @@ export class MonitorRunner {
   private async claimAndStart(): Promise<number> {
     const free = this.s.poolSize - this.pool.stats.running;
     if (free <= 0) {
-      this.metrics.group(ProbesMetrics).saturated.inc();
+      this.pm.saturated.inc();
       return 0;
     }
     let claimed: ClaimedMonitor[];
@@ -141,15 +144,15 @@ export class MonitorRunner {
       const pass = await this.monitors.claim(this.s.instanceId, Math.min(free, this.s.claimBatch), this.s.leaseGraceMs, this.s.aliveKey?.() ?? null);
       claimed = pass.claimed;
       // Slots more than half an interval late: not probed (a probe now would crowd the next slot), counted as missed.
-      if (pass.skipped > 0) this.metrics.group(ProbesMetrics).missed.inc(pass.skipped);
+      if (pass.skipped > 0) this.pm.missed.inc(pass.skipped);
     } catch (err) {
-      this.metrics.group(ProbesMetrics).claimErrors.inc({ what: 'claim' });
+      this.pm.claimErrors.inc({ what: 'claim' });
       this.log.warn({ err: (err as Error).message }, 'monitor claim failed; retrying at the next poll');
       return 0;
     }
     const seenAt = this.clock.now();
     for (const m of claimed) {
-      if (m.missed > 0) this.metrics.group(ProbesMetrics).missed.inc(m.missed);
+      if (m.missed > 0) this.pm.missed.inc(m.missed);
       void this.pool.submit({ m, seenAt });
     }
     return claimed.length;
@@ -195,9 +198,9 @@ export class MonitorRunner {
     const sinceClaim = Math.max(0, startedLocal - seenAt);
     const startedAt = new Date(m.claimedAt.getTime() + sinceClaim);
     const lateness = Math.max(0, startedAt.getTime() - m.scheduledFor.getTime());
-    this.metrics.group(ProbesMetrics).lateness.observe(lateness / 1000);
-    if (lateness > this.s.lateAfterMs) this.metrics.group(ProbesMetrics).late.inc();
-    this.metrics.group(ProbesMetrics).inFlight.set(this.pool.stats.running);
+    this.pm.lateness.observe(lateness / 1000);
+    if (lateness > this.s.lateAfterMs) this.pm.late.inc();
+    this.pm.inFlight.set(this.pool.stats.running);
     let result: ProbeResult;
     try {
       const target = m.accountId !== null ? await this.accountTarget(m) : { baseUrl: m.baseUrl!, apiKey: m.apiKey!, proxyUrl: null };
@@ -205,7 +208,7 @@ export class MonitorRunner {
       // next claim can never overlap it; a lease nearly gone means no probe at all.
       const timeoutMs = Math.min(m.timeoutMs, leaseLeftMs(m.leaseUntil.getTime() - m.claimedAt.getTime(), seenAt, this.clock.now(), this.s.leaseGraceMs));
       if (timeoutMs < MIN_PROBE_MS) {
-        this.metrics.group(ProbesMetrics).abandoned.inc();
+        this.pm.abandoned.inc();
         this.log.warn(
           { monitor_id: m.id, lease_left_ms: timeoutMs },
           'probe not sent: its lease ran out before it could start (this replica is stalled); the monitor is due again when the lease ends',
@@ -216,7 +219,7 @@ export class MonitorRunner {
     } catch (err) {
       result = { ok: false, status: null, latencyMs: Math.round(this.clock.now() - startedLocal), ttfbMs: null, errorClass: 'auth', detail: (err as Error).message.slice(0, 200) };
     }
-    this.metrics.group(ProbesMetrics).probes.inc({ result: result.ok ? 'ok' : 'failed', class: result.errorClass ?? 'none' });
+    this.pm.probes.inc({ result: result.ok ? 'ok' : 'failed', class: result.errorClass ?? 'none' });
     this.pending.push({
       monitorId: m.id,
       fence: m.fence,
@@ -231,7 +234,7 @@ export class MonitorRunner {
     });
     if (this.pending.length > MAX_PENDING) {
       const dropped = this.pending.splice(0, this.pending.length - MAX_PENDING).length;
-      this.metrics.group(ProbesMetrics).claimErrors.inc({ what: 'results_dropped' }, dropped);
+      this.pm.claimErrors.inc({ what: 'results_dropped' }, dropped);
     }
   }
 
@@ -246,10 +249,10 @@ export class MonitorRunner {
     this.pending = [];
     try {
       const fencedOut = await this.monitors.complete(this.s.instanceId, batch);
-      if (fencedOut > 0) this.metrics.group(ProbesMetrics).fencedOut.inc(fencedOut);
+      if (fencedOut > 0) this.pm.fencedOut.inc(fencedOut);
     } catch (err) {
       this.pending = batch.concat(this.pending);
-      this.metrics.group(ProbesMetrics).claimErrors.inc({ what: 'write' });
+      this.pm.claimErrors.inc({ what: 'write' });
       this.log.warn({ err: (err as Error).message, results: batch.length }, 'writing probe results failed; kept for the next pass (leases expire meanwhile)');
     }
   }

@@ -24,9 +24,10 @@ export const schedulerSnapshotJob = defineJob({
   onStop: ({ snapshotConsumer }, withinMs) => snapshotConsumer.stop(withinMs),
   async run(ctx, { snapshotConsumer, schedulerSnapshot, metrics }, _o, config) {
     const r = await snapshotConsumer.observe();
+    const m = metrics.group(SchedulerMetrics);
     for (const g of await schedulerSnapshot.bucketGauges()) {
-      metrics.group(SchedulerMetrics).snapshotAge.set({ bucket: g.bucket }, g.ageSeconds);
-      metrics.group(SchedulerMetrics).snapshotEpoch.set({ bucket: g.bucket }, g.epoch);
+      m.snapshotAge.set({ bucket: g.bucket }, g.ageSeconds);
+      m.snapshotEpoch.set({ bucket: g.bucket }, g.epoch);
     }
     const note = `applied ${r.applied}, backlog ${r.backlog}, lag ${r.lagSeconds.toFixed(1)}s${snapshotConsumer.latched ? ', rebuild latched' : ''}`;
     if (r.lagSeconds * 1000 >= config.snapshot.lag_bound)

@@ -10,13 +10,14 @@ import { SchedulerMetrics } from './metrics.js';
 /** The scheduler snapshot's services: Redis buckets in cluster mode, memory in embedded mode. */
 export function schedulerWiring(w: WiringContext) {
   const { config, db, redis, clock, metrics } = w;
+  const sm = metrics.group(SchedulerMetrics);
   const log = w.log.child({ area: 'scheduler_snapshot' });
   const s = config.snapshot;
   const buckets = redis ? new RedisSnapshotBuckets(redis, { prefix: config.redis.key_prefix, env: config.instance.env }) : new MemorySnapshotBuckets(() => clock.now());
   const routing = new RoutingAccounts(db);
   const outbox = new SchedulerOutbox(db);
-  const snapshot = new SchedulerSnapshot(buckets, routing, clock, metrics.group(SchedulerMetrics), log, config.instance.id);
-  const consumer = new OutboxConsumer(outbox, routing, snapshot, clock, metrics.group(SchedulerMetrics), log, config.instance.id, {
+  const snapshot = new SchedulerSnapshot(buckets, routing, clock, sm, log, config.instance.id);
+  const consumer = new OutboxConsumer(outbox, routing, snapshot, clock, sm, log, config.instance.id, {
     pollIntervalMs: s.poll_interval,
     batchSize: s.batch_size,
     claimTtlMs: s.claim_ttl,
