@@ -19,6 +19,7 @@ import { OAuthClient } from '../src/areas/accounts/oauth-client.js';
 import { Refresher } from '../src/areas/accounts/refresher.js';
 import { DueQueue } from '../src/areas/accounts/due-queue.js';
 import { Metrics } from '../src/telemetry/metrics.js';
+import { AccountMetrics } from '../src/areas/accounts/metrics.js';
 import { silentLogger } from '../src/telemetry/logger.js';
 import { systemClock } from '../src/time/clock.js';
 import { REDIS_URL, dropRedisPrefix, freshDatabase, uniqueName } from '../test/helpers/services.js';
@@ -157,7 +158,7 @@ export async function benchRefreshThroughput(n = 3000, concurrency = 8): Promise
         providers: new Map([['openai', provider]]),
         clock: systemClock,
         log: silentLogger(),
-        metrics: new Metrics(),
+        metrics: new Metrics().group(AccountMetrics),
         concurrency,
         requestTimeoutMs: 5000,
         leaseTtlMs: 300_000,

@@ -11,6 +11,7 @@ import { ConnectProxy } from './fixtures/connect-proxy.js';
 import { captureLogs } from './helpers/log-capture.js';
 import { REDIS_URL, TEST_MASTER_KEY, dropRedisPrefix, freshDatabase, uniqueName } from './helpers/services.js';
 import { embeddedDataDir } from './helpers/pglite-template.js';
+import { AccountMetrics } from '../src/areas/accounts/metrics.js';
 
 const ADMIN = 'accounts-admin-token-0123456789';
 const auth = { authorization: `Bearer ${ADMIN}` };
@@ -439,12 +440,12 @@ describe('accounts and token refresh (real PostgreSQL, Redis, OAuth server)', ()
       BEGIN IF NEW.token_version > OLD.token_version AND EXISTS (SELECT 1 FROM fail_writes WHERE account_id = NEW.id) THEN RAISE EXCEPTION 'disk full (test)'; END IF; RETURN NEW; END $$`);
     await sql.query(`CREATE TRIGGER refuse_writes BEFORE UPDATE ON accounts FOR EACH ROW EXECUTE FUNCTION refuse_writes()`);
     await sql.query(`INSERT INTO fail_writes VALUES ($1)`, [a.id]);
-    const failuresBefore = (await rt.metrics.rotationPersistFailures.get()).values[0]?.value ?? 0;
+    const failuresBefore = (await rt.metrics.group(AccountMetrics).rotationPersistFailures.get()).values[0]?.value ?? 0;
     try {
       let done = false;
       const p = rt.services.tokenRefresh.refreshNow(a.id, 'admin', a.token_version).finally(() => (done = true));
       // Let it fail a few times (the retry sleeps run on the manual clock), then heal the store.
-      for (let i = 0; i < 40 && ((await rt.metrics.rotationPersistFailures.get()).values[0]?.value ?? 0) < failuresBefore + 3; i++) {
+      for (let i = 0; i < 40 && ((await rt.metrics.group(AccountMetrics).rotationPersistFailures.get()).values[0]?.value ?? 0) < failuresBefore + 3; i++) {
         await clock.advance(1000);
         await new Promise((r) => setTimeout(r, 20));
       }
@@ -455,7 +456,7 @@ describe('accounts and token refresh (real PostgreSQL, Redis, OAuth server)', ()
         await new Promise((r) => setTimeout(r, 20));
       }
       expect((await p).result).toBe('refreshed');
-      expect((await rt.metrics.rotationPersistFailures.get()).values[0]!.value).toBeGreaterThanOrEqual(failuresBefore + 3);
+      expect((await rt.metrics.group(AccountMetrics).rotationPersistFailures.get()).values[0]!.value).toBeGreaterThanOrEqual(failuresBefore + 3);
       // The rotated token landed: the stored refresh token is the server's live one, and it works.
       expect((await get(a.id)).token_version).toBe(2);
       expect((await rt.services.tokenRefresh.refreshNow(a.id, 'admin', 2)).result).toBe('refreshed');

@@ -11,6 +11,7 @@ import { FakePaymentProvider } from './fixtures/payment-provider.js';
 import { TestSmtpServer } from './fixtures/smtp-server.js';
 import { outcomeOf } from './helpers/rounds.js';
 import { REDIS_URL, TEST_MASTER_KEY, dropRedisPrefix, freshDatabase, uniqueName } from './helpers/services.js';
+import { BillingMetrics } from '../src/areas/billing/metrics.js';
 
 const ADMIN = 'billing-admin-token-0123456789';
 const auth = { authorization: `Bearer ${ADMIN}` };
@@ -204,7 +205,7 @@ describe('billing: subscriptions, payment orders, reminders', () => {
     expect((await get(`/api/v1/billing/orders/${o.id}`)).status).toBe('pending');
     provider.garbageQueries = 0;
     await new Promise((res) => setTimeout(res, 3100));
-    const failures = (await rt.metrics.providerFailures.get()).values.find((v) => v.labels.provider === 'fakepay')!.value;
+    const failures = (await rt.metrics.group(BillingMetrics).providerFailures.get()).values.find((v) => v.labels.provider === 'fakepay')!.value;
     expect(failures).toBeGreaterThanOrEqual(2);
     await rt.runNow('payment_order_expiry');
     expect((await get(`/api/v1/billing/orders/${o.id}`)).status).toBe('expired');

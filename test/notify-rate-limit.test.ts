@@ -16,6 +16,7 @@ import { systemClock } from '../src/time/clock.js';
 import { BACKENDS } from './helpers/backends.js';
 import { freshDatabase } from './helpers/services.js';
 import { waitFor } from './helpers/wait.js';
+import { NotificationMetrics } from '../src/areas/notifications/metrics.js';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 function configProblems(env: Record<string, string>): string {
@@ -165,8 +166,8 @@ describe('cluster-wide rate limit across replicas (PostgreSQL)', () => {
     const rows = (await a!.db.query<{ attempts: number; deferrals: number; rate_limited: boolean }>(`SELECT attempts, deferrals, rate_limited FROM notification_deliveries`)).rows;
     expect(rows.every((r) => Number(r.attempts) === 1 && r.rate_limited === false)).toBe(true);
     expect(rows.reduce((n, r) => n + Number(r.deferrals), 0)).toBeGreaterThanOrEqual(10 - COUNT);
-    const deferred = async (m: Metrics) => (await m.notifyDeferred.get()).values.filter((v) => v.labels.reason === 'rate_limit').reduce((n, v) => n + v.value, 0);
+    const deferred = async (m: Metrics) => (await m.group(NotificationMetrics).notifyDeferred.get()).values.filter((v) => v.labels.reason === 'rate_limit').reduce((n, v) => n + v.value, 0);
     expect((await deferred(a!.metrics)) + (await deferred(b!.metrics))).toBeGreaterThanOrEqual(10 - COUNT);
-    expect((await a!.metrics.notifyFailures.get()).values.reduce((n, v) => n + v.value, 0)).toBe(0);
+    expect((await a!.metrics.group(NotificationMetrics).notifyFailures.get()).values.reduce((n, v) => n + v.value, 0)).toBe(0);
   }, 90_000);
 });

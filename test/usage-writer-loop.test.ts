@@ -8,6 +8,7 @@ import type { DeadLetters } from '../src/store/dead-letters.js';
 import { Metrics } from '../src/telemetry/metrics.js';
 import { silentLogger } from '../src/telemetry/logger.js';
 import { settle } from '../src/time/clock.js';
+import { UsageMetrics } from '../src/areas/usage/metrics.js';
 
 /**
  * The usage writer's flush is a ServiceLoop (usage_writer): what the loop block promises, for
@@ -84,6 +85,6 @@ describe('usage writer on the loop block', () => {
     expect(await w.stop(50)).toBe(3);
     expect((await waiting) as Error).toBeInstanceOf(Error);
     expect(readdirSync(dir)).toHaveLength(1);
-    expect((await metrics.usageSpilled.get()).values[0]!.value).toBe(3);
+    expect((await metrics.group(UsageMetrics).usageSpilled.get()).values[0]!.value).toBe(3);
   });
 });

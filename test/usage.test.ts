@@ -14,6 +14,7 @@ import { outcomeOf } from './helpers/rounds.js';
 import { REDIS_URL, TEST_MASTER_KEY, dropRedisPrefix, freshDatabase, uniqueName } from './helpers/services.js';
 import { DeadLetters } from '../src/store/dead-letters.js';
 import { embeddedDataDir } from './helpers/pglite-template.js';
+import { UsageMetrics } from '../src/areas/usage/metrics.js';
 
 const ADMIN = 'usage-admin-token-0123456789';
 const auth = { authorization: `Bearer ${ADMIN}` };
@@ -113,14 +114,14 @@ describe('usage data lifecycle (real PostgreSQL and Redis)', () => {
     );
     await sql.query(`CREATE TRIGGER refuse_usage BEFORE INSERT ON usage_request_ids FOR EACH STATEMENT EXECUTE FUNCTION refuse_usage()`);
     await sql.query(`INSERT INTO fail_usage VALUES (true)`);
-    const failedBefore = (await rt.metrics.usageFailedBatches.get()).values[0]?.value ?? 0;
+    const failedBefore = (await rt.metrics.group(UsageMetrics).usageFailedBatches.get()).values[0]?.value ?? 0;
     try {
       const events = [ev(), ev(), ev()];
       let answered = false;
       const req = post('/api/v1/usage', { events }).then((r) => ((answered = true), r));
       await new Promise((r) => setTimeout(r, 400));
       expect(answered).toBe(false);
-      expect((await rt.metrics.usageFailedBatches.get()).values[0]!.value).toBeGreaterThan(failedBefore);
+      expect((await rt.metrics.group(UsageMetrics).usageFailedBatches.get()).values[0]!.value).toBeGreaterThan(failedBefore);
       await sql.query(`DELETE FROM fail_usage`);
       expect((await req).statusCode).toBe(200);
       expect(await count(`request_id IN ('${events.map((e) => e.request_id).join("','")}')`)).toBe(3);
@@ -139,7 +140,7 @@ describe('usage data lifecycle (real PostgreSQL and Redis)', () => {
     const rows = (n: number) => rt.services.usage.validate(Array.from({ length: n }, () => ev()));
     const drop = new UsageWriter(store, { batchSize: 10, queueLimit: 2, overflow: 'drop', spillDir: dir }, metrics, silentLogger(), new DeadLetters(rt.db));
     await expect(drop.write(rows(3))).rejects.toBeInstanceOf(UsageQueueFull);
-    expect((await metrics.usageDropped.get()).values[0]!.value).toBe(3);
+    expect((await metrics.group(UsageMetrics).usageDropped.get()).values[0]!.value).toBe(3);
     const sync = new UsageWriter(store, { batchSize: 10, queueLimit: 2, overflow: 'sync', spillDir: dir }, metrics, silentLogger(), new DeadLetters(rt.db));
     const three = rows(3);
     expect(await sync.write(three)).toBe('sync_fallback');
@@ -253,7 +254,7 @@ describe('usage data lifecycle (real PostgreSQL and Redis)', () => {
     expect(parts).not.toContain(Math.floor((cutoff - 3 * DAY) / DAY) * DAY);
     expect(parts).toContain(Math.floor(now / DAY) * DAY + 3 * DAY); // created ahead
     expect((await sql.query(`SELECT count(*)::int AS n FROM usage_hourly WHERE user_id = 'ancient'`)).rows[0].n).toBe(0);
-    const deleted = await rt.metrics.usageDeleted.get();
+    const deleted = await rt.metrics.group(UsageMetrics).usageDeleted.get();
     expect(deleted.values.find((v) => v.labels.kind === 'raw_partition')!.value).toBeGreaterThanOrEqual(1);
     expect(deleted.values.find((v) => v.labels.kind === 'raw_batch')!.value).toBeGreaterThanOrEqual(1);
   });
@@ -339,7 +340,7 @@ describe('usage data lifecycle (real PostgreSQL and Redis)', () => {
     await sql.query(`DROP TRIGGER refuse_quota ON platform_quota_usage`);
     await rt.services.quota.flushAll();
     expect(await usage('q2')).toEqual({ openai: 9 });
-    const outcomes = Object.fromEntries((await rt.metrics.quotaFlush.get()).values.map((v) => [v.labels.outcome, v.value]));
+    const outcomes = Object.fromEntries((await rt.metrics.group(UsageMetrics).quotaFlush.get()).values.map((v) => [v.labels.outcome, v.value]));
     expect(outcomes.re_added).toBeGreaterThanOrEqual(1);
     expect(outcomes.errors).toBeGreaterThanOrEqual(1);
 

@@ -1,6 +1,7 @@
 import { jobsFor } from '../../jobs/define-job.js';
 import type { AccountsServices } from './wiring.js';
 import { pauseExpiredAccounts } from './store/account-expiry.js';
+import { AccountMetrics } from './metrics.js';
 
 const defineJob = jobsFor<AccountsServices>();
 
@@ -18,7 +19,7 @@ export const accountExpiryJob = defineJob({
   async run(ctx, { metrics }) {
     const paused = await pauseExpiredAccounts(ctx.db);
     if (paused > 0) {
-      metrics.accountsAutoPaused.inc(paused);
+      metrics.group(AccountMetrics).accountsAutoPaused.inc(paused);
       ctx.log.info({ paused }, 'expired accounts paused');
     }
     return { items: paused };

@@ -1,4 +1,5 @@
 import { defineArea } from '../../jobs/area.js';
+import { AccountMetrics } from './metrics.js';
 import { accountsConfig } from './config.js';
 import { tokenRefreshJob } from './token-refresh.js';
 import { accountExpiryJob } from './account-expiry.js';
@@ -13,6 +14,7 @@ export const accountsArea = defineArea({
   config: accountsConfig,
   wiring: async () => (await import('./wiring.js')).buildAccounts,
   jobs: [tokenRefreshJob, accountExpiryJob, proxyExpiryJob],
+  metrics: [AccountMetrics],
   // `oauth.providers`: each provider's keys, merged with the built-in ones.
   checkConfig: (config) => resolveProviders(config).problems,
   routes(api, deps) {

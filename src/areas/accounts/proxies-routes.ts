@@ -7,6 +7,7 @@ import { restoreProxy } from './proxy-expiry.js';
 import { date } from './accounts-routes.js';
 import { id, when } from '../../http/field-schemas.js';
 import { parseBody, parseId } from '../../http/validation.js';
+import { AccountMetrics } from './metrics.js';
 
 const proxyUrl = z
   .string()
@@ -73,7 +74,7 @@ export function registerProxyRoutes(api: FastifyInstance, deps: Pick<RouteDeps<A
     }
     if (view.status === 'disabled') throw new Conflict('proxy_disabled', `proxy ${n} is disabled; enable it first`);
     const moved = await restoreProxy(deps.db, proxies, n, 'manual');
-    deps.metrics.proxyAccountsMoved.inc({ direction: 'restored' }, moved.length);
+    deps.metrics.group(AccountMetrics).proxyAccountsMoved.inc({ direction: 'restored' }, moved.length);
     deps.log.info({ proxy_id: n, accounts_restored: moved.length }, 'proxy restored by hand');
     return { restored: moved.length, account_ids: moved, proxy: await proxies.get(n) };
   });

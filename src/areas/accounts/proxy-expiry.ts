@@ -4,6 +4,7 @@ import type { AccountsServices } from './wiring.js';
 import { recordOutbox, type ProxyLink, type Proxies } from './store/proxies.js';
 import type { Db } from '../../store/db.js';
 import type { Logger } from '../../telemetry/logger.js';
+import { AccountMetrics } from './metrics.js';
 
 export type FallbackTarget = { kind: 'direct' } | { kind: 'proxy'; id: number } | { kind: 'none'; reason: string };
 
@@ -73,6 +74,7 @@ export const proxyExpiryJob = defineJob({
   defaults: { enabled: true, every: '1m', timeout: '1m' },
   needs: ['proxies', 'metrics'],
   async run(ctx, { proxies, metrics }, o) {
+    const am = metrics.group(AccountMetrics);
     const soonMs = o.expiring_soon ?? 7 * 86_400_000;
     let items = 0;
     const notes: string[] = [];
@@ -81,7 +83,7 @@ export const proxyExpiryJob = defineJob({
       const r = await expireOne(ctx.db, proxies, id, ctx.log);
       if (!r) continue;
       items++;
-      metrics.proxyAccountsMoved.inc({ direction: 'to_fallback' }, r.moved.length);
+      am.proxyAccountsMoved.inc({ direction: 'to_fallback' }, r.moved.length);
       const where = r.target.kind === 'direct' ? 'direct' : r.target.kind === 'proxy' ? `proxy ${r.target.id}` : `nowhere (${r.target.reason})`;
       notes.push(`proxy ${id} expired, ${r.moved.length} accounts → ${where}`);
       ctx.log.info({ proxy_id: id, accounts_moved: r.moved.length, fallback: where }, 'proxy expired');
@@ -90,13 +92,13 @@ export const proxyExpiryJob = defineJob({
       ctx.signal.throwIfAborted();
       const moved = await restoreProxy(ctx.db, proxies, id, 'renewed');
       items++;
-      metrics.proxyAccountsMoved.inc({ direction: 'restored' }, moved.length);
+      am.proxyAccountsMoved.inc({ direction: 'restored' }, moved.length);
       notes.push(`proxy ${id} renewed, ${moved.length} accounts back`);
       ctx.log.info({ proxy_id: id, accounts_restored: moved.length }, 'proxy renewed; accounts returned to it');
     }
     const { soon, expired } = await proxies.countExpiringWithin(soonMs);
-    metrics.proxiesExpiringSoon.set(soon);
-    metrics.proxiesExpired.set(expired);
+    am.proxiesExpiringSoon.set(soon);
+    am.proxiesExpired.set(expired);
     return { items, note: notes.join('; ') || undefined };
   },
 });

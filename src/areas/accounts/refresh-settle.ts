@@ -1,5 +1,5 @@
 import type { Logger } from '../../telemetry/logger.js';
-import type { Metrics } from '../../telemetry/metrics.js';
+import type { AccountMetrics } from './metrics.js';
 import type { Clock } from '../../time/clock.js';
 import { retry } from '../../time/retry.js';
 import type { Accounts, AccountSecrets, AccountStatus, UnsettledSend } from './store/accounts.js';
@@ -30,7 +30,7 @@ export type RefreshOutcome =
 export interface SettleContext {
   accounts: Accounts;
   log: Logger;
-  metrics: Metrics;
+  metrics: AccountMetrics;
   clock: Clock;
   /** The ending write drops this owner's PostgreSQL refresh lease. */
   release: { owner: string };

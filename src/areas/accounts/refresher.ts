@@ -2,7 +2,6 @@
 // what the provider's reply becomes (settle, persist) is refresh-settle.ts.
 import { setMaxListeners } from 'node:events';
 import type { Logger } from '../../telemetry/logger.js';
-import type { Metrics } from '../../telemetry/metrics.js';
 import type { Accounts, AccountStatus } from './store/accounts.js';
 import { leaseFreeSql, type RefreshLeaseHandle, type RefreshLeases } from '../../coordination/refresh-lease.js';
 import { LeaseKeeper } from '../../coordination/lease-keeper.js';
@@ -14,6 +13,7 @@ import { PlatformBreaker } from './platform-breaker.js';
 import { settledWithin, systemClock, type Clock } from '../../time/clock.js';
 import { refreshTokenFingerprint, repeatedSend } from './lost-rotation.js';
 import { settleReply, type RefreshOutcome, type SettleContext } from './refresh-settle.js';
+import type { AccountMetrics } from './metrics.js';
 
 /** Who asked: the scheduler's timers, its retries and recoveries, the hot path, an upstream 401, an admin. */
 export type RefreshTrigger = 'schedule' | 'retry' | 'recovery' | 'takeover' | 'hot_path' | 'unauthorized' | 'admin';
@@ -27,7 +27,7 @@ export interface RefresherOptions {
   providers: Map<string, OAuthProvider>;
   clock: Clock;
   log: Logger;
-  metrics: Metrics;
+  metrics: AccountMetrics;
   concurrency: number;
   requestTimeoutMs: number;
   /** How long a sent refresh request's reply is awaited (`auth.refresh_reply_timeout`). */

@@ -5,6 +5,7 @@ import { sleep, type Clock } from '../../time/clock.js';
 import type { Accounts, AccountStatus } from './store/accounts.js';
 import type { TokenRefreshService } from './token-refresh-service.js';
 import type { RefreshOutcome } from './refresher.js';
+import { AccountMetrics } from './metrics.js';
 
 export type UnavailableCode = 'not_found' | 'unavailable' | 'no_refresh_token' | 'refresh_failed' | 'timeout';
 
@@ -56,14 +57,18 @@ const POLL_MS = 100;
  * in-flight join, concurrency limit, rate limit, cluster-wide lease, version check.
  */
 export class TokenApi {
+  private readonly am: AccountMetrics;
+
   constructor(
     private readonly accounts: Accounts,
     private readonly service: TokenRefreshService,
     private readonly clock: Clock,
     private readonly s: TokenApiSettings,
-    private readonly metrics: Metrics,
+    metrics: Metrics,
     private readonly log: Logger,
-  ) {}
+  ) {
+    this.am = metrics.group(AccountMetrics);
+  }
 
   /**
    * A token valid now. Inside the refresh margin but still good for a while: returned at once
@@ -86,7 +91,7 @@ export class TokenApi {
     const outcome = await this.service.refreshNow(id, 'hot_path', acct.tokenVersion);
     if (outcome.result === 'lease_held') {
       await this.waitForNewVersion(id, acct.tokenVersion);
-      this.metrics.refreshWait.observe({ trigger: 'hot_path_wait' }, (this.clock.now() - started) / 1000);
+      this.am.refreshWait.observe({ trigger: 'hot_path_wait' }, (this.clock.now() - started) / 1000);
     } else if (outcome.result !== 'refreshed' && outcome.result !== 'superseded') {
       const why = outcome.result === 'skipped' ? outcome.reason : `${outcome.result}: ${outcome.reason}`;
       throw new AccountUnavailable(id, 'refresh_failed', `account ${id}: access token expired and the refresh failed (${why})`, 'status' in outcome ? outcome.status : undefined);
@@ -111,7 +116,7 @@ export class TokenApi {
     }
     const until = this.clock.now() + this.s.cooldownMs;
     await this.accounts.coolDown(id, until, 'oauth_401');
-    this.metrics.unauthorizedCooldowns.inc({ platform: acct.platform });
+    this.am.unauthorizedCooldowns.inc({ platform: acct.platform });
     this.log.warn({ account_id: id, platform: acct.platform, cooldown_until: new Date(until).toISOString() }, 'upstream 401: account cooled down, refresh requested');
     if (!acct.has_refresh_token || !SERVING.has(acct.status)) {
       return { account_id: id, stale: false, cooldown_until: new Date(until).toISOString(), refresh: null, token_version: acct.token_version };

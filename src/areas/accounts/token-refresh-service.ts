@@ -6,6 +6,7 @@ import { DueQueue, type DueEntry } from './due-queue.js';
 import type { Refresher, RefreshOutcome, RefreshTrigger } from './refresher.js';
 import { jitter, nextRefreshAt, retryDelay } from './refresh-timing.js';
 import type { RefreshShards } from '../../coordination/refresh-shards.js';
+import { AccountMetrics } from './metrics.js';
 
 export interface TokenRefreshSettings {
   enabled: boolean;
@@ -60,6 +61,8 @@ export class TokenRefreshService {
   /** Accounts whose token expired while their retries failed: the failure count of the first failure after the expiry. */
   private readonly lapsedFrom = new Map<number, number>();
 
+  private readonly am: AccountMetrics;
+
   constructor(
     private readonly accounts: Accounts,
     readonly refresher: Refresher,
@@ -67,9 +70,10 @@ export class TokenRefreshService {
     private readonly clock: Clock,
     private readonly random: Random,
     private readonly log: Logger,
-    private readonly metrics: Metrics,
+    metrics: Metrics,
     private readonly shards: RefreshShards | null = null,
   ) {
+    this.am = metrics.group(AccountMetrics);
     this.queue = new DueQueue(clock, (e) => void this.fire(e), { log, ticks: metrics.loopTicks });
     shards?.onChange(() => this.rebalance());
   }
@@ -122,10 +126,10 @@ export class TokenRefreshService {
   }
 
   private countOwned(): void {
-    if (!this.shards) return this.metrics.refreshShardOwned.set(this.queue.size);
+    if (!this.shards) return this.am.refreshShardOwned.set(this.queue.size);
     let owned = 0;
     for (const e of this.queue.entries()) if (this.shards.owns(e.id)) owned++;
-    this.metrics.refreshShardOwned.set(owned);
+    this.am.refreshShardOwned.set(owned);
   }
 
   /** Reads accounts changed since the last sync and (re)arms their timers. Never refreshes inline. */
@@ -155,11 +159,11 @@ export class TokenRefreshService {
     this.since = dbNow;
     this.loadedOnce = true;
     await this.takeOver();
-    this.metrics.refreshScheduled.set(this.queue.size);
+    this.am.refreshScheduled.set(this.queue.size);
     this.countOwned();
     const { byStatus, failing } = await this.accounts.countByStatus();
-    for (const st of ['active', 'quota_exhausted', 'refreshing', 'expired', 'error', 'disabled', 'banned']) this.metrics.accountsByStatus.set({ status: st }, byStatus.get(st) ?? 0);
-    this.metrics.accountsRefreshFailing.set(failing);
+    for (const st of ['active', 'quota_exhausted', 'refreshing', 'expired', 'error', 'disabled', 'banned']) this.am.accountsByStatus.set({ status: st }, byStatus.get(st) ?? 0);
+    this.am.accountsRefreshFailing.set(failing);
     return { armed, seen: rows.length };
   }
 
@@ -238,7 +242,7 @@ export class TokenRefreshService {
         this.queue.cancel(id);
         break;
     }
-    this.metrics.refreshScheduled.set(this.queue.size);
+    this.am.refreshScheduled.set(this.queue.size);
   }
 
   /**

@@ -8,10 +8,12 @@ import { TokenRefreshService } from './token-refresh-service.js';
 import { TokenApi } from './token-api.js';
 import { wired, type WiringContext } from '../../jobs/wiring.js';
 import { refreshForcedExit } from './forced-exit.js';
+import { AccountMetrics } from './metrics.js';
 
 /** The accounts area's services: the stores, the refresher and the hot-path token API. */
 export function buildAccounts(w: WiringContext) {
   const { config, db, redis, box, clock, random, log, metrics } = w;
+  const am = metrics.group(AccountMetrics);
   const a = config.auth;
   const keys = { prefix: config.redis.key_prefix, env: config.instance.env };
   const leases = new RefreshLeases(
@@ -21,7 +23,7 @@ export function buildAccounts(w: WiringContext) {
     config.instance.id,
     a.refresh_lease_ttl,
     (err) => {
-      metrics.refreshLockRedisErrors.inc();
+      am.refreshLockRedisErrors.inc();
       log.warn({ err: err.message }, 'redis error: refresh lock taken with the PostgreSQL lease alone');
     },
     // The liveness window of the instance registry (three heartbeats): the same test the refresh shards use.
@@ -38,7 +40,7 @@ export function buildAccounts(w: WiringContext) {
     providers,
     clock,
     log,
-    metrics,
+    metrics: am,
     concurrency: a.refresh_concurrency,
     requestTimeoutMs: a.refresh_request_timeout,
     replyTimeoutMs: a.refresh_reply_timeout,

@@ -1,4 +1,5 @@
 import { defineArea } from '../../jobs/area.js';
+import { BillingMetrics } from './metrics.js';
 import { billingConfig } from './config.js';
 import type { NotificationsFace } from '../notifications/index.js';
 import { subscriptionExpiryJob } from './subscription-expiry.js';
@@ -16,6 +17,7 @@ export const billingArea = defineArea({
     return (w, _uses: NotificationsFace) => buildBilling(w);
   },
   jobs: [subscriptionExpiryJob, paymentOrderExpiryJob],
+  metrics: [BillingMetrics],
   routes(api, deps) {
     registerBillingRoutes(api, deps);
     registerBillingListRoutes(api, deps);

@@ -5,6 +5,7 @@ import type { Logger } from '../../telemetry/logger.js';
 import { WarnSampler } from '../../telemetry/warn-sampler.js';
 import type { Metrics } from '../../telemetry/metrics.js';
 import type { ErrorKind } from '../../errors/app-error.js';
+import { BillingMetrics } from './metrics.js';
 
 /** What a webhook did: a result, or a refusal whose kind the HTTP layer maps to a status (no status codes here). */
 export type WebhookAnswer = { ok: true; result: 'paid' | 'already_paid'; order_id: number } | { ok: false; kind: ErrorKind; code: string; message: string };
@@ -28,18 +29,22 @@ export interface RoundCounts {
  * expired on a failed or unreadable provider answer.
  */
 export class Payments {
+  private readonly bm: BillingMetrics;
+
   constructor(
     private readonly billing: Billing,
     readonly providers: Map<string, PaymentProvider>,
     private readonly clock: Clock,
-    private readonly metrics: Metrics,
+    metrics: Metrics,
     private readonly log: Logger,
-  ) {}
+  ) {
+    this.bm = metrics.group(BillingMetrics);
+  }
 
   private readonly unverifiedLog = new WarnSampler(WEBHOOK_WARN_INTERVAL_MS, () => this.clock.now());
 
   private async reject(provider: string, orderId: number | null, kind: ErrorKind, reason: string, code: string, detail: Record<string, unknown> = {}): Promise<WebhookAnswer> {
-    this.metrics.webhooksRejected.inc({ provider, reason: code });
+    this.bm.webhooksRejected.inc({ provider, reason: code });
     await this.billing.event(this.billing.db, orderId, provider, 'webhook_rejected', null, null, 'webhook', { reason, ...detail });
     this.log.warn({ provider, order_id: orderId, reason }, 'payment webhook rejected');
     return { ok: false, kind, code, message: reason };
@@ -52,7 +57,7 @@ export class Payments {
     const v = provider.verifyWebhook(rawBody, headers, this.clock.now());
     if (!v.ok) {
       // Unsigned or mis-signed: anyone can send these, so they are counted (a configured label) and logged, never stored.
-      this.metrics.webhooksRejected.inc({ provider: providerName, reason: 'unverified' });
+      this.bm.webhooksRejected.inc({ provider: providerName, reason: 'unverified' });
       // Sampled: 5,000 unsigned requests are 5,000 in the metric and a few log lines with `suppressed`.
       const sample = this.unverifiedLog.take(providerName);
       if (sample) this.log.warn({ provider: providerName, reason: v.reason, suppressed: sample.suppressed }, 'payment webhook rejected');
@@ -62,12 +67,12 @@ export class Payments {
     if (!order) return this.reject(providerName, null, 'not_found', `unknown order ${v.event.provider_order_id}`, 'unknown_order', { provider_order_id: v.event.provider_order_id });
     const r = await this.billing.markPaid(order.id, 'webhook', v.event.amount, { event_id: v.event.event_id });
     if (r.changed) {
-      this.metrics.ordersPaid.inc({ source: 'webhook' });
+      this.bm.ordersPaid.inc({ source: 'webhook' });
       this.log.info({ order_id: order.id, provider: providerName, amount: order.amount }, 'order paid (webhook)');
       return { ok: true, result: 'paid', order_id: order.id };
     }
     if (r.reason === 'already_paid') return { ok: true, result: 'already_paid', order_id: order.id };
-    this.metrics.webhooksRejected.inc({ provider: providerName, reason: r.reason });
+    this.bm.webhooksRejected.inc({ provider: providerName, reason: r.reason });
     const message = r.reason === 'amount_mismatch' ? `amount ${v.event.amount} does not match order ${order.id} (${order.amount})` : `order ${order.id} is ${order.status} and cannot be paid`;
     return { ok: false, kind: r.reason === 'amount_mismatch' ? 'invalid' : 'conflict', code: r.reason, message };
   }
@@ -88,7 +93,7 @@ export class Payments {
       if (q.status === 'paid') {
         const r = await this.billing.markPaid(orderId, source, q.amount);
         if (r.changed) {
-          this.metrics.ordersPaid.inc({ source });
+          this.bm.ordersPaid.inc({ source });
           this.log.info({ order_id: orderId, provider: order.provider, source }, 'order paid (found at the provider)');
         }
       }
@@ -96,7 +101,7 @@ export class Payments {
     } catch (err) {
       if (!(err instanceof ProviderError)) throw err;
       await this.billing.checkFailed(orderId);
-      this.metrics.providerFailures.inc({ provider: order.provider });
+      this.bm.providerFailures.inc({ provider: order.provider });
       this.log.warn({ order_id: orderId, provider: order.provider, err: err.message }, 'payment provider check failed; retried next round');
       return null;
     }
@@ -143,19 +148,19 @@ export class Payments {
           closed = await this.providers.get(order.provider)!.closeOrder(order.provider_order_id);
         } catch (err) {
           if (!(err instanceof ProviderError)) throw err;
-          this.metrics.providerFailures.inc({ provider: order.provider });
+          this.bm.providerFailures.inc({ provider: order.provider });
           c.providerErrors++;
           continue;
         }
         if (closed === 'paid') {
           const r = await this.billing.markPaid(id, 'expiry_check', null, { at: 'close' });
-          if (r.changed) this.metrics.ordersPaid.inc({ source: 'expiry_check' });
+          if (r.changed) this.bm.ordersPaid.inc({ source: 'expiry_check' });
           c.paid++;
           continue;
         }
       }
       if (await this.billing.expireOrder(id, { provider_status: s })) {
-        this.metrics.ordersExpired.inc();
+        this.bm.ordersExpired.inc();
         c.expired++;
       }
     }

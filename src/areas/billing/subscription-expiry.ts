@@ -2,6 +2,7 @@ import type { Config } from '../../config/load.js';
 import type { Notifications } from '../notifications/index.js';
 import { jobsFor } from '../../jobs/define-job.js';
 import type { BillingServices } from './wiring.js';
+import { BillingMetrics } from './metrics.js';
 
 /**
  * subscription_expiry: active subscriptions past their end become `expired` (one statement);
@@ -25,9 +26,10 @@ export const subscriptionExpiryJob = defineJob({
   defaults: { enabled: true, every: '1m', timeout: '5m' },
   needs: ['billing', 'notifications', 'notifier', 'metrics'],
   async run(ctx, s, _o, config) {
+    const bm = s.metrics.group(BillingMetrics);
     const expired = await s.billing.expireSubscriptions();
     if (expired) {
-      s.metrics.subscriptionsExpired.inc(expired);
+      bm.subscriptionsExpired.inc(expired);
       ctx.log.info({ expired }, 'subscriptions expired');
     }
     let queued = 0;
@@ -35,7 +37,7 @@ export const subscriptionExpiryJob = defineJob({
     for (const channel of (reminders_enabled ? s.notifier.channels.keys() : []) as Iterable<'email' | 'webhook'>) {
       for (let i = 0; i < days.length; i++) {
         const n = await s.notifications.queueReminders(channel, days[i]!, days[i + 1] ?? 0);
-        if (n) s.metrics.remindersQueued.inc({ days: String(days[i]) }, n);
+        if (n) bm.remindersQueued.inc({ days: String(days[i]) }, n);
         queued += n;
       }
     }

@@ -5,6 +5,7 @@ import type { Clock } from '../../time/clock.js';
 import type { Logger } from '../../telemetry/logger.js';
 import type { Metrics } from '../../telemetry/metrics.js';
 import { RateLimiter } from '../../workers/rate-limiter.js';
+import { NotificationMetrics } from './metrics.js';
 
 /** Message templates: `{{name}}` is replaced by the delivery's params. */
 export const TEMPLATES: Record<string, { subject: string; text: string }> = {
@@ -78,15 +79,18 @@ export class Notifier {
   private readonly limiters = new Map<string, RateLimiter>();
   readonly health = new Map<string, ChannelHealth>();
 
+  private readonly nm: NotificationMetrics;
+
   constructor(
     private readonly store: Notifications,
     private readonly budget: ChannelBudget,
     readonly channels: Map<string, Channel>,
     private readonly s: NotifierSettings,
     private readonly clock: Clock,
-    private readonly metrics: Metrics,
+    metrics: Metrics,
     private readonly log: Logger,
   ) {
+    this.nm = metrics.group(NotificationMetrics);
     for (const name of channels.keys()) this.health.set(name, { up: true, last_error: null, last_failure_at: null, last_success_at: null });
   }
 
@@ -119,7 +123,7 @@ export class Notifier {
       round.full.set(d.channel, retryAt);
     }
     await this.store.defer(d.id, d.claim, retryAt);
-    this.metrics.notifyDeferred.inc({ channel: d.channel, reason: 'rate_limit' });
+    this.nm.notifyDeferred.inc({ channel: d.channel, reason: 'rate_limit' });
     out.rate_limited++;
     return null;
   }
@@ -128,7 +132,7 @@ export class Notifier {
     for (const d of due) {
       if (signal?.aborted || round.down.has(d.channel)) {
         await this.store.release(d.id, d.claim, signal?.aborted ? 0 : this.s.retryBaseMs);
-        if (!signal?.aborted) this.metrics.notifyDeferred.inc({ channel: d.channel, reason: 'channel_down' });
+        if (!signal?.aborted) this.nm.notifyDeferred.inc({ channel: d.channel, reason: 'channel_down' });
         out.deferred++;
         continue;
       }
@@ -165,7 +169,7 @@ export class Notifier {
         // False only if the send outlasted its lease and the row was taken over: at least once.
         if (!(await this.store.sent(d.id, d.claim))) this.log.warn({ channel: d.channel, delivery_id: d.id }, 'notification sent after its claim lapsed; its new holder may send it again');
         this.mark(d.channel, null);
-        this.metrics.notifySent.inc({ channel: d.channel, template: d.template });
+        this.nm.notifySent.inc({ channel: d.channel, template: d.template });
         out.sent++;
       } catch (err) {
         const msg = (err as Error).message;
@@ -173,7 +177,7 @@ export class Notifier {
         const state = await this.store.failed(d.id, d.claim, msg, retryMs, this.s.maxAttempts);
         this.mark(d.channel, msg);
         round.down.add(d.channel);
-        this.metrics.notifyFailures.inc({ channel: d.channel });
+        this.nm.notifyFailures.inc({ channel: d.channel });
         this.log.warn(
           { channel: d.channel, delivery_id: d.id, attempt: d.attempts + 1, retry_in_s: state === 'retry' ? retryMs / 1000 : null, err: msg },
           state === 'retry' ? 'notification failed; retried later' : state === 'lost' ? 'notification failed after its claim was taken over; left to its new holder' : 'notification failed for good',
@@ -191,7 +195,7 @@ export class Notifier {
     const now = new Date(this.clock.now()).toISOString();
     if (error) Object.assign(h, { up: false, last_error: error, last_failure_at: now });
     else Object.assign(h, { up: true, last_success_at: now });
-    this.metrics.notifyChannelUp.set({ channel }, error ? 0 : 1);
+    this.nm.notifyChannelUp.set({ channel }, error ? 0 : 1);
   }
 
   close(): void {

@@ -1,4 +1,5 @@
 import { defineArea } from '../../jobs/area.js';
+import { UsageMetrics } from './metrics.js';
 import { usageConfig } from './config.js';
 import { dashboardAggregationJob } from './dashboard-aggregation.js';
 import { usageCleanupJob } from './usage-cleanup.js';
@@ -12,5 +13,6 @@ export const usageArea = defineArea({
   config: usageConfig,
   wiring: async () => (await import('./wiring.js')).buildUsage,
   jobs: [dashboardAggregationJob, usageCleanupJob, idempotencyCleanupJob, platformQuotaFlusherJob],
+  metrics: [UsageMetrics],
   routes: (api, deps) => registerUsageRoutes(api, deps),
 });

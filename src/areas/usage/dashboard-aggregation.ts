@@ -1,6 +1,7 @@
 import { jobsFor } from '../../jobs/define-job.js';
 import type { UsageServices } from './wiring.js';
 import { floorHour, HOUR, rebuildRange, wholeHourZone, WATERMARK_KEY } from './rollup-rebuild.js';
+import { UsageMetrics } from './metrics.js';
 
 const defineJob = jobsFor<UsageServices>();
 
@@ -45,7 +46,7 @@ export const dashboardAggregationJob = defineJob({
         if (next > watermark) {
           await ctx.cursor.write(WATERMARK_KEY, new Date(next).toISOString());
           watermark = next;
-          metrics.aggregationWatermark.set(next / 1000);
+          metrics.group(UsageMetrics).aggregationWatermark.set(next / 1000);
         }
         if (p.chunks > 1) ctx.log.info({ chunk: p.chunk, chunks: p.chunks, from: p.from.toISOString(), to: p.to.toISOString(), rows: p.rows }, 'aggregation backfill progress');
       },

@@ -5,6 +5,7 @@ import type { DeadLetters } from '../../store/dead-letters.js';
 import { isDataError, isStorableText, writeIsolatingPoison } from '../../store/poison-split.js';
 import type { Logger } from '../../telemetry/logger.js';
 import type { Metrics } from '../../telemetry/metrics.js';
+import { UsageMetrics } from './metrics.js';
 
 /** The counters (Redis) did not answer: retryable. The increment may or may not have been applied (see docs/usage.md). */
 export class QuotaUnavailable extends AppError {
@@ -34,6 +35,8 @@ export class PlatformQuota {
   /** Told after an increment or reset marked a counter dirty (the flush loop sets its flush). */
   onDirty: (() => void) | null = null;
 
+  private readonly um: UsageMetrics;
+
   constructor(
     private readonly counters: QuotaCounters,
     readonly store: QuotaUsage,
@@ -41,7 +44,9 @@ export class PlatformQuota {
     private readonly metrics: Metrics,
     private readonly log: Logger,
     private readonly deadLetters: DeadLetters,
-  ) {}
+  ) {
+    this.um = metrics.group(UsageMetrics);
+  }
 
   async increment(userId: string, platform: string, amount: number): Promise<{ used: number }> {
     // Checked before the counter moves: a counter PostgreSQL cannot store would be counted and never flushed.
@@ -98,7 +103,7 @@ export class PlatformQuota {
     const members = await this.counters.popDirty(this.batch);
     const result: FlushResult = { dirty: members.length, flushed: 0, stale: 0, reAdded: 0 };
     if (!members.length) return result;
-    this.metrics.quotaFlush.inc({ outcome: 'dirty' }, members.length);
+    this.um.quotaFlush.inc({ outcome: 'dirty' }, members.length);
     try {
       const values = await this.counters.read(members);
       const unseeded: string[] = [];
@@ -124,11 +129,11 @@ export class PlatformQuota {
       result.flushed = r.written;
       result.stale = rows.length - r.poisoned.length - r.written;
       if (unseeded.length) result.reAdded += await this.readd(unseeded);
-      this.metrics.quotaFlush.inc({ outcome: 'flushed' }, r.written);
-      this.metrics.quotaFlush.inc({ outcome: 'stale' }, result.stale);
+      this.um.quotaFlush.inc({ outcome: 'flushed' }, r.written);
+      this.um.quotaFlush.inc({ outcome: 'stale' }, result.stale);
       return result;
     } catch (err) {
-      this.metrics.quotaFlush.inc({ outcome: 'errors' });
+      this.um.quotaFlush.inc({ outcome: 'errors' });
       result.reAdded += await this.readd(members);
       throw err;
     }
@@ -172,11 +177,11 @@ export class PlatformQuota {
   private async readd(members: string[]): Promise<number> {
     try {
       await this.counters.markDirty(members);
-      this.metrics.quotaFlush.inc({ outcome: 're_added' }, members.length);
+      this.um.quotaFlush.inc({ outcome: 're_added' }, members.length);
       return members.length;
     } catch (err) {
       // The counters still hold the values; only the dirty marks are gone (the next increment sets them again).
-      this.metrics.quotaFlush.inc({ outcome: 'lost' }, members.length);
+      this.um.quotaFlush.inc({ outcome: 'lost' }, members.length);
       this.log.error({ keys: members.length, err: (err as Error).message }, 'could not put quota keys back into the dirty set; their next increment marks them again');
       return 0;
     }

@@ -8,6 +8,7 @@ import type { KernelServices } from '../../jobs/wiring.js';
 type Deps = Pick<UsageServices & KernelServices, 'usageStore' | 'rollups' | 'cleanupTasks' | 'metrics'>;
 import { rebuildRange } from './rollup-rebuild.js';
 import { AppError } from '../../errors/app-error.js';
+import { UsageMetrics } from './metrics.js';
 
 const DAY = 86_400_000;
 const LAST_SWEEP = 'last_retention_sweep';
@@ -34,6 +35,7 @@ export class UnaggregatedUsage extends AppError {
  * with the reason instead, so the job's health turns red.
  */
 async function retentionSweep(ctx: JobContext, s: Deps, config: Config): Promise<number> {
+  const um = s.metrics.group(UsageMetrics);
   const u = config.usage;
   const now = ctx.clock.now();
   const cutoff = new Date(now - u.retention);
@@ -46,7 +48,7 @@ async function retentionSweep(ctx: JobContext, s: Deps, config: Config): Promise
     ctx.signal.throwIfAborted();
     if (p.dayStart + DAY <= cutoff.getTime()) {
       const n = await s.usageStore.dropPartition(p.name, p.dayStart);
-      s.metrics.usageDeleted.inc({ kind: 'raw_partition' }, n);
+      um.usageDeleted.inc({ kind: 'raw_partition' }, n);
       deleted += n;
       ctx.log.info({ partition: p.name, rows: n }, 'usage partition dropped');
     }
@@ -54,23 +56,23 @@ async function retentionSweep(ctx: JobContext, s: Deps, config: Config): Promise
   for (let from: Date | undefined; ;) {
     ctx.signal.throwIfAborted();
     const r = await s.usageStore.deleteBatch({ before: cutoff, from }, u.delete_batch);
-    s.metrics.usageDeleted.inc({ kind: 'raw_batch' }, r.deleted);
+    um.usageDeleted.inc({ kind: 'raw_batch' }, r.deleted);
     deleted += r.deleted;
     if (r.deleted < u.delete_batch) break;
     from = r.latest ?? from;
   }
   for (;;) {
     const n = await s.usageStore.deleteRequestIds(cutoff, u.delete_batch);
-    s.metrics.usageDeleted.inc({ kind: 'request_ids' }, n);
+    um.usageDeleted.inc({ kind: 'request_ids' }, n);
     if (n < u.delete_batch) break;
   }
   const hourly = await s.rollups.deleteOlder('usage_hourly', new Date(now - u.hourly_retention), u.delete_batch);
   const daily = await s.rollups.deleteOlder('usage_daily', new Date(now - u.daily_retention), u.delete_batch);
-  s.metrics.usageDeleted.inc({ kind: 'hourly' }, hourly);
-  s.metrics.usageDeleted.inc({ kind: 'daily' }, daily);
+  um.usageDeleted.inc({ kind: 'hourly' }, hourly);
+  um.usageDeleted.inc({ kind: 'daily' }, daily);
   const today = utcDayStart(now);
   await s.usageStore.ensurePartitions(Array.from({ length: u.partitions_ahead + 1 }, (_, i) => today + i * DAY));
-  s.metrics.usageCleanupSeconds.observe({ kind: 'retention' }, (performance.now() - started) / 1000);
+  um.usageCleanupSeconds.observe({ kind: 'retention' }, (performance.now() - started) / 1000);
   ctx.log.info({ raw_deleted: deleted, hourly_deleted: hourly, daily_deleted: daily, cutoff: cutoff.toISOString() }, 'usage retention sweep done');
   return deleted + hourly + daily;
 }
@@ -80,6 +82,7 @@ async function runTask(ctx: JobContext, s: Deps, config: Config): Promise<number
   const task = await s.cleanupTasks.claim(ctx.instanceId, config.usage.task_timeout);
   if (!task) return 0;
   const started = performance.now();
+  const um = s.metrics.group(UsageMetrics);
   ctx.log.info({ task_id: task.id, user_id: task.user_id, account_id: task.account_id, from: task.range_start, to: task.range_end }, 'usage cleanup task claimed');
   let deleted = task.deleted_rows;
   let from = new Date(task.range_start);
@@ -92,13 +95,13 @@ async function runTask(ctx: JobContext, s: Deps, config: Config): Promise<number
     const r = await s.usageStore.deleteBatch({ from, to: new Date(task.range_end), userId: task.user_id, accountId: task.account_id }, config.usage.delete_batch);
     deleted += r.deleted;
     if (r.latest && r.latest > from) from = r.latest;
-    s.metrics.usageDeleted.inc({ kind: 'task' }, r.deleted);
+    um.usageDeleted.inc({ kind: 'task' }, r.deleted);
     if (r.deleted < config.usage.delete_batch) break;
   }
   // The rollups of the range no longer match the raw rows: rebuild them (the watermark does not move).
   await rebuildRange(s.rollups, new Date(task.range_start), new Date(task.range_end), () => undefined, ctx.signal);
   await s.cleanupTasks.finish(task.id, ctx.instanceId, deleted);
-  s.metrics.usageCleanupSeconds.observe({ kind: 'task' }, (performance.now() - started) / 1000);
+  um.usageCleanupSeconds.observe({ kind: 'task' }, (performance.now() - started) / 1000);
   ctx.log.info({ task_id: task.id, deleted }, 'usage cleanup task done; rollups of its range rebuilt');
   return deleted - task.deleted_rows;
 }

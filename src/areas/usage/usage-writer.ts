@@ -8,6 +8,7 @@ import { systemClock, type Clock } from '../../time/clock.js';
 import { retry } from '../../time/retry.js';
 import { ServiceLoop } from '../../workers/service-loop.js';
 import { replaySpills, writeSpill } from './usage-spill.js';
+import { UsageMetrics } from './metrics.js';
 
 export interface UsageWriterOptions {
   batchSize: number;
@@ -74,6 +75,8 @@ export class UsageWriter {
   private written = 0;
   private readonly loop: ServiceLoop;
 
+  private readonly um: UsageMetrics;
+
   constructor(
     private readonly store: UsageStore,
     private readonly o: UsageWriterOptions,
@@ -81,6 +84,7 @@ export class UsageWriter {
     private readonly log: Logger,
     private readonly deadLetters: DeadLetters,
   ) {
+    this.um = metrics.group(UsageMetrics);
     this.loop = new ServiceLoop({
       name: 'usage_writer',
       clock: o.clock ?? systemClock,
@@ -100,10 +104,10 @@ export class UsageWriter {
   record(row: UsageRow): RecordOutcome | Promise<RecordOutcome> {
     if (this.queue.length >= this.o.queueLimit || this.stopping) {
       if (this.o.overflow === 'drop' && !this.stopping) {
-        this.metrics.usageDropped.inc();
+        this.um.usageDropped.inc();
         return 'dropped';
       }
-      this.metrics.usageSyncFallback.inc();
+      this.um.usageSyncFallback.inc();
       return this.insertWithRetry([row]).then(() => 'sync_fallback' as const);
     }
     this.queue.push({ row });
@@ -120,10 +124,10 @@ export class UsageWriter {
     if (!rows.length) return { outcome: 'enqueued', stored: 0, duplicates: 0 };
     if (this.queue.length + rows.length > this.o.queueLimit || this.stopping) {
       if (this.o.overflow === 'drop' && !this.stopping) {
-        this.metrics.usageDropped.inc(rows.length);
+        this.um.usageDropped.inc(rows.length);
         throw new UsageQueueFull(this.queue.length);
       }
-      this.metrics.usageSyncFallback.inc(rows.length);
+      this.um.usageSyncFallback.inc(rows.length);
       const duplicates = countDuplicates(rows, await this.insertWithRetry(rows)).length;
       return { outcome: 'sync_fallback', stored: rows.length - duplicates, duplicates };
     }
@@ -138,7 +142,7 @@ export class UsageWriter {
   }
 
   private kick(): void {
-    this.metrics.usageWaiting.set(this.queue.length);
+    this.um.usageWaiting.set(this.queue.length);
     this.loop.start(); // the first event starts the loop: its first tick drains at once
     if (this.draining) this.fill();
     else this.loop.wake('usage');
@@ -172,7 +176,7 @@ export class UsageWriter {
   private async lane(): Promise<void> {
     while (this.queue.length && !this.gaveUp) {
       const batch = this.queue.splice(0, this.o.batchSize);
-      this.metrics.usageRunning.inc(batch.length);
+      this.um.usageRunning.inc(batch.length);
       try {
         const fresh = await this.insertWithRetry(batch.map((i) => i.row));
         for (const k of countDuplicates(
@@ -186,11 +190,11 @@ export class UsageWriter {
         this.queue.unshift(...batch);
         break;
       } finally {
-        this.metrics.usageRunning.dec(batch.length);
+        this.um.usageRunning.dec(batch.length);
       }
       this.written += batch.length;
       for (const i of batch) if (i.req && --i.req.remaining === 0) i.req.resolve();
-      this.metrics.usageWaiting.set(this.queue.length);
+      this.um.usageWaiting.set(this.queue.length);
     }
   }
 
@@ -200,9 +204,9 @@ export class UsageWriter {
       async () => {
         const t = performance.now();
         const fresh = await this.insertIsolated(rows, 'usage');
-        this.metrics.usageBatchSeconds.observe((performance.now() - t) / 1000);
-        this.metrics.usageWritten.inc(fresh.size);
-        if (fresh.size < rows.length) this.metrics.usageDuplicates.inc(rows.length - fresh.size);
+        this.um.usageBatchSeconds.observe((performance.now() - t) / 1000);
+        this.um.usageWritten.inc(fresh.size);
+        if (fresh.size < rows.length) this.um.usageDuplicates.inc(rows.length - fresh.size);
         return fresh;
       },
       {
@@ -210,7 +214,7 @@ export class UsageWriter {
         maxMs: MAX_BACKOFF_MS,
         clock: systemClock,
         deadline: () => this.deadline,
-        retryIf: () => (this.metrics.usageFailedBatches.inc(), true),
+        retryIf: () => (this.um.usageFailedBatches.inc(), true),
         onRetry: (err, attempt) => this.log.warn({ rows: rows.length, attempt, err: (err as Error).message }, 'usage batch write failed; retrying (the batch is kept)'),
       },
     );
@@ -262,7 +266,7 @@ export class UsageWriter {
   private spill(rows: UsageRow[]): void {
     if (!rows.length) return;
     const file = writeSpill(this.o.spillDir, rows);
-    this.metrics.usageSpilled.inc(rows.length);
+    this.um.usageSpilled.inc(rows.length);
     this.log.error({ rows: rows.length, file }, 'usage events could not be written before exit; kept in a spill file, written at the next start');
   }
 
