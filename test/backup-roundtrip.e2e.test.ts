@@ -2,9 +2,8 @@ import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import pg from 'pg';
-import { ServiceProcess, runCli } from './helpers/cli.js';
-import { PrivateRedis, TEST_MASTER_KEY, freePort, freshDatabase, uniqueName } from './helpers/services.js';
+import { runCli } from './helpers/cli.js';
+import { startCluster, type Cluster } from './helpers/cluster.js';
 import { waitFor } from './helpers/wait.js';
 
 /**
@@ -14,59 +13,51 @@ import { waitFor } from './helpers/wait.js';
  */
 const TOKEN = 'roundtrip-admin-token-0123456789';
 describe('backup round trip: restore into a new database, a new process serves the same data', () => {
-  let source: Awaited<ReturnType<typeof freshDatabase>>;
-  let target: Awaited<ReturnType<typeof freshDatabase>>;
-  let redis: PrivateRedis;
+  // Two clusters of the harness on one Redis: `source` (the service that is backed up) and `target`
+  // (an empty database the backup is restored into, then a new process on it). Both databases start
+  // empty: the replicas migrate them, as in production.
+  let source: Cluster;
+  let target: Cluster;
   const dir = mkdtempSync(join(tmpdir(), 'rj-roundtrip-'));
-  const procs: ServiceProcess[] = [];
-
-  beforeAll(async () => {
-    [source, target] = await Promise.all([freshDatabase(), freshDatabase()]);
-    redis = await PrivateRedis.start();
-  });
-  afterAll(async () => {
-    for (const p of procs) if (p.proc.exitCode === null) p.proc.kill('SIGKILL');
-    await redis.stop();
-    await source.drop();
-    await target.drop();
-  });
-
-  const envFor = (url: string, port: number, id: string) => ({
-    DATABASE_URL: url,
-    REDIS_URL: redis.url,
-    RELAY_JOBS_INSTANCE_ID: id,
+  const env = {
     RELAY_JOBS_ENV: 'rt',
-    RELAY_JOBS_HTTP_PORT: String(port),
-    RELAY_JOBS_ADMIN_TOKEN: TOKEN,
-    RELAY_JOBS_MASTER_KEY: TEST_MASTER_KEY,
-    RELAY_JOBS__REDIS__KEY_PREFIX: uniqueName('rjrt'),
-    RELAY_JOBS__DATABASE__POOL_SIZE: '4',
+    // The defaults for these, not the harness's.
+    RELAY_JOBS__CLUSTER__INSTANCE_HEARTBEAT: undefined,
+    RELAY_JOBS__JOBS__SESSION_CLEANUP__ENABLED: undefined,
+    RELAY_JOBS__REDIS__COMMAND_TIMEOUT: undefined,
     RELAY_JOBS__BACKUP__DIR: dir,
     RELAY_JOBS__JOBS__BACKUP__CRON: '0 0 1 1 *',
+  };
+
+  beforeAll(async () => {
+    source = await startCluster({ replicas: 0, migrate: false, adminToken: TOKEN, env });
+    target = await startCluster({ replicas: 0, migrate: false, redis: source.redis!, adminToken: TOKEN, env });
   });
-  const call = async (port: number, method: string, path: string, body?: unknown) => {
-    const res = await fetch(`http://127.0.0.1:${port}/api/v1${path}`, {
-      method,
-      headers: { authorization: `Bearer ${TOKEN}`, ...(body !== undefined ? { 'content-type': 'application/json' } : {}) },
-      body: body === undefined ? undefined : JSON.stringify(body),
-    });
+  afterAll(async () => {
+    await target?.stop();
+    await source?.stop();
+  });
+
+  /** A request to the one replica of `cluster`. */
+  const call = async (cluster: Cluster, method: string, path: string, body?: unknown) => {
+    const res = await cluster.api(0, path, { method, body });
     return { status: res.status, body: (await res.json()) as any };
   };
 
   it('accounts (tokens still decrypt), balances, dashboard numbers and notifications survive backup → restore → new process', { timeout: 240_000 }, async () => {
-    const p1 = await freePort();
-    const a = ServiceProcess.start('source', envFor(source.url, p1, 'src-1'));
-    procs.push(a);
-    await a.waitForLine(/relay-jobs started/, 60_000);
+    const a = await source.addReplica('src-1');
+    await a.waitStarted(60_000);
+    // The CLI runs with the service's configuration (its http.port is how it reaches the service).
+    const cliEnv = { ...a.env, RELAY_JOBS_INSTANCE_ID: 'cli' };
 
-    const acct = await call(p1, 'POST', '/accounts', {
+    const acct = await call(source, 'POST', '/accounts', {
       platform: 'anthropic',
       name: 'roundtrip',
       credentials: { access_token: 'sealed-access-token-value', refresh_token: 'sealed-refresh-token-value', expires_at: '2030-01-01T00:00:00Z' },
     });
     expect(acct.status, JSON.stringify(acct.body)).toBe(201);
     const accountId = acct.body.id ?? acct.body.account?.id;
-    const user = await call(p1, 'POST', '/billing/users', { external_id: 'rt-user', email: 'rt@example.com' });
+    const user = await call(source, 'POST', '/billing/users', { external_id: 'rt-user', email: 'rt@example.com' });
     expect(user.status).toBe(201);
     const events = Array.from({ length: 50 }, (_, i) => ({
       request_id: `rt-${i}`,
@@ -79,50 +70,44 @@ describe('backup round trip: restore into a new database, a new process serves t
       cost: '0.0125',
       created_at: new Date(Date.now() - 3_600_000).toISOString(),
     }));
-    expect((await call(p1, 'POST', '/usage', { events })).status).toBe(200);
+    expect((await call(source, 'POST', '/usage', { events })).status).toBe(200);
     const from = new Date(Date.now() - 2 * 86_400_000).toISOString();
     const to = new Date(Date.now() + 86_400_000).toISOString();
-    const re = await call(p1, 'POST', '/usage/recompute', { from, to });
-    await waitFor(async () => (await call(p1, 'GET', `/usage/recompute/${re.body.id}`)).body.status === 'done', { what: 'the rollup recompute' });
-    const c = new pg.Client({ connectionString: source.url });
-    await c.connect();
+    const re = await call(source, 'POST', '/usage/recompute', { from, to });
+    await waitFor(async () => (await call(source, 'GET', `/usage/recompute/${re.body.id}`)).body.status === 'done', { what: 'the rollup recompute' });
+    const c = await source.sql();
     await c.query(`UPDATE billing_users SET balance = 123456 WHERE id = $1`, [user.body.id]);
     await c.query(`INSERT INTO notification_deliveries (dedup_key, channel, recipient, template, params) VALUES ('rt-1', 'email', 'rt@example.com', 'expiry', '{"days": 3}')`);
     const sealed = (await c.query(`SELECT * FROM accounts WHERE id = $1`, [accountId])).rows[0];
-    await c.end();
     expect(JSON.stringify(sealed)).not.toContain('sealed-access-token-value'); // at rest it is sealed, so the dump holds no plaintext
-    const dashboard = (await call(p1, 'GET', `/dashboard/usage?from=${encodeURIComponent(from)}&to=${encodeURIComponent(to)}&granularity=day`)).body;
+    const dashboard = (await call(source, 'GET', `/dashboard/usage?from=${encodeURIComponent(from)}&to=${encodeURIComponent(to)}&granularity=day`)).body;
     expect(dashboard.points.reduce((n: number, p: { requests: number }) => n + p.requests, 0)).toBe(50);
-    const token = (await call(p1, 'POST', `/accounts/${accountId}/token`)).body;
+    const token = (await call(source, 'POST', `/accounts/${accountId}/token`)).body;
     expect(JSON.stringify(token)).toContain('sealed-access-token-value');
 
     // relay-jobs backup --wait, against the running service.
-    const b = await runCli(['backup', '--wait'], envFor(source.url, p1, 'cli'), 120_000);
+    const b = await runCli(['backup', '--wait'], cliEnv, 120_000);
     expect(b.stderr).toBe('');
     expect(b.code).toBe(0);
     const id = /backup (\S+) verified/.exec(b.stdout)![1]!;
-    const list = await runCli(['backups'], envFor(source.url, p1, 'cli'));
+    const list = await runCli(['backups'], cliEnv);
     expect(list.stdout).toMatch(new RegExp(`${id}\\s+verified\\s+manual`));
-    a.proc.kill('SIGTERM');
-    expect(await a.exited).toBe(0);
+    expect(await a.kill('SIGTERM')).toBe(0);
 
     // relay-jobs restore <id> --target <new database>
-    const r = await runCli(['restore', id, '--target', target.url], envFor(source.url, p1, 'cli'), 120_000);
+    const r = await runCli(['restore', id, '--target', target.databaseUrl!], cliEnv, 120_000);
     expect(r.stderr).toBe('');
     expect(r.code).toBe(0);
     expect(r.stdout).toContain('(row counts match the backup)');
 
     // A new process on the restored database, same master key.
-    const p2 = await freePort();
-    const bproc = ServiceProcess.start('restored', envFor(target.url, p2, 'src-1'));
-    procs.push(bproc);
-    await bproc.waitForLine(/relay-jobs started/, 60_000);
-    expect((await call(p2, 'POST', `/accounts/${accountId}/token`)).body).toEqual(token);
-    expect((await call(p2, 'GET', `/billing/users/${user.body.id}`)).body.balance).toBe(123456);
-    expect((await call(p2, 'GET', `/dashboard/usage?from=${encodeURIComponent(from)}&to=${encodeURIComponent(to)}&granularity=day`)).body).toEqual(dashboard);
-    const notes = (await call(p2, 'GET', '/notifications')).body;
+    const restored = await target.addReplica('src-1');
+    await restored.waitStarted(60_000);
+    expect((await call(target, 'POST', `/accounts/${accountId}/token`)).body).toEqual(token);
+    expect((await call(target, 'GET', `/billing/users/${user.body.id}`)).body.balance).toBe(123456);
+    expect((await call(target, 'GET', `/dashboard/usage?from=${encodeURIComponent(from)}&to=${encodeURIComponent(to)}&granularity=day`)).body).toEqual(dashboard);
+    const notes = (await call(target, 'GET', '/notifications')).body;
     expect(JSON.stringify(notes)).toContain('rt-1');
-    bproc.proc.kill('SIGTERM');
-    expect(await bproc.exited).toBe(0);
+    expect(await restored.kill('SIGTERM')).toBe(0);
   });
 });
