@@ -110,7 +110,7 @@ export class Runtime {
       httpPort: config.http.port,
       version: VERSION,
       heartbeatMs: config.cluster.instance_heartbeat,
-      refreshes: jobs.some((j) => j.name === 'token_refresh' && j.settings.enabled),
+      refreshes: jobs.some((j) => j.sharded && j.settings.enabled),
     });
     this.shards = new RefreshShards(instanceId);
     this.heartbeat = new InstanceHeartbeat({

@@ -43,6 +43,12 @@ export interface JobModule<S extends object = KernelServices, K extends keyof S 
   defaults: JobDefaultsSpec | ((config: Config, options: z.infer<z.ZodObject<O>>) => JobDefaultsSpec);
   options?: O;
   needs: readonly K[];
+  /**
+   * The replicas running this job share its work through the refresh shards
+   * (coordination/refresh-shards.ts): a replica that runs it enabled says so in its instance row,
+   * and the shard members are those replicas (token_refresh).
+   */
+  sharded?: boolean;
   /** Why the job is off by default under this config, when that is not the user's choice (batch_image_worker: no image provider). */
   offReason?(config: Config): string | null;
   /** Cross-key config rules of this job; each problem names its key. */
@@ -92,6 +98,8 @@ export type ServicesRef = () => object;
 export interface BuiltJob extends JobDefinition {
   /** Null when enabled; otherwise why it is off, in words naming the key that turns it on. */
   disabledReason?: string | null;
+  /** The module's `sharded`: this replica joins the refresh shards when the job is enabled. */
+  sharded?: boolean;
   start?(log: Logger): void | Promise<void>;
   stop?(withinMs: number): Promise<number | void>;
   health?(h: JobHealthInput): Promise<JobHealthOverride | null>;
@@ -154,6 +162,7 @@ export function buildJob<S extends object, K extends keyof S, O extends z.ZodRaw
     scope: module.scope,
     settings,
     disabledReason: settings.enabled ? null : enabled === false ? `disabled in config (${key}.enabled: false)` : (module.offReason?.(config) ?? `off by default (${key}.enabled: true turns it on)`),
+    sharded: module.sharded,
     run: (ctx) => module.run(ctx, deps(), options, config),
     start: module.onStart && ((log) => module.onStart!(deps(), log)),
     stop: module.onStop && ((withinMs) => module.onStop!(deps(), withinMs)),

@@ -13,6 +13,8 @@ export const tokenRefreshJob = defineJob({
   name: 'token_refresh',
   description: 'Keeps the OAuth refresh schedule in step with the accounts table; refreshes run on per-account due times',
   scope: 'instance',
+  // Replicas running it share the scheduled refreshes (coordination/refresh-shards.ts).
+  sharded: true,
   defaults: (config) => ({ enabled: config.auth.refresh_enabled, every: '30s', timeout: '1m', jitter: '2s' }),
   needs: ['tokenRefresh'],
   // Arm the refresh schedule at start rather than at the first round; never awaited.
