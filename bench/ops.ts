@@ -6,7 +6,7 @@
  * - alert evaluation of 1,000 rules (every state changing, and steady) vs one rule.
  */
 import { PgDb } from '../src/store/pg-db.js';
-import { migrate } from '../src/store/migrate.js';
+import { migrate } from '../src/jobs/migrations.js';
 import { UsageStore, utcDayStart } from '../src/areas/usage/store/usage.js';
 import { OpsMetricsStore } from '../src/areas/ops/store/ops-metrics.js';
 import { OpsAlerts } from '../src/areas/ops/store/ops-alerts.js';

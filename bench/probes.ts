@@ -11,7 +11,7 @@
 import { readFileSync } from 'node:fs';
 import pg from 'pg';
 import { PgDb } from '../src/store/pg-db.js';
-import { migrate } from '../src/store/migrate.js';
+import { migrate } from '../src/jobs/migrations.js';
 import { ProbeClient } from '../src/areas/probes/probe-client.js';
 import { ServiceProcess } from '../test/helpers/cli.js';
 import { REDIS_URL, TEST_MASTER_KEY, dropRedisPrefix, freePort, freshDatabase, uniqueName } from '../test/helpers/services.js';

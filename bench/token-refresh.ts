@@ -11,7 +11,7 @@
  */
 import { Redis } from 'ioredis';
 import { PgDb } from '../src/store/pg-db.js';
-import { migrate } from '../src/store/migrate.js';
+import { migrate } from '../src/jobs/migrations.js';
 import { SecretBox } from '../src/store/secret-box.js';
 import { Accounts } from '../src/areas/accounts/store/accounts.js';
 import { RefreshLeases } from '../src/coordination/refresh-lease.js';

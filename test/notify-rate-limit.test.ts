@@ -3,7 +3,7 @@ import { createServer, type Server } from 'node:http';
 import { loadConfig } from '../src/jobs/config-schema.js';
 import { ConfigError } from '../src/config/errors.js';
 import { PgDb } from '../src/store/pg-db.js';
-import { migrate } from '../src/store/migrate.js';
+import { migrate } from '../src/jobs/migrations.js';
 import type { Db } from '../src/store/db.js';
 import { Notifications } from '../src/areas/notifications/store/notifications.js';
 import { ChannelBudget } from '../src/areas/notifications/store/channel-budget.js';

@@ -1,8 +1,11 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { spawnSync } from 'node:child_process';
 import type { Db } from '../src/store/db.js';
-import { migrate } from '../src/store/migrate.js';
-import { MIGRATIONS } from '../src/store/migrations/index.js';
+import { migrate } from '../src/jobs/migrations.js';
+import { MIGRATIONS } from '../src/jobs/migrations.js';
+import { applyMigrations, collectMigrations, pendingMigrations } from '../src/store/migrate.js';
+import { KERNEL_MIGRATIONS } from '../src/store/migrations/index.js';
+import { AREAS } from '../src/jobs/registry.js';
 import { SlotClaims } from '../src/coordination/slot-claim.js';
 import { FencedCursors, FencedWriteRefused } from '../src/coordination/fenced-cursor.js';
 import { CanaryRuns } from '../src/areas/canary/store/canary-runs.js';
@@ -157,6 +160,29 @@ describe.each(BACKENDS)('store on $name', (backend) => {
   });
 });
 
+describe('migrations of the kernel and the areas', () => {
+  const m = (version: number, name: string) => ({ version, name, sql: `CREATE TABLE rj_mig_${name} (id int)` });
+  it('one list in version order; a version used twice is refused naming both owners', () => {
+    expect(
+      collectMigrations([
+        { owner: 'kernel', migrations: [m(1, 'a'), m(3, 'c')] },
+        { owner: 'area x', migrations: [m(2, 'b')] },
+      ]).map((x) => x.version),
+    ).toEqual([1, 2, 3]);
+    expect(() =>
+      collectMigrations([
+        { owner: 'kernel', migrations: [m(1, 'a'), m(2, 'b')] },
+        { owner: 'area x', migrations: [m(2, 'mine')] },
+      ]),
+    ).toThrow('migration version 2 (area x: mine) is already taken by kernel: b; use the next free number');
+  });
+  it("the database's list is the kernel's and every listed area's", () => {
+    const areas = AREAS.flatMap((a) => (a as { migrations?: readonly unknown[] }).migrations ?? []);
+    expect(MIGRATIONS.length).toBe(KERNEL_MIGRATIONS.length + areas.length);
+    expect(MIGRATIONS.map((x) => x.version)).toEqual([...MIGRATIONS.map((x) => x.version)].sort((x, y) => x - y));
+  });
+});
+
 describe('migrations on PostgreSQL', () => {
   it('replicas starting together apply each migration exactly once', async () => {
     const { freshDatabase } = await import('./helpers/services.js');
@@ -168,6 +194,29 @@ describe('migrations on PostgreSQL', () => {
       expect(applied.map((a) => a.length).sort()).toEqual([0, 0, 0, MIGRATIONS.length]);
     } finally {
       await Promise.all(dbs.map((d) => d.close()));
+      await fresh.drop();
+    }
+  });
+
+  it("an area's migration is applied with the kernel's, in version order, once", async () => {
+    const { freshDatabase } = await import('./helpers/services.js');
+    const { PgDb } = await import('../src/store/pg-db.js');
+    const fresh = await freshDatabase();
+    const db = await PgDb.connect({ url: fresh.url, poolSize: 1, connectTimeoutMs: 5000 });
+    try {
+      // Version 9000 refers to a kernel table (accounts): it must run after the kernel's.
+      const area = { version: 9000, name: 'area_probe', sql: 'CREATE TABLE rj_area_probe (account_id bigint REFERENCES accounts(id))' };
+      const all = collectMigrations([
+        { owner: 'the kernel', migrations: MIGRATIONS },
+        { owner: 'area probe', migrations: [area] },
+      ]);
+      const applied = await applyMigrations(db, all);
+      expect(applied.at(-1)).toEqual(area);
+      expect((await db.query(`SELECT to_regclass('rj_area_probe') IS NOT NULL AS ok`)).rows[0]).toEqual({ ok: true });
+      expect(await pendingMigrations(db, all)).toEqual([]);
+      expect(await applyMigrations(db, all)).toEqual([]);
+    } finally {
+      await db.close();
       await fresh.drop();
     }
   });

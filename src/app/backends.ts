@@ -6,7 +6,7 @@ import { PgDb } from '../store/pg-db.js';
 import { PgliteDb } from '../store/pglite-db.js';
 import { DataDirLock } from '../store/data-dir-lock.js';
 import { tightenDataDir } from '../store/data-dir-perms.js';
-import { migrate } from '../store/migrate.js';
+import { migrate } from '../jobs/migrations.js';
 import { SecretBox } from '../store/secret-box.js';
 import { checkMasterKey, connectionBudget } from '../store/server-checks.js';
 import { connectRedis } from '../coordination/redis-client.js';
@@ -88,7 +88,7 @@ export async function openBackends(config: Config, log: Logger): Promise<Backend
       );
     }
     if (config.database.auto_migrate) {
-      const applied = await migrate(db, undefined, (m) => log.info({ migration: `${m.version}_${m.name}` }, 'applying migration'));
+      const applied = await migrate(db, (m) => log.info({ migration: `${m.version}_${m.name}` }, 'applying migration'));
       if (applied.length) log.info({ migrations: applied.map((m) => `${m.version}_${m.name}`) }, 'migrations applied');
     }
     const box = config.security.master_key ? SecretBox.fromBase64(config.security.master_key) : SecretBox.forDataDir(config.database.data_dir);

@@ -2,7 +2,7 @@ import type { Config } from '../config/load.js';
 import { PgDb } from '../store/pg-db.js';
 import { PgliteDb } from '../store/pglite-db.js';
 import { DataDirLock } from '../store/data-dir-lock.js';
-import { migrate } from '../store/migrate.js';
+import { migrate } from '../jobs/migrations.js';
 import type { Db } from '../store/db.js';
 
 /** `relay-jobs migrate`: applies pending migrations (safe while replicas run: an advisory lock serialises it). */
@@ -16,7 +16,7 @@ export async function migrateCommand(config: Config): Promise<void> {
     db = await PgliteDb.open(config.database.data_dir, { sharedBuffersMb: config.database.embedded_shared_buffers_mb });
   }
   try {
-    const applied = await migrate(db, undefined, (m) => process.stdout.write(`applying ${m.version}_${m.name}\n`));
+    const applied = await migrate(db, (m) => process.stdout.write(`applying ${m.version}_${m.name}\n`));
     process.stdout.write(applied.length ? `applied ${applied.map((m) => `${m.version}_${m.name}`).join(', ')}\n` : 'database is up to date\n');
   } finally {
     await db.close();

@@ -3,6 +3,7 @@ import type { Command } from 'commander';
 import type { Config } from '../config/load.js';
 import type { ConfigSectionSchemas, ConfigSectionsOf } from '../config/schema.js';
 import type { Db } from '../store/db.js';
+import type { Migration } from '../store/migrations/index.js';
 import type { Logger } from '../telemetry/logger.js';
 import type { MetricGroup, Metrics } from '../telemetry/metrics.js';
 import type { Clock } from '../time/clock.js';
@@ -93,6 +94,12 @@ export interface AreaModule<S extends object = object, D extends object = object
   wiring?: () => Promise<WireFn<S, D>>;
   /** Its jobs, in the order `relay-jobs jobs` lists them. */
   jobs: readonly AnyJobModule[];
+  /**
+   * Its migrations (its tables), e.g. `[{ version: 29, name: 'my_table', sql }]` from its
+   * `migrations/` folder: joined with the kernel's and every other area's (jobs/migrations.ts) and
+   * applied in version order; a version must be unused by any other migration.
+   */
+  migrations?: readonly Migration[];
   /** Its metric groups (its metrics.ts): made on the runtime's registry at wiring, so /metrics lists them from the start. */
   metrics?: readonly MetricGroup[];
   /** Its routes under `/api/v1` (behind the admin token or session). */

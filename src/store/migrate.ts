@@ -1,11 +1,12 @@
 import type { Db } from './db.js';
-import { MIGRATIONS, type Migration } from './migrations/index.js';
+import type { Migration } from './migrations/index.js';
 
 /**
- * Applies pending migrations in one transaction under a transaction-scoped advisory lock, so
- * replicas starting together apply each migration once and the others wait, then see it done.
+ * Applies the pending ones of `migrations` (the whole database's list: jobs/migrations.ts) in
+ * version order, in one transaction under a transaction-scoped advisory lock, so replicas starting
+ * together apply each migration once and the others wait, then see it done.
  */
-export async function migrate(db: Db, migrations: Migration[] = MIGRATIONS, onApply?: (m: Migration) => void): Promise<Migration[]> {
+export async function applyMigrations(db: Db, migrations: readonly Migration[], onApply?: (m: Migration) => void): Promise<Migration[]> {
   return db.tx(async (q) => {
     // The lock comes first: even CREATE TABLE IF NOT EXISTS races when replicas start together.
     await q.query(`SELECT pg_advisory_xact_lock(hashtextextended('relay-jobs:migrate', 0))`);
@@ -22,9 +23,28 @@ export async function migrate(db: Db, migrations: Migration[] = MIGRATIONS, onAp
   });
 }
 
-export async function pendingMigrations(db: Db): Promise<Migration[]> {
+/** The migrations of `migrations` this database has not applied. */
+export async function pendingMigrations(db: Db, migrations: readonly Migration[]): Promise<Migration[]> {
   const { rows } = await db.query<{ exists: boolean }>(`SELECT to_regclass('schema_migrations') IS NOT NULL AS exists`);
-  if (!rows[0]?.exists) return MIGRATIONS;
+  if (!rows[0]?.exists) return [...migrations];
   const applied = new Set((await db.query<{ version: number }>('SELECT version FROM schema_migrations')).rows.map((r) => Number(r.version)));
-  return MIGRATIONS.filter((m) => !applied.has(m.version));
+  return migrations.filter((m) => !applied.has(m.version));
+}
+
+/**
+ * One list from the kernel's migrations and each area's: a version belongs to one migration
+ * across all of them (a clash names both owners), since `schema_migrations` records versions only.
+ */
+export function collectMigrations(groups: readonly { owner: string; migrations: readonly Migration[] }[]): Migration[] {
+  const seen = new Map<number, string>();
+  const problems: string[] = [];
+  for (const g of groups) {
+    for (const m of g.migrations) {
+      const other = seen.get(m.version);
+      if (other !== undefined) problems.push(`migration version ${m.version} (${g.owner}: ${m.name}) is already taken by ${other}; use the next free number`);
+      else seen.set(m.version, `${g.owner}: ${m.name}`);
+    }
+  }
+  if (problems.length) throw new Error(problems.join('; '));
+  return groups.flatMap((g) => g.migrations).sort((a, b) => a.version - b.version);
 }
