@@ -36,3 +36,15 @@ export { signWebhook, GenericJsonProvider, ProviderError, type PaymentProvider }
 export { jobsFor, type JobModule, type JobDefaultsSpec } from './jobs/define-job.js';
 export { defineJob, type Services } from './jobs/registry.js';
 export { createLogger, silentLogger, type Logger } from './telemetry/logger.js';
+// The runtime's metrics: the kernel's on `rt.metrics`, each area's group through
+// `rt.metrics.group(AccountMetrics)` (e.g. `.refreshTotal`), the same objects /metrics reads.
+export { Metrics, type MetricGroup } from './telemetry/metrics.js';
+export { AccountMetrics } from './areas/accounts/metrics.js';
+export { UsageMetrics } from './areas/usage/metrics.js';
+export { BillingMetrics } from './areas/billing/metrics.js';
+export { NotificationMetrics } from './areas/notifications/metrics.js';
+export { OpsMetrics } from './areas/ops/metrics.js';
+export { ProbesMetrics } from './areas/probes/metrics.js';
+export { ImagesMetrics } from './areas/images/metrics.js';
+export { SchedulerMetrics } from './areas/scheduler-snapshot/metrics.js';
+export { BackupMetrics } from './areas/backup/metrics.js';

@@ -96,7 +96,7 @@ export interface AreaModule<S extends object = object, D extends object = object
   jobs: readonly AnyJobModule[];
   /**
    * Its migrations (its tables), e.g. `[{ version: 29, name: 'my_table', sql }]` from its
-   * `migrations/` folder: joined with the kernel's and every other area's (jobs/migrations.ts) and
+   * `store/migrations/` folder (SQL stays in an area's store/): joined with the kernel's and every other area's (jobs/migrations.ts) and
    * applied in version order; a version must be unused by any other migration.
    */
   migrations?: readonly Migration[];

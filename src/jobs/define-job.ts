@@ -46,7 +46,9 @@ export interface JobModule<S extends object = KernelServices, K extends keyof S 
   /**
    * The replicas running this job share its work through the refresh shards
    * (coordination/refresh-shards.ts): a replica that runs it enabled says so in its instance row,
-   * and the shard members are those replicas (token_refresh).
+   * and the shard members are those replicas. Only the job that runs the token refresh schedule
+   * (token_refresh) sets it: a replica marked a member without refreshing would own accounts it
+   * never refreshes, and they would be refreshed late, by the other replicas' backstop.
    */
   sharded?: boolean;
   /** Why the job is off by default under this config, when that is not the user's choice (batch_image_worker: no image provider). */
