@@ -71,6 +71,10 @@ describe('defineJob: a job added by a library user runs through the cluster path
     expect(bad({ RELAY_JOBS__JOBS__TOY_GREETER__GREETING: '' })).toMatch(/jobs\.toy_greeter\.greeting \(RELAY_JOBS__JOBS__TOY_GREETER__GREETING\)/);
     expect(bad({ RELAY_JOBS__JOBS__TOY_GREETER__COLOUR: 'red' })).toMatch(/jobs\.toy_greeter\.colour.*unknown key/);
     expect(bad({ RELAY_JOBS__JOBS__TOY_GRETER__EVERY: '1s' })).toMatch(/jobs\.toy_greter.*did you mean toy_greeter/);
+    // The refresh shards' membership is token_refresh's alone.
+    expect(() => buildJobs(loadConfig({ env: env('x'), checkJobs: checkJobSections([toyJob]) }), undefined, [{ ...toyJob, sharded: true } as typeof toyJob])).toThrow(
+      `job "toy_greeter": sharded is reserved for the token refresh schedule's job (token_refresh)`,
+    );
     // Without the job, its section is an unknown job.
     expect(() => loadConfig({ env: env('x', { RELAY_JOBS__JOBS__TOY_GREETER__GREETING: 'hi' }), checkJobs: checkJobSections() })).toThrow(/jobs\.toy_greeter.*unknown job/);
   });

@@ -48,7 +48,8 @@ export interface JobModule<S extends object = KernelServices, K extends keyof S 
    * (coordination/refresh-shards.ts): a replica that runs it enabled says so in its instance row,
    * and the shard members are those replicas. Only the job that runs the token refresh schedule
    * (token_refresh) sets it: a replica marked a member without refreshing would own accounts it
-   * never refreshes, and they would be refreshed late, by the other replicas' backstop.
+   * never refreshes, and they would be refreshed late, by the other replicas' backstop. A library
+   * job (`Runtime.create(config, { jobs })`) that sets it is refused with the config's problems.
    */
   sharded?: boolean;
   /** Why the job is off by default under this config, when that is not the user's choice (batch_image_worker: no image provider). */

@@ -68,6 +68,8 @@ export function buildJobs(config: Config, services: ServicesRef = unbound, extra
     if (names.has(m.name)) problems.push(`job ${JSON.stringify(m.name)} is defined twice`);
     names.add(m.name);
   }
+  // A library job marked sharded would make this replica a refresh-shard member that never refreshes.
+  for (const m of extra) if (m.sharded) problems.push(`job ${JSON.stringify(m.name)}: sharded is reserved for the token refresh schedule's job (token_refresh)`);
   problems.push(...unknownJobs(config.jobs, [...names], (k) => keySource(config.source.keys, config.source.file, k)));
   const jobs: BuiltJob[] = [];
   for (const m of modules) {
