@@ -23,14 +23,6 @@ export async function applyMigrations(db: Db, migrations: readonly Migration[], 
   });
 }
 
-/** The migrations of `migrations` this database has not applied. */
-export async function pendingMigrations(db: Db, migrations: readonly Migration[]): Promise<Migration[]> {
-  const { rows } = await db.query<{ exists: boolean }>(`SELECT to_regclass('schema_migrations') IS NOT NULL AS exists`);
-  if (!rows[0]?.exists) return [...migrations];
-  const applied = new Set((await db.query<{ version: number }>('SELECT version FROM schema_migrations')).rows.map((r) => Number(r.version)));
-  return migrations.filter((m) => !applied.has(m.version));
-}
-
 /**
  * One list from the kernel's migrations and each area's: a version belongs to one migration
  * across all of them (a clash names both owners), since `schema_migrations` records versions only.

@@ -26,6 +26,7 @@ export const opsCleanupJob = defineJob({
   defaults: (config) => ({ enabled: true, cron: '0 2 * * *', timezone: config.ops.timezone, timeout: '30m' }),
   needs: ['ops', 'metrics'],
   async run(ctx, { ops, metrics }, o, config) {
+    const m = metrics.group(OpsMetrics);
     const batch = o.batch ?? 5000;
     const days = { ...config.ops.retention_days, ...(await ops.retention.overrides()) };
     const done: string[] = [];
@@ -44,9 +45,9 @@ export const opsCleanupJob = defineJob({
         done.push(`${target}: ${n}`);
       } catch (err) {
         failed.push(`${target}: FAILED after ${n}: ${(err as Error).message}`);
-        metrics.group(OpsMetrics).cleanupFailures.inc({ target });
+        m.cleanupFailures.inc({ target });
       }
-      if (n) metrics.group(OpsMetrics).cleanupDeleted.inc({ target }, n);
+      if (n) m.cleanupDeleted.inc({ target }, n);
       total += n;
     };
     for (const target of Object.keys(CLEANUP_TARGETS)) {
