@@ -57,7 +57,7 @@ export async function runClusterScenario(o: ScenarioOptions): Promise<ScenarioRe
   const client = await cluster.sql();
   const redis = cluster.redis!;
   for (let i = 0; i < 3; i++) await cluster.addReplica(`r${i}`, { ...SCENARIO_ENV, ...o.env });
-  const replicas = cluster.replicas.map((r) => r.proc);
+  let replicas = cluster.replicas.map((r) => r.proc);
   const ports = cluster.replicas.map((r) => r.port);
   const dbNow = async () => Number((await client.query(`SELECT extract(epoch FROM clock_timestamp()) * 1000 AS t`)).rows[0].t);
   await Promise.all(replicas.map((r) => r.waitForLine(/relay-jobs started/)));
@@ -66,22 +66,35 @@ export async function runClusterScenario(o: ScenarioOptions): Promise<ScenarioRe
   // The canary is in its stride (a few rounds done) before the leader is killed.
   await waitFor(async () => (await finishedRounds('true')) >= 3, { what: 'three finished canary rounds', timeoutMs: 60_000, intervalMs: 100 });
 
-  // SIGKILL whichever replica is in the middle of a round (started 50-250 ms ago: its 400 ms sleep has not ended, so the kill lands mid-round).
+  // SIGKILL whichever replica is in the middle of a round (started 50-250 ms ago: its 400 ms sleep
+  // has not ended). A loaded test process can take longer than that to send the kill: when the
+  // victim turns out to have had no round running at its death, it is started again and another
+  // is picked (its finished rounds are ordinary evidence; no round of it was cut).
   let victim: ServiceProcess | undefined;
-  for (let i = 0; i < 200 && !victim; i++) {
-    const { rows } = await client.query(
-      `SELECT instance_id FROM job_runs WHERE job_name = 'canary' AND status = 'running' AND started_at BETWEEN clock_timestamp() - interval '250 milliseconds' AND clock_timestamp() - interval '50 milliseconds'`,
-    );
-    victim = rows[0] && replicas.find((r) => r.name === rows[0].instance_id);
-    if (!victim) await new Promise((r) => setTimeout(r, 20));
+  let killedAt = 0;
+  for (let attempt = 1; !victim; attempt++) {
+    let picked: (typeof cluster.replicas)[number] | undefined;
+    for (let i = 0; i < 200 && !picked; i++) {
+      const { rows } = await client.query(
+        `SELECT instance_id FROM job_runs WHERE job_name = 'canary' AND status = 'running' AND started_at BETWEEN clock_timestamp() - interval '250 milliseconds' AND clock_timestamp() - interval '50 milliseconds'`,
+      );
+      picked = rows[0] && cluster.replicas.find((r) => r.id === rows[0].instance_id);
+      if (!picked) await new Promise((r) => setTimeout(r, 20));
+    }
+    expect(picked, 'a replica mid-round').toBeDefined();
+    // Read before the kill: the takeover through the liveness session can start a survivor's round
+    // within milliseconds of the death, before a loaded test process has even seen the exit. The
+    // victim's cut round ends at the kill, so a clock read after it could report a false overlap.
+    killedAt = await dbNow();
+    await picked!.kill('SIGKILL');
+    const cut = await client.query(`SELECT 1 FROM job_runs WHERE job_name = 'canary' AND instance_id = $1 AND (status = 'running' OR error LIKE 'abandoned%')`, [picked!.id]);
+    if (cut.rowCount! > 0) victim = picked!.proc;
+    else {
+      expect(attempt, 'a kill that lands mid-round, within five tries').toBeLessThan(5);
+      await picked!.restart();
+    }
   }
-  expect(victim, 'a replica mid-round').toBeDefined();
-  // Read before the kill: the takeover through the liveness session can start a survivor's round
-  // within milliseconds of the death, before a loaded test process has even seen the exit. The
-  // victim's cut round ends at the kill, so a clock read after it could report a false overlap.
-  const killedAt = await dbNow();
-  victim!.proc.kill('SIGKILL');
-  await victim!.exited;
+  replicas = cluster.replicas.map((r) => r.proc);
   const survivors = replicas.filter((r) => r !== victim);
   // Failover done: the victim's round is recorded as abandoned and a survivor has finished a round
   // begun after the kill (how soon is asserted from the records below).
