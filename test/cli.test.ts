@@ -185,7 +185,7 @@ describe('CLI commands', { concurrent: true }, () => {
         expect(status.stdout).toMatch(/^embedded\s+true\s+/m);
       } finally {
         svc.proc.kill('SIGTERM');
-        expect(await svc.exited).toBe(0);
+        expect(await svc.exitedWithin()).toBe(0);
       }
       expect(svc.lines.some((l) => /shutdown complete/.test(l))).toBe(true);
       // Every log line is one JSON object.
@@ -203,7 +203,7 @@ describe('CLI commands', { concurrent: true }, () => {
     const svc = ServiceProcess.start('early', { RELAY_JOBS_DATA_DIR: dir, RELAY_JOBS_HTTP_PORT: String(await freePort()) });
     await svc.waitForLine(/migrations applied/); // inside Runtime.create, before the HTTP server exists
     svc.proc.kill('SIGTERM');
-    expect(await svc.exited).toBe(0);
+    expect(await svc.exitedWithin()).toBe(0);
     expect(svc.lines.join('\n')).toMatch(/shutdown complete/);
   });
 });

@@ -91,7 +91,7 @@ describe('files at rest', () => {
     expect(running.filter((p) => / [1-7][0-7][0-7]$/.test(p) && lstatSync(p.split(' ')[0]!).isDirectory())).toEqual([]);
 
     svc.proc.kill('SIGTERM');
-    expect(await svc.exited).toBe(0);
+    expect(await svc.exitedWithin()).toBe(0);
     // At rest: every file 0600, every folder 0700.
     expect(readableByOthers(dataDir), `of ${countPaths(dataDir)} paths`).toEqual([]);
     console.log(

@@ -102,7 +102,7 @@ describe('rotated refresh tokens survive slow replies and a forced exit', () => 
       svc.proc.kill('SIGTERM');
       await svc.waitForLine(/shutdown: readiness false/);
       svc.proc.kill('SIGTERM');
-      expect(await svc.exited).toBe(130);
+      expect(await svc.exitedWithin()).toBe(130);
       await refresh;
       oauth.lateReplyMs = 0;
       expect(svc.lines.some((l) => /second signal: exiting without a clean drain once the refresh calls already sent are stored/.test(l) && l.includes(`[${id}]`))).toBe(true);

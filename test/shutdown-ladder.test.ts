@@ -1,7 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import { ManualClock } from '../src/time/clock.js';
 import { silentLogger } from '../src/telemetry/logger.js';
-import { ladderOrder, runShutdownLadder, SHUTDOWN_PHASES, type Stoppable } from '../src/app/shutdown-ladder.js';
+import { ladderOrder, runShutdownLadder, SHUTDOWN_PHASES, SHUTDOWN_PROGRESS_EVERY_MS, type Stoppable } from '../src/app/shutdown-ladder.js';
+import { captureLogs } from './helpers/log-capture.js';
 
 /** The ladder's order is derived in one place: by declared phase, then registration order. */
 describe('shutdown ladder order', () => {
@@ -23,5 +24,34 @@ describe('shutdown ladder order', () => {
     expect(ran).toEqual(['http', 'rounds', 'job backup', 'usage writer', 'outbox', 'instance record', 'connections']);
     expect(SHUTDOWN_PHASES[0]).toBe('ingress');
     expect(SHUTDOWN_PHASES.at(-1)).toBe('connections');
+  });
+});
+
+/** A slow shutdown says what it is waiting for: the rung still running, within its limit and past it. */
+describe('shutdown ladder progress', () => {
+  it('names a rung still running every interval, at error once it runs past its limit, and stops naming it when it returns', async () => {
+    const clock = new ManualClock(0);
+    const { lines, logger } = captureLogs();
+    let release!: () => void;
+    const steps: Stoppable[] = [
+      { name: 'http', phase: 'ingress', stop: () => undefined },
+      { name: 'usage writer', stop: () => new Promise<void>((r) => (release = r)) },
+    ];
+    const done = runShutdownLadder(steps, 25_000, clock, logger);
+    const progress = () => lines.filter((l) => typeof l.msg === 'string' && /still/.test(l.msg)).map((l) => [l.level, l.step, l.waited_ms, l.limit_ms]);
+    await clock.advance(SHUTDOWN_PROGRESS_EVERY_MS - 1);
+    expect(progress()).toEqual([]);
+    await clock.advance(1);
+    expect(progress()).toEqual([['info', 'usage writer', 10_000, 25_000]]);
+    await clock.advance(2 * SHUTDOWN_PROGRESS_EVERY_MS);
+    expect(progress()).toEqual([
+      ['info', 'usage writer', 10_000, 25_000],
+      ['info', 'usage writer', 20_000, 25_000],
+      ['error', 'usage writer', 30_000, 25_000],
+    ]);
+    release();
+    await done;
+    await clock.advance(5 * SHUTDOWN_PROGRESS_EVERY_MS);
+    expect(progress()).toHaveLength(3);
   });
 });

@@ -66,7 +66,7 @@ describe('usage and quota survive SIGTERM mid-stream', () => {
     // 3 s on a quiet machine; a loaded one acknowledged 340 in that time).
     await waitFor(() => acked.size > 1000, { what: () => `over 1000 acknowledged usage events (${acked.size} so far)`, timeoutMs: 120_000 });
     svc.proc.kill('SIGTERM');
-    const code = await svc.exited;
+    const code = await svc.exitedWithin();
     stop = true;
     await Promise.all(clients);
     expect(code).toBe(0);

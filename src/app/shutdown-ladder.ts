@@ -1,4 +1,4 @@
-import type { Clock } from '../time/clock.js';
+import type { Clock, TimerHandle } from '../time/clock.js';
 import type { Logger } from '../telemetry/logger.js';
 import { SHUTDOWN_PHASES, type Stoppable } from '../jobs/wiring.js';
 
@@ -14,18 +14,38 @@ export function ladderOrder(steps: readonly Stoppable[]): Stoppable[] {
     .map(({ s }) => s);
 }
 
+/** How often a rung that has not returned is named in the log: what a slow shutdown is waiting for. */
+export const SHUTDOWN_PROGRESS_EVERY_MS = 10_000;
+
 /**
  * Runs the rungs in ladder order (`ladderOrder`). Each rung's failure is logged and isolated: the next rung still
- * runs, because a failed HTTP close must not keep the usage writer from draining (invariant 4).
+ * runs, because a failed HTTP close must not keep the usage writer from draining (invariant 4). A rung still
+ * running after SHUTDOWN_PROGRESS_EVERY_MS is named in the log, and again at each interval: at info within
+ * its limit (a drain taking its time), at error once past it (a rung that ignores its limit is a defect,
+ * and the ladder has no other way to show which one holds the process).
  */
 export async function runShutdownLadder(steps: readonly Stoppable[], deadlineAt: number, clock: Clock, log: Logger): Promise<void> {
   for (const step of ladderOrder(steps)) {
     const withinMs = Math.max(step.minMs ?? 0, deadlineAt - clock.now());
+    const began = clock.now();
+    let timer: TimerHandle | null = null;
+    const progress = () => {
+      timer = clock.setTimeout(() => {
+        const waitedMs = clock.now() - began;
+        const fields = { step: step.name, waited_ms: waitedMs, limit_ms: withinMs };
+        if (waitedMs > withinMs) log.error(fields, `shutdown: ${step.name} is still running past its limit; the ladder waits for it`);
+        else log.info(fields, `shutdown: still stopping ${step.name}`);
+        progress();
+      }, SHUTDOWN_PROGRESS_EVERY_MS);
+    };
+    progress();
     try {
       const warning = await step.stop(withinMs);
       if (warning) log.warn({ step: step.name }, `shutdown: ${warning}`);
     } catch (err) {
       log.error({ step: step.name, err: (err as Error).message }, `shutdown: ${step.name} failed; continuing with the next step`);
+    } finally {
+      if (timer) clock.clearTimeout(timer);
     }
   }
 }

@@ -65,6 +65,26 @@ export class ServiceProcess {
     return new ServiceProcess(name, spawn(process.execPath, [...NODE_FLAGS, CLI, 'start'], { env: cleanEnv(env), stdio: ['ignore', 'pipe', 'pipe'] }));
   }
 
+  /**
+   * The exit code once the process has exited. Past `timeoutMs` it is SIGKILLed and this throws with
+   * its last log lines: a shutdown that hangs names the rung it waits for (the ladder logs it every
+   * 10 s) instead of using up the test's whole limit in silence.
+   */
+  async exitedWithin(timeoutMs = 120_000): Promise<number | null> {
+    let timer: NodeJS.Timeout | undefined;
+    const late = new Promise<never>((_, reject) => {
+      timer = setTimeout(() => {
+        this.proc.kill('SIGKILL');
+        reject(new Error(`${this.name} did not exit within ${timeoutMs} ms:\n${this.lines.slice(-40).join('\n')}`));
+      }, timeoutMs);
+    });
+    try {
+      return await Promise.race([this.exited, late]);
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+
   async waitForLine(pattern: RegExp, timeoutMs = 180_000): Promise<string> {
     const deadline = Date.now() + timeoutMs;
     // Each line is tested once: a chatty replica's log grows to thousands of lines.
