@@ -111,7 +111,12 @@ describe('scheduler snapshot epoch: never back, per bucket, across both sources'
     // A PostgreSQL answer starts a bucket repair in the background, a consumer's poll may start a
     // rebuild: the prefix is dropped once the test's are done, or one writes its buckets again
     // into the shared Redis afterwards.
-    await Promise.all(background.splice(0).map((wait) => wait()));
+    // The test's clients are closed before the drop: work that starts after the wait (a repair a
+    // late answer asks for) fails on a closed client instead of writing into the dropped prefix.
+    const waits = background.splice(0);
+    await Promise.all(waits.map((wait) => wait()));
+    for (const r of redises.splice(0)) r.disconnect();
+    await Promise.all(waits.map((wait) => wait()));
     await dropRedisPrefix(prefix);
   });
 
