@@ -1,5 +1,6 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
+import { settledWithin } from '../../src/time/clock.js';
 
 /** The CLI as built by test/helpers/build-cli.ts (vitest global setup), apart from the dist/ a running service uses. */
 export const CLI = fileURLToPath(new URL('../../.test-dist/cli/main.js', import.meta.url));
@@ -71,18 +72,11 @@ export class ServiceProcess {
    * 10 s) instead of using up the test's whole limit in silence.
    */
   async exitedWithin(timeoutMs = 120_000): Promise<number | null> {
-    let timer: NodeJS.Timeout | undefined;
-    const late = new Promise<never>((_, reject) => {
-      timer = setTimeout(() => {
-        this.proc.kill('SIGKILL');
-        reject(new Error(`${this.name} did not exit within ${timeoutMs} ms:\n${this.lines.slice(-40).join('\n')}`));
-      }, timeoutMs);
-    });
-    try {
-      return await Promise.race([this.exited, late]);
-    } finally {
-      clearTimeout(timer);
+    if (!(await settledWithin(this.exited, timeoutMs))) {
+      this.proc.kill('SIGKILL');
+      throw new Error(`${this.name} did not exit within ${timeoutMs} ms:\n${this.lines.slice(-40).join('\n')}`);
     }
+    return this.exited;
   }
 
   async waitForLine(pattern: RegExp, timeoutMs = 180_000): Promise<string> {
