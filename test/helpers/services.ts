@@ -2,6 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createServer } from 'node:net';
 import pg from 'pg';
+import { expect } from 'vitest';
 import { Redis } from 'ioredis';
 import { PgDb } from '../../src/store/pg-db.js';
 import { migrate } from '../../src/jobs/migrations.js';
@@ -45,12 +46,32 @@ export async function buildPgTemplate(): Promise<() => Promise<void>> {
 }
 
 /**
+ * The running test file's name as an identifier fragment (`refresh_takeover_e2e`), or `other`
+ * outside a test file (the global setup's template, a benchmark: vitest's state is not there). A
+ * database named after its file shows in `ps` beside each of its PostgreSQL backends, and one left
+ * behind names the file that left it.
+ */
+function testFileTag(): string {
+  let path = 'other';
+  try {
+    path = expect.getState().testPath ?? path;
+  } catch {
+    // not inside a vitest worker
+  }
+  return (path.split('/').pop() ?? path)
+    .replace(/\.test\.ts$/, '')
+    .replace(/[^a-z0-9]+/gi, '_')
+    .toLowerCase()
+    .slice(0, 30);
+}
+
+/**
  * A database of its own for one test file, dropped afterwards: empty, or with `migrated` a copy of
  * the run's migrated template (a test about migrating, or one whose service migrates as in
  * production, asks for an empty one).
  */
 export async function freshDatabase(opts: { migrated?: boolean } = {}): Promise<{ url: string; name: string; drop: () => Promise<void> }> {
-  const name = uniqueName('rj_test');
+  const name = uniqueName(`rj_test_${testFileTag()}`);
   const template = opts.migrated ? process.env[PG_TEMPLATE_ENV] : 'template1';
   if (!template)
     throw new Error(
