@@ -24,17 +24,16 @@ export default defineConfig({
     // fresh process and a fresh import of src/ (half the CPU of the small files). Files keep their
     // own databases, key prefixes and ports; nothing may rely on a fresh module state.
     isolate: false,
-    // Five files at a time: the end-to-end files mostly wait (a cluster idles between its faults, a
-    // monitor window is real time), so more workers than cores fill them. Full runs on two quiet
-    // cores (2026-12-02, this machine, morning): 4 workers 257-274 s, 5 workers 214-231 s with the
-    // test processes and PostgreSQL/Redis using about 1.6 of the 2 cores; the same machine ran the
-    // same code in 275-306 s that afternoon, and another machine of the same kind took 452-600 s
-    // (twice the CPU seconds for the same files; load average 11-18). 3-Dec-2026, a third machine,
-    // quiet, with --liftoff-only: 303-362 s, the two cores about 90% busy (a sixth worker: no
-    // gain, 314 s against 303-322). 4-Dec-2026, a fourth machine: 227-240 s (cores 95% busy).
-    // The shared PostgreSQL's 100
-    // connections bound this: five files' clusters peaked at 56 once the harness pool went to 4
-    // and the two default-pool files got servers of their own (test/helpers/cluster.ts).
-    maxWorkers: 5,
+    // Four files at a time: the end-to-end files mostly wait (a cluster idles between its faults, a
+    // monitor window is real time), so more workers than cores fill them. But waiting is not free:
+    // an idle replica costs about 2% of a core, a test's waitFor polls, PostgreSQL serves their
+    // heartbeats, all by the second. A fifth worker on two cores stretches every file's wall time and
+    // with it that cost. 4-Dec-2026, machine f (page fault 12 us, new PostgreSQL connection 20 ms):
+    // 5 workers 365-403 s at 714-779 busy CPU s a run; 4 workers 314 and 324 s at 602-610 CPU s (the
+    // files' wall time summed 1206-1241 s against 1738-1879); 3 workers 333 s (cores 87% busy).
+    // Earlier machines (2-Dec a, quiet): 4 workers 257-274 s, 5 workers 214-231 s; `npx vitest run
+    // --maxWorkers=5` there. The shared PostgreSQL's 100 connections bound this too: five files'
+    // clusters peaked at 56 once the harness pool went to 4 (test/helpers/cluster.ts).
+    maxWorkers: 4,
   },
 });
