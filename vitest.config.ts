@@ -29,8 +29,9 @@ export default defineConfig({
     // an idle replica costs about 2% of a core, a test's waitFor polls, PostgreSQL serves their
     // heartbeats, all by the second. A fifth worker on two cores stretches every file's wall time and
     // with it that cost. 4-Dec-2026, machine f (page fault 12 us, new PostgreSQL connection 20 ms):
-    // 5 workers 365-403 s at 714-779 busy CPU s a run; 4 workers 314 and 324 s at 602-610 CPU s (the
-    // files' wall time summed 1206-1241 s against 1738-1879); 3 workers 333 s (cores 87% busy).
+    // 5 workers 369-419 s at 714-801 busy CPU s a run; 4 workers 314-372 s (five runs, the CPU of
+    // consecutive runs creeping up) at 602-709 CPU s, the files' wall time summed 1206-1408 s against
+    // 1738-1879; 3 workers 333 s (cores 87% busy).
     // Earlier machines (2-Dec a, quiet): 4 workers 257-274 s, 5 workers 214-231 s; `npx vitest run
     // --maxWorkers=5` there. The shared PostgreSQL's 100 connections bound this too: five files'
     // clusters peaked at 56 once the harness pool went to 4 (test/helpers/cluster.ts).
