@@ -1,8 +1,8 @@
 // A private PostgreSQL server (pg_ctl) on its own loopback port and data directory, so a test can
 // stop and start PostgreSQL without touching the machine's shared server. Under root it runs as the
 // `postgres` user (PostgreSQL refuses root). The data directory is a copy of one initdb per build of
-// the tests' CLI (.test-dist/, wiped when src/ changes): initdb starts a dozen processes and took 2-5 s
-// of a loaded machine's CPU per server, the copy a tenth of a second.
+// the tests' CLI (.test-dist/, wiped when src/ changes): initdb runs a dozen processes, about 1 CPU s
+// on a quiet machine (more under load), where the copy takes a tenth of a second.
 import { execFile, execFileSync } from 'node:child_process';
 import { chownSync, existsSync, mkdtempSync, readdirSync, renameSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
