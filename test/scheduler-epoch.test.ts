@@ -91,7 +91,6 @@ describe('scheduler snapshot epoch: never back, per bucket, across both sources'
     await migrate(db);
   });
   afterAll(async () => {
-    for (const r of redises) r.disconnect();
     await db.close();
     await fresh.drop();
   });

@@ -19,13 +19,14 @@ function runAsOwner(file: string, args: string[]): Promise<unknown> {
   return execFileAsync(file, args);
 }
 
-/** A new temporary folder the data directory's owner may write in. */
+let postgresIds: { uid: number; gid: number } | undefined;
+
+/** A new temporary folder the data directory's owner may write in (the `postgres` user's ids looked up once). */
 function ownedTempDir(prefix: string, parent = tmpdir()): string {
   const dir = mkdtempSync(join(parent, prefix));
   if (process.getuid?.() === 0) {
-    const uid = Number(execFileSync('id', ['-u', 'postgres']).toString().trim());
-    const gid = Number(execFileSync('id', ['-g', 'postgres']).toString().trim());
-    chownSync(dir, uid, gid);
+    postgresIds ??= { uid: Number(execFileSync('id', ['-u', 'postgres']).toString().trim()), gid: Number(execFileSync('id', ['-g', 'postgres']).toString().trim()) };
+    chownSync(dir, postgresIds.uid, postgresIds.gid);
   }
   return dir;
 }
