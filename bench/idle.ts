@@ -3,7 +3,8 @@
  * all. After BENCH_SETTLE_S (20) it counts, over BENCH_STEADY_S (30), PostgreSQL transactions/s
  * of the bench database only (pg_stat_database xact_commit + xact_rollback delta, minus this
  * harness's own statements) and Redis commands/s of a private redis-server (INFO stats
- * total_commands_processed delta, minus the INFO calls themselves). Once with wake-ups on
+ * total_commands_processed delta, minus the INFO calls themselves), and each replica's CPU over the
+ * same window (/proc, % of one core). Once with wake-ups on
  * (the default) and once with `wakeups.enabled: false` (the poll-only path). `BENCH_REPLICAS=1,3,9`.
  */
 import { spawn } from 'node:child_process';
@@ -18,6 +19,8 @@ export interface IdleResult {
   wakeups: boolean;
   pgTxPerSec: number;
   redisCmdsPerSec: number;
+  /** CPU per replica over the steady window, % of one core. */
+  replicaCpuPct: number;
 }
 
 export async function runIdle(replicas: number, wakeups: boolean): Promise<IdleResult> {
@@ -52,9 +55,10 @@ export async function runIdle(replicas: number, wakeups: boolean): Promise<IdleR
       await sleep(100);
     }
     await sleep(settleS * 1000);
-    if (!statementsWanted()) return { replicas, wakeups, ...(await footprint(q, redis.url, steadyS)) };
+    const pids = procs.map((p) => p.proc.pid!);
+    if (!statementsWanted()) return { replicas, wakeups, ...(await footprint(q, redis.url, steadyS, pids)) };
     const [t0, r0] = [Date.now(), await redisCommandStats(redis.url)];
-    const f = await footprint(q, redis.url, steadyS);
+    const f = await footprint(q, redis.url, steadyS, pids);
     const [t1, r1] = [Date.now(), await redisCommandStats(redis.url)];
     printAttribution(`${replicas} replicas, wake-ups ${wakeups ? 'on' : 'off'}`, await statementCounts(db.name, t0, t1), r0, r1, (t1 - t0) / 1000);
     return { replicas, wakeups, ...f };
@@ -68,7 +72,7 @@ export async function runIdle(replicas: number, wakeups: boolean): Promise<IdleR
 }
 
 export function idleTable(rows: IdleResult[]): string {
-  const lines = ['| replicas | wake-ups | PG transactions/s | Redis commands/s |', '|---|---|---|---|'];
-  for (const r of rows) lines.push(`| ${r.replicas} | ${r.wakeups ? 'on' : 'off'} | ${r.pgTxPerSec.toFixed(1)} | ${r.redisCmdsPerSec.toFixed(1)} |`);
+  const lines = ['| replicas | wake-ups | PG transactions/s | Redis commands/s | CPU per replica (% of a core) |', '|---|---|---|---|---|'];
+  for (const r of rows) lines.push(`| ${r.replicas} | ${r.wakeups ? 'on' : 'off'} | ${r.pgTxPerSec.toFixed(1)} | ${r.redisCmdsPerSec.toFixed(1)} | ${r.replicaCpuPct.toFixed(2)} |`);
   return lines.join('\n');
 }

@@ -1,11 +1,12 @@
 /**
  * What the multi-replica benchmarks share (cluster-scenario, idle, topology): one replica's
  * environment, the 1 s canary, and the footprint reading (PostgreSQL transactions/s of the bench
- * database, Redis commands/s of a private redis-server) over a steady window.
+ * database, Redis commands/s of a private redis-server, optionally the replicas' CPU) over a steady window.
  */
 import { Redis } from 'ioredis';
 import { JOBS } from '../src/jobs/registry.js';
 import { TEST_MASTER_KEY, freePort } from '../test/helpers/services.js';
+import { HZ, readStat } from '../test/helpers/machine-load.js';
 
 export const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
@@ -55,18 +56,31 @@ async function redisCommands(url: string): Promise<number> {
  * two transactions between the samples (the first sample's SELECT, the second's snapshot clear)
  * and one INFO.
  */
-export async function footprint(query: (sql: string) => Promise<Array<Record<string, unknown>>>, redisUrl: string, steadyS: number): Promise<{ pgTxPerSec: number; redisCmdsPerSec: number }> {
+/**
+ * The steady window's footprint; with `pids` (the replicas' processes), also their CPU as a share of
+ * one core, averaged over the replicas (Linux /proc; what their own threads used, not their children).
+ */
+export async function footprint(
+  query: (sql: string) => Promise<Array<Record<string, unknown>>>,
+  redisUrl: string,
+  steadyS: number,
+  pids: readonly number[] = [],
+): Promise<{ pgTxPerSec: number; redisCmdsPerSec: number; replicaCpuPct: number }> {
   const tx = async () => {
     await query(`SELECT pg_stat_clear_snapshot()`);
     return Number((await query(`SELECT xact_commit + xact_rollback AS n FROM pg_stat_database WHERE datname = current_database()`))[0]!.n);
   };
+  const cpu = () => pids.reduce((sum, pid) => sum + readStat(String(pid)).self / HZ, 0);
   const x0 = await tx();
   const r0 = await redisCommands(redisUrl);
+  const c0 = cpu();
   const t0 = Date.now();
   await sleep(steadyS * 1000);
+  const c1 = cpu();
+  const cpuSecs = (Date.now() - t0) / 1000;
   await sleep(1200); // backends report their counters at most once a second
   const x1 = await tx();
   const r1 = await redisCommands(redisUrl);
   const secs = (Date.now() - t0) / 1000;
-  return { pgTxPerSec: (x1 - x0 - 2) / secs, redisCmdsPerSec: (r1 - r0 - 1) / secs };
+  return { pgTxPerSec: (x1 - x0 - 2) / secs, redisCmdsPerSec: (r1 - r0 - 1) / secs, replicaCpuPct: pids.length ? ((c1 - c0) / cpuSecs / pids.length) * 100 : 0 };
 }
