@@ -163,9 +163,7 @@ async function coordinationAndRefresh() {
   console.log(`p50 ${lateness.p50Ms} ms, p99 ${lateness.p99Ms} ms, max ${lateness.maxMs} ms`);
 }
 
-async function main() {
-  // The process benchmarks (probes, cluster) spawn the CLI's test build: make it current first.
-  buildCli();
+async function benchmarks() {
   if (process.env.BENCH_ONLY === 'latency') return import('./latency.js').then(async (l) => console.log(l.latencyTable(await l.runLatency())));
   if (process.env.BENCH_ONLY === 'ops') return ops();
   if (process.env.BENCH_ONLY === 'snapshot') return snapshot();
@@ -217,6 +215,20 @@ async function main() {
   console.log(await benchTopology());
   console.log('\n## Redis memory (sizing)\n');
   console.log(await benchRedisSizing());
+}
+
+/**
+ * The process benchmarks (probes, cluster) spawn the CLI's test build: the tests' global setup makes
+ * it current first, with the run's temporary folder and migrated template database, which its
+ * teardown removes (a bench that did not await it left the template behind on the shared server).
+ */
+async function main() {
+  const teardown = await buildCli();
+  try {
+    await benchmarks();
+  } finally {
+    await teardown();
+  }
 }
 
 main().catch((err) => {
