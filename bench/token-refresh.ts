@@ -20,6 +20,7 @@ import { Refresher } from '../src/areas/accounts/refresher.js';
 import { DueQueue } from '../src/areas/accounts/due-queue.js';
 import { Metrics } from '../src/telemetry/metrics.js';
 import { AccountMetrics } from '../src/areas/accounts/metrics.js';
+import { accountsConfig } from '../src/areas/accounts/config.js';
 import { silentLogger } from '../src/telemetry/logger.js';
 import { systemClock } from '../src/time/clock.js';
 import { REDIS_URL, dropRedisPrefix, freshDatabase, uniqueName } from '../test/helpers/services.js';
@@ -122,6 +123,8 @@ export async function benchRefreshThroughput(n = 3000, concurrency = 8): Promise
   const db = await PgDb.connect({ url: fresh.url, poolSize: concurrency + 2, connectTimeoutMs: 5000 });
   const redis = new Redis(REDIS_URL);
   const client = new OAuthClient();
+  // The guard's settings at their configured defaults (written once, in the accounts area's config).
+  const auth = accountsConfig.auth.parse({});
   const provider = { platform: 'openai', tokenUrl: oauth.tokenUrl, clientId: 'bench', maxPerSecond: 100_000, reuseGraceMs: 0 };
   try {
     await migrate(db);
@@ -134,7 +137,7 @@ export async function benchRefreshThroughput(n = 3000, concurrency = 8): Promise
       await Promise.all(
         Array.from({ length: concurrency }, async () => {
           while (next < tokens.length) {
-            const r = await client.refresh(provider, tokens[next++]!, { proxyUrl: null, timeoutMs: 5000, nowMs: Date.now });
+            const r = await client.refresh(provider, tokens[next++]!, { proxyUrl: null, timeoutMs: 5000, replyTimeoutMs: auth.refresh_reply_timeout, nowMs: Date.now });
             if (r.kind !== 'ok') throw new Error(`bare refresh failed: ${JSON.stringify(r)}`);
           }
         }),
@@ -161,6 +164,9 @@ export async function benchRefreshThroughput(n = 3000, concurrency = 8): Promise
         metrics: new Metrics().group(AccountMetrics),
         concurrency,
         requestTimeoutMs: 5000,
+        replyTimeoutMs: auth.refresh_reply_timeout,
+        breakerThreshold: auth.refresh_breaker_threshold,
+        breakerOpenMs: auth.refresh_breaker_open,
         leaseTtlMs: 300_000,
         recoveryDelayMs: 600_000,
       });

@@ -84,6 +84,7 @@ describe('credentials in outgoing URLs (issue 23, item 3)', () => {
       const r = await oauth.refresh({ platform: 'x', tokenUrl: url('/token'), clientId: 'c' } as never, 'rt', {
         proxyUrl: `http://u:${USER_SECRET}@127.0.0.1:${port}`,
         timeoutMs: 2000,
+        replyTimeoutMs: 120_000,
         nowMs: () => Date.now(),
       });
       await oauth.close();

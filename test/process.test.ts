@@ -137,6 +137,7 @@ describe.concurrent('refresh network failures name the host', () => {
     const r = await client.refresh({ platform: 'openai', tokenUrl: `http://127.0.0.1:${port}/oauth/token`, clientId: 'c', maxPerSecond: 1, reuseGraceMs: 0 }, 'rt-secret-value', {
       proxyUrl: null,
       timeoutMs: 10_000,
+      replyTimeoutMs: 120_000,
       nowMs: () => Date.now(),
     });
     await client.close();

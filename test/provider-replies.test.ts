@@ -78,7 +78,7 @@ describe('provider replies are size-capped (issue 23, item 4)', () => {
 
       const oauth = new OAuthClient();
       const { value: tok, growthMb: oauthMb } = await rssGrowth(() =>
-        oauth.refresh({ platform: 'x', tokenUrl: `${huge.url}/token`, clientId: 'c' } as never, 'rt', { proxyUrl: null, timeoutMs: 5000, nowMs: () => Date.now() }),
+        oauth.refresh({ platform: 'x', tokenUrl: `${huge.url}/token`, clientId: 'c' } as never, 'rt', { proxyUrl: null, timeoutMs: 5000, replyTimeoutMs: 120_000, nowMs: () => Date.now() }),
       );
       await oauth.close();
       expect(tok).toMatchObject({ kind: 'transient', reason: 'bad_response', detail: expect.stringMatching(/larger than 65536 bytes/) });

@@ -6,8 +6,9 @@ import { Runtime } from '../src/app/runtime.js';
 import { buildHttpServer } from '../src/http/server.js';
 import { silentLogger } from '../src/telemetry/logger.js';
 import { FakeOAuthServer } from './fixtures/oauth-server.js';
-import { ServiceProcess } from './helpers/cli.js';
-import { REDIS_URL, TEST_MASTER_KEY, dropRedisPrefix, freePort, freshDatabase, uniqueName } from './helpers/services.js';
+import { startCluster } from './helpers/cluster.js';
+import { REDIS_URL, TEST_MASTER_KEY, dropRedisPrefix, freshDatabase, uniqueName } from './helpers/services.js';
+import { waitFor } from './helpers/wait.js';
 import { SecretBox } from '../src/store/secret-box.js';
 
 const ADMIN = 'rotation-admin-token-0123456789';
@@ -36,18 +37,11 @@ describe('rotated refresh tokens survive slow replies and a forced exit', () => 
   let oauth: FakeOAuthServer;
   let db: Awaited<ReturnType<typeof freshDatabase>>;
   const prefix = uniqueName('rjrot');
-  const cluster = (extra: Record<string, string> = {}) => ({
-    DATABASE_URL: db.url,
-    REDIS_URL,
-    RELAY_JOBS_ENV: 'test',
-    RELAY_JOBS_ADMIN_TOKEN: ADMIN,
-    RELAY_JOBS_MASTER_KEY: TEST_MASTER_KEY,
-    RELAY_JOBS__REDIS__KEY_PREFIX: prefix,
-    RELAY_JOBS__DATABASE__POOL_SIZE: '4',
+  /** The fake provider, and no scheduled refresh: each test asks for its refreshes. */
+  const providerEnv = () => ({
     RELAY_JOBS__OAUTH__PROVIDERS__OPENAI__TOKEN_URL: oauth.tokenUrl,
     RELAY_JOBS__OAUTH__PROVIDERS__OPENAI__CLIENT_ID: 'rot-client',
     RELAY_JOBS__JOBS__TOKEN_REFRESH__ENABLED: 'false',
-    ...extra,
   });
   beforeAll(async () => {
     oauth = await FakeOAuthServer.start({ clientId: 'rot-client' });
@@ -60,7 +54,23 @@ describe('rotated refresh tokens survive slow replies and a forced exit', () => 
   });
 
   it('a reply slower than auth.refresh_request_timeout is awaited and stored, not aborted and retried with the consumed token', async () => {
-    const rt = await Runtime.create(loadConfig({ env: cluster({ RELAY_JOBS_INSTANCE_ID: 'rot-1', RELAY_JOBS__AUTH__REFRESH_REQUEST_TIMEOUT: '200ms' }) }), { logger: silentLogger() });
+    const rt = await Runtime.create(
+      loadConfig({
+        env: {
+          ...providerEnv(),
+          DATABASE_URL: db.url,
+          REDIS_URL,
+          RELAY_JOBS_ENV: 'test',
+          RELAY_JOBS_INSTANCE_ID: 'rot-1',
+          RELAY_JOBS_ADMIN_TOKEN: ADMIN,
+          RELAY_JOBS_MASTER_KEY: TEST_MASTER_KEY,
+          RELAY_JOBS__REDIS__KEY_PREFIX: prefix,
+          RELAY_JOBS__DATABASE__POOL_SIZE: '4',
+          RELAY_JOBS__AUTH__REFRESH_REQUEST_TIMEOUT: '200ms',
+        },
+      }),
+      { logger: silentLogger() },
+    );
     const http: FastifyInstance = buildHttpServer(rt);
     try {
       const created = await http.inject({ method: 'POST', url: '/api/v1/accounts', headers: auth, payload: { platform: 'openai', name: 'slow-1', credentials: oauth.issue('slow-1') } });
@@ -84,36 +94,33 @@ describe('rotated refresh tokens survive slow replies and a forced exit', () => 
   });
 
   it('a second SIGTERM waits for the refresh call already sent and stores the rotated token before exiting 130', async () => {
-    const port = await freePort();
-    const svc = ServiceProcess.start('rot', cluster({ RELAY_JOBS_INSTANCE_ID: 'rot-2', RELAY_JOBS_HTTP_PORT: String(port) }));
+    const c = await startCluster({ replicas: ['rot-2'], env: providerEnv() });
+    const replica = c.replica(0);
     try {
-      await svc.waitForLine(/relay-jobs started/);
-      const api = (path: string, body: unknown) =>
-        fetch(`http://127.0.0.1:${port}/api/v1${path}`, { method: 'POST', headers: { ...auth, 'content-type': 'application/json' }, body: JSON.stringify(body) });
-      const created = await api('/accounts', { platform: 'openai', name: 'exit-1', credentials: oauth.issue('exit-1') });
+      const created = await c.api(replica, '/accounts', { body: { platform: 'openai', name: 'exit-1', credentials: oauth.issue('exit-1') } });
       expect(created.status).toBe(201);
       const id = (await created.json()).id as number;
       oauth.lateReplyMs = 2000;
       const sentBefore = oauth.requests.length;
-      const refresh = api(`/accounts/${id}/refresh`, {}).catch(() => null);
+      const refresh = c.api(replica, `/accounts/${id}/refresh`, { body: {} }).catch(() => null);
       // Wait until the provider has the request (and has rotated the token), then force the exit.
-      for (let i = 0; i < 200 && oauth.requests.length === sentBefore; i++) await new Promise((r) => setTimeout(r, 25));
+      await waitFor(() => oauth.requests.length > sentBefore, { what: 'the refresh request to reach the provider' });
       expect(oauth.requests.length).toBe(sentBefore + 1);
-      svc.proc.kill('SIGTERM');
-      await svc.waitForLine(/shutdown: readiness false/);
-      svc.proc.kill('SIGTERM');
-      expect(await svc.exitedWithin()).toBe(130);
+      replica.proc.proc.kill('SIGTERM');
+      await replica.proc.waitForLine(/shutdown: readiness false/);
+      replica.proc.proc.kill('SIGTERM');
+      expect(await replica.proc.exitedWithin()).toBe(130);
       await refresh;
       oauth.lateReplyMs = 0;
-      expect(svc.lines.some((l) => /second signal: exiting without a clean drain once the refresh calls already sent are stored/.test(l) && l.includes(`[${id}]`))).toBe(true);
+      expect(replica.lines.some((l) => /second signal: exiting without a clean drain once the refresh calls already sent are stored/.test(l) && l.includes(`[${id}]`))).toBe(true);
       expect(oauth.lateSent).toBeGreaterThanOrEqual(1);
-      const after = await stored(db.url, id);
+      const after = await stored(c.databaseUrl!, id);
       expect(after.refreshToken).toBe(oauth.liveTokenOf('exit-1'));
       expect(after.status).toBe('active');
       expect(after.leases).toBe(0);
     } finally {
       oauth.lateReplyMs = 0;
-      if (svc.proc.exitCode === null) svc.proc.kill('SIGKILL');
+      await c.stop();
     }
   }, 60_000);
 });

@@ -259,7 +259,7 @@ export class Runtime {
     const graceMs = this.config.shutdown.grace;
     this.log.info({ reason, grace: formatDuration(graceMs) }, 'shutdown: readiness false, closing HTTP, stopping rounds');
     this.metrics.ready.set(0);
-    // Each rung names its phase (shutdown-ladder.ts, SHUTDOWN_PHASES); registration order decides within a phase.
+    // Each rung names its phase (SHUTDOWN_PHASES, jobs/wiring.ts); registration order decides within a phase.
     const jobStops: Stoppable[] = [...this.jobs]
       .reverse()
       .filter((job) => job.stop && job.settings.enabled)

@@ -4,6 +4,7 @@ import type { FastifyInstance } from 'fastify';
 import type { RouteDeps } from '../jobs/area.js';
 import { sessionToken } from './auth.js';
 import { writeRawAppError } from './errors.js';
+import { ServiceLoop } from '../workers/service-loop.js';
 import { AppError } from '../errors/app-error.js';
 
 export interface EventStreamLimits {
@@ -40,7 +41,8 @@ interface Stream {
  */
 export class EventStreams {
   private readonly streams = new Set<Stream>();
-  private timer: NodeJS.Timeout | null = null;
+  /** The one reader of run and instance changes, polling while a stream is open and asleep (no timer) while none is. */
+  private readonly loop: ServiceLoop;
   private lastId = -1;
   private readonly watched = new Set<number>();
   private lastInstances = '';
@@ -50,7 +52,15 @@ export class EventStreams {
   constructor(
     private readonly deps: Pick<RouteDeps, 'adminToken' | 'clock' | 'config' | 'instances' | 'isShuttingDown' | 'log' | 'records' | 'sessions'>,
     readonly limits: EventStreamLimits = DEFAULT_EVENT_STREAM_LIMITS,
-  ) {}
+  ) {
+    this.loop = new ServiceLoop({
+      name: 'event_streams',
+      clock: deps.clock,
+      log: deps.log,
+      backstopMs: () => (this.streams.size ? this.limits.pollMs : Infinity),
+      tick: async () => ({ items: this.streams.size ? await this.tick() : 0 }),
+    });
+  }
 
   get size(): number {
     return this.streams.size;
@@ -69,7 +79,9 @@ export class EventStreams {
     res.writeHead(200, { 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-store', 'x-accel-buffering': 'no' });
     res.write('retry: 3000\n\n');
     this.send(s, 'hello', { instance_id: this.deps.config.instance.id, poll_ms: this.limits.pollMs });
-    this.schedule(0);
+    // The first stream starts the reader (its first tick is now), or wakes it from its idle sleep.
+    if (!this.loop.isRunning) this.loop.start();
+    else if (this.streams.size === 1) this.loop.wake('stream opened');
     return true;
   }
 
@@ -81,8 +93,7 @@ export class EventStreams {
   /** Ends every stream and stops the reader; later opens are refused. */
   closeAll(): void {
     this.closed = true;
-    if (this.timer) clearTimeout(this.timer);
-    this.timer = null;
+    void this.loop.stop(0);
     for (const s of this.streams) this.end(s, 'the server is shutting down');
   }
 
@@ -100,18 +111,9 @@ export class EventStreams {
     for (const s of this.streams) this.send(s, event, data);
   }
 
-  private schedule(ms: number): void {
-    if (this.timer || this.closed || !this.streams.size) return;
-    this.timer = setTimeout(() => {
-      void this.tick().finally(() => {
-        this.timer = null;
-        this.schedule(this.limits.pollMs);
-      });
-    }, ms);
-    this.timer.unref();
-  }
-
-  private async tick(): Promise<void> {
+  /** One read of what changed; the rounds and instances sent (a failed read is retried at the next poll). */
+  private async tick(): Promise<number> {
+    let sent = 0;
     try {
       if (this.lastId < 0) this.lastId = await this.deps.records.latestId();
       const changed = await this.deps.records.changedSince(this.lastId, [...this.watched], 500);
@@ -121,9 +123,13 @@ export class EventStreams {
         else this.watched.delete(r.id);
       }
       if (changed.length) this.broadcast('rounds', { rounds: changed });
+      sent += changed.length;
       const instances = (await this.deps.instances()).map((i) => ({ instance_id: i.instance_id, alive: i.alive, stopped_at: i.stopped_at }));
       const json = JSON.stringify(instances);
-      if (json !== this.lastInstances) this.broadcast('instances', { instances });
+      if (json !== this.lastInstances) {
+        this.broadcast('instances', { instances });
+        sent += instances.length;
+      }
       this.lastInstances = json;
       const now = this.deps.clock.now();
       if (now - this.lastKeepalive >= this.limits.keepaliveMs) {
@@ -138,6 +144,7 @@ export class EventStreams {
     } catch (err) {
       this.deps.log.debug({ err: (err as Error).message }, 'console event stream: reading changes failed; retrying');
     }
+    return sent;
   }
 }
 

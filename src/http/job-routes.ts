@@ -1,9 +1,9 @@
 import type { FastifyInstance } from 'fastify';
-import type { Runtime } from '../app/runtime.js';
+import type { RouteDeps } from '../jobs/area.js';
 import { AppError, Conflict, notFound } from '../errors/app-error.js';
 
 /** What the job and instance routes use of the runtime, and nothing else. */
-export type JobRouteDeps = Pick<Runtime, 'jobViews' | 'records' | 'scheduler' | 'isShuttingDown' | 'runNow' | 'instances'>;
+export type JobRouteDeps = Pick<RouteDeps, 'jobViews' | 'records' | 'jobs' | 'isShuttingDown' | 'runNow' | 'instances'>;
 
 /** `GET /jobs`, `GET /jobs/:name`, `GET /jobs/:name/runs/:id`, `POST /jobs/:name/run`, `GET /instances`. */
 export function registerJobRoutes(api: FastifyInstance, deps: JobRouteDeps): void {
@@ -23,7 +23,7 @@ export function registerJobRoutes(api: FastifyInstance, deps: JobRouteDeps): voi
   });
 
   api.post<{ Params: { name: string } }>('/jobs/:name/run', async (req, reply) => {
-    const job = deps.scheduler.job(req.params.name);
+    const job = deps.jobs.find((j) => j.name === req.params.name);
     if (!job) notFound(`unknown job ${req.params.name}; GET /api/v1/jobs lists them`);
     if (deps.isShuttingDown) throw new AppError('unavailable', 'shutting_down', 'this replica is shutting down; retry on another');
     // Answer as soon as the round is claimed (202) or refused (409); the round goes on.

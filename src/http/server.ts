@@ -1,5 +1,6 @@
 import Fastify, { type FastifyInstance } from 'fastify';
-import type { Runtime } from '../app/runtime.js';
+import type { RouteDeps } from '../jobs/area.js';
+import type { Services } from '../jobs/registry.js';
 import { requireAdmin } from './auth.js';
 import { handleError } from './errors.js';
 import { notFound } from '../errors/app-error.js';
@@ -18,8 +19,13 @@ import { registerJobRoutes } from './job-routes.js';
  */
 export const BODY_LIMIT = 64 * 1024;
 
+/** What the server uses of the running process: the routes' face plus readiness for `/readyz`. */
+export interface HttpDeps extends RouteDeps<Services> {
+  readiness(): Promise<{ ready: boolean; checks: Record<string, string> }>;
+}
+
 /** Probes, metrics and the admin API. Routes call the runtime; they know no SQL and no Redis keys. */
-export function buildHttpServer(rt: Runtime): FastifyInstance {
+export function buildHttpServer(rt: HttpDeps): FastifyInstance {
   const app = Fastify({ logger: false, bodyLimit: BODY_LIMIT, forceCloseConnections: 'idle', ...serverTimeouts(rt.config), clientErrorHandler, frameworkErrors });
 
   app.setErrorHandler(handleError(rt.log));

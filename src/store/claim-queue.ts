@@ -4,7 +4,9 @@
  * (pg-boss `plans.ts` style). Every store that hands rows to workers builds its statements here
  * (monitors, account tests, image queue, notifications, scheduler outbox, range tasks, channel
  * budget), so the lease rules are written once and proved once (`test/claim-queue.test.ts`, on
- * PostgreSQL and PGlite).
+ * PostgreSQL and PGlite). One claim is not `claimDue`: a monitor's (probes' `store/monitors.ts`)
+ * skips a slot claimed too late without taking its lease, so that statement writes its own
+ * `SKIP LOCKED` pick and CASE assignments around this module's `leaseFree` (its release uses `heldBy`).
  *
  * A lease is three columns of the row itself: who holds it (`owner`), until when (`until`,
  * database clock, so replicas with skewed clocks agree) and, optionally, the holder's liveness

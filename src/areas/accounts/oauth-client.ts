@@ -101,15 +101,14 @@ export interface RefreshCallOptions {
   /** Connecting (TCP/TLS, to the proxy and through it): nothing has reached the provider yet, so giving up is safe. */
   timeoutMs: number;
   /**
-   * Once sent, how long the reply is awaited (default: 2 minutes). Only a socket-level bound:
+   * Once sent, how long the reply is awaited (`auth.refresh_reply_timeout`). Only a socket-level bound:
    * the provider may already have rotated the refresh token, and then the new one exists only
    * in this reply, so the call is never aborted earlier, by a timer or by shutdown.
    */
-  replyTimeoutMs?: number;
+  replyTimeoutMs: number;
   nowMs: () => number;
 }
 
-export const DEFAULT_REPLY_TIMEOUT_MS = 120_000;
 /** A token reply is a few KB; anything past 64 KiB is not one. */
 export const TOKEN_REPLY_LIMIT = 64 * 1024;
 
@@ -129,7 +128,7 @@ export class OAuthClient {
   async refresh(provider: OAuthProvider, refreshToken: string, opts: RefreshCallOptions): Promise<RefreshCallResult> {
     const form = new URLSearchParams({ grant_type: 'refresh_token', refresh_token: refreshToken, client_id: provider.clientId });
     if (provider.clientSecret) form.set('client_secret', provider.clientSecret);
-    const replyMs = opts.replyTimeoutMs ?? DEFAULT_REPLY_TIMEOUT_MS;
+    const replyMs = opts.replyTimeoutMs;
     const undici = await loadUndici();
     let dispatcher: Dispatcher;
     try {

@@ -31,13 +31,13 @@ export interface RefresherOptions {
   concurrency: number;
   requestTimeoutMs: number;
   /** How long a sent refresh request's reply is awaited (`auth.refresh_reply_timeout`). */
-  replyTimeoutMs?: number;
+  replyTimeoutMs: number;
   leaseTtlMs: number;
   /** Recovery attempts are skipped when any replica attempted this recently. */
   recoveryDelayMs: number;
   /** The per-platform breaker: consecutive provider-side failures that trip it, and how long it stays open. */
-  breakerThreshold?: number;
-  breakerOpenMs?: number;
+  breakerThreshold: number;
+  breakerOpenMs: number;
 }
 
 const URGENT: ReadonlySet<RefreshTrigger> = new Set(['hot_path', 'unauthorized', 'admin']);
@@ -65,7 +65,7 @@ export class Refresher {
 
   constructor(private readonly o: RefresherOptions) {
     this.slots = new Semaphore(Math.max(1, o.concurrency));
-    this.breaker = new PlatformBreaker(o.clock, o.breakerThreshold ?? 5, o.breakerOpenMs ?? 60_000);
+    this.breaker = new PlatformBreaker(o.clock, o.breakerThreshold, o.breakerOpenMs);
     // Every waiting refresh combines its own signal with this one: one listener per refresh is expected.
     setMaxListeners(0, this.stopController.signal);
   }
@@ -246,7 +246,7 @@ export class Refresher {
         if (this.breaker.record(acct.platform, reply.kind, 'reason' in reply ? reply.reason : '')) {
           log.error(
             { platform: acct.platform, reason: 'reason' in reply ? reply.reason : '' },
-            `refresh breaker open for platform ${acct.platform}: no provider calls for ${Math.round((this.o.breakerOpenMs ?? 60_000) / 1000)} s`,
+            `refresh breaker open for platform ${acct.platform}: no provider calls for ${Math.round(this.o.breakerOpenMs / 1000)} s`,
           );
         }
         open = false; // settle's one write stores the outcome and drops the lease and the stamp

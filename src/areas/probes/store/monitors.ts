@@ -130,6 +130,10 @@ export class Monitors {
    * half an interval. The immediate probe of a create or edit (`due_now`) is never skipped; the
    * slot after it is the first one at least half an interval later. Each slot is claimed at most
    * once cluster-wide. `at` replaces the database clock (tests).
+   *
+   * Not `claimDue` (store/claim-queue.ts): a skipped row is locked and moved on without taking
+   * the lease, which a claim plan cannot say. Its invariants are the claim queue's all the same:
+   * rows are picked `FOR UPDATE SKIP LOCKED` under `leaseFree`, and a claim bumps the fence.
    */
   async claim(owner: string, limit: number, leaseGraceMs: number, aliveKey: number | null = null, at: Date | null = null): Promise<MonitorClaim> {
     const { rows } = await this.db.query(

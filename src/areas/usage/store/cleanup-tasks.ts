@@ -47,19 +47,11 @@ export class CleanupTasks extends RangeTaskTable<CleanupTask> {
 
   /** Records progress; false when the task was cancelled or claimed by someone else meanwhile. */
   async heartbeat(id: number, owner: string, deleted: number): Promise<boolean> {
-    const { rowCount } = await this.db.query(`UPDATE usage_cleanup_tasks SET heartbeat_at = clock_timestamp(), deleted_rows = $3 WHERE id = $1 AND claimed_by = $2 AND status = 'running'`, [
-      id,
-      owner,
-      deleted,
-    ]);
+    const { rowCount } = await this.db.query(`UPDATE usage_cleanup_tasks SET heartbeat_at = clock_timestamp(), deleted_rows = $3 WHERE ${this.held}`, [id, owner, deleted]);
     return rowCount === 1;
   }
 
   async finish(id: number, owner: string, deleted: number): Promise<void> {
-    await this.db.query(`UPDATE usage_cleanup_tasks SET status = 'done', deleted_rows = $3, finished_at = clock_timestamp() WHERE id = $1 AND claimed_by = $2 AND status = 'running'`, [
-      id,
-      owner,
-      deleted,
-    ]);
+    await this.db.query(`UPDATE usage_cleanup_tasks SET status = 'done', deleted_rows = $3, finished_at = clock_timestamp() WHERE ${this.held}`, [id, owner, deleted]);
   }
 }

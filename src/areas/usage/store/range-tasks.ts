@@ -18,6 +18,11 @@ export class RangeTaskTable<T> {
    */
   private readonly lease: LeaseTable;
   private readonly claimSql: string;
+  /**
+   * Every write of a claimed task's worker ($1 the task, $2 its owner): it matches only while
+   * the owner still holds the task, so a worker whose task was cancelled or taken over changes nothing.
+   */
+  protected readonly held: string;
 
   constructor(
     protected readonly db: Db,
@@ -35,6 +40,7 @@ export class RangeTaskTable<T> {
       set: [`status = 'running'`],
       returning: 't.*',
     });
+    this.held = `id = $1 AND ${heldBy(this.lease, { owner: '$2' })} AND status = 'running'`;
   }
 
   async get(id: number): Promise<T | null> {
@@ -61,14 +67,10 @@ export class RangeTaskTable<T> {
 
   /** Hands a running task back (shutdown, round timeout): the next claimer resumes where it stopped. */
   async release(id: number, owner: string): Promise<void> {
-    await this.db.query(`UPDATE ${this.table} SET status = 'pending', claimed_by = NULL WHERE id = $1 AND ${heldBy(this.lease, { owner: '$2' })} AND status = 'running'`, [id, owner]);
+    await this.db.query(`UPDATE ${this.table} SET status = 'pending', claimed_by = NULL WHERE ${this.held}`, [id, owner]);
   }
 
   async fail(id: number, owner: string, error: string): Promise<void> {
-    await this.db.query(`UPDATE ${this.table} SET status = 'failed', error = $3, finished_at = clock_timestamp() WHERE id = $1 AND ${heldBy(this.lease, { owner: '$2' })} AND status = 'running'`, [
-      id,
-      owner,
-      error,
-    ]);
+    await this.db.query(`UPDATE ${this.table} SET status = 'failed', error = $3, finished_at = clock_timestamp() WHERE ${this.held}`, [id, owner, error]);
   }
 }

@@ -52,13 +52,13 @@ export class RecomputeTasks extends RangeTaskTable<RecomputeTask> {
   async progress(id: number, owner: string, nextStart: Date, rows: number): Promise<boolean> {
     const { rowCount } = await this.db.query(
       `UPDATE usage_recompute_tasks SET heartbeat_at = clock_timestamp(), next_start = $3, chunks_done = chunks_done + 1, rows_rebuilt = rows_rebuilt + $4
-       WHERE id = $1 AND claimed_by = $2 AND status = 'running'`,
+       WHERE ${this.held}`,
       [id, owner, nextStart, rows],
     );
     return rowCount === 1;
   }
 
   async finish(id: number, owner: string): Promise<void> {
-    await this.db.query(`UPDATE usage_recompute_tasks SET status = 'done', finished_at = clock_timestamp() WHERE id = $1 AND claimed_by = $2 AND status = 'running'`, [id, owner]);
+    await this.db.query(`UPDATE usage_recompute_tasks SET status = 'done', finished_at = clock_timestamp() WHERE ${this.held}`, [id, owner]);
   }
 }
