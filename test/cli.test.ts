@@ -105,6 +105,15 @@ describe.concurrent('CLI bad input', () => {
     expectUserError(expect, shortKey, /security\.master_key \(RELAY_JOBS_MASTER_KEY\): expected 32 random bytes/);
   });
 
+  it('a mistyped command, option or config path: exit 2 (a user error, never 1, which is a result), naming what was wrong', async ({ expect }) => {
+    const env = { RELAY_JOBS_DATA_DIR: tmp() };
+    const [option, command, file] = await Promise.all([runCli(['jobs', '--jsn'], env), runCli(['strat'], env), runCli(['config', 'check', '-c', '/nonexistent/relay.yaml'], env)]);
+    for (const r of [option, command, file]) expect(r.code, r.stderr).toBe(2);
+    expectUserError(expect, option, /unknown option '--jsn'\n\(Did you mean --json\?\)/);
+    expectUserError(expect, command, /unknown command 'strat'\n\(Did you mean start\?\)/);
+    expectUserError(expect, file, /cannot read config file \/nonexistent\/relay\.yaml \(-c\/--config\): no such file$/m);
+  });
+
   it('run: an unknown job is named with the list of known ones', async ({ expect }) => {
     expectUserError(expect, await runCli(['run', 'nope'], { RELAY_JOBS_DATA_DIR: tmp() }), new RegExp(`unknown job "nope" \\(known jobs: ${JOBS.map((j) => j.name).join(', ')}\\)`));
   });

@@ -1,6 +1,6 @@
 #!/usr/bin/env node
 import { setFlagsFromString } from 'node:v8';
-import { Command } from 'commander';
+import { Command, CommanderError } from 'commander';
 import { UserError } from '../config/errors.js';
 import { VERSION } from '../version.js';
 import { PRIVATE_UMASK } from '../store/data-dir-perms.js';
@@ -18,7 +18,11 @@ const program = new Command()
   .description('Background jobs and multi-instance coordination for AI API relay gateways')
   .version(VERSION)
   .option('-c, --config <file>', 'YAML config file (default: $RELAY_JOBS_CONFIG)')
-  .showHelpAfterError();
+  // A mistyped command or option is a user error (exit 2, as a bad config is): exit 1 means a
+  // result (a failed round, a doctor warning), which a script must not mistake a typo for.
+  .showHelpAfterError('(relay-jobs --help lists the commands; relay-jobs <command> --help its options)')
+  .exitOverride()
+  .configureOutput({ outputError: (text, write) => write(`relay-jobs: ${text}`) });
 
 program
   .command('start')
@@ -135,6 +139,8 @@ program.hook('preAction', (_program, action) => {
 withAreaCommands(process.argv)
   .then(() => program.parseAsync(process.argv))
   .catch((err: unknown) => {
+    // Commander has printed its message (and the help, when asked for): help and --version exit 0, a usage error 2.
+    if (err instanceof CommanderError) process.exit(err.exitCode === 0 ? 0 : 2);
     if (err instanceof UserError) {
       process.stderr.write(`relay-jobs: ${err.message}\n`);
       process.exit(2);

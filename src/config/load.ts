@@ -60,6 +60,14 @@ function parseEnvScalar(raw: string): unknown {
   }
 }
 
+/** What a failed read of the config file says, for the errors a user causes. */
+const READ_ERRORS: Record<string, string> = {
+  ENOENT: 'no such file',
+  EACCES: 'permission denied (this process cannot read it)',
+  EISDIR: 'it is a directory, not a YAML file',
+  ENOTDIR: 'a part of the path is not a directory',
+};
+
 export interface LoadOptions {
   env?: NodeJS.ProcessEnv;
   file?: string;
@@ -87,7 +95,9 @@ export function loadConfigWith(schema: ConfigSchema, opts: LoadOptions = {}): Co
     try {
       text = readFileSync(file, 'utf8');
     } catch (err) {
-      throw new ConfigError([`cannot read config file ${file} (RELAY_JOBS_CONFIG): ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`]);
+      const code = (err as NodeJS.ErrnoException).code ?? '';
+      const why = READ_ERRORS[code] ?? (err as Error).message;
+      throw new ConfigError([`cannot read config file ${file} (${opts.file ? '-c/--config' : 'RELAY_JOBS_CONFIG'}): ${why}`]);
     }
     let parsed: unknown;
     try {

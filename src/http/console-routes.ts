@@ -49,14 +49,21 @@ export function loadBundle(root = CONSOLE_DIST): Map<string, Asset> {
   return files;
 }
 
-/** The console at `/`: the bundle's files by exact path, and index.html for any other GET that is not an API path (SPA routes). */
+/**
+ * The console at `/`: the bundle's files by exact path, and index.html for a page a browser asks
+ * for (a console route such as `/jobs/token_refresh`, reloaded or linked). Anything else is 404:
+ * an API path, a missing file (`/assets/gone.js`), and a request that does not accept HTML, such as
+ * a health check or `curl` pointed at a mistyped path (`/health`), which must not pass on the console's page.
+ */
 export function registerConsoleRoutes(app: FastifyInstance, root = CONSOLE_DIST): void {
   const files = loadBundle(root);
   const index = files.get('/index.html');
   app.get('/*', async (req, reply) => {
     const path = req.url.split('?')[0]!;
     if (path.startsWith('/api/') || path === '/api') notFound(`no route GET ${path}`);
-    const asset = files.get(path) ?? index;
+    const page = path === '/' || (/\btext\/html\b/.test(req.headers.accept ?? '') && !extname(path));
+    const asset = files.get(path) ?? (page ? index : undefined);
+    if (!asset && index) notFound(`no route GET ${path.slice(0, 200)}; the console's pages are answered to a browser (Accept: text/html)`);
     // Not an error answer but an operator's instruction, in plain text for curl and a browser alike.
     // eslint-disable-next-line no-restricted-syntax -- a plain-text page, not the API's error shape
     if (!asset) return reply.code(503).type('text/plain; charset=utf-8').send('the console is not built: run `npm run build` (web/dist is missing)\n');
