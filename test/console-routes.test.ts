@@ -24,7 +24,11 @@ describe('console routes: index.html for a browser page, 404 for anything else',
   });
 
   it('a console route reloaded in a browser gets the console; / gets it whatever the Accept', async () => {
-    for (const [url, accept] of [['/jobs/token_refresh', browser], ['/', undefined], ['/', '*/*']] as const) {
+    for (const [url, accept] of [
+      ['/jobs/token_refresh', browser],
+      ['/', undefined],
+      ['/', '*/*'],
+    ] as const) {
       const res = await get(url, accept);
       expect(res.statusCode, url).toBe(200);
       expect(res.headers['content-type']).toContain('text/html');
@@ -34,7 +38,13 @@ describe('console routes: index.html for a browser page, 404 for anything else',
   });
 
   it('a mistyped health path, a missing asset and an API path are 404 in the one error shape', async () => {
-    for (const [url, accept] of [['/health', '*/*'], ['/health', undefined], ['/livez', 'application/json'], ['/assets/gone.js', browser], ['/api/v1', browser]] as const) {
+    for (const [url, accept] of [
+      ['/health', '*/*'],
+      ['/health', undefined],
+      ['/livez', 'application/json'],
+      ['/assets/gone.js', browser],
+      ['/api/v1', browser],
+    ] as const) {
       const res = await get(url, accept);
       expect(res.statusCode, `${url} (${accept})`).toBe(404);
       expect(res.json().error.code).toBe('not_found');
