@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { tmpdir } from 'node:os';
+import { hostname, tmpdir } from 'node:os';
 import { loadConfig } from '../src/jobs/config-schema.js';
 import { redactConfig } from '../src/config/load.js';
 import { parseDuration } from '../src/config/duration.js';
@@ -92,6 +92,21 @@ describe('loadConfig', () => {
     const file = yamlFile('jobs:\n  canary:\n   every: [1s\n');
     expect(problems(() => loadConfig({ env: { RELAY_JOBS_CONFIG: file } }))[0]).toMatch(/malformed YAML/);
     expect(problems(() => loadConfig({ env: { RELAY_JOBS_CONFIG: '/nonexistent/relay.yaml' } }))[0]).toMatch(/cannot read config file \/nonexistent\/relay\.yaml/);
+  });
+});
+
+describe('one-shot commands need no instance id of their own', () => {
+  const cluster = { DATABASE_URL: 'postgres://postgres@127.0.0.1/x', REDIS_URL: 'redis://127.0.0.1:6379', RELAY_JOBS_ENV: 'prod' };
+  it("a replica's configuration (start, config check) is refused without one; a one-shot command takes the host's name", () => {
+    expect(problems(() => loadConfig({ env: cluster }))[0]).toMatch(/instance\.id: cluster mode needs a unique instance id per replica/);
+    const host = hostname()
+      .replace(/[^A-Za-z0-9._:-]/g, '-')
+      .slice(0, 50);
+    expect(loadConfig({ env: cluster, oneShot: true }).instance.id).toBe(host);
+    expect(loadConfig({ env: { ...cluster, RELAY_JOBS_INSTANCE_ID: 'pod-7' }, oneShot: true }).instance.id).toBe('pod-7');
+    // The environment is still required: it names the locks' keys, which a command must share with the replicas.
+    expect(problems(() => loadConfig({ env: { ...cluster, RELAY_JOBS_ENV: '' }, oneShot: true }))[0]).toMatch(/instance\.env/);
+    expect(loadConfig({ env: {}, oneShot: true }).instance.id).toBe('embedded');
   });
 });
 

@@ -38,11 +38,21 @@ describe('relay-jobs doctor (cluster)', () => {
 
   const cfg = (extra: Record<string, string> = {}) => loadConfig({ env: { ...env, ...extra } });
   /** The checks named, run with `extra` config (jobs rebuilt from it) on the runtime's connections unless others are given. */
-  const check = async (name: string, extra: Record<string, string> = {}, over: { db?: Db; redis?: Redis } = {}): Promise<CheckResult> => {
+  const check = async (name: string, extra: Record<string, string> = {}, over: { db?: Db; redis?: Redis; replica?: boolean } = {}): Promise<CheckResult> => {
     const c = cfg(extra);
     const jobs = buildJobs(c);
     const d = new Doctor(
-      { config: c, db: over.db ?? rt.db, redis: over.redis ?? rt.redis, clock: rt.clock, jobs: () => jobs, instances: () => rt.instances(), breakers: () => [], backupDir },
+      {
+        config: c,
+        db: over.db ?? rt.db,
+        redis: over.redis ?? rt.redis,
+        clock: rt.clock,
+        jobs: () => jobs,
+        instances: () => rt.instances(),
+        replica: () => over.replica ?? true,
+        breakers: () => [],
+        backupDir,
+      },
       CHECKS.filter((x) => x.name === name),
     );
     const r = (await d.run()).checks[0]!;
@@ -109,6 +119,21 @@ describe('relay-jobs doctor (cluster)', () => {
       await stray.shutdown();
     }
     expect((await check('same_backends')).status).toBe('ok');
+  });
+
+  it('a one-shot command (`relay-jobs doctor`, not a replica) counts the replicas beating, never itself', async () => {
+    // One replica beats: 'main'. The command runs under an id of its own, or inside main's container under main's id.
+    for (const [id, replica] of [
+      ['cli-host-1', false],
+      ['main', false],
+      ['main', true],
+    ] as const) {
+      const over = { replica };
+      const extra = { RELAY_JOBS_INSTANCE_ID: id };
+      expect((await check('same_backends', extra, over)).measured, `${id} replica=${replica}`).toMatch(/^1 live replica\(s\) on /);
+      expect((await check('clock_skew', extra, over)).measured, `${id} replica=${replica}`).toMatch(/^1 (live )?replica\(s\)[ ,]/);
+      expect((await check('connection_budget', extra, over)).measured, `${id} replica=${replica}`).toMatch(/^1 live replica\(s\) can open 10 connections/);
+    }
   });
 
   it('redis_eviction: maxmemory-policy allkeys-lru (a private Redis) is fail; noeviction is ok', async () => {

@@ -57,6 +57,8 @@ export class Runtime {
   readonly redis: RedisClient | null;
   readonly startedAt: Date;
   adminToken: string | undefined;
+  /** False in a one-shot CLI command (`register: false`): this process is not one of the replicas. */
+  registers = true;
   private readonly runner: RoundRunner;
   /** Crash detection (coordination v2): a session-held advisory lock that dies with this process. */
   private readonly liveness: LivenessSession | null;
@@ -186,7 +188,8 @@ export class Runtime {
       if (config.mode === 'cluster') await rt.registry.refuseMixedEnv(config.cluster.allow_mixed_env, log);
       await rt.runner.slotClaims.ensureJobs(jobs.map((j) => j.name));
       await rt.prepare();
-      if (opts.register !== false) {
+      rt.registers = opts.register !== false;
+      if (rt.registers) {
         await rt.heartbeat.readIdentity(true);
         await rt.registry.register();
         await rt.liveness?.start();
@@ -216,16 +219,13 @@ export class Runtime {
   async readiness(): Promise<{ ready: boolean; checks: Record<string, string> }> {
     const checks: Record<string, string> = {};
     checks.shutdown = this.isShuttingDown ? 'shutting down' : 'ok';
-    checks.database = await withTimeout(this.db.ping(), 1000).then(
-      () => 'ok',
-      (err: Error) => `unreachable: ${err.message}`,
-    );
-    if (this.redis) {
-      checks.redis = await withTimeout(this.redis.ping(), 1000).then(
+    const probe = (ping: Promise<unknown>) =>
+      withTimeout(ping, 1000).then(
         () => 'ok',
         (err: Error) => `unreachable: ${err.message}`,
       );
-    }
+    checks.database = await probe(this.db.ping());
+    if (this.redis) checks.redis = await probe(this.redis.ping());
     const ready = Object.values(checks).every((v) => v === 'ok');
     this.metrics.ready.set(ready ? 1 : 0);
     this.metrics.dependencyUp.set({ dependency: 'database' }, checks.database === 'ok' ? 1 : 0);

@@ -1,6 +1,7 @@
 import type { Command } from 'commander';
 import type { CliContext, CliRuntime } from '../jobs/area.js';
 import type { Config } from '../config/load.js';
+import type { Runtime } from '../app/runtime.js';
 
 /**
  * What the CLI gives every command, the areas' included: the configuration (loaded and checked with
@@ -11,14 +12,25 @@ export const cliContext: CliContext = {
   async config(cmd: Command): Promise<Config> {
     const [{ loadConfig }, { checkJobSections }] = await Promise.all([import('../jobs/config-schema.js'), import('../jobs/registry.js')]);
     const file = (cmd.optsWithGlobals() as { config?: string }).config;
-    return loadConfig({ file, checkJobs: checkJobSections() });
+    // Every command but `start` and `config check` is a one-shot: it needs no instance id of its own.
+    const replicaConfig = cmd.name() === 'start' || (cmd.name() === 'check' && cmd.parent?.name() === 'config');
+    return loadConfig({ file, checkJobs: checkJobSections(), oneShot: !replicaConfig });
   },
   async runtime<S>(config: Config): Promise<CliRuntime<S>> {
-    const [{ Runtime }, { createLogger }] = await Promise.all([import('../app/runtime.js'), import('../telemetry/logger.js')]);
-    const rt = await Runtime.create(config, {
-      register: false,
-      logger: createLogger({ level: 'warn', instanceId: config.instance.id, env: config.instance.env, destination: process.stderr as never }),
-    });
-    return rt as unknown as CliRuntime<S>;
+    return (await oneShotRuntime(config)) as unknown as CliRuntime<S>;
   },
 };
+
+/**
+ * The runtime of a one-shot command: no instance row, no heartbeat, warnings on stderr. In cluster
+ * mode it runs under an id of its own, `<instance id>-cli-<pid>`, so a round it runs or a claim it
+ * makes is never taken for a replica's, and the doctor does not count it as one.
+ */
+export async function oneShotRuntime(config: Config): Promise<Runtime> {
+  const [{ Runtime }, { createLogger }] = await Promise.all([import('../app/runtime.js'), import('../telemetry/logger.js')]);
+  const own: Config = config.mode === 'cluster' ? { ...config, instance: { ...config.instance, id: `${config.instance.id}-cli-${process.pid}`.slice(0, 64) } } : config;
+  return Runtime.create(own, {
+    register: false,
+    logger: createLogger({ level: 'warn', instanceId: own.instance.id, env: own.instance.env, destination: process.stderr as never }),
+  });
+}

@@ -1,11 +1,11 @@
 import type { Config } from '../config/load.js';
 import { table } from './table.js';
 import { UserError } from '../config/errors.js';
-import { Runtime, type JobView } from '../app/runtime.js';
+import type { JobView } from '../app/runtime.js';
 import { readEmbeddedAdminToken } from '../app/admin-token.js';
 import type { InstanceInfo } from '../coordination/instance-registry.js';
 import { DataDirLock } from '../store/data-dir-lock.js';
-import { createLogger } from '../telemetry/logger.js';
+import { oneShotRuntime } from './cli-context.js';
 
 /** What `relay-jobs jobs` and `relay-jobs status` show: the same objects as GET /api/v1/jobs and /instances. */
 export interface LiveView {
@@ -23,11 +23,7 @@ export async function readLiveView(config: Config): Promise<LiveView> {
     const owner = DataDirLock.liveOwner(config.database.data_dir);
     if (owner) return viaService(config, owner.http_port ?? config.http.port);
   }
-  const cliConfig: Config = config.mode === 'cluster' ? { ...config, instance: { ...config.instance, id: `${config.instance.id}-cli-${process.pid}`.slice(0, 64) } } : config;
-  const rt = await Runtime.create(cliConfig, {
-    register: false,
-    logger: createLogger({ level: 'warn', instanceId: cliConfig.instance.id, env: cliConfig.instance.env, destination: process.stderr as never }),
-  });
+  const rt = await oneShotRuntime(config);
   try {
     return JSON.parse(JSON.stringify({ jobs: await rt.jobViews(), instances: await rt.instances() })) as LiveView;
   } finally {

@@ -1,10 +1,9 @@
 import type { Config } from '../config/load.js';
 import { UserError } from '../config/errors.js';
-import { Runtime } from '../app/runtime.js';
 import { readEmbeddedAdminToken } from '../app/admin-token.js';
 import { buildJobs, closest } from '../jobs/registry.js';
 import { DataDirLock } from '../store/data-dir-lock.js';
-import { createLogger } from '../telemetry/logger.js';
+import { oneShotRuntime } from './cli-context.js';
 
 type Outcome = { status: string; items?: number | null; note?: string | null; error?: string | null; run_id?: number; fencing_token?: number | null };
 
@@ -35,11 +34,7 @@ export async function runJob(config: Config, name: string): Promise<number> {
     const owner = DataDirLock.liveOwner(config.database.data_dir);
     if (owner) return runViaService(config, name, owner.http_port ?? config.http.port);
   }
-  const cliConfig: Config = config.mode === 'cluster' ? { ...config, instance: { ...config.instance, id: `${config.instance.id}-cli-${process.pid}`.slice(0, 64) } } : config;
-  const rt = await Runtime.create(cliConfig, {
-    register: false,
-    logger: createLogger({ level: 'warn', instanceId: cliConfig.instance.id, env: cliConfig.instance.env, destination: process.stderr as never }),
-  });
+  const rt = await oneShotRuntime(config);
   try {
     const report = await rt.runNow(name);
     const out: Outcome = report.ran

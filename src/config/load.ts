@@ -1,3 +1,4 @@
+import { hostname } from 'node:os';
 import { readFileSync } from 'node:fs';
 import { parse as parseYaml, YAMLParseError } from 'yaml';
 import { formatIssues, type ConfigFile, type ConfigSchema } from './schema.js';
@@ -76,6 +77,12 @@ export interface LoadOptions {
    * so that job problems are reported together with every other one. `from` names a key's source.
    */
   checkJobs?: (jobs: Record<string, unknown>, from: (key: string) => string) => string[];
+  /**
+   * A one-shot command (`relay-jobs status`, `doctor`, `run` …), not a replica: in cluster mode
+   * with no instance id it takes the host's name instead of refusing. `start`, and
+   * `config check` (which checks a replica's configuration), never set it.
+   */
+  oneShot?: boolean;
 }
 
 /**
@@ -131,6 +138,14 @@ export function loadConfigWith(schema: ConfigSchema, opts: LoadOptions = {}): Co
   const jobs = tree.jobs && typeof tree.jobs === 'object' && !Array.isArray(tree.jobs) ? (tree.jobs as Record<string, unknown>) : {};
   const problems = [...(result.success ? [] : formatIssues(result.error.issues, [], from)), ...(opts.checkJobs?.(jobs, from) ?? [])];
   if (!result.success || problems.length) throw new ConfigError(problems);
+  if (opts.oneShot && !result.data.instance.id && result.data.database.url) {
+    // The host's name; the command's runtime runs as `<it>-cli-<pid>` (cli/cli-context.ts).
+    result.data.instance.id =
+      hostname()
+        .replace(/[^A-Za-z0-9._:-]/g, '-')
+        .slice(0, 50) || 'cli';
+    sources.set('instance.id', "this host's name (a one-shot command)");
+  }
   return finish(result.data, file, sources, [...deprecated, ...bareNumberWarnings(tree, from, schema), ...refreshMarginWarnings(result.data)]);
 }
 

@@ -43,6 +43,8 @@ export interface RuntimeView {
   jobViews(): Promise<JobView[]>;
   instances(): Promise<InstanceInfo[]>;
   readonly jobs: readonly JobDefinition[];
+  /** Whether this process is a replica (registered, beating); false in a one-shot CLI command. */
+  readonly registers: boolean;
 }
 
 /** What every area's `wire` gets: the connections and the runtime's shared parts. */

@@ -32,6 +32,12 @@ export interface DoctorContext {
   jobs: readonly Pick<JobDefinition, 'name' | 'scope' | 'settings'>[];
   /** Every registered replica (alive or not), this one included when it registered. */
   instances: InstanceInfo[];
+  /**
+   * Whether this process is one of the replicas. False in a one-shot CLI command (`relay-jobs
+   * doctor`): it is not counted as a replica, and one beating under the same instance id (the
+   * command run inside a replica's container) is counted from its heartbeat like the others.
+   */
+  replica: boolean;
   /** This process's own backends, read now. */
   self: BackendIdentity;
   options: DoctorOptions;

@@ -18,6 +18,8 @@ export interface DoctorDeps {
   clock: Clock;
   jobs: () => readonly Pick<JobDefinition, 'name' | 'scope' | 'settings'>[];
   instances: () => Promise<InstanceInfo[]>;
+  /** Whether this process is one of the replicas (false: a one-shot CLI command, not counted as one). */
+  replica: () => boolean;
   breakers: () => Array<{ platform: string; ms: number; reason: string }>;
   backupDir: string | null;
 }
@@ -44,6 +46,7 @@ export class Doctor {
         facts: this.facts,
         jobs: this.deps.jobs(),
         instances: await this.deps.instances(),
+        replica: this.deps.replica(),
         self,
         options: doctorOptions(config),
         nowMs: this.deps.clock.now(),

@@ -13,6 +13,7 @@ export function buildDoctor(w: WiringContext, deps: Pick<AccountsFace, 'tokenRef
     clock,
     jobs: () => rt.jobs,
     instances: () => rt.instances(),
+    replica: () => rt.registers,
     breakers: () => deps.tokenRefresh.refresher.openBreakers(),
     backupDir: config.backup.storage === 'fs' ? (config.backup.dir ?? join(config.database.data_dir, 'backups')) : null,
   });

@@ -13,8 +13,11 @@ export const sameBackends: DoctorCheck = {
   name: 'same_backends',
   group: 'backends',
   modes: ['cluster'],
-  async run({ instances, self, config }) {
-    const live = instances.filter((i) => i.alive && i.instance_id !== config.instance.id);
+  async run({ instances, self, config, replica }) {
+    const alive = instances.filter((i) => i.alive);
+    const live = alive.filter((i) => i.instance_id !== config.instance.id);
+    // This process, when it is a replica, or the replica beating under its id (a command run in that replica's container).
+    const selfCount = replica || alive.length > live.length ? 1 : 0;
     const findings: CheckOutcome[] = [];
     const fixDb = "point every replica's DATABASE_URL at the same database (or stop the stray replica)";
     const fixRedis = "point every replica's REDIS_URL at the same Redis (or stop the stray replica)";
@@ -32,6 +35,6 @@ export const sameBackends: DoctorCheck = {
       else if (self.redis && b.redis.run_id !== self.redis.run_id) findings.push(fail(`replica ${i.instance_id} is on ${redis(b.redis)}, this one on ${redis(self.redis)}`, fixRedis));
       else if (b.redis.role !== 'master') findings.push(fail(`replica ${i.instance_id}'s Redis is a ${b.redis.role}, not a master`, `point replica ${i.instance_id}'s REDIS_URL at the master`));
     }
-    return combine(findings, ok(`${live.length + 1} live replica(s) on ${db(self.database)} and ${redis(self.redis)}`, fixRedis));
+    return combine(findings, ok(`${live.length + selfCount} live replica(s) on ${db(self.database)} and ${redis(self.redis)}`, fixRedis));
   },
 };

@@ -9,11 +9,15 @@ export const clockSkew: DoctorCheck = {
   name: 'clock_skew',
   group: 'clock',
   modes: ['cluster'],
-  async run({ instances, config, facts, nowMs }) {
+  async run({ instances, config, facts, nowMs, replica }) {
     const max = config.cluster.max_clock_skew;
-    const own = nowMs - (await facts.dbNowMs());
-    const skews = new Map<string, number>([[config.instance.id, own]]);
-    for (const i of instances) if (i.alive && i.clock_skew_ms !== null && i.instance_id !== config.instance.id) skews.set(i.instance_id, i.clock_skew_ms);
+    const alive = instances.filter((i) => i.alive);
+    const skews = new Map<string, number>();
+    for (const i of alive) if (i.clock_skew_ms !== null) skews.set(i.instance_id, i.clock_skew_ms);
+    // This replica's own skew is measured now; a one-shot command's host is not a replica's (unless one beats under its id).
+    if (replica || alive.some((i) => i.instance_id === config.instance.id)) skews.set(config.instance.id, nowMs - (await facts.dbNowMs()));
+    const unreported = alive.filter((i) => !skews.has(i.instance_id)).length;
+    if (!skews.size) return ok(`${unreported} live replica(s), none has reported its clock skew yet (each does at its next beat)`, FIX_SKEW);
     const findings: CheckOutcome[] = [];
     for (const [id, s] of skews) {
       const text = `${id} ${Math.round(s)}ms`;
@@ -21,7 +25,8 @@ export const clockSkew: DoctorCheck = {
       else if (Math.abs(s) > max / 2) findings.push(warn(`${text} off the database clock (over half of cluster.max_clock_skew ${formatDuration(max)})`, FIX_SKEW));
     }
     const worstMs = Math.max(...[...skews.values()].map(Math.abs));
-    return combine(findings, ok(`${skews.size} replica(s), worst skew ${Math.round(worstMs)}ms (limit ${formatDuration(max)})`, FIX_SKEW));
+    const more = unreported ? ` (${unreported} more not reported yet)` : '';
+    return combine(findings, ok(`${skews.size} replica(s)${more}, worst skew ${Math.round(worstMs)}ms (limit ${formatDuration(max)})`, FIX_SKEW));
   },
 };
 

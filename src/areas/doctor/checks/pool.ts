@@ -38,10 +38,11 @@ export const connectionBudgetCheck: DoctorCheck = {
   name: 'connection_budget',
   group: 'pool',
   modes: ['cluster'],
-  async run({ db, instances, config }) {
+  async run({ db, instances, config, replica }) {
     const budget = await connectionBudget(db);
-    const live = instances.filter((i) => i.alive || i.instance_id === config.instance.id);
-    const own = live.some((i) => i.instance_id === config.instance.id) ? 0 : config.database.pool_size;
+    const live = instances.filter((i) => i.alive || (replica && i.instance_id === config.instance.id));
+    // A replica not (yet) among them counts with its own pool; a one-shot command is no replica.
+    const own = replica && !live.some((i) => i.instance_id === config.instance.id) ? config.database.pool_size : 0;
     // A replica's pool, its liveness session and a backup's pg_dump: the pool plus two.
     const sum = own + live.reduce((n, i) => n + (i.backends?.pool_size ?? config.database.pool_size) + 2, 0) + (own ? 2 : 0);
     const count = live.length + (own ? 1 : 0);
