@@ -174,7 +174,7 @@ describe('migrations of the kernel and the areas', () => {
         { owner: 'kernel', migrations: [m(1, 'a'), m(2, 'b')] },
         { owner: 'area x', migrations: [m(2, 'mine')] },
       ]),
-    ).toThrow('migration version 2 (area x: mine) is already taken by kernel: b; use the next free number');
+    ).toThrow('migration version 2 (area x: mine) is already taken by kernel: b; use the next number above the highest (3)');
   });
   it("the database's list is the kernel's and every listed area's", () => {
     const areas = AREAS.flatMap((a) => (a as { migrations?: readonly unknown[] }).migrations ?? []);

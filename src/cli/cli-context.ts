@@ -28,7 +28,9 @@ export const cliContext: CliContext = {
  */
 export async function oneShotRuntime(config: Config): Promise<Runtime> {
   const [{ Runtime }, { createLogger }] = await Promise.all([import('../app/runtime.js'), import('../telemetry/logger.js')]);
-  const own: Config = config.mode === 'cluster' ? { ...config, instance: { ...config.instance, id: `${config.instance.id}-cli-${process.pid}`.slice(0, 64) } } : config;
+  // The suffix is kept whole (an id may be 64 characters, the most there is): the id is cut instead.
+  const suffix = `-cli-${process.pid}`;
+  const own: Config = config.mode === 'cluster' ? { ...config, instance: { ...config.instance, id: config.instance.id.slice(0, 64 - suffix.length) + suffix } } : config;
   return Runtime.create(own, {
     register: false,
     logger: createLogger({ level: 'warn', instanceId: own.instance.id, env: own.instance.env, destination: process.stderr as never }),

@@ -27,13 +27,16 @@ export async function applyMigrations(db: Db, migrations: readonly Migration[], 
  * One list from the kernel's migrations and each area's: a version belongs to one migration
  * across all of them (a clash names both owners), since `schema_migrations` records versions only.
  */
+/** The highest version of all (a new migration takes the next one: a gap would run out of order on a database already past it). */
+const highest = (groups: readonly { migrations: readonly Migration[] }[]) => Math.max(0, ...groups.flatMap((g) => g.migrations.map((m) => m.version)));
+
 export function collectMigrations(groups: readonly { owner: string; migrations: readonly Migration[] }[]): Migration[] {
   const seen = new Map<number, string>();
   const problems: string[] = [];
   for (const g of groups) {
     for (const m of g.migrations) {
       const other = seen.get(m.version);
-      if (other !== undefined) problems.push(`migration version ${m.version} (${g.owner}: ${m.name}) is already taken by ${other}; use the next free number`);
+      if (other !== undefined) problems.push(`migration version ${m.version} (${g.owner}: ${m.name}) is already taken by ${other}; use the next number above the highest (${highest(groups) + 1})`);
       else seen.set(m.version, `${g.owner}: ${m.name}`);
     }
   }

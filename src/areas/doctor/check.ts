@@ -34,8 +34,8 @@ export interface DoctorContext {
   instances: InstanceInfo[];
   /**
    * Whether this process is one of the replicas. False in a one-shot CLI command (`relay-jobs
-   * doctor`): it is not counted as a replica, and one beating under the same instance id (the
-   * command run inside a replica's container) is counted from its heartbeat like the others.
+   * doctor`, which runs as `<instance id>-cli-<pid>`): it is not counted as a replica, and every
+   * replica beating is counted from its heartbeat, one under the same id included.
    */
   replica: boolean;
   /** This process's own backends, read now. */

@@ -14,10 +14,9 @@ export const sameBackends: DoctorCheck = {
   group: 'backends',
   modes: ['cluster'],
   async run({ instances, self, config, replica }) {
-    const alive = instances.filter((i) => i.alive);
-    const live = alive.filter((i) => i.instance_id !== config.instance.id);
-    // This process, when it is a replica, or the replica beating under its id (a command run in that replica's container).
-    const selfCount = replica || alive.length > live.length ? 1 : 0;
+    // The other replicas (a one-shot command is none of them, and compares every live one with itself).
+    const live = instances.filter((i) => i.alive && !(replica && i.instance_id === config.instance.id));
+    const selfCount = replica ? 1 : 0;
     const findings: CheckOutcome[] = [];
     const fixDb = "point every replica's DATABASE_URL at the same database (or stop the stray replica)";
     const fixRedis = "point every replica's REDIS_URL at the same Redis (or stop the stray replica)";

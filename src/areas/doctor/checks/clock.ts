@@ -11,22 +11,27 @@ export const clockSkew: DoctorCheck = {
   modes: ['cluster'],
   async run({ instances, config, facts, nowMs, replica }) {
     const max = config.cluster.max_clock_skew;
-    const alive = instances.filter((i) => i.alive);
+    // The others as their beats reported them; this process measured now: a replica as one of them, a
+    // one-shot command (`relay-jobs doctor`, before `relay-jobs run`) as this host, not counted as a replica.
+    const others = instances.filter((i) => i.alive && !(replica && i.instance_id === config.instance.id));
     const skews = new Map<string, number>();
-    for (const i of alive) if (i.clock_skew_ms !== null) skews.set(i.instance_id, i.clock_skew_ms);
-    // This replica's own skew is measured now; a one-shot command's host is not a replica's (unless one beats under its id).
-    if (replica || alive.some((i) => i.instance_id === config.instance.id)) skews.set(config.instance.id, nowMs - (await facts.dbNowMs()));
-    const unreported = alive.filter((i) => !skews.has(i.instance_id)).length;
-    if (!skews.size) return ok(`${unreported} live replica(s), none has reported its clock skew yet (each does at its next beat)`, FIX_SKEW);
+    for (const i of others) if (i.clock_skew_ms !== null) skews.set(i.instance_id, i.clock_skew_ms);
+    const own = nowMs - (await facts.dbNowMs());
+    if (replica) skews.set(config.instance.id, own);
+    const unreported = others.filter((i) => !skews.has(i.instance_id)).length;
+    const checked = new Map(skews);
+    if (!replica) checked.set(`this host (${config.instance.id}, not a replica)`, own);
     const findings: CheckOutcome[] = [];
-    for (const [id, s] of skews) {
+    for (const [id, s] of checked) {
       const text = `${id} ${Math.round(s)}ms`;
       if (Math.abs(s) > max) findings.push(fail(`${text} off the database clock (over cluster.max_clock_skew ${formatDuration(max)})`, FIX_SKEW));
       else if (Math.abs(s) > max / 2) findings.push(warn(`${text} off the database clock (over half of cluster.max_clock_skew ${formatDuration(max)})`, FIX_SKEW));
     }
-    const worstMs = Math.max(...[...skews.values()].map(Math.abs));
-    const more = unreported ? ` (${unreported} more not reported yet)` : '';
-    return combine(findings, ok(`${skews.size} replica(s)${more}, worst skew ${Math.round(worstMs)}ms (limit ${formatDuration(max)})`, FIX_SKEW));
+    const worstMs = Math.max(...[...checked.values()].map(Math.abs));
+    const count = others.length + (replica ? 1 : 0);
+    const more = unreported ? `, ${unreported} not reported yet (each does at its next beat)` : '';
+    const host = replica ? '' : `, this host ${Math.round(own)}ms (not a replica)`;
+    return combine(findings, ok(`${count} live replica(s)${more}${host}, worst skew ${Math.round(worstMs)}ms (limit ${formatDuration(max)})`, FIX_SKEW));
   },
 };
 
