@@ -7,7 +7,7 @@ const d = (ms: number) => formatDuration(Math.max(1000, Math.round(ms / 1000) * 
 /**
  * Refresh margin against the worst-case retries: `refreshRetryBudgetMs` (the backoff schedule the
  * refresher uses, config/refresh-budget.ts) plus each attempt's request timeout. A refresh is
- * planned between margin and margin/2 before expiry (refresh-timing.ts), and retries are
+ * planned at least the margin before expiry (refresh-timing.ts: the jitter only moves it earlier), and retries are
  * deadline-aware: they are squeezed (down to `auth.refresh_retry_floor` apart) rather than
  * scheduled past the token's expiry. `warn` when a late start would squeeze them; `fail` when
  * even squeezed they cannot fit in the margin (the token then lapses whenever the provider fails).
