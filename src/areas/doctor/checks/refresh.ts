@@ -5,12 +5,14 @@ import { refreshRetryBudgetMs } from '../../../config/refresh-budget.js';
 const d = (ms: number) => formatDuration(Math.max(1000, Math.round(ms / 1000) * 1000));
 
 /**
- * Refresh margin against the worst-case retries: `refreshRetryBudgetMs` (the backoff schedule the
- * refresher uses, config/refresh-budget.ts) plus each attempt's request timeout. A refresh is
- * planned at least the margin before expiry (refresh-timing.ts: the jitter only moves it earlier), and retries are
- * deadline-aware: they are squeezed (down to `auth.refresh_retry_floor` apart) rather than
- * scheduled past the token's expiry. `warn` when a late start would squeeze them; `fail` when
- * even squeezed they cannot fit in the margin (the token then lapses whenever the provider fails).
+ * Refresh margin against the retries. A refresh is planned at least the margin before expiry
+ * (refresh-timing.ts: the jitter only moves it earlier), and retries are deadline-aware: they are
+ * squeezed (down to `auth.refresh_retry_floor` apart) rather than scheduled past the token's
+ * expiry. `warn` when the margin is shorter than the retry schedule (`refreshRetryBudgetMs`,
+ * config/refresh-budget.ts: the backoff the refresher uses, the same that `config check` and the
+ * start-up log compare with), so failures would squeeze it; `fail` when even squeezed the
+ * attempts cannot fit (their request timeouts plus the floors: the token then lapses whenever the
+ * provider fails). The requests' own time is shown beside the schedule.
  */
 export const refreshMargin: DoctorCheck = {
   name: 'refresh_margin',
@@ -22,10 +24,11 @@ export const refreshMargin: DoctorCheck = {
     const a = config.auth;
     const margin = a.refresh_margin_seconds * 1000;
     const latency = a.refresh_max_attempts * a.refresh_request_timeout;
-    const budget = refreshRetryBudgetMs(config) + latency;
+    // The same schedule `config check` and the start-up log compare the margin with (one definition).
+    const budget = refreshRetryBudgetMs(config);
     const squeezed = latency + (a.refresh_max_attempts - 1) * a.refresh_retry_floor;
-    const measured = `auth.refresh_margin_seconds ${a.refresh_margin_seconds} (latest start ${d(margin)} before expiry) vs worst-case retries ${d(budget)} (auth.refresh_max_attempts ${a.refresh_max_attempts}, backoff ${d(a.refresh_backoff_base)}…${d(a.refresh_backoff_max)}, request timeout ${d(a.refresh_request_timeout)}), ${d(squeezed)} when squeezed to auth.refresh_retry_floor`;
-    const fix = `raise auth.refresh_margin_seconds to at least ${Math.ceil(budget / 1000)}, or lower auth.refresh_max_attempts / auth.refresh_backoff_max / auth.refresh_request_timeout`;
+    const measured = `auth.refresh_margin_seconds ${a.refresh_margin_seconds} (latest start ${d(margin)} before expiry) vs the retry schedule ${d(budget)} (auth.refresh_max_attempts ${a.refresh_max_attempts}, backoff ${d(a.refresh_backoff_base)}…${d(a.refresh_backoff_max)}) plus up to ${d(latency)} of requests (auth.refresh_request_timeout ${d(a.refresh_request_timeout)} each), ${d(squeezed)} when squeezed to auth.refresh_retry_floor`;
+    const fix = `raise auth.refresh_margin_seconds to at least ${Math.ceil(Math.max(budget, squeezed) / 1000)}, or lower auth.refresh_max_attempts / auth.refresh_backoff_max / auth.refresh_request_timeout`;
     if (margin < squeezed) return fail(measured, fix);
     if (margin < budget) return warn(measured, fix);
     return ok(measured, fix);
