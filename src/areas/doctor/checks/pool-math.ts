@@ -52,7 +52,7 @@ export function loopConnections(jobs: readonly Job[], config: Config): Array<[st
   const loops: Array<[string, number]> = [
     ['heartbeat', 1],
     ['usage writer', 1],
-    ['notification sender', 1],
+    // No notification sender: the notifier sends inside the rounds that queue its rows, one statement at a time (counted as theirs).
     ['HTTP requests', 2],
   ];
   if (on('token_refresh')) loops.push(['token refreshes (auth.refresh_concurrency)', config.auth.refresh_concurrency]);
