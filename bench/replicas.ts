@@ -54,11 +54,8 @@ async function redisCommands(url: string): Promise<number> {
  * PostgreSQL transactions/s of the bench database (pg_stat_database xact_commit + xact_rollback)
  * and Redis commands/s (INFO total_commands_processed) over `steadyS`, minus this reading's own:
  * two transactions between the samples (the first sample's SELECT, the second's snapshot clear)
- * and one INFO.
- */
-/**
- * The steady window's footprint; with `pids` (the replicas' processes), also their CPU as a share of
- * one core, averaged over the replicas (Linux /proc; what their own threads used, not their children).
+ * and one INFO. With `pids` (the replicas' processes), also their CPU as a share of one core,
+ * averaged over the replicas (Linux /proc; what their own threads used, not their children).
  */
 export async function footprint(
   query: (sql: string) => Promise<Array<Record<string, unknown>>>,

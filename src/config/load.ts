@@ -143,7 +143,7 @@ export function loadConfigWith(schema: ConfigSchema, opts: LoadOptions = {}): Co
     result.data.instance.id =
       hostname()
         .replace(/[^A-Za-z0-9._:-]/g, '-')
-        .slice(0, 50) || 'cli';
+        .slice(0, 64) || 'cli';
     sources.set('instance.id', "this host's name (a one-shot command)");
   }
   return finish(result.data, file, sources, [...deprecated, ...bareNumberWarnings(tree, from, schema), ...refreshMarginWarnings(result.data)]);

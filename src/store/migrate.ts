@@ -23,13 +23,13 @@ export async function applyMigrations(db: Db, migrations: readonly Migration[], 
   });
 }
 
+/** The highest version of all (a new migration takes the next one: a gap would run out of order on a database already past it). */
+const highest = (groups: readonly { migrations: readonly Migration[] }[]) => Math.max(0, ...groups.flatMap((g) => g.migrations.map((m) => m.version)));
+
 /**
  * One list from the kernel's migrations and each area's: a version belongs to one migration
  * across all of them (a clash names both owners), since `schema_migrations` records versions only.
  */
-/** The highest version of all (a new migration takes the next one: a gap would run out of order on a database already past it). */
-const highest = (groups: readonly { migrations: readonly Migration[] }[]) => Math.max(0, ...groups.flatMap((g) => g.migrations.map((m) => m.version)));
-
 export function collectMigrations(groups: readonly { owner: string; migrations: readonly Migration[] }[]): Migration[] {
   const seen = new Map<number, string>();
   const problems: string[] = [];

@@ -60,6 +60,14 @@ export interface DoctorCheck {
   run(ctx: DoctorContext): Promise<CheckOutcome>;
 }
 
+/**
+ * The live replicas other than this process: all of them for a one-shot command (it is none of
+ * them, even under a replica's id), the rest for a replica.
+ */
+export function otherLiveReplicas({ instances, config, replica }: Pick<DoctorContext, 'instances' | 'config' | 'replica'>): InstanceInfo[] {
+  return instances.filter((i) => i.alive && !(replica && i.instance_id === config.instance.id));
+}
+
 export const ok = (measured: string, fix: string): CheckOutcome => ({ status: 'ok', measured, fix });
 export const warn = (measured: string, fix: string): CheckOutcome => ({ status: 'warn', measured, fix });
 export const fail = (measured: string, fix: string): CheckOutcome => ({ status: 'fail', measured, fix });

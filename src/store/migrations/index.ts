@@ -33,8 +33,8 @@ export interface Migration {
 /**
  * The kernel's migrations. Numbered, append-only: never edit a migration that has shipped; add the
  * next number above the highest (never a gap: 12, 23 and 24 were never used). 1-28 are the whole
- * database's history from before areas kept their own (many span areas: 002 creates the scheduler outbox beside accounts, 027 alters three areas' queues), so
- * they stay here. Since then an area's new tables are its own (`AreaModule.migrations`); the kernel's
+ * database's history from before areas kept their own (many span areas: 002 creates the scheduler
+ * outbox beside accounts, 027 alters three areas' queues), so they stay here. Since then an area's new tables are its own (`AreaModule.migrations`); the kernel's
  * tables are added here. jobs/migrations.ts joins both lists; versions are unique across them.
  */
 export const KERNEL_MIGRATIONS: readonly Migration[] = [

@@ -1,5 +1,5 @@
 import type { BackendIdentity } from '../../../coordination/backend-identity.js';
-import { combine, fail, ok, warn, type CheckOutcome, type DoctorCheck } from '../check.js';
+import { combine, fail, ok, otherLiveReplicas, warn, type CheckOutcome, type DoctorCheck } from '../check.js';
 
 const db = (b: BackendIdentity['database']) => (b ? `database ${b.name} (system ${b.system_identifier ?? '?'})` : 'no database identity');
 const redis = (b: BackendIdentity['redis']) => (b ? `Redis run_id ${b.run_id.slice(0, 12)} (${b.role})` : 'no Redis identity');
@@ -13,10 +13,9 @@ export const sameBackends: DoctorCheck = {
   name: 'same_backends',
   group: 'backends',
   modes: ['cluster'],
-  async run({ instances, self, config, replica }) {
-    // The other replicas (a one-shot command is none of them, and compares every live one with itself).
-    const live = instances.filter((i) => i.alive && !(replica && i.instance_id === config.instance.id));
-    const selfCount = replica ? 1 : 0;
+  async run(ctx) {
+    const { self, replica } = ctx;
+    const live = otherLiveReplicas(ctx);
     const findings: CheckOutcome[] = [];
     const fixDb = "point every replica's DATABASE_URL at the same database (or stop the stray replica)";
     const fixRedis = "point every replica's REDIS_URL at the same Redis (or stop the stray replica)";
@@ -34,6 +33,6 @@ export const sameBackends: DoctorCheck = {
       else if (self.redis && b.redis.run_id !== self.redis.run_id) findings.push(fail(`replica ${i.instance_id} is on ${redis(b.redis)}, this one on ${redis(self.redis)}`, fixRedis));
       else if (b.redis.role !== 'master') findings.push(fail(`replica ${i.instance_id}'s Redis is a ${b.redis.role}, not a master`, `point replica ${i.instance_id}'s REDIS_URL at the master`));
     }
-    return combine(findings, ok(`${live.length + selfCount} live replica(s) on ${db(self.database)} and ${redis(self.redis)}`, fixRedis));
+    return combine(findings, ok(`${live.length + (replica ? 1 : 0)} live replica(s) on ${db(self.database)} and ${redis(self.redis)}`, fixRedis));
   },
 };

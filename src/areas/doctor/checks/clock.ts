@@ -1,6 +1,6 @@
 import { formatDuration } from '../../../config/duration.js';
 import { Schedule } from '../../../scheduler/schedule.js';
-import { combine, fail, ok, warn, type CheckOutcome, type DoctorCheck } from '../check.js';
+import { combine, fail, ok, otherLiveReplicas, warn, type CheckOutcome, type DoctorCheck } from '../check.js';
 
 const FIX_SKEW = 'run NTP (chronyd or systemd-timesyncd) on every host; slots use the database clock, and cluster.max_clock_skew bounds the rest';
 
@@ -9,18 +9,17 @@ export const clockSkew: DoctorCheck = {
   name: 'clock_skew',
   group: 'clock',
   modes: ['cluster'],
-  async run({ instances, config, facts, nowMs, replica }) {
+  async run(ctx) {
+    const { config, facts, nowMs, replica } = ctx;
     const max = config.cluster.max_clock_skew;
     // The others as their beats reported them; this process measured now: a replica as one of them, a
     // one-shot command (`relay-jobs doctor`, before `relay-jobs run`) as this host, not counted as a replica.
-    const others = instances.filter((i) => i.alive && !(replica && i.instance_id === config.instance.id));
-    const skews = new Map<string, number>();
-    for (const i of others) if (i.clock_skew_ms !== null) skews.set(i.instance_id, i.clock_skew_ms);
+    const others = otherLiveReplicas(ctx);
+    const checked = new Map<string, number>();
+    for (const i of others) if (i.clock_skew_ms !== null) checked.set(i.instance_id, i.clock_skew_ms);
+    const unreported = others.length - checked.size;
     const own = nowMs - (await facts.dbNowMs());
-    if (replica) skews.set(config.instance.id, own);
-    const unreported = others.filter((i) => !skews.has(i.instance_id)).length;
-    const checked = new Map(skews);
-    if (!replica) checked.set(`this host (${config.instance.id}, not a replica)`, own);
+    checked.set(replica ? config.instance.id : `this host (${config.instance.id}, not a replica)`, own);
     const findings: CheckOutcome[] = [];
     for (const [id, s] of checked) {
       const text = `${id} ${Math.round(s)}ms`;
