@@ -26,7 +26,7 @@ export default defineConfig({
     isolate: false,
     // Four files at a time: the end-to-end files mostly wait (a cluster idles between its faults, a
     // monitor window is real time), so more workers than cores fill them. But waiting is not free:
-    // an idle replica costs 1-2% of a core (bench/idle.ts), a test's waitFor polls, PostgreSQL
+    // an idle replica costs up to 2% of a core (bench/idle.ts), a test's waitFor polls, PostgreSQL
     // serves their heartbeats, all by the second. A fifth worker on two cores stretches every file's
     // wall time and with it that cost. 4-Dec-2026, machine f (page fault 12 us, new PostgreSQL connection 20 ms):
     // 5 workers 369-419 s at 714-801 busy CPU s a run; 4 workers 314-372 s (five runs, the CPU of

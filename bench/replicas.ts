@@ -54,30 +54,48 @@ async function redisCommands(url: string): Promise<number> {
  * PostgreSQL transactions/s of the bench database (pg_stat_database xact_commit + xact_rollback)
  * and Redis commands/s (INFO total_commands_processed) over `steadyS`, minus this reading's own:
  * two transactions between the samples (the first sample's SELECT, the second's snapshot clear)
- * and one INFO. With `pids` (the replicas' processes), also their CPU as a share of one core,
- * averaged over the replicas (Linux /proc; what their own threads used, not their children).
+ * and one INFO. With `pids` (the replicas' processes), also their CPU and memory (`processFigures`).
  */
 export async function footprint(
   query: (sql: string) => Promise<Array<Record<string, unknown>>>,
   redisUrl: string,
   steadyS: number,
   pids: readonly number[] = [],
-): Promise<{ pgTxPerSec: number; redisCmdsPerSec: number; replicaCpuPct: number }> {
+): Promise<{ pgTxPerSec: number; redisCmdsPerSec: number } & ProcessFigures> {
   const tx = async () => {
     await query(`SELECT pg_stat_clear_snapshot()`);
     return Number((await query(`SELECT xact_commit + xact_rollback AS n FROM pg_stat_database WHERE datname = current_database()`))[0]!.n);
   };
-  const cpu = () => pids.reduce((sum, pid) => sum + readStat(String(pid)).self / HZ, 0);
   const x0 = await tx();
   const r0 = await redisCommands(redisUrl);
-  const c0 = cpu();
   const t0 = Date.now();
-  await sleep(steadyS * 1000);
-  const c1 = cpu();
-  const cpuSecs = (Date.now() - t0) / 1000;
+  const figures = await processFigures(pids, steadyS);
   await sleep(1200); // backends report their counters at most once a second
   const x1 = await tx();
   const r1 = await redisCommands(redisUrl);
   const secs = (Date.now() - t0) / 1000;
-  return { pgTxPerSec: (x1 - x0 - 2) / secs, redisCmdsPerSec: (r1 - r0 - 1) / secs, replicaCpuPct: pids.length ? ((c1 - c0) / cpuSecs / pids.length) * 100 : 0 };
+  return { pgTxPerSec: (x1 - x0 - 2) / secs, redisCmdsPerSec: (r1 - r0 - 1) / secs, ...figures };
+}
+
+export interface ProcessFigures {
+  /** CPU over the window as a share of one core, averaged over the processes. */
+  replicaCpuPct: number;
+  /** Resident memory at the window's end, averaged over the processes. */
+  replicaRssMiB: number;
+}
+
+/**
+ * What `pids` (the replicas' processes) used over `steadyS` seconds, from Linux /proc: their own
+ * threads' CPU (not their children's) and their resident memory at the end (0 and 0 without pids).
+ */
+export async function processFigures(pids: readonly number[], steadyS: number): Promise<ProcessFigures> {
+  const cpu = () => pids.reduce((sum, pid) => sum + readStat(String(pid)).self / HZ, 0);
+  const c0 = cpu();
+  const t0 = Date.now();
+  await sleep(steadyS * 1000);
+  const c1 = cpu();
+  const secs = (Date.now() - t0) / 1000;
+  if (!pids.length) return { replicaCpuPct: 0, replicaRssMiB: 0 };
+  const rss = pids.reduce((sum, pid) => sum + (readStat(String(pid)).rssPages * 4096) / 2 ** 20, 0);
+  return { replicaCpuPct: ((c1 - c0) / secs / pids.length) * 100, replicaRssMiB: rss / pids.length };
 }

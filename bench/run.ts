@@ -1,5 +1,5 @@
 /** `npm run bench`: runs every benchmark and prints the results as Markdown for docs/benchmarks.md. */
-import { idleTable, runIdle } from './idle.js';
+import { idleTable, runIdle, runIdleEmbedded } from './idle.js';
 import { cpus, totalmem } from 'node:os';
 import { benchCoordination } from './coordination.js';
 import { runScenario, scenarioTable } from './cluster-scenario.js';
@@ -190,6 +190,7 @@ async function benchmarks() {
     const rows = [];
     for (const n of (process.env.BENCH_REPLICAS ?? '1,3,9').split(',').map(Number))
       for (const on of { on: [true], off: [false] }[process.env.BENCH_WAKEUPS ?? ''] ?? [true, false]) rows.push(await runIdle(n, on));
+    if (process.env.BENCH_EMBEDDED === '1') rows.push(await runIdleEmbedded());
     return console.log(idleTable(rows));
   }
   if (process.env.BENCH_ONLY === 'cluster') {
