@@ -12,7 +12,8 @@ import { readFileSync } from 'node:fs';
 import pg from 'pg';
 import { PgDb } from '../src/store/pg-db.js';
 import { migrate } from '../src/jobs/migrations.js';
-import { ProbeClient } from '../src/areas/probes/probe-client.js';
+import { ProbeClient } from '../src/upstream/probe-client.js';
+import { chatTarget } from '../test/helpers/probe-target.js';
 import { ServiceProcess } from '../test/helpers/cli.js';
 import { REDIS_URL, TEST_MASTER_KEY, dropRedisPrefix, freePort, freshDatabase, uniqueName } from '../test/helpers/services.js';
 import { ChatUpstream } from '../test/fixtures/chat-upstream.js';
@@ -124,7 +125,7 @@ async function sub2api(replicas: number, monitors: number, intervalS: number, wi
         if (pool.running >= 5) return void dropped++;
         pool.running++;
         inFlight++;
-        void client.probe(mon).finally(() => {
+        void client.probe(chatTarget(mon)).finally(() => {
           pool.running--;
           inFlight--;
         });

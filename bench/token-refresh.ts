@@ -9,6 +9,7 @@
  *    the loopback OAuth server, compared with bare refresh calls to the same server at the same
  *    concurrency.
  */
+import { openaiProvider } from '../test/helpers/providers.js';
 import { Redis } from 'ioredis';
 import { PgDb } from '../src/store/pg-db.js';
 import { migrate } from '../src/jobs/migrations.js';
@@ -125,7 +126,7 @@ export async function benchRefreshThroughput(n = 3000, concurrency = 8): Promise
   const client = new OAuthClient();
   // The guard's settings at their configured defaults (written once, in the accounts area's config).
   const auth = accountsConfig.auth.parse({});
-  const provider = { platform: 'openai', tokenUrl: oauth.tokenUrl, clientId: 'bench', maxPerSecond: 100_000, reuseGraceMs: 0 };
+  const provider = openaiProvider({ tokenUrl: oauth.tokenUrl, clientId: 'bench', maxPerSecond: 100_000 });
   try {
     await migrate(db);
     const results: ThroughputStats[] = [];

@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { openaiProvider } from './helpers/providers.js';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -12,7 +13,8 @@ import { WebhookChannel } from '../src/areas/notifications/channels.js';
 import { GenericJsonProvider } from '../src/areas/billing/payment-provider.js';
 import { ImageProvider } from '../src/areas/images/image-provider.js';
 import { OAuthClient } from '../src/areas/accounts/oauth-client.js';
-import { ProbeClient } from '../src/areas/probes/probe-client.js';
+import { ProbeClient } from '../src/upstream/probe-client.js';
+import { chatTarget } from './helpers/probe-target.js';
 import { captureLogs } from './helpers/log-capture.js';
 import { TEST_MASTER_KEY, freePort } from './helpers/services.js';
 import { embeddedDataDir } from './helpers/pglite-template.js';
@@ -51,7 +53,7 @@ describe('credentials in outgoing URLs (issue 23, item 3)', () => {
       err = e as Error;
     }
     expect(err).not.toBeNull();
-    for (const key of ['payments.providers.pay.base_url', 'notify.webhook.url', 'oauth.providers.openai.token_url', 'image.provider.base_url', 'channel_monitor.account_base_url'])
+    for (const key of ['payments.providers.pay.base_url', 'notify.webhook.url', 'oauth.providers.openai.token_url', 'image.provider.base_url'])
       expect(err!.message).toMatch(new RegExp(`${key.replace(/\./g, '\\.')} \\([^)]*\\): must not carry credentials`));
     expect(err!.message).toMatch(/put the secret in payments\.providers\.<name>\.api_key instead/);
     noSecret(err!.message);
@@ -81,7 +83,7 @@ describe('credentials in outgoing URLs (issue 23, item 3)', () => {
         ),
       );
       const oauth = new OAuthClient();
-      const r = await oauth.refresh({ platform: 'x', tokenUrl: url('/token'), clientId: 'c' } as never, 'rt', {
+      const r = await oauth.refresh(openaiProvider({ tokenUrl: url('/token'), clientId: 'c' }), 'rt', {
         proxyUrl: `http://u:${USER_SECRET}@127.0.0.1:${port}`,
         timeoutMs: 2000,
         replyTimeoutMs: 120_000,
@@ -90,7 +92,7 @@ describe('credentials in outgoing URLs (issue 23, item 3)', () => {
       await oauth.close();
       texts.push(JSON.stringify(r));
       const probe = new ProbeClient();
-      texts.push(JSON.stringify(await probe.probe({ baseUrl: url(''), model: 'm', apiKey: 'k', timeoutMs: 2000 })));
+      texts.push(JSON.stringify(await probe.probe(chatTarget({ baseUrl: url(''), model: 'm', apiKey: 'k', timeoutMs: 2000 }))));
       await probe.close();
       // Each failed, and says so.
       expect(texts[0]).toMatch(/webhook unreachable/);

@@ -19,6 +19,9 @@ const CRON = '*/3 * * * * *'; // every 3 s
 const I = 3000;
 const T0 = Date.parse('2026-03-01T10:00:00.000Z');
 
+/** These plans' accounts are not under test here: the result changes nothing on them. */
+const noEffect = async () => ({ status_before: null, status_after: null, temp_unschedulable_until: null, temp_unschedulable_reason: null, recovered: false, note: 'not under test' });
+
 describe('account-test plan phase slots', () => {
   it('200 plans of one cron fire at 200 distinct, evenly spaced instants of each interval, not at the firing', () => {
     const slots = Array.from({ length: 200 }, (_, i) => nextPlanSlot(i + 1, CRON, 'UTC', T0)!.slotMs).sort((a, b) => a - b);
@@ -85,7 +88,9 @@ describe('account-test plans on PostgreSQL', () => {
     const [c] = await plans.claim('r1', 10, 10, 60_000);
     expect(c).toMatchObject({ id: view.id, dueNow: true });
     const next = new Date(c!.claimedAt.getTime() + 60_000);
-    expect(await plans.finish(c!, 'r1', { startedAt: c!.claimedAt, ok: true, status: 200, latencyMs: 1, ttfbMs: 1, errorClass: null }, next)).toEqual({ recovered: false });
+    expect(await plans.finish(c!, 'r1', { startedAt: c!.claimedAt, ok: true, status: 200, latencyMs: 1, ttfbMs: 1, errorClass: null, detail: null, resetAtMs: null }, next, 0, noEffect)).toMatchObject(
+      { effect: { recovered: false } },
+    );
     expect((await plans.get(view.id))!.next_run_at).toBe(next.toISOString());
     await plans.update(view.id, { model: 'm2' }, true);
     const [e] = await plans.claim('r1', 10, 10, 60_000);
@@ -116,9 +121,9 @@ describe('account-test plans on PostgreSQL', () => {
     }
     expect(b).toHaveLength(1);
     expect(b[0]).toMatchObject({ id: view.id, fence: a!.fence + 1, occurrence: a!.occurrence, dueNow: true });
-    const out = { startedAt: new Date(), ok: true, status: 200, latencyMs: 1, ttfbMs: 1, errorClass: null };
-    expect(await plans.finish(a!, 'r1', out, new Date(Date.now() + 60_000))).toBeNull();
+    const out = { startedAt: new Date(), ok: true, status: 200, latencyMs: 1, ttfbMs: 1, errorClass: null, detail: null, resetAtMs: null };
+    expect(await plans.finish(a!, 'r1', out, new Date(Date.now() + 60_000), 0, noEffect)).toBeNull();
     expect(await plans.skip(a!, 1, new Date(Date.now() + 60_000))).toBe(false);
-    expect(await plans.finish(b[0]!, 'r2', out, new Date(Date.now() + 60_000))).toEqual({ recovered: false });
+    expect(await plans.finish(b[0]!, 'r2', out, new Date(Date.now() + 60_000), 0, noEffect)).toMatchObject({ effect: { recovered: false } });
   });
 });

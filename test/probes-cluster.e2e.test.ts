@@ -2,6 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import pg from 'pg';
 import type { ServiceProcess } from './helpers/cli.js';
 import { startCluster, type Cluster } from './helpers/cluster.js';
+import { FakeOAuthServer } from './fixtures/oauth-server.js';
 import { ChatUpstream, type ProbeHit } from './fixtures/chat-upstream.js';
 
 /**
@@ -20,11 +21,14 @@ describe('fleet probes across three real replicas', () => {
   let cluster: Cluster;
   let client: pg.Client;
   let up: ChatUpstream;
+  let codex: FakeOAuthServer;
   const replicas: ServiceProcess[] = [];
 
   beforeAll(async () => {
     up = await ChatUpstream.start();
     up.setDefault({ mode: 'ok', latencyMs: [20, 300] });
+    codex = await FakeOAuthServer.start();
+    codex.setDefaultBehaviour({ mode: 'ok', latencyMs: 100 });
     cluster = await startCluster({
       replicas: ['p0', 'p1', 'p2'],
       migrate: false,
@@ -36,7 +40,8 @@ describe('fleet probes across three real replicas', () => {
         RELAY_JOBS__CHANNEL_MONITOR__MIN_INTERVAL: '1s',
         RELAY_JOBS__CHANNEL_MONITOR__POLL_INTERVAL: '200ms',
         RELAY_JOBS__CHANNEL_MONITOR__LEASE_GRACE: `${GRACE}ms`,
-        RELAY_JOBS__CHANNEL_MONITOR__ACCOUNT_BASE_URL: up.url,
+        // The plans' accounts are ChatGPT accounts: their tests go to the strict Codex fake.
+        RELAY_JOBS__OAUTH__PROVIDERS__OPENAI__API_URL: codex.apiUrl,
         RELAY_JOBS__SCHEDULED_ACCOUNT_TEST__POLL_INTERVAL: '200ms',
         RELAY_JOBS__SCHEDULED_ACCOUNT_TEST__TIMEOUT: `${TIMEOUT}ms`,
       },
@@ -47,6 +52,7 @@ describe('fleet probes across three real replicas', () => {
   afterAll(async () => {
     await cluster?.stop();
     await up?.close();
+    await codex?.close();
   });
 
   const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -67,7 +73,7 @@ describe('fleet probes across three real replicas', () => {
       `${failed.length} creates failed: ${failed[0] && (await failed[0].text())} ${replicas.flatMap((r) => r.lines.filter((l) => l.includes('failed')).slice(-3)).join('\n')}`,
     ).toBe(0);
     for (let p = 0; p < PLANS; p++) {
-      const acct = await api(p % 3, '/accounts', { platform: 'openai', name: `acct${p}`, credentials: { access_token: `plan-token-${p}` } });
+      const acct = await api(p % 3, '/accounts', { platform: 'openai', name: `acct${p}`, credentials: codex.issue(`plan-${p}`, 3600) });
       expect(acct.status, await acct.clone().text()).toBe(201);
       const plan = await api(p % 3, '/account-tests', { account_id: ((await acct.json()) as { id: number }).id, cron: '*/2 * * * * *', model: 'gpt-test', max_results: 1000 });
       expect(plan.status, await plan.clone().text()).toBe(201);
@@ -157,7 +163,10 @@ describe('fleet probes across three real replicas', () => {
       expect(p.n, `plan ${p.plan_id}`).toBeGreaterThanOrEqual(3);
       expect(p.n, `plan ${p.plan_id}`).toBeLessThanOrEqual(p.span / 2 + 2);
     }
-    const planHits = [...up.hits.entries()].filter(([k]) => k.startsWith('plan-token-')).flatMap(([, h]) => h);
-    console.log(`account tests: ${JSON.stringify(perPlan.rows)}; upstream saw ${planHits.length} test requests`);
+    const planHits = codex.requests.filter((r) => r.path === '/backend-api/codex/responses');
+    // Every stored result passed: the plans spoke what the Codex endpoint accepts (store:false, stream, the account id).
+    const failedTests = await client.query(`SELECT count(*)::int AS n FROM account_test_results WHERE NOT ok`);
+    expect(failedTests.rows[0].n).toBe(0);
+    console.log(`account tests: ${JSON.stringify(perPlan.rows)}; the Codex endpoint saw ${planHits.length} test requests`);
   }, 180_000);
 });

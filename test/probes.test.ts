@@ -4,12 +4,14 @@ import pg from 'pg';
 import { loadConfig } from '../src/jobs/config-schema.js';
 import { Runtime } from '../src/app/runtime.js';
 import { buildHttpServer } from '../src/http/server.js';
-import { ProbeClient } from '../src/areas/probes/probe-client.js';
+import { ProbeClient } from '../src/upstream/probe-client.js';
+import { chatTarget } from './helpers/probe-target.js';
 import { MonitorRunner } from '../src/areas/probes/monitor-runner.js';
 import type { ClaimedMonitor, Monitors } from '../src/areas/probes/store/monitors.js';
-import type { AccountProbeAuth } from '../src/areas/probes/account-probe-auth.js';
+import type { AccountTester } from '../src/areas/accounts/index.js';
 import { silentLogger } from '../src/telemetry/logger.js';
 import { systemClock } from '../src/time/clock.js';
+import { FakeOAuthServer } from './fixtures/oauth-server.js';
 import { ChatUpstream } from './fixtures/chat-upstream.js';
 import { captureLogs } from './helpers/log-capture.js';
 import { REDIS_URL, TEST_MASTER_KEY, dropRedisPrefix, freePort, freshDatabase, uniqueName } from './helpers/services.js';
@@ -27,6 +29,9 @@ describe('fleet probes (real PostgreSQL, loopback upstream)', () => {
   let up: ChatUpstream;
   let rt: Runtime;
   let http: FastifyInstance;
+  let codex: FakeOAuthServer;
+  /** The Codex test requests the fake saw with this access token. */
+  const codexHits = (token: string) => codex.requests.filter((r) => r.path === '/backend-api/codex/responses' && r.headers.authorization === `Bearer ${token}`);
   let logs: ReturnType<typeof captureLogs>;
   const prefix = uniqueName('rjprobe');
 
@@ -35,6 +40,7 @@ describe('fleet probes (real PostgreSQL, loopback upstream)', () => {
     sql = new pg.Client({ connectionString: db.url });
     await sql.connect();
     up = await ChatUpstream.start();
+    codex = await FakeOAuthServer.start();
     logs = captureLogs('probe-1');
     const config = loadConfig({
       env: {
@@ -49,7 +55,8 @@ describe('fleet probes (real PostgreSQL, loopback upstream)', () => {
         RELAY_JOBS__CHANNEL_MONITOR__MIN_INTERVAL: '1s',
         RELAY_JOBS__CHANNEL_MONITOR__POLL_INTERVAL: '100ms',
         RELAY_JOBS__CHANNEL_MONITOR__LEASE_GRACE: '1s',
-        RELAY_JOBS__CHANNEL_MONITOR__ACCOUNT_BASE_URL: up.url,
+        // Accounts here are ChatGPT (openai) accounts: their monitors and tests speak the Codex endpoint of the strict fake.
+        RELAY_JOBS__OAUTH__PROVIDERS__OPENAI__API_URL: codex.apiUrl,
         RELAY_JOBS__SCHEDULED_ACCOUNT_TEST__POLL_INTERVAL: '200ms',
         RELAY_JOBS__SCHEDULED_ACCOUNT_TEST__TIMEOUT: '2s',
       },
@@ -63,6 +70,7 @@ describe('fleet probes (real PostgreSQL, loopback upstream)', () => {
     await rt.shutdown();
     await http.close();
     await up.close();
+    await codex.close();
     await sql.end();
     await db.drop();
     await dropRedisPrefix(prefix);
@@ -129,13 +137,13 @@ describe('fleet probes (real PostgreSQL, loopback upstream)', () => {
     ];
     for (const [key, b, cls] of cases) {
       up.set(key, b);
-      const r = await client.probe({ baseUrl: up.url, apiKey: key, model: 'm', timeoutMs: 500 });
+      const r = await client.probe(chatTarget({ baseUrl: up.url, apiKey: key, model: 'm', timeoutMs: 500 }));
       expect(r.errorClass, key).toBe(cls);
       expect(r.ok).toBe(cls === null);
       if (cls === null) expect(r.ttfbMs).not.toBeNull();
     }
     const closed = await freePort();
-    const refused = await client.probe({ baseUrl: `http://127.0.0.1:${closed}`, apiKey: 'x', model: 'm', timeoutMs: 500 });
+    const refused = await client.probe(chatTarget({ baseUrl: `http://127.0.0.1:${closed}`, apiKey: 'x', model: 'm', timeoutMs: 500 }));
     expect(refused.errorClass).toBe('connect');
     await client.close();
   });
@@ -201,30 +209,35 @@ describe('fleet probes (real PostgreSQL, loopback upstream)', () => {
       await patch(`/api/v1/monitors/${fast}`, { enabled: false });
     });
 
-    it.sequential('probes through an upstream account: its access token, not a stored key', async ({ expect }) => {
-      const acct = await rt.services.accounts.create({ platform: 'openai', name: 'probe-acct', credentials: { access_token: 'acct-access-token-1' }, tokenExpiresAt: null });
+    it.sequential("probes through an upstream account: its access token, in its platform's account test", async ({ expect }) => {
+      const creds = codex.issue('probe-acct', 3600);
+      const acct = await rt.services.accounts.create({ platform: 'openai', name: 'probe-acct', credentials: creds, tokenExpiresAt: null });
       const res = await post('/api/v1/monitors', { name: 'via-account', model: 'gpt-probe', account_id: acct.id, interval: '1s' });
       expect(res.statusCode, res.body).toBe(201);
-      expect(res.json()).toMatchObject({ account_id: acct.id, has_api_key: false, base_url: null });
-      await waitFor(() => up.count('acct-access-token-1') >= 2, { what: 'a probe with the account token' });
-      await http.inject({ method: 'DELETE', url: `/api/v1/monitors/${res.json().id}`, headers: auth });
+      expect(res.json()).toMatchObject({ account_id: acct.id, has_api_key: false, base_url: null, provider: 'openai' });
+      await waitFor(() => codexHits(creds.access_token).length >= 2, { what: 'two Codex probes with the account token' });
+      const id = res.json().id as number;
+      await waitFor(async () => (await rt.services.monitors.get(id))!.last_probe.status === 200, { what: 'a passing probe recorded' });
+      expect(JSON.parse(codexHits(creds.access_token)[0]!.body)).toMatchObject({ model: 'gpt-probe', store: false, stream: true });
+      await http.inject({ method: 'DELETE', url: `/api/v1/monitors/${id}`, headers: auth });
     });
   });
 
   describe.concurrent('account-test runner', () => {
     it('scheduled account tests: one result per occurrence, pruned to max_results, auto-recover only after a pass (audited)', async ({ expect }) => {
-      const acct = await rt.services.accounts.create({ platform: 'openai', name: 'broken', credentials: { access_token: 'acct-test-token' }, tokenExpiresAt: null, status: 'error' });
+      const creds = codex.issue('broken', 3600);
+      const acct = await rt.services.accounts.create({ platform: 'openai', name: 'broken', credentials: creds, tokenExpiresAt: null, status: 'error' });
       await sql.query(`UPDATE accounts SET status_reason = 'upstream said no', temp_unschedulable_until = now() + interval '1 hour', temp_unschedulable_reason = 'rate_limited' WHERE id = $1`, [
         acct.id,
       ]);
-      up.set('acct-test-token', { mode: 500 });
+      codex.setBehaviour(creds.access_token, { mode: 'server_error' });
       const res = await post('/api/v1/account-tests', { account_id: acct.id, cron: '* * * * * *', model: 'gpt-test', max_results: 3, auto_recover: true });
       expect(res.statusCode, res.body).toBe(201);
       const plan = res.json().id as number;
       rt.services.accountTestRunner.start();
       await waitFor(async () => (await sql.query(`SELECT count(*)::int AS n FROM account_test_results WHERE plan_id = $1`, [plan])).rows[0].n >= 3, { what: 'three failed tests' });
       expect((await rt.services.accounts.get(acct.id))!.status).toBe('error');
-      up.set('acct-test-token', { mode: 'ok' });
+      codex.setBehaviour(creds.access_token, { mode: 'ok' });
       await waitFor(async () => (await rt.services.accounts.get(acct.id))!.status === 'active', { what: 'recovered' });
       const a = (await rt.services.accounts.get(acct.id))!;
       expect(a).toMatchObject({ status: 'active', status_reason: null, temp_unschedulable_until: null });
@@ -234,8 +247,9 @@ describe('fleet probes (real PostgreSQL, loopback upstream)', () => {
       const audit = (await http.inject({ url: `/api/v1/account-tests/${plan}/audit`, headers: auth })).json().audit;
       expect(audit).toHaveLength(1);
       expect(audit[0]).toMatchObject({ action: 'auto_recover', detail: { plan_id: plan, previous: { status: 'error', temp_unschedulable_reason: 'rate_limited' } } });
-      expect(up.hits.get('acct-test-token')!.every((h) => h.model === 'gpt-test')).toBe(true);
-      const occurrences = up.hits.get('acct-test-token')!.map((h) => h.slot);
+      const hits = codexHits(creds.access_token);
+      expect(hits.every((h) => (JSON.parse(h.body) as { model: string }).model === 'gpt-test')).toBe(true);
+      const occurrences = hits.map((h) => h.headers['x-relay-probe-slot']);
       expect(new Set(occurrences).size).toBe(occurrences.length);
       await patch(`/api/v1/account-tests/${plan}`, { enabled: false });
     });
@@ -320,6 +334,9 @@ describe('fleet probes (real PostgreSQL, loopback upstream)', () => {
         accountId: null,
         intervalMs: 60_000,
         timeoutMs: 2000,
+        provider: 'openai',
+        challenge: false,
+        degradedAfterMs: null,
       };
     };
     const monitors = {
@@ -332,14 +349,14 @@ describe('fleet probes (real PostgreSQL, loopback upstream)', () => {
         return 0;
       },
     } as unknown as Monitors;
-    const runner = new MonitorRunner(monitors, new ProbeClient(), {} as AccountProbeAuth, systemClock, rt.metrics, silentLogger(), {
+    const runner = new MonitorRunner(monitors, new ProbeClient(), {} as AccountTester, systemClock, rt.metrics, silentLogger(), {
       instanceId: 'order',
       poolSize: 4,
       claimBatch: 4,
       pollMs: 100,
       leaseGraceMs: 1000,
       lateAfterMs: 1000,
-      accountBaseUrl: up.url,
+      degradedAfterMs: 5000,
     });
     due.push(monitor(1));
     await runner.tick();

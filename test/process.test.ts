@@ -134,7 +134,8 @@ describe.concurrent('refresh network failures name the host', () => {
     const { OAuthClient } = await import('../src/areas/accounts/oauth-client.js');
     const port = await freePort();
     const client = new OAuthClient();
-    const r = await client.refresh({ platform: 'openai', tokenUrl: `http://127.0.0.1:${port}/oauth/token`, clientId: 'c', maxPerSecond: 1, reuseGraceMs: 0 }, 'rt-secret-value', {
+    const { openaiProvider } = await import('./helpers/providers.js');
+    const r = await client.refresh(openaiProvider({ tokenUrl: `http://127.0.0.1:${port}/oauth/token`, clientId: 'c' }), 'rt-secret-value', {
       proxyUrl: null,
       timeoutMs: 10_000,
       replyTimeoutMs: 120_000,

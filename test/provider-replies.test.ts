@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { openaiProvider } from './helpers/providers.js';
 import { mkdtempSync, readdirSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -8,7 +9,8 @@ import { loadConfig } from '../src/jobs/config-schema.js';
 import { Runtime } from '../src/app/runtime.js';
 import { TERMINAL, type ImageBatch } from '../src/areas/images/store/image-batches.js';
 import { GenericJsonProvider } from '../src/areas/billing/payment-provider.js';
-import { ProbeClient } from '../src/areas/probes/probe-client.js';
+import { ProbeClient } from '../src/upstream/probe-client.js';
+import { chatTarget } from './helpers/probe-target.js';
 import { OAuthClient } from '../src/areas/accounts/oauth-client.js';
 import { lines } from '../src/upstream/reply-limit.js';
 import { captureLogs } from './helpers/log-capture.js';
@@ -78,13 +80,13 @@ describe('provider replies are size-capped (issue 23, item 4)', () => {
 
       const oauth = new OAuthClient();
       const { value: tok, growthMb: oauthMb } = await rssGrowth(() =>
-        oauth.refresh({ platform: 'x', tokenUrl: `${huge.url}/token`, clientId: 'c' } as never, 'rt', { proxyUrl: null, timeoutMs: 5000, replyTimeoutMs: 120_000, nowMs: () => Date.now() }),
+        oauth.refresh(openaiProvider({ tokenUrl: `${huge.url}/token`, clientId: 'c' }), 'rt', { proxyUrl: null, timeoutMs: 5000, replyTimeoutMs: 120_000, nowMs: () => Date.now() }),
       );
       await oauth.close();
       expect(tok).toMatchObject({ kind: 'transient', reason: 'bad_response', detail: expect.stringMatching(/larger than 65536 bytes/) });
 
       const probe = new ProbeClient();
-      const { value: pr, growthMb: probeMb } = await rssGrowth(() => probe.probe({ baseUrl: huge.url, model: 'm', apiKey: 'k', timeoutMs: 10_000 }));
+      const { value: pr, growthMb: probeMb } = await rssGrowth(() => probe.probe(chatTarget({ baseUrl: huge.url, model: 'm', apiKey: 'k', timeoutMs: 10_000 })));
       await probe.close();
       expect(pr).toMatchObject({ ok: false, errorClass: 'bad_body' });
       // The server could not push the whole 300 MB: the clients hung up at their cap.

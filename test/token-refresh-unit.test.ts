@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { classifyReply, parseRetryAfter } from '../src/areas/accounts/oauth-client.js';
+import { classifyRefreshReply } from '../src/areas/accounts/providers/refresh-reply.js';
+import { parseRetryAfter } from '../src/areas/accounts/providers/error-shapes.js';
 import { jwtExpiry, tokenExpiry } from '../src/areas/accounts/jwt.js';
 import { backoffDelay, jitter, nextRefreshAt } from '../src/areas/accounts/refresh-timing.js';
 import { DueQueue, type DueEntry } from '../src/areas/accounts/due-queue.js';
@@ -14,10 +15,19 @@ const NOW = Date.UTC(2026, 10, 30, 12);
 const jwt = (payload: unknown) => `${Buffer.from('{"alg":"none"}').toString('base64url')}.${Buffer.from(JSON.stringify(payload)).toString('base64url')}.sig`;
 
 describe('reply classification (one result type for the retry logic)', () => {
-  const c = (status: number, body: unknown, retryAfter: string | null = null) => classifyReply(status, typeof body === 'string' ? body : JSON.stringify(body), { retryAfter }, NOW);
+  // The rules every dialect shares (a hand-configured platform's, or Anthropic's and Google's); per-dialect rules are in providers.test.ts.
+  const rules = { bare401IsPermanent: false, metadata: () => ({}) };
+  const c = (status: number, body: unknown, retryAfter: string | null = null) => classifyRefreshReply(status, typeof body === 'string' ? body : JSON.stringify(body), { retryAfter }, NOW, rules);
   it('success needs an access token; rotation and expiry are optional', () => {
     const at = jwt({ exp: NOW / 1000 + 600 });
-    expect(c(200, { access_token: at, refresh_token: 'rt2', expires_in: 3600 })).toEqual({ kind: 'ok', accessToken: at, refreshToken: 'rt2', idToken: null, expiresAt: new Date(NOW + 3600_000) });
+    expect(c(200, { access_token: at, refresh_token: 'rt2', expires_in: 3600 })).toEqual({
+      kind: 'ok',
+      accessToken: at,
+      refreshToken: 'rt2',
+      idToken: null,
+      expiresAt: new Date(NOW + 3600_000),
+      metadata: {},
+    });
     expect(c(200, { access_token: at })).toMatchObject({ kind: 'ok', refreshToken: null, expiresAt: new Date(NOW + 600_000) });
     expect(c(200, { access_token: 'opaque' })).toMatchObject({ kind: 'ok', expiresAt: null });
     expect(c(200, { token_type: 'Bearer' })).toMatchObject({ kind: 'transient', reason: 'bad_response' });

@@ -5,12 +5,18 @@ import type { RouteDeps } from '../../jobs/area.js';
 import type { AccountsServices } from './wiring.js';
 import { ACCOUNT_STATUSES, type Credentials } from './store/accounts.js';
 import { jwtExpiry } from './jwt.js';
+import { redactedRequest } from './account-tester.js';
 import { parseBody, parseId, type FieldError } from '../../http/validation.js';
 import { id, when } from '../../http/field-schemas.js';
 
 const MAX_TOKEN = 16 * 1024;
+/** An on-demand account test waits at most this long for the provider (a stream that completes takes seconds). */
+const TEST_TIMEOUT_MS = 60_000;
 const token = z.string().min(1, 'expected a non-empty string').max(MAX_TOKEN, `expected at most ${MAX_TOKEN} characters`);
 
+const metaValue = z.string().min(1).max(200);
+/** What the provider told beside the tokens; a Codex test needs chatgpt_account_id, a Gemini test without project_id uses the Generative Language API. */
+const metadataSchema = z.object({ chatgpt_account_id: metaValue.optional(), project_id: metaValue.optional(), email: metaValue.optional() }).strict();
 const credentialsSchema = z.object({ access_token: token, refresh_token: token.optional().nullable(), id_token: token.optional().nullable(), expires_at: when.optional() }).strict();
 const newAccountSchema = z
   .object({
@@ -21,6 +27,7 @@ const newAccountSchema = z
     expires_at: when.optional().nullable(),
     auto_pause_on_expired: z.boolean().optional(),
     schedulable: z.boolean().optional(),
+    metadata: metadataSchema.optional(),
   })
   .strict();
 const patchAccountSchema = z
@@ -32,8 +39,10 @@ const patchAccountSchema = z
     auto_pause_on_expired: z.boolean().optional(),
     schedulable: z.boolean().optional(),
     status: z.enum(['active', 'disabled'], { message: 'only active or disabled can be set by hand; the other statuses come from refresh results' }).optional(),
+    metadata: metadataSchema.optional(),
   })
   .strict();
+const testSchema = z.object({ model: z.string().min(1).max(200).optional() }).strict();
 const importSchema = z.object({ accounts: z.array(z.unknown()).min(1, 'expected at least one account').max(5000, 'expected at most 5000 accounts per import') }).strict();
 const unauthorizedSchema = z.object({ token_version: z.number().int().positive().optional() }).strict();
 
@@ -62,7 +71,7 @@ function creds(c: z.infer<typeof credentialsSchema>): Credentials {
 
 /** Accounts admin API, plus the hot path's token and 401 endpoints. No response ever carries a credential except `POST accounts/:id/token`. */
 export function registerAccountRoutes(api: FastifyInstance, deps: Pick<RouteDeps<AccountsServices>, 'log' | 'services'>): void {
-  const { accounts, proxies, tokenRefresh, tokens, providers } = deps.services;
+  const { accounts, proxies, tokenRefresh, tokens, providers, tester } = deps.services;
 
   async function checkRefs(body: { platform?: string; proxy_id?: number | null }, prefix = ''): Promise<FieldError[]> {
     const errors: FieldError[] = [];
@@ -89,6 +98,7 @@ export function registerAccountRoutes(api: FastifyInstance, deps: Pick<RouteDeps
         expiresAt: date(b.expires_at) ?? null,
         autoPauseOnExpired: b.auto_pause_on_expired,
         schedulable: b.schedulable,
+        metadata: b.metadata,
       },
       warning: exp.warning,
     };
@@ -153,6 +163,7 @@ export function registerAccountRoutes(api: FastifyInstance, deps: Pick<RouteDeps
       autoPauseOnExpired: body.auto_pause_on_expired,
       schedulable: body.schedulable,
       status: body.status,
+      metadata: body.metadata,
       credentials: body.credentials && { value: creds(body.credentials), tokenExpiresAt: exp!.at },
     });
     deps.log.info({ account_id: n, fields: Object.keys(body) }, 'account updated');
@@ -180,6 +191,41 @@ export function registerAccountRoutes(api: FastifyInstance, deps: Pick<RouteDeps
     const { result, ...rest } = outcome;
     const detail = 'reason' in rest ? rest.reason : undefined;
     return { result, reason: detail ?? null, account: await accounts.get(before.id) };
+  });
+
+  /**
+   * One account test now, as the scheduled tests send it: what was sent (secrets masked), what
+   * came back, and what it did to the account (an operator's explicit test recovers an account
+   * the way auto_recover does).
+   */
+  api.post<{ Params: { id: string } }>('/accounts/:id/test', async (req) => {
+    const n = parseId(req.params.id);
+    const body = parseBody(testSchema, req.body ?? {});
+    if (!n || !(await accounts.get(n))) return notFound(`no account ${req.params.id}`);
+    const run = await tester.run(n, { model: body.model, timeoutMs: TEST_TIMEOUT_MS });
+    const r = run.result;
+    const effect = await tester.applyEffect(
+      n,
+      { ok: r.ok, errorClass: r.errorClass, status: r.status, detail: r.detail, resetAtMs: r.resetAtMs },
+      { autoRecover: true, actor: 'admin_test', context: { model: run.model } },
+    );
+    deps.log.info({ account_id: n, platform: run.platform, ok: r.ok, status: r.status, error_class: r.errorClass }, 'account tested');
+    const secrets = await accounts.openSecrets(n);
+    return {
+      account_id: n,
+      platform: run.platform,
+      model: run.model,
+      ok: r.ok,
+      status: r.status,
+      latency_ms: r.latencyMs,
+      error_class: r.errorClass,
+      detail: r.detail,
+      answer: r.answer,
+      reset_at: r.resetAtMs === null ? null : new Date(r.resetAtMs).toISOString(),
+      request: redactedRequest(run.request, secrets?.proxyUrl ?? null),
+      response: r.reply && { status: r.status, headers: r.reply.headers, body_excerpt: r.reply.bodyExcerpt },
+      effect,
+    };
   });
 
   api.post<{ Params: { id: string } }>('/accounts/:id/token', async (req, reply) => {

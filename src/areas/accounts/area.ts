@@ -6,7 +6,9 @@ import { accountExpiryJob } from './account-expiry.js';
 import { proxyExpiryJob } from './proxy-expiry.js';
 import { registerAccountRoutes } from './accounts-routes.js';
 import { registerProxyRoutes } from './proxies-routes.js';
-import { resolveProviders } from './oauth-providers.js';
+import { resolveProviders } from './providers/registry.js';
+import { accountsCommands } from './cli-register.js';
+import { accountsMigrations } from './store/migrations/index.js';
 
 /** The accounts area as the area list sees it (README.md: its invariants). */
 export const accountsArea = defineArea({
@@ -15,6 +17,8 @@ export const accountsArea = defineArea({
   wiring: async () => (await import('./wiring.js')).buildAccounts,
   jobs: [tokenRefreshJob, accountExpiryJob, proxyExpiryJob],
   metrics: [AccountMetrics],
+  migrations: accountsMigrations,
+  cli: accountsCommands,
   // `oauth.providers`: each provider's keys, merged with the built-in ones.
   checkConfig: (config) => resolveProviders(config).problems,
   routes(api, deps) {

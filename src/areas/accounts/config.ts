@@ -2,14 +2,25 @@ import { z } from 'zod';
 import type { ConfigSectionsOf } from '../../config/schema.js';
 import { duration, numeric, positiveDuration, positiveInt, providerUrl } from '../../config/fields.js';
 
-/** An OAuth token endpoint. Built-in platforms have defaults (see upstream/oauth-providers.ts); any key here overrides them. */
+const httpUrl = (instead: string) => providerUrl(/^https?:\/\/[^\s/]+/, 'expected an http(s) URL', instead).pipe(z.string().url('expected an http(s) URL'));
+
+/**
+ * One platform's OAuth client and API (providers/registry.ts). Built-in platforms (openai,
+ * anthropic, gemini) have every default; any key here overrides it. A platform configured by hand
+ * needs token_url and client_id, and speaks like a built-in one (`like`, default openai).
+ */
 const providerSchema = z
   .object({
-    token_url: providerUrl(/^https?:\/\//, 'expected an http(s) URL', 'client_secret')
-      .pipe(z.string().url('expected an http(s) URL'))
-      .optional(),
+    token_url: httpUrl('client_secret').optional(),
     client_id: z.string().min(1).optional(),
     client_secret: z.string().min(1).optional(),
+    // How the refresh body is encoded: anthropic json, the others form.
+    body: z.enum(['json', 'form'], { message: 'expected json or form' }).optional(),
+    // The base URL account tests go to (Codex responses, Claude messages, Gemini Code Assist).
+    api_url: httpUrl("the account's token (account tests send it as a header)").optional(),
+    // Gemini only: the Generative Language base, for accounts without a Cloud project id.
+    generative_url: httpUrl("the account's token").optional(),
+    like: z.enum(['openai', 'anthropic', 'gemini'], { message: 'expected openai, anthropic or gemini' }).optional(),
     max_per_second: numeric(z.number().positive()).optional(),
     // How long the provider still accepts a just-rotated refresh token (Auth0 rotation overlap, Okta grace period); 0 = never.
     reuse_grace: duration.refine((ms) => ms >= 0 && ms <= 3_600_000, { message: 'expected a duration from 0 to 1h' }).optional(),

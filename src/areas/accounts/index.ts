@@ -7,3 +7,7 @@ export type { AccountView, AccountStatus } from './store/accounts.js';
 export type { ProxyView } from './store/proxies.js';
 /** What other areas use of accounts (probes sign in with account tokens; the doctor reads the refresh breakers). */
 export type { AccountsServices as AccountsFace } from './wiring.js';
+export type { AccountTester, AccountTestRun } from './account-tester.js';
+export { redactedRequest } from './account-tester.js';
+export type { TestEffect } from './store/account-test-effects.js';
+export { apiKeyRequest, apiKeyJudge, makeChallenge, checkChallenge, MONITOR_PROVIDERS, type MonitorProvider } from './providers/api-key.js';

@@ -4,14 +4,18 @@
  * `exp` gives null, never an exception.
  */
 export function jwtExpiry(token: string): Date | null {
-  const parts = token.split('.');
+  const exp = jwtClaims(token)?.exp;
+  if (typeof exp !== 'number' || !Number.isFinite(exp) || exp <= 0 || exp > 1e11) return null;
+  return new Date(exp * 1000);
+}
+
+/** The payload of a JWT, unverified (an id token's e-mail, the ChatGPT account id); null when it is not one. */
+export function jwtClaims(token: string | null | undefined): Record<string, unknown> | null {
+  const parts = (token ?? '').split('.');
   if (parts.length !== 3 || !parts[1]) return null;
   try {
     const payload = JSON.parse(Buffer.from(parts[1], 'base64url').toString('utf8')) as unknown;
-    if (typeof payload !== 'object' || payload === null) return null;
-    const exp = (payload as { exp?: unknown }).exp;
-    if (typeof exp !== 'number' || !Number.isFinite(exp) || exp <= 0 || exp > 1e11) return null;
-    return new Date(exp * 1000);
+    return typeof payload === 'object' && payload !== null && !Array.isArray(payload) ? (payload as Record<string, unknown>) : null;
   } catch {
     return null;
   }

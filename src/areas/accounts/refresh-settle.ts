@@ -2,8 +2,8 @@ import type { Logger } from '../../telemetry/logger.js';
 import type { AccountMetrics } from './metrics.js';
 import type { Clock } from '../../time/clock.js';
 import { retry } from '../../time/retry.js';
-import type { Accounts, AccountSecrets, AccountStatus, UnsettledSend } from './store/accounts.js';
-import type { RefreshCallResult } from './oauth-client.js';
+import type { Accounts, AccountMetadata, AccountSecrets, AccountStatus, UnsettledSend } from './store/accounts.js';
+import type { RefreshCallResult } from './providers/types.js';
 import { lostRotationReason } from './lost-rotation.js';
 
 /**
@@ -44,13 +44,15 @@ export async function settleReply(
   acct: AccountSecrets,
   reply: RefreshCallResult,
   repeated: (UnsettledSend & { graceMs: number; retryAgeMs: number }) | null,
+  /** The fingerprint of the refresh token presented: remembered as dead when the refusal is final. */
+  fingerprint: string,
 ): Promise<RefreshOutcome> {
   const { log } = c;
   const id = acct.id;
   switch (reply.kind) {
     case 'ok': {
       const creds = { access_token: reply.accessToken, refresh_token: reply.refreshToken ?? acct.credentials.refresh_token, id_token: reply.idToken ?? acct.credentials.id_token ?? null };
-      const version = await persist(c, acct, creds, reply.expiresAt, reply.refreshToken !== null);
+      const version = await persist(c, acct, creds, reply.expiresAt, reply.refreshToken !== null, reply.metadata);
       if (version === null) {
         const now = await c.accounts.currentToken(id);
         log.warn({ account_id: id }, 'credentials were changed by someone else during the refresh; kept theirs');
@@ -81,6 +83,11 @@ export async function settleReply(
         log.warn({ account_id: id, reason: reply.reason, error: reply.detail }, 'permanent-looking refresh reply: retried once; the account is marked only if the next attempt gets it again');
         return { result: 'transient', reason: reply.reason, detail: `${reply.detail} (first hit; final on the second)`, retryAfterMs: null, failures, tokenExpiresAt: acct.tokenExpiresAt };
       }
+      // Remembered by fingerprint (issue 47): no replica presents this refresh token again, whichever account carries it.
+      if (reply.accountStatus === 'expired')
+        await c.accounts
+          .rememberDeadToken(fingerprint, acct.platform, id, `${reply.status} ${detail}`)
+          .catch((err: Error) => log.warn({ account_id: id, err: err.message }, 'could not remember the dead refresh token; the account is expired all the same'));
       log.error({ account_id: id, reason: reply.reason, status: reply.accountStatus, error: detail }, 'Permanent failure detected: automatic refresh stopped for this account');
       return { result: 'permanent', reason: lost ? 'rotation_lost_in_crash' : reply.reason, detail, status: reply.accountStatus };
     }
@@ -101,8 +108,8 @@ export async function settleReply(
  * token: losing this write loses the account. So keep trying (the lease keeper keeps the lease)
  * until it lands or the version check says someone else wrote.
  */
-async function persist(c: SettleContext, acct: AccountSecrets, creds: AccountSecrets['credentials'], expiresAt: Date | null, rotated: boolean): Promise<number | null> {
-  return retry(() => c.accounts.writeRefreshed(acct.id, acct.tokenVersion, creds, expiresAt, c.release), {
+async function persist(c: SettleContext, acct: AccountSecrets, creds: AccountSecrets['credentials'], expiresAt: Date | null, rotated: boolean, metadata: AccountMetadata): Promise<number | null> {
+  return retry(() => c.accounts.writeRefreshed(acct.id, acct.tokenVersion, creds, expiresAt, c.release, metadata), {
     baseMs: 200,
     maxMs: 5000,
     clock: c.clock,

@@ -6,7 +6,7 @@ import type { Accounts, AccountStatus } from './store/accounts.js';
 import { leaseFreeSql, type RefreshLeaseHandle, type RefreshLeases } from '../../coordination/refresh-lease.js';
 import { LeaseKeeper } from '../../coordination/lease-keeper.js';
 import type { OAuthClient } from './oauth-client.js';
-import type { OAuthProvider } from './oauth-providers.js';
+import type { ProviderAdapter } from './providers/types.js';
 import { Semaphore } from '../../workers/semaphore.js';
 import { RateLimiter } from '../../workers/rate-limiter.js';
 import { PlatformBreaker } from './platform-breaker.js';
@@ -24,7 +24,7 @@ export interface RefresherOptions {
   accounts: Accounts;
   leases: RefreshLeases;
   oauth: OAuthClient;
-  providers: Map<string, OAuthProvider>;
+  providers: Map<string, ProviderAdapter>;
   clock: Clock;
   log: Logger;
   metrics: AccountMetrics;
@@ -226,7 +226,16 @@ export class Refresher {
           'a refresh sent earlier was never answered in the store (its sender died?): retrying with the same refresh token now',
         );
       abort.signal.throwIfAborted();
-      if (!(await this.o.accounts.markSent(id, acct.tokenVersion, fingerprint, this.o.leases.owner))) {
+      const mark = await this.o.accounts.markSent(id, acct.tokenVersion, fingerprint, this.o.leases.owner);
+      if (mark.dead) {
+        // A refresh token a provider already rejected as dead (this account's, or another's it was copied from): never presented again.
+        open = false;
+        const reason = `the provider rejected this refresh token as dead at ${mark.dead.rejectedAt.toISOString()} (${mark.dead.reason}); it is not presented again: re-authorize this account`;
+        await this.o.accounts.recordFailure(id, acct.tokenVersion, 'dead_refresh_token', { status: 'expired', reason }, { owner: this.o.leases.owner });
+        log.error({ account_id: id, platform: acct.platform, trigger }, 'refresh token already rejected as dead: not sent; account expired');
+        return this.count(acct.platform, trigger, { result: 'permanent', reason: 'dead_refresh_token', detail: reason, status: 'expired' });
+      }
+      if (!mark.sent) {
         const now = await this.o.accounts.currentToken(id);
         return this.count(acct.platform, trigger, { result: 'superseded', version: now?.version ?? acct.tokenVersion, tokenExpiresAt: now?.tokenExpiresAt ?? null });
       }
@@ -251,7 +260,7 @@ export class Refresher {
         }
         open = false; // settle's one write stores the outcome and drops the lease and the stamp
         const ctx: SettleContext = { accounts: this.o.accounts, log: this.o.log, metrics: this.o.metrics, clock: this.o.clock, release: this.release, gaveUp: () => this.gaveUp };
-        return settleReply(ctx, acct, reply, repeated && { ...repeated, graceMs: provider.reuseGraceMs, retryAgeMs: repeated.ageMs });
+        return settleReply(ctx, acct, reply, repeated && { ...repeated, graceMs: provider.reuseGraceMs, retryAgeMs: repeated.ageMs }, fingerprint);
       })();
       this.calling.set(id, call);
       const outcome = await call.finally(() => this.calling.delete(id));

@@ -2,7 +2,9 @@ import { Accounts } from './store/accounts.js';
 import { Proxies } from './store/proxies.js';
 import { RefreshLeases } from '../../coordination/refresh-lease.js';
 import { OAuthClient } from './oauth-client.js';
-import { resolveProviders } from './oauth-providers.js';
+import { resolveProviders } from './providers/registry.js';
+import { ProbeClient } from '../../upstream/probe-client.js';
+import { AccountTester } from './account-tester.js';
 import { Refresher } from './refresher.js';
 import { TokenRefreshService } from './token-refresh-service.js';
 import { TokenApi } from './token-api.js';
@@ -72,11 +74,15 @@ export function buildAccounts(w: WiringContext) {
     w.shards,
   );
   const tokens = new TokenApi(accounts, tokenRefresh, clock, { marginMs, waitMs: a.hot_path_wait, cooldownMs: a.oauth_401_cooldown }, metrics, log);
+  // Account tests (scheduled, on demand, and monitors that use an account) go through this one transport.
+  const testClient = new ProbeClient();
+  const tester = new AccountTester(db, accounts, tokens, providers, testClient);
   return wired({
-    services: { accounts, proxies: new Proxies(db, box), tokenRefresh, tokens, providers },
+    services: { accounts, proxies: new Proxies(db, box), tokenRefresh, tokens, providers, tester },
     rungs: [
       { name: 'refresh leases', stop: () => leases.releaseAll() },
       { name: 'oauth client', stop: () => oauth.close() },
+      { name: 'account test client', stop: () => testClient.close() },
     ],
     // Registered: this process's refresh leases now name its instance and boot, so the others take them over when it dies.
     registered: (bootId) => leases.identify(bootId),

@@ -5,7 +5,7 @@ import { clockSkew, cronTimezones } from './checks/clock.js';
 import { connectionBudgetCheck, poolBudget } from './checks/pool.js';
 import { autovacuum, autovacuumServer, diskHeadroom, xidAge } from './checks/postgres.js';
 import { opsRetentionTables, retentionOrder } from './checks/retention.js';
-import { refreshBreaker, refreshMargin, tokenExpiry } from './checks/refresh.js';
+import { oauthConfig, refreshBreaker, refreshMargin, tokenExpiry } from './checks/refresh.js';
 import { envIsolation } from './checks/environment.js';
 import { backupAge, backupPermissions, restoreDrill } from './checks/backups.js';
 import { adminToken, backendTls, dataDirPermissions, sqlConsoleRole } from './checks/security.js';
@@ -29,6 +29,7 @@ export const CHECKS: readonly DoctorCheck[] = [
   refreshMargin,
   tokenExpiry,
   refreshBreaker,
+  oauthConfig,
   envIsolation,
   backupAge,
   restoreDrill,

@@ -2,8 +2,7 @@ import type { Clock } from '../../time/clock.js';
 import type { Logger } from '../../telemetry/logger.js';
 import type { Metrics } from '../../telemetry/metrics.js';
 import type { AccountTests, ClaimedPlan, TestOutcome } from './store/account-tests.js';
-import type { ProbeClient } from './probe-client.js';
-import type { AccountProbeAuth } from './account-probe-auth.js';
+import type { AccountTester } from '../accounts/index.js';
 import { halfIntervalAfter, nextPlanSlot, placeClaim } from './plan-schedule.js';
 import { MIN_PROBE_MS, leaseLeftMs } from './monitor-runner.js';
 import { settledWithin } from '../../time/clock.js';
@@ -17,7 +16,6 @@ export interface AccountTestSettings {
   pollMs: number;
   timeoutMs: number;
   leaseGraceMs: number;
-  baseUrl: string;
   /** `channel_monitor.min_interval`: a plan stored before the floor existed still fires no closer than this. */
   minIntervalMs?: number;
   /** This replica's liveness key, recorded with each lease so a survivor takes the plan over at once if this process dies. */
@@ -49,8 +47,7 @@ export class AccountTestRunner {
 
   constructor(
     private readonly plans: AccountTests,
-    private readonly client: ProbeClient,
-    private readonly auth: AccountProbeAuth,
+    private readonly tester: AccountTester,
     private readonly clock: Clock,
     metrics: Metrics,
     private readonly log: Logger,
@@ -126,7 +123,6 @@ export class AccountTestRunner {
     const startedLocal = this.clock.now();
     let out: TestOutcome;
     try {
-      const a = await this.auth.resolve(p.accountId, { allowUnhealthy: true });
       // Within the lease or not at all: a test sent after the lease ended could overlap the next claimer's.
       const timeoutMs = Math.min(this.s.timeoutMs, leaseLeftMs(this.s.timeoutMs + this.s.leaseGraceMs, seenAt, this.clock.now(), this.s.leaseGraceMs));
       if (timeoutMs < MIN_PROBE_MS) {
@@ -134,11 +130,20 @@ export class AccountTestRunner {
         this.log.warn({ plan_id: p.id, lease_left_ms: timeoutMs }, 'account test not sent: its lease ran out first; the occurrence runs again when the lease ends');
         return;
       }
-      const r = await this.client.probe({ baseUrl: this.s.baseUrl, apiKey: a.token, proxyUrl: a.proxyUrl, model: p.model, timeoutMs, slot: p.occurrence }, this.abort.signal);
-      out = { startedAt: new Date(startedLocal), ok: r.ok, status: r.status, latencyMs: r.latencyMs, ttfbMs: r.ttfbMs, errorClass: r.errorClass };
+      const r = (await this.tester.run(p.accountId, { model: p.model, timeoutMs, signal: this.abort.signal, slot: p.occurrence })).result;
+      out = { startedAt: new Date(startedLocal), ok: r.ok, status: r.status, latencyMs: r.latencyMs, ttfbMs: r.ttfbMs, errorClass: r.errorClass, detail: r.detail, resetAtMs: r.resetAtMs };
     } catch (err) {
       this.log.warn({ plan_id: p.id, account_id: p.accountId, err: (err as Error).message }, 'account test could not start');
-      out = { startedAt: new Date(startedLocal), ok: false, status: null, latencyMs: Math.round(this.clock.now() - startedLocal), ttfbMs: null, errorClass: 'auth' };
+      out = {
+        startedAt: new Date(startedLocal),
+        ok: false,
+        status: null,
+        latencyMs: Math.round(this.clock.now() - startedLocal),
+        ttfbMs: null,
+        errorClass: 'connect',
+        detail: (err as Error).message.slice(0, 200),
+        resetAtMs: null,
+      };
     }
     // The floor holds for plans stored before it was enforced: the next firing is at least minIntervalMs after this one.
     // After the immediate test of a create or edit, the first phase slot at least half an interval later.
@@ -148,10 +153,20 @@ export class AccountTestRunner {
     const slot = nextPlanSlot(p.id, p.cron, p.timezone, Math.max(floor + 1, after));
     const next = slot ? new Date(slot.slotMs) : NEVER;
     try {
-      const done = await this.plans.finish(p, this.s.instanceId, out, next, place.missed);
+      // The account's side (error, rate limit, recovery) commits with the result, under the claim's fence.
+      const done = await this.plans.finish(p, this.s.instanceId, out, next, place.missed, (q) =>
+        this.tester.applyEffect(
+          p.accountId,
+          out,
+          { autoRecover: p.autoRecover, actor: `scheduled_account_test:${this.s.instanceId}`, context: { plan_id: p.id, occurrence: p.occurrence.toISOString() } },
+          q,
+        ),
+      );
       const result = done === null ? 'fenced_out' : out.ok ? 'ok' : 'failed';
       this.pm.tests.inc({ result, class: out.errorClass ?? 'none' });
-      if (done?.recovered) {
+      if (done?.effect.status_before !== done?.effect.status_after || done?.effect.temp_unschedulable_until)
+        this.log.info({ plan_id: p.id, account_id: p.accountId, effect: done?.effect.note }, 'account test changed the account');
+      if (done?.effect.recovered) {
         this.pm.recovered.inc();
         this.log.info({ plan_id: p.id, account_id: p.accountId }, 'account recovered by a passing scheduled test');
       }

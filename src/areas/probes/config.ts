@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import type { ConfigSectionsOf } from '../../config/schema.js';
-import { DAY, positiveDuration, positiveInt, providerUrl } from '../../config/fields.js';
+import { DAY, positiveDuration, positiveInt } from '../../config/fields.js';
 
 /** The probes area's config sections (keys of the config file), in config.example.yaml order. */
 export const probesConfig = {
@@ -15,7 +15,8 @@ export const probesConfig = {
       lease_grace: positiveDuration.default(5000),
       late_after: positiveDuration.default(1000),
       default_timeout: positiveDuration.default(10_000),
-      account_base_url: providerUrl(/^https?:\/\/[^\s/]+/, 'expected an http(s) URL', "the account's token").default('https://api.openai.com'),
+      // A passing probe slower than this is recorded as degraded (a monitor's degraded_after overrides it).
+      degraded_after: positiveDuration.default(5000),
     })
     .strict()
     .prefault({}),

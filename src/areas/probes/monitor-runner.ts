@@ -5,8 +5,8 @@ import type { ClaimedMonitor, Monitors, ProbeRecord } from './store/monitors.js'
 import { WorkerPool } from '../../workers/worker-pool.js';
 import { ServiceLoop, type LoopTickCounter } from '../../workers/service-loop.js';
 import { idleUntil, type WakeHub } from '../../workers/wake-hub.js';
-import type { ProbeClient, ProbeResult } from './probe-client.js';
-import type { AccountProbeAuth } from './account-probe-auth.js';
+import type { ProbeClient, ProbeResult } from '../../upstream/probe-client.js';
+import { apiKeyJudge, apiKeyRequest, checkChallenge, makeChallenge, type AccountTester } from '../accounts/index.js';
 import { ProbesMetrics } from './metrics.js';
 
 export interface MonitorRunnerSettings {
@@ -16,7 +16,10 @@ export interface MonitorRunnerSettings {
   pollMs: number;
   leaseGraceMs: number;
   lateAfterMs: number;
-  accountBaseUrl: string;
+  /** `channel_monitor.degraded_after`: a passing probe slower than this (and than no per-monitor value) is recorded as degraded. */
+  degradedAfterMs: number;
+  /** The challenge's numbers (injectable so tests can pin them). */
+  random?: () => number;
   /** `channel_monitor.min_interval`: an idle pass looks again within a quarter of it (a slot claimed half an interval late is skipped). */
   minIntervalMs?: number;
   /** This replica's liveness key, recorded with each lease so a survivor takes the monitor over at once if this process dies. */
@@ -76,7 +79,7 @@ export class MonitorRunner {
   constructor(
     private readonly monitors: Monitors,
     private readonly client: ProbeClient,
-    private readonly auth: AccountProbeAuth,
+    private readonly tester: AccountTester,
     private readonly clock: Clock,
     metrics: Metrics,
     private readonly log: Logger,
@@ -203,9 +206,7 @@ export class MonitorRunner {
     this.pm.inFlight.set(this.pool.stats.running);
     let result: ProbeResult;
     try {
-      const target = m.accountId !== null ? await this.accountTarget(m) : { baseUrl: m.baseUrl!, apiKey: m.apiKey!, proxyUrl: null };
-      // Cut the probe well inside the lease (measured now, after any credential fetch), so the
-      // next claim can never overlap it; a lease nearly gone means no probe at all.
+      // Cut the probe well inside the lease, so the next claim can never overlap it; a lease nearly gone means no probe at all.
       const timeoutMs = Math.min(m.timeoutMs, leaseLeftMs(m.leaseUntil.getTime() - m.claimedAt.getTime(), seenAt, this.clock.now(), this.s.leaseGraceMs));
       if (timeoutMs < MIN_PROBE_MS) {
         this.pm.abandoned.inc();
@@ -215,11 +216,39 @@ export class MonitorRunner {
         );
         return;
       }
-      result = await this.client.probe({ ...target, model: m.model, timeoutMs, slot: m.scheduledFor }, signal);
+      const challenge = m.challenge ? makeChallenge(this.s.random) : null;
+      const prompt = challenge?.prompt ?? 'ping';
+      if (m.accountId !== null) {
+        // An account's monitor speaks its platform's account test (refreshing the token first when it is due).
+        result = (await this.tester.run(m.accountId, { model: m.model, timeoutMs, signal, slot: m.scheduledFor, prompt, expected: challenge?.expected, baseUrl: m.baseUrl })).result;
+      } else {
+        const judge = apiKeyJudge(m.provider);
+        result = await this.client.probe(
+          {
+            request: apiKeyRequest(m.provider, m.baseUrl!, m.apiKey!, m.model, prompt),
+            judge: challenge ? (...a) => checkChallenge(judge(...a), challenge.expected) : judge,
+            timeoutMs,
+            slot: m.scheduledFor,
+          },
+          signal,
+        );
+      }
     } catch (err) {
-      result = { ok: false, status: null, latencyMs: Math.round(this.clock.now() - startedLocal), ttfbMs: null, errorClass: 'auth', detail: (err as Error).message.slice(0, 200) };
+      result = {
+        ok: false,
+        status: null,
+        latencyMs: Math.round(this.clock.now() - startedLocal),
+        ttfbMs: null,
+        errorClass: 'auth',
+        detail: (err as Error).message.slice(0, 200),
+        answer: null,
+        resetAtMs: null,
+        reply: null,
+      };
     }
-    this.pm.probes.inc({ result: result.ok ? 'ok' : 'failed', class: result.errorClass ?? 'none' });
+    // A slow answer that passed: kept as a pass (ok), its class says degraded.
+    const degraded = result.ok && result.latencyMs > (m.degradedAfterMs ?? this.s.degradedAfterMs);
+    this.pm.probes.inc({ result: result.ok ? 'ok' : 'failed', class: degraded ? 'degraded' : (result.errorClass ?? 'none') });
     this.pending.push({
       monitorId: m.id,
       fence: m.fence,
@@ -229,18 +258,13 @@ export class MonitorRunner {
       status: result.status,
       latencyMs: result.latencyMs,
       ttfbMs: result.ttfbMs,
-      errorClass: result.errorClass,
+      errorClass: degraded ? 'degraded' : result.errorClass,
       missed: m.missed,
     });
     if (this.pending.length > MAX_PENDING) {
       const dropped = this.pending.splice(0, this.pending.length - MAX_PENDING).length;
       this.pm.claimErrors.inc({ what: 'results_dropped' }, dropped);
     }
-  }
-
-  private async accountTarget(m: ClaimedMonitor) {
-    const a = await this.auth.resolve(m.accountId!, { allowUnhealthy: false });
-    return { baseUrl: m.baseUrl ?? this.s.accountBaseUrl, apiKey: a.token, proxyUrl: a.proxyUrl };
   }
 
   private async flush(): Promise<void> {

@@ -2,7 +2,7 @@ import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
 import type { RouteDeps } from '../../jobs/area.js';
 import type { ProbeServices } from './wiring.js';
-import type { AccountsFace } from '../accounts/index.js';
+import { MONITOR_PROVIDERS, type AccountsFace } from '../accounts/index.js';
 import { DURATION_FORM, formatDuration, parseDuration } from '../../config/duration.js';
 import type { MonitorInput } from './store/monitors.js';
 import { id, when } from '../../http/field-schemas.js';
@@ -38,6 +38,9 @@ const fields = {
   timeout: durationField,
   jitter: durationField,
   enabled: z.boolean(),
+  provider: z.enum(MONITOR_PROVIDERS, { message: `expected one of ${MONITOR_PROVIDERS.join(', ')}` }),
+  challenge: z.boolean(),
+  degraded_after: durationField.nullable(),
   labels: z.record(z.string().max(100), z.string().max(500)).refine((l) => Object.keys(l).length <= 32, 'at most 32 labels'),
 };
 const newSchema = z.object(fields).partial().required({ name: true, model: true, interval: true }).strict();
@@ -58,6 +61,7 @@ export function registerMonitorRoutes(api: FastifyInstance, deps: Pick<RouteDeps
     if (m.intervalMs < c.min_interval) problems.push({ field: 'interval', message: `must be at least ${formatDuration(c.min_interval)} (channel_monitor.min_interval)` });
     if (m.timeoutMs <= 0) problems.push({ field: 'timeout', message: 'must be greater than zero' });
     if (m.jitterMs > m.intervalMs) problems.push({ field: 'jitter', message: 'must not exceed the interval' });
+    if (m.degradedAfterMs !== undefined && m.degradedAfterMs !== null && m.degradedAfterMs <= 0) problems.push({ field: 'degraded_after', message: 'must be greater than zero' });
     if (m.accountId !== null) {
       if (m.apiKey !== null) problems.push({ field: 'api_key', message: 'give either account_id or api_key, not both' });
       else if (!(await accounts.get(m.accountId))) problems.push({ field: 'account_id', message: `no account ${m.accountId}` });
@@ -81,6 +85,9 @@ export function registerMonitorRoutes(api: FastifyInstance, deps: Pick<RouteDeps
       jitterMs: b.jitter ?? 0,
       enabled: b.enabled ?? true,
       labels: b.labels ?? {},
+      provider: b.provider ?? 'openai',
+      challenge: b.challenge ?? false,
+      degradedAfterMs: b.degraded_after ?? null,
     };
     await check(m);
     // Probed at once, then on its phase slots (spread over the interval by its id, not by when it was created).
@@ -116,6 +123,9 @@ export function registerMonitorRoutes(api: FastifyInstance, deps: Pick<RouteDeps
       jitterMs: b.jitter,
       enabled: b.enabled,
       labels: b.labels,
+      provider: b.provider,
+      challenge: b.challenge,
+      degradedAfterMs: b.degraded_after,
     };
     // Switching to an account drops the stored key; switching to a key needs a new one.
     if (b.account_id) patch.apiKey = b.api_key ?? null;
@@ -130,10 +140,13 @@ export function registerMonitorRoutes(api: FastifyInstance, deps: Pick<RouteDeps
       jitterMs: patch.jitterMs ?? cur.jitter_ms,
       enabled: patch.enabled ?? cur.enabled,
       labels: patch.labels ?? cur.labels,
+      provider: patch.provider ?? cur.provider,
+      challenge: patch.challenge ?? cur.challenge,
+      degradedAfterMs: patch.degradedAfterMs !== undefined ? patch.degradedAfterMs : cur.degraded_after_ms,
     };
     await check(merged);
     // An edit to what is probed, or how often, is probed at once (as a new monitor is); a rename or new labels are not.
-    const probeNow = ['base_url', 'model', 'api_key', 'account_id', 'interval', 'timeout'].some((k) => k in b) || b.enabled === true;
+    const probeNow = ['base_url', 'model', 'api_key', 'account_id', 'interval', 'timeout', 'provider', 'challenge'].some((k) => k in b) || b.enabled === true;
     const view = await monitors.update(n as number, patch, probeNow);
     deps.log.info({ monitor_id: n, fields: Object.keys(b) }, 'monitor updated');
     return view;

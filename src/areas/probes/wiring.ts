@@ -4,20 +4,18 @@ import { Monitors } from './store/monitors.js';
 import { MonitorHistory } from './store/monitor-history.js';
 import { AccountTests } from './store/account-tests.js';
 import { NextDue } from '../../store/next-due.js';
-import { ProbeClient } from './probe-client.js';
-import { AccountProbeAuth } from './account-probe-auth.js';
+import { ProbeClient } from '../../upstream/probe-client.js';
 import { MonitorRunner } from './monitor-runner.js';
 import { AccountTestRunner } from './account-test-runner.js';
 
 /** Channel monitors and scheduled account tests: stores, the probe client, and the two per-replica runners. */
-export function buildProbes(w: WiringContext, { accounts, tokens }: Pick<AccountsFace, 'accounts' | 'tokens'>) {
+export function buildProbes(w: WiringContext, { tester }: Pick<AccountsFace, 'accounts' | 'tokens' | 'tester'>) {
   const { config, db, clock, log, metrics, box, random } = w;
   const c = config.channel_monitor;
   const t = config.scheduled_account_test;
   const monitors = new Monitors(db, box);
   const accountTests = new AccountTests(db);
   const client = new ProbeClient(undefined, c.pool_size);
-  const auth = new AccountProbeAuth(accounts, tokens);
   const instanceId = config.instance.id;
   const nextDue = new NextDue(db);
   const services = {
@@ -25,27 +23,26 @@ export function buildProbes(w: WiringContext, { accounts, tokens }: Pick<Account
     monitorHistory: new MonitorHistory(db),
     accountTests,
     probeRandom: random,
-    monitorRunner: new MonitorRunner(monitors, client, auth, clock, metrics, log.child({ area: 'channel_monitor' }), {
+    monitorRunner: new MonitorRunner(monitors, client, tester, clock, metrics, log.child({ area: 'channel_monitor' }), {
       instanceId,
       poolSize: c.pool_size,
       claimBatch: c.claim_batch,
       pollMs: c.poll_interval,
       leaseGraceMs: c.lease_grace,
       lateAfterMs: c.late_after,
-      accountBaseUrl: c.account_base_url,
+      degradedAfterMs: c.degraded_after,
       minIntervalMs: c.min_interval,
       aliveKey: () => w.liveness?.key ?? null,
       wakes: w.wakes,
       nextDueMs: () => nextDue.inMs('monitors'),
       ticks: metrics.loopTicks,
     }),
-    accountTestRunner: new AccountTestRunner(accountTests, client, auth, clock, metrics, log.child({ area: 'scheduled_account_test' }), {
+    accountTestRunner: new AccountTestRunner(accountTests, tester, clock, metrics, log.child({ area: 'scheduled_account_test' }), {
       instanceId,
       concurrency: t.concurrency,
       pollMs: t.poll_interval,
       timeoutMs: t.timeout,
       leaseGraceMs: c.lease_grace,
-      baseUrl: c.account_base_url,
       minIntervalMs: c.min_interval,
       aliveKey: () => w.liveness?.key ?? null,
       wakes: w.wakes,

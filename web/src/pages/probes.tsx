@@ -72,7 +72,10 @@ export function Monitors() {
             rowKey={(m) => m.id}
             cols={[
               { h: 'name', c: (m) => m.name },
-              { h: 'target', c: (m) => (m.account_id !== null && m.account_id !== undefined ? `account ${m.account_id}` : (m.base_url ?? '—')) },
+              {
+                h: 'target',
+                c: (m) => `${m.account_id !== null && m.account_id !== undefined ? `account ${m.account_id}` : `${m.provider ?? 'openai'} ${m.base_url ?? '—'}`}${m.challenge ? ' (challenge)' : ''}`,
+              },
               { h: 'model', c: (m) => m.model },
               { h: 'interval', c: (m) => `every ${dur(m.interval_ms)}` },
               { h: 'enabled', c: (m) => <Badge v={m.enabled ? 'enabled' : 'disabled'} /> },
@@ -82,7 +85,7 @@ export function Monitors() {
                 c: (m) =>
                   m.last_probe?.at ? (
                     <>
-                      <Badge v={m.last_probe.error_class ? 'failed' : 'ok'} /> {m.last_probe.status ?? ''} {m.last_probe.error_class ?? ''}
+                      <Badge v={m.last_probe.error_class === 'degraded' ? 'degraded' : m.last_probe.error_class ? 'failed' : 'ok'} /> {m.last_probe.status ?? ''} {m.last_probe.error_class ?? ''}
                     </>
                   ) : (
                     '—'

@@ -11,7 +11,7 @@
 // writer makes it match nothing: superseded). The request a dead sender left (refresh_sent_*) comes back as read.
 const beginRefresh = (leaseFree: string) => `
 WITH a AS (
-  SELECT a.id, a.platform, a.status, a.token_version, a.token_expires_at, a.credentials_sealed, a.last_refresh_attempt_at, a.last_refresh_error, p.url_sealed,
+  SELECT a.id, a.platform, a.status, a.token_version, a.token_expires_at, a.credentials_sealed, a.metadata, a.last_refresh_attempt_at, a.last_refresh_error, p.url_sealed,
          a.refresh_sent_at, a.refresh_sent_fp, a.refresh_sent_by, (extract(epoch FROM clock_timestamp() - a.refresh_sent_at) * 1000)::float8 AS sent_age_ms,
          CASE WHEN $4::bigint IS NOT NULL AND a.token_version <> $4::bigint THEN 'superseded'
               WHEN NOT (a.status = ANY($5::text[])) THEN 'not_eligible'
@@ -44,10 +44,17 @@ export function beginRefreshSql(leaseFree: string): string {
 
 /**
  * Just before the provider call: which refresh token is presented (fingerprint), when, by whom.
- * Compares the version (false: someone wrote meanwhile, do not send). $1 id, $2 version, $3 fp, $4 owner
+ * Compares the version (not sent: someone wrote meanwhile), and refuses a refresh token already
+ * rejected as dead (issue 47: a dead token is never presented again). One statement, no extra
+ * round trip. $1 id, $2 version, $3 fp, $4 owner
  */
-export const MARK_SENT = `UPDATE accounts SET refresh_sent_at = clock_timestamp(), refresh_sent_fp = $3, refresh_sent_by = $4
- WHERE id = $1 AND token_version = $2 AND status = 'refreshing'`;
+export const MARK_SENT = `WITH dead AS (SELECT reason, rejected_at FROM dead_refresh_tokens WHERE fingerprint = $3),
+sent AS (
+  UPDATE accounts SET refresh_sent_at = clock_timestamp(), refresh_sent_fp = $3, refresh_sent_by = $4
+   WHERE id = $1 AND token_version = $2 AND status = 'refreshing' AND NOT EXISTS (SELECT 1 FROM dead)
+  RETURNING id
+)
+SELECT EXISTS (SELECT 1 FROM sent) AS sent, (SELECT reason FROM dead) AS dead_reason, (SELECT rejected_at FROM dead) AS dead_at`;
 
 /** What every write that stores a provider's answer sets: the request is no longer in flight. */
 export const CLEAR_SENT = `refresh_sent_at = NULL, refresh_sent_fp = NULL, refresh_sent_by = NULL`;

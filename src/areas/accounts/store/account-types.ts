@@ -4,6 +4,13 @@ export type AccountStatus = (typeof ACCOUNT_STATUSES)[number];
 /** Statuses automatic refresh works on (`refreshing` is one in progress, or left by a dead process). */
 export const REFRESHABLE: readonly AccountStatus[] = ['active', 'quota_exhausted', 'refreshing'];
 
+/** What the providers tell about an account beside its tokens (`accounts.metadata`): the Codex account id, the Gemini project, the e-mail. */
+export interface AccountMetadata {
+  chatgpt_account_id?: string;
+  project_id?: string;
+  email?: string;
+}
+
 export interface Credentials {
   access_token: string;
   refresh_token?: string | null;
@@ -27,6 +34,8 @@ export interface AccountView {
   has_refresh_token: boolean;
   token_expires_at: string | null;
   token_version: number;
+  /** What the provider told beside the tokens: chatgpt_account_id, project_id, email. */
+  metadata: AccountMetadata;
   refresh: { last_attempt_at: string | null; last_success_at: string | null; consecutive_failures: number; last_error: string | null };
   created_at: string;
   updated_at: string;
@@ -53,6 +62,7 @@ export interface AccountSecrets {
   tokenVersion: number;
   tokenExpiresAt: Date | null;
   credentials: Credentials;
+  metadata: AccountMetadata;
   proxyUrl: string | null;
   lastAttemptAt: Date | null;
   /** The error class of the last failed refresh attempt (null after a success). */
@@ -69,6 +79,7 @@ export interface NewAccount {
   autoPauseOnExpired?: boolean;
   schedulable?: boolean;
   status?: AccountStatus;
+  metadata?: AccountMetadata;
 }
 
 export interface AccountPatch {
@@ -78,6 +89,7 @@ export interface AccountPatch {
   autoPauseOnExpired?: boolean;
   schedulable?: boolean;
   status?: AccountStatus;
+  metadata?: AccountMetadata;
   credentials?: { value: Credentials; tokenExpiresAt: Date | null };
 }
 

@@ -6,16 +6,32 @@ import type { SecretBox } from '../../../store/secret-box.js';
 import { SetClause } from '../../../store/set-clause.js';
 import { beginRefreshSql, CLEAR_SENT, MARK_SENT, withRelease } from './account-refresh-sql.js';
 
-import type { AccountStatus, Credentials, AccountView, RefreshCandidate, AccountSecrets, NewAccount, AccountPatch, LeaseRelease, RefreshConditions, RefreshBegin } from './account-types.js';
+import type {
+  AccountStatus,
+  Credentials,
+  AccountView,
+  RefreshCandidate,
+  AccountSecrets,
+  NewAccount,
+  AccountPatch,
+  LeaseRelease,
+  RefreshConditions,
+  RefreshBegin,
+  AccountMetadata,
+} from './account-types.js';
 
 export * from './account-types.js';
 
 const CREDENTIALS = 'account-credentials';
 const VIEW_COLUMNS = `id, platform, name, status, status_reason, schedulable, expires_at, auto_pause_on_expired, temp_unschedulable_until,
-  temp_unschedulable_reason, proxy_id, proxy_fallback_origin_id, has_refresh_token, token_expires_at, token_version,
+  temp_unschedulable_reason, proxy_id, proxy_fallback_origin_id, has_refresh_token, token_expires_at, token_version, metadata,
   last_refresh_attempt_at, last_refresh_success_at, refresh_failures, last_refresh_error, created_at, updated_at`;
 
 const optNum = (v: unknown) => (v === null || v === undefined ? null : num(v));
+/** jsonb comes back parsed from pg and PGlite alike; a string is parsed for safety. */
+const metadataOf = (v: unknown): AccountMetadata => (typeof v === 'string' ? (JSON.parse(v) as AccountMetadata) : ((v as AccountMetadata | null) ?? {}));
+/** Only the keys that have a value: `{chatgpt_account_id: undefined}` must not erase a stored id. */
+const compact = (m: AccountMetadata): string => JSON.stringify(Object.fromEntries(Object.entries(m).filter(([, v]) => typeof v === 'string' && v.length > 0)));
 
 function toView(r: Record<string, unknown>): AccountView {
   return {
@@ -34,6 +50,7 @@ function toView(r: Record<string, unknown>): AccountView {
     has_refresh_token: Boolean(r.has_refresh_token),
     token_expires_at: iso(r.token_expires_at),
     token_version: num(r.token_version),
+    metadata: metadataOf(r.metadata),
     refresh: {
       last_attempt_at: iso(r.last_refresh_attempt_at),
       last_success_at: iso(r.last_refresh_success_at),
@@ -70,8 +87,8 @@ export class Accounts {
 
   async create(a: NewAccount, q: Queryable = this.db): Promise<AccountView> {
     const { rows } = await q.query(
-      `INSERT INTO accounts (platform, name, credentials_sealed, has_refresh_token, token_expires_at, proxy_id, expires_at, auto_pause_on_expired, schedulable, status)
-       VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) RETURNING ${VIEW_COLUMNS}`,
+      `INSERT INTO accounts (platform, name, credentials_sealed, has_refresh_token, token_expires_at, proxy_id, expires_at, auto_pause_on_expired, schedulable, status, metadata)
+       VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11::jsonb) RETURNING ${VIEW_COLUMNS}`,
       [
         a.platform,
         a.name,
@@ -83,6 +100,7 @@ export class Accounts {
         a.autoPauseOnExpired ?? false,
         a.schedulable ?? true,
         a.status ?? 'active',
+        compact(a.metadata ?? {}),
       ],
     );
     return toView(rows[0]!);
@@ -111,6 +129,7 @@ export class Accounts {
     if (p.expiresAt !== undefined) c.set('expires_at', p.expiresAt);
     if (p.autoPauseOnExpired !== undefined) c.set('auto_pause_on_expired', p.autoPauseOnExpired);
     if (p.schedulable !== undefined) c.set('schedulable', p.schedulable);
+    if (p.metadata !== undefined) c.set('metadata', compact(p.metadata));
     if (p.status !== undefined) c.set('status', p.status).raw('status_reason = NULL').raw('status_before_refresh = NULL');
     if (p.credentials) {
       c.set('credentials_sealed', this.seal(p.credentials.value)).set('has_refresh_token', Boolean(p.credentials.value.refresh_token)).set('token_expires_at', p.credentials.tokenExpiresAt);
@@ -157,7 +176,7 @@ export class Accounts {
   /** The account with its credentials opened, and the URL of the proxy its calls go through. */
   async openSecrets(id: number): Promise<AccountSecrets | null> {
     const { rows } = await this.db.query(
-      `SELECT a.id, a.platform, a.status, a.token_version, a.token_expires_at, a.credentials_sealed, a.last_refresh_attempt_at, a.last_refresh_error, p.url_sealed
+      `SELECT a.id, a.platform, a.status, a.token_version, a.token_expires_at, a.credentials_sealed, a.metadata, a.last_refresh_attempt_at, a.last_refresh_error, p.url_sealed
        FROM accounts a LEFT JOIN proxies p ON p.id = a.proxy_id WHERE a.id = $1`,
       [id],
     );
@@ -180,9 +199,25 @@ export class Accounts {
     return { acct, skip, leased: r.leased === true, marked: r.marked === true, unsettled };
   }
 
-  /** Records the request about to be sent (fingerprint of the refresh token presented). False: the version moved, do not send. */
-  async markSent(id: number, version: number, fingerprint: string, owner: string): Promise<boolean> {
-    return (await this.db.query(MARK_SENT, [id, version, fingerprint, owner])).rowCount === 1;
+  /**
+   * Records the request about to be sent (fingerprint of the refresh token presented). `sent`
+   * false: do not send, because the version moved or (`dead` set) a provider already rejected this
+   * refresh token as dead (`dead_refresh_tokens`).
+   */
+  async markSent(id: number, version: number, fingerprint: string, owner: string): Promise<{ sent: boolean; dead: { reason: string; rejectedAt: Date } | null }> {
+    const { rows } = await this.db.query(MARK_SENT, [id, version, fingerprint, owner]);
+    const r = rows[0];
+    return { sent: r?.sent === true, dead: r?.dead_reason ? { reason: String(r.dead_reason), rejectedAt: toDate(r.dead_at)! } : null };
+  }
+
+  /** A refresh token the provider rejected as dead for good: remembered by fingerprint, so it is never presented again. */
+  async rememberDeadToken(fingerprint: string, platform: string, accountId: number, reason: string): Promise<void> {
+    await this.db.query(`INSERT INTO dead_refresh_tokens (fingerprint, platform, account_id, reason) VALUES ($1, $2, $3, $4) ON CONFLICT (fingerprint) DO NOTHING`, [
+      fingerprint,
+      platform,
+      accountId,
+      reason.slice(0, 500),
+    ]);
   }
 
   private toSecrets(r: Record<string, unknown>): AccountSecrets {
@@ -193,6 +228,7 @@ export class Accounts {
       tokenVersion: num(r.token_version),
       tokenExpiresAt: toDate(r.token_expires_at),
       credentials: JSON.parse(this.box.open(String(r.credentials_sealed), CREDENTIALS)) as Credentials,
+      metadata: metadataOf(r.metadata),
       proxyUrl: r.url_sealed ? this.box.open(String(r.url_sealed), 'proxy-url') : null,
       lastAttemptAt: toDate(r.last_refresh_attempt_at),
       lastError: (r.last_refresh_error as string | null) ?? null,
@@ -214,10 +250,10 @@ export class Accounts {
    * The compare-and-set every refresh ends with: writes the new credentials only if nobody wrote
    * since `version` was read, and returns the new version (null when another writer won).
    */
-  async writeRefreshed(id: number, version: number, creds: Credentials, tokenExpiresAt: Date | null, release?: LeaseRelease): Promise<number | null> {
+  async writeRefreshed(id: number, version: number, creds: Credentials, tokenExpiresAt: Date | null, release?: LeaseRelease, metadata: AccountMetadata = {}): Promise<number | null> {
     const { rows } = await this.db.query(
       withRelease(
-        `UPDATE accounts SET credentials_sealed = $3, has_refresh_token = $4, token_expires_at = $5, token_version = token_version + 1,
+        `UPDATE accounts SET credentials_sealed = $3, has_refresh_token = $4, token_expires_at = $5, token_version = token_version + 1, metadata = metadata || $6::jsonb,
          status = CASE WHEN status = 'refreshing' AND status_before_refresh = 'quota_exhausted' THEN 'quota_exhausted'
                        WHEN status IN ('disabled', 'banned') THEN status ELSE 'active' END,
          status_reason = CASE WHEN status IN ('disabled', 'banned') THEN status_reason ELSE NULL END,
@@ -227,9 +263,9 @@ export class Accounts {
          updated_at = clock_timestamp()
        WHERE id = $1 AND token_version = $2 RETURNING token_version`,
         release,
-        6,
+        7,
       ),
-      [id, version, this.seal(creds), Boolean(creds.refresh_token), tokenExpiresAt, ...(release ? [release.owner] : [])],
+      [id, version, this.seal(creds), Boolean(creds.refresh_token), tokenExpiresAt, compact(metadata), ...(release ? [release.owner] : [])],
     );
     return rows[0] && rows[0].token_version !== null ? num(rows[0].token_version) : null;
   }

@@ -68,3 +68,21 @@ export const refreshBreaker: DoctorCheck = {
     );
   },
 };
+
+/**
+ * Refreshes the provider refused as our fault (issue 47): a wrong token URL (404), a client id it
+ * does not know, a missing client secret, a body in the wrong encoding. No account is marked for
+ * them (they retry every auth.refresh_recovery_delay), so this check is where they show, and the
+ * doctor job raises an alert for it.
+ */
+export const oauthConfig: DoctorCheck = {
+  name: 'oauth_config',
+  group: 'refresh',
+  modes: ['cluster', 'embedded'],
+  async run({ facts }) {
+    const faults = await facts.oauthConfigFaults();
+    const fix = 'fix oauth.providers.<platform> (token_url, client_id, client_secret, body) as docs/providers.md says, then POST /api/v1/accounts/{id}/refresh one account to check';
+    if (!faults.length) return ok('no refresh refused as a configuration fault', fix);
+    return fail(faults.map((f) => `${f.platform}: ${f.accounts} account(s) last refused as ${f.reason.slice('config:'.length)}`).join('; '), fix);
+  },
+};

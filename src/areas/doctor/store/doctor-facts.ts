@@ -64,6 +64,10 @@ ON CONFLICT (name) DO UPDATE SET grp = EXCLUDED.grp, status = EXCLUDED.status, m
 const LAST_RESULTS = `SELECT name, grp, status, measured, fix, checked_at, instance_id FROM doctor_checks ORDER BY grp, name`;
 
 /** The database-side measurements of `relay-jobs doctor`, one named statement each. */
+/** The accounts whose last refresh was refused as our configuration's fault (refresh-settle.ts records `config:<reason>`). */
+const OAUTH_CONFIG_FAULTS = `SELECT platform, count(*) AS n, min(last_refresh_error) AS reason FROM accounts
+  WHERE last_refresh_error LIKE 'config:%' AND status NOT IN ('disabled', 'banned') GROUP BY platform ORDER BY platform`;
+
 export class DoctorFacts {
   constructor(private readonly db: Db) {}
 
@@ -122,6 +126,12 @@ export class DoctorFacts {
   async expiringTokens(withinMs: number): Promise<Array<{ id: number; name: string; platform: string; expiresAt: Date }>> {
     const { rows } = await this.db.query<Record<string, unknown>>(EXPIRING, [withinMs]);
     return rows.map((r) => ({ id: num(r.id), name: String(r.name), platform: String(r.platform), expiresAt: toDate(r.token_expires_at)! }));
+  }
+
+  /** Platforms whose refreshes the provider refused as a configuration fault (`config:<reason>`): how many accounts, and one reason. */
+  async oauthConfigFaults(): Promise<Array<{ platform: string; accounts: number; reason: string }>> {
+    const { rows } = await this.db.query<Record<string, unknown>>(OAUTH_CONFIG_FAULTS);
+    return rows.map((r) => ({ platform: String(r.platform), accounts: num(r.n), reason: String(r.reason) }));
   }
 
   async dbNowMs(): Promise<number> {

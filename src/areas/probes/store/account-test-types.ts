@@ -51,6 +51,10 @@ export interface TestOutcome {
   latencyMs: number;
   ttfbMs: number | null;
   errorClass: string | null;
+  /** The provider's words (what the account's status reason quotes). */
+  detail: string | null;
+  /** A 429's reset (epoch ms) when the reply gave one. */
+  resetAtMs: number | null;
 }
 
 export interface TestResultView {

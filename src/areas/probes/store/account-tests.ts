@@ -1,4 +1,5 @@
-import type { Db } from '../../../store/db.js';
+import type { Db, Queryable } from '../../../store/db.js';
+import type { TestEffect } from '../../accounts/index.js';
 import { iso, num, toDate } from '../../../store/db.js';
 import { SetClause } from '../../../store/set-clause.js';
 import { claimDue, heldBy, leaseFree, releaseLease, type LeaseTable } from '../../../store/claim-queue.js';
@@ -162,39 +163,17 @@ export class AccountTests {
 
   /**
    * Commits one test under its fence: the result (once per occurrence), the pruning to
-   * max_results, next_run_at, the lease release and, for a passing test with auto_recover, the
-   * account's recovery and its audit row. Returns null when the fence was overtaken (nothing written).
+   * max_results, next_run_at, the lease release and what the result does to the account
+   * (`accountEffect`: the accounts area's own statement, run in this transaction: error, rate
+   * limit, auto_recover). Returns null when the fence was overtaken (nothing written).
    */
-  async finish(plan: ClaimedPlan, owner: string, out: TestOutcome, nextRunAt: Date, missed = 0): Promise<{ recovered: boolean } | null> {
+  async finish(plan: ClaimedPlan, owner: string, out: TestOutcome, nextRunAt: Date, missed: number, accountEffect: (q: Queryable) => Promise<TestEffect>): Promise<{ effect: TestEffect } | null> {
     return this.db.tx(async (q) => {
       // The fence check comes first and locks the row: a stale claimer writes nothing at all.
       const held = await q.query(`SELECT 1 FROM account_test_plans WHERE id = $1 AND ${heldBy(PLANS, { fence: '$2' })} FOR UPDATE`, [plan.id, plan.fence]);
       if (!held.rows[0]) return null;
-      let recovered = false;
-      if (out.ok && plan.autoRecover) {
-        const { rows } = await q.query(
-          `WITH old AS (SELECT id, status, status_reason, temp_unschedulable_until, temp_unschedulable_reason FROM accounts WHERE id = $1 FOR UPDATE)
-           UPDATE accounts a SET status = CASE WHEN old.status = 'error' THEN 'active' ELSE a.status END,
-             status_reason = CASE WHEN old.status = 'error' THEN NULL ELSE a.status_reason END,
-             temp_unschedulable_until = NULL, temp_unschedulable_reason = NULL, updated_at = clock_timestamp()
-           FROM old WHERE a.id = old.id AND (old.status = 'error' OR old.temp_unschedulable_until IS NOT NULL)
-           RETURNING old.status, old.status_reason, old.temp_unschedulable_until, old.temp_unschedulable_reason`,
-          [plan.accountId],
-        );
-        if (rows[0]) {
-          recovered = true;
-          const r = rows[0];
-          await q.query(`INSERT INTO account_audit (account_id, action, actor, detail) VALUES ($1, 'auto_recover', $2, $3)`, [
-            plan.accountId,
-            `scheduled_account_test:${owner}`,
-            JSON.stringify({
-              plan_id: plan.id,
-              occurrence: plan.occurrence.toISOString(),
-              previous: { status: r.status, status_reason: r.status_reason, temp_unschedulable_until: iso(r.temp_unschedulable_until), temp_unschedulable_reason: r.temp_unschedulable_reason },
-            }),
-          ]);
-        }
-      }
+      const effect = await accountEffect(q);
+      const recovered = effect.recovered;
       await q.query(
         `INSERT INTO account_test_results (plan_id, account_id, occurrence, started_at, ok, status, latency_ms, ttfb_ms, error_class, recovered, instance_id)
          VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) ON CONFLICT (plan_id, occurrence) DO NOTHING`,
@@ -212,7 +191,7 @@ export class AccountTests {
         }),
         [plan.id, plan.fence, nextRunAt, out.startedAt, out.ok, missed],
       );
-      return { recovered };
+      return { effect };
     });
   }
 

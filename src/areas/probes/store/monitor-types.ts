@@ -1,3 +1,5 @@
+import type { MonitorProvider } from '../../accounts/index.js';
+
 /** The shapes the monitors repository (monitors.ts) reads and writes: the API's view, the input, a claim and a probe's record. */
 /** What the API may see of a monitor: never the key, only whether one is set. */
 export interface MonitorView {
@@ -7,6 +9,12 @@ export interface MonitorView {
   model: string;
   account_id: number | null;
   has_api_key: boolean;
+  /** The API-key dialect (ignored when account_id is set: the account's platform decides). */
+  provider: MonitorProvider;
+  /** An arithmetic question whose answer is checked (a relay answering 200 with garbage fails). */
+  challenge: boolean;
+  /** A passing probe slower than this is degraded; null: `channel_monitor.degraded_after`. */
+  degraded_after_ms: number | null;
   interval_ms: number;
   timeout_ms: number;
   jitter_ms: number;
@@ -27,6 +35,9 @@ export interface MonitorInput {
   intervalMs: number;
   timeoutMs: number;
   jitterMs: number;
+  provider?: MonitorProvider;
+  challenge?: boolean;
+  degradedAfterMs?: number | null;
   enabled: boolean;
   labels: Record<string, string>;
 }
@@ -46,6 +57,9 @@ export interface ClaimedMonitor {
   accountId: number | null;
   intervalMs: number;
   timeoutMs: number;
+  provider: MonitorProvider;
+  challenge: boolean;
+  degradedAfterMs: number | null;
 }
 
 /** One claim pass: the monitors to probe now, and the slots skipped as more than half an interval late (counted as missed). */

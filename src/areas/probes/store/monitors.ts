@@ -7,6 +7,7 @@ import { SetClause } from '../../../store/set-clause.js';
 import { heldBy, leaseFree, type LeaseTable } from '../../../store/claim-queue.js';
 import type { ClaimedMonitor, MonitorClaim, MonitorInput, MonitorView, ProbeRecord } from './monitor-types.js';
 
+import type { MonitorProvider } from '../../accounts/index.js';
 export type { ClaimedMonitor, MonitorClaim, MonitorInput, MonitorView, ProbeRecord } from './monitor-types.js';
 
 const API_KEY = 'monitor-api-key'; /** The probe lease (`claim-queue.ts`); the claim is written out below because a late slot is skipped without taking the lease. */
@@ -30,7 +31,7 @@ const EPOCH_MS = (t: string) => `floor(extract(epoch FROM ${t}) * 1000)::bigint`
 const SLOT_AT_OR_AFTER = (id: string, interval: string, tMs: string) =>
   `to_timestamp((${PHASE_SQL(id, interval)} + ceil((${tMs} - ${PHASE_SQL(id, interval)})::numeric / ${interval}) * ${interval})::double precision / 1000)`;
 
-const VIEW = `id, name, base_url, model, account_id, api_key_sealed IS NOT NULL AS has_api_key, interval_ms, timeout_ms, jitter_ms, enabled, labels,
+const VIEW = `id, name, base_url, model, account_id, api_key_sealed IS NOT NULL AS has_api_key, provider, challenge, degraded_after_ms, interval_ms, timeout_ms, jitter_ms, enabled, labels,
   next_due_at, last_probe_at, last_status, last_error_class, last_latency_ms, created_at, updated_at`;
 
 function toView(r: Record<string, unknown>): MonitorView {
@@ -41,6 +42,9 @@ function toView(r: Record<string, unknown>): MonitorView {
     model: String(r.model),
     account_id: r.account_id === null || r.account_id === undefined ? null : num(r.account_id),
     has_api_key: Boolean(r.has_api_key),
+    provider: String(r.provider) as MonitorProvider,
+    challenge: Boolean(r.challenge),
+    degraded_after_ms: r.degraded_after_ms === null || r.degraded_after_ms === undefined ? null : num(r.degraded_after_ms),
     interval_ms: num(r.interval_ms),
     timeout_ms: num(r.timeout_ms),
     jitter_ms: num(r.jitter_ms),
@@ -72,9 +76,24 @@ export class Monitors {
   /** Due at once (`due_now`): a new monitor is probed straight away, then on its phase slots. `at` replaces the database clock (tests). */
   async create(m: MonitorInput, at: Date | null = null): Promise<MonitorView> {
     const { rows } = await this.db.query(
-      `INSERT INTO monitors (name, base_url, model, api_key_sealed, account_id, interval_ms, timeout_ms, jitter_ms, enabled, labels, next_due_at, due_now)
-       VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, COALESCE($11::timestamptz, clock_timestamp()), true) RETURNING ${VIEW}`,
-      [m.name, m.baseUrl, m.model, m.apiKey === null ? null : this.box.seal(m.apiKey, API_KEY), m.accountId, m.intervalMs, m.timeoutMs, m.jitterMs, m.enabled, JSON.stringify(m.labels), at],
+      `INSERT INTO monitors (name, base_url, model, api_key_sealed, account_id, interval_ms, timeout_ms, jitter_ms, enabled, labels, next_due_at, due_now, provider, challenge, degraded_after_ms)
+       VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, COALESCE($11::timestamptz, clock_timestamp()), true, $12, $13, $14) RETURNING ${VIEW}`,
+      [
+        m.name,
+        m.baseUrl,
+        m.model,
+        m.apiKey === null ? null : this.box.seal(m.apiKey, API_KEY),
+        m.accountId,
+        m.intervalMs,
+        m.timeoutMs,
+        m.jitterMs,
+        m.enabled,
+        JSON.stringify(m.labels),
+        at,
+        m.provider ?? 'openai',
+        m.challenge ?? false,
+        m.degradedAfterMs ?? null,
+      ],
     );
     return toView(rows[0]!);
   }
@@ -102,6 +121,9 @@ export class Monitors {
     if (p.jitterMs !== undefined) c.set('jitter_ms', p.jitterMs);
     if (p.enabled !== undefined) c.set('enabled', p.enabled);
     if (p.labels !== undefined) c.set('labels', JSON.stringify(p.labels));
+    if (p.provider !== undefined) c.set('provider', p.provider);
+    if (p.challenge !== undefined) c.set('challenge', p.challenge);
+    if (p.degradedAfterMs !== undefined) c.set('degraded_after_ms', p.degradedAfterMs);
     if (probeNow) c.raw(at ? `next_due_at = '${at.toISOString()}'::timestamptz, due_now = true` : `next_due_at = clock_timestamp(), due_now = true`);
     if (c.empty) return this.get(id);
     const { rows } = await this.db.query(`UPDATE monitors SET ${c} WHERE id = $1 RETURNING ${VIEW}`, c.params);
@@ -161,7 +183,7 @@ export class Monitors {
        FROM step WHERE m.id = step.id
        RETURNING m.id, m.fence, step.slot AS scheduled_for, step.t AS claimed_at, m.lease_until, step.skip,
          CASE WHEN step.skip THEN step.behind + 1 WHEN step.due_now THEN 0 ELSE step.behind END AS missed,
-         m.base_url, m.model, m.api_key_sealed, m.account_id, m.interval_ms, m.timeout_ms`,
+         m.base_url, m.model, m.api_key_sealed, m.account_id, m.interval_ms, m.timeout_ms, m.provider, m.challenge, m.degraded_after_ms`,
       [owner, limit, leaseGraceMs, at, aliveKey],
     );
     const claimed: ClaimedMonitor[] = [];
@@ -184,6 +206,9 @@ export class Monitors {
         accountId: r.account_id === null ? null : num(r.account_id),
         intervalMs: num(r.interval_ms),
         timeoutMs: num(r.timeout_ms),
+        provider: String(r.provider) as MonitorProvider,
+        challenge: Boolean(r.challenge),
+        degradedAfterMs: r.degraded_after_ms === null ? null : num(r.degraded_after_ms),
       });
     }
     return { claimed, skipped };

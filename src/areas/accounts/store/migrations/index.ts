@@ -1,0 +1,5 @@
+import type { Migration } from '../../../../store/migrations/index.js';
+import { sql as providerConformance } from './029_provider_conformance.js';
+
+/** The accounts area's own migrations (versions are unique across the kernel's and every area's: jobs/migrations.ts). */
+export const accountsMigrations: readonly Migration[] = [{ version: 29, name: 'provider_conformance', sql: providerConformance }];
