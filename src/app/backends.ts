@@ -1,5 +1,5 @@
 import type { RedisClient } from '../coordination/redis-client.js';
-import type { Config } from '../config/load.js';
+import { keySource, type Config } from '../config/load.js';
 import { UserError } from '../config/errors.js';
 import type { Db } from '../store/db.js';
 import { PgDb } from '../store/pg-db.js';
@@ -55,6 +55,7 @@ export async function openBackends(config: Config, log: Logger): Promise<Backend
         poolSize: config.database.pool_size,
         connectTimeoutMs: config.database.connect_timeout,
         onError: (err) => log.warn({ err: err.message }, 'idle PostgreSQL connection failed'),
+        source: urlSource(config, 'database.url'),
       });
       if (config.database.direct_url) {
         // The coordination session (liveness and the advisory-lock fallback share it), plus one to reopen it while the old one closes.
@@ -63,6 +64,7 @@ export async function openBackends(config: Config, log: Logger): Promise<Backend
           poolSize: 2,
           connectTimeoutMs: config.database.connect_timeout,
           onError: (err) => log.warn({ err: err.message }, 'idle direct PostgreSQL session failed'),
+          source: urlSource(config, 'database.direct_url'),
         });
         log.info('session state (liveness, advisory-lock fallback) on DATABASE_DIRECT_URL; statements on DATABASE_URL');
       }
@@ -115,4 +117,10 @@ async function warnConnectionBudget(db: Db, config: Config, log: Logger): Promis
       `database.pool_size (${pool_size}) × cluster.expected_replicas (${expected_replicas}) = ${need} exceeds the server's ${budget} usable connections; lower the pool size or raise max_connections`,
     );
   }
+}
+
+/** Where a URL key's value came from, as a connection error names it: the variable, or the key and its file. */
+export function urlSource(config: Config, key: string): string {
+  const from = keySource(config.source.keys, config.source.file, key);
+  return /^[A-Z][A-Z0-9_]*$/.test(from) ? from : `${key} in ${from}`;
 }

@@ -14,6 +14,11 @@ function section(tree: Tree, key: string): Tree | undefined {
  * - `ops.retention_days.job_runs` (days) → `scheduler.run_retention`: job_runs were pruned by
  *   `scheduler.run_retention` before ops_cleanup reached rows that old, so the old key never
  *   took effect. ops_cleanup (the retention round) now prunes job_runs by that one setting.
+ * - `channel_monitor.account_base_url` → `oauth.providers.<platform>.api_url` (issue 47): every
+ *   account's tests and monitors were OpenAI chat completions to that one URL, which no OAuth
+ *   account could pass; each platform's account test now has its own base URL. The old value has
+ *   no meaning in the new shape (a chat-completions host is not a Codex, Claude or Gemini one), so
+ *   it is dropped with the warning, not moved.
  */
 export function moveDeprecatedKeys(tree: Tree, from: (key: string) => string, sources: Map<string, string>): string[] {
   const warnings: string[] = [];
@@ -34,6 +39,14 @@ export function moveDeprecatedKeys(tree: Tree, from: (key: string) => string, so
     } else {
       warnings.push(`${head}, which takes a positive duration; ${JSON.stringify(value)} is ignored and scheduler.run_retention keeps its default`);
     }
+  }
+  const monitor = section(tree, 'channel_monitor');
+  if (monitor && 'account_base_url' in monitor) {
+    delete monitor.account_base_url;
+    const key = 'channel_monitor.account_base_url';
+    warnings.push(
+      `${key} (${from(key)}) is no longer used and is ignored: monitors and tests with an account_id send their platform's account test to oauth.providers.<platform>.api_url (docs/providers.md); remove it`,
+    );
   }
   return warnings;
 }

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { serverUrlProblem } from './server-url.js';
 import { hasUserinfo } from './redact-url.js';
 
 export { duration, positiveDuration } from './duration-schema.js';
@@ -21,3 +22,12 @@ export const providerUrl = (pattern: RegExp, expected: string, instead: string) 
     .string()
     .regex(pattern, expected)
     .refine((u) => !hasUserinfo(u), `must not carry credentials (user:pass@host): put the secret in ${instead} instead`);
+
+/** A PostgreSQL URL (DATABASE_URL, DATABASE_DIRECT_URL, sql.database_url), checked as the driver will read it (server-url.ts). */
+export const postgresUrl = z
+  .string()
+  .regex(/^postgres(ql)?:\/\//, 'expected a postgres:// or postgresql:// URL')
+  .superRefine((url, ctx) => {
+    const problem = serverUrlProblem(url, 'postgres');
+    if (problem) ctx.addIssue({ code: 'custom', message: problem });
+  });

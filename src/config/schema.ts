@@ -4,7 +4,8 @@
 // declares its own).
 import { z } from 'zod';
 import { positiveDuration, duration } from './duration-schema.js';
-import { port, positiveInt } from './fields.js';
+import { port, positiveInt, postgresUrl } from './fields.js';
+import { serverUrlProblem } from './server-url.js';
 import { parseRedisUrl } from './redis-url.js';
 
 /** `database.embedded_shared_buffers_mb`'s default (store/pglite-db.ts says why it is not PostgreSQL's 128). */
@@ -69,14 +70,8 @@ export const kernelSections = {
     .prefault({}),
   database: z
     .object({
-      url: z
-        .string()
-        .regex(/^postgres(ql)?:\/\//, 'expected a postgres:// or postgresql:// URL')
-        .optional(),
-      direct_url: z
-        .string()
-        .regex(/^postgres(ql)?:\/\//, 'expected a postgres:// or postgresql:// URL')
-        .optional(),
+      url: postgresUrl.optional(),
+      direct_url: postgresUrl.optional(),
       data_dir: z.string().min(1).default('./data'),
       pool_size: positiveInt.default(10),
       embedded_shared_buffers_mb: z.coerce.number().int().min(1).max(16_384).default(EMBEDDED_SHARED_BUFFERS_MB),
@@ -91,7 +86,9 @@ export const kernelSections = {
         .string()
         .superRefine((url, ctx) => {
           try {
-            parseRedisUrl(url);
+            const target = parseRedisUrl(url);
+            const problem = target.kind === 'single' ? serverUrlProblem(url, 'redis') : null;
+            if (problem) ctx.addIssue({ code: 'custom', message: problem });
           } catch (err) {
             ctx.addIssue({ code: 'custom', message: (err as Error).message });
           }

@@ -8,6 +8,8 @@ export interface PgDbOptions {
   poolSize: number;
   connectTimeoutMs: number;
   onError?: (err: Error) => void;
+  /** Where the URL came from, named in a connection error (default `DATABASE_URL`): `DATABASE_DIRECT_URL`, `sql.database_url`, `--target`… */
+  source?: string;
 }
 
 export class PgDb implements Db {
@@ -31,7 +33,7 @@ export class PgDb implements Db {
       await db.ping();
     } catch (err) {
       await db.close().catch(() => undefined);
-      throw new UserError(`cannot connect to PostgreSQL at ${redactUrl(opts.url)} (DATABASE_URL): ${scrubUrlSecrets(describePgError(err), opts.url)}`);
+      throw new UserError(`cannot connect to PostgreSQL at ${redactUrl(opts.url)} (${opts.source ?? 'DATABASE_URL'}): ${scrubUrlSecrets(describePgError(err), opts.url)}`);
     }
     return db;
   }

@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import type { ConfigSectionsOf } from '../../config/schema.js';
-import { numeric, positiveDuration, positiveInt } from '../../config/fields.js';
+import { numeric, positiveDuration, positiveInt, postgresUrl } from '../../config/fields.js';
 
 /** The admin area's config sections (keys of the config file), in config.example.yaml order. */
 export const adminConfig = {
@@ -8,10 +8,7 @@ export const adminConfig = {
   sql: z
     .object({
       statement_timeout: positiveDuration.default(5000),
-      database_url: z
-        .string()
-        .regex(/^postgres(ql)?:\/\//, 'expected a postgres:// or postgresql:// URL')
-        .optional(),
+      database_url: postgresUrl.optional(),
       concurrency: positiveInt.default(2),
       max_rows: numeric(z.number().int().min(1).max(100_000)).default(1000),
       embedded_snapshot_max_age: positiveDuration.default(30_000),

@@ -70,9 +70,7 @@ export async function restore(o: RestoreOptions): Promise<{ tables: number; rows
   o.out(`checksum ok${src.sha256 ? ` (sha256 ${src.sha256})` : ''}, ${mb(size)}`);
   if ((await sniffFormat(src)) === 'pglite') return restorePglite(src, o.target, o.force, o.out);
 
-  const target = await PgDb.connect({ url: o.target, poolSize: 2, connectTimeoutMs: o.connectTimeoutMs }).catch((err: Error) => {
-    throw new UserError(err.message.replace('(DATABASE_URL)', '(--target)'));
-  });
+  const target = await PgDb.connect({ url: o.target, poolSize: 2, connectTimeoutMs: o.connectTimeoutMs, source: '--target' });
   const where = redactUrl(o.target);
   try {
     const live = await liveInstances(target, o.livenessMs);
