@@ -1,4 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import pg from 'pg';
 import { startCluster, type Cluster } from './helpers/cluster.js';
 import { waitFor } from './helpers/wait.js';
@@ -23,6 +25,9 @@ describe('provider conformance across two real replicas', () => {
   let oldHost: FakeAnthropic;
   let google: FakeGoogle;
   let chat: ChatUpstream;
+  /** A relay that echoes what it was sent in a 401, its headers and body: what it saw must come back masked. */
+  let echo: Server;
+  const echoUrl = () => `http://127.0.0.1:${(echo.address() as AddressInfo).port}`;
 
   beforeAll(async () => {
     openai = await FakeOAuthServer.start({ clientId: 'app_EMoamEEZ73f0CkXaXp7hrann' });
@@ -30,6 +35,12 @@ describe('provider conformance across two real replicas', () => {
     oldHost = await FakeAnthropic.start({ oldHost: true });
     google = await FakeGoogle.start();
     chat = await ChatUpstream.start();
+    echo = createServer((req, res) => {
+      const said = String(req.headers.authorization ?? '');
+      res.writeHead(401, { 'content-type': 'application/json', 'x-echo-auth': said });
+      res.end(JSON.stringify({ type: 'error', error: { type: 'authentication_error', message: `you sent ${said}` } }));
+    });
+    await new Promise<void>((r) => echo.listen(0, '127.0.0.1', r));
     cluster = await startCluster({
       replicas: ['pc0', 'pc1'],
       env: {
@@ -44,6 +55,11 @@ describe('provider conformance across two real replicas', () => {
         RELAY_JOBS__OAUTH__PROVIDERS__CLAUDE_OLD__LIKE: 'anthropic',
         RELAY_JOBS__OAUTH__PROVIDERS__CLAUDE_OLD__TOKEN_URL: `${oldHost.url}/v1/oauth/token`,
         RELAY_JOBS__OAUTH__PROVIDERS__CLAUDE_OLD__CLIENT_ID: '9d1c250a-e61b-44d9-88ed-5944d1962f5e',
+        // A platform speaking Claude whose API host is a relay that echoes credentials.
+        RELAY_JOBS__OAUTH__PROVIDERS__ECHO__LIKE: 'anthropic',
+        RELAY_JOBS__OAUTH__PROVIDERS__ECHO__TOKEN_URL: anthropic.tokenUrl,
+        RELAY_JOBS__OAUTH__PROVIDERS__ECHO__CLIENT_ID: '9d1c250a-e61b-44d9-88ed-5944d1962f5e',
+        RELAY_JOBS__OAUTH__PROVIDERS__ECHO__API_URL: echoUrl(),
         RELAY_JOBS__CHANNEL_MONITOR__MIN_INTERVAL: '1s',
         RELAY_JOBS__CHANNEL_MONITOR__POLL_INTERVAL: '200ms',
       },
@@ -53,6 +69,7 @@ describe('provider conformance across two real replicas', () => {
   afterAll(async () => {
     await cluster?.stop();
     await Promise.all([openai, anthropic, oldHost, google, chat].map((f) => f?.close()));
+    await new Promise((r) => echo?.close(r));
   });
 
   const api = async (i: number, path: string, body?: unknown, method?: string) => {
@@ -162,6 +179,43 @@ describe('provider conformance across two real replicas', () => {
     expect((await api(0, `/accounts/${id}/test`, {})).body).toMatchObject({ error_class: 'auth', effect: { status_after: 'error' } });
     anthropic.setBehaviour(a.access_token, { mode: 'ok' });
     expect((await api(1, `/accounts/${id}/test`, {})).body).toMatchObject({ ok: true, effect: { status_after: 'active', temp_unschedulable_until: null, recovered: true } });
+
+    // A reset far in the future is capped at a day; one in the past is no reset (the 5-minute default).
+    anthropic.setBehaviour(a.access_token, { mode: 'rate_limited', resetAt: 1e12 });
+    const far = await api(0, `/accounts/${id}/test`, {});
+    expect(far.status, far.text).toBe(200);
+    expect(Date.parse(far.body.effect.temp_unschedulable_until)).toBeLessThanOrEqual(Date.now() + 86_400_000);
+    anthropic.setBehaviour(a.access_token, { mode: 'ok' });
+    await api(0, `/accounts/${id}/test`, {});
+    anthropic.setBehaviour(a.access_token, { mode: 'rate_limited', resetAt: 5 });
+    const past = (await api(0, `/accounts/${id}/test`, {})).body;
+    const until = Date.parse(past.effect.temp_unschedulable_until);
+    expect(until).toBeGreaterThan(Date.now() + 4 * 60_000);
+    expect(until).toBeLessThanOrEqual(Date.now() + 5 * 60_000);
+  });
+
+  it('a relay that echoes the credential gets it back masked: in the answer, its headers, the account and its audit', async () => {
+    const a = anthropic.issue('conf-echo');
+    const id = await create('echo', 'echo', a);
+    const r = await api(0, `/accounts/${id}/test`, {});
+    expect(r.body).toMatchObject({ ok: false, status: 401, error_class: 'auth' });
+    expect(r.body.response.headers['x-echo-auth']).toBe('Bearer ***');
+    expect(r.body.detail).toMatch(/you sent Bearer \*\*\*/);
+    expect(r.text).not.toContain(a.access_token);
+    const stored = await sql.query(`SELECT a.status_reason, (SELECT string_agg(detail::text, ' ') FROM account_audit WHERE account_id = a.id) AS audit FROM accounts a WHERE a.id = $1`, [id]);
+    expect(stored.rows[0].status_reason).toMatch(/you sent Bearer \*\*\*/);
+    expect(JSON.stringify(stored.rows[0])).not.toContain(a.access_token);
+  });
+
+  it("a monitor never sends a disabled account's token", async () => {
+    const a = anthropic.issue('conf-disabled');
+    const id = await create('anthropic', 'disabled', a);
+    expect((await api(0, `/accounts/${id}/disable`, {})).status).toBe(200);
+    const m = await api(1, '/monitors', { name: 'conf-disabled', model: 'claude-haiku-4-5', account_id: id, interval: '1s' });
+    expect(m.status, m.text).toBe(201);
+    await waitFor(async () => (await api(0, `/monitors/${m.body.id}`)).body.last_probe.error_class === 'auth', { what: "the disabled account's monitor recorded as auth" });
+    expect(anthropic.requests.filter((r) => r.headers.authorization === `Bearer ${a.access_token}`)).toEqual([]);
+    await api(0, `/monitors/${m.body.id}`, undefined, 'DELETE');
   });
 
   it('API-key monitors speak each provider, check the challenge, and fail a relay that answers wrongly', async () => {

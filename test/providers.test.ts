@@ -6,6 +6,7 @@ import { CLAUDE_CODE_SYSTEM } from '../src/areas/accounts/providers/anthropic.js
 import { parseSse } from '../src/areas/accounts/providers/sse.js';
 import { readError } from '../src/areas/accounts/providers/error-shapes.js';
 import type { ProviderAdapter } from '../src/areas/accounts/providers/types.js';
+import { saneReset } from '../src/upstream/probe-client.js';
 
 const NOW = Date.UTC(2026, 11, 5, 12);
 const jwt = (payload: unknown) => `${Buffer.from('{"alg":"none"}').toString('base64url')}.${Buffer.from(JSON.stringify(payload)).toString('base64url')}.sig`;
@@ -29,6 +30,10 @@ describe('built-in platforms speak what the providers speak today (upstream-wire
     for (const code of ['refresh_token_expired', 'refresh_token_reused', 'refresh_token_invalidated', 'invalid_refresh_token', 'app_session_terminated'])
       expect(p.classifyRefresh(401, JSON.stringify({ error: { code, message: 'm', type: 'invalid_request_error' } }), {}, NOW), code).toMatchObject({ kind: 'permanent', reason: code });
     expect(p.classifyRefresh(401, JSON.stringify({ error: 'invalid_client' }), {}, NOW)).toMatchObject({ kind: 'config', reason: 'invalid_client' });
+    // OpenAI's type is a category, not a reason: a 401 whose code is null is still a dead session.
+    expect(p.classifyRefresh(401, JSON.stringify({ error: { message: 'm', type: 'invalid_request_error', code: null } }), {}, NOW)).toMatchObject({ kind: 'permanent', reason: 'unauthorized_401' });
+    // An HTML 401 from a proxy or a wrong host is not the provider's word: no account dies of it.
+    expect(p.classifyRefresh(401, '<html><body>401 Authorization Required</body></html>', {}, NOW)).toMatchObject({ kind: 'transient', reason: 'unrecognized_reply' });
     const id = jwt({ email: 'a@example.test', 'https://api.openai.com/auth': { chatgpt_account_id: 'acct-9' } });
     expect(p.classifyRefresh(200, JSON.stringify({ access_token: jwt({ exp: NOW / 1000 + 60 }), id_token: id, refresh_token: 'rt-2', expires_in: 3600 }), {}, NOW)).toMatchObject({
       kind: 'ok',
@@ -73,6 +78,11 @@ describe('built-in platforms speak what the providers speak today (upstream-wire
       detail: 'invalid_grant: Refresh token not found or invalid',
     });
     expect(p.classifyRefresh(429, '{}', { retryAfter: '30' }, NOW)).toMatchObject({ kind: 'transient', reason: 'rate_limited', retryAfterMs: 30_000 });
+    // A dead token in words under a nested request error is still a dead token, not our configuration.
+    expect(p.classifyRefresh(400, JSON.stringify({ type: 'error', error: { type: 'invalid_request_error', message: 'Refresh token not found or invalid' } }), {}, NOW)).toMatchObject({
+      kind: 'permanent',
+      accountStatus: 'expired',
+    });
     expect(p.classifyRefresh(401, '', {}, NOW)).toMatchObject({ kind: 'transient', reason: 'bare_http_401' });
     expect(
       p.classifyRefresh(200, JSON.stringify({ access_token: 'sk-ant-oat01-x', refresh_token: 'sk-ant-ort01-y', expires_in: 28800, account: { email_address: 'c@example.test' } }), {}, NOW),
@@ -168,10 +178,17 @@ describe('the shapes every reader shares', () => {
   it('reads flat, OpenAI-nested, Anthropic-nested, Google and detail errors', () => {
     expect(readError({ error: 'invalid_grant', error_description: 'd' })).toEqual({ code: 'invalid_grant', message: 'd' });
     expect(readError({ error: { code: 'refresh_token_reused', type: 'invalid_request_error', message: 'm' } })).toEqual({ code: 'refresh_token_reused', message: 'm' });
-    expect(readError({ error: { code: null, type: 'invalid_request_error', message: 'm' } })).toEqual({ code: 'invalid_request_error', message: 'm' });
+    expect(readError({ error: { code: null, type: 'invalid_request_error', message: 'm' } })).toEqual({ code: '', message: 'm' });
     expect(readError({ type: 'error', error: { type: 'not_found_error', message: 'Not Found' } })).toEqual({ code: 'not_found_error', message: 'Not Found' });
     expect(readError({ error: { code: 401, message: 'm', status: 'UNAUTHENTICATED' } })).toEqual({ code: 'unauthenticated', message: 'm' });
     expect(readError({ detail: 'Store must be set to false' })).toEqual({ code: '', message: 'Store must be set to false' });
+  });
+  it('a reset is a time to come and at most a day away', () => {
+    expect(saneReset(NOW + 60_000, NOW)).toBe(NOW + 60_000);
+    expect(saneReset(1e203, NOW)).toBe(NOW + 86_400_000);
+    expect(saneReset(NOW - 1, NOW)).toBeNull();
+    expect(saneReset(Number.NaN, NOW)).toBeNull();
+    expect(saneReset(null, NOW)).toBeNull();
   });
   it('splits SSE with CRLF, multi-line data and a last event without its blank line', () => {
     expect(parseSse('event: a\r\ndata: 1\r\n\r\ndata: x\ndata: y\n\nevent: b\ndata: 2')).toEqual([
@@ -192,6 +209,11 @@ describe('the shapes every reader shares', () => {
     const anthropic = apiKeyJudge('anthropic');
     expect(checkChallenge(anthropic(200, {}, JSON.stringify({ type: 'message', content: [{ type: 'text', text: `It is ${expected}.` }] }), NOW), expected)).toMatchObject({ ok: true });
     expect(checkChallenge(anthropic(200, {}, JSON.stringify({ type: 'message', content: [{ type: 'text', text: '101' }] }), NOW), expected)).toMatchObject({ ok: false, errorClass: 'wrong_answer' });
+    // A list of numbers that merely contains the sum does not pass.
+    expect(checkChallenge(anthropic(200, {}, JSON.stringify({ type: 'message', content: [{ type: 'text', text: '99 100 101' }] }), NOW), expected)).toMatchObject({
+      ok: false,
+      errorClass: 'wrong_answer',
+    });
     expect(anthropic(200, {}, JSON.stringify({ choices: [] }), NOW)).toMatchObject({ ok: false, errorClass: 'bad_body' });
     expect(apiKeyJudge('gemini')(200, {}, JSON.stringify({ candidates: [{ content: { parts: [{ text: '100' }] }, finishReason: 'STOP' }] }), NOW)).toMatchObject({ ok: true, answer: '100' });
     expect(apiKeyJudge('gemini')(400, {}, JSON.stringify({ error: { code: 400, message: 'API key not valid. Please pass a valid API key.', status: 'INVALID_ARGUMENT' } }), NOW)).toMatchObject({

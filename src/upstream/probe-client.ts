@@ -48,6 +48,14 @@ export interface ProbeResult extends Verdict {
 }
 
 const MAX_BODY = 64 * 1024;
+/** The furthest a reply may set a reset: a hostile or broken value (1e200, a date in year 5000) cannot park an account longer. */
+const MAX_RESET_MS = 86_400_000;
+
+/** A reset is a time still to come and at most a day away; anything else (past, NaN, absurd) is no reset at all. */
+export function saneReset(resetAtMs: number | null, nowMs: number): number | null {
+  if (resetAtMs === null || !Number.isFinite(resetAtMs) || resetAtMs <= nowMs) return null;
+  return Math.min(resetAtMs, nowMs + MAX_RESET_MS);
+}
 const EXCERPT = 2048;
 const CONNECT_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'ENOTFOUND', 'EAI_AGAIN', 'EHOSTUNREACH', 'ENETUNREACH', 'EPIPE', 'UND_ERR_SOCKET', 'UND_ERR_CONNECT_TIMEOUT', 'UND_ERR_CLOSED']);
 
@@ -105,8 +113,9 @@ export class ProbeClient {
       const text = (await readCappedChunks(res.body, MAX_BODY)).text;
       const replyHeaders: Record<string, string> = {};
       for (const [k, v] of Object.entries(res.headers)) if (v !== undefined && k.toLowerCase() !== 'set-cookie') replyHeaders[k.toLowerCase()] = Array.isArray(v) ? v.join(', ') : String(v);
-      const verdict = t.judge(status, replyHeaders, text, systemClock.now());
-      return { ...verdict, status, latencyMs: elapsed(), ttfbMs: ttfb, reply: { headers: replyHeaders, bodyExcerpt: text.slice(0, EXCERPT) } };
+      const nowMs = systemClock.now();
+      const verdict = t.judge(status, replyHeaders, text, nowMs);
+      return { ...verdict, resetAtMs: saneReset(verdict.resetAtMs, nowMs), status, latencyMs: elapsed(), ttfbMs: ttfb, reply: { headers: replyHeaders, bodyExcerpt: text.slice(0, EXCERPT) } };
     } catch (err) {
       const e = err as Error & { code?: string; cause?: { code?: string } };
       const code = String(e.code ?? e.cause?.code ?? '');

@@ -11,6 +11,8 @@ export interface AccountTestRun {
   accountId: number;
   platform: string;
   model: string;
+  /** The credential version tested: an `error` effect applies only while it is still current. */
+  tokenVersion: number;
   request: UpstreamRequest;
   result: ProbeResult;
 }
@@ -29,7 +31,7 @@ export function redactedRequest(r: UpstreamRequest, proxyUrl: string | null): { 
   } catch {
     /* shown as text */
   }
-  return { method: r.method, url: scrubbedText(r.url, [], 2048), headers, body, via_proxy: proxyUrl !== null };
+  return { method: r.method, url: scrubbedText(r.url, [r.url], 2048), headers, body, via_proxy: proxyUrl !== null };
 }
 
 /**
@@ -54,30 +56,57 @@ export class AccountTester {
    */
   async run(
     accountId: number,
-    o: { model?: string | null; timeoutMs: number; signal?: AbortSignal; slot?: Date; prompt?: string; expected?: string; baseUrl?: string | null },
+    o: { model?: string | null; timeoutMs: number; signal?: AbortSignal; slot?: Date; prompt?: string; expected?: string; baseUrl?: string | null; storedTokenForError: boolean },
   ): Promise<AccountTestRun> {
     let token: string | null = null;
+    let unavailable: AccountUnavailable | null = null;
     try {
       token = (await this.tokens.getAccessToken(accountId)).access_token;
     } catch (err) {
       if (!(err instanceof AccountUnavailable && err.code === 'unavailable')) throw err;
+      unavailable = err;
     }
     const secrets = await this.accounts.openSecrets(accountId);
     if (!secrets) throw new AccountUnavailable(accountId, 'not_found', `account ${accountId} does not exist`);
+    // The stored token of an account in `error` is how a test finds out it works again; a disabled,
+    // banned or expired account's token is never sent (and a monitor never sends a stored one).
+    if (token === null && !(o.storedTokenForError && secrets.status === 'error')) throw unavailable!;
     const adapter = this.providers.get(secrets.platform);
     if (!adapter) throw new AccountUnavailable(accountId, 'unavailable', `account ${accountId}: no provider for platform ${secrets.platform} (oauth.providers.${secrets.platform})`);
     const model = o.model || adapter.defaultModel;
-    let request = adapter.testRequest({ accessToken: token ?? secrets.credentials.access_token, idToken: secrets.credentials.id_token ?? null, metadata: secrets.metadata }, model, o.prompt ?? 'hi');
-    // A monitor's own base URL replaces the platform's api_url, path kept.
-    if (o.baseUrl) request = { ...request, url: o.baseUrl.replace(/\/+$/, '') + request.url.slice(adapter.apiUrl.length) };
+    const c = secrets.credentials;
+    const request = adapter.testRequest({ accessToken: token ?? c.access_token, idToken: c.id_token ?? null, metadata: secrets.metadata }, model, o.prompt ?? 'hi', o.baseUrl);
     const expected = o.expected;
     const judge = expected ? (...a: Parameters<typeof adapter.judgeTest>) => checkChallenge(adapter.judgeTest(...a), expected) : adapter.judgeTest;
-    const result = await this.client.probe({ request, judge, proxyUrl: secrets.proxyUrl, timeoutMs: o.timeoutMs, slot: o.slot }, o.signal);
-    return { accountId, platform: secrets.platform, model, request: { ...request, headers: request.headers }, result };
+    const raw = await this.client.probe({ request, judge, proxyUrl: secrets.proxyUrl, timeoutMs: o.timeoutMs, slot: o.slot }, o.signal);
+    // A relay or proxy may echo what it was sent: no credential leaves in a detail, a header or an excerpt.
+    const secretsOf = [token, c.access_token, c.refresh_token, c.id_token].filter((t): t is string => typeof t === 'string' && t.length >= 8);
+    const result: ProbeResult = {
+      ...raw,
+      detail: raw.detail && maskAll(raw.detail, secretsOf),
+      answer: raw.answer && maskAll(raw.answer, secretsOf),
+      reply: raw.reply && {
+        headers: Object.fromEntries(Object.entries(raw.reply.headers).map(([k, v]) => [k, maskAll(v, secretsOf)])),
+        bodyExcerpt: maskAll(raw.reply.bodyExcerpt, secretsOf),
+      },
+    };
+    return { accountId, platform: secrets.platform, model, tokenVersion: secrets.tokenVersion, request, result };
   }
 
   /** What the result does to the account; `q` is the caller's transaction when there is one. */
-  applyEffect(accountId: number, r: TestResultForAccount, o: { autoRecover: boolean; actor: string; context: Record<string, unknown> }, q: Queryable = this.db): Promise<TestEffect> {
+  applyEffect(
+    accountId: number,
+    r: TestResultForAccount,
+    o: { autoRecover: boolean; actor: string; context: Record<string, unknown>; tokenVersion?: number | null },
+    q: Queryable = this.db,
+  ): Promise<TestEffect> {
     return applyTestResult(q, accountId, r, o);
   }
+}
+
+/** Every occurrence of each secret replaced by `***`. */
+function maskAll(text: string, secrets: readonly string[]): string {
+  let t = text;
+  for (const x of secrets) t = t.split(x).join('***');
+  return t;
 }

@@ -3,20 +3,31 @@ import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
 import type { RouteDeps } from '../../jobs/area.js';
 import type { AccountsServices } from './wiring.js';
-import { ACCOUNT_STATUSES, type Credentials } from './store/accounts.js';
+import { ACCOUNT_STATUSES, type AccountMetadata, type Credentials } from './store/accounts.js';
 import { jwtExpiry } from './jwt.js';
 import { redactedRequest } from './account-tester.js';
+import { refreshTokenFingerprint } from './lost-rotation.js';
 import { parseBody, parseId, type FieldError } from '../../http/validation.js';
 import { id, when } from '../../http/field-schemas.js';
 
 const MAX_TOKEN = 16 * 1024;
-/** An on-demand account test waits at most this long for the provider (a stream that completes takes seconds). */
-const TEST_TIMEOUT_MS = 60_000;
+/**
+ * An on-demand account test waits at most this long for the provider (a stream that completes takes
+ * seconds): well inside http.socket_timeout and the CLI's 30 s, so the caller always gets the answer.
+ */
+const TEST_TIMEOUT_MS = 25_000;
 const token = z.string().min(1, 'expected a non-empty string').max(MAX_TOKEN, `expected at most ${MAX_TOKEN} characters`);
 
-const metaValue = z.string().min(1).max(200);
+// Printable ASCII only: chatgpt_account_id is sent as a header, and a CR/LF there would be refused by the client as a connect error.
+const metaValue = z
+  .string()
+  .min(1)
+  .max(200)
+  .regex(/^[\x20-\x7e]+$/, 'expected printable ASCII (no line breaks or control characters)');
 /** What the provider told beside the tokens; a Codex test needs chatgpt_account_id, a Gemini test without project_id uses the Generative Language API. */
 const metadataSchema = z.object({ chatgpt_account_id: metaValue.optional(), project_id: metaValue.optional(), email: metaValue.optional() }).strict();
+/** A patch merges into the stored metadata; a key set to null is removed. */
+const metadataPatch = z.object({ chatgpt_account_id: metaValue.nullable().optional(), project_id: metaValue.nullable().optional(), email: metaValue.nullable().optional() }).strict();
 const credentialsSchema = z.object({ access_token: token, refresh_token: token.optional().nullable(), id_token: token.optional().nullable(), expires_at: when.optional() }).strict();
 const newAccountSchema = z
   .object({
@@ -39,7 +50,7 @@ const patchAccountSchema = z
     auto_pause_on_expired: z.boolean().optional(),
     schedulable: z.boolean().optional(),
     status: z.enum(['active', 'disabled'], { message: 'only active or disabled can be set by hand; the other statuses come from refresh results' }).optional(),
-    metadata: metadataSchema.optional(),
+    metadata: metadataPatch.optional(),
   })
   .strict();
 const testSchema = z.object({ model: z.string().min(1).max(200).optional() }).strict();
@@ -54,6 +65,15 @@ const listQuery = z
     after: z.coerce.number().int().min(0).default(0),
   })
   .strict();
+
+function mergeMetadata(cur: AccountMetadata, patch: Record<string, string | null | undefined>): AccountMetadata {
+  const out: Record<string, string> = { ...(cur as Record<string, string>) };
+  for (const [k, v] of Object.entries(patch)) {
+    if (v === null) delete out[k];
+    else if (v !== undefined) out[k] = v;
+  }
+  return out as AccountMetadata;
+}
 
 export const date = (v: string | null | undefined) => (v === undefined ? undefined : v === null ? null : new Date(v));
 
@@ -152,7 +172,8 @@ export function registerAccountRoutes(api: FastifyInstance, deps: Pick<RouteDeps
   api.patch<{ Params: { id: string } }>('/accounts/:id', async (req) => {
     const n = parseId(req.params.id);
     const body = parseBody(patchAccountSchema, req.body);
-    if (!n || !(await accounts.get(n))) return notFound(`no account ${req.params.id}`);
+    const cur = n && (await accounts.get(n));
+    if (!cur) return notFound(`no account ${req.params.id}`);
     const errors = await checkRefs(body);
     if (errors.length) throw new InvalidInput(errors);
     const exp = body.credentials && tokenExpiry(body.credentials);
@@ -163,7 +184,7 @@ export function registerAccountRoutes(api: FastifyInstance, deps: Pick<RouteDeps
       autoPauseOnExpired: body.auto_pause_on_expired,
       schedulable: body.schedulable,
       status: body.status,
-      metadata: body.metadata,
+      metadata: body.metadata && mergeMetadata(cur.metadata, body.metadata),
       credentials: body.credentials && { value: creds(body.credentials), tokenExpiresAt: exp!.at },
     });
     deps.log.info({ account_id: n, fields: Object.keys(body) }, 'account updated');
@@ -178,6 +199,11 @@ export function registerAccountRoutes(api: FastifyInstance, deps: Pick<RouteDeps
       const n = parseId(req.params.id);
       const view = n && (await accounts.update(n, { status }));
       if (!view) return notFound(`no account ${req.params.id}`);
+      // Re-enabling is the operator's word that the account's refresh token is worth presenting again.
+      if (status === 'active') {
+        const rt = (await accounts.openSecrets(view.id))?.credentials.refresh_token;
+        if (rt && (await accounts.forgetDeadToken(refreshTokenFingerprint(rt)))) deps.log.info({ account_id: n }, 'account enabled: its refresh token is no longer remembered as dead');
+      }
       deps.log.info({ account_id: n, status }, `account ${action}d`);
       return view;
     });
@@ -202,7 +228,7 @@ export function registerAccountRoutes(api: FastifyInstance, deps: Pick<RouteDeps
     const n = parseId(req.params.id);
     const body = parseBody(testSchema, req.body ?? {});
     if (!n || !(await accounts.get(n))) return notFound(`no account ${req.params.id}`);
-    const run = await tester.run(n, { model: body.model, timeoutMs: TEST_TIMEOUT_MS });
+    const run = await tester.run(n, { model: body.model, timeoutMs: TEST_TIMEOUT_MS, storedTokenForError: true });
     const r = run.result;
     const effect = await tester.applyEffect(
       n,

@@ -3,6 +3,8 @@ import type { ConfigSectionsOf } from '../../config/schema.js';
 import { duration, numeric, positiveDuration, positiveInt, providerUrl } from '../../config/fields.js';
 
 const httpUrl = (instead: string) => providerUrl(/^https?:\/\/[^\s/]+/, 'expected an http(s) URL', instead).pipe(z.string().url('expected an http(s) URL'));
+/** A base URL paths are appended to: no query or fragment (they would end up in the middle of the request's URL). */
+const baseUrl = (instead: string) => httpUrl(instead).refine((u) => !/[?#]/.test(u), 'expected a base URL without ?query or #fragment');
 
 /**
  * One platform's OAuth client and API (providers/registry.ts). Built-in platforms (openai,
@@ -17,9 +19,9 @@ const providerSchema = z
     // How the refresh body is encoded: anthropic json, the others form.
     body: z.enum(['json', 'form'], { message: 'expected json or form' }).optional(),
     // The base URL account tests go to (Codex responses, Claude messages, Gemini Code Assist).
-    api_url: httpUrl("the account's token (account tests send it as a header)").optional(),
+    api_url: baseUrl("the account's token (account tests send it as a header)").optional(),
     // Gemini only: the Generative Language base, for accounts without a Cloud project id.
-    generative_url: httpUrl("the account's token").optional(),
+    generative_url: baseUrl("the account's token").optional(),
     like: z.enum(['openai', 'anthropic', 'gemini'], { message: 'expected openai, anthropic or gemini' }).optional(),
     max_per_second: numeric(z.number().positive()).optional(),
     // How long the provider still accepts a just-rotated refresh token (Auth0 rotation overlap, Okta grace period); 0 = never.

@@ -2,10 +2,16 @@ import type { Clock } from '../../time/clock.js';
 
 /** Transient reasons that say the provider (or the way to it) is failing, not one account. */
 const PROVIDER_FAILURES = new Set(['network', 'timeout', 'reply_timeout', 'server_error', 'rate_limited', 'bad_response', 'unrecognized_reply']);
+/**
+ * Configuration faults that fail every account of the platform alike: trip at once. Others (a
+ * request the provider calls malformed, which one account's odd token could cause) count toward
+ * the threshold like provider failures, so one account cannot stop its whole platform.
+ */
+const TRIP_AT_ONCE = new Set(['invalid_client', 'unauthorized_client', 'invalid_request', 'not_found', 'not_found_error']);
 
 /**
  * Sub2API's per-platform breaker: after `threshold` consecutive provider-side failures on one
- * platform, or at once on a configuration fault (`invalid_client`, a missing client secret, a token URL that answers 404: every account of the platform fails alike), no refresh of that platform calls
+ * platform, or at once on a configuration fault that fails every account alike (`invalid_client`, a missing client secret, a token URL that answers 404), no refresh of that platform calls
  * the provider for `openMs` (the rest of the cycle); those refreshes are rescheduled, not failed,
  * so a provider outage or a broken client id does not burn every account's retry budget. After
  * `openMs` the next call is a probe: success closes it, a failure opens it again.
@@ -40,7 +46,7 @@ export class PlatformBreaker {
       return false;
     }
     const now = this.clock.now();
-    const trip = kind === 'config' || (kind === 'transient' && PROVIDER_FAILURES.has(reason) && ++s.failures >= this.threshold);
+    const trip = (kind === 'config' && TRIP_AT_ONCE.has(reason)) || (((kind === 'transient' && PROVIDER_FAILURES.has(reason)) || kind === 'config') && ++s.failures >= this.threshold);
     if (!trip) return false;
     s.failures = 0;
     s.openUntil = now + this.openMs;

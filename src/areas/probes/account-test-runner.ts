@@ -122,6 +122,7 @@ export class AccountTestRunner {
     const p: ClaimedPlan = { ...claimed, occurrence: new Date(place.slotMs) };
     const startedLocal = this.clock.now();
     let out: TestOutcome;
+    let tokenVersion: number | null = null;
     try {
       // Within the lease or not at all: a test sent after the lease ended could overlap the next claimer's.
       const timeoutMs = Math.min(this.s.timeoutMs, leaseLeftMs(this.s.timeoutMs + this.s.leaseGraceMs, seenAt, this.clock.now(), this.s.leaseGraceMs));
@@ -130,7 +131,9 @@ export class AccountTestRunner {
         this.log.warn({ plan_id: p.id, lease_left_ms: timeoutMs }, 'account test not sent: its lease ran out first; the occurrence runs again when the lease ends');
         return;
       }
-      const r = (await this.tester.run(p.accountId, { model: p.model, timeoutMs, signal: this.abort.signal, slot: p.occurrence })).result;
+      const run = await this.tester.run(p.accountId, { model: p.model, timeoutMs, signal: this.abort.signal, slot: p.occurrence, storedTokenForError: true });
+      const r = run.result;
+      tokenVersion = run.tokenVersion;
       out = { startedAt: new Date(startedLocal), ok: r.ok, status: r.status, latencyMs: r.latencyMs, ttfbMs: r.ttfbMs, errorClass: r.errorClass, detail: r.detail, resetAtMs: r.resetAtMs };
     } catch (err) {
       this.log.warn({ plan_id: p.id, account_id: p.accountId, err: (err as Error).message }, 'account test could not start');
@@ -140,7 +143,7 @@ export class AccountTestRunner {
         status: null,
         latencyMs: Math.round(this.clock.now() - startedLocal),
         ttfbMs: null,
-        errorClass: 'connect',
+        errorClass: 'auth',
         detail: (err as Error).message.slice(0, 200),
         resetAtMs: null,
       };
@@ -158,7 +161,7 @@ export class AccountTestRunner {
         this.tester.applyEffect(
           p.accountId,
           out,
-          { autoRecover: p.autoRecover, actor: `scheduled_account_test:${this.s.instanceId}`, context: { plan_id: p.id, occurrence: p.occurrence.toISOString() } },
+          { autoRecover: p.autoRecover, actor: `scheduled_account_test:${this.s.instanceId}`, context: { plan_id: p.id, occurrence: p.occurrence.toISOString() }, tokenVersion },
           q,
         ),
       );

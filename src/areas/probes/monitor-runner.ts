@@ -220,7 +220,9 @@ export class MonitorRunner {
       const prompt = challenge?.prompt ?? 'ping';
       if (m.accountId !== null) {
         // An account's monitor speaks its platform's account test (refreshing the token first when it is due).
-        result = (await this.tester.run(m.accountId, { model: m.model, timeoutMs, signal, slot: m.scheduledFor, prompt, expected: challenge?.expected, baseUrl: m.baseUrl })).result;
+        result = (
+          await this.tester.run(m.accountId, { model: m.model, timeoutMs, signal, slot: m.scheduledFor, prompt, expected: challenge?.expected, baseUrl: m.baseUrl, storedTokenForError: false })
+        ).result;
       } else {
         const judge = apiKeyJudge(m.provider);
         result = await this.client.probe(

@@ -56,14 +56,16 @@ export function registerMonitorRoutes(api: FastifyInstance, deps: Pick<RouteDeps
   const c = deps.config.channel_monitor;
 
   /** The whole monitor after a create or a patch must make sense; every problem names its field. */
-  async function check(m: MonitorInput): Promise<void> {
+  async function check(m: MonitorInput, providerGiven = false): Promise<void> {
     const problems: FieldError[] = [];
     if (m.intervalMs < c.min_interval) problems.push({ field: 'interval', message: `must be at least ${formatDuration(c.min_interval)} (channel_monitor.min_interval)` });
     if (m.timeoutMs <= 0) problems.push({ field: 'timeout', message: 'must be greater than zero' });
     if (m.jitterMs > m.intervalMs) problems.push({ field: 'jitter', message: 'must not exceed the interval' });
-    if (m.degradedAfterMs !== undefined && m.degradedAfterMs !== null && m.degradedAfterMs <= 0) problems.push({ field: 'degraded_after', message: 'must be greater than zero' });
+    if (m.degradedAfterMs !== undefined && m.degradedAfterMs !== null && (m.degradedAfterMs <= 0 || m.degradedAfterMs > 86_400_000))
+      problems.push({ field: 'degraded_after', message: 'must be greater than zero and at most 1d' });
     if (m.accountId !== null) {
       if (m.apiKey !== null) problems.push({ field: 'api_key', message: 'give either account_id or api_key, not both' });
+      if (providerGiven) problems.push({ field: 'provider', message: "applies to api_key monitors; a monitor with account_id speaks its account's platform" });
       else if (!(await accounts.get(m.accountId))) problems.push({ field: 'account_id', message: `no account ${m.accountId}` });
     } else {
       if (m.baseUrl === null) problems.push({ field: 'base_url', message: 'required unless account_id is given' });
@@ -89,7 +91,7 @@ export function registerMonitorRoutes(api: FastifyInstance, deps: Pick<RouteDeps
       challenge: b.challenge ?? false,
       degradedAfterMs: b.degraded_after ?? null,
     };
-    await check(m);
+    await check(m, b.provider !== undefined);
     // Probed at once, then on its phase slots (spread over the interval by its id, not by when it was created).
     const view = await monitors.create(m);
     deps.log.info({ monitor_id: view.id }, 'monitor created');
@@ -144,7 +146,7 @@ export function registerMonitorRoutes(api: FastifyInstance, deps: Pick<RouteDeps
       challenge: patch.challenge ?? cur.challenge,
       degradedAfterMs: patch.degradedAfterMs !== undefined ? patch.degradedAfterMs : cur.degraded_after_ms,
     };
-    await check(merged);
+    await check(merged, b.provider !== undefined);
     // An edit to what is probed, or how often, is probed at once (as a new monitor is); a rename or new labels are not.
     const probeNow = ['base_url', 'model', 'api_key', 'account_id', 'interval', 'timeout', 'provider', 'challenge'].some((k) => k in b) || b.enabled === true;
     const view = await monitors.update(n as number, patch, probeNow);

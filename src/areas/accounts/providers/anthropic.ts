@@ -1,7 +1,7 @@
 import { classifyRefreshReply } from './refresh-reply.js';
 import { sseJson } from './sse.js';
 import { badBody, epochMs, failedVerdict, passed } from './verdict.js';
-import { encodeBody, type AdapterSettings } from './settings.js';
+import { encodeBody, trimBase, type AdapterSettings } from './settings.js';
 import type { AccountMetadata, ProviderAdapter, Verdict } from './types.js';
 
 /** The first system block a Claude Code OAuth token must carry, exactly; anything else is refused with 400. */
@@ -32,9 +32,9 @@ export function anthropicAdapter(s: AdapterSettings): ProviderAdapter {
           return typeof email === 'string' && email ? { email } : {};
         },
       }),
-    testRequest: (a, model, prompt) => ({
+    testRequest: (a, model, prompt, base) => ({
       method: 'POST',
-      url: `${s.common.apiUrl}/v1/messages?beta=true`,
+      url: `${trimBase(base) ?? s.common.apiUrl}/v1/messages?beta=true`,
       headers: {
         authorization: `Bearer ${a.accessToken}`,
         'content-type': 'application/json',

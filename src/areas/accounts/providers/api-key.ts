@@ -76,10 +76,11 @@ export function makeChallenge(random: () => number = Math.random): { prompt: str
   return { prompt: `What is ${a} + ${b}? Reply with the number only.`, expected: String(a + b) };
 }
 
-/** The verdict with the challenge checked: a passing reply whose text lacks the expected number becomes `wrong_answer`. */
+/** The verdict with the challenge checked: a passing reply whose first number is not the expected one becomes `wrong_answer`. */
 export function checkChallenge(v: Verdict, expected: string): Verdict {
   if (!v.ok) return v;
-  const numbers: string[] = (v.answer ?? '').match(/-?\d+/g) ?? [];
-  if (numbers.includes(expected)) return v;
+  // The first number of the answer must be the sum: a reply listing numbers ("10 11 … 180") does not pass by containing it.
+  const first = /-?\d+/.exec(v.answer ?? '')?.[0];
+  if (first === expected) return v;
   return { ...v, ok: false, errorClass: 'wrong_answer', detail: `challenge answered ${JSON.stringify((v.answer ?? '').slice(0, 40))}, expected ${expected}` };
 }

@@ -5,7 +5,7 @@
  * - Anthropic's nested `{"type":"error","error":{"type":"not_found_error","message":"…"}}`,
  * - Google's API `{"error":{"code":401,"message":"…","status":"UNAUTHENTICATED"}}`,
  * - the ChatGPT backend's `{"detail":"Store must be set to false"}`.
- * The code is lower-cased; a nested code wins over its type (OpenAI sends both).
+ * The code is lower-cased.
  */
 export function readError(json: Record<string, unknown> | null): { code: string; message: string } {
   if (!json) return { code: '', message: '' };
@@ -15,7 +15,11 @@ export function readError(json: Record<string, unknown> | null): { code: string;
   if (typeof e === 'string') code = e;
   else if (e && typeof e === 'object') {
     const n = e as Record<string, unknown>;
-    code = [n.code, n.type, n.status].find((v): v is string => typeof v === 'string' && v.length > 0) ?? '';
+    const str = (v: unknown) => (typeof v === 'string' && v.length > 0 ? v : '');
+    // OpenAI names the error in `code` (null when it has none: its `type` is a category such as
+    // invalid_request_error, not a reason); Anthropic in `type` under a top-level `type: "error"`;
+    // Google's API in `status` (its `code` is the HTTP number).
+    code = str(n.code) || (json.type === 'error' ? str(n.type) : '') || str(n.status) || ('code' in n ? '' : str(n.type));
     if (typeof n.message === 'string') message = n.message;
   }
   if (typeof json.error_description === 'string') message = json.error_description;

@@ -3,7 +3,7 @@ import { classifyRefreshReply } from './refresh-reply.js';
 import { sseJson } from './sse.js';
 import { badBody, failedVerdict, passed } from './verdict.js';
 import { jsonObject } from './error-shapes.js';
-import { encodeBody, type AdapterSettings } from './settings.js';
+import { encodeBody, trimBase, type AdapterSettings } from './settings.js';
 import type { AccountMetadata, ProviderAdapter, Verdict } from './types.js';
 
 /**
@@ -32,12 +32,17 @@ export function geminiAdapter(s: AdapterSettings): ProviderAdapter {
           return typeof email === 'string' && email ? { email } : {};
         },
       }),
-    testRequest: (a, model, prompt) => {
-      const headers = { authorization: `Bearer ${a.accessToken}`, 'content-type': 'application/json', accept: 'text/event-stream', 'user-agent': `GeminiCLI/0.9.0/${model} (linux; x64)` };
+    testRequest: (a, model, prompt, base) => {
+      const headers = { authorization: `Bearer ${a.accessToken}`, 'content-type': 'application/json', accept: 'text/event-stream', 'user-agent': 'GeminiCLI/0.9.0 (linux; x64)' };
       const contents = [{ role: 'user', parts: [{ text: prompt }] }];
       if (a.metadata.project_id)
-        return { method: 'POST', url: `${s.common.apiUrl}/v1internal:streamGenerateContent?alt=sse`, headers, body: JSON.stringify({ model, project: a.metadata.project_id, request: { contents } }) };
-      return { method: 'POST', url: `${s.generativeUrl}/v1beta/models/${encodeURIComponent(model)}:streamGenerateContent?alt=sse`, headers, body: JSON.stringify({ contents }) };
+        return {
+          method: 'POST',
+          url: `${trimBase(base) ?? s.common.apiUrl}/v1internal:streamGenerateContent?alt=sse`,
+          headers,
+          body: JSON.stringify({ model, project: a.metadata.project_id, request: { contents } }),
+        };
+      return { method: 'POST', url: `${trimBase(base) ?? s.generativeUrl}/v1beta/models/${encodeURIComponent(model)}:streamGenerateContent?alt=sse`, headers, body: JSON.stringify({ contents }) };
     },
     judgeTest: judgeGeminiStream,
   };

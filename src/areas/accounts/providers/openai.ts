@@ -3,7 +3,7 @@ import { classifyRefreshReply } from './refresh-reply.js';
 import { sseJson } from './sse.js';
 import { badBody, epochMs, failedVerdict, passed } from './verdict.js';
 import { jsonObject } from './error-shapes.js';
-import { encodeBody, type AdapterSettings } from './settings.js';
+import { encodeBody, trimBase, type AdapterSettings } from './settings.js';
 import type { AccountMetadata, ProviderAdapter, TestAccount, Verdict } from './types.js';
 
 const AUTH_CLAIM = 'https://api.openai.com/auth';
@@ -45,7 +45,7 @@ export function openaiAdapter(s: AdapterSettings): ProviderAdapter {
         bare401IsPermanent: true,
         metadata: (_json, idToken): AccountMetadata => ({ chatgpt_account_id: chatgptAccountId(idToken), email: emailOf(idToken) }),
       }),
-    testRequest: (a: TestAccount, model, prompt) => {
+    testRequest: (a: TestAccount, model, prompt, base) => {
       const headers: Record<string, string> = {
         authorization: `Bearer ${a.accessToken}`,
         'content-type': 'application/json',
@@ -58,7 +58,7 @@ export function openaiAdapter(s: AdapterSettings): ProviderAdapter {
       if (account) headers['chatgpt-account-id'] = account;
       return {
         method: 'POST',
-        url: `${s.common.apiUrl}/responses`,
+        url: `${trimBase(base) ?? s.common.apiUrl}/responses`,
         headers,
         body: JSON.stringify({ model, instructions: INSTRUCTIONS, input: [{ role: 'user', content: [{ type: 'input_text', text: prompt }] }], stream: true, store: false }),
       };

@@ -18,8 +18,9 @@ const EXPIRED_ERRORS = new Set([
   'app_session_terminated',
   'token_expired',
   'token_revoked',
-  'unauthorized',
 ]);
+/** A refresh token named dead in words, whatever the code (Anthropic has answered both flat and nested shapes). */
+const DEAD_TOKEN_TEXT = /refresh token.*\b(not found|invalid|expired|revoked)\b/i;
 const BANNED_ERRORS = new Set(['account_deactivated', 'account_banned', 'account_suspended', 'user_banned']);
 const BANNED_TEXT = /deactivated|banned|suspended/i;
 /** Quota-class replies (Sub2API maps them to a quota state, not to a dead token). */
@@ -66,10 +67,12 @@ export function classifyRefreshReply(status: number, body: string, headers: { re
   if (BANNED_ERRORS.has(code) || (code && BANNED_TEXT.test(message))) return { kind: 'permanent', reason: code || 'banned', status, detail, accountStatus: 'banned' };
   if (QUOTA_ERRORS.has(code) || (code && !EXPIRED_ERRORS.has(code) && QUOTA_TEXT.test(message))) return { kind: 'permanent', reason: code, status, detail, accountStatus: 'quota_exhausted' };
   if (EXPIRED_ERRORS.has(code)) return { kind: 'permanent', reason: code, status, detail, accountStatus: 'expired' };
+  if (status >= 400 && status < 500 && status !== 404 && DEAD_TOKEN_TEXT.test(message)) return { kind: 'permanent', reason: code || 'refresh_token_invalid', status, detail, accountStatus: 'expired' };
+  // The Codex CLI's rule, for a 401 that is the provider's (JSON or empty): an HTML page from a proxy or a wrong host is not proof.
+  if (status === 401 && rules.bare401IsPermanent && !code && (json !== null || body.trim() === '')) return { kind: 'permanent', reason: 'unauthorized_401', status, detail, accountStatus: 'expired' };
   if (CONFIG_ERRORS.has(code)) return { kind: 'config', reason: code, status, detail };
   // A token URL that answers 404 is the wrong URL, whatever its body says.
   if (status === 404) return { kind: 'config', reason: 'not_found', status, detail: `${detail} (the token URL answers 404: check oauth.providers.<platform>.token_url)` };
-  if (status === 401 && rules.bare401IsPermanent) return { kind: 'permanent', reason: code || 'unauthorized_401', status, detail, accountStatus: 'expired' };
   // A bare 400/401 (empty or a JSON object without an error code) gets its own reason, so it is visible in
   // last_refresh_error and the metric instead of hiding among CDN pages.
   if ((status === 400 || status === 401) && !code && (json !== null || body.trim() === '')) return { kind: 'transient', reason: `bare_http_${status}`, status, retryAfterMs: null, detail };

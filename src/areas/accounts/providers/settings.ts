@@ -14,3 +14,6 @@ export function encodeBody(encoding: BodyEncoding, fields: Record<string, string
   if (encoding === 'json') return { headers: { 'content-type': 'application/json', accept: 'application/json' }, body: JSON.stringify(fields) };
   return { headers: { 'content-type': 'application/x-www-form-urlencoded', accept: 'application/json' }, body: new URLSearchParams(fields).toString() };
 }
+
+/** A base URL override without its trailing slashes, or null when none is given. */
+export const trimBase = (base: string | null | undefined): string | null => (base ? base.replace(/\/+$/, '') : null);

@@ -60,7 +60,8 @@ export interface ProviderAdapter {
   readonly reuseGraceMs: number;
   refreshRequest(refreshToken: string): UpstreamRequest;
   classifyRefresh(status: number, body: string, headers: { retryAfter?: string | null }, nowMs: number): RefreshCallResult;
-  testRequest(account: TestAccount, model: string, prompt: string): UpstreamRequest;
+  /** The account test; `base` replaces the platform's base URL (a monitor's own `base_url`), the path kept. */
+  testRequest(account: TestAccount, model: string, prompt: string, base?: string | null): UpstreamRequest;
   judgeTest: Judge;
 }
 

@@ -19,7 +19,7 @@ export function failedVerdict(status: number, headers: Record<string, string>, t
   return {
     ok: false,
     errorClass: statusClass(status) ?? 'bad_body',
-    detail: `HTTP ${status} ${errorDetail(status, code, message)}`.slice(0, 240),
+    detail: `HTTP ${status}${code || message ? ` ${errorDetail(status, code, message)}` : ''}`.slice(0, 240),
     answer: null,
     resetAtMs: resetAtMs ?? (status === 429 && retry !== null ? nowMs + retry : null),
   };

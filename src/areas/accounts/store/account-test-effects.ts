@@ -34,7 +34,13 @@ const OVERLOADED_MS = 10 * 60_000;
  * expired accounts are never changed by a test. One statement under the row lock, plus an audit
  * row when anything changed; `q` may be the caller's transaction (a scheduled test's fenced finish).
  */
-export async function applyTestResult(q: Queryable, accountId: number, r: TestResultForAccount, o: { autoRecover: boolean; actor: string; context: Record<string, unknown> }): Promise<TestEffect> {
+export async function applyTestResult(
+  q: Queryable,
+  accountId: number,
+  r: TestResultForAccount,
+  /** `tokenVersion`: the credential version tested; null when the test was never sent (then nothing changes). */
+  o: { autoRecover: boolean; actor: string; context: Record<string, unknown>; tokenVersion?: number | null },
+): Promise<TestEffect> {
   const kind = r.ok
     ? o.autoRecover
       ? 'recover'
@@ -57,6 +63,8 @@ export async function applyTestResult(q: Queryable, accountId: number, r: TestRe
     recovered: false,
     note,
   });
+  // Not sent (no usable token, the account gone or not testable): nothing was learned about the account.
+  if (o.tokenVersion === null) return unchanged('the test was not sent: the account is left as it is');
   if (kind === 'none')
     return unchanged(
       r.ok ? 'passed; auto_recover is off, the account is left as it is' : `failed (${r.errorClass ?? 'unknown'}): not a credential, rate-limit or overload answer, the account is left as it is`,
@@ -66,15 +74,16 @@ export async function applyTestResult(q: Queryable, accountId: number, r: TestRe
   let where: string;
   const params: unknown[] = [accountId];
   if (kind === 'error') {
-    params.push(`account test: ${detail}`);
+    // Only for the credential that was tested: a refresh that committed meanwhile made the answer stale.
+    params.push(`account test: ${detail}`, o.tokenVersion ?? null);
     set = `status = 'error', status_reason = $2`;
-    where = `status IN ('active', 'quota_exhausted', 'error')`;
+    where = `status IN ('active', 'quota_exhausted', 'error') AND ($3::bigint IS NULL OR token_version = $3::bigint)`;
   } else if (kind === 'rate_limited' || kind === 'overloaded') {
-    // The reset the reply gave, else the defaults; never in the past, never more than a day ahead.
-    const ms = kind === 'overloaded' ? OVERLOADED_MS : null;
-    params.push(ms ?? (r.resetAtMs !== null ? null : RATE_LIMIT_DEFAULT_MS), r.resetAtMs !== null && ms === null ? new Date(r.resetAtMs) : null, `${kind}: ${detail}`);
+    // The reset the reply gave when it is still to come (the probe client caps it at a day), else the default.
+    params.push(kind === 'overloaded' ? OVERLOADED_MS : RATE_LIMIT_DEFAULT_MS, kind === 'rate_limited' && r.resetAtMs !== null ? new Date(r.resetAtMs) : null, `${kind}: ${detail}`);
     set = `temp_unschedulable_until = GREATEST(COALESCE(temp_unschedulable_until, '-infinity'),
-             LEAST(clock_timestamp() + interval '1 day', COALESCE($3::timestamptz, clock_timestamp() + $2 * interval '1 millisecond'))),
+             COALESCE(CASE WHEN $3::timestamptz > clock_timestamp() THEN LEAST($3::timestamptz, clock_timestamp() + interval '1 day') END,
+                      clock_timestamp() + $2 * interval '1 millisecond')),
            temp_unschedulable_reason = $4,
            status = CASE WHEN status = 'error' THEN 'active' ELSE status END,
            status_reason = CASE WHEN status = 'error' THEN NULL ELSE status_reason END`;
@@ -97,8 +106,8 @@ export async function applyTestResult(q: Queryable, accountId: number, r: TestRe
   ]);
   const notes = {
     error: 'marked error: the provider refused the credential',
-    rate_limited: `rate-limited: unschedulable until ${iso(after.temp_unschedulable_until)}${r.resetAtMs === null ? ' (no reset in the reply: 5 minutes)' : ' (the reset the reply gave)'}`,
-    overloaded: `overloaded: unschedulable until ${iso(after.temp_unschedulable_until)} (10 minutes)`,
+    rate_limited: `rate-limited: unschedulable until ${iso(after.temp_unschedulable_until)}${r.resetAtMs === null ? ' (no usable reset in the reply: 5 minutes, or a longer one already set)' : ' (the reset the reply gave, or a longer one already set)'}`,
+    overloaded: `overloaded: unschedulable until ${iso(after.temp_unschedulable_until)} (10 minutes, or a longer one already set)`,
     recover: 'recovered: error and temporary unschedulability cleared',
   };
   return {

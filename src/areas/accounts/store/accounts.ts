@@ -210,6 +210,15 @@ export class Accounts {
     return { sent: r?.sent === true, dead: r?.dead_reason ? { reason: String(r.dead_reason), rejectedAt: toDate(r.dead_at)! } : null };
   }
 
+  /**
+   * Forgets a refresh token's dead memo (an admin re-enabled its account: the fault may have been
+   * ours, such as a token URL answering a bare 401 for every account). Returns whether one was removed.
+   */
+  async forgetDeadToken(fingerprint: string): Promise<boolean> {
+    const { rowCount } = await this.db.query(`DELETE FROM dead_refresh_tokens WHERE fingerprint = $1`, [fingerprint]);
+    return rowCount > 0;
+  }
+
   /** A refresh token the provider rejected as dead for good: remembered by fingerprint, so it is never presented again. */
   async rememberDeadToken(fingerprint: string, platform: string, accountId: number, reason: string): Promise<void> {
     await this.db.query(`INSERT INTO dead_refresh_tokens (fingerprint, platform, account_id, reason) VALUES ($1, $2, $3, $4) ON CONFLICT (fingerprint) DO NOTHING`, [
