@@ -1,6 +1,6 @@
 import type { Config } from '../config/load.js';
 import { formatDuration } from '../config/duration.js';
-import type { InstanceRegistry } from '../coordination/instance-registry.js';
+import { deadReplicas, type InstanceRegistry } from '../coordination/instance-registry.js';
 import type { SkipCounter } from '../coordination/skip-counter.js';
 import type { IdleRounds } from '../coordination/idle-rounds.js';
 import type { LivenessSession } from '../coordination/liveness.js';
@@ -103,6 +103,7 @@ export class InstanceHeartbeat {
       for (const view of await this.deps.views()) {
         for (const h of HEALTH_STATES) metrics.jobHealth.set({ job: view.name, health: h }, view.health === h ? 1 : 0);
       }
+      metrics.replicasDead.set(deadReplicas(await this.deps.registry.list(), clock.now()).length);
     } catch (err) {
       log.warn({ err: (err as Error).message }, 'job health gauges not refreshed');
     }

@@ -250,3 +250,17 @@ function deadOnThisHost(cur: { hostname: string; pid: number }): boolean {
     return (err as NodeJS.ErrnoException).code === 'ESRCH';
   }
 }
+
+/** How long a replica that stopped beating without a clean shutdown is named as dead: then its row counts as pruned. */
+export const DEAD_REPLICA_HORIZON_MS = 7 * 86_400_000;
+
+/**
+ * Replicas that stopped beating without a clean shutdown (no `stopped_at`: SIGKILL, OOM, a lost
+ * host) within the horizon, newest first. A clean stop, a return under the same id, or the horizon
+ * ends it. The doctor's `dead_replicas` check and the `relay_jobs_replicas_dead` gauge share it.
+ */
+export function deadReplicas(instances: readonly InstanceInfo[], nowMs: number, horizonMs = DEAD_REPLICA_HORIZON_MS): InstanceInfo[] {
+  return instances
+    .filter((i) => !i.alive && i.stopped_at === null && i.mode === 'cluster' && nowMs - i.heartbeat_at.getTime() <= horizonMs)
+    .sort((a, b) => b.heartbeat_at.getTime() - a.heartbeat_at.getTime());
+}

@@ -75,6 +75,11 @@ export class Metrics {
       await this.jobHealthRefresh?.();
     },
   });
+  readonly replicasDead = new Gauge({
+    name: 'relay_jobs_replicas_dead',
+    help: 'Replicas that stopped beating without a clean shutdown in the last 7 days (SIGKILL, OOM, a lost host), as this replica reads the instances table',
+    registers: [this.registry],
+  });
   readonly clockSkew = new Gauge({ name: 'relay_jobs_clock_skew_seconds', help: "This replica's clock minus the database clock", registers: [this.registry] });
   readonly instanceConflict = new Gauge({ name: 'relay_jobs_instance_id_conflict', help: '1 while another live process uses this instance id', registers: [this.registry] });
   readonly dependencyUp = new Gauge({ name: 'relay_jobs_dependency_up', help: '1 when the dependency answered its last probe', labelNames: ['dependency'], registers: [this.registry] });

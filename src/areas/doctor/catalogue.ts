@@ -1,5 +1,6 @@
 import type { DoctorCheck } from './check.js';
 import { sameBackends } from './checks/backends.js';
+import { deadReplicasCheck } from './checks/replicas.js';
 import { redisEviction, redisPersistence, redisTopology } from './checks/redis.js';
 import { clockSkew, cronTimezones } from './checks/clock.js';
 import { connectionBudgetCheck, poolBudget } from './checks/pool.js';
@@ -13,6 +14,7 @@ import { adminToken, backendTls, dataDirPermissions, sqlConsoleRole } from './ch
 /** Every check, in the order they print. A new check is one file in `checks/` and one entry here. */
 export const CHECKS: readonly DoctorCheck[] = [
   sameBackends,
+  deadReplicasCheck,
   redisEviction,
   redisPersistence,
   redisTopology,
