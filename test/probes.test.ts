@@ -187,6 +187,19 @@ describe('fleet probes (real PostgreSQL, loopback upstream)', () => {
       expect((await sql.query(`SELECT count(*)::int AS n FROM monitor_results WHERE fenced_out`)).rows[0].n).toBe(0);
     });
 
+    it.sequential("a new monitor's next probe waits half an interval after the creation probe ended, however slow it was (issue 49)", async ({ expect }) => {
+      up.set('m-slow-first', { latencyMs: 800 });
+      const res = await post('/api/v1/monitors', monitor('m-slow-first', { interval: '2s', timeout: '1500ms' }));
+      expect(res.statusCode, res.body).toBe(201);
+      await waitFor(() => up.hits.get('m-slow-first')?.[0]?.end, { what: 'the creation probe answered' });
+      up.set('m-slow-first', { latencyMs: 0 });
+      await waitFor(() => (up.hits.get('m-slow-first')?.length ?? 0) >= 2, { what: 'the next probe' });
+      const [first, second] = up.hits.get('m-slow-first')!;
+      // Half of 2 s after the first probe ended (the upstream's own clock; 50 ms for the database's).
+      expect(second!.start - first!.end!).toBeGreaterThanOrEqual(1000 - 50);
+      await patch(`/api/v1/monitors/${res.json().id}`, { enabled: false });
+    });
+
     it.sequential('takes edits and deletes at the next claim', async ({ expect }) => {
       const ids = (await sql.query(`SELECT id, name FROM monitors WHERE name LIKE 'm-%'`)).rows as Array<{ id: number; name: string }>;
       const fast = ids.find((r) => r.name === 'm-fast')!.id;
@@ -337,6 +350,7 @@ describe('fleet probes (real PostgreSQL, loopback upstream)', () => {
         provider: 'openai',
         challenge: false,
         degradedAfterMs: null,
+        dueNow: false,
       };
     };
     const monitors = {

@@ -262,6 +262,8 @@ export class MonitorRunner {
       ttfbMs: result.ttfbMs,
       errorClass: degraded ? 'degraded' : result.errorClass,
       missed: m.missed,
+      // Database time of the probe's end, by the claim's clock (issue 49: a new monitor's next probe waits half an interval after this one).
+      notBefore: m.dueNow ? new Date(m.claimedAt.getTime() + Math.max(0, this.clock.now() - seenAt) + Math.ceil(m.intervalMs / 2)) : null,
     });
     if (this.pending.length > MAX_PENDING) {
       const dropped = this.pending.splice(0, this.pending.length - MAX_PENDING).length;

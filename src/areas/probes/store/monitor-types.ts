@@ -60,6 +60,8 @@ export interface ClaimedMonitor {
   provider: MonitorProvider;
   challenge: boolean;
   degradedAfterMs: number | null;
+  /** The immediate probe of a create or edit (never skipped as late; the next waits half an interval after it). */
+  dueNow: boolean;
 }
 
 /** One claim pass: the monitors to probe now, and the slots skipped as more than half an interval late (counted as missed). */
@@ -79,4 +81,6 @@ export interface ProbeRecord {
   ttfbMs: number | null;
   errorClass: string | null;
   missed: number;
+  /** The immediate probe of a create or edit: the next probe is at the first phase slot at or after this (its end + half an interval). */
+  notBefore?: Date | null;
 }

@@ -183,7 +183,7 @@ export class Monitors {
        FROM step WHERE m.id = step.id
        RETURNING m.id, m.fence, step.slot AS scheduled_for, step.t AS claimed_at, m.lease_until, step.skip,
          CASE WHEN step.skip THEN step.behind + 1 WHEN step.due_now THEN 0 ELSE step.behind END AS missed,
-         m.base_url, m.model, m.api_key_sealed, m.account_id, m.interval_ms, m.timeout_ms, m.provider, m.challenge, m.degraded_after_ms`,
+         m.base_url, m.model, m.api_key_sealed, m.account_id, m.interval_ms, m.timeout_ms, m.provider, m.challenge, m.degraded_after_ms, step.due_now`,
       [owner, limit, leaseGraceMs, at, aliveKey],
     );
     const claimed: ClaimedMonitor[] = [];
@@ -209,6 +209,7 @@ export class Monitors {
         provider: String(r.provider) as MonitorProvider,
         challenge: Boolean(r.challenge),
         degradedAfterMs: r.degraded_after_ms === null ? null : num(r.degraded_after_ms),
+        dueNow: r.due_now === true,
       });
     }
     return { claimed, skipped };
@@ -224,11 +225,15 @@ export class Monitors {
     const col = <T>(f: (p: ProbeRecord) => T) => batch.map(f);
     const { rows } = await this.db.query(
       `WITH r AS (
-         SELECT * FROM unnest($2::bigint[], $3::bigint[], $4::timestamptz[], $5::timestamptz[], $6::boolean[], $7::int[], $8::int[], $9::int[], $10::text[], $11::int[])
-           AS t(monitor_id, fence, scheduled_for, started_at, ok, status, latency_ms, ttfb_ms, error_class, missed)),
+         SELECT * FROM unnest($2::bigint[], $3::bigint[], $4::timestamptz[], $5::timestamptz[], $6::boolean[], $7::int[], $8::int[], $9::int[], $10::text[], $11::int[], $12::timestamptz[])
+           AS t(monitor_id, fence, scheduled_for, started_at, ok, status, latency_ms, ttfb_ms, error_class, missed, not_before)),
        rel AS (
          UPDATE monitors m SET lease_owner = NULL, lease_until = NULL, last_probe_at = r.started_at, last_status = r.status,
-           last_error_class = r.error_class, last_latency_ms = r.latency_ms
+           last_error_class = r.error_class, last_latency_ms = r.latency_ms,
+           -- After the immediate probe of a create or edit: its slot was placed half an interval after the claim, but the
+           -- probe may have gone out later (a token fetched first, a first connection); the next waits half an interval after it ended.
+           next_due_at = CASE WHEN r.not_before IS NULL THEN m.next_due_at
+                              ELSE GREATEST(m.next_due_at, ${SLOT_AT_OR_AFTER('m.id', 'm.interval_ms', EPOCH_MS('r.not_before'))}) END
          FROM r WHERE m.id = r.monitor_id AND ${heldBy(MONITORS, { fence: 'r.fence' }, 'm')} RETURNING m.id)
        INSERT INTO monitor_results (monitor_id, fence, scheduled_for, started_at, ok, status, latency_ms, ttfb_ms, error_class, instance_id, fenced_out, missed)
        SELECT r.monitor_id, r.fence, r.scheduled_for, r.started_at, r.ok, r.status, r.latency_ms, r.ttfb_ms, r.error_class, $1,
@@ -246,6 +251,7 @@ export class Monitors {
         col((p) => p.ttfbMs),
         col((p) => p.errorClass),
         col((p) => p.missed),
+        col((p) => p.notBefore ?? null),
       ],
     );
     return rows.filter((r) => Boolean(r.fenced_out)).length;
