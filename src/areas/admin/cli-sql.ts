@@ -19,7 +19,8 @@ export async function sqlCommand(config: Config, query: string, json: boolean): 
   if (!result.columns.length) return void process.stdout.write('(no rows)\n');
   const cell = (v: unknown) => (v === null || v === undefined ? '' : v instanceof Date ? v.toISOString() : typeof v === 'object' ? JSON.stringify(v) : String(v));
   process.stdout.write(table([result.columns, ...result.rows.map((r) => result.columns.map((c) => cell(r[c])))]));
-  process.stdout.write(`(${result.rows.length} row${result.rows.length === 1 ? '' : 's'}${result.truncated ? `, cut at ${config.sql.max_rows} (sql.max_rows)` : ''})\n`);
+  const cut = result.cut?.reason === 'bytes' ? `, cut at ${result.cut.limit} bytes (sql.max_reply_bytes)` : result.truncated ? `, cut at ${config.sql.max_rows} (sql.max_rows)` : '';
+  process.stdout.write(`(${result.rows.length} row${result.rows.length === 1 ? '' : 's'}${cut})\n`);
 }
 
 async function run(config: Config, query: string): Promise<SqlResult> {

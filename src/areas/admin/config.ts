@@ -11,6 +11,14 @@ export const adminConfig = {
       database_url: postgresUrl.optional(),
       concurrency: positiveInt.default(2),
       max_rows: numeric(z.number().int().min(1).max(100_000)).default(1000),
+      // A reply's values (their text form) at most, bytes; the server sends NULLs past it (4 MiB).
+      max_reply_bytes: numeric(
+        z
+          .number()
+          .int()
+          .min(1024)
+          .max(256 * 1024 * 1024),
+      ).default(4 * 1024 * 1024),
       embedded_snapshot_max_age: positiveDuration.default(30_000),
     })
     .strict()

@@ -1,2 +1,2 @@
 /** The admin area's public face: other areas and the composition root import only this file. */
-export { readConsoleRole } from './store/sql-console.js';
+export { consoleRoleSql, inspectConsoleRole, reachFindings, SECRET_COLUMNS, type ConsoleRoleReach } from './store/console-role.js';

@@ -5,13 +5,17 @@ import { PgDb } from '../../../store/pg-db.js';
 import { pgliteSettings } from '../../../store/pglite-db.js';
 import { classifyStatement, SqlRefused, SqlUnavailable, type ClassifiedStatement } from './sql-guard.js';
 import { SqlSnapshot, SqlTimeout, type SnapshotSource } from './sql-snapshot.js';
+import { inspectConsoleRole, refusalReasons } from './console-role.js';
 
 export { SqlRefused, SqlUnavailable, SqlTimeout };
 
 export interface SqlResult {
   columns: string[];
   rows: Array<Record<string, unknown>>;
+  /** The reply stops short of the statement's result: at `sql.max_rows` rows or `sql.max_reply_bytes` bytes (`cut` says which). */
   truncated: boolean;
+  /** Why and where the reply was cut; null when it is the whole result. */
+  cut: { reason: 'rows' | 'bytes'; limit: number } | null;
 }
 
 export interface SqlConsoleOptions {
@@ -21,7 +25,24 @@ export interface SqlConsoleOptions {
   maxRows: number;
   /** Statements at once; more are refused (busy) rather than queued behind a slow one. */
   concurrency: number;
+  /** `sql.max_reply_bytes` (default 4 MiB): the rows' values (their text form) at most; the server sends NULLs past it, so nothing larger reaches memory. */
+  maxReplyBytes?: number;
+  /** How often a running statement checks whether it holds a lock someone waits for (then it is cancelled); 0: never. */
+  yieldCheckMs?: number;
 }
+
+/**
+ * A console statement waits at most this long for a lock (`SET LOCAL lock_timeout`): behind DDL
+ * that waits for the gateway's tables it gives up (409 `sql_locked`) instead of queueing there.
+ */
+export const CONSOLE_LOCK_TIMEOUT_MS = 1000;
+const DEFAULT_MAX_REPLY_BYTES = 4 * 1024 * 1024;
+/** How often a running cluster statement looks for sessions waiting on a lock it holds. */
+const YIELD_CHECK_MS = 200;
+/** The running byte count of a reply: a transaction-local setting the wrapped statement adds each row's size to. */
+const BYTES_SETTING = 'relay_jobs.reply_bytes';
+/** The extra column carrying that running count; stripped before the reply. */
+export const BYTES_COLUMN = 'relay_jobs_reply_bytes';
 
 /** A snapshot thread's JavaScript heap: 1,001 rows of a wide table fit; a row set past it ends the thread, not the service. */
 const SNAPSHOT_HEAP_MB = 256;
@@ -45,12 +66,13 @@ export function openSnapshot(db: SnapshotSource, dir: string, maxAgeMs: number):
 }
 
 export function openSqlConsole(config: Config, db: Db): { console: SqlConsole; close: () => Promise<void> } {
-  const opts = { statementTimeoutMs: config.sql.statement_timeout, maxRows: config.sql.max_rows, concurrency: config.sql.concurrency };
+  const opts = { statementTimeoutMs: config.sql.statement_timeout, maxRows: config.sql.max_rows, concurrency: config.sql.concurrency, maxReplyBytes: config.sql.max_reply_bytes };
   if (db.kind === 'pglite') {
     const snapshot = openSnapshot(db as Db & SnapshotSource, join(config.database.data_dir, 'sql-snapshots'), config.sql.embedded_snapshot_max_age);
     return { console: new SqlConsole(db, opts, snapshot), close: () => snapshot.close() };
   }
-  const own = new PgDb({ url: config.sql.database_url ?? config.database.url!, poolSize: config.sql.concurrency, connectTimeoutMs: config.database.connect_timeout });
+  // One connection more than the statements: the one that watches them for locks others wait on.
+  const own = new PgDb({ url: config.sql.database_url ?? config.database.url!, poolSize: config.sql.concurrency + 1, connectTimeoutMs: config.database.connect_timeout });
   return { console: new SqlConsole(own, opts), close: () => own.close() };
 }
 
@@ -68,21 +90,23 @@ export function openSqlConsole(config: Config, db: Db): { console: SqlConsole; c
  */
 export class SqlConsole {
   private running = 0;
+  private readonly opts: SqlConsoleOptions & { maxReplyBytes: number };
 
   constructor(
     private readonly db: Db,
-    private readonly opts: SqlConsoleOptions,
+    opts: SqlConsoleOptions,
     /** Embedded mode: where statements run (never on `db` itself). */
     private readonly snapshot?: SqlSnapshot,
   ) {
+    this.opts = { ...opts, maxReplyBytes: opts.maxReplyBytes ?? DEFAULT_MAX_REPLY_BYTES };
     if (db.kind === 'pglite' && !snapshot) throw new Error('an embedded SQL console runs on a snapshot (openSqlConsole)');
   }
 
   async run(text: string): Promise<SqlResult> {
     const stmt = await classifyStatement(text);
     if (this.snapshot) {
-      const rows = await this.snapshot.run({ kind: stmt.kind, text: stmt.text, maxRows: this.opts.maxRows, timeoutMs: this.opts.statementTimeoutMs });
-      return shape(rows, this.opts.maxRows);
+      const rows = await this.snapshot.run({ kind: stmt.kind, text: stmt.text, maxRows: this.opts.maxRows, maxBytes: this.opts.maxReplyBytes, timeoutMs: this.opts.statementTimeoutMs });
+      return shape(rows, this.opts);
     }
     if (this.running >= this.opts.concurrency)
       throw new SqlUnavailable(`the SQL console is running ${this.running} statements already (at most ${this.opts.concurrency}); retry when one is done`, 'busy');
@@ -99,6 +123,8 @@ export class SqlConsole {
     const conn = await this.db.pin();
     let destroyed = false;
     let cutByWatchdog = false;
+    let gaveWay: string | null = null;
+    let yieldTimer: NodeJS.Timeout | undefined;
     const destroy = () => {
       if (destroyed) return;
       destroyed = true;
@@ -110,66 +136,127 @@ export class SqlConsole {
     }, this.opts.statementTimeoutMs + 2000);
     try {
       await conn.query('BEGIN READ ONLY');
-      await assertSafeRole(conn);
+      const pid = await assertSafeRole(conn);
+      const every = this.opts.yieldCheckMs ?? YIELD_CHECK_MS;
+      if (every > 0) yieldTimer = this.watchForWaiters(pid, every, (what) => (gaveWay = what));
       return await this.execute(conn, stmt);
     } catch (err) {
       // The watchdog closed the connection: the caller sees the timeout, not "Connection terminated".
       if (cutByWatchdog) throw new SqlTimeout(`the statement ran longer than sql.statement_timeout (${this.opts.statementTimeoutMs} ms) and its connection was closed`);
+      if (gaveWay) throw new SqlUnavailable(`the statement was cancelled: it held a lock that ${gaveWay} waited for (the console gives way to the service's writes and DDL); retry`, 'locked');
+      if ((err as { code?: string }).code === '55P03')
+        throw new SqlUnavailable(`the statement waited more than ${CONSOLE_LOCK_TIMEOUT_MS} ms for a lock (a table being altered) and gave up; retry`, 'locked');
       throw err;
     } finally {
       clearTimeout(watchdog);
+      clearInterval(yieldTimer);
       if (!destroyed) await conn.query('ROLLBACK').catch(() => undefined);
       destroy();
     }
+  }
+
+  /**
+   * While a statement runs, its backend may hold ACCESS SHARE on a table whose DDL (the usage
+   * writer's partitions) then waits, with every insert queued behind that DDL. The console gives
+   * way: a session waiting on a lock this backend holds cancels the statement at the next check.
+   * From the console's own pool (same role, so pg_cancel_backend is allowed); one check at a time.
+   */
+  private watchForWaiters(pid: number, every: number, onYield: (what: string) => void): NodeJS.Timeout {
+    let checking = false;
+    const timer = setInterval(() => {
+      if (checking) return;
+      checking = true;
+      void this.db
+        .query<{ what: string | null }>(WAITERS, [pid])
+        .then(async ({ rows }) => {
+          const what = rows[0]?.what;
+          if (!what) return;
+          clearInterval(timer);
+          onYield(what);
+          await this.db.query('SELECT pg_cancel_backend($1)', [pid]);
+        })
+        .catch(() => undefined)
+        .finally(() => (checking = false));
+    }, every);
+    timer.unref();
+    return timer;
   }
 
   private async execute(q: Queryable, stmt: ClassifiedStatement): Promise<SqlResult> {
     const ms = Math.max(1, Math.round(this.opts.statementTimeoutMs));
     await q.query('SET TRANSACTION READ ONLY');
     await q.query(`SET LOCAL statement_timeout = ${ms}`);
-    await q.query(`SET LOCAL lock_timeout = ${ms}`);
+    await q.query(`SET LOCAL lock_timeout = ${Math.min(ms, CONSOLE_LOCK_TIMEOUT_MS)}`);
     await q.query(`SET LOCAL idle_in_transaction_session_timeout = ${ms + 1000}`);
     if (stmt.kind !== 'query') {
       // EXPLAIN (without ANALYZE) and SHOW return a plan or settings: small, and they cannot be declared as a cursor.
       const { rows } = await q.query<Record<string, unknown>>(stmt.text);
-      return shape(rows, this.opts.maxRows);
+      return shape(rows, this.opts);
     }
-    await q.query(`DECLARE ${CURSOR} NO SCROLL CURSOR FOR ${stmt.text}`);
+    await q.query(`SET LOCAL ${BYTES_SETTING} = 0`);
+    await q.query(`DECLARE ${CURSOR} NO SCROLL CURSOR FOR ${boundedByBytes(stmt.text, this.opts.maxReplyBytes)}`);
     const { rows } = await q.query<Record<string, unknown>>(`FETCH FORWARD ${this.opts.maxRows + 1} FROM ${CURSOR}`);
     await q.query(`CLOSE ${CURSOR}`);
-    return shape(rows, this.opts.maxRows);
+    return shape(rows, this.opts);
   }
 }
 
-const ROLE_SAFETY = `SELECT current_user AS name, r.rolsuper AS super,
-        pg_has_role(current_user, 'pg_read_server_files', 'MEMBER') OR pg_has_role(current_user, 'pg_write_server_files', 'MEMBER')
-          OR pg_has_role(current_user, 'pg_execute_server_program', 'MEMBER') AS files
-   FROM pg_roles r WHERE r.rolname = current_user`;
+/** The first lock another session waits for that `$1` holds (relation and mode), or null. */
+const WAITERS = `SELECT coalesce(w.relation::regclass::text, w.locktype) || ' (' || w.mode || ', session ' || w.pid || ')' AS what
+   FROM pg_locks w WHERE NOT w.granted AND $1 = ANY (pg_blocking_pids(w.pid)) LIMIT 1`;
 
-export interface ConsoleRole {
-  name: string;
-  /** Superuser, or a member of the file/program roles: can reach the host, so the console refuses it. */
-  unsafe: boolean;
+/**
+ * Cluster mode's byte bound. node-postgres holds a whole row before it hands it over, so the bound
+ * must act on the server: each row's size (its text form, what the wire carries) is added to a
+ * transaction-local running count as the cursor produces it, and a row past the bound comes back
+ * with every value NULL, only the count left to say where the reply stops. The server still
+ * computes a large value (its memory, its statement_timeout); it never sends it.
+ * Embedded mode does the same per column (sql-snapshot-worker.js): PGlite's memory is ours.
+ */
+function boundedByBytes(text: string, maxBytes: number): string {
+  const row = 'relay_jobs_row';
+  const add = `set_config('${BYTES_SETTING}', (current_setting('${BYTES_SETTING}')::bigint + coalesce(octet_length(${row}::text), 0))::text, true)::bigint`;
+  return `SELECT v.*, s.${BYTES_COLUMN} FROM (SELECT ${row}, ${add} AS ${BYTES_COLUMN} FROM (SELECT * FROM (${text}) relay_jobs_q OFFSET 0) ${row}) s
+    LEFT JOIN LATERAL (SELECT (s.${row}).*) v ON s.${BYTES_COLUMN} <= ${Math.floor(maxBytes)}`;
 }
 
-/** The role a console connection runs as (also read by the doctor's `sql_console_role` check). */
-export async function readConsoleRole(q: Queryable): Promise<ConsoleRole> {
-  const { rows } = await q.query<{ name: string; super: boolean; files: boolean }>(ROLE_SAFETY);
-  const role = rows[0];
-  return { name: role?.name ?? '?', unsafe: !role || role.super || role.files };
-}
-
-/** Superuser or a member of the file/program roles can reach the host: the console will not run as one. */
-async function assertSafeRole(conn: PinnedConnection): Promise<void> {
-  const role = await readConsoleRole(conn);
-  if (role.unsafe) {
+/**
+ * A superuser or a member of the file/program roles can reach the host, and the owner of the
+ * service's tables reads every secret column and can change grants: the console will not run as
+ * one. Returns the connection's backend pid (the lock watch cancels it by that).
+ */
+async function assertSafeRole(conn: PinnedConnection): Promise<number> {
+  const role = await inspectConsoleRole(conn);
+  const reasons = refusalReasons(role);
+  if (reasons.length) {
     throw new SqlUnavailable(
-      `the SQL console refuses to run as role ${JSON.stringify(role.name)}: it is a superuser or may read/write server files or run programs; create a read-only role (docs/security.md, "SQL console role") and set sql.database_url (RELAY_JOBS__SQL__DATABASE_URL) to connect as it`,
+      `the SQL console refuses to run as role ${JSON.stringify(role.name)}: ${reasons.join('; ')}; create a read-only role (docs/security.md, "SQL console role") and set sql.database_url (RELAY_JOBS__SQL__DATABASE_URL) to connect as it`,
       'unsafe_role',
     );
   }
+  return role.pid;
 }
 
-function shape(rows: Array<Record<string, unknown>>, maxRows: number): SqlResult {
-  return { columns: rows[0] ? Object.keys(rows[0]) : [], rows: rows.slice(0, maxRows), truncated: rows.length > maxRows };
+/** The reply: at most maxRows rows, stopping before the first row whose running byte count passes maxReplyBytes. */
+function shape(rows: Array<Record<string, unknown>>, opts: { maxRows: number; maxReplyBytes: number }): SqlResult {
+  let cut: SqlResult['cut'] = null;
+  let end = rows.length;
+  for (let i = 0; i < rows.length; i++) {
+    const row = rows[i]!;
+    if (!(BYTES_COLUMN in row)) continue;
+    const bytes = Number(row[BYTES_COLUMN]);
+    delete row[BYTES_COLUMN];
+    if (bytes > opts.maxReplyBytes && i < opts.maxRows) {
+      end = i;
+      cut = { reason: 'bytes', limit: opts.maxReplyBytes };
+      break;
+    }
+  }
+  if (!cut && end > opts.maxRows) {
+    end = opts.maxRows;
+    cut = { reason: 'rows', limit: opts.maxRows };
+  }
+  const kept = rows.slice(0, end);
+  const first = rows[0];
+  return { columns: first ? Object.keys(first).filter((c) => c !== BYTES_COLUMN) : [], rows: kept, truncated: cut !== null, cut };
 }

@@ -7,13 +7,16 @@ export class SqlRefused extends AppError {
   }
 }
 
-/** The console cannot run now (busy, unsafe role, shutting down): HTTP 503/429 with the reason, never the statement's fault. */
+/**
+ * The console cannot run now (busy, unsafe role, shutting down; or it gave way to a lock the
+ * service needed): HTTP 503/429/409 with the reason, never the statement's fault.
+ */
 export class SqlUnavailable extends AppError {
   constructor(
     message: string,
-    readonly reason: 'busy' | 'unsafe_role' | 'unavailable',
+    readonly reason: 'busy' | 'unsafe_role' | 'unavailable' | 'locked',
   ) {
-    super(reason === 'busy' ? 'rate_limited' : 'unavailable', `sql_${reason}`, message, undefined, undefined, reason === 'busy' ? 1 : undefined);
+    super(reason === 'busy' ? 'rate_limited' : reason === 'locked' ? 'conflict' : 'unavailable', `sql_${reason}`, message, undefined, undefined, reason === 'busy' ? 1 : undefined);
   }
 }
 

@@ -1,7 +1,7 @@
 import { stat } from 'node:fs/promises';
 import { combine, fail, ok, warn, type CheckOutcome, type DoctorCheck } from '../check.js';
 import { PgDb } from '../../../store/pg-db.js';
-import { readConsoleRole } from '../../admin/index.js';
+import { inspectConsoleRole, reachFindings } from '../../admin/index.js';
 
 const LOOPBACK = new Set(['localhost', '127.0.0.1', '::1', '[::1]']);
 
@@ -24,8 +24,10 @@ export const adminToken: DoctorCheck = {
 
 /**
  * The SQL console's role: in cluster mode `POST /api/v1/sql` connects as `sql.database_url`'s role
- * (else DATABASE_URL's) and refuses to run as a superuser or a member of the server-file/program
- * roles, which could leave its read-only transaction and reach the host.
+ * (else DATABASE_URL's). It must read the service's own tables and nothing else: not a superuser
+ * or a holder of the server-file/program roles (the console refuses those, and the tables' owner),
+ * not pg_read_all_data, not pg_authid (every role's password hash), no CONNECT granted on another
+ * database, no secret column (SECRET_COLUMNS, the list the documented recipe leaves out), no writes.
  */
 export const sqlConsoleRole: DoctorCheck = {
   name: 'sql_console_role',
@@ -34,12 +36,14 @@ export const sqlConsoleRole: DoctorCheck = {
   async run({ config }) {
     const url = config.sql.database_url ?? config.database.url!;
     const key = config.sql.database_url ? 'sql.database_url' : 'DATABASE_URL (no sql.database_url)';
-    const fix = 'create a read-only role (docs/security.md, "SQL console role") and set sql.database_url (RELAY_JOBS__SQL__DATABASE_URL) to connect as it';
+    const fix =
+      'create a read-only role with the recipe in docs/security.md ("SQL console role": the service\'s tables only, secret columns left out) and set sql.database_url (RELAY_JOBS__SQL__DATABASE_URL) to connect as it';
     const db = new PgDb({ url, poolSize: 1, connectTimeoutMs: config.database.connect_timeout });
     try {
-      const role = await db.tx((q) => readConsoleRole(q));
-      if (role.unsafe) return fail(`the SQL console would connect as ${JSON.stringify(role.name)} (${key}), a superuser or a holder of server-file/program rights: it refuses to run (503)`, fix);
-      return ok(`the SQL console connects as ${JSON.stringify(role.name)} (${key}), without superuser or file rights`, fix);
+      const role = await db.tx((q) => inspectConsoleRole(q));
+      const findings = reachFindings(role);
+      if (findings.length) return fail(`the SQL console would connect as ${JSON.stringify(role.name)} (${key}): ${findings.join('; ')}`, fix);
+      return ok(`the SQL console connects as ${JSON.stringify(role.name)} (${key}): no superuser, file rights, pg_read_all_data, pg_authid, other database, secret column or write`, fix);
     } finally {
       await db.close();
     }
