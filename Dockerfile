@@ -1,8 +1,10 @@
 # relay-jobs service image: `docker build -t relay-jobs .`
 # Stage 1 compiles the service (dist/) and the web console (web/dist); stage 2 holds only what
 # runs: production dependencies, the build, and no compiler. See docs/deployment.md.
+# Both stages build on one exact Node 24 LTS release, the one in .nvmrc and CI's second test run
+# (.ci/run); test/deploy-files.test.ts keeps the three equal. Change them together.
 
-FROM node:20-bookworm-slim AS build
+FROM node:24.21.0-bookworm-slim AS build
 WORKDIR /app
 COPY package.json package-lock.json ./
 # --ignore-scripts: `prepare` builds, and the sources are not copied yet.
@@ -13,7 +15,7 @@ COPY src ./src
 COPY web ./web
 RUN npm run build
 
-FROM node:20-bookworm-slim AS runtime
+FROM node:24.21.0-bookworm-slim AS runtime
 ENV NODE_ENV=production \
     RELAY_JOBS_HTTP_PORT=8080 \
     RELAY_JOBS_DATA_DIR=/var/lib/relay-jobs
@@ -29,7 +31,7 @@ USER node
 EXPOSE 8080
 VOLUME ["/var/lib/relay-jobs"]
 # /healthz answers while the process serves HTTP; /readyz (used by orchestrators for traffic)
-# also needs the backends. node:20-slim has no curl, so node itself asks.
+# also needs the backends. The slim image has no curl, so node itself asks.
 HEALTHCHECK --interval=10s --timeout=3s --start-period=30s --retries=3 \
   CMD ["node", "-e", "fetch('http://127.0.0.1:'+(process.env.RELAY_JOBS_HTTP_PORT||8080)+'/healthz').then(r=>process.exit(r.ok?0:1),()=>process.exit(1))"]
 # Exec form: node is PID 1, so SIGTERM reaches it directly and the shutdown ladder
