@@ -26,8 +26,72 @@ export function serverTimeouts(config: Config): { connectionTimeout: number; kee
   };
 }
 
+/**
+ * How many connections one address may hold open without having sent a complete request head:
+ * a tenth of `http.max_connections` (100 at the default), at least 8. A client opens a connection
+ * to send a request at once, so a legitimate one is past this in milliseconds; only a flood of
+ * silent (or header-trickling) connections from one address ever reaches it.
+ */
+export function unservedPerAddress(maxConnections: number): number {
+  return Math.max(8, Math.floor(maxConnections / 10));
+}
+
+/**
+ * The connection cap, and what keeps a flood from one address from starving the liveness probe
+ * (issue 51). A connection is *unserved* until its first request head has arrived. Then:
+ * - per address, at most `unservedPerAddress(http.max_connections)` unserved connections: a new
+ *   one past that closes that address's oldest unserved one (never the newcomer: the probe may
+ *   come from the same address as the flood, and it sends its request at once);
+ * - in all, at most `http.max_connections`: past it the oldest unserved connection anywhere is
+ *   closed to make room, and only when every open connection is serving a request is the
+ *   newcomer closed on arrival (as before).
+ * So silent or trickling connections can never hold the service's last connection slot, and
+ * `/healthz` answers with 1,000 of them open from one address. The slow ones a cap leaves open
+ * still end at `http.headers_timeout`.
+ */
 export function applyConnectionCap(app: FastifyInstance, config: Config): void {
-  app.server.maxConnections = config.http.max_connections;
+  const max = config.http.max_connections;
+  const perAddress = unservedPerAddress(max);
+  const server = app.server;
+  // Our own count replaces Node's (which would close the newcomer before we could make room).
+  server.maxConnections = Number.MAX_SAFE_INTEGER;
+  let open = 0;
+  const tracked = new Set<Socket>();
+  /** Unserved connections, oldest first: all of them, and by remote address. */
+  const unserved = new Set<Socket>();
+  const byAddress = new Map<string, Set<Socket>>();
+  const addressOf = new WeakMap<Socket, string>();
+  const served = (socket: Socket) => {
+    if (!unserved.delete(socket)) return;
+    const key = addressOf.get(socket)!;
+    const mine = byAddress.get(key);
+    mine?.delete(socket);
+    if (mine && !mine.size) byAddress.delete(key);
+  };
+  const gone = (socket: Socket) => {
+    if (!tracked.delete(socket)) return;
+    open--;
+    served(socket);
+  };
+  const evict = (socket: Socket) => {
+    gone(socket);
+    socket.destroy();
+  };
+  server.on('request', (req: { socket: Socket }) => served(req.socket));
+  server.on('connection', (socket: Socket) => {
+    const key = socket.remoteAddress ?? '?';
+    tracked.add(socket);
+    open++;
+    addressOf.set(socket, key);
+    unserved.add(socket);
+    const mine = byAddress.get(key) ?? byAddress.set(key, new Set()).get(key)!;
+    mine.add(socket);
+    socket.once('close', () => gone(socket));
+    if (mine.size > perAddress) evict(mine.values().next().value!);
+    if (open <= max) return;
+    const oldest = unserved.values().next().value;
+    evict(oldest && oldest !== socket ? oldest : socket);
+  });
 }
 
 /** Errors Node's HTTP parser raises before Fastify sees a request (timeouts, malformed requests), in the API's one error shape. */

@@ -16,19 +16,26 @@ export interface EventStreamLimits {
   pollMs: number;
   /** A comment line this often keeps proxies from closing an idle stream. */
   keepaliveMs: number;
-  /** A session's token is re-checked this often, so a sign-out on another replica ends the stream too. */
+  /**
+   * The open streams' session tokens are re-checked this often (one query for all of them), so a
+   * sign-out or a revoke-all on another replica ends the stream within about this much (issue 51: under 1 s).
+   */
   reverifyMs: number;
   /** A client this far behind (bytes queued) is cut off instead of growing the queue. */
   maxQueuedBytes: number;
 }
 
-export const DEFAULT_EVENT_STREAM_LIMITS: EventStreamLimits = { perSession: 1, total: 32, pollMs: 1000, keepaliveMs: 15_000, reverifyMs: 30_000, maxQueuedBytes: 1 << 20 };
+export const DEFAULT_EVENT_STREAM_LIMITS: EventStreamLimits = { perSession: 1, total: 32, pollMs: 1000, keepaliveMs: 15_000, reverifyMs: 250, maxQueuedBytes: 1 << 20 };
 
 interface Stream {
   key: string;
   token: string | null;
   res: ServerResponse;
-  verifiedAt: number;
+}
+
+/** The admin area's sessions answer this too: which of many tokens are still live, in one query. */
+interface BatchSessionCheck {
+  liveTokens?(tokens: string[], adminToken: string | undefined): Promise<Set<string>>;
 }
 
 /**
@@ -47,6 +54,8 @@ export class EventStreams {
   private readonly watched = new Set<number>();
   private lastInstances = '';
   private lastKeepalive = 0;
+  private lastRead = -Infinity;
+  private lastVerify = -Infinity;
   private closed = false;
 
   constructor(
@@ -57,7 +66,8 @@ export class EventStreams {
       name: 'event_streams',
       clock: deps.clock,
       log: deps.log,
-      backstopMs: () => (this.streams.size ? this.limits.pollMs : Infinity),
+      // The sessions' short re-check sets the pace while a session's stream is open; the rounds are read every pollMs.
+      backstopMs: () => (!this.streams.size ? Infinity : this.hasSessionStreams() ? Math.min(this.limits.pollMs, this.limits.reverifyMs) : this.limits.pollMs),
       tick: async () => ({ items: this.streams.size ? await this.tick() : 0 }),
     });
   }
@@ -73,7 +83,7 @@ export class EventStreams {
     // The newest stream of a session wins: a reload must not wait for the old socket to time out.
     for (const old of mine.slice(0, Math.max(0, mine.length - this.limits.perSession + 1))) this.end(old, 'replaced by a newer stream of this session');
     if (this.streams.size >= this.limits.total) return false;
-    const s: Stream = { key, token, res, verifiedAt: this.deps.clock.now() };
+    const s: Stream = { key, token, res };
     this.streams.add(s);
     res.on('close', () => this.streams.delete(s));
     res.writeHead(200, { 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-store', 'x-accel-buffering': 'no' });
@@ -88,6 +98,11 @@ export class EventStreams {
   /** Ends every stream of a session (sign-out). */
   closeSession(key: string): void {
     for (const s of this.streams) if (s.key === key) this.end(s, 'signed out');
+  }
+
+  /** Ends the streams of every session (revoke-all); streams opened with the admin token itself go on. */
+  closeSessions(reason: string): void {
+    for (const s of this.streams) if (s.token) this.end(s, reason);
   }
 
   /** Ends every stream and stops the reader; later opens are refused. */
@@ -111,8 +126,40 @@ export class EventStreams {
     for (const s of this.streams) this.send(s, event, data);
   }
 
-  /** One read of what changed; the rounds and instances sent (a failed read is retried at the next poll). */
+  private hasSessionStreams(): boolean {
+    for (const s of this.streams) if (s.token) return true;
+    return false;
+  }
+
+  /** One look: the sessions re-checked every `reverifyMs`, the changes read every `pollMs`; the rounds and instances sent. */
   private async tick(): Promise<number> {
+    const now = this.deps.clock.now();
+    if (now - this.lastVerify >= this.limits.reverifyMs) {
+      this.lastVerify = now;
+      await this.verifySessions().catch((err) => this.deps.log.debug({ err: (err as Error).message }, 'console event stream: session re-check failed; retrying'));
+    }
+    if (now - this.lastRead < this.limits.pollMs) return 0;
+    this.lastRead = now;
+    return this.readChanges(now);
+  }
+
+  /**
+   * Ends the streams whose session is gone: signed out or revoked (on any replica: they share the
+   * table), expired, or minted by another admin token. One query for every open session stream.
+   */
+  private async verifySessions(): Promise<void> {
+    const open = [...this.streams].filter((s) => s.token);
+    if (!open.length) return;
+    const tokens = [...new Set(open.map((s) => s.token!))];
+    const batch = (this.deps.sessions as BatchSessionCheck).liveTokens;
+    const live = batch
+      ? await batch.call(this.deps.sessions, tokens, this.deps.adminToken)
+      : new Set((await Promise.all(tokens.map(async (t) => ((await this.deps.sessions.verify(t, this.deps.adminToken)) ? t : null)))).filter((t) => t !== null));
+    for (const s of open) if (this.streams.has(s) && !live.has(s.token!)) this.end(s, 'the session ended');
+  }
+
+  /** One read of what changed; the rounds and instances sent (a failed read is retried at the next poll). */
+  private async readChanges(now: number): Promise<number> {
     let sent = 0;
     try {
       if (this.lastId < 0) this.lastId = await this.deps.records.latestId();
@@ -131,15 +178,9 @@ export class EventStreams {
         sent += instances.length;
       }
       this.lastInstances = json;
-      const now = this.deps.clock.now();
       if (now - this.lastKeepalive >= this.limits.keepaliveMs) {
         this.lastKeepalive = now;
         for (const s of this.streams) s.res.write(': keepalive\n\n');
-      }
-      for (const s of this.streams) {
-        if (!s.token || now - s.verifiedAt < this.limits.reverifyMs) continue;
-        s.verifiedAt = now;
-        if (!(await this.deps.sessions.verify(s.token, this.deps.adminToken))) this.end(s, 'the session ended');
       }
     } catch (err) {
       this.deps.log.debug({ err: (err as Error).message }, 'console event stream: reading changes failed; retrying');
@@ -175,12 +216,14 @@ export function registerEventRoutes(
       writeRawAppError(reply.raw, new AppError('unavailable', 'too_many_streams', message, undefined, undefined, 10));
     }
   });
-  // Sign-out ends the session's streams at once (other replicas notice at their next re-check).
+  // Sign-out and revoke-all end the streams here at once; other replicas notice at their next
+  // session re-check (`reverifyMs`, 250 ms), so a stream anywhere ends within a second.
   api.addHook('onResponse', async (req, reply) => {
     if (req.method === 'DELETE' && req.routeOptions.url === '/api/v1/sessions/current' && reply.statusCode === 204) {
       const auth = sessionToken(req);
       if (auth) hub.closeSession(streamKey(auth.token));
     }
+    if (req.method === 'POST' && req.routeOptions.url === '/api/v1/sessions/revoke-all' && reply.statusCode === 200) hub.closeSessions('every session was revoked');
   });
   // preClose, not onClose: Fastify's own onClose waits in server.close() for every open connection,
   // which an open stream would hold until the grace runs out; preClose runs before that.

@@ -1,10 +1,10 @@
-import Fastify, { type FastifyInstance } from 'fastify';
+import Fastify, { type FastifyInstance, type HTTPMethods } from 'fastify';
 import type { RouteDeps } from '../jobs/area.js';
 import type { Services } from '../jobs/registry.js';
 import { requireAdmin } from './auth.js';
 import { handleError } from './errors.js';
 import { notFound } from '../errors/app-error.js';
-import { assertStorable } from './validation.js';
+import { assertBodyShape, assertNumericQuery, assertStorable } from './validation.js';
 import { AREAS } from '../jobs/registry.js';
 import { registerConsoleRoutes } from './console-routes.js';
 import { clientErrorHandler, frameworkErrors, serverTimeouts } from './connection-limits.js';
@@ -24,9 +24,30 @@ export interface HttpDeps extends RouteDeps<Services> {
   readiness(): Promise<{ ready: boolean; checks: Record<string, string> }>;
 }
 
+/** One registered route: what `registeredRoutes` lists (the generic body and query checks walk it). */
+export interface RouteEntry {
+  method: string;
+  url: string;
+}
+
+const ROUTE_TABLES = new WeakMap<FastifyInstance, RouteEntry[]>();
+
+/** Every route of a server `buildHttpServer` made, as registered (methods one by one, `/api/v1/...` with its prefix). */
+export function registeredRoutes(app: FastifyInstance): readonly RouteEntry[] {
+  return ROUTE_TABLES.get(app) ?? [];
+}
+
+/** The catch-all that answers 404 after auth: no body of its own to check. */
+const API_CATCH_ALL = '/api/v1/*';
+
 /** Probes, metrics and the admin API. Routes call the runtime; they know no SQL and no Redis keys. */
 export function buildHttpServer(rt: HttpDeps): FastifyInstance {
   const app = Fastify({ logger: false, bodyLimit: BODY_LIMIT, forceCloseConnections: 'idle', ...serverTimeouts(rt.config), clientErrorHandler, frameworkErrors });
+  const routes: RouteEntry[] = [];
+  ROUTE_TABLES.set(app, routes);
+  app.addHook('onRoute', (r) => {
+    for (const method of ([] as HTTPMethods[]).concat(r.method)) routes.push({ method, url: r.url });
+  });
 
   app.setErrorHandler(handleError(rt.log));
   app.setNotFoundHandler(async (req) => notFound(`no route ${req.method} ${req.url.slice(0, 200)}`));
@@ -56,6 +77,13 @@ export function buildHttpServer(rt: HttpDeps): FastifyInstance {
     async (api) => {
       // onRequest, not preHandler: an unauthenticated body is never read or parsed.
       api.addHook('onRequest', requireAdmin(rt));
+      // After auth, before every admin route's handler (issue 51): a body is a JSON object (an array
+      // only where a route declares `arrayBody`), and numeric query parameters are whole numbers in range.
+      api.addHook('preValidation', async (req) => {
+        if (req.routeOptions.url === API_CATCH_ALL) return;
+        assertBodyShape(req.body, (req.routeOptions.config as { arrayBody?: boolean } | undefined)?.arrayBody === true);
+        assertNumericQuery(req.query);
+      });
       // Every other path under /api/v1 lands here, after the hook above: 401 to a caller without a token
       // (routes cannot be listed by probing), 404 only after auth.
       api.all('/*', async (req) => notFound(`no route ${req.method} ${req.url.slice(0, 200)}`));

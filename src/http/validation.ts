@@ -5,8 +5,9 @@ import { InvalidInput, type FieldError } from '../errors/app-error.js';
 export { isStorableText };
 export type { FieldError } from '../errors/app-error.js';
 
+/** Parses a body (or a query) with `schema`; an absent body counts as `{}`, a JSON `null` does not. */
 export function parseBody<S extends z.ZodType>(schema: S, body: unknown, prefix = ''): z.infer<S> {
-  const r = schema.safeParse(body ?? {});
+  const r = schema.safeParse(body === undefined ? {} : body);
   if (r.success) return r.data;
   throw new InvalidInput(
     r.error.issues.map((i) => {
@@ -71,5 +72,61 @@ export function unstorableFields(value: unknown, root = '', limit = 20): FieldEr
 /** Throws a 400 naming the fields when `value` holds text PostgreSQL cannot store (see unstorableFields). */
 export function assertStorable(value: unknown, root = ''): void {
   const problems = unstorableFields(value, root);
+  if (problems.length) throw new InvalidInput(problems);
+}
+
+/** What a JSON value is, for an error message: `null`, `an array`, `a string`, `a number`, … */
+function jsonKind(v: unknown): string {
+  if (v === null) return 'null';
+  if (Array.isArray(v)) return 'an array';
+  return `a ${typeof v}`;
+}
+
+/**
+ * Issue 51: a request body, when there is one, is a JSON object (or an array on a route that
+ * declares one: `config: { arrayBody: true }`; none does today). `null`, `[]`, `"x"`, `1` or a
+ * text/plain body is a 400 naming `body`, before any handler sees it, so no route can read a
+ * missing field of a non-object as "not given" (`POST /sessions` with `null` once minted a token).
+ */
+export function assertBodyShape(body: unknown, arrayAllowed = false): void {
+  if (body === undefined) return;
+  if (typeof body === 'object' && body !== null && (!Array.isArray(body) || arrayAllowed)) return;
+  const expected = arrayAllowed ? 'a JSON object or array' : 'a JSON object';
+  throw new InvalidInput([{ field: 'body', message: `expected ${expected}, got ${jsonKind(body)}` }]);
+}
+
+/**
+ * Query parameters that are numbers wherever they appear, with the range every route accepts
+ * (a route narrows it further in its own schema: `limit` is at most 500 on some lists).
+ */
+export const NUMERIC_QUERY: Readonly<Record<string, { min: number; max: number }>> = {
+  limit: { min: 1, max: 10_000 },
+  after: { min: 0, max: Number.MAX_SAFE_INTEGER },
+  after_id: { min: 0, max: Number.MAX_SAFE_INTEGER },
+  cursor: { min: 0, max: Number.MAX_SAFE_INTEGER },
+  offset: { min: 0, max: Number.MAX_SAFE_INTEGER },
+};
+
+/**
+ * Issue 51: the numeric query parameters of every route are whole numbers in range before any
+ * handler (or SQL) sees them: `after_id=1e400`, `limit=-5`, `limit=abc`, a repeated `limit` are a
+ * 400 naming `query.<name>`, never an `Infinity` or `NaN` that a route would clamp or send on.
+ */
+export function assertNumericQuery(query: unknown): void {
+  if (!query || typeof query !== 'object') return;
+  const problems: FieldError[] = [];
+  for (const [name, range] of Object.entries(NUMERIC_QUERY)) {
+    const raw = (query as Record<string, unknown>)[name];
+    if (raw === undefined) continue;
+    const field = `query.${name}`;
+    if (typeof raw !== 'string') {
+      problems.push({ field, message: 'expected one value' });
+      continue;
+    }
+    const n = /^[0-9]{1,16}$/.test(raw) ? Number(raw) : NaN;
+    if (!Number.isSafeInteger(n) || n < range.min || n > range.max) {
+      problems.push({ field, message: `expected a whole number from ${range.min} to ${range.max}, got ${JSON.stringify(raw.slice(0, 40))}` });
+    }
+  }
   if (problems.length) throw new InvalidInput(problems);
 }

@@ -2,7 +2,6 @@ import type { Config } from '../../config/load.js';
 import type { JobContext } from '../../scheduler/job.js';
 import { jobsFor } from '../../jobs/define-job.js';
 import type { UsageServices } from './wiring.js';
-import { utcDayStart } from './store/usage.js';
 import type { KernelServices } from '../../jobs/wiring.js';
 
 type Deps = Pick<UsageServices & KernelServices, 'usageStore' | 'rollups' | 'cleanupTasks' | 'metrics'>;
@@ -30,8 +29,8 @@ export class UnaggregatedUsage extends AppError {
 /**
  * Retention (every `usage.cleanup_every`): raw usage older than `usage.retention` (whole UTC days
  * dropped as partitions, the partial day deleted in batches of `usage.delete_batch`), the request
- * id index alongside it, hourly and daily rollups past theirs. Partitions for the next days are
- * created ahead. Raw rows the aggregation has not covered are never deleted: the round fails
+ * id index alongside it, hourly and daily rollups past theirs. Partitions for every day usage
+ * accepts (the past window and the days ahead) are created if missing. Raw rows the aggregation has not covered are never deleted: the round fails
  * with the reason instead, so the job's health turns red.
  */
 async function retentionSweep(ctx: JobContext, s: Deps, config: Config): Promise<number> {
@@ -70,8 +69,7 @@ async function retentionSweep(ctx: JobContext, s: Deps, config: Config): Promise
   const daily = await s.rollups.deleteOlder('usage_daily', new Date(now - u.daily_retention), u.delete_batch);
   um.usageDeleted.inc({ kind: 'hourly' }, hourly);
   um.usageDeleted.inc({ kind: 'daily' }, daily);
-  const today = utcDayStart(now);
-  await s.usageStore.ensurePartitions(Array.from({ length: u.partitions_ahead + 1 }, (_, i) => today + i * DAY));
+  await s.usageStore.ensureAcceptedWindow(now, u.retention, u.partitions_ahead);
   um.usageCleanupSeconds.observe({ kind: 'retention' }, (performance.now() - started) / 1000);
   ctx.log.info({ raw_deleted: deleted, hourly_deleted: hourly, daily_deleted: daily, cutoff: cutoff.toISOString() }, 'usage retention sweep done');
   return deleted + hourly + daily;

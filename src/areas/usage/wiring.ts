@@ -48,9 +48,9 @@ export function buildUsage(w: WiringContext) {
       deadLetters,
     },
     prepare: async () => {
-      const day = 86_400_000;
-      const today = Math.floor(clock.now() / day) * day;
-      await usageStore.ensurePartitions(Array.from({ length: u.partitions_ahead + 1 }, (_, i) => today + i * day));
+      // Every day an event may be dated (the past window usage accepts and the days ahead): the
+      // write path then never creates a partition while a console statement holds usage_logs.
+      await usageStore.ensureAcceptedWindow(clock.now(), u.retention, u.partitions_ahead);
       const replayed = await usageWriter.replaySpills();
       if (replayed) log.info({ rows: replayed }, 'usage spilled by an earlier exit was written');
     },

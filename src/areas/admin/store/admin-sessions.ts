@@ -39,6 +39,20 @@ export class AdminSessions {
     return rows.length === 1;
   }
 
+  /**
+   * Which of `tokens` are live sessions of the current admin token, in one query: the console's
+   * event streams re-check their sessions with it every 250 ms (a revoke on another replica ends them within a second).
+   */
+  async liveTokens(tokens: string[], adminToken: string | undefined): Promise<Set<string>> {
+    if (!adminToken || !tokens.length) return new Set();
+    const byHash = new Map(tokens.map((t) => [hash(t), t]));
+    const { rows } = await this.db.query<{ token_hash: string }>(
+      'SELECT token_hash FROM admin_sessions WHERE token_hash IN (SELECT jsonb_array_elements_text($1::jsonb)) AND expires_at > clock_timestamp() AND admin_fingerprint = $2',
+      [JSON.stringify([...byHash.keys()]), adminFingerprint(adminToken)],
+    );
+    return new Set(rows.map((r) => byHash.get(r.token_hash)!));
+  }
+
   /** Ends every admin session (all replicas: they read the same table). Returns how many. */
   async revokeAll(): Promise<number> {
     return (await this.db.query('DELETE FROM admin_sessions')).rowCount;

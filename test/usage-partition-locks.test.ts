@@ -1,0 +1,99 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { FastifyInstance } from 'fastify';
+import pg from 'pg';
+import { loadConfig } from '../src/jobs/config-schema.js';
+import { Runtime } from '../src/app/runtime.js';
+import { buildHttpServer } from '../src/http/server.js';
+import { silentLogger } from '../src/telemetry/logger.js';
+import { REDIS_URL, TEST_MASTER_KEY, dropRedisPrefix, freshDatabase, uniqueName } from './helpers/services.js';
+import { waitFor } from './helpers/wait.js';
+
+const ADMIN = 'usage-locks-admin-token-0123456789';
+const auth = { authorization: `Bearer ${ADMIN}` };
+const DAY = 86_400_000;
+
+/**
+ * Issue 51, point 2: a console statement holding `usage_logs` (an ACCESS SHARE lock for 4 s) never
+ * makes the gateway's usage writes wait. Before, an event for a day without a partition queued
+ * `CREATE TABLE … PARTITION OF` (ACCESS EXCLUSIVE on the parent) behind the reader, and every
+ * insert queued behind that DDL.
+ */
+describe('usage writes beside a console statement holding usage_logs (real PostgreSQL)', () => {
+  let db: Awaited<ReturnType<typeof freshDatabase>>;
+  let rt: Runtime;
+  let http: FastifyInstance;
+  const reader = { client: null as pg.Client | null };
+  const prefix = uniqueName('rjpl');
+  let seq = 0;
+  const ev = (createdAt: number) => ({
+    request_id: `lock-${++seq}`,
+    user_id: 'u1',
+    platform: 'openai',
+    model: 'gpt-5',
+    input_tokens: 1,
+    output_tokens: 1,
+    cost: '0.1',
+    created_at: new Date(createdAt).toISOString(),
+  });
+
+  beforeAll(async () => {
+    db = await freshDatabase();
+    const config = loadConfig({
+      env: {
+        DATABASE_URL: db.url,
+        REDIS_URL,
+        RELAY_JOBS_INSTANCE_ID: 'locks-1',
+        RELAY_JOBS_ENV: 'test',
+        RELAY_JOBS_ADMIN_TOKEN: ADMIN,
+        RELAY_JOBS_MASTER_KEY: TEST_MASTER_KEY,
+        RELAY_JOBS__REDIS__KEY_PREFIX: prefix,
+      },
+    });
+    rt = await Runtime.create(config, { logger: silentLogger() });
+    http = buildHttpServer(rt);
+  });
+  afterAll(async () => {
+    await reader.client?.end().catch(() => undefined);
+    await rt?.shutdown();
+    await http?.close();
+    await db?.drop();
+    await dropRedisPrefix(prefix);
+  });
+
+  it('partitions exist for the whole window usage accepts: from the retention edge to the days ahead', async () => {
+    const days = new Set((await rt.services.usageStore.partitions()).map((p) => p.dayStart));
+    const today = Math.floor(Date.now() / DAY) * DAY;
+    // usage.retention is 90 days: an event is accepted from 90 days minus an hour ago.
+    const oldest = Math.floor((Date.now() - 90 * DAY + 3_600_000) / DAY) * DAY;
+    for (let d = oldest; d <= today + 3 * DAY; d += DAY) expect(days.has(d), new Date(d).toISOString()).toBe(true);
+  });
+
+  it('with `SELECT pg_sleep(4), count(*) FROM usage_logs` running, an old-dated and a current event each answer in under 1 s', async () => {
+    // A day whose partition is gone (as a test, or a replica that started before the window was created, would leave it).
+    const oldDay = Math.floor((Date.now() - 40 * DAY) / DAY) * DAY;
+    const gone = (await rt.services.usageStore.partitions()).find((p) => p.dayStart === oldDay);
+    if (gone) await rt.services.usageStore.dropPartition(gone.name, gone.dayStart);
+    const client = new pg.Client({ connectionString: db.url });
+    reader.client = client;
+    await client.connect();
+    const held = client.query(`SELECT pg_sleep(4), count(*) FROM usage_logs`);
+    const holding = async () =>
+      (await rt.db.query<{ n: number }>(`SELECT count(*)::int AS n FROM pg_locks l JOIN pg_class c ON c.oid = l.relation WHERE c.relname = 'usage_logs' AND l.granted AND l.pid <> pg_backend_pid()`))
+        .rows[0]!.n > 0;
+    await waitFor(holding, { what: 'the console statement to hold usage_logs', timeoutMs: 10_000 });
+    const timed = async (createdAt: number) => {
+      const t0 = performance.now();
+      const res = await http.inject({ method: 'POST', url: '/api/v1/usage', headers: auth, payload: { events: [ev(createdAt)] } });
+      return { status: res.statusCode, body: res.body, ms: performance.now() - t0 };
+    };
+    const [old, current] = await Promise.all([timed(oldDay + 3_600_000), timed(Date.now())]);
+    await held;
+    expect(old.status, old.body).toBe(200);
+    expect(current.status, current.body).toBe(200);
+    console.log(`usage-partition-locks: beside pg_sleep(4) on usage_logs, old-dated event ${Math.round(old.ms)} ms, current ${Math.round(current.ms)} ms`);
+    expect(old.ms, `old-dated event answered in ${Math.round(old.ms)} ms`).toBeLessThan(1000);
+    expect(current.ms, `current event answered in ${Math.round(current.ms)} ms`).toBeLessThan(1000);
+    const { rows } = await rt.db.query<{ n: number }>(`SELECT count(*)::int AS n FROM usage_logs WHERE request_id LIKE 'lock-%'`);
+    expect(rows[0]!.n).toBe(2);
+  });
+});
