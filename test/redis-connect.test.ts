@@ -77,4 +77,28 @@ describe('connectRedis on a slow host', () => {
     proxy = null;
     await expect(connectRedis(url, 100, 2_000)).rejects.toThrow(/cannot connect to Redis at redis:\/\/127\.0\.0\.1:\d+ \(REDIS_URL\): connection refused/);
   });
+
+  it('sentinels and cluster nodes that never answer end start-up within two connect timeouts, naming them (issue 49)', { timeout: 60_000 }, async () => {
+    // Listeners that accept and never answer (a firewall that drops, a hung host): ioredis alone retries them forever.
+    const silent: Server[] = [];
+    const held: Socket[] = [];
+    for (let i = 0; i < 2; i++) {
+      const s = createServer((c) => held.push(c));
+      await new Promise<void>((r) => s.listen(0, '127.0.0.1', r));
+      silent.push(s);
+    }
+    const ports = silent.map((s) => (s.address() as { port: number }).port);
+    try {
+      for (const url of [`redis+sentinel://127.0.0.1:${ports[0]},127.0.0.1:${ports[1]}/mymaster`, `redis+cluster://127.0.0.1:${ports[0]},127.0.0.1:${ports[1]}`]) {
+        // Without the deadline this await never settles, and the test's own timeout fails it.
+        const err = (await connectRedis(url, 100, 500).catch((e: Error) => e)) as Error;
+        expect(err.message, url).toMatch(
+          /cannot connect to Redis at .* \(REDIS_URL\): no answer within 1 s \(redis\.connect_timeout 0\.5 s, two attempts\) from the (sentinels|cluster nodes) 127\.0\.0\.1:\d+, 127\.0\.0\.1:\d+/,
+        );
+      }
+    } finally {
+      for (const c of held) c.destroy();
+      await Promise.all(silent.map((s) => new Promise((r) => s.close(r))));
+    }
+  });
 });

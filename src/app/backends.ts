@@ -68,7 +68,7 @@ export async function openBackends(config: Config, log: Logger): Promise<Backend
         });
         log.info('session state (liveness, advisory-lock fallback) on DATABASE_DIRECT_URL; statements on DATABASE_URL');
       }
-      redis = await connectRedis(config.redis.url!, config.redis.command_timeout, config.database.connect_timeout);
+      redis = await connectRedis(config.redis.url!, config.redis.command_timeout, config.redis.connect_timeout);
     } else {
       dataDirLock = DataDirLock.acquire(config.database.data_dir, { httpPort: config.http.port });
       // Before PGlite opens its files: data written by an older version (0666/0755) becomes private.

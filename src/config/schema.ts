@@ -99,6 +99,8 @@ export const kernelSections = {
         .regex(/^[A-Za-z0-9._-]{1,48}$/, 'expected 1-48 characters of letters, digits, . _ -')
         .default('relay-jobs'),
       command_timeout: positiveDuration.default(1000),
+      // Connecting at start (and in one-shot commands): each attempt this long, two attempts, then a one-line error.
+      connect_timeout: positiveDuration.default(5000),
     })
     .strict()
     .prefault({}),

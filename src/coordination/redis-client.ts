@@ -35,13 +35,26 @@ export async function connectRedis(url: string, commandTimeoutMs: number, connec
   let cause: Error | null = null;
   const onError = (err: Error) => (cause = err);
   redis.on('error', onError);
+  // A Sentinel set or Cluster whose nodes all stay silent never settles connect(): ioredis retries
+  // them forever. Start-up must end (issue 49): two attempts' worth of time, then one line.
+  const deadlineMs = 2 * connectTimeoutMs;
+  let timer: NodeJS.Timeout | undefined;
+  const deadline = new Promise<never>((_, reject) => {
+    timer = setTimeout(
+      () => reject(new Error(`no answer within ${Math.round(deadlineMs / 100) / 10} s (redis.connect_timeout ${Math.round(connectTimeoutMs / 100) / 10} s, two attempts) from ${nodesOf(target)}`)),
+      deadlineMs,
+    );
+  });
   try {
-    await redis.connect();
-    await redis.ping();
+    await Promise.race([redis.connect().then(() => redis.ping()), deadline]);
   } catch (err) {
     redis.disconnect();
-    throw new UserError(`cannot connect to Redis at ${redactUrl(url)} (REDIS_URL): ${scrubUrlSecrets(describeRedisError(cause ?? (err as Error)), url)}`);
+    const why = (err as Error).message.startsWith('no answer within')
+      ? `${(err as Error).message}${cause ? `; last error: ${describeRedisError(cause)}` : ''}`
+      : describeRedisError(cause ?? (err as Error));
+    throw new UserError(`cannot connect to Redis at ${redactUrl(url)} (REDIS_URL): ${scrubUrlSecrets(why, url)}`);
   } finally {
+    clearTimeout(timer);
     redis.off('error', onError);
   }
   redis.on('error', () => undefined); // reported by readiness and lock metrics, not as crashes
@@ -95,4 +108,11 @@ export function describeRedisError(err: Error): string {
   if (e.code === 'ETIMEDOUT') return `no answer${at} (ETIMEDOUT: is the host reachable and the port open?)`;
   if (/NOAUTH|WRONGPASS/.test(e.message)) return `${e.message.split('\n')[0]} (check the password in REDIS_URL)`;
   return `${e.message.split('\n')[0]}${e.code ? ` (${e.code})` : ''}`;
+}
+
+/** The addresses a target is reached through, as an error names them. */
+function nodesOf(target: RedisTarget): string {
+  if (target.kind === 'single') return 'the node';
+  const list = (target.kind === 'sentinel' ? target.sentinels : target.nodes).map((n) => `${n.host}:${n.port}`).join(', ');
+  return target.kind === 'sentinel' ? `the sentinels ${list} (primary group ${target.master})` : `the cluster nodes ${list}`;
 }
