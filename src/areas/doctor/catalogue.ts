@@ -9,6 +9,7 @@ import { opsRetentionTables, retentionOrder } from './checks/retention.js';
 import { oauthConfig, refreshBreaker, refreshMargin, tokenExpiry } from './checks/refresh.js';
 import { envIsolation } from './checks/environment.js';
 import { backupAge, backupPermissions, restoreDrill } from './checks/backups.js';
+import { imageStore } from './checks/images.js';
 import { adminToken, backendTls, dataDirPermissions, sqlConsoleRole } from './checks/security.js';
 
 /** Every check, in the order they print. A new check is one file in `checks/` and one entry here. */
@@ -36,6 +37,7 @@ export const CHECKS: readonly DoctorCheck[] = [
   backupAge,
   restoreDrill,
   backupPermissions,
+  imageStore,
   adminToken,
   sqlConsoleRole,
   dataDirPermissions,

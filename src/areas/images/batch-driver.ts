@@ -4,7 +4,7 @@ import type { ImageBatch, BatchState } from './store/image-batches.js';
 import type { BatchLease } from './store/image-queue.js';
 import type { BatchTransitions } from './store/image-transitions.js';
 import { ImageProviderError, type ImageProvider, type ProviderBatch } from './image-provider.js';
-import type { ObjectStore } from './object-store.js';
+import { ObjectStoreUnavailable, type ObjectStore } from './object-store.js';
 import { indexOutputs, inputJsonl, maxLineBytes, objectPrefix } from './batch-indexer.js';
 
 /** `again` may carry the row as the step's own write returned it, so the next step need not read it again. */
@@ -49,10 +49,30 @@ export class BatchDriver {
     try {
       return await this.stepUnguarded(l, b, nowMs);
     } catch (err) {
+      if (err instanceof ObjectStoreUnavailable) {
+        this.metrics.storeErrors.inc({ op: 'step' });
+        return this.storeFailed(l, b, err);
+      }
       if (!(err instanceof ImageProviderError)) throw err;
       this.metrics.providerErrors.inc({ kind: err.kind });
       return this.providerFailed(l, b, err);
     }
+  }
+
+  /**
+   * The object store is out of reach (writing the input, or an image while indexing). Nothing is
+   * settled: the hold stays, the batch keeps its state and is retried after `retryDelayMs` with
+   * the reason on the batch, as for a provider error; indexing again rewrites the same keys. After
+   * `maxErrors` consecutive failures it fails and the whole hold is released: nobody pays for
+   * images that could not be stored (invariant 5: the hold is settled once, by that release).
+   */
+  private async storeFailed(l: BatchLease, b: ImageBatch, err: ObjectStoreUnavailable): Promise<StepOutcome> {
+    const errors = b.errors + 1;
+    const reason = `object store unavailable: ${err.message}`;
+    if (errors >= this.o.maxErrors) return this.end(l, b, 'failed', `gave up after ${errors} errors; last: ${reason}`);
+    this.log.warn({ batch: b.id, state: b.state, errors, retry_in_ms: this.o.retryDelayMs, err: err.message }, 'image store unavailable; batch retried later, hold kept');
+    const moved = await this.t.move(l, b.id, b.state, b.state, { errors, reason: `${reason}; retrying, hold kept` });
+    return moved ? { kind: 'later', delayMs: this.o.retryDelayMs } : { kind: 'done' };
   }
 
   private async providerFailed(l: BatchLease, b: ImageBatch, err: ImageProviderError): Promise<StepOutcome> {

@@ -25,7 +25,9 @@ export function inputJsonl(b: ImageBatch): string {
   );
 }
 
-export const objectPrefix = (id: number) => `image-batches/${id}/`;
+/** Every object of the area lives under this prefix (the orphan sweep walks it). */
+export const OBJECTS_ROOT = 'image-batches/';
+export const objectPrefix = (id: number) => `${OBJECTS_ROOT}${id}/`;
 
 /**
  * Reads the provider's output and error files, as streams, line by line into one result per

@@ -3,6 +3,23 @@ import type { ConfigSectionsOf } from '../../config/schema.js';
 import { DAY, positiveDuration, positiveInt, providerUrl } from '../../config/fields.js';
 import { INDEXABLE_LINE_BYTES, maxIndexableN } from './image-limits.js';
 
+/** `image.s3`: the same shape as `backup.s3` (no part size: an image is one PUT). Credentials only from the AWS variables. */
+const s3 = z
+  .object({
+    bucket: z.string().regex(/^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$/, 'expected an S3 bucket name (3-63 characters a-z, 0-9, . -)'),
+    prefix: z
+      .string()
+      .regex(/^[A-Za-z0-9._/-]*$/, 'expected letters, digits, . _ / -')
+      .default(''),
+    region: z.string().min(1).default('us-east-1'),
+    endpoint: z
+      .string()
+      .regex(/^https?:\/\//, 'expected an http(s) URL')
+      .optional(),
+    force_path_style: z.boolean().default(false),
+  })
+  .strict();
+
 /** The images area's config sections (keys of the config file), in config.example.yaml order. */
 export const imagesConfig = {
   // Paid image batches through an OpenAI-compatible Batch API (batch_image_worker, /api/v1/image-batches).
@@ -39,10 +56,17 @@ export const imagesConfig = {
       max_errors: positiveInt.default(20),
       input_retention: positiveDuration.refine((ms) => ms <= 7 * DAY, 'at most 7d').default(DAY),
       output_retention: positiveDuration.refine((ms) => ms <= 7 * DAY, 'at most 7d').default(3 * DAY),
+      // Where inputs and images live: `fs` (image.storage_dir) or `s3` (image.s3), shared by every replica.
+      storage: z.enum(['fs', 's3']).default('fs'),
       storage_dir: z.string().min(1).optional(),
+      s3: s3.optional(),
+      // The orphan sweep: objects no batch references, older than orphan_min_age, deleted every orphan_sweep_interval.
+      orphan_sweep_interval: positiveDuration.default(6 * 3_600_000),
+      orphan_min_age: positiveDuration.default(3_600_000),
     })
     .strict()
     .superRefine((im, ctx) => {
+      if (im.storage === 's3' && !im.s3) ctx.addIssue({ code: 'custom', path: ['storage'], message: 's3 needs image.s3.bucket (and image.s3.region or .endpoint as needed)' });
       if (im.max_n > maxIndexableN(im.max_image_bytes))
         ctx.addIssue({
           code: 'custom',

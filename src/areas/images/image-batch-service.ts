@@ -5,7 +5,10 @@ import { TERMINAL, type ImageBatches, type SubmitResult } from './store/image-ba
 import type { ImageQueue } from './store/image-queue.js';
 import type { BatchTransitions } from './store/image-transitions.js';
 import type { ImageProvider } from './image-provider.js';
-import type { ObjectStore } from './object-store.js';
+import { ObjectStoreUnavailable, type ObjectStore } from './object-store.js';
+import type { OrphanSweep } from './orphan-sweep.js';
+import type { Readable } from 'node:stream';
+import type { Clock } from '../../time/clock.js';
 import { requestHash } from '../usage/index.js';
 import { objectPrefix } from './batch-indexer.js';
 import { AppError, type ErrorKind } from '../../errors/app-error.js';
@@ -51,7 +54,12 @@ export class ImageBatchService {
     private readonly image: Config['image'],
     private readonly metrics: ImagesMetrics,
     private readonly log: Logger,
+    private readonly sweeper: OrphanSweep,
+    private readonly clock: Clock,
   ) {}
+
+  /** When this replica next sweeps orphans (the first round after start sweeps). */
+  private nextSweepAt = 0;
 
   /** The price per image of a model in minor units, or null when the model has none configured. */
   price(model: string): number | null {
@@ -122,22 +130,79 @@ export class ImageBatchService {
       this.log.warn({ batches: stuck }, 'image batches stuck before submission failed; holds released');
     }
     const due = await this.transitions.retentionDue(this.image.input_retention, this.image.output_retention, 100);
+    // Claim first, delete after: whichever replica's conditional write wins deletes, once. A delete
+    // that fails after its claim leaves objects no batch references, which the orphan sweep collects.
+    let inputs = 0;
     for (const b of due.inputs) {
       signal?.throwIfAborted();
-      await this.store.deletePrefix(`${objectPrefix(b.id)}input.jsonl`);
+      if (!(await this.transitions.claimInputDeletion(b.id))) continue;
+      inputs++;
+      await this.retentionDelete(b.id, `${objectPrefix(b.id)}input.jsonl`);
       if (b.input_file_id && this.provider)
         await this.provider.deleteFile(b.input_file_id).catch((err: Error) => this.log.warn({ batch: b.id, err: err.message }, 'could not delete the input file at the provider'));
-      await this.transitions.move(null, b.id, b.state, b.state, { inputs_deleted_at: 'now' });
     }
+    let outputs = 0;
     for (const b of due.outputs) {
       signal?.throwIfAborted();
-      await this.store.deletePrefix(objectPrefix(b.id));
-      await this.transitions.move(null, b.id, ['completed', 'failed', 'cancelled'], 'output_deleted', { inputs_deleted_at: 'now' }, 'retention: outputs deleted');
+      const moved = await this.transitions.move(null, b.id, ['completed', 'failed', 'cancelled'], 'output_deleted', { inputs_deleted_at: 'now' }, 'retention: outputs deleted');
+      if (!moved) continue;
+      outputs++;
+      await this.retentionDelete(b.id, objectPrefix(b.id));
     }
+    await this.sweepIfDue(signal);
     const [counts, holds] = await Promise.all([this.queue.counts(), this.batches.openHolds()]);
     for (const [status, n] of Object.entries(counts)) this.metrics.queue.set({ status }, n);
     this.metrics.holdsOpen.set(holds.count);
     this.metrics.holdsOpenAmount.set(holds.amount);
-    return { stuck: stuck.length, inputs: due.inputs.length, outputs: due.outputs.length };
+    return { stuck: stuck.length, inputs, outputs };
+  }
+
+  private async retentionDelete(batch: number, prefix: string): Promise<void> {
+    try {
+      await this.store.deletePrefix(prefix);
+    } catch (err) {
+      if (!(err instanceof ObjectStoreUnavailable)) throw err;
+      this.metrics.storeErrors.inc({ op: 'retention' });
+      this.log.warn({ batch, err: err.message }, 'retention could not delete image objects; the orphan sweep deletes them later');
+    }
+  }
+
+  /** The orphan sweep, at most once per `image.orphan_sweep_interval` on this replica; a failed sweep is tried again sooner. */
+  private async sweepIfDue(signal?: AbortSignal): Promise<void> {
+    const now = this.clock.now();
+    if (now < this.nextSweepAt) return;
+    this.nextSweepAt = now + this.image.orphan_sweep_interval;
+    try {
+      const r = await this.sweeper.run(signal);
+      if (r.deleted) {
+        this.metrics.objectsDeleted.inc({ reason: 'orphan' }, r.deleted);
+        this.log.info({ seen: r.seen, deleted: r.deleted }, 'image store orphan sweep deleted objects no batch references');
+      }
+    } catch (err) {
+      if (!(err instanceof ObjectStoreUnavailable)) throw err;
+      this.nextSweepAt = now + Math.min(this.image.orphan_sweep_interval, 600_000);
+      this.metrics.storeErrors.inc({ op: 'sweep' });
+      this.log.warn({ err: err.message }, 'image store orphan sweep failed; tried again later');
+    }
+  }
+
+  /**
+   * One stored image as a stream (never read whole), or null when the batch, the prompt or the
+   * image does not exist or retention deleted it. A store that cannot be reached is a 503 naming
+   * it: the image is not lost, and a 404 would say it was.
+   */
+  async openImage(id: number, idx: number, k: number): Promise<{ stream: Readable; size: number } | null> {
+    const b = await this.batches.get(id);
+    if (!b || b.state === 'output_deleted') return null;
+    const r = (await this.batches.results(id)).find((x) => x.idx === idx);
+    const key = r?.object_keys[k];
+    if (!key) return null;
+    try {
+      return await this.store.open(key);
+    } catch (err) {
+      if (!(err instanceof ObjectStoreUnavailable)) throw err;
+      this.metrics.storeErrors.inc({ op: 'serve' });
+      throw new ObjectStoreUnavailable(`${err.message}; the image is kept, try again once the store answers`);
+    }
   }
 }

@@ -82,10 +82,11 @@ export function registerImageBatchRoutes(api: FastifyInstance, deps: Pick<RouteD
 
   api.get<{ Params: { id: string; idx: string; k: string } }>('/image-batches/:id/images/:idx/:k', async (req, reply) => {
     const id = parseId(req.params.id) ?? 0;
-    const r = (await s.batches.results(id)).find((x) => String(x.idx) === req.params.idx);
-    const key = r?.object_keys[Number(req.params.k)];
-    const data = key ? await s.store.get(key) : null;
-    if (!data) return notFound(`no image ${req.params.idx}/${req.params.k} in batch ${req.params.id} (deleted after image.output_retention, or never produced)`);
-    return reply.type('image/png').send(data);
+    const idx = /^\d{1,6}$/.test(req.params.idx) ? Number(req.params.idx) : -1;
+    const k = /^\d{1,3}$/.test(req.params.k) ? Number(req.params.k) : -1;
+    // Streamed through from whichever store holds it (any replica serves any image): see docs/image-batches.md.
+    const image = await s.openImage(id, idx, k);
+    if (!image) return notFound(`no image ${req.params.idx}/${req.params.k} in batch ${req.params.id} (deleted after image.output_retention, or never produced)`);
+    return reply.type('image/png').header('content-length', image.size).send(image.stream);
   });
 }

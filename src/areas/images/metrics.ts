@@ -13,6 +13,8 @@ export class ImagesMetrics {
   readonly settled: Counter<'step'>;
   readonly settledAmount: Counter<'step'>;
   readonly steps: Counter<'outcome'>;
+  readonly storeErrors: Counter<'op'>;
+  readonly objectsDeleted: Counter<'reason'>;
 
   constructor(registry: Registry) {
     const registers = [registry];
@@ -37,5 +39,17 @@ export class ImagesMetrics {
       registers,
     });
     this.steps = new Counter({ name: 'relay_jobs_image_steps_total', help: 'Batch steps driven by this replica, by outcome (again, later, done, error)', labelNames: ['outcome'], registers });
+    this.storeErrors = new Counter({
+      name: 'relay_jobs_image_store_errors_total',
+      help: 'Object store (image.storage) operations that failed, by operation (step: a batch step retried; serve: an image request answered 503; retention; sweep)',
+      labelNames: ['op'],
+      registers,
+    });
+    this.objectsDeleted = new Counter({
+      name: 'relay_jobs_image_objects_deleted_total',
+      help: 'Image store objects deleted by this replica, by reason (orphan: the sweep; retention deletes whole batches and is counted by batches)',
+      labelNames: ['reason'],
+      registers,
+    });
   }
 }

@@ -1,11 +1,11 @@
-import { join } from 'node:path';
 import { wired, type WiringContext } from '../../jobs/wiring.js';
 import { ImageBatches } from './store/image-batches.js';
 import { ImageQueue } from './store/image-queue.js';
 import { NextDue } from '../../store/next-due.js';
 import { BatchTransitions } from './store/image-transitions.js';
 import { ImageProvider } from './image-provider.js';
-import { FsObjectStore } from './object-store.js';
+import { imageObjectStore } from './image-object-store.js';
+import { OrphanSweep } from './orphan-sweep.js';
 import { BatchDriver } from './batch-driver.js';
 import { BatchWorker } from './batch-worker.js';
 import { ImageBatchService } from './image-batch-service.js';
@@ -29,7 +29,8 @@ export function buildImages(w: WiringContext) {
         downloadTimeoutMs: c.provider.download_timeout,
       })
     : null;
-  const store = new FsObjectStore(c.storage_dir ?? join(config.database.data_dir, 'objects'));
+  // `image.storage`: fs, or an S3 bucket every replica reads and writes (docs/image-batches.md, "Storage and retention").
+  const store = imageObjectStore(config);
   const batches = new ImageBatches(db);
   const queue = new ImageQueue(db, () => w.liveness?.key ?? null);
   const transitions = new BatchTransitions(db);
@@ -71,7 +72,11 @@ export function buildImages(w: WiringContext) {
     ilog,
   );
   w.wakes?.on('image_queue', (why) => worker.wake(why));
-  return wired({ services: { imageBatches: new ImageBatchService(batches, queue, transitions, worker, provider, store, c, im, ilog) }, rungs: [] });
+  const sweeper = new OrphanSweep(store, batches, clock, c.orphan_min_age);
+  return wired({
+    services: { imageBatches: new ImageBatchService(batches, queue, transitions, worker, provider, store, c, im, ilog, sweeper, clock) },
+    rungs: [{ name: 'image object store', phase: 'connections', stop: () => store.close() }],
+  });
 }
 
 /** What the images area's job and routes use. */

@@ -141,6 +141,21 @@ export class ImageBatches {
     return rows.map((r) => ({ step: r.step as string, amount: num(r.amount), refunded: num(r.refunded), at: iso(r.at) }));
   }
 
+  /**
+   * What the batches among `ids` still reference in the object store (the orphan sweep): per
+   * existing batch its state, whether its input is deleted, and its results' object keys. A
+   * batch id missing from the answer no longer exists.
+   */
+  async objectRefs(ids: number[]): Promise<Map<number, { state: BatchState; inputDeleted: boolean; keys: Set<string> }>> {
+    const { rows } = await this.db.query(
+      `SELECT b.id, b.state, b.inputs_deleted_at IS NOT NULL AS input_deleted,
+              coalesce((SELECT jsonb_agg(k) FROM image_batch_results r, jsonb_array_elements_text(r.object_keys) k WHERE r.batch_id = b.id), '[]'::jsonb) AS keys
+         FROM image_batches b WHERE b.id = ANY($1::bigint[])`,
+      [ids],
+    );
+    return new Map(rows.map((r) => [num(r.id), { state: r.state as BatchState, inputDeleted: Boolean(r.input_deleted), keys: new Set(r.keys as string[]) }]));
+  }
+
   /** Holds not yet captured or released: how many and their total (the ops check's gauge). */
   async openHolds(): Promise<{ count: number; amount: number }> {
     const { rows } = await this.db.query(

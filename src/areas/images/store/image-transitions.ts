@@ -144,6 +144,18 @@ export class BatchTransitions {
     return { inputs: inputs.rows.map(toBatch), outputs: outputs.rows.map(toBatch) };
   }
 
+  /**
+   * Claims the deletion of a batch's input: one replica's conditional write wins, so the input
+   * is deleted once however many replicas run the retention round. The claim commits before the
+   * delete; a delete that then fails leaves an object no batch references, for the orphan sweep.
+   */
+  async claimInputDeletion(id: number): Promise<boolean> {
+    const { rows } = await this.db.query(`UPDATE image_batches SET inputs_deleted_at = clock_timestamp(), updated_at = clock_timestamp() WHERE id = $1 AND inputs_deleted_at IS NULL RETURNING id`, [
+      id,
+    ]);
+    return rows.length === 1;
+  }
+
   async saveResults(lease: BatchLease, id: number, results: Array<{ idx: number; status: 'succeeded' | 'failed'; images: number; objectKeys: string[]; error: string | null }>): Promise<boolean> {
     return this.db.tx(async (q) => {
       const held = await q.query(`SELECT 1 FROM image_batches WHERE id = $1 AND state = 'indexing' AND ${LEASE_HELD('$1', '$2', '$3')} FOR UPDATE`, [id, lease.fence, lease.owner]);
