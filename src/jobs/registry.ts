@@ -9,6 +9,7 @@ import { usageArea } from '../areas/usage/area.js';
 import { adminArea } from '../areas/admin/area.js';
 import { opsArea } from '../areas/ops/area.js';
 import { schedulerSnapshotArea } from '../areas/scheduler-snapshot/area.js';
+import { changeStreamArea } from '../areas/change-stream/area.js';
 import { imagesArea } from '../areas/images/area.js';
 import { probesArea } from '../areas/probes/area.js';
 import { backupArea } from '../areas/backup/area.js';
@@ -33,6 +34,7 @@ export const AREAS = [
   adminArea,
   opsArea,
   schedulerSnapshotArea,
+  changeStreamArea,
   imagesArea,
   probesArea,
   backupArea,
