@@ -27,6 +27,8 @@ import { RefreshShards } from '../coordination/refresh-shards.js';
 import { jobViews, type JobView } from '../jobs/job-views.js';
 import { runShutdownLadder, type Ingress, type Stoppable } from './shutdown-ladder.js';
 import { readBackendIdentity } from '../coordination/backend-identity.js';
+import { JobPauses } from '../coordination/job-pauses.js';
+import { PauseBook } from '../scheduler/pause-book.js';
 
 export type { JobView } from '../jobs/job-views.js';
 
@@ -52,6 +54,8 @@ export class Runtime {
   readonly sessions: Services['sessions'];
   readonly registry: InstanceRegistry;
   readonly records: RunRecords;
+  /** Pause and resume (issue 49): this replica's copy of the paused jobs, and the changes. */
+  readonly pauses: PauseBook;
   readonly services: Services;
   readonly db: Db;
   readonly redis: RedisClient | null;
@@ -92,6 +96,7 @@ export class Runtime {
     this.startedAt = new Date(clock.now());
     const instanceId = config.instance.id;
     this.liveness = config.mode === 'cluster' && config.cluster.crash_detection === 'session' ? new LivenessSession(backends.sessionDb, log, 1000, clock, this.metrics.loopTicks) : null;
+    this.pauses = new PauseBook({ store: new JobPauses(db), clock, log, pollMs: config.cluster.instance_heartbeat, ticks: this.metrics.loopTicks });
     const runner = (this.runner = new RoundRunner({
       db,
       clock,
@@ -103,6 +108,7 @@ export class Runtime {
       shutdown: this.shutdownController.signal,
       liveness: this.liveness ?? undefined,
       deferIdleRecords: true,
+      pauses: this.pauses,
     }));
     this.records = new RunRecords(db);
     this.registry = new InstanceRegistry(db, clock, {
@@ -138,6 +144,7 @@ export class Runtime {
       lastSlot: (job) => runner.slotClaims.lastSlot(job),
     });
     this.wakeups = wireWakeups(config, db, this.liveness, log, this.metrics);
+    this.pauses.listen(this.wakeups.hub);
     const { box } = backends;
     const ctx = { config, db, redis, box, clock, random, log, metrics: this.metrics, runtime: this, shards: this.shards, liveness: this.liveness, wakes: this.wakeups.hub };
     const wired = wireServices(ctx, wirings);
@@ -187,6 +194,7 @@ export class Runtime {
       await rt.heartbeat.measureSkew(true);
       if (config.mode === 'cluster') await rt.registry.refuseMixedEnv(config.cluster.allow_mixed_env, log);
       await rt.runner.slotClaims.ensureJobs(jobs.map((j) => j.name));
+      await rt.pauses.load();
       await rt.prepare();
       rt.registers = opts.register !== false;
       if (rt.registers) {
@@ -206,6 +214,7 @@ export class Runtime {
 
   start(ingress?: Ingress): void {
     this.ingress = ingress ?? null;
+    this.pauses.start();
     this.scheduler.start();
     for (const job of this.jobs) if (job.settings.enabled) void job.start?.(this.log.child({ job: job.name }));
     this.metrics.ready.set(1);
@@ -234,15 +243,23 @@ export class Runtime {
   }
 
   jobViews(): Promise<JobView[]> {
-    return jobViews({ jobs: this.jobs, records: this.records, registry: this.registry, scheduler: this.scheduler, startedAt: this.startedAt, abortGraceMs: this.config.scheduler.abort_grace });
+    return jobViews({
+      jobs: this.jobs,
+      records: this.records,
+      registry: this.registry,
+      scheduler: this.scheduler,
+      startedAt: this.startedAt,
+      abortGraceMs: this.config.scheduler.abort_grace,
+      pauses: this.pauses,
+    });
   }
 
   instances(): Promise<InstanceInfo[]> {
     return this.registry.list();
   }
 
-  runNow(name: string, onStart?: (r: { runId: number; token: number }) => void): Promise<RoundReport> {
-    return this.scheduler.runNow(name, onStart);
+  runNow(name: string, onStart?: (r: { runId: number; token: number }) => void, opts: { force?: boolean } = {}): Promise<RoundReport> {
+    return this.scheduler.runNow(name, onStart, opts);
   }
 
   requestRound(name: string): void {
@@ -278,6 +295,7 @@ export class Runtime {
           return busy.length ? `rounds still running after the grace period (${busy.join(', ')}); their leases will expire` : undefined;
         },
       },
+      { name: 'pause book', phase: 'rounds', stop: async (ms) => ((await this.pauses.stop(ms)) ? 'a pause read still running after the grace period' : undefined) },
       ...jobStops,
       ...this.serviceRungs,
       { name: 'skip summary', phase: 'coordination', stop: () => this.heartbeat.flushSkips() },

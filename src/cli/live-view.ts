@@ -54,18 +54,22 @@ export function scheduleText(s: JobView['schedule']): string {
 
 export function jobsTable(jobs: JobView[]): string {
   const last = (j: JobView) => (j.last_run ? `${j.last_run.status} ${String(j.last_run.finished_at ?? j.last_run.started_at)}` : '-');
-  return table([
-    ['JOB', 'ENABLED', 'SCOPE', 'SCHEDULE', 'HEALTH', 'WORST_INSTANCE', 'LAST_RUN', 'NEXT_ATTEMPT'],
-    // WORST_INSTANCE: the replica an instance-scoped job's health comes from (judged per live replica).
-    ...jobs.map((j) => [j.name, String(j.enabled), j.scope, scheduleText(j.schedule), j.health, j.worst_instance ?? '-', last(j), j.next_attempt ?? '-']),
-  ]);
+  // A paused job's HEALTH reads `paused`; who paused it, when and why follow the table, one line each.
+  const paused = jobs.filter((j) => j.health === 'paused').map((j) => `${j.name}: ${j.health_reason}\n`);
+  return (
+    table([
+      ['JOB', 'ENABLED', 'SCOPE', 'SCHEDULE', 'HEALTH', 'WORST_INSTANCE', 'LAST_RUN', 'NEXT_ATTEMPT'],
+      // WORST_INSTANCE: the replica an instance-scoped job's health comes from (judged per live replica).
+      ...jobs.map((j) => [j.name, String(j.enabled), j.scope, scheduleText(j.schedule), j.health, j.worst_instance ?? '-', last(j), j.next_attempt ?? '-']),
+    ]) + (paused.length ? `\n${paused.join('')}` : '')
+  );
 }
 
 export function statusText(view: LiveView): string {
   const alive = view.instances.filter((i) => i.alive);
   const counts = new Map<string, number>();
   for (const j of view.jobs) counts.set(j.health, (counts.get(j.health) ?? 0) + 1);
-  const unhealthy = view.jobs.filter((j) => j.health === 'late' || j.health === 'stuck' || j.health === 'failing');
+  const unhealthy = view.jobs.filter((j) => j.health === 'late' || j.health === 'stuck' || j.health === 'failing' || j.health === 'paused');
   return [
     `instances: ${alive.length} alive of ${view.instances.length} known\n`,
     table([

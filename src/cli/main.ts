@@ -34,9 +34,9 @@ program
   .description('apply pending database migrations and exit')
   .action(async (_opts, cmd: Command) => (await import('./migrate.js')).migrateCommand(await config(cmd)));
 
-program
+const jobsCommand = program
   .command('jobs')
-  .description('list the jobs: schedule, health, last run and next attempt (the same fields as GET /api/v1/jobs)')
+  .description('list the jobs: schedule, health, last run and next attempt (the same fields as GET /api/v1/jobs); `jobs pause|resume <job>`')
   .option('--json', 'print JSON')
   .option('--config-only', 'only what the configuration says, without reading the database')
   .action(async (opts: { json?: boolean; configOnly?: boolean }, cmd: Command) => {
@@ -70,6 +70,25 @@ program
     process.stdout.write(opts.json ? JSON.stringify(jobs, null, 2) + '\n' : jobsTable(jobs));
   });
 
+// Subcommands of `jobs` (issue 49): `jobs` alone still lists; `jobs pause|resume <job>` dispatch here.
+// A `--json` after the subcommand is parsed by `jobs` (its own option), so the actions read it with the parent's.
+jobsCommand
+  .command('pause <job>')
+  .description('pause a job cluster-wide (persisted): a running round finishes, no new round starts on any replica until resumed')
+  .option('-r, --reason <text>', 'why (required; 1-500 characters), kept with the pause and in the audit')
+  .option('--json', 'print JSON')
+  .action(async (job: string, opts: { reason?: string; json?: boolean }, cmd: Command) => {
+    process.exitCode = await (await import('./pause.js')).pauseCommand(await config(cmd), 'pause', job, { ...opts, json: cmd.optsWithGlobals<{ json?: boolean }>().json });
+  });
+jobsCommand
+  .command('resume <job>')
+  .description('resume a paused job: its next slot runs as scheduled')
+  .option('-r, --reason <text>', 'why (optional), kept in the audit')
+  .option('--json', 'print JSON')
+  .action(async (job: string, opts: { reason?: string; json?: boolean }, cmd: Command) => {
+    process.exitCode = await (await import('./pause.js')).pauseCommand(await config(cmd), 'resume', job, { ...opts, json: cmd.optsWithGlobals<{ json?: boolean }>().json });
+  });
+
 program
   .command('status')
   .description("the instances (alive, host, pid, heartbeat) and the jobs' health, as the API reports them")
@@ -83,8 +102,9 @@ program
 program
   .command('run <job>')
   .description('run one round of a job now, through the same lock and slot claim, and print the outcome')
-  .action(async (job: string, _opts, cmd: Command) => {
-    process.exitCode = await (await import('./run.js')).runJob(await config(cmd), job);
+  .option('--force', 'run even while the job is paused (the pause stays)')
+  .action(async (job: string, opts: { force?: boolean }, cmd: Command) => {
+    process.exitCode = await (await import('./run.js')).runJob(await config(cmd), job, { force: opts.force === true });
   });
 
 program

@@ -19,12 +19,12 @@ function exitCode(o: Outcome): number {
 }
 
 /**
- * `relay-jobs run <job>`: one manual round through the same lock, claim and lease as a
+ * `relay-jobs run <job> [--force]`: one manual round through the same lock, claim and lease as a
  * scheduled one; prints the outcome as JSON. Exit 0 ok/no_work, 1 failed/timed_out, 3 not
- * started (another round holds the job). In embedded mode with a running service on the data
+ * started (another round holds the job, or it is paused and `--force` was not given). In embedded mode with a running service on the data
  * directory, the round is asked of that service over its HTTP API (it owns the database).
  */
-export async function runJob(config: Config, name: string): Promise<number> {
+export async function runJob(config: Config, name: string, opts: { force?: boolean } = {}): Promise<number> {
   const known = buildJobs(config).map((j) => j.name);
   if (!known.includes(name)) {
     const near = closest(name, known);
@@ -32,14 +32,14 @@ export async function runJob(config: Config, name: string): Promise<number> {
   }
   if (config.mode === 'embedded') {
     const owner = DataDirLock.liveOwner(config.database.data_dir);
-    if (owner) return runViaService(config, name, owner.http_port ?? config.http.port);
+    if (owner) return runViaService(config, name, owner.http_port ?? config.http.port, opts.force === true);
   }
   const rt = await oneShotRuntime(config);
   try {
-    const report = await rt.runNow(name);
+    const report = await rt.runNow(name, undefined, { force: opts.force });
     const out: Outcome = report.ran
       ? { run_id: report.runId, fencing_token: report.token, status: report.outcome.status, items: report.outcome.items, note: report.outcome.note ?? null, error: report.outcome.error ?? null }
-      : { status: 'not_started', note: report.reason };
+      : { status: 'not_started', note: report.paused ? `job ${name} is ${report.reason}; \`relay-jobs jobs resume ${name}\`, or run it anyway with --force` : report.reason };
     process.stdout.write(JSON.stringify(outcomeLine(name, out)) + '\n');
     return exitCode(out);
   } finally {
@@ -47,14 +47,14 @@ export async function runJob(config: Config, name: string): Promise<number> {
   }
 }
 
-async function runViaService(config: Config, name: string, port: number): Promise<number> {
+async function runViaService(config: Config, name: string, port: number, force: boolean): Promise<number> {
   const token = config.http.admin_token ?? readEmbeddedAdminToken(config.database.data_dir);
   if (!token) throw new UserError(`a relay-jobs service owns ${config.database.data_dir} but no admin token is available (set RELAY_JOBS_ADMIN_TOKEN)`);
   const base = `http://127.0.0.1:${port}/api/v1/jobs/${encodeURIComponent(name)}`;
   const headers = { authorization: `Bearer ${token}` };
   let res: Response;
   try {
-    res = await fetch(`${base}/run`, { method: 'POST', headers });
+    res = await fetch(`${base}/run${force ? '?force=true' : ''}`, { method: 'POST', headers });
   } catch (err) {
     throw new UserError(`a relay-jobs service owns ${config.database.data_dir} but its API at 127.0.0.1:${port} did not answer: ${(err as Error).message}`);
   }

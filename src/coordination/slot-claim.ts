@@ -4,6 +4,7 @@ import type { LockBackend } from './leader-lock.js';
 import { holderAliveSql } from './liveness.js';
 import { RenewalBatch } from './renewal-batch.js';
 import { systemClock } from '../time/clock.js';
+import { describePause, type JobPause } from './job-pauses.js';
 
 /**
  * The correctness layer of invariants 1 and 2, in PostgreSQL (`job_state`, `job_runs`).
@@ -14,7 +15,11 @@ import { systemClock } from '../time/clock.js';
  *     and that round's replica is alive: a lease whose holder's liveness session is gone
  *     (`liveness.ts`: crashed process) is free at once, any other only once it has expired,
  *   - increments the fencing token, and
- *   - inserts the round's `job_runs` row as `running`.
+ *   - inserts the round's `job_runs` row as `running`,
+ *   - and only while the job is not paused (`job_state.paused_at`, migration 031; a manual round may
+ *     be forced past a pause). The pause is read in the same statement that takes the slot, so a
+ *     pause committed before a claim refuses it, and a claim committed first is a round that started
+ *     before the pause (it finishes): no interleaving lets a round start after a pause.
  * Whatever lock backend admitted the replica (Redis, advisory lock, memory), two rounds
  * cannot both pass this statement for one slot, nor overlap while a lease is renewed.
  */
@@ -28,7 +33,8 @@ export interface Claim {
   aliveKey: number | null;
 }
 
-export type ClaimResult = { claimed: true; claim: Claim } | { claimed: false; reason: string };
+/** `paused`: refused because the job is paused (the reason then describes the pause). */
+export type ClaimResult = { claimed: true; claim: Claim } | { claimed: false; reason: string; paused?: JobPause };
 
 export interface RoundOutcome {
   status: 'ok' | 'no_work' | 'failed' | 'timed_out';
@@ -43,6 +49,9 @@ const MS = (p: string) => `make_interval(secs => ${p}::double precision / 1000)`
 // that no session holds any more: the holder's process is dead, so no round of it can still run.
 const LEASE_FREE = `(lease_until IS NULL OR lease_until <= clock_timestamp()
          OR (holder_alive_key IS NOT NULL AND NOT ${holderAliveSql('holder_alive_key')}))`;
+
+// Issue 49: a paused job starts no round; $force lets a manual round past it (`?force=true`, `run --force`).
+const NOT_PAUSED = (force: string) => `(paused_at IS NULL OR ${force}::boolean)`;
 
 // Shared tail of both claims: a round still running when its lease could be taken over is dead; record it so.
 const AFTER_CLAIM = `), abandon AS (
@@ -61,6 +70,7 @@ WITH claim AS (
    WHERE job_name = $1
      AND (last_slot IS NULL OR last_slot < $2::timestamptz)
      AND ${LEASE_FREE}
+     AND ${NOT_PAUSED('false')}
      AND $2::timestamptz <= clock_timestamp() + ${MS('$7')}
   RETURNING fencing_token
 ${AFTER_CLAIM}
@@ -68,13 +78,13 @@ SELECT $1, $2::timestamptz, 'cluster', 'schedule', $3, claim.fencing_token, 'run
   FROM claim
 RETURNING id, fencing_token, slot`;
 
-// $1 job, $2 instance, $3 lease ms, $4 lock backend, $5 timeout ms, $6 liveness key
+// $1 job, $2 instance, $3 lease ms, $4 lock backend, $5 timeout ms, $6 liveness key, $7 force past a pause
 const CLAIM_MANUAL = `
 WITH claim AS (
   UPDATE job_state
      SET fencing_token = fencing_token + 1, holder_instance = $2, holder_alive_key = $6::int,
          lease_until = clock_timestamp() + ${MS('$3')}, updated_at = clock_timestamp()
-   WHERE job_name = $1 AND ${LEASE_FREE}
+   WHERE job_name = $1 AND ${LEASE_FREE} AND ${NOT_PAUSED('$7')}
   RETURNING fencing_token
 ${AFTER_CLAIM}
 SELECT $1, date_trunc('milliseconds', clock_timestamp()), 'cluster', 'manual', $2, claim.fencing_token, 'running', $4, clock_timestamp() + ${MS('$5')}
@@ -103,7 +113,7 @@ SELECT $1, $2::timestamptz, 'instance', 'schedule', $3, $6, t.started, t.started
   FROM (SELECT clock_timestamp() - ${MS('$4')} AS started) t`;
 
 const WHY_NOT = `
-SELECT last_slot, holder_instance, NOT ${LEASE_FREE} AS leased, lease_until,
+SELECT last_slot, holder_instance, NOT ${LEASE_FREE} AS leased, lease_until, paused_at, paused_by, paused_reason,
        extract(epoch FROM ($2::timestamptz - clock_timestamp())) * 1000 AS ahead_ms
   FROM job_state WHERE job_name = $1`;
 
@@ -155,13 +165,14 @@ export class SlotClaims {
   async claimScheduled(p: { job: string; slot: Date; leaseMs: number; timeoutMs: number; backend: LockBackend; toleratedFutureMs: number; aliveKey?: number | null }): Promise<ClaimResult> {
     const { rows } = await this.db.query<ClaimRow>(CLAIM_SCHEDULED, [p.job, p.slot.toISOString(), this.instanceId, p.leaseMs, p.backend, p.timeoutMs, p.toleratedFutureMs, p.aliveKey ?? null]);
     if (rows[0]) return { claimed: true, claim: toClaim(p.job, rows[0], p.aliveKey ?? null) };
-    return { claimed: false, reason: await this.whyNot(p.job, p.slot) };
+    return { claimed: false, ...(await this.whyNot(p.job, p.slot)) };
   }
 
-  async claimManual(p: { job: string; leaseMs: number; timeoutMs: number; backend: LockBackend; aliveKey?: number | null }): Promise<ClaimResult> {
-    const { rows } = await this.db.query<ClaimRow>(CLAIM_MANUAL, [p.job, this.instanceId, p.leaseMs, p.backend, p.timeoutMs, p.aliveKey ?? null]);
+  /** `force`: runs even while the job is paused (the operator said so; the pause stays). */
+  async claimManual(p: { job: string; leaseMs: number; timeoutMs: number; backend: LockBackend; aliveKey?: number | null; force?: boolean }): Promise<ClaimResult> {
+    const { rows } = await this.db.query<ClaimRow>(CLAIM_MANUAL, [p.job, this.instanceId, p.leaseMs, p.backend, p.timeoutMs, p.aliveKey ?? null, p.force === true]);
     if (rows[0]) return { claimed: true, claim: toClaim(p.job, rows[0], p.aliveKey ?? null) };
-    return { claimed: false, reason: await this.whyNot(p.job, new Date(systemClock.now())) };
+    return { claimed: false, ...(await this.whyNot(p.job, new Date(systemClock.now()), p.force === true)) };
   }
 
   async startInstanceRound(p: { job: string; slot: Date; timeoutMs: number; trigger: 'schedule' | 'manual'; startedMsAgo?: number }): Promise<Claim> {
@@ -198,15 +209,28 @@ export class SlotClaims {
     return num(rows[0]?.finished) === 1;
   }
 
-  private async whyNot(job: string, slot: Date): Promise<string> {
-    const { rows } = await this.db.query<{ last_slot: unknown; holder_instance: string | null; leased: boolean; lease_until: unknown; ahead_ms: unknown }>(WHY_NOT, [job, slot.toISOString()]);
+  private async whyNot(job: string, slot: Date, forced = false): Promise<{ reason: string; paused?: JobPause }> {
+    const { rows } = await this.db.query<{
+      last_slot: unknown;
+      holder_instance: string | null;
+      leased: boolean;
+      lease_until: unknown;
+      ahead_ms: unknown;
+      paused_at: unknown;
+      paused_by: string | null;
+      paused_reason: string | null;
+    }>(WHY_NOT, [job, slot.toISOString()]);
     const r = rows[0];
-    if (!r) return `job ${job} is not registered in job_state`;
+    if (!r) return { reason: `job ${job} is not registered in job_state` };
     const last = toDate(r.last_slot);
-    if (last && last >= slot) return `slot ${slot.toISOString()} already claimed (last claimed slot ${last.toISOString()})`;
-    if (r.leased) return `lease held by ${r.holder_instance} until ${toDate(r.lease_until)!.toISOString()}`;
-    if (num(r.ahead_ms) > 0) return `slot ${slot.toISOString()} is ${Math.round(num(r.ahead_ms))}ms ahead of the database clock (clock skew?)`;
-    return 'claim lost to a concurrent replica';
+    if (last && last >= slot) return { reason: `slot ${slot.toISOString()} already claimed (last claimed slot ${last.toISOString()})` };
+    if (r.leased) return { reason: `lease held by ${r.holder_instance} until ${toDate(r.lease_until)!.toISOString()}` };
+    if (r.paused_at && !forced) {
+      const paused: JobPause = { job, at: toDate(r.paused_at)!, by: r.paused_by ?? 'unknown', reason: r.paused_reason ?? '' };
+      return { reason: describePause(paused), paused };
+    }
+    if (num(r.ahead_ms) > 0) return { reason: `slot ${slot.toISOString()} is ${Math.round(num(r.ahead_ms))}ms ahead of the database clock (clock skew?)` };
+    return { reason: 'claim lost to a concurrent replica' };
   }
 }
 

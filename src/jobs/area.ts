@@ -12,7 +12,7 @@ import type { InstanceInfo } from '../coordination/instance-registry.js';
 import type { RunRecords } from '../coordination/run-records.js';
 import type { RoundReport } from '../scheduler/round-runner.js';
 import type { JobDefinition } from '../scheduler/job.js';
-import type { JobView } from './job-views.js';
+import type { JobPauseControl, JobView } from './job-views.js';
 import type { KernelServices, WiringContext, Wired } from './wiring.js';
 
 /** What the HTTP layer checks a session token with (the admin area's sessions answer it). */
@@ -39,7 +39,10 @@ export interface RouteDeps<S = KernelServices> {
   readonly isShuttingDown: boolean;
   jobViews(): Promise<JobView[]>;
   instances(): Promise<InstanceInfo[]>;
-  runNow(name: string, onStart?: (r: { runId: number; token: number }) => void): Promise<RoundReport>;
+  /** `force`: past a pause (issue 49). */
+  runNow(name: string, onStart?: (r: { runId: number; token: number }) => void, opts?: { force?: boolean }): Promise<RoundReport>;
+  /** Pause and resume of a job, cluster-wide (issue 49). */
+  readonly pauses: JobPauseControl;
   /** A round of the job as soon as one can run, asking again while one runs (for work just queued for it). */
   requestRound(name: string): void;
 }

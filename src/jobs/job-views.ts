@@ -4,8 +4,31 @@ import type { InstanceRegistry } from '../coordination/instance-registry.js';
 import type { RunRecord, RunRecords } from '../coordination/run-records.js';
 import type { Scheduler } from '../scheduler/scheduler.js';
 import type { BuiltJob } from './define-job.js';
+import { describePause, type JobPause } from '../coordination/job-pauses.js';
 
-export const HEALTH_STATES = ['healthy', 'idle', 'late', 'stuck', 'failing', 'disabled'] as const;
+export const HEALTH_STATES = ['healthy', 'idle', 'late', 'stuck', 'failing', 'disabled', 'paused'] as const;
+
+/**
+ * Pause and resume (issue 49), as the routes and the CLI use it: the runtime's pause book
+ * (`scheduler/pause-book.ts`) over `job_state` (`coordination/job-pauses.ts`).
+ */
+export interface JobPauseControl {
+  pause(job: string, actor: string, reason: string): Promise<{ changed: boolean; pause: JobPause }>;
+  resume(job: string, actor: string, reason?: string | null): Promise<{ changed: boolean; was: JobPause | null }>;
+  audit(job: string, limit?: number): Promise<Array<{ action: 'pause' | 'resume'; actor: string; reason: string | null; at: string }>>;
+  read(): Promise<Map<string, JobPause>>;
+}
+
+/** A pause as the API shows it. */
+export interface PauseView {
+  at: string;
+  by: string;
+  reason: string;
+}
+
+export function pauseView(p: JobPause): PauseView {
+  return { at: p.at.toISOString(), by: p.by, reason: p.reason };
+}
 
 /** A job as the API, the CLI and the heartbeat's gauges show it: settings, cluster-wide health, last run. */
 export interface JobView {
@@ -31,6 +54,8 @@ export interface JobView {
   instances: ReplicaHealth[] | null;
   /** The replica the job's health comes from when it is not healthy (instance-scoped jobs), else null. */
   worst_instance: string | null;
+  /** Set while an operator has the job paused (health `paused`): when, by whom (the admin token, a session, the CLI) and why. */
+  paused: PauseView | null;
 }
 
 export interface ReplicaHealth {
@@ -40,8 +65,17 @@ export interface ReplicaHealth {
   last_round: RunRecord | null;
 }
 
-export async function jobViews(p: { jobs: readonly BuiltJob[]; records: RunRecords; registry: InstanceRegistry; scheduler: Scheduler; startedAt: Date; abortGraceMs: number }): Promise<JobView[]> {
-  const snapshots = await p.records.snapshots();
+export async function jobViews(p: {
+  jobs: readonly BuiltJob[];
+  records: RunRecords;
+  registry: InstanceRegistry;
+  scheduler: Scheduler;
+  startedAt: Date;
+  abortGraceMs: number;
+  /** The paused jobs (issue 49); without it none reads as paused. */
+  pauses?: Pick<JobPauseControl, 'read'>;
+}): Promise<JobView[]> {
+  const [snapshots, paused] = await Promise.all([p.records.snapshots(), p.pauses?.read() ?? new Map<string, JobPause>()]);
   // Health of a job that never ran counts from the start of the cluster's current life: the oldest live replica's start.
   const live = (await p.registry.list()).filter((i) => i.alive);
   const since = live.reduce((min, i) => (i.started_at < min ? i.started_at : min), p.startedAt);
@@ -72,6 +106,12 @@ export async function jobViews(p: { jobs: readonly BuiltJob[]; records: RunRecor
         const own = await job.health({ settings: job.settings, createdAt: snap?.createdAt ?? null, nowMs: (snap?.dbNow ?? p.startedAt).getTime() }).catch(() => null);
         if (own) Object.assign(verdict, own);
       }
+      // A pause says more than any round: no round starts anywhere until it is resumed.
+      const pause = paused.get(job.name) ?? null;
+      if (pause) {
+        verdict = { health: 'paused', reason: describePause(pause), expectedBy: null };
+        worst = null;
+      }
       const s = job.settings.schedule;
       return {
         name: job.name,
@@ -93,6 +133,7 @@ export async function jobViews(p: { jobs: readonly BuiltJob[]; records: RunRecor
         last_success_at: snap?.lastSuccessAt?.toISOString() ?? null,
         instances,
         worst_instance: worst,
+        paused: pause ? pauseView(pause) : null,
       };
     }),
   );

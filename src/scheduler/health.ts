@@ -3,7 +3,8 @@ import type { JobSnapshot, RunRecord } from '../coordination/run-records.js';
 import { Schedule } from './schedule.js';
 import { systemClock } from '../time/clock.js';
 
-export type Health = 'healthy' | 'idle' | 'late' | 'stuck' | 'failing' | 'disabled';
+/** `paused`: an operator paused the job (issue 49); set by the job views from `job_state`, never by the judgement below. */
+export type Health = 'healthy' | 'idle' | 'late' | 'stuck' | 'failing' | 'disabled' | 'paused';
 
 export interface HealthVerdict {
   health: Health;
@@ -57,7 +58,7 @@ export function judgeHealth(p: { settings: JobSettings; snapshot: JobSnapshot | 
 }
 
 /** How bad a verdict is, for "the worst replica": a round holding the job, then no round, then a failed one. */
-const SEVERITY: Record<Health, number> = { stuck: 5, late: 4, failing: 3, idle: 1, healthy: 0, disabled: 0 };
+const SEVERITY: Record<Health, number> = { stuck: 5, late: 4, failing: 3, idle: 1, healthy: 0, disabled: 0, paused: 0 };
 
 export interface ReplicaVerdict extends HealthVerdict {
   instanceId: string;

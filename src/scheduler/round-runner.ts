@@ -15,9 +15,16 @@ import { IdleRounds } from '../coordination/idle-rounds.js';
 import { InstanceRoundRecord } from './instance-round.js';
 import { formatDuration } from '../config/duration.js';
 import { retry } from '../time/retry.js';
+import { JobPauses, describePause, type JobPause } from '../coordination/job-pauses.js';
+import type { PauseBook } from './pause-book.js';
 
+/** How long past its timeout a round may take to stop on its signal before its held lease is warned about. */
+const OVERRUN_GRACE_MS = 1000;
+
+/** `paused`: not started because the job is paused (issue 49); `reason` then describes the pause. */
 export type RoundReport =
-  { ran: true; runId: number; token: number; slot: Date; backend: LockBackend | null; outcome: RoundOutcome } | { ran: false; slot: Date | null; backend: LockBackend | null; reason: string };
+  | { ran: true; runId: number; token: number; slot: Date; backend: LockBackend | null; outcome: RoundOutcome }
+  | { ran: false; slot: Date | null; backend: LockBackend | null; reason: string; paused?: JobPause };
 
 export interface RoundRunnerDeps {
   db: Db;
@@ -37,6 +44,11 @@ export interface RoundRunnerDeps {
    * set where a heartbeat writes `idleRounds` (the runtime); without it every round writes its record.
    */
   deferIdleRecords?: boolean;
+  /**
+   * This replica's copy of the paused jobs (issue 49): a scheduled round of a paused job is skipped
+   * before it touches Redis or PostgreSQL. Without it only the claim (cluster jobs) refuses them.
+   */
+  pauses?: PauseBook;
 }
 
 /**
@@ -47,6 +59,7 @@ export class RoundRunner {
   private readonly claims: SlotClaims;
   private readonly records: RunRecords;
   private readonly cursors: FencedCursors;
+  private readonly pauseStore: JobPauses;
   /** Scheduled skips, written by the heartbeat as a summary (no write per skipped slot). */
   readonly skips = new SkipCounter();
   /** Scheduled instance rounds that found nothing to do, written by the heartbeat (`deferIdleRecords`). */
@@ -58,6 +71,7 @@ export class RoundRunner {
     this.claims = new SlotClaims(deps.db, deps.instanceId);
     this.records = new RunRecords(deps.db);
     this.cursors = new FencedCursors(deps.db);
+    this.pauseStore = new JobPauses(deps.db);
   }
 
   get slotClaims(): SlotClaims {
@@ -69,10 +83,18 @@ export class RoundRunner {
    * `onStart` is told the run id as soon as the round is claimed (the HTTP API answers then).
    * `recordSkip: false`: a manual round refused (lock held, slot claimed) is counted like a
    * scheduled skip instead of written as a record (a request that asks again, `Scheduler.requestRound`).
+   * A paused job (issue 49) starts no round: a scheduled slot is counted as a skip with the reason
+   * `paused …`; a manual round is refused (`paused` set, no record) unless `force`.
    */
-  async run(job: JobDefinition, slot: Date | null, onStart?: (r: { runId: number; token: number }) => void, opts: { recordSkip?: boolean } = {}): Promise<RoundReport> {
+  async run(job: JobDefinition, slot: Date | null, onStart?: (r: { runId: number; token: number }) => void, opts: { recordSkip?: boolean; force?: boolean } = {}): Promise<RoundReport> {
     const trigger = slot ? 'schedule' : 'manual';
     const log = this.deps.log.child({ job: job.name, trigger });
+    // Scheduled: this replica's copy of the pauses (the only guard of instance rounds; cluster claims re-check
+    // atomically). Manual: read now, so a pause made a moment ago on another replica is never missed.
+    if (!opts.force) {
+      const paused = slot ? (this.deps.pauses?.get(job.name) ?? null) : job.scope === 'instance' ? await this.pauseStore.get(job.name) : null;
+      if (paused) return this.pausedSkip(job, slot, paused, log);
+    }
     if (job.scope === 'instance' && slot && this.deps.deferIdleRecords) {
       const record = new InstanceRoundRecord({ claims: this.claims, clock: this.deps.clock, idle: this.idleRounds, job: job.name, slot, timeoutMs: job.settings.timeoutMs });
       return this.execute(job, record.claim, trigger, null, null, log, record);
@@ -114,7 +136,7 @@ export class RoundRunner {
     try {
       claimed = slot
         ? await this.claims.claimScheduled({ job: job.name, slot, leaseMs: lockTtlMs, timeoutMs: job.settings.timeoutMs, backend, toleratedFutureMs: this.deps.toleratedFutureMs, aliveKey })
-        : await this.claims.claimManual({ job: job.name, leaseMs: lockTtlMs, timeoutMs: job.settings.timeoutMs, backend, aliveKey });
+        : await this.claims.claimManual({ job: job.name, leaseMs: lockTtlMs, timeoutMs: job.settings.timeoutMs, backend, aliveKey, force: opts.force });
     } catch (err) {
       await handle?.release();
       log.error({ err: (err as Error).message }, 'slot claim failed: database unreachable?');
@@ -122,6 +144,7 @@ export class RoundRunner {
     }
     if (!claimed.claimed) {
       await handle?.release();
+      if (claimed.paused) return this.pausedSkip(job, slot, claimed.paused, log, backend);
       return this.skip(job, slot, backend, claimed.reason, log, opts.recordSkip);
     }
     if (!handle && !acquisition.acquired && acquisition.takeOver) {
@@ -133,6 +156,14 @@ export class RoundRunner {
     }
     onStart?.({ runId: claimed.claim.runId, token: claimed.claim.token });
     return this.execute(job, claimed.claim, trigger, handle, lockTtlMs, log);
+  }
+
+  /** A round of a paused job not started: a scheduled slot is counted (skip reason `paused …`), a manual one refused. No record. */
+  private pausedSkip(job: JobDefinition, slot: Date | null, pause: JobPause, log: Logger, backend: LockBackend | null = null): RoundReport {
+    const reason = describePause(pause);
+    log.debug({ reason, slot: slot?.toISOString() }, 'round not started: job paused');
+    if (slot) this.skips.add(job.name, new Date(this.deps.clock.now()), reason);
+    return { ran: false, slot, backend, reason, paused: pause };
   }
 
   private async skip(job: JobDefinition, slot: Date | null, backend: LockBackend, reason: string, log: Logger, recordManual = true): Promise<RoundReport> {
@@ -165,13 +196,29 @@ export class RoundRunner {
     const abort = (why: RoundAborted['why'], message: string) => {
       if (!controller.signal.aborted) controller.abort(new RoundAborted(why, message));
     };
+    let overrunWarned = false;
     const keeper =
       leaseMs === null
         ? null
         : new LeaseKeeper({
             clock,
             leaseMs,
-            renewLease: () => this.claims.renew(claim, leaseMs),
+            renewLease: async () => {
+              const renewed = await this.claims.renew(claim, leaseMs);
+              // The seed's daily check "is a leader lock held too long": the lease (and lock) renewed
+              // past the job's timeout (its expected duration; lock_ttl is only the renewal horizon)
+              // means the round ignores its AbortSignal. Warned once per round, not once per renewal;
+              // a round that stops on its signal is gone well within the grace.
+              const age = clock.now() - startedAt;
+              if (renewed && !overrunWarned && age > job.settings.timeoutMs + OVERRUN_GRACE_MS) {
+                overrunWarned = true;
+                log.warn(
+                  { holder: this.deps.instanceId, age_ms: age, timeout_ms: job.settings.timeoutMs, lock_backend: handle?.backend ?? null },
+                  'lease held past the job timeout: the round ignores its AbortSignal',
+                );
+              }
+              return renewed;
+            },
             renewLock: handle ? () => handle.renew(leaseMs) : undefined,
             onLost: (reason) => {
               metrics.leaseLost.inc({ job: job.name });

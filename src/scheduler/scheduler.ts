@@ -67,11 +67,14 @@ export class Scheduler {
     }
   }
 
-  /** A manual round now, through the same lock, claim and lease as a scheduled one. */
-  runNow(name: string, onStart?: (r: { runId: number; token: number }) => void): Promise<RoundReport> {
+  /**
+   * A manual round now, through the same lock, claim and lease as a scheduled one. A paused job's
+   * round is refused (`paused` in the report) unless `force` (issue 49).
+   */
+  runNow(name: string, onStart?: (r: { runId: number; token: number }) => void, opts: { force?: boolean } = {}): Promise<RoundReport> {
     const job = this.job(name);
     if (!job) throw new Error(`unknown job ${name}`);
-    return this.track(this.deps.runner.run(job, null, onStart));
+    return this.track(this.deps.runner.run(job, null, onStart, { force: opts.force }));
   }
 
   /**

@@ -23,6 +23,7 @@ import { sql as refreshSent } from './019_refresh_sent.js';
 import { sql as wakeups } from './026_wakeups.js';
 import { sql as claimTakeover } from './027_claim_takeover.js';
 import { sql as backupWake } from './028_backup_wake.js';
+import { sql as jobPauses } from './031_job_pauses.js';
 
 export interface Migration {
   version: number;
@@ -63,4 +64,5 @@ export const KERNEL_MIGRATIONS: readonly Migration[] = [
   { version: 26, name: 'wakeups', sql: wakeups },
   { version: 27, name: 'claim_takeover', sql: claimTakeover },
   { version: 28, name: 'backup_wake', sql: backupWake },
+  { version: 31, name: 'job_pauses', sql: jobPauses },
 ];

@@ -6,6 +6,7 @@ import { Badge, Load, Table, Time, duration, localizeTimes, scheduleWords, useLi
 
 /** Why the API would refuse a round now (409), or null: the button is disabled only for that. */
 function busyReason(j: any): string | null {
+  if (j.paused) return 'paused: resume it first (the API and CLI can force a round)';
   if (j.lease_holder) return `a round holds the lease (${j.lease_holder})`;
   if (j.last_run?.status === 'running') return 'a round is running';
   return null;
@@ -48,6 +49,81 @@ function RunNow({ job, after }: { job: any; after: () => void }) {
         </span>
       )}
     </>
+  );
+}
+
+/**
+ * Pause and resume (issue 49): `Pause` opens a reason field (the API requires one; it goes into the
+ * audit with this session), `Resume` lifts the pause. Both apply to every replica at once.
+ */
+function PauseControl({ job, after }: { job: any; after: () => void }) {
+  const [asking, setAsking] = useState(false);
+  const [reason, setReason] = useState('');
+  const [msg, setMsg] = useState<string | null>(null);
+  const call = async (action: 'pause' | 'resume', body?: unknown) => {
+    setMsg(null);
+    try {
+      await api(`/jobs/${job.name}/${action}`, { method: 'POST', body: body ?? {} });
+      setAsking(false);
+      setReason('');
+      setMsg(action === 'pause' ? 'paused' : 'resumed');
+    } catch (e) {
+      setMsg((e as Error).message);
+    }
+    after();
+  };
+  if (job.paused) {
+    return (
+      <>
+        <button onClick={() => call('resume')} title={`resume ${job.name}: its next slot runs as scheduled`}>
+          Resume
+        </button>
+        {msg && (
+          <span class="small" role="status">
+            {' '}
+            {msg}
+          </span>
+        )}
+      </>
+    );
+  }
+  if (!asking) {
+    return (
+      <>
+        <button onClick={() => setAsking(true)} title={`pause ${job.name} on every replica; a running round finishes`}>
+          Pause
+        </button>
+        {msg && (
+          <span class="small" role="status">
+            {' '}
+            {msg}
+          </span>
+        )}
+      </>
+    );
+  }
+  return (
+    <form
+      class="inline"
+      onSubmit={(e) => {
+        e.preventDefault();
+        void call('pause', { reason });
+      }}
+    >
+      <input aria-label={`Reason for pausing ${job.name}`} placeholder="why pause?" required maxLength={500} value={reason} onInput={(e) => setReason((e.target as HTMLInputElement).value)} />{' '}
+      <button type="submit" disabled={!reason.trim()}>
+        Pause {job.name}
+      </button>{' '}
+      <button type="button" onClick={() => setAsking(false)}>
+        Cancel
+      </button>
+      {msg && (
+        <span class="small" role="status">
+          {' '}
+          {msg}
+        </span>
+      )}
+    </form>
   );
 }
 
@@ -98,7 +174,14 @@ export function Jobs() {
               { h: 'Replica', c: (j: any) => replicaWords(j) },
               { h: 'Next attempt', c: (j: any) => <Time at={j.next_attempt} /> },
               { h: 'Lease holder', c: (j: any) => j.lease_holder ?? '—' },
-              { h: 'Action', c: (j: any) => <RunNow job={j} after={s.reload} /> },
+              {
+                h: 'Action',
+                c: (j: any) => (
+                  <>
+                    <RunNow job={j} after={s.reload} /> <PauseControl job={j} after={s.reload} />
+                  </>
+                ),
+              },
             ]}
           />
         )}
@@ -122,7 +205,8 @@ export function JobPage({ name }: { name: string }) {
           return (
             <>
               <p>
-                {d.job.description} · <Badge v={d.job.health} /> {localizeTimes(d.job.health_reason)} · {scheduleWords(d.job.schedule)} · <RunNow job={d.job} after={s.reload} />
+                {d.job.description} · <Badge v={d.job.health} /> {localizeTimes(d.job.health_reason)} · {scheduleWords(d.job.schedule)} · <RunNow job={d.job} after={s.reload} />{' '}
+                <PauseControl job={d.job} after={s.reload} />
               </p>
               {done.length > 0 && (
                 <>
