@@ -10,11 +10,13 @@ import { opsAlertEvaluatorJob } from './ops-alert-evaluator.js';
 import { scheduledReportsJob } from './scheduled-reports.js';
 import { registerOpsRoutes } from './ops-routes.js';
 import { OpsMetrics } from './metrics.js';
+import { opsMigrations } from './store/migrations/index.js';
 
 /** The ops area as the area list sees it (README.md: its invariants). */
 export const opsArea = defineArea({
   name: 'ops',
   config: opsConfig,
+  migrations: opsMigrations,
   wiring: async () => {
     const { buildOps } = await import('./wiring.js');
     // Its jobs send alerts and reports through notifications (read at use); the collector reads the usage writer's queue.

@@ -44,6 +44,16 @@ export const SERIES: Record<string, Fold> = {
   rss_bytes: { kind: 'max' },
   heap_used_bytes: { kind: 'max' },
   cpu_percent: { kind: 'max' },
+  // Issue 50, for the default rules: cluster-wide, read from the database.
+  accounts_refresh_failing: { kind: 'last' },
+  accounts_refresh_failing_ratio: { kind: 'last' },
+  scheduler_outbox_lag_seconds: { kind: 'last' },
+  backup_age_seconds: { kind: 'last' },
+  replicas_dead: { kind: 'last' },
+  // Every replica's own counters, summed over the replicas (ops_counter_increments).
+  usage_dropped: { kind: 'sum' },
+  usage_spilled: { kind: 'sum' },
+  quota_flush_errors: { kind: 'sum' },
 };
 
 export const SERIES_NAMES = Object.keys(SERIES);

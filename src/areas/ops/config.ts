@@ -13,6 +13,10 @@ export const OPS_RETENTION = {
   ops_alert_events: 90,
   notification_deliveries: 30,
   canary_runs: 7,
+  /** Rows the database refused for their content (usage, spilled usage, quota counters), kept for the operator to look at. */
+  dead_letters: 90,
+  /** Per-replica counter increments (usage dropped/spilled, quota flush errors) the collector sums per bucket. */
+  ops_counter_increments: 7,
 } satisfies Record<string, number>;
 
 /** `ops.retention_days`: the keys given merge over the defaults (setting one keeps the others); an unknown target is an error naming it. */

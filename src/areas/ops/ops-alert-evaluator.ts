@@ -13,6 +13,7 @@ const defineJob = jobsFor<OpsServices & NotificationsFace>();
  * notification intents are written in one transaction fenced by the round's token
  * (store/ops-alerts.ts `apply`), so the streak survives the evaluator's replica dying mid-streak
  * and a stale round cannot write. Then the due ops notifications are sent from the outbox.
+ * Its start on a replica installs the default rules never installed before (default-rules.ts).
  */
 export const opsAlertEvaluatorJob = defineJob({
   name: 'ops_alert_evaluator',
@@ -20,6 +21,9 @@ export const opsAlertEvaluatorJob = defineJob({
   scope: 'cluster',
   defaults: (config) => ({ enabled: true, every: `${config.ops.alert_interval}ms`, timeout: `${Math.max(10_000, config.ops.alert_interval)}ms` }),
   needs: ['ops', 'notifier', 'metrics'],
+  async onStart({ ops }, log) {
+    await ops.installDefaults?.(log);
+  },
   async run(ctx, { ops, notifier, metrics }, _o, config) {
     const t0 = ctx.clock.now();
     const r = await evaluateAlerts({ ops, config, channels: notifier.channels.keys(), job: ctx.job, token: ctx.fencingToken, now: ctx.clock.now(), signal: ctx.signal, log: ctx.log });

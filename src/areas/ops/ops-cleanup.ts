@@ -2,7 +2,7 @@ import { z } from 'zod';
 import { jobsFor } from '../../jobs/define-job.js';
 import type { OpsServices } from './wiring.js';
 import type { NotificationsFace } from '../notifications/index.js';
-import { CLEANUP_TARGETS } from './store/ops-retention.js';
+import { CLEANUP_TARGETS, type RollupCover } from './store/ops-retention.js';
 import { OpsMetrics } from './metrics.js';
 
 const DAY = 86_400_000;
@@ -17,10 +17,39 @@ const defineJob = jobsFor<OpsServices & NotificationsFace>();
  * `ops.retention_days.job_runs` is its deprecated alias), in the same batches. A target that
  * fails is reported in the round's note, fails the round (health shows it), and the others
  * still run.
+ *
+ * A target a rollup folds (minute buckets into hours, hours into days) is deleted only below its
+ * rollup's watermark, the rule usage_cleanup keeps: rows ops_aggregation has not covered yet are
+ * never deleted, whatever the retention says. The cutoff is aligned down to the rollup's bucket,
+ * so a bucket the aggregation re-reads (its overlap) is deleted whole or not at all, never left
+ * half and folded again. Uncovered rows older than the retention fail the target, naming the
+ * watermark. The one exception is 0, the operator's explicit "empty it": it empties the target,
+ * and the doctor's retention_order fails it for a folded target.
  */
+/** Rows past retention that the target's rollup has not covered: kept, and the target fails naming why. */
+class UncoveredRows extends Error {
+  constructor(cutoff: Date, covered: Date | null, cover: RollupCover) {
+    super(
+      `refusing to delete rows before ${cutoff.toISOString()}: ${cover.job} has only covered buckets before ${covered?.toISOString() ?? '(nothing yet)'} (${cover.key}); ` +
+        `fix the aggregation (GET /api/v1/jobs/${cover.job}) and the next round deletes them`,
+    );
+  }
+}
+
+/**
+ * The delete cutoff of a folded target: the retention's cutoff aligned down to the rollup's bucket,
+ * never past the rollup's watermark (no watermark: nothing is covered, nothing goes).
+ */
+export function coveredCutoff(cutoff: Date | null, covered: Date | null, cover: RollupCover): Date {
+  if (!covered) return new Date(0);
+  if (!cutoff) return covered;
+  const aligned = Math.floor(cutoff.getTime() / cover.alignMs) * cover.alignMs;
+  return new Date(Math.min(aligned, covered.getTime()));
+}
+
 export const opsCleanupJob = defineJob({
   name: 'ops_cleanup',
-  description: 'Deletes ops metrics, alert events, delivered notifications and run records past their retention',
+  description: 'Deletes ops metrics (never before the aggregation watermark), alert events, delivered notifications, dead letters and run records past their retention',
   scope: 'cluster',
   options: { batch: z.coerce.number().int().positive().optional() },
   defaults: (config) => ({ enabled: true, cron: '0 2 * * *', timezone: config.ops.timezone, timeout: '30m' }),
@@ -33,7 +62,7 @@ export const opsCleanupJob = defineJob({
     const failed: string[] = [];
     let total = 0;
     /** Deletes batch after batch until one comes back short; a failure is the target's, not the round's. */
-    const drain = async (target: string, deleteBatch: () => Promise<number>) => {
+    const drain = async (target: string, deleteBatch: () => Promise<number>, after?: () => Promise<void>) => {
       let n = 0;
       try {
         for (;;) {
@@ -42,6 +71,7 @@ export const opsCleanupJob = defineJob({
           n += k;
           if (k < batch) break;
         }
+        await after?.();
         done.push(`${target}: ${n}`);
       } catch (err) {
         failed.push(`${target}: FAILED after ${n}: ${(err as Error).message}`);
@@ -56,8 +86,29 @@ export const opsCleanupJob = defineJob({
         done.push(`${target}: skipped`);
         continue;
       }
-      const before = d === 0 ? null : new Date(ctx.clock.now() - d * DAY);
-      await drain(target, () => ops.retention.deleteBatch(target, before, batch));
+      const cutoff = d === 0 ? null : new Date(ctx.clock.now() - d * DAY);
+      const cover = CLEANUP_TARGETS[target]!.coveredBy;
+      // 0 is the operator's "empty it" (the doctor's retention_order fails it for a folded target): no watermark applies.
+      if (!cover || cutoff === null) {
+        await drain(target, () => ops.retention.deleteBatch(target, cutoff, batch));
+        continue;
+      }
+      let covered: Date | null;
+      try {
+        covered = await ops.retention.coveredUntil(cover);
+      } catch (err) {
+        failed.push(`${target}: FAILED after 0: ${(err as Error).message}`);
+        m.cleanupFailures.inc({ target });
+        continue;
+      }
+      const before = coveredCutoff(cutoff, covered, cover);
+      await drain(
+        target,
+        () => ops.retention.deleteBatch(target, before, batch),
+        async () => {
+          if (cutoff && (await ops.retention.anyBetween(target, covered, cutoff))) throw new UncoveredRows(cutoff, covered, cover);
+        },
+      );
     }
     // Only finished runs go: a running record is a round in flight (its lease, its health).
     await drain('job_runs', () => ops.runRecords.prune(config.scheduler.run_retention, batch, 1));

@@ -1,6 +1,9 @@
 import type { OpsMetricsStore, SeriesValues } from './store/ops-metrics.js';
 import type { ProcessFigures } from '../../telemetry/process-sampler.js';
 
+/** The series summed from every replica's own counters (counter-reporter.ts writes them). */
+export const COUNTER_SERIES = ['usage_dropped', 'usage_spilled', 'quota_flush_errors'] as const;
+
 /** A replica as the collector reads it: `process` is null unless its newest beat is fresh. */
 export interface CollectedInstance {
   instance_id: string;
@@ -20,6 +23,12 @@ export interface OpsProbes {
   pingRedis: (() => Promise<unknown>) | null;
   usageQueue(): number;
   dbPoolInUse(): number | null;
+  /** Replicas that stopped beating without a clean shutdown (the rule of the doctor's dead_replicas and relay_jobs_replicas_dead). */
+  deadReplicas?(list: CollectedInstance[]): number;
+  /** Whether the backup job is enabled here: when it is off, the backup's age is not judged (null). */
+  backupEnabled?(): boolean;
+  /** Every replica's counter rises reported in [from, to) (ops_counter_increments). */
+  counterRises?(from: Date, to: Date): Promise<Record<string, number>>;
 }
 
 /** One replica's entry in a bucket row's `instances`: liveness, and its figures when fresh. */
@@ -92,6 +101,14 @@ export class OpsCollector {
       metrics.tps = metrics.output_tokens! / seconds;
     }
     await part('states', () => this.store.stateCounts());
+    await part('scheduler_outbox', () => this.store.schedulerOutboxLag());
+    // Optional probes (a bench's collector has none): their series stay unknown.
+    if (this.probes.backupEnabled) await part('backups', async () => ({ backup_age_seconds: this.probes.backupEnabled!() ? await this.store.backupAge() : null }));
+    if (this.probes.counterRises)
+      await part('counters', async () => {
+        const rises = await this.probes.counterRises!(from, to);
+        return Object.fromEntries(COUNTER_SERIES.map((name) => [name, rises[name] ?? 0]));
+      });
     await part('jobs', async () => {
       const jobs = await this.probes.jobHealth();
       const count = (h: string) => jobs.filter((j) => j.health === h).length;
@@ -103,7 +120,7 @@ export class OpsCollector {
     await part('instances', async () => {
       const list = await this.probes.instances();
       instances = list.map(bucketInstance);
-      return { instances_alive: list.filter((i) => i.alive).length, ...processSeries(list) };
+      return { instances_alive: list.filter((i) => i.alive).length, replicas_dead: this.probes.deadReplicas?.(list) ?? null, ...processSeries(list) };
     });
     metrics.usage_queue = this.probes.usageQueue();
     return { metrics, instances, errors };

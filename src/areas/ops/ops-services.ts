@@ -3,6 +3,8 @@ import type { OpsAlerts } from './store/ops-alerts.js';
 import type { OpsSilences } from './store/ops-silences.js';
 import type { OpsReports } from './store/ops-reports.js';
 import type { OpsRetention } from './store/ops-retention.js';
+import type { OpsDefaults } from './store/ops-defaults.js';
+import type { Logger } from '../../telemetry/logger.js';
 import type { MonitorWindows } from '../probes/index.js';
 import type { OpsCollector } from './ops-collector.js';
 import type { RunRecords } from '../../coordination/run-records.js';
@@ -14,6 +16,9 @@ export interface Ops {
   silences: OpsSilences;
   reports: OpsReports;
   retention: OpsRetention;
+  /** The default alert rules' record, and every replica's counter rises. */
+  defaults?: OpsDefaults;
+  installDefaults?(log: Logger): Promise<string[]>;
   /** `job_runs`, pruned by ops_cleanup under `scheduler.run_retention`. */
   runRecords: RunRecords;
   collector: OpsCollector;

@@ -30,8 +30,18 @@ SELECT count(*) FILTER (WHERE status = 'active' AND schedulable AND (temp_unsche
        count(*) FILTER (WHERE status IN ('error', 'banned')) AS error,
        count(*) FILTER (WHERE status = 'expired') AS expired,
        count(*) FILTER (WHERE status = 'quota_exhausted' OR temp_unschedulable_until > clock_timestamp()) AS rate_limited,
-       count(*) FILTER (WHERE status = 'disabled' OR NOT schedulable) AS paused
+       count(*) FILTER (WHERE status = 'disabled' OR NOT schedulable) AS paused,
+       count(*) FILTER (WHERE refresh_failures > 0) AS refresh_failing,
+       count(*) AS total
   FROM accounts`;
+
+// The scheduler snapshot's change events not consumed yet (its full-rebuild requests aside), as its own gauge reads them.
+const SCHEDULER_OUTBOX = `
+SELECT coalesce(extract(epoch FROM clock_timestamp() - min(created_at)), 0) AS lag
+  FROM scheduler_outbox WHERE consumed_at IS NULL AND event_type <> 'full_rebuild'`;
+
+// The newest good backup (verified, or completed where verification is off), as the doctor's backup_age reads it.
+const NEWEST_BACKUP = `SELECT extract(epoch FROM clock_timestamp() - max(finished_at)) AS age FROM backups WHERE state IN ('verified', 'completed')`;
 
 const PROXIES = `
 SELECT count(*) FILTER (WHERE status = 'expired') AS expired,
@@ -80,12 +90,26 @@ export class OpsMetricsStore {
       accounts_expired: num(a.expired),
       accounts_rate_limited: num(a.rate_limited),
       accounts_paused: num(a.paused),
+      accounts_refresh_failing: num(a.refresh_failing),
+      accounts_refresh_failing_ratio: num(a.total) ? Math.round((num(a.refresh_failing) / num(a.total)) * 10_000) / 10_000 : 0,
       proxies_expired: num(p.expired),
       proxies_expiring: num(p.expiring),
       notification_backlog: num(o.backlog),
       notification_rate_limited: num(o.rate_limited),
       outbox_lag_seconds: Math.round(num(o.lag) * 10) / 10,
     };
+  }
+
+  /** Age of the oldest unconsumed scheduler outbox event (0 when none). */
+  async schedulerOutboxLag(): Promise<SeriesValues> {
+    const r = (await this.db.query<Record<string, unknown>>(SCHEDULER_OUTBOX)).rows[0]!;
+    return { scheduler_outbox_lag_seconds: Math.round(num(r.lag) * 10) / 10 };
+  }
+
+  /** Seconds since the newest good backup finished; null when there is none. */
+  async backupAge(): Promise<number | null> {
+    const r = (await this.db.query<Record<string, unknown>>(NEWEST_BACKUP)).rows[0]!;
+    return r.age === null || r.age === undefined ? null : Math.round(num(r.age));
   }
 
   async write(bucket: Date, bucketSeconds: number, metrics: SeriesValues, instances: unknown[], token: number): Promise<boolean> {
