@@ -31,3 +31,18 @@ export const postgresUrl = z
     const problem = serverUrlProblem(url, 'postgres');
     if (problem) ctx.addIssue({ code: 'custom', message: problem });
   });
+
+/** Where an S3 bucket is (`backup.s3`, `image.s3`): one shape, credentials only from the usual AWS variables or a role. */
+export const s3Fields = {
+  bucket: z.string().regex(/^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$/, 'expected an S3 bucket name (3-63 characters a-z, 0-9, . -)'),
+  prefix: z
+    .string()
+    .regex(/^[A-Za-z0-9._/-]*$/, 'expected letters, digits, . _ / -')
+    .default(''),
+  region: z.string().min(1).default('us-east-1'),
+  endpoint: z
+    .string()
+    .regex(/^https?:\/\//, 'expected an http(s) URL')
+    .optional(),
+  force_path_style: z.boolean().default(false),
+};

@@ -1,20 +1,11 @@
 import { z } from 'zod';
 import type { ConfigSectionsOf } from '../../config/schema.js';
 import { positiveDuration } from '../../config/duration-schema.js';
+import { s3Fields } from '../../config/fields.js';
 
 const s3 = z
   .object({
-    bucket: z.string().regex(/^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$/, 'expected an S3 bucket name (3-63 characters a-z, 0-9, . -)'),
-    prefix: z
-      .string()
-      .regex(/^[A-Za-z0-9._/-]*$/, 'expected letters, digits, . _ / -')
-      .default(''),
-    region: z.string().min(1).default('us-east-1'),
-    endpoint: z
-      .string()
-      .regex(/^https?:\/\//, 'expected an http(s) URL')
-      .optional(),
-    force_path_style: z.boolean().default(false),
+    ...s3Fields,
     part_size_mb: z.coerce.number().int().min(5).max(512).default(16),
   })
   .strict();

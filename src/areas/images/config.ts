@@ -1,24 +1,10 @@
 import { z } from 'zod';
 import type { ConfigSectionsOf } from '../../config/schema.js';
-import { DAY, positiveDuration, positiveInt, providerUrl } from '../../config/fields.js';
+import { DAY, positiveDuration, positiveInt, providerUrl, s3Fields } from '../../config/fields.js';
 import { INDEXABLE_LINE_BYTES, maxIndexableN } from './image-limits.js';
 
 /** `image.s3`: the same shape as `backup.s3` (no part size: an image is one PUT). Credentials only from the AWS variables. */
-const s3 = z
-  .object({
-    bucket: z.string().regex(/^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$/, 'expected an S3 bucket name (3-63 characters a-z, 0-9, . -)'),
-    prefix: z
-      .string()
-      .regex(/^[A-Za-z0-9._/-]*$/, 'expected letters, digits, . _ / -')
-      .default(''),
-    region: z.string().min(1).default('us-east-1'),
-    endpoint: z
-      .string()
-      .regex(/^https?:\/\//, 'expected an http(s) URL')
-      .optional(),
-    force_path_style: z.boolean().default(false),
-  })
-  .strict();
+const s3 = z.object(s3Fields).strict();
 
 /** The images area's config sections (keys of the config file), in config.example.yaml order. */
 export const imagesConfig = {
