@@ -1,3 +1,4 @@
+import { AppError } from '../../errors/app-error.js';
 import { z } from 'zod';
 import { jobsFor } from '../../jobs/define-job.js';
 import type { OpsServices } from './wiring.js';
@@ -27,9 +28,11 @@ const defineJob = jobsFor<OpsServices & NotificationsFace>();
  * and the doctor's retention_order fails it for a folded target.
  */
 /** Rows past retention that the target's rollup has not covered: kept, and the target fails naming why. */
-class UncoveredRows extends Error {
+class UncoveredRows extends AppError {
   constructor(cutoff: Date, covered: Date | null, cover: RollupCover) {
     super(
+      'conflict',
+      'unaggregated_ops_rows',
       `refusing to delete rows before ${cutoff.toISOString()}: ${cover.job} has only covered buckets before ${covered?.toISOString() ?? '(nothing yet)'} (${cover.key}); ` +
         `fix the aggregation (GET /api/v1/jobs/${cover.job}) and the next round deletes them`,
     );
