@@ -142,7 +142,12 @@ describe('relay-jobs restore (real processes, real PostgreSQL)', () => {
 
   it('relay-jobs backup names a service it cannot reach, in one line', async () => {
     const port = await freePort();
-    const r = await runCli(['backup', '--wait'], { RELAY_JOBS_ADMIN_TOKEN: 'an-admin-token-0123456789', RELAY_JOBS_HTTP_PORT: String(port), RELAY_JOBS_DATA_DIR: env.dir });
+    const cliEnv = { RELAY_JOBS_ADMIN_TOKEN: 'an-admin-token-0123456789', RELAY_JOBS_HTTP_PORT: String(port), RELAY_JOBS_DATA_DIR: env.dir };
+    // Embedded, no process holds the data directory's lock file: said at once (issue 52, 7d).
+    const none = await runCli(['backup', '--wait'], cliEnv);
+    expect(none.code).toBe(2);
+    expect(none.stderr).toMatch(/^relay-jobs: no relay-jobs service is running on data directory .*: start it with `relay-jobs start`, or pass --url\n$/);
+    const r = await runCli(['backup', '--wait', '--url', `http://127.0.0.1:${port}`], cliEnv);
     expect(r.code).toBe(2);
     expect(r.stderr).toMatch(new RegExp(`^relay-jobs: cannot reach relay-jobs at http://127\\.0\\.0\\.1:${port} \\(.*\\): is \`relay-jobs start\` running\\? \\(--url\\)\n$`));
   });

@@ -1,6 +1,7 @@
 import type { RedisClient } from '../coordination/redis-client.js';
 import { keySource, type Config } from '../config/load.js';
 import { UserError } from '../config/errors.js';
+import { masterKeyProblem } from '../config/replica-requirements.js';
 import type { Db } from '../store/db.js';
 import { PgDb } from '../store/pg-db.js';
 import { PgliteDb } from '../store/pglite-db.js';
@@ -32,9 +33,8 @@ export interface Backends {
  * Every failure is a one-line UserError; whatever was opened is closed again before it throws.
  */
 export async function openBackends(config: Config, log: Logger): Promise<Backends> {
-  if (config.mode === 'cluster' && !config.security.master_key) {
-    throw new UserError('RELAY_JOBS_MASTER_KEY is not set: cluster mode encrypts account credentials with it; give every replica the same 32 random bytes in base64 (e.g. `openssl rand -base64 32`)');
-  }
+  const keyProblem = masterKeyProblem(config);
+  if (keyProblem) throw new UserError(keyProblem);
   let db: Db | null = null;
   let directDb: Db | null = null;
   let redis: RedisClient | null = null;

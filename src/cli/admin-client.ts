@@ -1,14 +1,37 @@
+import { resolve } from 'node:path';
 import type { Config } from '../config/load.js';
 import { UserError } from '../config/errors.js';
 import { readEmbeddedAdminToken } from '../app/admin-token.js';
+import { DataDirLock } from '../store/data-dir-lock.js';
 
 /**
- * Commands that ask the running service (`relay-jobs backup`, `backups`): the admin API at
- * `--url` (default this config's http.port on loopback), with RELAY_JOBS_ADMIN_TOKEN or, in
- * embedded mode, the token file in the data directory.
+ * Where the running service answers, found the way every command finds it (`run`, `sql`, `jobs
+ * pause`): `--url` when given; in embedded mode the data directory's lock file, which names the
+ * live process that holds the directory and its HTTP port (a service started on another port is
+ * found there, and none running is said at once instead of a connection refused); in cluster mode
+ * this config's `http.port` on loopback (a replica on this host).
+ */
+export function serviceUrl(config: Config, url: string | undefined): string {
+  if (url) return url;
+  if (config.mode === 'embedded') {
+    const owner = DataDirLock.liveOwner(config.database.data_dir);
+    if (!owner) {
+      throw new UserError(
+        `no relay-jobs service is running on data directory ${resolve(config.database.data_dir)} (RELAY_JOBS_DATA_DIR; no live process holds its lock file): start it with \`relay-jobs start\`, or pass --url`,
+      );
+    }
+    return `http://127.0.0.1:${owner.http_port ?? config.http.port}`;
+  }
+  return `http://127.0.0.1:${config.http.port}`;
+}
+
+/**
+ * Commands that ask the running service (`relay-jobs backup`, `backups`, `accounts …`): the admin
+ * API where `serviceUrl` finds it, with RELAY_JOBS_ADMIN_TOKEN or, in embedded mode, the token file
+ * in the data directory.
  */
 export async function adminRequest<T>(config: Config, url: string | undefined, method: 'GET' | 'POST', path: string, body?: unknown): Promise<{ status: number; body: T }> {
-  const base = url ?? `http://127.0.0.1:${config.http.port}`;
+  const base = serviceUrl(config, url);
   const token = config.http.admin_token ?? (config.mode === 'embedded' ? readEmbeddedAdminToken(config.database.data_dir) : undefined);
   if (!token) throw new UserError("no admin token: set RELAY_JOBS_ADMIN_TOKEN to the service's token");
   let res: Response;

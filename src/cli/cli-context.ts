@@ -2,6 +2,8 @@ import type { Command } from 'commander';
 import type { CliContext, CliRuntime } from '../jobs/area.js';
 import type { Config } from '../config/load.js';
 import type { Runtime } from '../app/runtime.js';
+import { UserError } from '../config/errors.js';
+import { masterKeyProblem } from '../config/replica-requirements.js';
 
 /**
  * What the CLI gives every command, the areas' included: the configuration (loaded and checked with
@@ -14,7 +16,11 @@ export const cliContext: CliContext = {
     const file = (cmd.optsWithGlobals() as { config?: string }).config;
     // Every command but `start` and `config check` is a one-shot: it needs no instance id of its own.
     const replicaConfig = cmd.name() === 'start' || (cmd.name() === 'check' && cmd.parent?.name() === 'config');
-    return loadConfig({ file, checkJobs: checkJobSections(), oneShot: !replicaConfig });
+    const config = loadConfig({ file, checkJobs: checkJobSections(), oneShot: !replicaConfig });
+    // What `start` requires beyond the file, refused here in start's own words: `config check` passing means `start` gets past it.
+    const keyProblem = replicaConfig ? masterKeyProblem(config) : undefined;
+    if (keyProblem) throw new UserError(keyProblem);
+    return config;
   },
   async runtime<S>(config: Config): Promise<CliRuntime<S>> {
     return (await oneShotRuntime(config)) as unknown as CliRuntime<S>;

@@ -8,6 +8,7 @@ import { bareNumberWarnings } from './duration-keys.js';
 import { configErrorMap } from './error-map.js';
 import { moveDeprecatedKeys } from './deprecated-keys.js';
 import { refreshMarginWarnings } from './refresh-budget.js';
+import { redactedValueProblems } from './redacted-values.js';
 
 export type Mode = 'embedded' | 'cluster';
 /** `source.keys`: where each key set by a variable came from (the file otherwise), for error messages. */
@@ -136,7 +137,7 @@ export function loadConfigWith(schema: ConfigSchema, opts: LoadOptions = {}): Co
   const deprecated = moveDeprecatedKeys(tree, from, sources);
   const result = schema.safeParse(tree, { error: configErrorMap });
   const jobs = tree.jobs && typeof tree.jobs === 'object' && !Array.isArray(tree.jobs) ? (tree.jobs as Record<string, unknown>) : {};
-  const problems = [...(result.success ? [] : formatIssues(result.error.issues, [], from)), ...(opts.checkJobs?.(jobs, from) ?? [])];
+  const problems = [...redactedValueProblems(tree, from), ...(result.success ? [] : formatIssues(result.error.issues, [], from)), ...(opts.checkJobs?.(jobs, from) ?? [])];
   if (!result.success || problems.length) throw new ConfigError(problems);
   if (opts.oneShot && !result.data.instance.id && result.data.database.url) {
     // The host's name; the command's runtime runs as `<it>-cli-<pid>` (cli/cli-context.ts).

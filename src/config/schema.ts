@@ -73,7 +73,7 @@ export const kernelSections = {
       url: postgresUrl.optional(),
       direct_url: postgresUrl.optional(),
       data_dir: z.string().min(1).default('./data'),
-      pool_size: positiveInt.default(10),
+      pool_size: positiveInt.default(16),
       embedded_shared_buffers_mb: z.coerce.number().int().min(1).max(16_384).default(EMBEDDED_SHARED_BUFFERS_MB),
       connect_timeout: positiveDuration.default(5000),
       auto_migrate: z.boolean().default(true),

@@ -9,6 +9,8 @@ import { BaseSequencer, type TestSpecification } from 'vitest/node';
 export const SLOW_FIRST = [
   // From the full runs of 2026-12-02 08:02-08:14 UTC (RELAY_TEST_CPU_DIR wall times, five workers), longest first.
   'test/redis-outage-load.e2e.test.ts',
+  // Not in that run: packs (a tsc and Vite build, ~35 CPU s), installs and starts the package (~70 s).
+  'test/package.test.ts',
   'test/sql-embedded.test.ts',
   'test/cli.test.ts',
   'test/billing.e2e.test.ts',

@@ -5,7 +5,7 @@ import { backupJob } from './backup.js';
 import { registerBackupRoutes } from './backups-routes.js';
 import { BackupMetrics } from './metrics.js';
 
-const URL_HELP = 'the service (default http://127.0.0.1:<http.port>)';
+const URL_HELP = "the service (default: embedded, the one holding the data directory's lock file, on its port; cluster, http://127.0.0.1:<http.port>)";
 
 /** The backup area as the area list sees it (README.md: its invariants). */
 export const backupArea = defineArea({

@@ -3,7 +3,7 @@ import { UserError } from '../../config/errors.js';
 import type { BackupRecord } from './store/backups.js';
 import { adminRequest } from '../../cli/admin-client.js';
 
-/** `relay-jobs backups [--json]`: the backups with state, size, duration, checksum and who ran them. */
+/** `relay-jobs backups [--json]`: the backups with state, size, duration, checksum and who ran them, from the service `serviceUrl` finds (cli/admin-client.ts). */
 export async function backupsCommand(config: Config, opts: { json?: boolean; url?: string }): Promise<void> {
   const r = await adminRequest<{ backups?: BackupRecord[]; error?: { message: string } }>(config, opts.url, 'GET', '/backups');
   if (r.status !== 200 || !r.body.backups) throw new UserError(`cannot list backups (HTTP ${r.status}): ${r.body.error?.message ?? ''}`);

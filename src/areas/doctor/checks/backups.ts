@@ -39,12 +39,21 @@ export const restoreDrill: DoctorCheck = {
   modes: ['cluster', 'embedded'],
   async run(ctx) {
     const max = ctx.options.restoreDrillMaxAgeMs;
-    const fix =
-      ctx.config.mode === 'cluster'
-        ? 'leave backup.verify on (each backup is restored into a scratch database), or run relay-jobs restore into a scratch database; limit jobs.doctor.restore_drill_max_age'
-        : 'restore the newest backup into a scratch PostgreSQL (relay-jobs restore <id> --target postgres://…) and check it; limit jobs.doctor.restore_drill_max_age';
     const finished = await new Backups(ctx.db).finished();
     const drilled = finished.map((b) => (b.verified_at ? Date.parse(b.verified_at) : 0)).reduce((m, t) => Math.max(m, t), 0);
+    if (ctx.config.mode !== 'cluster') {
+      // Embedded: nothing can restore a backup for the doctor to see (backup.verify needs a scratch
+      // PostgreSQL and is refused; a restore by id needs DATABASE_URL), so a warning here could never
+      // clear and every healthy install would exit 1. The check says so and gives the drill that
+      // works here: the backup's file restored into a new data directory, and a service on it.
+      const good = finished.filter((b) => b.state === 'completed' || b.state === 'verified');
+      const file = good[0]?.location || '<backup.dir>/<file>.dump.gz';
+      return ok(
+        `embedded mode: backups are not restored automatically (backup.verify needs cluster mode); ${good.length} good backup(s) to drill by hand`,
+        `drill by hand: relay-jobs restore ${file} --target ./restore-drill (a new data directory), then RELAY_JOBS_DATA_DIR=./restore-drill RELAY_JOBS_HTTP_PORT=8089 relay-jobs start and check its /readyz and jobs`,
+      );
+    }
+    const fix = 'leave backup.verify on (each backup is restored into a scratch database), or run relay-jobs restore into a scratch database; limit jobs.doctor.restore_drill_max_age';
     if (!drilled) return warn(`no backup has been restored and checked (limit ${formatDuration(max)})`, fix);
     const a = ctx.nowMs - drilled;
     const measured = `last restore drill (verified backup) ${age(a)} ago, limit ${formatDuration(max)}`;

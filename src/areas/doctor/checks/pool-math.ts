@@ -49,8 +49,9 @@ export function busiestSecond(jobs: readonly Job[], nowMs: number): { at: number
 /** Connections a replica's long-lived loops can hold at once, by what is enabled. */
 export function loopConnections(jobs: readonly Job[], config: Config): Array<[string, number]> {
   const on = (name: string) => jobs.some((j) => j.name === name && j.settings.enabled);
+  // No heartbeat: a replica beats on its liveness session (coordination/instance-registry.ts), the
+  // coordination session counted on its own by pool_budget (or on DATABASE_DIRECT_URL's pool).
   const loops: Array<[string, number]> = [
-    ['heartbeat', 1],
     ['usage writer', 1],
     // No notification sender: the notifier sends inside the rounds that queue its rows, one statement at a time (counted as theirs).
     ['HTTP requests', 2],
