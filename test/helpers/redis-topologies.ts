@@ -7,7 +7,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createServer } from 'node:net';
 import { Redis } from 'ioredis';
-import { waitForRedis } from './services.js';
+import { takePort, waitForRedis } from './services.js';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
@@ -25,6 +25,9 @@ async function clusterPort(taken: Set<number>): Promise<number> {
     const port = 20_000 + Math.floor(Math.random() * 30_000);
     if (taken.has(port) || taken.has(port + 10_000)) continue;
     if ((await portFree(port)) && (await portFree(port + 10_000))) {
+      // Not a port (or bus twin) freePort already promised to a replica that has not bound it yet.
+      if (!takePort(port)) continue;
+      if (!takePort(port + 10_000)) continue;
       taken.add(port).add(port + 10_000);
       return port;
     }

@@ -116,6 +116,17 @@ export async function dropRedisPrefix(prefix: string, url = REDIS_URL): Promise<
 const handedOut = new Set<number>();
 
 /**
+ * Takes `port` for the caller unless this process already handed it out (false then): helpers that
+ * pick ports of their own (Redis Cluster nodes and their bus twins) share the one record with
+ * `freePort`, so a node is never given a port a replica was promised before it bound it.
+ */
+export function takePort(port: number): boolean {
+  if (handedOut.has(port)) return false;
+  handedOut.add(port);
+  return true;
+}
+
+/**
  * A free TCP port BELOW the kernel's ephemeral range (Linux: 32768-60999), never the same one twice
  * in a process. A port from `listen(0)` lies inside that range, where any outgoing connection (a
  * pool, a fetch) may take it as its source port before the test uses it: a replica restarted on
