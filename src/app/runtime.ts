@@ -4,8 +4,9 @@ import type { RedisClient } from '../coordination/redis-client.js';
 import type { Config } from '../config/load.js';
 import { formatDuration } from '../config/duration.js';
 import type { Db } from '../store/db.js';
-import { FallbackLeaderLock, MemoryLeaderLock, RedisLeaderLock, type LeaderLock } from '../coordination/leader-lock.js';
-import { PgAdvisoryLock } from '../coordination/advisory-lock.js';
+import type { PgAdvisoryLock } from '../coordination/advisory-lock.js';
+import { buildLeaderLock } from './leader-lock-wiring.js';
+import { readiness } from './readiness.js';
 import { Scheduler, manyListeners } from '../scheduler/scheduler.js';
 import { RoundRunner, type RoundReport } from '../scheduler/round-runner.js';
 import { LivenessSession } from '../coordination/liveness.js';
@@ -17,7 +18,7 @@ import type { BuiltJob } from '../jobs/define-job.js';
 import type { ForcedExitSaver } from '../jobs/wiring.js';
 import { Metrics } from '../telemetry/metrics.js';
 import { createLogger, type Logger } from '../telemetry/logger.js';
-import { systemClock, withTimeout, type Clock, type Random } from '../time/clock.js';
+import { systemClock, type Clock, type Random } from '../time/clock.js';
 import { VERSION } from '../version.js';
 import { openBackends, type Backends } from './backends.js';
 import { embeddedAdminToken } from './admin-token.js';
@@ -67,7 +68,7 @@ export class Runtime {
   /** Crash detection (coordination v2): a session-held advisory lock that dies with this process. */
   private readonly liveness: LivenessSession | null;
   /** The leader lock while Redis is down: on the liveness session (or one session of its own), never a pool connection per round. */
-  private fallbackLock: PgAdvisoryLock | null = null;
+  private readonly fallbackLock: PgAdvisoryLock | null;
   private readonly heartbeat: InstanceHeartbeat;
   private readonly wakeups: Wakeups;
   /** Which live replica owns which account's scheduled refresh (fed by the heartbeat). */
@@ -97,10 +98,12 @@ export class Runtime {
     const instanceId = config.instance.id;
     this.liveness = config.mode === 'cluster' && config.cluster.crash_detection === 'session' ? new LivenessSession(backends.sessionDb, log, 1000, clock, this.metrics.loopTicks) : null;
     this.pauses = new PauseBook({ store: new JobPauses(db), clock, log, pollMs: config.cluster.instance_heartbeat, ticks: this.metrics.loopTicks });
+    const leader = buildLeaderLock(config, backends, this.liveness, this.metrics, log, clock);
+    this.fallbackLock = leader.fallback;
     const runner = (this.runner = new RoundRunner({
       db,
       clock,
-      lock: this.leaderLock(),
+      lock: leader.lock,
       log,
       metrics: this.metrics,
       instanceId,
@@ -157,20 +160,6 @@ export class Runtime {
     bindServices(this.services);
   }
 
-  /** Redis SET NX with the PostgreSQL advisory lock as its fallback in cluster mode; in-process in embedded mode. */
-  private leaderLock(): LeaderLock {
-    const { config, log } = this;
-    const { sessionDb, redis } = this.backends;
-    if (!redis) return new MemoryLeaderLock(this.clock, config.instance.id);
-    const keys = { prefix: config.redis.key_prefix, env: config.instance.env };
-    this.fallbackLock = new PgAdvisoryLock(sessionDb, keys, this.liveness ?? undefined, config.instance.id);
-    return new FallbackLeaderLock(new RedisLeaderLock(redis, keys, config.instance.id), this.fallbackLock, (err, job) => {
-      this.metrics.dependencyUp.set({ dependency: 'redis' }, 0);
-      this.metrics.lockFallback.inc({ job });
-      log.warn({ job, err: err.message }, 'redis error: falling back to the PostgreSQL advisory lock for this round');
-    });
-  }
-
   static async create(config: Config, opts: RuntimeOptions = {}): Promise<Runtime> {
     const clock = opts.clock ?? systemClock;
     const log = opts.logger ?? createLogger({ level: config.logging.level, format: config.logging.format, instanceId: config.instance.id, env: config.instance.env });
@@ -225,21 +214,8 @@ export class Runtime {
     return this.shuttingDown !== null;
   }
 
-  async readiness(): Promise<{ ready: boolean; checks: Record<string, string> }> {
-    const checks: Record<string, string> = {};
-    checks.shutdown = this.isShuttingDown ? 'shutting down' : 'ok';
-    const probe = (ping: Promise<unknown>) =>
-      withTimeout(ping, 1000).then(
-        () => 'ok',
-        (err: Error) => `unreachable: ${err.message}`,
-      );
-    checks.database = await probe(this.db.ping());
-    if (this.redis) checks.redis = await probe(this.redis.ping());
-    const ready = Object.values(checks).every((v) => v === 'ok');
-    this.metrics.ready.set(ready ? 1 : 0);
-    this.metrics.dependencyUp.set({ dependency: 'database' }, checks.database === 'ok' ? 1 : 0);
-    if (this.redis) this.metrics.dependencyUp.set({ dependency: 'redis' }, checks.redis === 'ok' ? 1 : 0);
-    return { ready, checks };
+  readiness(): Promise<{ ready: boolean; checks: Record<string, string> }> {
+    return readiness({ db: this.db, redis: this.redis, metrics: this.metrics, shuttingDown: this.isShuttingDown });
   }
 
   jobViews(): Promise<JobView[]> {

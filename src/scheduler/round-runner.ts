@@ -5,7 +5,7 @@ import type { Logger } from '../telemetry/logger.js';
 import type { Metrics } from '../telemetry/metrics.js';
 import type { LeaderLock, LockBackend, LockHandle } from '../coordination/leader-lock.js';
 import { SlotClaims, type Claim, type ClaimResult, type RoundOutcome } from '../coordination/slot-claim.js';
-import { LeaseKeeper } from '../coordination/lease-keeper.js';
+import { roundLeaseKeeper } from './round-lease.js';
 import { FencedCursors } from '../coordination/fenced-cursor.js';
 import type { Liveness } from '../coordination/liveness.js';
 import { RoundAborted, type JobContext, type JobDefinition } from './job.js';
@@ -17,9 +17,6 @@ import { formatDuration } from '../config/duration.js';
 import { retry } from '../time/retry.js';
 import { JobPauses, describePause, type JobPause } from '../coordination/job-pauses.js';
 import type { PauseBook } from './pause-book.js';
-
-/** How long past its timeout a round may take to stop on its signal before its held lease is warned about. */
-const OVERRUN_GRACE_MS = 1000;
 
 /** `paused`: not started because the job is paused (issue 49); `reason` then describes the pause. */
 export type RoundReport =
@@ -196,41 +193,8 @@ export class RoundRunner {
     const abort = (why: RoundAborted['why'], message: string) => {
       if (!controller.signal.aborted) controller.abort(new RoundAborted(why, message));
     };
-    let overrunWarned = false;
-    const keeper =
-      leaseMs === null
-        ? null
-        : new LeaseKeeper({
-            clock,
-            leaseMs,
-            renewLease: async () => {
-              const renewed = await this.claims.renew(claim, leaseMs);
-              // The seed's daily check "is a leader lock held too long": the lease (and lock) renewed
-              // past the job's timeout (its expected duration; lock_ttl is only the renewal horizon)
-              // means the round ignores its AbortSignal. Warned once per round, not once per renewal;
-              // a round that stops on its signal is gone well within the grace.
-              const age = clock.now() - startedAt;
-              if (renewed && !overrunWarned && age > job.settings.timeoutMs + OVERRUN_GRACE_MS) {
-                overrunWarned = true;
-                log.warn(
-                  { holder: this.deps.instanceId, age_ms: age, timeout_ms: job.settings.timeoutMs, lock_backend: handle?.backend ?? null },
-                  'lease held past the job timeout: the round ignores its AbortSignal',
-                );
-              }
-              return renewed;
-            },
-            renewLock: handle ? () => handle.renew(leaseMs) : undefined,
-            onLost: (reason) => {
-              metrics.leaseLost.inc({ job: job.name });
-              log.error({ reason }, 'lease lost: aborting round');
-              abort('lease_lost', `lease lost: ${reason}`);
-            },
-            onLockRenewFailed: (reason) => {
-              metrics.lockRenewFailures.inc({ job: job.name });
-              log.warn({ reason, backend: handle?.backend }, 'leader lock renewal failed; the PostgreSQL lease still guards the round');
-            },
-          });
     const startedAt = clock.now();
+    const keeper = roundLeaseKeeper({ clock, leaseMs, job, claims: this.claims, claim, handle, log, metrics, instanceId: this.deps.instanceId, startedAt, abort });
     keeper?.start(startedAt);
     const timeout = clock.setTimeout(() => abort('timeout', `timed out after ${formatDuration(job.settings.timeoutMs)} (jobs.${job.name}.timeout)`), job.settings.timeoutMs);
     const onShutdown = () => abort('shutdown', 'process is shutting down');

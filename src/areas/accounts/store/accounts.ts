@@ -1,7 +1,8 @@
 // Every statement on `accounts` (create, import, update, the views, the refresh reads and writes, the 401
 // cooldown) in one repository, so the token-version rule is checked in one file; its types are in account-types.ts.
 import type { Db, Queryable } from '../../../store/db.js';
-import { iso, num, toDate } from '../../../store/db.js';
+import { num, toDate } from '../../../store/db.js';
+import { VIEW_COLUMNS, compact, metadataOf, toView } from './account-rows.js';
 import type { SecretBox } from '../../../store/secret-box.js';
 import { SetClause } from '../../../store/set-clause.js';
 import { beginRefreshSql, CLEAR_SENT, MARK_SENT, withRelease } from './account-refresh-sql.js';
@@ -23,45 +24,6 @@ import type {
 export * from './account-types.js';
 
 const CREDENTIALS = 'account-credentials';
-const VIEW_COLUMNS = `id, platform, name, status, status_reason, schedulable, expires_at, auto_pause_on_expired, temp_unschedulable_until,
-  temp_unschedulable_reason, proxy_id, proxy_fallback_origin_id, has_refresh_token, token_expires_at, token_version, metadata,
-  last_refresh_attempt_at, last_refresh_success_at, refresh_failures, last_refresh_error, created_at, updated_at`;
-
-const optNum = (v: unknown) => (v === null || v === undefined ? null : num(v));
-/** jsonb comes back parsed from pg and PGlite alike; a string is parsed for safety. */
-const metadataOf = (v: unknown): AccountMetadata => (typeof v === 'string' ? (JSON.parse(v) as AccountMetadata) : ((v as AccountMetadata | null) ?? {}));
-/** Only the keys that have a value: `{chatgpt_account_id: undefined}` must not erase a stored id. */
-const compact = (m: AccountMetadata): string => JSON.stringify(Object.fromEntries(Object.entries(m).filter(([, v]) => typeof v === 'string' && v.length > 0)));
-
-function toView(r: Record<string, unknown>): AccountView {
-  return {
-    id: num(r.id),
-    platform: String(r.platform),
-    name: String(r.name),
-    status: r.status as AccountStatus,
-    status_reason: (r.status_reason as string) ?? null,
-    schedulable: Boolean(r.schedulable),
-    expires_at: iso(r.expires_at),
-    auto_pause_on_expired: Boolean(r.auto_pause_on_expired),
-    temp_unschedulable_until: iso(r.temp_unschedulable_until),
-    temp_unschedulable_reason: (r.temp_unschedulable_reason as string) ?? null,
-    proxy_id: optNum(r.proxy_id),
-    proxy_fallback_origin_id: optNum(r.proxy_fallback_origin_id),
-    has_refresh_token: Boolean(r.has_refresh_token),
-    token_expires_at: iso(r.token_expires_at),
-    token_version: num(r.token_version),
-    metadata: metadataOf(r.metadata),
-    refresh: {
-      last_attempt_at: iso(r.last_refresh_attempt_at),
-      last_success_at: iso(r.last_refresh_success_at),
-      consecutive_failures: num(r.refresh_failures),
-      last_error: (r.last_refresh_error as string) ?? null,
-    },
-    created_at: iso(r.created_at)!,
-    updated_at: iso(r.updated_at)!,
-  };
-}
-
 /** The refresh lease to drop in the same statement as the account write that ends a refresh. */
 export class Accounts {
   constructor(
