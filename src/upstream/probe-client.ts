@@ -5,7 +5,6 @@ import { loadUndici, type Undici } from './undici.js';
 
 /** Why a probe failed; `null` on a probe that passed. */
 export type ErrorClass = 'timeout' | 'connect' | 'auth' | 'rate_limited' | 'overloaded' | '5xx' | 'http_4xx' | 'bad_body' | 'wrong_answer';
-export const ERROR_CLASSES: readonly ErrorClass[] = ['timeout', 'connect', 'auth', 'rate_limited', 'overloaded', '5xx', 'http_4xx', 'bad_body', 'wrong_answer'];
 
 /** One HTTP request to an upstream, fully shaped by whoever knows the provider: this client only sends it. */
 export interface UpstreamRequest {

@@ -8,7 +8,6 @@ export function openaiProvider(o: { tokenUrl: string; clientId: string; maxPerSe
       platform: 'openai',
       tokenUrl: o.tokenUrl,
       clientId: o.clientId,
-      hasClientSecret: false,
       body: 'form',
       apiUrl: 'http://127.0.0.1:9',
       maxPerSecond: o.maxPerSecond ?? 10,

@@ -63,7 +63,6 @@ export function resolveProviders(config: Config): { providers: Map<string, Provi
         platform,
         tokenUrl,
         clientId,
-        hasClientSecret: secret !== undefined,
         body: own.body ?? like.body,
         apiUrl: trim(own.api_url ?? like.api_url),
         maxPerSecond: own.max_per_second ?? DEFAULT_MAX_PER_SECOND,

@@ -2,7 +2,7 @@ import type { BodyEncoding, ProviderAdapter } from './types.js';
 
 /** What an adapter is built from: the merged `oauth.providers.<platform>` settings (registry.ts). */
 export interface AdapterSettings {
-  common: Pick<ProviderAdapter, 'platform' | 'tokenUrl' | 'clientId' | 'hasClientSecret' | 'body' | 'apiUrl' | 'maxPerSecond' | 'reuseGraceMs'>;
+  common: Pick<ProviderAdapter, 'platform' | 'tokenUrl' | 'clientId' | 'body' | 'apiUrl' | 'maxPerSecond' | 'reuseGraceMs'>;
   /** `{ client_secret }` when one is configured or built in, else empty: spread into the refresh body. */
   secret: { client_secret?: string };
   /** Gemini only: the Generative Language base URL, for accounts without a Cloud project. */

@@ -27,7 +27,6 @@ export type BodyEncoding = 'json' | 'form';
 // The transport's shapes live in the kernel (upstream/probe-client.ts): adapters shape requests and judge replies, the client only sends.
 import type { Judge, UpstreamRequest } from '../../../upstream/probe-client.js';
 export type { ErrorClass, Judge, UpstreamRequest, Verdict } from '../../../upstream/probe-client.js';
-export { ERROR_CLASSES } from '../../../upstream/probe-client.js';
 
 /** The account a test is for, as the adapter needs it. */
 export interface TestAccount {
@@ -47,7 +46,6 @@ export interface ProviderAdapter {
   readonly dialect: Dialect;
   readonly tokenUrl: string;
   readonly clientId: string;
-  readonly hasClientSecret: boolean;
   readonly body: BodyEncoding;
   /** Base URL of the account tests (`oauth.providers.<platform>.api_url`). */
   readonly apiUrl: string;
@@ -66,4 +64,3 @@ export interface ProviderAdapter {
 }
 
 export type Dialect = 'openai' | 'anthropic' | 'gemini';
-export const DIALECTS: readonly Dialect[] = ['openai', 'anthropic', 'gemini'];
