@@ -70,10 +70,17 @@ rules.push({
  */
 rules.push({
   name: 'lazy-heavy-libraries',
-  comment: 'undici, nodemailer and pino-pretty are loaded on first use: import their types, or import() them (undici through upstream/undici.ts)',
+  comment: 'undici, nodemailer, pino-pretty and OpenTelemetry are loaded on first use: import their types, or import() them (through upstream/undici.ts, telemetry/tracing.ts)',
   severity: 'error',
   from: { path: '^src/' },
-  to: { path: '^node_modules/(undici|nodemailer|pino-pretty)/', dependencyTypesNot: ['type-only', 'type-import', 'dynamic-import'] },
+  to: { path: '^node_modules/(undici|nodemailer|pino-pretty|@opentelemetry)/', dependencyTypesNot: ['type-only', 'type-import', 'dynamic-import'] },
+});
+rules.push({
+  name: 'client-standalone',
+  severity: 'error',
+  comment: 'src/client/ is the package export relay-jobs/client, loaded by gateways: it imports nothing else of src/',
+  from: { path: '^src/client/' },
+  to: { path: '^src/(?!client/)' },
 });
 rules.push({ name: 'http-not-cli', severity: 'error', comment: 'http/ may not import cli/', from: { path: '^src/http/' }, to: { path: '^src/cli/' } });
 

@@ -26,6 +26,7 @@ import { silentLogger } from '../src/telemetry/logger.js';
 import { systemClock } from '../src/time/clock.js';
 import { REDIS_URL, dropRedisPrefix, freshDatabase, uniqueName } from '../test/helpers/services.js';
 import { FakeOAuthServer } from '../test/fixtures/oauth-server.js';
+import { HZ, readStat } from '../test/helpers/machine-load.js';
 
 export interface SchedulerStats {
   design: string;
@@ -114,7 +115,25 @@ export interface ThroughputStats {
   refreshes: number;
   seconds: number;
   perSecond: number;
+  /** CPU per refresh (ms): this process (client, fake OAuth server and guard in one thread) and the database's backends, from /proc. */
+  cpu?: { benchMs: number; postgresMs: number };
 }
+
+/** CPU of this process and of the PostgreSQL backends serving `db`'s database (same machine, /proc), in ms. */
+async function cpuNow(db: PgDb): Promise<{ bench: number; postgres: number }> {
+  const { rows } = await db.query<{ pid: number }>(`SELECT pid FROM pg_stat_activity WHERE datname = current_database()`);
+  let pgTicks = 0;
+  for (const r of rows) {
+    try {
+      pgTicks += readStat(String(r.pid)).self;
+    } catch {
+      // a backend that just exited
+    }
+  }
+  const u = process.cpuUsage();
+  return { bench: (u.user + u.system) / 1000, postgres: (pgTicks / HZ) * 1000 };
+}
+const cpuPer = (a: { bench: number; postgres: number }, b: { bench: number; postgres: number }, n: number) => ({ benchMs: (b.bench - a.bench) / n, postgresMs: (b.postgres - a.postgres) / n });
 
 export async function benchRefreshThroughput(n = 3000, concurrency = 8): Promise<{ results: ThroughputStats[]; lateness: LatenessStats }> {
   let lateness: LatenessStats | undefined;
@@ -134,6 +153,7 @@ export async function benchRefreshThroughput(n = 3000, concurrency = 8): Promise
     {
       const tokens = Array.from({ length: n }, (_, i) => oauth.issue(`raw-${i}`).refresh_token);
       let next = 0;
+      const c0 = await cpuNow(db);
       const t = performance.now();
       await Promise.all(
         Array.from({ length: concurrency }, async () => {
@@ -144,7 +164,7 @@ export async function benchRefreshThroughput(n = 3000, concurrency = 8): Promise
         }),
       );
       const s = (performance.now() - t) / 1000;
-      results.push({ path: 'bare refresh call (baseline)', refreshes: n, seconds: s, perSecond: n / s });
+      results.push({ path: 'bare refresh call (baseline)', refreshes: n, seconds: s, perSecond: n / s, cpu: cpuPer(c0, await cpuNow(db), n) });
     }
     // The full guard.
     {
@@ -171,13 +191,15 @@ export async function benchRefreshThroughput(n = 3000, concurrency = 8): Promise
         leaseTtlMs: 300_000,
         recoveryDelayMs: 600_000,
       });
+      const c0 = await cpuNow(db);
       const t = performance.now();
       const outcomes = await Promise.all(ids.map((id) => refresher.request(id, 'schedule', 1)));
       const s = (performance.now() - t) / 1000;
+      const cpu = cpuPer(c0, await cpuNow(db), n);
       const bad = outcomes.filter((o) => o.result !== 'refreshed');
       if (bad.length) throw new Error(`${bad.length} refreshes did not succeed: ${JSON.stringify(bad[0])}`);
       if (oauth.reuses) throw new Error('refresh token reused');
-      results.push({ path: 'relay-jobs Refresher (lock + lease + CAS write)', refreshes: n, seconds: s, perSecond: n / s });
+      results.push({ path: 'relay-jobs Refresher (lock + lease + CAS write)', refreshes: n, seconds: s, perSecond: n / s, cpu });
 
       // Lateness of whole refreshes: accounts due spread over a window at about half the rate
       // measured above; each sample is (refresh stored) − (due time).

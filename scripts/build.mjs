@@ -6,7 +6,7 @@
 // the checkout as a package) builds only when a source is newer than the last build, so running
 // the CLI never rebuilds dist/ and web/dist under a service that is using them.
 import { execFileSync } from 'node:child_process';
-import { chmodSync, cpSync, existsSync, readdirSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { chmodSync, cpSync, existsSync, mkdirSync, readdirSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { createRequire } from 'node:module';
 
@@ -106,6 +106,9 @@ try {
   if (bundle) await bundleTree('src', staging);
   else execFileSync(process.execPath, [require.resolve('typescript/bin/tsc'), '-p', 'tsconfig.json', '--outDir', staging], { stdio: 'inherit' });
   if (existsSync('src/coordination/scripts')) cpSync('src/coordination/scripts', `${staging}/coordination/scripts`, { recursive: true, filter: (p) => !p.endsWith('.ts') });
+  // The API reference page's renderer (src/http/openapi-routes.ts), shipped beside its module: redoc is a devDependency.
+  mkdirSync(`${staging}/http`, { recursive: true });
+  cpSync(require.resolve('redoc/bundles/redoc.standalone.js'), `${staging}/http/redoc.standalone.js`);
   chmodSync(`${staging}/cli/main.js`, 0o755);
   if (!withConsole) writeFileSync(`${staging}/.built`, `${new Date().toISOString()}\n`);
   if (existsSync(out)) renameSync(out, old);

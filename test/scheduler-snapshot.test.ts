@@ -51,6 +51,8 @@ describe('scheduler snapshot: consumer, read API, repair (cluster runtime, real 
         RELAY_JOBS_ENV: 'test',
         RELAY_JOBS__REDIS__KEY_PREFIX: prefix,
         RELAY_JOBS__DATABASE__POOL_SIZE: '5',
+        // Every read checks the bucket's head: these tests are about what one read sees right after a write (the read cache's own test: snapshot-read-cache.test.ts).
+        RELAY_JOBS__SNAPSHOT__READ_MAX_AGE: '0',
       },
     });
     rt = await Runtime.create(config, { logger: silentLogger() });

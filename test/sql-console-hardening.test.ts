@@ -94,6 +94,8 @@ describe('SQL console hardening (issue 51), cluster: a real PostgreSQL, the migr
         'notification_channel_slots.token', // a claim token between replicas, not a credential
         'scheduler_outbox.claim_token',
         'accounts.has_refresh_token', // a flag
+        'job_state.schedule_fingerprint', // a hash of a job's schedule settings (one schedule per job)
+        'job_schedule_votes.fingerprint',
       ]);
       const rows = await admin<{ col: string }>(
         `SELECT c.relname || '.' || a.attname AS col FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid

@@ -12,6 +12,8 @@ import { SecretBox } from '../store/secret-box.js';
 import { checkMasterKey, connectionBudget } from '../store/server-checks.js';
 import { connectRedis } from '../coordination/redis-client.js';
 import type { Logger } from '../telemetry/logger.js';
+import { redactUrl } from '../config/redact-url.js';
+import { untilAborted } from './startup-abort.js';
 
 /** The connections a runtime owns: PostgreSQL (or PGlite), Redis in cluster mode, the data-dir lock in embedded mode. */
 export interface Backends {
@@ -31,8 +33,9 @@ export interface Backends {
 /**
  * Connects, migrates, and checks what needs the servers (master key, connection budget).
  * Every failure is a one-line UserError; whatever was opened is closed again before it throws.
+ * `signal` (a stop signal during start-up) ends a wait for a server at once (`StartupInterrupted`).
  */
-export async function openBackends(config: Config, log: Logger): Promise<Backends> {
+export async function openBackends(config: Config, log: Logger, signal?: AbortSignal): Promise<Backends> {
   const keyProblem = masterKeyProblem(config);
   if (keyProblem) throw new UserError(keyProblem);
   let db: Db | null = null;
@@ -50,25 +53,42 @@ export async function openBackends(config: Config, log: Logger): Promise<Backend
   try {
     if (config.mode === 'cluster') {
       log.info('connecting to PostgreSQL (DATABASE_URL) and Redis (REDIS_URL)');
-      db = await PgDb.connect({
-        url: config.database.url!,
-        poolSize: config.database.pool_size,
-        connectTimeoutMs: config.database.connect_timeout,
-        onError: (err) => log.warn({ err: err.message }, 'idle PostgreSQL connection failed'),
-        source: urlSource(config, 'database.url'),
-      });
+      const pgWait = (url: string, key: string) => `PostgreSQL at ${redactUrl(url)} (${urlSource(config, key)})`;
+      const closeDb = (d: Db) => d.close().catch(() => undefined);
+      db = await untilAborted(
+        PgDb.connect({
+          url: config.database.url!,
+          poolSize: config.database.pool_size,
+          connectTimeoutMs: config.database.connect_timeout,
+          onError: (err) => log.warn({ err: err.message }, 'idle PostgreSQL connection failed'),
+          source: urlSource(config, 'database.url'),
+          applicationName: `relay-jobs/${config.instance.id}`,
+        }),
+        signal,
+        pgWait(config.database.url!, 'database.url'),
+        closeDb,
+      );
       if (config.database.direct_url) {
         // The coordination session (liveness and the advisory-lock fallback share it), plus one to reopen it while the old one closes.
-        directDb = await PgDb.connect({
-          url: config.database.direct_url,
-          poolSize: 2,
-          connectTimeoutMs: config.database.connect_timeout,
-          onError: (err) => log.warn({ err: err.message }, 'idle direct PostgreSQL session failed'),
-          source: urlSource(config, 'database.direct_url'),
-        });
+        directDb = await untilAborted(
+          PgDb.connect({
+            url: config.database.direct_url,
+            poolSize: 2,
+            connectTimeoutMs: config.database.connect_timeout,
+            onError: (err) => log.warn({ err: err.message }, 'idle direct PostgreSQL session failed'),
+            source: urlSource(config, 'database.direct_url'),
+            applicationName: `relay-jobs/${config.instance.id}`,
+          }),
+          signal,
+          pgWait(config.database.direct_url, 'database.direct_url'),
+          closeDb,
+        );
         log.info('session state (liveness, advisory-lock fallback) on DATABASE_DIRECT_URL; statements on DATABASE_URL');
       }
-      redis = await connectRedis(config.redis.url!, config.redis.command_timeout, config.redis.connect_timeout);
+      log.info('PostgreSQL answered; connecting to Redis (REDIS_URL)');
+      redis = await untilAborted(connectRedis(config.redis.url!, config.redis.command_timeout, config.redis.connect_timeout), signal, `Redis at ${redactUrl(config.redis.url!)} (REDIS_URL)`, (r) =>
+        r.disconnect(),
+      );
     } else {
       dataDirLock = DataDirLock.acquire(config.database.data_dir, { httpPort: config.http.port });
       // Before PGlite opens its files: data written by an older version (0666/0755) becomes private.

@@ -12,6 +12,7 @@ import { ProcessSampler } from '../telemetry/process-sampler.js';
 import { HEALTH_STATES, type JobView } from '../jobs/job-views.js';
 import type { BackendIdentity } from '../coordination/backend-identity.js';
 import { ServiceLoop } from '../workers/service-loop.js';
+import { loopBook, type LoopsReport } from '../workers/loop-book.js';
 
 /** How long the job health gauges read at a scrape stay fresh (the cluster-wide job views: six reads). */
 const HEALTH_EVERY_MS = 15_000;
@@ -135,6 +136,15 @@ export class InstanceHeartbeat {
     registry.setBackends(this.identity);
   }
 
+  /**
+   * What every loop of this runtime has been doing (the loops counting ticks on its counter), for
+   * per-replica job health (`scheduler/health.ts`): sent with every beat, so a reader never sees
+   * it older than a beat plus the statement's time, and sees this replica's heartbeat interval.
+   */
+  loopsReport(): LoopsReport {
+    return { heartbeat_ms: this.deps.config.cluster.instance_heartbeat, loops: loopBook(this.deps.metrics.loopTicks).report(this.deps.clock.now()) };
+  }
+
   /** One tick. A failed beat gives its skips back (the next beat writes them) and is logged by the loop as a failed tick. */
   private async beat(): Promise<{ items: number }> {
     const { registry, metrics, log, config } = this.deps;
@@ -142,8 +152,8 @@ export class InstanceHeartbeat {
     const idle = this.deps.idleRounds?.take() ?? [];
     try {
       await this.readIdentity();
-      // One statement: the beat, the clock-skew round trip, the skip summary, the idle rounds' records, the process figures, and the liveness self-check.
-      const beat = await registry.beat(-this.offsetMs, this.deps.liveness, skips, this.sampler.sample(), idle);
+      // One statement: the beat, the clock-skew round trip, the skip summary, the idle rounds' records, the process figures, the loop report, and the liveness self-check.
+      const beat = await registry.beat(-this.offsetMs, this.deps.liveness, skips, this.sampler.sample(), idle, this.loopsReport());
       if (beat.skewMs !== null) this.applySkew(beat.skewMs);
       if (beat.refreshMembers && this.deps.shards.update(beat.refreshMembers)) {
         metrics.refreshShardMembers.set(beat.refreshMembers.length);

@@ -27,9 +27,14 @@ import { InstanceHeartbeat } from './instance-heartbeat.js';
 import { RefreshShards } from '../coordination/refresh-shards.js';
 import { jobViews, type JobView } from '../jobs/job-views.js';
 import { runShutdownLadder, type Ingress, type Stoppable } from './shutdown-ladder.js';
+import { runtimeRungs } from './runtime-rungs.js';
 import { readBackendIdentity } from '../coordination/backend-identity.js';
+import { DatabaseMarker, claimDatabaseMarker, keepDatabaseMarker } from '../coordination/database-marker.js';
 import { JobPauses } from '../coordination/job-pauses.js';
 import { PauseBook } from '../scheduler/pause-book.js';
+import { initTracing } from '../telemetry/tracing.js';
+import { buildScheduleBook } from './schedule-book-wiring.js';
+import type { ScheduleBook } from '../scheduler/schedule-book.js';
 
 export type { JobView } from '../jobs/job-views.js';
 
@@ -41,6 +46,8 @@ export interface RuntimeOptions {
   register?: boolean;
   /** A library user's own jobs, declared with `defineJob`, run beside the built-in ones. */
   jobs?: readonly AnyJobModule[];
+  /** A stop signal during start-up: ends a wait for an unanswering server at once (`StartupInterrupted`, app/startup-abort.ts). */
+  signal?: AbortSignal;
 }
 
 /**
@@ -57,6 +64,8 @@ export class Runtime {
   readonly records: RunRecords;
   /** Pause and resume (issue 49): this replica's copy of the paused jobs, and the changes. */
   readonly pauses: PauseBook;
+  /** One schedule per job (issue 49): this replica's fingerprints, the cluster's adopted schedules, its drift. */
+  readonly schedules: ScheduleBook;
   readonly services: Services;
   readonly db: Db;
   readonly redis: RedisClient | null;
@@ -70,6 +79,8 @@ export class Runtime {
   /** The leader lock while Redis is down: on the liveness session (or one session of its own), never a pool connection per round. */
   private readonly fallbackLock: PgAdvisoryLock | null;
   private readonly heartbeat: InstanceHeartbeat;
+  /** Which database this Redis key space belongs to (cluster mode): set or checked at start, kept by the heartbeat. */
+  private readonly marker: DatabaseMarker | null;
   private readonly wakeups: Wakeups;
   /** Which live replica owns which account's scheduled refresh (fed by the heartbeat). */
   readonly shards: RefreshShards;
@@ -98,6 +109,7 @@ export class Runtime {
     const instanceId = config.instance.id;
     this.liveness = config.mode === 'cluster' && config.cluster.crash_detection === 'session' ? new LivenessSession(backends.sessionDb, log, 1000, clock, this.metrics.loopTicks) : null;
     this.pauses = new PauseBook({ store: new JobPauses(db), clock, log, pollMs: config.cluster.instance_heartbeat, ticks: this.metrics.loopTicks });
+    this.schedules = buildScheduleBook(config, db, jobs, clock, log, this.metrics);
     const leader = buildLeaderLock(config, backends, this.liveness, this.metrics, log, clock);
     this.fallbackLock = leader.fallback;
     const runner = (this.runner = new RoundRunner({
@@ -112,6 +124,7 @@ export class Runtime {
       liveness: this.liveness ?? undefined,
       deferIdleRecords: true,
       pauses: this.pauses,
+      schedules: this.schedules,
     }));
     this.records = new RunRecords(db);
     this.registry = new InstanceRegistry(db, clock, {
@@ -124,6 +137,8 @@ export class Runtime {
       refreshes: jobs.some((j) => j.sharded && j.settings.enabled),
     });
     this.shards = new RefreshShards(instanceId);
+    this.marker = config.mode === 'cluster' && redis ? new DatabaseMarker(redis, { prefix: config.redis.key_prefix, env: config.instance.env }, instanceId, () => clock.now()) : null;
+    const identity = () => readBackendIdentity(db, redis, { poolSize: config.mode === 'cluster' ? config.database.pool_size : null, keyPrefix: redis ? config.redis.key_prefix : null });
     this.heartbeat = new InstanceHeartbeat({
       config,
       registry: this.registry,
@@ -135,7 +150,7 @@ export class Runtime {
       idleRounds: runner.idleRounds,
       liveness: this.liveness,
       shards: this.shards,
-      identity: () => readBackendIdentity(db, redis, { poolSize: config.mode === 'cluster' ? config.database.pool_size : null, keyPrefix: redis ? config.redis.key_prefix : null }),
+      identity: async () => keepDatabaseMarker(await identity(), this.marker, log),
     });
     this.scheduler = new Scheduler({
       jobs,
@@ -148,6 +163,7 @@ export class Runtime {
     });
     this.wakeups = wireWakeups(config, db, this.liveness, log, this.metrics);
     this.pauses.listen(this.wakeups.hub);
+    this.schedules.listen(this.wakeups.hub);
     const { box } = backends;
     const ctx = { config, db, redis, box, clock, random, log, metrics: this.metrics, runtime: this, shards: this.shards, liveness: this.liveness, wakes: this.wakeups.hub };
     const wired = wireServices(ctx, wirings);
@@ -164,6 +180,8 @@ export class Runtime {
     const clock = opts.clock ?? systemClock;
     const log = opts.logger ?? createLogger({ level: config.logging.level, format: config.logging.format, instanceId: config.instance.id, env: config.instance.env });
     for (const w of config.warnings ?? []) log.warn(`config: ${w}`);
+    // OpenTelemetry traces, only when OTEL_EXPORTER_OTLP_ENDPOINT is set (a replica, not a one-shot command); the SDK is loaded only then.
+    if (opts.register !== false) await initTracing({ log, now: () => clock.now(), serviceVersion: VERSION, instanceId: config.instance.id, env: config.instance.env });
     // Jobs are built (their config checked) before any connection; their services are bound once connected.
     let bound: Services | null = null;
     const jobs = buildJobs(
@@ -175,13 +193,15 @@ export class Runtime {
       opts.jobs,
     );
     const wirings = await loadWirings();
-    const backends = await openBackends(config, log);
+    const backends = await openBackends(config, log, opts.signal);
     try {
       const rt = new Runtime(config, backends, log, clock, opts.random ?? Math.random, jobs, (s) => (bound = s), wirings);
       rt.adminToken = config.http.admin_token ?? (config.mode === 'embedded' ? embeddedAdminToken(config.database.data_dir, log) : undefined);
       if (!rt.adminToken) log.warn('RELAY_JOBS_ADMIN_TOKEN is not set: the /api/v1 admin API answers 401 until it is');
       await rt.heartbeat.measureSkew(true);
       if (config.mode === 'cluster') await rt.registry.refuseMixedEnv(config.cluster.allow_mixed_env, log);
+      // A replica (not a one-shot command) on another database than this Redis key space's is refused, naming both.
+      if (opts.register !== false && rt.marker) await claimDatabaseMarker(rt.marker, backends.db, log);
       await rt.runner.slotClaims.ensureJobs(jobs.map((j) => j.name));
       await rt.pauses.load();
       await rt.prepare();
@@ -189,6 +209,7 @@ export class Runtime {
       if (rt.registers) {
         await rt.heartbeat.readIdentity(true);
         await rt.registry.register();
+        await rt.schedules.publish(); // before any job loop: a replica off the cluster's schedule never runs its first slot
         await rt.liveness?.start();
         await rt.wakeups.start();
         // Registered: the areas learn the boot id (refresh leases name their holder's boot, so the others take them over when it dies).
@@ -204,6 +225,7 @@ export class Runtime {
   start(ingress?: Ingress): void {
     this.ingress = ingress ?? null;
     this.pauses.start();
+    if (this.registers) this.schedules.start();
     this.scheduler.start();
     for (const job of this.jobs) if (job.settings.enabled) void job.start?.(this.log.child({ job: job.name }));
     this.metrics.ready.set(1);
@@ -227,6 +249,7 @@ export class Runtime {
       startedAt: this.startedAt,
       abortGraceMs: this.config.scheduler.abort_grace,
       pauses: this.pauses,
+      drift: (job) => this.schedules.drift(job),
     });
   }
 
@@ -253,41 +276,22 @@ export class Runtime {
     this.log.info({ reason, grace: formatDuration(graceMs) }, 'shutdown: readiness false, closing HTTP, stopping rounds');
     this.metrics.ready.set(0);
     // Each rung names its phase (SHUTDOWN_PHASES, jobs/wiring.ts); registration order decides within a phase.
-    const jobStops: Stoppable[] = [...this.jobs]
-      .reverse()
-      .filter((job) => job.stop && job.settings.enabled)
-      .map((job) => ({ name: `job ${job.name}`, phase: 'jobs', minMs: 1000, stop: async (ms) => ((await job.stop!(ms)) ? `${job.name}: work still running after the grace period` : undefined) }));
-    const ladder: Stoppable[] = [
-      { name: 'http', phase: 'ingress', stop: () => this.ingress?.stopAccepting() },
-      // A beat in flight is waited for: one landing after `instance record` would mark this replica alive again.
-      { name: 'instance heartbeat', phase: 'ingress', stop: async (ms) => ((await this.heartbeat.stop(ms)) ? 'a heartbeat still running after the grace period' : undefined) },
-      { name: 'refresh shard', phase: 'rounds', stop: () => this.registry.leaveRefreshShards() },
-      {
-        name: 'rounds',
-        phase: 'rounds',
-        stop: async (ms) => {
-          this.shutdownController.abort();
-          const busy = await this.scheduler.stop(ms);
-          return busy.length ? `rounds still running after the grace period (${busy.join(', ')}); their leases will expire` : undefined;
-        },
-      },
-      { name: 'pause book', phase: 'rounds', stop: async (ms) => ((await this.pauses.stop(ms)) ? 'a pause read still running after the grace period' : undefined) },
-      ...jobStops,
-      ...this.serviceRungs,
-      { name: 'skip summary', phase: 'coordination', stop: () => this.heartbeat.flushSkips() },
-      {
-        name: 'coordination session',
-        phase: 'coordination',
-        stop: async (ms) => {
-          this.fallbackLock?.close();
-          await this.wakeups.stop();
-          if (await this.liveness?.stop(ms)) return 'a liveness session still opening after the grace period; it closes when opened';
-        },
-      },
-      { name: 'instance record', phase: 'coordination', stop: () => this.registry.markStopped() },
-      { name: 'http connections', phase: 'connections', stop: (ms) => this.ingress?.close(ms) },
-      { name: 'connections', phase: 'connections', stop: () => this.backends.close(this.log) },
-    ];
+    const ladder = runtimeRungs({
+      ingress: this.ingress,
+      heartbeat: this.heartbeat,
+      registry: this.registry,
+      scheduler: this.scheduler,
+      abortRounds: () => this.shutdownController.abort(),
+      schedules: this.schedules,
+      pauses: this.pauses,
+      jobs: this.jobs,
+      serviceRungs: this.serviceRungs,
+      fallbackLock: this.fallbackLock,
+      wakeups: this.wakeups,
+      liveness: this.liveness,
+      backends: this.backends,
+      log: this.log,
+    });
     await runShutdownLadder(ladder, this.clock.now() + graceMs, this.clock, this.log);
     this.log.info('shutdown complete');
   }

@@ -54,8 +54,8 @@ export function scheduleText(s: JobView['schedule']): string {
 
 export function jobsTable(jobs: JobView[]): string {
   const last = (j: JobView) => (j.last_run ? `${j.last_run.status} ${String(j.last_run.finished_at ?? j.last_run.started_at)}` : '-');
-  // A paused job's HEALTH reads `paused`; who paused it, when and why follow the table, one line each.
-  const paused = jobs.filter((j) => j.health === 'paused').map((j) => `${j.name}: ${j.health_reason}\n`);
+  // A paused job's HEALTH reads `paused` (a drifting one's `config_drift`); who paused it, when and why (the keys) follow the table, one line each.
+  const paused = jobs.filter((j) => j.health === 'paused' || j.health === 'config_drift').map((j) => `${j.name}: ${j.health_reason}\n`);
   return (
     table([
       ['JOB', 'ENABLED', 'SCOPE', 'SCHEDULE', 'HEALTH', 'WORST_INSTANCE', 'LAST_RUN', 'NEXT_ATTEMPT'],
@@ -69,7 +69,7 @@ export function statusText(view: LiveView): string {
   const alive = view.instances.filter((i) => i.alive);
   const counts = new Map<string, number>();
   for (const j of view.jobs) counts.set(j.health, (counts.get(j.health) ?? 0) + 1);
-  const unhealthy = view.jobs.filter((j) => j.health === 'late' || j.health === 'stuck' || j.health === 'failing' || j.health === 'paused');
+  const unhealthy = view.jobs.filter((j) => j.health === 'late' || j.health === 'stuck' || j.health === 'failing' || j.health === 'paused' || j.health === 'config_drift');
   return [
     `instances: ${alive.length} alive of ${view.instances.length} known\n`,
     table([

@@ -4,6 +4,8 @@ import { buildHttpServer } from '../http/server.js';
 import { applyConnectionCap, ServerIngress } from '../http/connection-limits.js';
 import { startedByScript, watchParent } from './parent-watch.js';
 import { checkPortFree, portError } from './port-check.js';
+import { createLogger } from '../telemetry/logger.js';
+import { StartupInterrupted } from '../app/startup-abort.js';
 
 /**
  * A forced exit (second signal) still waits this long for work only this process can store (the
@@ -19,11 +21,18 @@ export const FORCED_EXIT_WAIT_MS = 5000;
  * (in-flight refresh calls are stored, or their accounts named); a third exits 130 at once. The handlers are installed
  * before anything starts: a signal during start-up (a rollout replacing a pod that is still
  * migrating) lets start-up finish its step, then shuts down cleanly instead of dying mid-write.
+ * Start-up always ends (issue 49): a wait for a server that does not answer (PostgreSQL, Redis,
+ * sentinels, cluster nodes) holds nothing, so a signal ends it at once and the process exits 0
+ * naming what it waited on; any other step still running `shutdown.grace` after the signal is
+ * abandoned (exit 1, one line), so a start-up step that hangs cannot outlive the stop.
  */
 export async function startService(config: Config): Promise<void> {
   let rt: Runtime | null = null;
   let early: NodeJS.Signals | null = null;
   let signals = 0;
+  const log = createLogger({ level: config.logging.level, format: config.logging.format, instanceId: config.instance.id, env: config.instance.env });
+  const startup = new AbortController();
+  let abandon: NodeJS.Timeout | undefined;
   const stop = (runtime: Runtime, reason: string) =>
     runtime.shutdown(reason).then(
       () => process.exit(0),
@@ -45,19 +54,37 @@ export async function startService(config: Config): Promise<void> {
       return;
     }
     if (rt) void stop(rt, `received ${sig}`);
-    else early = sig;
+    else {
+      early = sig;
+      startup.abort(sig);
+      abandon = setTimeout(() => {
+        log.error({ signal: sig, grace_ms: config.shutdown.grace }, `start-up still running shutdown.grace after ${sig}: exiting without a drain`);
+        process.exit(1);
+      }, config.shutdown.grace).unref();
+    }
   };
   process.on('SIGTERM', onSignal);
   process.on('SIGINT', onSignal);
   if (startedByScript()) {
     watchParent((parent) => {
       if (rt) void stop(rt, `parent process ${parent} exited (started by \`npm start\`)`);
-      else early = 'SIGHUP';
+      else {
+        early = 'SIGHUP';
+        startup.abort('SIGHUP');
+      }
     });
   }
 
   await checkPortFree(config);
-  const runtime = (rt = await Runtime.create(config));
+  let runtime: Runtime;
+  try {
+    runtime = rt = await Runtime.create(config, { logger: log, signal: startup.signal });
+    clearTimeout(abandon); // started: the shutdown ladder bounds the stop from here
+  } catch (err) {
+    if (!(err instanceof StartupInterrupted)) throw err;
+    log.warn({ signal: early }, err.message);
+    process.exit(0);
+  }
   if (early) return void stop(runtime, `received ${early} during start-up`);
   const http = buildHttpServer(runtime);
   try {

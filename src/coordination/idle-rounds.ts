@@ -6,8 +6,10 @@ import type { Clock } from '../time/clock.js';
  * replica's transactions. A round that ends `no_work` before its running record was due
  * (`instance-round.ts`) is kept here and written by the heartbeat as a finished `no_work` row,
  * in the heartbeat's own statement: the same row, up to one beat later, no transaction of its own.
- * Per-replica health (`scheduler/health.ts` judgeReplicas) reads it as before; a round that runs
- * on, fails or does work is recorded at once, so stuck and failing are not delayed.
+ * Per-replica health (`scheduler/health.ts` judgeReplicas) reads it, widening each replica's window
+ * by that replica's heartbeat interval for the wait (issue 49: judged by the cadence alone, a job
+ * whose cadence is shorter than the heartbeat read `late` on healthy replicas between two beats);
+ * a round that runs on, fails or does work is recorded at once, so stuck and failing are not delayed.
  */
 export interface IdleRound {
   job: string;

@@ -9,6 +9,7 @@ import type { SkipSummary } from './skip-counter.js';
 import { idleRoundRows, type IdleRound } from './idle-rounds.js';
 import type { ProcessFigures } from '../telemetry/process-sampler.js';
 import type { BackendIdentity } from './backend-identity.js';
+import type { LoopsReport } from '../workers/loop-book.js';
 
 export interface InstanceInfo {
   instance_id: string;
@@ -23,12 +24,21 @@ export interface InstanceInfo {
   stopped_at: Date | null;
   clock_skew_ms: number | null;
   alive: boolean;
+  /**
+   * Alive as every lease judges it (`instanceAliveSql`): still holding its liveness key, or without
+   * one beating within the window. A frozen replica (SIGSTOP) keeps its key, so it stays here while
+   * it drops out of `alive`: it still holds its leases and its refresh shard, and per-replica job
+   * health keeps naming it (issue 49).
+   */
+  lease_alive: boolean;
   /** The figures of its newest beat; null unless that beat is fresh (live replica, within the liveness window). */
   process: ProcessFigures | null;
   /** Database time of the beat that carried `process` (kept when stale, so a view can say how old). */
   process_at: Date | null;
   /** The Redis and database it reported through its newest beat (the doctor compares them); null before migration 025's first beat. */
   backends: BackendIdentity | null;
+  /** Its loops as its newest beat reported them (migration 038; `workers/loop-book.ts`); null unless alive or lease_alive. */
+  loops: LoopsReport | null;
 }
 
 // Alive as every lease judges it (instanceAliveSql): a published liveness key decides at once, so a
@@ -65,7 +75,7 @@ const REFRESH_MEMBERS = `(SELECT coalesce(array_agg(m.instance_id ORDER BY m.ins
 // (null keeps the previous ones), the finished records of the idle instance rounds since the last
 // beat (idle-rounds.ts), and the refresh members.
 // $1 instance, $2 boot, $3 skew ms, $4 skips json, $5 liveness window ms, $6 process json, $7 backend identity json (null keeps it),
-// $8 idle rounds json
+// $8 idle rounds json, $9 loop report json (null keeps it)
 const beatSql = (aliveKey: string, held: string) => `
 WITH skips AS (
   INSERT INTO job_skip_counts (job_name, instance_id, skipped, last_skip_at, last_reason)
@@ -80,7 +90,7 @@ WITH skips AS (
 )
 UPDATE instances SET heartbeat_at = clock_timestamp(), clock_skew_ms = $3, alive_key = ${aliveKey},
   process = coalesce($6::jsonb, process), process_at = CASE WHEN $6::jsonb IS NULL THEN process_at ELSE clock_timestamp() END,
-  backends = coalesce($7::jsonb, backends)
+  backends = coalesce($7::jsonb, backends), loops = coalesce($9::jsonb, loops)
  WHERE instance_id = $1 AND boot_id = $2
 RETURNING (extract(epoch FROM clock_timestamp()) * 1000)::double precision AS db_ms, ${held} AS held, ${REFRESH_MEMBERS} AS members`;
 const BEAT = beatSql('NULL', 'true');
@@ -112,6 +122,11 @@ export class InstanceRegistry {
     private readonly clock: Clock,
     private readonly info: { instanceId: string; env: string; mode: string; httpPort: number | null; version: string; heartbeatMs: number; refreshes?: boolean },
   ) {}
+
+  /** `cluster.instance_heartbeat`: how often this replica beats. */
+  get heartbeatMs(): number {
+    return this.info.heartbeatMs;
+  }
 
   get livenessMs(): number {
     return this.info.heartbeatMs * 3;
@@ -154,10 +169,18 @@ export class InstanceRegistry {
    * the idle instance rounds' records and the process figures. With a liveness session it is sent on that session and also
    * self-checks the lock there. (Issue 18 measured it: keep it one statement.)
    */
-  async beat(clockSkewMs: number, liveness?: LivenessSession | null, skips: SkipSummary[] = [], figures: ProcessFigures | null = null, idle: IdleRound[] = []): Promise<BeatResult> {
+  async beat(
+    clockSkewMs: number,
+    liveness?: LivenessSession | null,
+    skips: SkipSummary[] = [],
+    figures: ProcessFigures | null = null,
+    idle: IdleRound[] = [],
+    loops: LoopsReport | null = null,
+  ): Promise<BeatResult> {
     const backends = this.backendsDirty && this.backends ? JSON.stringify(this.backends) : null;
     const idleRows = JSON.stringify(idleRoundRows(idle, this.clock));
-    const params = [this.info.instanceId, this.bootId, Math.round(clockSkewMs), JSON.stringify(skips), this.livenessMs, figures ? JSON.stringify(figures) : null, backends, idleRows];
+    const loopsJson = loops ? JSON.stringify(loops) : null;
+    const params = [this.info.instanceId, this.bootId, Math.round(clockSkewMs), JSON.stringify(skips), this.livenessMs, figures ? JSON.stringify(figures) : null, backends, idleRows, loopsJson];
     type Row = { held: boolean; db_ms: unknown; members: string[] };
     const t0 = this.clock.now();
     let rows = liveness ? await liveness.queryChecked<Row>(BEAT_ALIVE, params, 'held') : null;
@@ -210,7 +233,8 @@ export class InstanceRegistry {
   async list(): Promise<InstanceInfo[]> {
     const { rows } = await this.db.query<Record<string, unknown>>(
       `SELECT *, (stopped_at IS NULL AND heartbeat_at > clock_timestamp() - make_interval(secs => $1::double precision / 1000)) AS alive,
-              (stopped_at IS NULL AND process_at > clock_timestamp() - make_interval(secs => $1::double precision / 1000)) AS process_fresh
+              (stopped_at IS NULL AND process_at > clock_timestamp() - make_interval(secs => $1::double precision / 1000)) AS process_fresh,
+              ${instanceAliveSql('instances', '$1')} AS lease_alive
          FROM instances ORDER BY instance_id`,
       [this.livenessMs],
     );
@@ -227,9 +251,11 @@ export class InstanceRegistry {
       stopped_at: toDate(r.stopped_at),
       clock_skew_ms: r.clock_skew_ms === null ? null : num(r.clock_skew_ms),
       alive: r.alive === true,
+      lease_alive: r.lease_alive === true,
       process: r.process_fresh === true ? (r.process as ProcessFigures) : null,
       process_at: toDate(r.process_at),
       backends: (r.backends as BackendIdentity | null) ?? null,
+      loops: r.alive === true || r.lease_alive === true ? ((r.loops as LoopsReport | null) ?? null) : null,
     }));
   }
 }

@@ -15,6 +15,11 @@ export function leaderKey(ks: KeySpace, job: string): string {
   return `${ks.prefix}:${ks.env}:{job:${job}}:leader`;
 }
 
+/** Which database this key space belongs to (coordination/database-marker.ts): one string key, JSON. */
+export function databaseMarkerKey(ks: KeySpace): string {
+  return `${ks.prefix}:${ks.env}:database`;
+}
+
 /** The text hashed to the 64-bit PostgreSQL advisory-lock key for a job (same namespace rule). */
 export function advisoryLockName(ks: KeySpace, job: string): string {
   return `${ks.prefix}:${ks.env}:job:${job}`;

@@ -20,6 +20,9 @@ import { describePause, type JobPause } from './job-pauses.js';
  *     be forced past a pause). The pause is read in the same statement that takes the slot, so a
  *     pause committed before a claim refuses it, and a claim committed first is a round that started
  *     before the pause (it finishes): no interleaving lets a round start after a pause.
+ *   - and, for a scheduled slot, only from a replica whose schedule of the job is the cluster's
+ *     (`job_state.schedule_fingerprint`, migration 037; issue 49): a replica configured otherwise
+ *     cannot add a slot of its own schedule, whatever its copy of the adoption says.
  * Whatever lock backend admitted the replica (Redis, advisory lock, memory), two rounds
  * cannot both pass this statement for one slot, nor overlap while a lease is renewed.
  */
@@ -33,8 +36,8 @@ export interface Claim {
   aliveKey: number | null;
 }
 
-/** `paused`: refused because the job is paused (the reason then describes the pause). */
-export type ClaimResult = { claimed: true; claim: Claim } | { claimed: false; reason: string; paused?: JobPause };
+/** `paused`: refused because the job is paused (the reason then describes the pause); `offSchedule`: the slot is not on the cluster's schedule. */
+export type ClaimResult = { claimed: true; claim: Claim } | { claimed: false; reason: string; paused?: JobPause; offSchedule?: boolean };
 
 export interface RoundOutcome {
   status: 'ok' | 'no_work' | 'failed' | 'timed_out';
@@ -53,6 +56,10 @@ const LEASE_FREE = `(lease_until IS NULL OR lease_until <= clock_timestamp()
 // Issue 49: a paused job starts no round; $force lets a manual round past it (`?force=true`, `run --force`).
 const NOT_PAUSED = (force: string) => `(paused_at IS NULL OR ${force}::boolean)`;
 
+// Issue 49: a scheduled slot is claimed only on the cluster's schedule of the job (migration 037, cluster-schedules.ts):
+// the replica's fingerprint must be the adopted one. Null on either side (no schedule adopted yet, a caller without one) passes.
+const ON_CLUSTER_SCHEDULE = (fp: string) => `(${fp}::text IS NULL OR schedule_fingerprint IS NULL OR schedule_fingerprint = ${fp}::text)`;
+
 // Shared tail of both claims: a round still running when its lease could be taken over is dead; record it so.
 const AFTER_CLAIM = `), abandon AS (
   UPDATE job_runs SET status = 'failed', finished_at = clock_timestamp(),
@@ -61,7 +68,7 @@ const AFTER_CLAIM = `), abandon AS (
 )
 INSERT INTO job_runs (job_name, slot, scope, trigger, instance_id, fencing_token, status, lock_backend, deadline_at)`;
 
-// $1 job, $2 slot, $3 instance, $4 lease ms, $5 lock backend, $6 timeout ms, $7 tolerated future ms, $8 liveness key
+// $1 job, $2 slot, $3 instance, $4 lease ms, $5 lock backend, $6 timeout ms, $7 tolerated future ms, $8 liveness key, $9 schedule fingerprint
 const CLAIM_SCHEDULED = `
 WITH claim AS (
   UPDATE job_state
@@ -71,6 +78,7 @@ WITH claim AS (
      AND (last_slot IS NULL OR last_slot < $2::timestamptz)
      AND ${LEASE_FREE}
      AND ${NOT_PAUSED('false')}
+     AND ${ON_CLUSTER_SCHEDULE('$9')}
      AND $2::timestamptz <= clock_timestamp() + ${MS('$7')}
   RETURNING fencing_token
 ${AFTER_CLAIM}
@@ -113,7 +121,7 @@ SELECT $1, $2::timestamptz, 'instance', 'schedule', $3, $6, t.started, t.started
   FROM (SELECT clock_timestamp() - ${MS('$4')} AS started) t`;
 
 const WHY_NOT = `
-SELECT last_slot, holder_instance, NOT ${LEASE_FREE} AS leased, lease_until, paused_at, paused_by, paused_reason,
+SELECT last_slot, holder_instance, NOT ${LEASE_FREE} AS leased, lease_until, paused_at, paused_by, paused_reason, schedule_fingerprint,
        extract(epoch FROM ($2::timestamptz - clock_timestamp())) * 1000 AS ahead_ms
   FROM job_state WHERE job_name = $1`;
 
@@ -144,6 +152,8 @@ export class SlotClaims {
   constructor(
     private readonly db: Db,
     private readonly instanceId: string,
+    /** This replica's schedule fingerprint of a job (issue 49), carried by its scheduled claims; absent: none (no check). */
+    private readonly fingerprintOf: (job: string) => string | null = () => null,
   ) {
     this.renewals = new RenewalBatch(async (items) => {
       const { rows } = await this.db.query<{ job_name: string; fencing_token: unknown }>(RENEW_MANY, [JSON.stringify(items)]);
@@ -161,11 +171,16 @@ export class SlotClaims {
     return toDate(rows[0]?.last_slot);
   }
 
-  /** `aliveKey`: this replica's liveness key (null: no crash detector, the lease can only expire). */
+  /**
+   * `aliveKey`: this replica's liveness key (null: no crash detector, the lease can only expire).
+   * Carries this replica's schedule fingerprint of the job (issue 49): refused unless it is the cluster's.
+   */
   async claimScheduled(p: { job: string; slot: Date; leaseMs: number; timeoutMs: number; backend: LockBackend; toleratedFutureMs: number; aliveKey?: number | null }): Promise<ClaimResult> {
-    const { rows } = await this.db.query<ClaimRow>(CLAIM_SCHEDULED, [p.job, p.slot.toISOString(), this.instanceId, p.leaseMs, p.backend, p.timeoutMs, p.toleratedFutureMs, p.aliveKey ?? null]);
+    const fingerprint = this.fingerprintOf(p.job);
+    const params = [p.job, p.slot.toISOString(), this.instanceId, p.leaseMs, p.backend, p.timeoutMs, p.toleratedFutureMs, p.aliveKey ?? null, fingerprint];
+    const { rows } = await this.db.query<ClaimRow>(CLAIM_SCHEDULED, params);
     if (rows[0]) return { claimed: true, claim: toClaim(p.job, rows[0], p.aliveKey ?? null) };
-    return { claimed: false, ...(await this.whyNot(p.job, p.slot)) };
+    return { claimed: false, ...(await this.whyNot(p.job, p.slot, false, fingerprint)) };
   }
 
   /** `force`: runs even while the job is paused (the operator said so; the pause stays). */
@@ -209,7 +224,7 @@ export class SlotClaims {
     return num(rows[0]?.finished) === 1;
   }
 
-  private async whyNot(job: string, slot: Date, forced = false): Promise<{ reason: string; paused?: JobPause }> {
+  private async whyNot(job: string, slot: Date, forced = false, fingerprint: string | null = null): Promise<{ reason: string; paused?: JobPause; offSchedule?: boolean }> {
     const { rows } = await this.db.query<{
       last_slot: unknown;
       holder_instance: string | null;
@@ -219,6 +234,7 @@ export class SlotClaims {
       paused_at: unknown;
       paused_by: string | null;
       paused_reason: string | null;
+      schedule_fingerprint: string | null;
     }>(WHY_NOT, [job, slot.toISOString()]);
     const r = rows[0];
     if (!r) return { reason: `job ${job} is not registered in job_state` };
@@ -228,6 +244,9 @@ export class SlotClaims {
     if (r.paused_at && !forced) {
       const paused: JobPause = { job, at: toDate(r.paused_at)!, by: r.paused_by ?? 'unknown', reason: r.paused_reason ?? '' };
       return { reason: describePause(paused), paused };
+    }
+    if (fingerprint !== null && r.schedule_fingerprint !== null && r.schedule_fingerprint !== fingerprint) {
+      return { reason: `config_drift: this replica's schedule of ${job} (${fingerprint}) is not the cluster's (${r.schedule_fingerprint})`, offSchedule: true };
     }
     if (num(r.ahead_ms) > 0) return { reason: `slot ${slot.toISOString()} is ${Math.round(num(r.ahead_ms))}ms ahead of the database clock (clock skew?)` };
     return { reason: 'claim lost to a concurrent replica' };

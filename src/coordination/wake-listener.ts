@@ -29,8 +29,11 @@ export class WakeListener {
   ) {}
 
   private deliver(payload: string): void {
-    this.counter?.inc({ channel: payload });
-    this.hub.emit(payload);
+    // `<topic>:<detail>` (the token cache's `tokens:<account id>`): counted and routed by its topic alone.
+    const i = payload.indexOf(':');
+    const topic = i < 0 ? payload : payload.slice(0, i);
+    this.counter?.inc({ channel: topic });
+    this.hub.emit(topic, i < 0 ? undefined : payload.slice(i + 1));
   }
 
   /** Cluster mode: LISTEN on each liveness session as it opens. */

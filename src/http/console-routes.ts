@@ -3,6 +3,7 @@ import { extname, join, relative, sep } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { FastifyInstance } from 'fastify';
 import { notFound } from '../errors/app-error.js';
+import { media, route } from './contract.js';
 
 /** web/dist, found from src/http (tsx, tests) and from dist/http (the build) alike. */
 export const CONSOLE_DIST = fileURLToPath(new URL('../../web/dist', import.meta.url));
@@ -17,6 +18,15 @@ const TYPES: Record<string, string> = {
   '.json': 'application/json',
   '.txt': 'text/plain; charset=utf-8',
 };
+
+/** What the console's route answers with (its files' types, JSON aside: the bundle has none). */
+const CONSOLE_TYPES = [
+  ...new Set(
+    Object.entries(TYPES)
+      .filter(([ext]) => ext !== '.json')
+      .map(([, t]) => t),
+  ),
+];
 
 const HEADERS = {
   'content-security-policy': "default-src 'self'; img-src 'self' data:; style-src 'self' 'unsafe-inline'; frame-ancestors 'none'; base-uri 'none'; form-action 'self'",
@@ -58,16 +68,32 @@ export function loadBundle(root = CONSOLE_DIST): Map<string, Asset> {
 export function registerConsoleRoutes(app: FastifyInstance, root = CONSOLE_DIST): void {
   const files = loadBundle(root);
   const index = files.get('/index.html');
-  app.get('/*', async (req, reply) => {
-    const path = req.url.split('?')[0]!;
-    if (path.startsWith('/api/') || path === '/api') notFound(`no route GET ${path}`);
-    const page = path === '/' || (/\btext\/html\b/.test(req.headers.accept ?? '') && !extname(path));
-    const asset = files.get(path) ?? (page ? index : undefined);
-    if (!asset && index) notFound(`no route GET ${path.slice(0, 200)}; the console's pages are answered to a browser (Accept: text/html)`);
-    // Not an error answer but an operator's instruction, in plain text for curl and a browser alike.
-    // eslint-disable-next-line no-restricted-syntax -- a plain-text page, not the API's error shape
-    if (!asset) return reply.code(503).type('text/plain; charset=utf-8').send('the console is not built: run `npm run build` (web/dist is missing)\n');
-    void reply.headers(HEADERS).header('cache-control', asset === index || !asset.immutable ? 'no-cache' : 'public, max-age=31536000, immutable');
-    return reply.type(asset.type).send(asset.body);
-  });
+  route(
+    app,
+    {
+      method: 'GET',
+      path: '/*',
+      documentAs: '/',
+      operationId: 'getConsole',
+      summary: 'The web console',
+      description:
+        "`/` and any extensionless page a browser asks for (`Accept: text/html`) answer the console's index.html; the bundle's files (`/assets/...`) answer by exact path. Any other path is 404, `/api/...` included.",
+      tag: 'console',
+      responses: { 200: media(CONSOLE_TYPES, "the console's page, or one of its files") },
+      errors: { 404: 'no such file, or a request that does not accept HTML' },
+      nonErrors: { 503: media('text/plain; charset=utf-8', 'the console is not built (web/dist is missing): an instruction in plain text') },
+    },
+    async (_input, req, reply) => {
+      const path = req.url.split('?')[0]!;
+      if (path.startsWith('/api/') || path === '/api') notFound(`no route GET ${path}`);
+      const page = path === '/' || (/\btext\/html\b/.test(req.headers.accept ?? '') && !extname(path));
+      const asset = files.get(path) ?? (page ? index : undefined);
+      if (!asset && index) notFound(`no route GET ${path.slice(0, 200)}; the console's pages are answered to a browser (Accept: text/html)`);
+      // Not an error answer but an operator's instruction, in plain text for curl and a browser alike.
+      // eslint-disable-next-line no-restricted-syntax -- a plain-text page, not the API's error shape
+      if (!asset) return reply.code(503).type('text/plain; charset=utf-8').send('the console is not built: run `npm run build` (web/dist is missing)\n');
+      void reply.headers(HEADERS).header('cache-control', asset === index || !asset.immutable ? 'no-cache' : 'public, max-age=31536000, immutable');
+      return reply.type(asset.type).send(asset.body);
+    },
+  );
 }

@@ -76,3 +76,12 @@ export function handleError(log: Logger) {
     void sendAppError(reply, new AppError('internal', 'internal', 'internal error; see the service log'));
   };
 }
+
+/**
+ * RELAY_JOBS_CONTRACT_CHECK (tests only, contract-check.ts): an answer that broke its route's
+ * contract is replaced by a 500 `contract_violation` naming the route and the field.
+ */
+export function contractViolation(reply: FastifyReply, message: string): string {
+  void reply.code(500).header('content-type', 'application/json; charset=utf-8').removeHeader('content-length');
+  return JSON.stringify(errorBody('contract_violation', message));
+}

@@ -4,6 +4,7 @@ import type { FastifyInstance } from 'fastify';
 import type { RouteDeps } from '../jobs/area.js';
 import { sessionToken } from './auth.js';
 import { writeRawAppError } from './errors.js';
+import { route, sse } from './contract.js';
 import { ServiceLoop } from '../workers/service-loop.js';
 import { AppError } from '../errors/app-error.js';
 
@@ -205,17 +206,31 @@ export function registerEventRoutes(
   limits?: EventStreamLimits,
 ): EventStreams {
   const hub = new EventStreams(deps, limits);
-  api.get('/events', async (req, reply) => {
-    const auth = sessionToken(req);
-    const token = auth && !(deps.adminToken && !auth.viaCookie && auth.token === deps.adminToken) ? auth.token : null;
-    if (deps.isShuttingDown) throw new AppError('unavailable', 'shutting_down', 'this replica is shutting down; reconnect to another');
-    reply.hijack();
-    req.raw.socket.setTimeout(0);
-    if (!hub.open(streamKey(token), token, reply.raw)) {
-      const message = `this replica has ${hub.limits.total} console event streams open (the limit); close a console tab or retry later`;
-      writeRawAppError(reply.raw, new AppError('unavailable', 'too_many_streams', message, undefined, undefined, 10));
-    }
-  });
+  route(
+    api,
+    {
+      method: 'GET',
+      path: '/events',
+      operationId: 'streamConsoleEvents',
+      summary: "The console's server push",
+      description:
+        'A server-sent event stream (one per session, 32 per replica): `hello` first, `rounds` as rounds start and finish, `instances` when the replicas change, a keepalive comment every 15 s, and `bye` (with its `reason`) when the stream is ended (sign-out, revoke-all, shutdown).',
+      tag: 'events',
+      responses: { 200: sse('`event: <name>` / `data: <json>` frames') },
+      errors: { 503: '`shutting_down`, or `too_many_streams` (the replica holds its limit of streams; `Retry-After`)' },
+    },
+    async (_input, req, reply) => {
+      const auth = sessionToken(req);
+      const token = auth && !(deps.adminToken && !auth.viaCookie && auth.token === deps.adminToken) ? auth.token : null;
+      if (deps.isShuttingDown) throw new AppError('unavailable', 'shutting_down', 'this replica is shutting down; reconnect to another');
+      reply.hijack();
+      req.raw.socket.setTimeout(0);
+      if (!hub.open(streamKey(token), token, reply.raw)) {
+        const message = `this replica has ${hub.limits.total} console event streams open (the limit); close a console tab or retry later`;
+        writeRawAppError(reply.raw, new AppError('unavailable', 'too_many_streams', message, undefined, undefined, 10));
+      }
+    },
+  );
   // Sign-out and revoke-all end the streams here at once; other replicas notice at their next
   // session re-check (`reverifyMs`, 250 ms), so a stream anywhere ends within a second.
   api.addHook('onResponse', async (req, reply) => {

@@ -11,6 +11,13 @@ import { clientErrorHandler, frameworkErrors, serverTimeouts } from './connectio
 import { registerTimelineRoutes } from './timeline-routes.js';
 import { registerEventRoutes } from './event-streams.js';
 import { registerJobRoutes } from './job-routes.js';
+import { traceRequests } from '../telemetry/tracing-http.js';
+import { contractOf, type RegisteredContract } from './contract.js';
+import { CONTRACT_CHECK_ENV, ContractChecker, contractCheckHook } from './contract-check.js';
+import { openApiDocument } from './openapi.js';
+import { registerOpenApiRoutes } from './openapi-routes.js';
+import { registerProbeRoutes } from './probe-routes.js';
+import { VERSION } from '../version.js';
 
 /**
  * Body size limits. Most admin payloads are a few fields, so the default is small; the routes
@@ -28,6 +35,8 @@ export interface HttpDeps extends RouteDeps<Services> {
 export interface RouteEntry {
   method: string;
   url: string;
+  /** Its contract, when registered through `route()` (contract.ts): what the OpenAPI document is made of. */
+  contract?: RegisteredContract;
 }
 
 const ROUTE_TABLES = new WeakMap<FastifyInstance, RouteEntry[]>();
@@ -43,11 +52,17 @@ const API_CATCH_ALL = '/api/v1/*';
 /** Probes, metrics and the admin API. Routes call the runtime; they know no SQL and no Redis keys. */
 export function buildHttpServer(rt: HttpDeps): FastifyInstance {
   const app = Fastify({ logger: false, bodyLimit: BODY_LIMIT, forceCloseConnections: 'idle', ...serverTimeouts(rt.config), clientErrorHandler, frameworkErrors });
+  // A span per request, continuing the caller's traceparent (telemetry/tracing-http.ts); no hook while tracing is off.
+  traceRequests(app);
   const routes: RouteEntry[] = [];
   ROUTE_TABLES.set(app, routes);
   app.addHook('onRoute', (r) => {
-    for (const method of ([] as HTTPMethods[]).concat(r.method)) routes.push({ method, url: r.url });
+    for (const method of ([] as HTTPMethods[]).concat(r.method)) routes.push({ method, url: r.url, contract: contractOf(r.config) });
   });
+  // The OpenAPI document of this server's routes, made once on first use (after every route is registered).
+  let document: Record<string, unknown> | undefined;
+  const openApi = () => (document ??= openApiDocument(routes, VERSION));
+  if (process.env[CONTRACT_CHECK_ENV] === '1') app.addHook('onSend', contractCheckHook(new ContractChecker(openApi), rt.log));
 
   app.setErrorHandler(handleError(rt.log));
   app.setNotFoundHandler(async (req) => notFound(`no route ${req.method} ${req.url.slice(0, 200)}`));
@@ -56,14 +71,7 @@ export function buildHttpServer(rt: HttpDeps): FastifyInstance {
     if (!req.url.startsWith('/assets/') && req.url !== '/' && !req.url.startsWith('/?')) void reply.header('cache-control', 'no-store');
   });
 
-  app.get('/healthz', async () => ({ status: 'ok', instance_id: rt.config.instance.id, mode: rt.config.mode }));
-  app.get('/readyz', async (_req, reply) => {
-    const r = await rt.readiness();
-    // A probe's answer, not an error: the body is the readiness report itself, 503 while not ready.
-    // eslint-disable-next-line no-restricted-syntax -- the one status a probe answers by, beside its report
-    return reply.code(r.ready ? 200 : 503).send(r);
-  });
-  app.get('/metrics', async (_req, reply) => reply.type(rt.metrics.registry.contentType).send(await rt.metrics.registry.metrics()));
+  registerProbeRoutes(app, rt);
 
   // Every text field of every JSON API: no NUL, no lone surrogate, no hostile nesting (400 naming the field).
   app.addHook('preValidation', async (req) => {
@@ -97,6 +105,7 @@ export function buildHttpServer(rt: HttpDeps): FastifyInstance {
     },
     { prefix: '/api/v1' },
   );
+  registerOpenApiRoutes(app, openApi);
   registerConsoleRoutes(app);
   return app;
 }

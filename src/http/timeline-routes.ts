@@ -3,7 +3,8 @@ import { z } from 'zod';
 import type { RouteDeps } from '../jobs/area.js';
 import type { RunRecord } from '../coordination/run-records.js';
 import { parseDuration } from '../config/duration.js';
-import { parseBody } from './validation.js';
+import { json, route } from './contract.js';
+import { RunRecord as RunRecordSchema, SkipCount } from './kernel-schemas.js';
 
 /** How far back a timeline may look, and how many rounds one answer carries (the newest kept). */
 export const TIMELINE_MAX_WINDOW_MS = 24 * 3_600_000;
@@ -17,10 +18,25 @@ const querySchema = z
     since: z
       .string({ error: 'expected one value: an ISO time or a duration back from now (e.g. 15m)' })
       .refine((v) => parseDuration(v) !== null || !Number.isNaN(Date.parse(v)), 'expected an ISO time (2026-01-01T00:00:00Z) or a duration back from now (15m, 1h)')
-      .optional(),
+      .optional()
+      .meta({ description: 'an ISO time, or a duration back from now (`15m`, the default; at most 24 h)' }),
     limit: z.coerce.number({ error: 'expected a number' }).int('expected a whole number').min(1, 'expected at least 1').max(TIMELINE_MAX_ROUNDS, `expected at most ${TIMELINE_MAX_ROUNDS}`).optional(),
   })
   .strict();
+
+const time = z.iso.datetime({ offset: true });
+const Timeline = z
+  .object({
+    since: time,
+    now: time,
+    truncated: z.boolean().meta({ description: 'more rounds than `limit` in the window: the newest are kept' }),
+    lanes: z.array(z.object({ instance_id: z.string(), alive: z.boolean(), started_at: time.nullable(), heartbeat_at: time.nullable(), stopped_at: time.nullable() })),
+    rounds: z.array(RunRecordSchema),
+    missed: z.array(z.object({ job: z.string(), slot: time })).meta({ description: 'slots of a cluster interval job nobody ran' }),
+    skips: z.array(SkipCount.extend({ job_name: z.string() })),
+    jobs: z.array(z.object({ name: z.string(), scope: z.string(), enabled: z.boolean(), every_ms: z.number().nullable() })),
+  })
+  .meta({ id: 'Timeline' });
 
 export interface MissedSlot {
   job: string;
@@ -56,8 +72,8 @@ export function missedSlots(rounds: RunRecord[], jobs: { name: string; scope: st
  * the scheduled slots each replica skipped because another led them. Bounded: 24 h, 2,000 rounds.
  */
 export function registerTimelineRoutes(api: FastifyInstance, deps: Pick<RouteDeps, 'clock' | 'instances' | 'jobs' | 'records'>): void {
-  api.get('/timeline', async (req) => {
-    const q = parseBody(querySchema, req.query);
+  const summary = 'The rounds of a window per replica, slots nobody ran, skips';
+  route(api, { method: 'GET', path: '/timeline', operationId: 'getTimeline', summary, tag: 'timeline', query: querySchema, responses: { 200: json(Timeline) } }, async ({ query: q }) => {
     const now = deps.clock.now();
     const back = q.since === undefined ? TIMELINE_DEFAULT_WINDOW_MS : parseDuration(q.since);
     let since = back !== null ? now - back : Date.parse(q.since!);

@@ -52,6 +52,13 @@ export interface JobModule<S extends object = KernelServices, K extends keyof S 
    * job (`Runtime.create(config, { jobs })`) that sets it is refused with the config's problems.
    */
   sharded?: boolean;
+  /**
+   * The long-running loops (`ServiceLoop` names) this job starts in `onStart` and whose work its
+   * rounds stand for: an instance-scoped job's per-replica health reads a loop whose ticks keep
+   * failing as `failing`, one that has not finished a tick within its stall bound as `late`
+   * (scheduler/loop-health.ts), from the loop report each replica's heartbeat publishes.
+   */
+  loops?: readonly string[];
   /** Why the job is off by default under this config, when that is not the user's choice (batch_image_worker: no image provider). */
   offReason?(config: Config): string | null;
   /** Cross-key config rules of this job; each problem names its key. */
@@ -103,6 +110,8 @@ export interface BuiltJob extends JobDefinition {
   disabledReason?: string | null;
   /** The module's `sharded`: this replica joins the refresh shards when the job is enabled. */
   sharded?: boolean;
+  /** The module's `loops`: judged in the job's per-replica health. */
+  loops?: readonly string[];
   start?(log: Logger): void | Promise<void>;
   stop?(withinMs: number): Promise<number | void>;
   health?(h: JobHealthInput): Promise<JobHealthOverride | null>;
@@ -166,6 +175,7 @@ export function buildJob<S extends object, K extends keyof S, O extends z.ZodRaw
     settings,
     disabledReason: settings.enabled ? null : enabled === false ? `disabled in config (${key}.enabled: false)` : (module.offReason?.(config) ?? `off by default (${key}.enabled: true turns it on)`),
     sharded: module.sharded,
+    loops: module.loops,
     run: (ctx) => module.run(ctx, deps(), options, config),
     start: module.onStart && ((log) => module.onStart!(deps(), log)),
     stop: module.onStop && ((withinMs) => module.onStop!(deps(), withinMs)),

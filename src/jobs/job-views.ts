@@ -5,8 +5,9 @@ import type { RunRecord, RunRecords } from '../coordination/run-records.js';
 import type { Scheduler } from '../scheduler/scheduler.js';
 import type { BuiltJob } from './define-job.js';
 import { describePause, type JobPause } from '../coordination/job-pauses.js';
+import type { ScheduleDrift } from '../scheduler/schedule-book.js';
 
-export const HEALTH_STATES = ['healthy', 'idle', 'late', 'stuck', 'failing', 'disabled', 'paused'] as const;
+export const HEALTH_STATES = ['healthy', 'idle', 'late', 'stuck', 'failing', 'disabled', 'paused', 'config_drift'] as const;
 
 /**
  * Pause and resume (issue 49), as the routes and the CLI use it: the runtime's pause book
@@ -56,6 +57,8 @@ export interface JobView {
   worst_instance: string | null;
   /** Set while an operator has the job paused (health `paused`): when, by whom (the admin token, a session, the CLI) and why. */
   paused: PauseView | null;
+  /** Set while this replica's schedule of the job differs from the cluster's (issue 49): the differing keys, both values. */
+  config_drift: { keys: Array<{ key: string; here: string; cluster: string }>; adopted_at: string } | null;
 }
 
 export interface ReplicaHealth {
@@ -74,16 +77,21 @@ export async function jobViews(p: {
   abortGraceMs: number;
   /** The paused jobs (issue 49); without it none reads as paused. */
   pauses?: Pick<JobPauseControl, 'read'>;
+  /** This replica's schedule drift per job (scheduler/schedule-book.ts); without it none drifts. */
+  drift?: (job: string) => ScheduleDrift | null;
 }): Promise<JobView[]> {
   const [snapshots, paused] = await Promise.all([p.records.snapshots(), p.pauses?.read() ?? new Map<string, JobPause>()]);
   // Health of a job that never ran counts from the start of the cluster's current life: the oldest live replica's start.
-  const live = (await p.registry.list()).filter((i) => i.alive);
+  const known = await p.registry.list();
+  const live = known.filter((i) => i.alive);
+  // Judged per replica: the live ones and any that still hold their leases, such as a frozen (SIGSTOP) one, late until it resumes.
+  const judgedReplicas = known.filter((i) => i.alive || i.lease_alive);
   const since = live.reduce((min, i) => (i.started_at < min ? i.started_at : min), p.startedAt);
   // Jobs that run on every replica are judged per live replica (scheduler/health.ts judgeReplicas).
   const perReplica = p.jobs.filter((j) => j.scope === 'instance' && j.settings.enabled).map((j) => j.name);
   const rounds = await p.records.replicaRounds(
     perReplica,
-    live.map((i) => i.instance_id),
+    judgedReplicas.map((i) => i.instance_id),
   );
   return Promise.all(
     p.jobs.map(async (job) => {
@@ -93,8 +101,9 @@ export async function jobViews(p: {
       let worst: string | null = null;
       if (job.scope === 'instance') {
         const mine = rounds.get(job.name);
-        const replicas = live.map((i) => ({ instanceId: i.instance_id, startedAt: i.started_at, lastRound: mine?.get(i.instance_id) ?? null }));
-        const judged = judgeReplicas({ settings: job.settings, snapshot: snap, replicas, since, abortGraceMs: p.abortGraceMs });
+        const replicas = judgedReplicas.map((i) => ({ instanceId: i.instance_id, startedAt: i.started_at, lastRound: mine?.get(i.instance_id) ?? null, beatAt: i.heartbeat_at, loops: i.loops }));
+        // Each replica's loop report and heartbeat come with its beat (issue 49): its idle rounds' recording lag, its loops' failures and stalls.
+        const judged = judgeReplicas({ settings: job.settings, snapshot: snap, replicas, since, abortGraceMs: p.abortGraceMs, heartbeatMs: p.registry.heartbeatMs, loops: job.loops });
         verdict = judged.verdict;
         worst = judged.worst;
         instances = judged.replicas.map((r) => ({ instance_id: r.instanceId, health: r.health, health_reason: r.reason, last_round: r.lastRound }));
@@ -106,6 +115,9 @@ export async function jobViews(p: {
         const own = await job.health({ settings: job.settings, createdAt: snap?.createdAt ?? null, nowMs: (snap?.dbNow ?? p.startedAt).getTime() }).catch(() => null);
         if (own) Object.assign(verdict, own);
       }
+      // A cluster job this replica is off the cluster's schedule for is not run here, whatever its rounds say (issue 49).
+      const drift = p.drift?.(job.name) ?? null;
+      if (drift && job.scope === 'cluster') verdict = { health: 'config_drift', reason: drift.reason, expectedBy: null };
       // A pause says more than any round: no round starts anywhere until it is resumed.
       const pause = paused.get(job.name) ?? null;
       if (pause) {
@@ -134,6 +146,7 @@ export async function jobViews(p: {
         instances,
         worst_instance: worst,
         paused: pause ? pauseView(pause) : null,
+        config_drift: drift && { keys: drift.keys, adopted_at: drift.adoptedAt.toISOString() },
       };
     }),
   );

@@ -17,6 +17,8 @@ import { formatDuration } from '../config/duration.js';
 import { retry } from '../time/retry.js';
 import { JobPauses, describePause, type JobPause } from '../coordination/job-pauses.js';
 import type { PauseBook } from './pause-book.js';
+import { startSpan } from '../telemetry/tracing.js';
+import type { ScheduleBook } from './schedule-book.js';
 
 /** `paused`: not started because the job is paused (issue 49); `reason` then describes the pause. */
 export type RoundReport =
@@ -46,6 +48,8 @@ export interface RoundRunnerDeps {
    * before it touches Redis or PostgreSQL. Without it only the claim (cluster jobs) refuses them.
    */
   pauses?: PauseBook;
+  /** One schedule per job (issue 49): off it, a scheduled cluster round is skipped before the lock; claims carry this replica's fingerprint. */
+  schedules?: ScheduleBook;
 }
 
 /**
@@ -65,7 +69,7 @@ export class RoundRunner {
   constructor(private readonly deps: RoundRunnerDeps) {
     // Every running round listens on the process's shutdown signal: one listener per round is expected.
     setMaxListeners(0, deps.shutdown);
-    this.claims = new SlotClaims(deps.db, deps.instanceId);
+    this.claims = new SlotClaims(deps.db, deps.instanceId, (job) => deps.schedules?.fingerprint(job) ?? null);
     this.records = new RunRecords(deps.db);
     this.cursors = new FencedCursors(deps.db);
     this.pauseStore = new JobPauses(deps.db);
@@ -102,6 +106,12 @@ export class RoundRunner {
       return this.execute(job, claim, trigger, null, null, log);
     }
 
+    // Off the cluster's schedule (config_drift): counted as a skip before the lock; the claim re-checks atomically anyway.
+    const drift = slot ? this.deps.schedules?.drift(job.name) : null;
+    if (slot && drift) {
+      this.skips.add(job.name, new Date(this.deps.clock.now()), drift.reason);
+      return { ran: false, slot, backend: null, reason: drift.reason };
+    }
     const { lockTtlMs } = job.settings;
     let acquisition;
     try {
@@ -142,6 +152,7 @@ export class RoundRunner {
     if (!claimed.claimed) {
       await handle?.release();
       if (claimed.paused) return this.pausedSkip(job, slot, claimed.paused, log, backend);
+      if (claimed.offSchedule) this.deps.schedules?.recheck(); // the adoption moved under this replica's copy
       return this.skip(job, slot, backend, claimed.reason, log, opts.recordSkip);
     }
     if (!handle && !acquisition.acquired && acquisition.takeOver) {
@@ -237,9 +248,12 @@ export class RoundRunner {
     metrics.roundStarted.set({ job: job.name }, startedAt / 1000);
     // Start lines are debug: "round finished" says everything once; idle jobs would otherwise fill the log.
     log.debug('round started');
+    // A trace of its own (a round outlives whatever asked for it); a manual round links to its request's span.
+    const attrs = { 'relay_jobs.job': job.name, 'relay_jobs.trigger': trigger, 'relay_jobs.slot': claim.slot.toISOString(), 'relay_jobs.run_id': claim.runId || null };
+    const span = startSpan(`round ${job.name}`, { ...attrs, 'relay_jobs.fencing_token': claim.token || null, 'relay_jobs.lock_backend': handle?.backend ?? 'none' }, { root: true, linkActive: true });
     let outcome: RoundOutcome;
     try {
-      const result = await job.run(ctx);
+      const result = await span.run(() => job.run(ctx));
       const items = Math.max(0, Math.floor(result.items || 0));
       outcome = { status: items > 0 ? 'ok' : 'no_work', items, note: result.note ?? null };
       if (keeper?.lostReason) outcome.note = `${outcome.note ? outcome.note + '; ' : ''}lease lost during the round: ${keeper.lostReason}`;
@@ -275,6 +289,7 @@ export class RoundRunner {
     metrics.roundDuration.observe({ job: job.name }, durationMs / 1000);
     if (outcome.status === 'ok' || outcome.status === 'no_work') metrics.lastSuccess.set({ job: job.name }, clock.now() / 1000);
     const fields = { status: outcome.status, items: outcome.items, duration_ms: durationMs, lock_backend: handle?.backend ?? null };
+    span.end({ 'relay_jobs.outcome': outcome.status, 'relay_jobs.items': outcome.items }, outcome.error);
     if (outcome.status === 'failed' || outcome.status === 'timed_out') log.error({ ...fields, error: outcome.error }, 'round finished');
     else if (outcome.status === 'no_work' && trigger === 'schedule') log[job.settings.noWorkLog ?? 'debug']({ ...fields, note: outcome.note }, 'round finished');
     else log.info({ ...fields, note: outcome.note }, 'round finished');

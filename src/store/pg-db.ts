@@ -10,6 +10,8 @@ export interface PgDbOptions {
   onError?: (err: Error) => void;
   /** Where the URL came from, named in a connection error (default `DATABASE_URL`): `DATABASE_DIRECT_URL`, `sql.database_url`, `--target`… */
   source?: string;
+  /** `application_name` of every connection (`relay-jobs/<instance id>`): how the doctor's connection_budget tells them from the gateway's. */
+  applicationName?: string;
 }
 
 export class PgDb implements Db {
@@ -21,7 +23,14 @@ export class PgDb implements Db {
     // `min`: an idle replica's few statements come tens of seconds apart, longer than the idle
     // timeout; without a floor every one of them opened a fresh connection, and each connection's
     // start is a transaction of its own that no statement log shows (issue 26: the 0.6/s "gap").
-    this.pool = new pg.Pool({ connectionString: opts.url, max: opts.poolSize, min: Math.min(2, opts.poolSize), connectionTimeoutMillis: opts.connectTimeoutMs, idleTimeoutMillis: 30_000 });
+    this.pool = new pg.Pool({
+      connectionString: opts.url,
+      application_name: opts.applicationName,
+      max: opts.poolSize,
+      min: Math.min(2, opts.poolSize),
+      connectionTimeoutMillis: opts.connectTimeoutMs,
+      idleTimeoutMillis: 30_000,
+    });
     // An idle client dying (server restart) must not crash the process; the next query reconnects.
     this.pool.on('error', (err) => opts.onError?.(err));
   }
@@ -33,7 +42,11 @@ export class PgDb implements Db {
       await db.ping();
     } catch (err) {
       await db.close().catch(() => undefined);
-      throw new UserError(`cannot connect to PostgreSQL at ${redactUrl(opts.url)} (${opts.source ?? 'DATABASE_URL'}): ${scrubUrlSecrets(describePgError(err), opts.url)}`);
+      // A server that accepts and never speaks (a hung host, a blackholed port) ends in pg's connection timeout: say which bound ended it.
+      const why = /connection timeout|timeout exceeded when trying to connect/i.test((err as Error).message)
+        ? `no answer within ${opts.connectTimeoutMs / 1000} s (database.connect_timeout): is the server up, and is this its address and port?`
+        : describePgError(err);
+      throw new UserError(`cannot connect to PostgreSQL at ${redactUrl(opts.url)} (${opts.source ?? 'DATABASE_URL'}): ${scrubUrlSecrets(why, opts.url)}`);
     }
     return db;
   }

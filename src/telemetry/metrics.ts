@@ -80,6 +80,12 @@ export class Metrics {
     help: 'Replicas that stopped beating without a clean shutdown in the last 7 days (SIGKILL, OOM, a lost host), as this replica reads the instances table',
     registers: [this.registry],
   });
+  readonly configDrift = new Gauge({
+    name: 'relay_jobs_config_drift',
+    help: "Live replicas whose schedule of the job (cadence or cron, time zone, offset, enabled, timeout, lock TTL) is not the cluster's adopted one, as this replica's last check read it",
+    labelNames: ['job'],
+    registers: [this.registry],
+  });
   readonly clockSkew = new Gauge({ name: 'relay_jobs_clock_skew_seconds', help: "This replica's clock minus the database clock", registers: [this.registry] });
   readonly instanceConflict = new Gauge({ name: 'relay_jobs_instance_id_conflict', help: '1 while another live process uses this instance id', registers: [this.registry] });
   readonly dependencyUp = new Gauge({ name: 'relay_jobs_dependency_up', help: '1 when the dependency answered its last probe', labelNames: ['dependency'], registers: [this.registry] });

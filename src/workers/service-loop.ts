@@ -1,5 +1,6 @@
 import type { Clock, TimerHandle } from '../time/clock.js';
 import type { Logger } from '../telemetry/logger.js';
+import { errorClass, loopBook, shownMessage, type LoopReport, type ReportingLoop } from './loop-book.js';
 
 /** What one tick did, and when it wants the next one (epoch ms; omitted or null = only a wake-up or the backstop). */
 export interface TickResult {
@@ -29,7 +30,15 @@ export interface ServiceLoopOptions {
   ticks?: LoopTickCounter;
   /** Called with the error of a failed tick (the loop logs a warning itself). */
   onError?(err: Error): void;
+  /**
+   * A tick running longer than this is reported as a stall (the heartbeat publishes it; the health
+   * of the job that owns the loop reads `late`). Default: twice a finite backstop, at least a minute.
+   */
+  stallAfterMs?: number;
 }
+
+/** A stall is a tick running this long at least (a loop's default bound when its backstop is shorter or none). */
+const MIN_STALL_MS = 60_000;
 
 /**
  * The one start/stop building block of every long-running loop (River's startstop, Oban's
@@ -40,7 +49,7 @@ export interface ServiceLoopOptions {
  * waits for it up to `withinMs`, returning how many ticks it left running (0 or 1), which fits
  * the shutdown ladder's `Stoppable`. Time comes from the injected clock only.
  */
-export class ServiceLoop {
+export class ServiceLoop implements ReportingLoop {
   private abort = new AbortController();
   private running: Promise<void> | null = null;
   private timer: TimerHandle | null = null;
@@ -55,6 +64,11 @@ export class ServiceLoop {
   private ticking = false;
   /** Ticks run so far (tests, the benchmark). */
   ticksRun = 0;
+  // Tick stats for the heartbeat's loop report (loop-book.ts), on the injected clock.
+  private failedInRow = 0;
+  private firstFailureAt = 0;
+  private lastError: { err: Error; at: number } | null = null;
+  private tickStartedAt: number | null = null;
 
   constructor(private readonly o: ServiceLoopOptions) {}
 
@@ -69,7 +83,24 @@ export class ServiceLoop {
   start(): void {
     if (this.started) return;
     this.started = true;
-    this.running = this.run();
+    const book = this.o.ticks && loopBook(this.o.ticks);
+    book?.add(this);
+    this.running = this.run().finally(() => book?.delete(this));
+  }
+
+  /** What the loop has been doing, for the heartbeat's loop report (see `LoopReport`). */
+  report(nowMs: number): LoopReport {
+    const b = this.backstop();
+    const failing = this.failedInRow > 0 && this.lastError;
+    return {
+      loop: this.o.name,
+      failed_in_row: this.failedInRow,
+      last_error: failing ? { class: errorClass(failing.err), message: shownMessage(failing.err), ago_ms: Math.max(0, nowMs - failing.at) } : null,
+      failing_for_ms: failing ? Math.max(0, nowMs - this.firstFailureAt) : null,
+      in_tick_ms: this.tickStartedAt === null ? null : Math.max(0, nowMs - this.tickStartedAt),
+      stall_after_ms: this.o.stallAfterMs ?? Math.max(MIN_STALL_MS, Number.isFinite(b) ? 2 * b : 0),
+      ticks: this.ticksRun,
+    };
   }
 
   /** Asks for a tick now (a change that creates work); during a tick, one more tick follows it. */
@@ -130,19 +161,25 @@ export class ServiceLoop {
       let outcome = 'failed';
       let items = 0;
       this.ticking = true;
+      this.tickStartedAt = t0;
       try {
         const r = await this.o.tick(signal);
         items = r.items;
         nextDueAt = r.nextDueAt ?? null;
         outcome = items > 0 ? 'ok' : 'no_work';
+        this.failedInRow = 0;
+        this.lastError = null;
       } catch (err) {
         if (!signal.aborted) {
           this.o.log.warn({ loop: this.o.name, err: (err as Error).message }, `${this.o.name}: tick failed; retrying`);
           this.o.onError?.(err as Error);
+          if (this.failedInRow++ === 0) this.firstFailureAt = this.o.clock.now();
+          this.lastError = { err: err instanceof Error ? err : new Error(String(err)), at: this.o.clock.now() };
         }
         nextDueAt = this.o.clock.now() + (this.o.errorDelayMs ?? this.backstop());
       } finally {
         this.ticking = false;
+        this.tickStartedAt = null;
         this.ticksRun++;
       }
       this.o.ticks?.inc({ loop: this.o.name, outcome });

@@ -36,11 +36,11 @@ export class WakeHub {
     return () => set.delete(wake);
   }
 
-  /** A notification arrived: wakes the loops of its topic (unknown topics are ignored). */
-  emit(topic: string): number {
+  /** A notification arrived: wakes the loops of its topic (unknown topics are ignored); `detail` (after the topic's `:`) is their reason. */
+  emit(topic: string, detail?: string): number {
     const set = this.loops.get(topic);
     if (!set) return 0;
-    for (const wake of set) wake(topic);
+    for (const wake of set) wake(detail ?? topic);
     return set.size;
   }
 

@@ -14,10 +14,11 @@ export const CLI = fileURLToPath(new URL('../../.test-dist/cli/main.js', import.
  */
 export const NODE_FLAGS = ['--liftoff-only'];
 
-/** Environment for a child: the parent's PATH etc., without any RELAY_JOBS_* / DATABASE_URL / REDIS_URL leaking in. */
+/** Environment for a child: the parent's PATH etc., without any RELAY_JOBS_* / DATABASE_URL / REDIS_URL / OTEL_* leaking in. */
 export function cleanEnv(extra: Record<string, string>): NodeJS.ProcessEnv {
   const env: NodeJS.ProcessEnv = {};
-  for (const [k, v] of Object.entries(process.env)) if (!k.startsWith('RELAY_JOBS') && k !== 'DATABASE_URL' && k !== 'REDIS_URL') env[k] = v;
+  for (const [k, v] of Object.entries(process.env))
+    if ((!k.startsWith('RELAY_JOBS') || k === 'RELAY_JOBS_CONTRACT_CHECK') && !k.startsWith('OTEL_') && k !== 'DATABASE_URL' && k !== 'REDIS_URL') env[k] = v;
   return { ...env, ...extra };
 }
 

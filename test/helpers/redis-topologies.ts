@@ -51,9 +51,11 @@ class Server {
   constructor(
     readonly port: number,
     private readonly args: string[],
+    /** `redis-server`, or Debian's `redis-sentinel` (package redis-sentinel) for a sentinel. */
+    private readonly bin = 'redis-server',
   ) {}
   async start(): Promise<void> {
-    this.proc = spawn('redis-server', this.args, { stdio: 'ignore' });
+    this.proc = spawn(this.bin, this.args, { stdio: 'ignore' });
     await waitForRedis(this.port);
   }
   async kill(): Promise<void> {
@@ -185,7 +187,11 @@ export class RedisClusterSet {
   }
 }
 
-/** One primary, one replica, three sentinels watching them as `mymaster` (quorum 2). */
+/**
+ * One primary, one replica, three sentinels watching them as `mymaster` (quorum 2). The sentinels
+ * are `redis-server --sentinel`, or with `sentinelBinary: 'redis-sentinel'` Debian's packaged
+ * sentinel (`apt-get install redis-sentinel`, which .ci/run installs).
+ */
 export class SentinelSet {
   readonly master = 'mymaster';
   private constructor(
@@ -199,7 +205,7 @@ export class SentinelSet {
     return `redis+sentinel://${this.sentinels.map((s) => `127.0.0.1:${s.port}`).join(',')}/${this.master}`;
   }
 
-  static async start(): Promise<SentinelSet> {
+  static async start(opts: { sentinelBinary?: 'redis-sentinel' } = {}): Promise<SentinelSet> {
     const dir = mkdtempSync(join(tmpdir(), 'rj-redis-sentinel-'));
     const taken = new Set<number>();
     const port = async () => clusterPort(taken);
@@ -228,7 +234,7 @@ export class SentinelSet {
           '',
         ].join('\n'),
       );
-      sentinels.push(new Server(sp, [conf, '--sentinel']));
+      sentinels.push(opts.sentinelBinary ? new Server(sp, [conf], opts.sentinelBinary) : new Server(sp, [conf, '--sentinel']));
     }
     await Promise.all(sentinels.map((s) => s.start()));
     const set = new SentinelSet(primary, replica, sentinels, dir);

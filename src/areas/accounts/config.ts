@@ -55,6 +55,9 @@ export const accountsConfig = {
       refresh_shard_backstop: positiveDuration.default(120_000),
       oauth_401_cooldown: positiveDuration.default(600_000),
       hot_path_wait: positiveDuration.default(10_000),
+      // The hot path's token cache (issue 53): how long a replica may serve a token from memory without hearing
+      // its own freshness ping back, and how long a disable or new credentials wait before they are acknowledged. 0 = off.
+      token_cache_max_age: duration.refine((ms) => ms >= 0 && ms <= 10_000, { message: 'expected a duration from 0 to 10s' }).default(100),
     })
     .strict()
     .prefault({}),

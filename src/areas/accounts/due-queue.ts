@@ -1,6 +1,7 @@
 import type { Clock } from '../../time/clock.js';
 import { silentLogger, type Logger } from '../../telemetry/logger.js';
 import { ServiceLoop, type LoopTickCounter } from '../../workers/service-loop.js';
+import type { TraceLink } from '../../telemetry/tracing.js';
 
 /** `takeover`: an account a dead replica left `refreshing`, refreshed at once by its new owner (issue 29). */
 export type DueKind = 'refresh' | 'retry' | 'recovery' | 'recheck' | 'takeover';
@@ -13,6 +14,8 @@ export interface DueEntry {
   version: number;
   /** When the account is due; `at` is later when another replica owns it (refresh sharding's backstop). */
   due?: number;
+  /** The span of the round whose sync armed it (tracing on): the refresh's span links to it. */
+  cause?: TraceLink | null;
 }
 
 /** The loop wakes at least this often while anything is scheduled, so a far-away due time never overflows setTimeout. */

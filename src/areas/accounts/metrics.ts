@@ -19,6 +19,7 @@ export class AccountMetrics {
   readonly proxyAccountsMoved: Counter<'direction'>;
   readonly proxiesExpiringSoon: Gauge;
   readonly proxiesExpired: Gauge;
+  readonly tokenCache: Counter<'result'>;
 
   constructor(registry: Registry) {
     const registers = [registry];
@@ -88,5 +89,11 @@ export class AccountMetrics {
     });
     this.proxiesExpiringSoon = new Gauge({ name: 'relay_jobs_proxies_expiring_soon', help: 'Active proxies expiring within jobs.proxy_expiry.expiring_soon', registers });
     this.proxiesExpired = new Gauge({ name: 'relay_jobs_proxies_expired', help: 'Proxies in status expired', registers });
+    this.tokenCache = new Counter({
+      name: 'relay_jobs_token_cache_total',
+      help: 'Token answers of the hot path by how the token cache served them: hit (memory), miss (read), cold (read: not fresh, auth.token_cache_max_age)',
+      labelNames: ['result'],
+      registers,
+    });
   }
 }

@@ -1,7 +1,8 @@
 import { positiveDuration } from '../../config/schema.js';
 import { jobsFor } from '../../jobs/define-job.js';
 import type { AccountsServices } from './wiring.js';
-import { recordOutbox, type ProxyLink, type Proxies } from './store/proxies.js';
+import { enqueueSnapshotEvent } from '../scheduler-snapshot/index.js';
+import type { ProxyLink, Proxies } from './store/proxies.js';
 import type { Db } from '../../store/db.js';
 import type { Logger } from '../../telemetry/logger.js';
 import { AccountMetrics } from './metrics.js';
@@ -42,7 +43,7 @@ export async function restoreProxy(db: Db, proxies: Proxies, id: number, reason:
   return db.tx(async (q) => {
     await proxies.markActive(q, id);
     const moved = await proxies.returnAccounts(q, id);
-    if (moved.length) await recordOutbox(q, 'account_bulk_changed', { reason: `proxy_restored_${reason}`, proxy_id: id, account_ids: moved });
+    if (moved.length) await enqueueSnapshotEvent(q, 'account_bulk_changed', { reason: `proxy_restored_${reason}`, proxy_id: id, account_ids: moved });
     return moved;
   });
 }
@@ -56,7 +57,7 @@ async function expireOne(db: Db, proxies: Proxies, id: number, log: Logger): Pro
       return { moved: [], target };
     }
     const moved = await proxies.moveAccounts(q, id, target.kind === 'direct' ? null : target.id);
-    if (moved.length) await recordOutbox(q, 'account_bulk_changed', { reason: 'proxy_expired', proxy_id: id, fallback: target.kind === 'direct' ? 'direct' : target.id, account_ids: moved });
+    if (moved.length) await enqueueSnapshotEvent(q, 'account_bulk_changed', { reason: 'proxy_expired', proxy_id: id, fallback: target.kind === 'direct' ? 'direct' : target.id, account_ids: moved });
     return { moved, target };
   });
 }

@@ -14,6 +14,7 @@ import { settledWithin, systemClock, type Clock } from '../../time/clock.js';
 import { refreshTokenFingerprint, repeatedSend } from './lost-rotation.js';
 import { settleReply, type RefreshOutcome, type SettleContext } from './refresh-settle.js';
 import type { AccountMetrics } from './metrics.js';
+import { annotateSpan, withSpan } from '../../telemetry/tracing.js';
 
 /** Who asked: the scheduler's timers, its retries and recoveries, the hot path, an upstream 401, an admin. */
 export type RefreshTrigger = 'schedule' | 'retry' | 'recovery' | 'takeover' | 'hot_path' | 'unauthorized' | 'admin';
@@ -137,8 +138,7 @@ export class Refresher {
     await slot;
     try {
       if (this.stopController.signal.aborted) return { result: 'skipped', reason: 'stopped' };
-      const outcome = await this.guarded(id, trigger, expectedVersion, requested);
-      return outcome;
+      return await withSpan('token refresh', { 'relay_jobs.account_id': id, 'relay_jobs.trigger': trigger }, () => this.guarded(id, trigger, expectedVersion, requested));
     } catch (err) {
       // Store unreachable and the like: a transient failure that was not recorded anywhere.
       this.o.log.warn({ account_id: id, trigger, err: (err as Error).message }, 'refresh could not run');
@@ -292,6 +292,7 @@ export class Refresher {
   private count(platform: string, trigger: RefreshTrigger, o: RefreshOutcome): RefreshOutcome {
     const reason = 'reason' in o ? o.reason : o.result === 'lease_held' ? o.heldIn : '';
     this.o.metrics.refreshTotal.inc({ platform, trigger, result: o.result, reason });
+    annotateSpan({ 'relay_jobs.platform': platform, 'relay_jobs.outcome': o.result, 'relay_jobs.reason': reason || null });
     return o;
   }
 }

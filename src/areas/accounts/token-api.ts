@@ -6,6 +6,8 @@ import type { Accounts, AccountStatus } from './store/accounts.js';
 import type { TokenRefreshService } from './token-refresh-service.js';
 import type { RefreshOutcome } from './refresher.js';
 import { AccountMetrics } from './metrics.js';
+import type { TokenCache } from './token-cache.js';
+import type { TokenRow } from './store/token-reads.js';
 
 export type UnavailableCode = 'not_found' | 'unavailable' | 'no_refresh_token' | 'refresh_failed' | 'timeout';
 
@@ -66,6 +68,8 @@ export class TokenApi {
     private readonly s: TokenApiSettings,
     metrics: Metrics,
     private readonly log: Logger,
+    /** The replica's token cache (token-cache.ts): a fresh token without a PostgreSQL round trip. */
+    private readonly cache: TokenCache,
   ) {
     this.am = metrics.group(AccountMetrics);
   }
@@ -82,10 +86,10 @@ export class TokenApi {
     if (exp === undefined || exp - now > this.s.marginMs) return this.view(acct);
     const minValid = Math.min(MIN_VALID_MS, this.s.marginMs / 2);
     if (exp - now > minValid) {
-      if (acct.credentials.refresh_token) void this.service.refreshNow(id, 'hot_path', acct.tokenVersion).catch(() => undefined);
+      if (acct.hasRefreshToken) void this.service.refreshNow(id, 'hot_path', acct.tokenVersion).catch(() => undefined);
       return this.view(acct);
     }
-    if (!acct.credentials.refresh_token)
+    if (!acct.hasRefreshToken)
       throw new AccountUnavailable(id, 'no_refresh_token', `account ${id}: access token expired at ${acct.tokenExpiresAt!.toISOString()} and there is no refresh token; re-authorize it`);
     const started = this.clock.now();
     const outcome = await this.service.refreshNow(id, 'hot_path', acct.tokenVersion);
@@ -96,6 +100,8 @@ export class TokenApi {
       const why = outcome.result === 'skipped' ? outcome.reason : `${outcome.result}: ${outcome.reason}`;
       throw new AccountUnavailable(id, 'refresh_failed', `account ${id}: access token expired and the refresh failed (${why})`, 'status' in outcome ? outcome.status : undefined);
     }
+    // Read again, past this replica's cache: the refresh (ours or another replica's) has committed.
+    this.cache.invalidate(id);
     const fresh = await this.open(id);
     if (fresh.tokenExpiresAt && fresh.tokenExpiresAt.getTime() <= this.clock.now()) {
       throw new AccountUnavailable(id, 'timeout', `account ${id}: access token expired and no refreshed token arrived within ${this.s.waitMs}ms (auth.hot_path_wait)`);
@@ -127,8 +133,17 @@ export class TokenApi {
     return { account_id: id, stale: false, cooldown_until: after?.temp_unschedulable_until ?? null, refresh: result, token_version: after?.token_version ?? acct.token_version };
   }
 
-  private async open(id: number) {
-    const acct = await this.accounts.openSecrets(id);
+  /**
+   * Acknowledges a change that must stop tokens being served (disable, new credentials): returns
+   * once no replica's cache can serve what it read before the change committed (`auth.token_cache_max_age`).
+   */
+  async settle(id: number): Promise<void> {
+    this.cache.invalidate(id);
+    if (this.cache.settleMs) await new Promise((r) => setTimeout(r, this.cache.settleMs));
+  }
+
+  private async open(id: number): Promise<TokenRow> {
+    const acct = await this.cache.get(id);
     if (!acct) throw new AccountUnavailable(id, 'not_found', `account ${id} does not exist`);
     if (!SERVING.has(acct.status)) throw new AccountUnavailable(id, 'unavailable', `account ${id} is ${acct.status}; it serves no tokens until an admin fixes it`, acct.status);
     return acct;
@@ -142,7 +157,7 @@ export class TokenApi {
     }
   }
 
-  private view(a: { id: number; credentials: { access_token: string }; tokenExpiresAt: Date | null; tokenVersion: number; status: AccountStatus }): AccessToken {
-    return { account_id: a.id, access_token: a.credentials.access_token, token_expires_at: a.tokenExpiresAt?.toISOString() ?? null, token_version: a.tokenVersion, status: a.status };
+  private view(a: TokenRow): AccessToken {
+    return { account_id: a.id, access_token: a.accessToken, token_expires_at: a.tokenExpiresAt?.toISOString() ?? null, token_version: a.tokenVersion, status: a.status };
   }
 }

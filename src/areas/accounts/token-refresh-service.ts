@@ -7,6 +7,7 @@ import type { Refresher, RefreshOutcome, RefreshTrigger } from './refresher.js';
 import { jitter, nextRefreshAt, retryDelay } from './refresh-timing.js';
 import type { RefreshShards } from '../../coordination/refresh-shards.js';
 import { AccountMetrics } from './metrics.js';
+import { linkedTo, traceLink } from '../../telemetry/tracing.js';
 
 export interface TokenRefreshSettings {
   enabled: boolean;
@@ -141,6 +142,7 @@ export class TokenRefreshService {
     const { rows, dbNow } = await this.accounts.candidates(since);
     let armed = 0;
     let recoveries = 0;
+    const cause = traceLink(); // the round's span (null outside one, or while tracing is off)
     for (const c of rows) {
       signal?.throwIfAborted();
       if (this.refresher.isInFlight(c.id)) continue;
@@ -151,7 +153,7 @@ export class TokenRefreshService {
         continue;
       }
       if (existing && existing.version === entry.version && !first) continue;
-      this.place(entry);
+      this.place({ ...entry, cause });
       armed++;
       if (entry.kind === 'refresh') this.log.debug({ account_id: c.id, delay_secs: Math.round((entry.due - this.clock.now()) / 1000) }, 'Refresh scheduled');
       else if (entry.kind === 'recovery') this.log.info({ account_id: c.id, delay_secs: Math.round((entry.due - this.clock.now()) / 1000) }, 'Expired account, scheduling recovery attempt');
@@ -193,7 +195,7 @@ export class TokenRefreshService {
   private async fire(e: DueEntry): Promise<void> {
     if (this.stopped) return;
     const trigger: RefreshTrigger = e.kind === 'refresh' || e.kind === 'recheck' ? 'schedule' : e.kind;
-    const outcome = await this.refresher.request(e.id, trigger, e.version);
+    const outcome = await linkedTo(e.cause, () => this.refresher.request(e.id, trigger, e.version));
     this.afterOutcome(e.id, e.version, outcome);
   }
 

@@ -15,6 +15,8 @@ export const tokenRefreshJob = defineJob({
   scope: 'instance',
   // Replicas running it share the scheduled refreshes (coordination/refresh-shards.ts).
   sharded: true,
+  // The due-queue that fires the refreshes (due-queue.ts): its failures and stalls are this job's.
+  loops: ['token_refresh_due'],
   defaults: (config) => ({ enabled: config.auth.refresh_enabled, every: '30s', timeout: '1m', jitter: '2s' }),
   needs: ['tokenRefresh'],
   // Arm the refresh schedule at start rather than at the first round; never awaited.

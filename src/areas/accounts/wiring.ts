@@ -8,6 +8,8 @@ import { AccountTester } from './account-tester.js';
 import { Refresher } from './refresher.js';
 import { TokenRefreshService } from './token-refresh-service.js';
 import { TokenApi } from './token-api.js';
+import { TokenCache } from './token-cache.js';
+import { TokenReads } from './store/token-reads.js';
 import { wired, type WiringContext } from '../../jobs/wiring.js';
 import { refreshForcedExit } from './forced-exit.js';
 import { AccountMetrics } from './metrics.js';
@@ -73,7 +75,15 @@ export function buildAccounts(w: WiringContext) {
     metrics,
     w.shards,
   );
-  const tokens = new TokenApi(accounts, tokenRefresh, clock, { marginMs, waitMs: a.hot_path_wait, cooldownMs: a.oauth_401_cooldown }, metrics, log);
+  // Served from memory only while this replica hears its own pings on the wake-up listener (token-cache.ts).
+  const tokenCache = new TokenCache(new TokenReads(db, box), {
+    maxAgeMs: a.token_cache_max_age,
+    maxEntries: 100_000,
+    listening: () => w.wakes?.listening ?? false,
+    onResult: (result) => am.tokenCache.inc({ result }),
+  });
+  w.wakes?.on('tokens', (detail) => tokenCache.onNotification(detail));
+  const tokens = new TokenApi(accounts, tokenRefresh, clock, { marginMs, waitMs: a.hot_path_wait, cooldownMs: a.oauth_401_cooldown }, metrics, log, tokenCache);
   // Account tests (scheduled, on demand, and monitors that use an account) go through this one transport.
   const testClient = new ProbeClient();
   const tester = new AccountTester(db, accounts, tokens, providers, testClient);

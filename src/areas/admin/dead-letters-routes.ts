@@ -2,7 +2,7 @@ import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
 import type { RouteDeps } from '../../jobs/area.js';
 import type { AdminServices } from './wiring.js';
-import { parseBody } from '../../http/validation.js';
+import { json, route } from '../../http/contract.js';
 
 const listQuery = z
   .object({
@@ -12,11 +12,33 @@ const listQuery = z
   })
   .strict();
 
+const DeadLetter = z
+  .object({
+    id: z.number().int(),
+    source: z.string(),
+    reason: z.string(),
+    payload: z.string().meta({ description: 'the refused row as JSON text (NUL and lone surrogates escaped)' }),
+    created_at: z.iso.datetime({ offset: true }).nullable(),
+  })
+  .meta({ id: 'DeadLetter' });
+
 /** Rows the batch writers set aside because the database refused their content (see docs/operations.md). */
 export function registerDeadLetterRoutes(api: FastifyInstance, deps: Pick<RouteDeps<AdminServices>, 'services'>): void {
-  api.get('/dead-letters', async (req) => {
-    const q = parseBody(listQuery, req.query, 'query');
-    const letters = await deps.services.deadLetters.list({ source: q.source, limit: q.limit, afterId: q.after });
-    return { dead_letters: letters, next_after: letters.length === q.limit ? letters[letters.length - 1]!.id : null };
-  });
+  route(
+    api,
+    {
+      method: 'GET',
+      path: '/dead-letters',
+      operationId: 'listDeadLetters',
+      summary: 'Rows the batch writers set aside because the database refused their content',
+      tag: 'admin',
+      query: listQuery,
+      prefixes: { query: 'query' },
+      responses: { 200: json(z.object({ dead_letters: z.array(DeadLetter), next_after: z.number().int().nullable().meta({ description: 'pass as `after` for the next page; null on the last' }) })) },
+    },
+    async ({ query: q }) => {
+      const letters = await deps.services.deadLetters.list({ source: q.source, limit: q.limit, afterId: q.after });
+      return { dead_letters: letters, next_after: letters.length === q.limit ? letters[letters.length - 1]!.id : null };
+    },
+  );
 }

@@ -15,6 +15,7 @@ export const changeStreamJob = defineJob({
   scope: 'instance',
   defaults: { enabled: true, every: '30s', timeout: '30s' },
   needs: ['changePublisher', 'changeEvents'],
+  loops: ['change_stream'],
   onStart({ changePublisher }) {
     changePublisher.start();
   },

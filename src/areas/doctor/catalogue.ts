@@ -1,6 +1,7 @@
 import type { DoctorCheck } from './check.js';
 import { sameBackends } from './checks/backends.js';
 import { deadReplicasCheck } from './checks/replicas.js';
+import { configDrift } from './checks/drift.js';
 import { redisEviction, redisPersistence, redisTopology } from './checks/redis.js';
 import { clockSkew, cronTimezones } from './checks/clock.js';
 import { connectionBudgetCheck, poolBudget } from './checks/pool.js';
@@ -16,6 +17,7 @@ import { adminToken, backendTls, dataDirPermissions, sqlConsoleRole } from './ch
 export const CHECKS: readonly DoctorCheck[] = [
   sameBackends,
   deadReplicasCheck,
+  configDrift,
   redisEviction,
   redisPersistence,
   redisTopology,

@@ -16,6 +16,7 @@ export const batchImageWorkerJob = defineJob({
   defaults: (config) => ({ enabled: config.image.provider.base_url !== undefined, every: '30s', timeout: '5m', jitter: '5s' }),
   offReason: (config) => (config.image.provider.base_url === undefined ? 'off: no image provider is configured (image.provider.base_url)' : null),
   needs: ['imageBatches'],
+  loops: ['batch_image_worker'],
   onStart({ imageBatches }) {
     imageBatches.worker.start();
   },

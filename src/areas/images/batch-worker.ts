@@ -8,6 +8,7 @@ import { settledWithin } from '../../time/clock.js';
 import { LeaseKeeper } from '../../coordination/lease-keeper.js';
 import { ServiceLoop, type LoopTickCounter } from '../../workers/service-loop.js';
 import { idleUntil, type WakeHub } from '../../workers/wake-hub.js';
+import { withSpan } from '../../telemetry/tracing.js';
 
 export interface WorkerOptions {
   owner: string;
@@ -138,7 +139,12 @@ export class BatchWorker {
         // The row the last step wrote (under this lease) or, first, a fresh read.
         const b = written ?? (await this.batches.get(l.batchId));
         if (!b) return;
-        const outcome = await this.driver!.step(l, b, this.clock.now());
+        const attrs = { 'relay_jobs.batch_id': l.batchId, 'relay_jobs.state': b.state, 'relay_jobs.fence': l.fence };
+        const outcome = await withSpan(`image_batch ${b.state}`, attrs, async (span) => {
+          const o = await this.driver!.step(l, b, this.clock.now());
+          span.set({ 'relay_jobs.outcome': o.kind });
+          return o;
+        });
         written = outcome.kind === 'again' ? outcome.batch : undefined;
         this.metrics.steps.inc({ outcome: outcome.kind });
         if (outcome.kind === 'done') return;

@@ -9,6 +9,7 @@ import { settledWithin } from '../../time/clock.js';
 import { ServiceLoop, type LoopTickCounter } from '../../workers/service-loop.js';
 import { idleUntil, type WakeHub } from '../../workers/wake-hub.js';
 import { ProbesMetrics } from './metrics.js';
+import { withSpan } from '../../telemetry/tracing.js';
 
 export interface AccountTestSettings {
   instanceId: string;
@@ -131,7 +132,12 @@ export class AccountTestRunner {
         this.log.warn({ plan_id: p.id, lease_left_ms: timeoutMs }, 'account test not sent: its lease ran out first; the occurrence runs again when the lease ends');
         return;
       }
-      const run = await this.tester.run(p.accountId, { model: p.model, timeoutMs, signal: this.abort.signal, slot: p.occurrence, storedTokenForError: true });
+      const attrs = { 'relay_jobs.plan_id': p.id, 'relay_jobs.account_id': p.accountId, 'relay_jobs.model': p.model };
+      const run = await withSpan('probe account_test', attrs, async (span) => {
+        const r = await this.tester.run(p.accountId, { model: p.model, timeoutMs, signal: this.abort.signal, slot: p.occurrence, storedTokenForError: true });
+        span.set({ 'relay_jobs.outcome': r.result.ok ? 'ok' : 'failed', 'relay_jobs.error_class': r.result.errorClass, 'http.response.status_code': r.result.status });
+        return r;
+      });
       const r = run.result;
       tokenVersion = run.tokenVersion;
       out = { startedAt: new Date(startedLocal), ok: r.ok, status: r.status, latencyMs: r.latencyMs, ttfbMs: r.ttfbMs, errorClass: r.errorClass, detail: r.detail, resetAtMs: r.resetAtMs };

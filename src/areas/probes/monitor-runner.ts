@@ -8,6 +8,7 @@ import { idleUntil, type WakeHub } from '../../workers/wake-hub.js';
 import type { ProbeClient, ProbeResult } from '../../upstream/probe-client.js';
 import { apiKeyJudge, apiKeyRequest, checkChallenge, makeChallenge, type AccountTester } from '../accounts/index.js';
 import { ProbesMetrics } from './metrics.js';
+import { annotateSpan, withSpan } from '../../telemetry/tracing.js';
 
 export interface MonitorRunnerSettings {
   instanceId: string;
@@ -190,7 +191,7 @@ export class MonitorRunner {
 
   private async probe(task: Task, signal: AbortSignal): Promise<void> {
     try {
-      await this.probeOnce(task, signal);
+      await withSpan('probe channel_monitor', { 'relay_jobs.monitor_id': task.m.id, 'relay_jobs.account_id': task.m.accountId, 'relay_jobs.model': task.m.model }, () => this.probeOnce(task, signal));
     } finally {
       this.refill();
     }
@@ -251,6 +252,7 @@ export class MonitorRunner {
     // A slow answer that passed: kept as a pass (ok), its class says degraded.
     const degraded = result.ok && result.latencyMs > (m.degradedAfterMs ?? this.s.degradedAfterMs);
     this.pm.probes.inc({ result: result.ok ? 'ok' : 'failed', class: degraded ? 'degraded' : (result.errorClass ?? 'none') });
+    annotateSpan({ 'relay_jobs.outcome': result.ok ? 'ok' : 'failed', 'relay_jobs.error_class': degraded ? 'degraded' : result.errorClass, 'http.response.status_code': result.status });
     this.pending.push({
       monitorId: m.id,
       fence: m.fence,

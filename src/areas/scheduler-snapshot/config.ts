@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import type { ConfigSectionsOf } from '../../config/schema.js';
-import { positiveDuration, positiveInt } from '../../config/fields.js';
+import { duration, positiveDuration, positiveInt } from '../../config/fields.js';
 
 /** The scheduler-snapshot area's config sections (keys of the config file), in config.example.yaml order. */
 export const snapshotConfig = {
@@ -16,6 +16,8 @@ export const snapshotConfig = {
       rebuild_backoff_base: positiveDuration.default(5_000),
       rebuild_backoff_max: positiveDuration.default(300_000),
       rebuild_chunk: positiveInt.default(2000),
+      // The read API serves a bucket from this replica's memory this long after it last checked the store (0: every read checks).
+      read_max_age: duration.refine((ms) => ms >= 0 && ms <= 10_000, { message: 'expected a duration from 0 to 10s' }).default(100),
     })
     .strict()
     .prefault({}),

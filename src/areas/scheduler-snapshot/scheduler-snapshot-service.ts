@@ -45,6 +45,10 @@ export class SchedulerSnapshot {
   private readonly repairing = new Map<string, Promise<void>>();
   /** The highest epoch this replica has answered per bucket (only buckets with a high-water: bounded). */
   private readonly answered = new Map<string, number>();
+  /** When each cached bucket's head was last checked against the store (monotonic ms). */
+  private readonly checkedAt = new Map<string, number>();
+  /** One check per bucket at a time: reads that arrive while it runs share its answer. */
+  private readonly checking = new Map<string, Promise<SchedulerAccounts>>();
   readonly builder: BucketBuilder;
 
   constructor(
@@ -54,6 +58,14 @@ export class SchedulerSnapshot {
     private readonly metrics: SchedulerMetrics,
     private readonly log: Logger,
     private readonly instanceId: string,
+    /**
+     * `snapshot.read_max_age`: a decoded bucket is served without asking the store again for this
+     * long after its head was last checked (0: every read checks, one round trip). The floor below
+     * still applies, so the epoch never goes back; a change reaches this replica's answers at most
+     * this much later than it reaches the store.
+     */
+    private readonly readMaxAgeMs = 0,
+    private readonly monotonic: () => number = () => performance.now(),
   ) {
     this.builder = new BucketBuilder(buckets, routing, clock);
   }
@@ -62,6 +74,22 @@ export class SchedulerSnapshot {
   async accounts(platform: string, group = ''): Promise<SchedulerAccounts> {
     const b = { platform, group };
     const key = bucketName(b);
+    if (this.readMaxAgeMs > 0) {
+      const cached = this.cache.get(key);
+      const floor = this.answered.get(key);
+      if (cached && floor !== undefined && cached.epoch >= floor && this.monotonic() - (this.checkedAt.get(key) ?? -Infinity) < this.readMaxAgeMs) return this.fromSnapshot(b, key, cached);
+      const running = this.checking.get(key);
+      if (running) return running;
+      const p = this.check(b, key).finally(() => this.checking.delete(key));
+      this.checking.set(key, p);
+      return p;
+    }
+    return this.check(b, key);
+  }
+
+  /** The head check (or full read) of one bucket, and the answer from it or from PostgreSQL. */
+  private async check(b: BucketId, key: string): Promise<SchedulerAccounts> {
+    const started = this.monotonic();
     let found: BucketRead['state'] | 'behind' | 'error';
     try {
       const cached = this.cache.get(key);
@@ -70,6 +98,7 @@ export class SchedulerSnapshot {
       found = read.state;
       if (read.state === 'ok') {
         this.cache.set(key, read);
+        this.checkedAt.set(key, started);
         const floor = await this.floorOf(key, b);
         if (read.epoch >= floor) return this.fromSnapshot(b, key, read);
         // A bucket behind an answer already given (a Redis that came back with older data, a write that failed after its promise).
@@ -77,6 +106,7 @@ export class SchedulerSnapshot {
         this.log.info({ bucket: key, epoch: read.epoch, answered: floor }, 'scheduler snapshot bucket is behind an epoch already answered: answering from PostgreSQL; rebuilding it');
       } else {
         this.cache.delete(key);
+        this.checkedAt.delete(key);
         read = read as Exclude<BucketRead, Ok>;
         if (read.state === 'corrupt') this.log.warn({ bucket: key, detail: read.detail }, 'scheduler snapshot bucket is corrupt: not served; rebuilding it');
       }

@@ -18,6 +18,7 @@ export const schedulerSnapshotJob = defineJob({
   scope: 'instance',
   defaults: { enabled: true, every: '30s', timeout: '30s' },
   needs: ['snapshotConsumer', 'schedulerSnapshot', 'metrics'],
+  loops: ['scheduler_outbox'],
   onStart({ snapshotConsumer }) {
     snapshotConsumer.start();
   },

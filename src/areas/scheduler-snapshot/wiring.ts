@@ -16,7 +16,7 @@ export function schedulerWiring(w: WiringContext) {
   const buckets = redis ? new RedisSnapshotBuckets(redis, { prefix: config.redis.key_prefix, env: config.instance.env }) : new MemorySnapshotBuckets(() => clock.now());
   const routing = new RoutingAccounts(db);
   const outbox = new SchedulerOutbox(db);
-  const snapshot = new SchedulerSnapshot(buckets, routing, clock, sm, log, config.instance.id);
+  const snapshot = new SchedulerSnapshot(buckets, routing, clock, sm, log, config.instance.id, s.read_max_age);
   const consumer = new OutboxConsumer(outbox, routing, snapshot, clock, sm, log, config.instance.id, {
     pollIntervalMs: s.poll_interval,
     batchSize: s.batch_size,

@@ -15,6 +15,8 @@ export const platformQuotaFlusherJob = defineJob({
   scope: 'instance',
   defaults: { enabled: true, every: '1m', timeout: '1m' },
   needs: ['quota', 'quotaFlush'],
+  // The usage area's per-replica job: its health also carries the usage writer's flush (usage-writer.ts), which has no job of its own.
+  loops: ['platform_quota_flush', 'usage_writer'],
   onStart({ quotaFlush }) {
     quotaFlush.start();
   },

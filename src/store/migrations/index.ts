@@ -24,6 +24,8 @@ import { sql as wakeups } from './026_wakeups.js';
 import { sql as claimTakeover } from './027_claim_takeover.js';
 import { sql as backupWake } from './028_backup_wake.js';
 import { sql as jobPauses } from './031_job_pauses.js';
+import { sql as jobSchedules } from './037_job_schedules.js';
+import { sql as instanceLoops } from './038_instance_loops.js';
 
 export interface Migration {
   version: number;
@@ -65,4 +67,6 @@ export const KERNEL_MIGRATIONS: readonly Migration[] = [
   { version: 27, name: 'claim_takeover', sql: claimTakeover },
   { version: 28, name: 'backup_wake', sql: backupWake },
   { version: 31, name: 'job_pauses', sql: jobPauses },
+  { version: 37, name: 'job_schedules', sql: jobSchedules },
+  { version: 38, name: 'instance_loops', sql: instanceLoops },
 ];

@@ -182,8 +182,3 @@ export class Proxies {
     return { soon: num(rows[0]!.soon), expired: num(rows[0]!.expired) };
   }
 }
-
-/** One row in `scheduler_outbox`: the change a later scheduler-snapshot job must apply. */
-export async function recordOutbox(q: Queryable, eventType: string, payload: Record<string, unknown>): Promise<void> {
-  await q.query(`INSERT INTO scheduler_outbox (event_type, payload) VALUES ($1, $2::jsonb)`, [eventType, JSON.stringify(payload)]);
-}

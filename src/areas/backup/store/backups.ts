@@ -1,5 +1,6 @@
 import type { Db, Queryable } from '../../../store/db.js';
 import { iso, num } from '../../../store/db.js';
+import { markRestoredInstancesStopped } from '../../../coordination/restored-instances.js';
 
 export type BackupState = 'running' | 'completed' | 'verified' | 'verify_failed' | 'failed';
 export type BackupTrigger = 'schedule' | 'manual';
@@ -98,7 +99,7 @@ UPDATE backups SET state = $3, size_bytes = $4, sha256 = $5, server_version = $6
  */
 export async function settleRestored(q: Queryable): Promise<void> {
   const { rows } = await q.query<{ i: string | null; b: string | null }>(`SELECT to_regclass('public.instances')::text AS i, to_regclass('public.backups')::text AS b`);
-  if (rows[0]?.i) await q.query('UPDATE instances SET stopped_at = clock_timestamp() WHERE stopped_at IS NULL');
+  if (rows[0]?.i) await markRestoredInstancesStopped(q);
   if (rows[0]?.b) {
     await q.query(
       `UPDATE backups SET state = 'failed', lease_until = NULL, finished_at = clock_timestamp(), error = 'running in the source database when this copy was taken (restored)' WHERE state = 'running'`,

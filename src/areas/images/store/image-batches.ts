@@ -1,5 +1,6 @@
 import type { Db, Queryable } from '../../../store/db.js';
 import { iso, num } from '../../../store/db.js';
+import { holdBalance, lockBillingUser } from '../../billing/index.js';
 
 export const BATCH_STATES = ['created', 'uploading', 'submitted', 'running', 'indexing', 'settling', 'completed', 'failed', 'cancelled', 'output_deleted'] as const;
 export type BatchState = (typeof BATCH_STATES)[number];
@@ -83,7 +84,7 @@ export class ImageBatches {
     return this.db
       .tx<SubmitResult>(async (q) => {
         // The user row locked first: submits of one user are serialised, and an unknown user is an answer, not a foreign-key error.
-        if (!(await q.query(`SELECT 1 FROM billing_users WHERE id = $1 FOR UPDATE`, [b.userId])).rows[0]) return { kind: 'no_user' };
+        if (!(await lockBillingUser(q, b.userId))) return { kind: 'no_user' };
         const { rows } = await q.query(
           `INSERT INTO image_batches (user_id, idempotency_key, request_hash, model, size, n, prompts, image_count, price_per_image, hold_amount)
          VALUES ($1, $2, $3, $4, $5, $6, $7::jsonb, $8, $9, $10) ON CONFLICT (user_id, idempotency_key) DO NOTHING RETURNING *`,
@@ -94,14 +95,9 @@ export class ImageBatches {
           return prior.request_hash === b.requestHash ? { kind: 'replay', batch: toBatch(prior) } : { kind: 'conflict' };
         }
         const batch = toBatch(rows[0]);
-        const held = await q.query(
-          `UPDATE billing_users SET balance = balance - $2, frozen_balance = frozen_balance + $2, updated_at = clock_timestamp() WHERE id = $1 AND balance >= $2 RETURNING balance`,
-          [b.userId, holdAmount],
-        );
-        if (held.rows.length !== 1) {
-          const user = (await q.query(`SELECT balance FROM billing_users WHERE id = $1`, [b.userId])).rows[0];
-          throw new SubmitRefused(user ? { kind: 'insufficient', balance: num(user.balance), shortfall: holdAmount - num(user.balance) } : { kind: 'no_user' });
-        }
+        // Billing's hold, in this transaction: the batch, its hold and its queue row commit together.
+        const held = await holdBalance(q, b.userId, holdAmount);
+        if (held.kind !== 'held') throw new SubmitRefused(held);
         await q.query(`INSERT INTO image_batch_money (batch_id, step, amount) VALUES ($1, 'hold', $2)`, [batch.id, holdAmount]);
         await q.query(`INSERT INTO image_batch_queue (batch_id) VALUES ($1)`, [batch.id]);
         await recordEvent(q, batch.id, null, 'created', null);

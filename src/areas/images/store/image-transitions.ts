@@ -1,5 +1,6 @@
 import type { Db } from '../../../store/db.js';
 import { num } from '../../../store/db.js';
+import { settleHold } from '../../billing/index.js';
 import { LEASE_HELD, type BatchLease } from './image-queue.js';
 import { recordEvent, toBatch, type BatchState, type ImageBatch } from './image-batches.js';
 
@@ -97,7 +98,8 @@ export class BatchTransitions {
           hold - cost,
         ]);
         if (claimed.rows.length !== 1) throw new AlreadySettled();
-        await q.query(`UPDATE billing_users SET frozen_balance = frozen_balance - $2, balance = balance + $3, updated_at = clock_timestamp() WHERE id = $1`, [num(rows[0].user_id), hold, hold - cost]);
+        // Billing's settle (a release when cost is 0), in this transaction with the ledger row above.
+        await settleHold(q, num(rows[0].user_id), hold, cost);
         await q.query(`DELETE FROM image_batch_queue WHERE batch_id = $1`, [id]);
         await recordEvent(q, id, rows[0].old as BatchState, to, reason);
         return toBatch(rows[0]);

@@ -1,7 +1,8 @@
-import type { Db, Queryable } from '../../../store/db.js';
+import type { Db } from '../../../store/db.js';
 import { iso, num, toDate } from '../../../store/db.js';
 import { FencedWriteRefused } from '../../../errors/app-error.js';
 import type { MonitorSelector } from '../../probes/index.js';
+import { enqueueDeliveries, type DeliveryIntent } from '../../notifications/index.js';
 
 export interface AlertRule {
   id: number;
@@ -49,14 +50,8 @@ export interface StoredState {
   resolved_at: Date | null;
 }
 
-/** An outbox intent written in the same transaction as the transition it announces. */
-export interface Intent {
-  dedupKey: string;
-  channel: string;
-  recipient: string;
-  template: string;
-  params: Record<string, unknown>;
-}
+/** An outbox intent written in the same transaction as the transition it announces (notifications' enqueue). */
+export type Intent = DeliveryIntent;
 
 const RULE_COLS = ['name', 'metric', 'operator', 'threshold', 'window_seconds', 'sustained', 'severity', 'cooldown_seconds', 'labels', 'selector', 'enabled', 'notify'] as const;
 const JSON_COLS = new Set<string>(['labels', 'selector']);
@@ -188,7 +183,7 @@ export class OpsAlerts {
         [a.ruleId, a.streak, a.lastBucket, stateEvent ?? null, a.resolvedAt, a.token, stateEvent !== undefined, series],
       );
       if (rowCount !== 1) throw new FencedWriteRefused(a.job, what, a.token);
-      if (eventId !== null) await insertIntents(q, intents(eventId));
+      if (eventId !== null) await enqueueDeliveries(q, intents(eventId));
       return eventId;
     });
   }
@@ -222,21 +217,4 @@ export class OpsAlerts {
     const { rows } = await this.db.query(`SELECT * FROM ops_alert_events WHERE id = $1`, [id]);
     return rows[0] ? toEvent(rows[0]) : null;
   }
-}
-
-/** Outbox rows; a key already present is the same intent recorded before (nothing is sent twice). */
-export async function insertIntents(q: Queryable, intents: Intent[]): Promise<number> {
-  let n = 0;
-  for (const i of intents) {
-    n += (
-      await q.query(`INSERT INTO notification_deliveries (dedup_key, channel, recipient, template, params) VALUES ($1, $2, $3, $4, $5::jsonb) ON CONFLICT (dedup_key) DO NOTHING`, [
-        i.dedupKey,
-        i.channel,
-        i.recipient,
-        i.template,
-        JSON.stringify(i.params),
-      ])
-    ).rowCount;
-  }
-  return n;
 }

@@ -1,6 +1,7 @@
 import type { Db } from '../../../store/db.js';
 import { iso, num, toDate } from '../../../store/db.js';
-import { insertIntents, type Intent } from './ops-alerts.js';
+import { enqueueDeliveries } from '../../notifications/index.js';
+import type { Intent } from './ops-alerts.js';
 
 export const REPORT_KINDS = ['daily_summary', 'weekly_summary', 'error_digest', 'account_health'] as const;
 export type ReportKind = (typeof REPORT_KINDS)[number];
@@ -97,7 +98,7 @@ export class OpsReports {
           `missed while no replica ran; covered by ${occurrence.toISOString()}`,
         ]);
       }
-      await insertIntents(q, intents);
+      await enqueueDeliveries(q, intents);
       return true;
     });
   }

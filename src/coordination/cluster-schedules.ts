@@ -1,0 +1,124 @@
+import type { Db } from '../store/db.js';
+import { num, toDate } from '../store/db.js';
+import { instanceAliveSql } from './instance-registry.js';
+import type { ScheduleSpecRecord } from './schedule-fingerprint.js';
+
+/**
+ * One schedule per job across the cluster (issue 49, migration 037). Each replica publishes the
+ * fingerprint of every job's schedule (`job_schedule_votes`); the schedule the cluster runs, the
+ * *adopted* one, is kept on `job_state` and the slot claim refuses any other (`slot-claim.ts`).
+ *
+ * The adoption rule, applied by every replica's check (`publish`, one transaction):
+ *   1. a job with no adopted schedule adopts the checking replica's own (the first replica wins;
+ *      two starting together are ordered by the row lock of the UPDATE);
+ *   2. an adopted schedule changes to a new fingerprint only when every live replica that
+ *      publishes one for the job publishes that same one (a rolling deploy switches over once the
+ *      last old replica is gone: stopped, or dead by the liveness rule `instanceAliveSql`);
+ *   3. `adoptOwn` (embedded mode: one process, the data directory's lock says so) adopts its own
+ *      unconditionally.
+ * A replica whose fingerprint differs from the adopted one runs no scheduled round of the job
+ * (docs/coordination.md "One schedule per job"). The checking replica always counts itself live:
+ * right after it registers its liveness key may not be published yet.
+ */
+export interface AdoptedSchedule {
+  job: string;
+  fingerprint: string;
+  spec: ScheduleSpecRecord;
+  adoptedAt: Date;
+  /** Live replicas (the checker included) whose published fingerprint for the job is not this one. */
+  offSchedule: number;
+}
+
+export interface ScheduleVote {
+  job: string;
+  fingerprint: string;
+  spec: ScheduleSpecRecord;
+}
+
+/** A replica's published schedule of a job as the doctor reads it. */
+export interface PublishedSchedule extends ScheduleVote {
+  instanceId: string;
+}
+
+// $1 instance, $2 jobs it publishes: its votes for jobs it no longer has go (a job removed from a library user's list).
+const DROP_STALE = `DELETE FROM job_schedule_votes WHERE instance_id = $1 AND NOT (job_name = ANY($2::text[]))`;
+// $1 instance, $2 votes json. Written only when changed, so an unchanged check notifies nobody (the triggers fire on changes).
+const VOTE = `
+INSERT INTO job_schedule_votes (job_name, instance_id, fingerprint, spec)
+SELECT v.job, $1, v.fingerprint, v.spec FROM jsonb_to_recordset($2::jsonb) AS v(job text, fingerprint text, spec jsonb)
+ON CONFLICT (job_name, instance_id) DO UPDATE SET fingerprint = EXCLUDED.fingerprint, spec = EXCLUDED.spec, updated_at = clock_timestamp()
+ WHERE job_schedule_votes.fingerprint IS DISTINCT FROM EXCLUDED.fingerprint`;
+// Rule 1 (or rule 3 with $2 true). $1 votes json, $2 adopt own unconditionally.
+const ADOPT_OWN = `
+UPDATE job_state j SET schedule_fingerprint = v.fingerprint, schedule_spec = v.spec, schedule_adopted_at = clock_timestamp()
+  FROM jsonb_to_recordset($1::jsonb) AS v(job text, fingerprint text, spec jsonb)
+ WHERE j.job_name = v.job AND (j.schedule_fingerprint IS NULL OR ($2::boolean AND j.schedule_fingerprint IS DISTINCT FROM v.fingerprint))`;
+// The published fingerprints of the live replicas. $1 the checking instance (always live), $2 liveness window ms.
+const LIVE_VOTES = `
+SELECT v.job_name, v.fingerprint, v.spec FROM job_schedule_votes v LEFT JOIN instances i ON i.instance_id = v.instance_id
+ WHERE v.instance_id = $1 OR (i.instance_id IS NOT NULL AND ${instanceAliveSql('i', '$2')})`;
+// Rule 2. $1 instance, $2 liveness window ms.
+const ADOPT_AGREED = `
+WITH live AS (${LIVE_VOTES}),
+agreed AS (
+  SELECT job_name, min(fingerprint) AS fingerprint, (array_agg(spec))[1] AS spec FROM live GROUP BY job_name HAVING count(DISTINCT fingerprint) = 1
+)
+UPDATE job_state j SET schedule_fingerprint = a.fingerprint, schedule_spec = a.spec, schedule_adopted_at = clock_timestamp()
+  FROM agreed a WHERE j.job_name = a.job_name AND j.schedule_fingerprint IS DISTINCT FROM a.fingerprint`;
+// $1 instance, $2 liveness window ms.
+const READ_ADOPTED = `
+WITH live AS (${LIVE_VOTES})
+SELECT j.job_name, j.schedule_fingerprint, j.schedule_spec, j.schedule_adopted_at,
+       (SELECT count(*) FROM live WHERE live.job_name = j.job_name AND live.fingerprint <> j.schedule_fingerprint)::int AS off_schedule
+  FROM job_state j WHERE j.schedule_fingerprint IS NOT NULL`;
+
+export class ClusterSchedules {
+  constructor(
+    private readonly db: Db,
+    private readonly instanceId: string,
+    /** The liveness window of a replica without a published liveness key: three heartbeats. */
+    private readonly livenessMs: number,
+  ) {}
+
+  /**
+   * Publishes this replica's schedules, applies the adoption rule and returns every adopted
+   * schedule. One transaction: a check sees its own votes. Job rows must exist (`ensureJobs`).
+   */
+  async publish(votes: readonly ScheduleVote[], opts: { adoptOwn?: boolean } = {}): Promise<Map<string, AdoptedSchedule>> {
+    const json = JSON.stringify(votes.map((v) => ({ job: v.job, fingerprint: v.fingerprint, spec: v.spec })));
+    return this.db.tx(async (q) => {
+      await q.query(DROP_STALE, [this.instanceId, votes.map((v) => v.job)]);
+      await q.query(VOTE, [this.instanceId, json]);
+      await q.query(ADOPT_OWN, [json, opts.adoptOwn === true]);
+      if (!opts.adoptOwn) await q.query(ADOPT_AGREED, [this.instanceId, this.livenessMs]);
+      const { rows } = await q.query<AdoptedRow>(READ_ADOPTED, [this.instanceId, this.livenessMs]);
+      return new Map(rows.map((r) => [r.job_name, toAdopted(r)]));
+    });
+  }
+
+  /** The adopted schedule of every job (what the doctor compares with), read by any process. */
+  static async adopted(db: Db): Promise<Map<string, Omit<AdoptedSchedule, 'offSchedule'>>> {
+    const { rows } = await db.query<AdoptedRow>('SELECT job_name, schedule_fingerprint, schedule_spec, schedule_adopted_at, 0 AS off_schedule FROM job_state WHERE schedule_fingerprint IS NOT NULL');
+    return new Map(rows.map((r) => [r.job_name, toAdopted(r)]));
+  }
+
+  /** Every replica's published schedules (alive or not: the caller filters by its own view of who is live). */
+  static async published(db: Db): Promise<PublishedSchedule[]> {
+    const { rows } = await db.query<{ job_name: string; instance_id: string; fingerprint: string; spec: ScheduleSpecRecord }>(
+      'SELECT job_name, instance_id, fingerprint, spec FROM job_schedule_votes ORDER BY job_name, instance_id',
+    );
+    return rows.map((r) => ({ job: r.job_name, instanceId: r.instance_id, fingerprint: r.fingerprint, spec: r.spec }));
+  }
+}
+
+interface AdoptedRow {
+  job_name: string;
+  schedule_fingerprint: string;
+  schedule_spec: ScheduleSpecRecord;
+  schedule_adopted_at: unknown;
+  off_schedule: unknown;
+}
+
+function toAdopted(r: AdoptedRow): AdoptedSchedule {
+  return { job: r.job_name, fingerprint: r.schedule_fingerprint, spec: r.schedule_spec, adoptedAt: toDate(r.schedule_adopted_at)!, offSchedule: num(r.off_schedule) };
+}
