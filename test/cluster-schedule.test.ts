@@ -201,6 +201,37 @@ describe.each(BACKENDS)('one schedule per job on $name', (backend) => {
     await p.registry.markStopped();
   });
 
+  it('a replica with the job disabled neither blocks nor is adopted; enabled replicas split with none on the adopted schedule adopt the most common one', async () => {
+    const n = { runs: 0 };
+    const x = settings(2000);
+    const off = settings(2000, { enabled: false });
+    // The disabled replica checks first: its schedule is not adopted, the enabled one's is.
+    const d = await replica(db, 'dis1', [job('d_enabled', off, n)]);
+    await d.book.publish();
+    const e = await replica(db, 'en1', [job('d_enabled', x, n)]);
+    await e.book.publish();
+    expect(await adoptedPrint(db, 'd_enabled')).toBe(print(x));
+    expect(e.book.drift('d_enabled')).toBeNull();
+    await d.book.publish();
+    expect(d.book.drift('d_enabled')?.keys.map((k) => k.key)).toEqual(['enabled']);
+
+    // Mid-rollout: the adopted schedule's last replica leaves; the rest split 2 (y) to 1 (z), none on x.
+    const y = settings(3000);
+    const z = settings(4000);
+    const a = await replica(db, 'sp1', [job('d_split', x, n)]);
+    await a.book.publish();
+    expect(await adoptedPrint(db, 'd_split')).toBe(print(x));
+    const ys = [await replica(db, 'sp2', [job('d_split', y, n)]), await replica(db, 'sp3', [job('d_split', y, n)])];
+    const zs = await replica(db, 'sp4', [job('d_split', z, n)]);
+    for (const s of [...ys, zs]) await s.book.publish();
+    expect(await adoptedPrint(db, 'd_split')).toBe(print(x)); // x still has a live replica: kept
+    await a.registry.markStopped();
+    await zs.book.publish();
+    expect(await adoptedPrint(db, 'd_split')).toBe(print(y)); // the most common, not the checker's own
+    expect(zs.book.drift('d_split')?.keys.map((k) => k.key)).toEqual(['every']);
+    for (const s of [d, e, ...ys, zs]) await s.registry.markStopped();
+  });
+
   it("embedded (adoptOwn) adopts its own schedule at once, whatever was adopted; an instance-scoped job never drifts and its rounds run on each replica's own schedule", async () => {
     const n = { runs: 0 };
     const a = await replica(db, 'e1', [job('d_emb', settings(2000), n), job('d_inst', settings(2000), n, 'instance')]);

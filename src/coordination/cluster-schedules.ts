@@ -57,14 +57,24 @@ UPDATE job_state j SET schedule_fingerprint = v.fingerprint, schedule_spec = v.s
 const LIVE_VOTES = `
 SELECT v.job_name, v.fingerprint, v.spec FROM job_schedule_votes v LEFT JOIN instances i ON i.instance_id = v.instance_id
  WHERE v.instance_id = $1 OR (i.instance_id IS NOT NULL AND ${instanceAliveSql('i', '$2')})`;
-// Rule 2. $1 instance, $2 liveness window ms.
+// Rule 2. $1 instance, $2 liveness window ms. Only votes of replicas that have the job enabled count
+// (a replica with it disabled runs nothing of it, so it neither holds the others back nor is
+// adopted). The enabled live replicas agree: theirs is adopted. They disagree and none of them is
+// on the adopted schedule any more (its last replicas left mid-rollout): the schedule most of them
+// run is adopted (ties: the smallest fingerprint), so a job never stops everywhere for want of
+// agreement; the rest read config_drift.
 const ADOPT_AGREED = `
 WITH live AS (${LIVE_VOTES}),
-agreed AS (
-  SELECT job_name, min(fingerprint) AS fingerprint, (array_agg(spec))[1] AS spec FROM live GROUP BY job_name HAVING count(DISTINCT fingerprint) = 1
+enabled AS (SELECT * FROM live WHERE (spec->>'enabled')::boolean IS NOT FALSE),
+counts AS (SELECT job_name, fingerprint, count(*) AS n, (array_agg(spec))[1] AS spec FROM enabled GROUP BY job_name, fingerprint),
+pick AS (
+  SELECT DISTINCT ON (c.job_name) c.job_name, c.fingerprint, c.spec, (SELECT count(*) FROM counts k WHERE k.job_name = c.job_name) AS kinds
+    FROM counts c ORDER BY c.job_name, c.n DESC, c.fingerprint
 )
-UPDATE job_state j SET schedule_fingerprint = a.fingerprint, schedule_spec = a.spec, schedule_adopted_at = clock_timestamp()
-  FROM agreed a WHERE j.job_name = a.job_name AND j.schedule_fingerprint IS DISTINCT FROM a.fingerprint`;
+UPDATE job_state j SET schedule_fingerprint = p.fingerprint, schedule_spec = p.spec, schedule_adopted_at = clock_timestamp()
+  FROM pick p
+ WHERE j.job_name = p.job_name AND j.schedule_fingerprint IS DISTINCT FROM p.fingerprint
+   AND (p.kinds = 1 OR NOT EXISTS (SELECT 1 FROM enabled e WHERE e.job_name = j.job_name AND e.fingerprint = j.schedule_fingerprint))`;
 // $1 instance, $2 liveness window ms.
 const READ_ADOPTED = `
 WITH live AS (${LIVE_VOTES})
