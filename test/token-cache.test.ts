@@ -112,4 +112,15 @@ describe('token cache (real PostgreSQL, LISTEN/NOTIFY)', () => {
     expect(results).toEqual([]);
     expect(c.settleMs).toBe(0);
   });
+
+  it('acknowledges after the largest cache age any replica announced in its pings, not only its own', async () => {
+    const id = await account('peers');
+    const { c: short } = cache(0);
+    const { c: long, results } = cache(400);
+    expect(short.settleMs).toBe(0);
+    // The 400 ms replica serves from memory only after its own ping came back; that ping reached the other replica too.
+    await warm(long, results, id);
+    expect(short.settleMs).toBe(405);
+    expect(long.settleMs).toBe(405);
+  });
 });

@@ -139,7 +139,11 @@ export class TokenApi {
    */
   async settle(id: number): Promise<void> {
     this.cache.invalidate(id);
-    if (this.cache.settleMs) await new Promise((r) => setTimeout(r, this.cache.settleMs));
+    // Looked at again after each wait: a peer's ping (with its larger age) delivered meanwhile extends it.
+    const began = performance.now();
+    for (let waited = 0, want = this.cache.settleMs; want > waited; waited = performance.now() - began, want = this.cache.settleMs) {
+      await new Promise((r) => setTimeout(r, want - waited));
+    }
   }
 
   private async open(id: number): Promise<TokenRow> {

@@ -33,6 +33,9 @@ export interface TokenCacheOptions {
   onResult?: (result: 'hit' | 'miss' | 'cold') => void;
 }
 
+/** How long a peer's announced cache age is remembered: far longer than any age a replica may be configured with (at most 10 s). */
+const PEER_MEMORY_MS = 60_000;
+
 interface Load {
   startedAt: number;
   stale: boolean;
@@ -51,6 +54,8 @@ export class TokenCache {
   private freshFrom = -Infinity;
   private pingSentAt = -Infinity;
   private readonly now: () => number;
+  /** Peers' announced cache ages by their nonce (`settleMs`). */
+  private readonly peers = new Map<string, { maxAgeMs: number; at: number }>();
 
   constructor(
     private readonly reads: TokenReads,
@@ -102,9 +107,9 @@ export class TokenCache {
   /** What a wake-up of the `tokens` topic says: `<id>`, `ping:<nonce>:<seq>`, or a listener event (flush). */
   onNotification(detail: string): void {
     if (/^\d+$/.test(detail)) return this.invalidate(Number(detail));
-    const m = /^ping:([0-9a-f]+):(\d+)$/.exec(detail);
+    const m = /^ping:([0-9a-f]+):(\d+)(?::(\d+))?$/.exec(detail);
     if (m) {
-      if (m[1] !== this.nonce) return;
+      if (m[1] !== this.nonce) return this.notePeer(m[1]!, Number(m[3] ?? 0));
       const sent = this.pings.get(Number(m[2]));
       if (sent === undefined) return;
       for (const k of this.pings.keys()) if (k <= Number(m[2])) this.pings.delete(k);
@@ -114,9 +119,28 @@ export class TokenCache {
     this.flush();
   }
 
-  /** How long a change waits before it is acknowledged: after it, no replica serves what was read before it committed. */
+  /**
+   * How long a change waits before it is acknowledged: after it, no replica serves what was read
+   * before it committed. `auth.token_cache_max_age` may differ between replicas (a rolling deploy,
+   * one replica's override), so it is the largest age this replica or any peer announced in a
+   * ping within the last PEER_MEMORY_MS. A peer that sent no ping that recently is not fresh, so
+   * serves nothing from memory; its next echo comes after this change's notification.
+   */
   get settleMs(): number {
-    return this.enabled ? this.o.maxAgeMs + 5 : 0;
+    const now = this.now();
+    let age = this.enabled ? this.o.maxAgeMs : 0;
+    for (const [nonce, p] of this.peers) {
+      if (now - p.at > PEER_MEMORY_MS) this.peers.delete(nonce);
+      else age = Math.max(age, p.maxAgeMs);
+    }
+    return age > 0 ? age + 5 : 0;
+  }
+
+  /** A peer's ping: its cache age, remembered for PEER_MEMORY_MS (`settleMs`). */
+  private notePeer(nonce: string, maxAgeMs: number): void {
+    if (!(maxAgeMs > 0)) return;
+    if (!this.peers.has(nonce) && this.peers.size >= 1024) this.peers.delete(this.peers.keys().next().value!);
+    this.peers.set(nonce, { maxAgeMs, at: this.now() });
   }
 
   get size(): number {
@@ -135,7 +159,7 @@ export class TokenCache {
     const seq = ++this.seq;
     this.pingSentAt = now;
     this.pings.set(seq, now);
-    this.reads.ping(`${this.nonce}:${seq}`).catch(() => this.pings.delete(seq));
+    this.reads.ping(`${this.nonce}:${seq}:${Math.round(this.o.maxAgeMs)}`).catch(() => this.pings.delete(seq));
   }
 
   private load(id: number, now: number): Promise<TokenRow | null> {
