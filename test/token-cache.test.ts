@@ -5,7 +5,7 @@ import { SecretBox } from '../src/store/secret-box.js';
 import { Accounts } from '../src/areas/accounts/store/accounts.js';
 import { TokenReads } from '../src/areas/accounts/store/token-reads.js';
 import { TokenCache } from '../src/areas/accounts/token-cache.js';
-import { WAKE_CHANNEL } from '../src/coordination/wake-listener.js';
+import { WAKE_DETAIL_CHANNEL } from '../src/coordination/wake-listener.js';
 import { TEST_MASTER_KEY, freshDatabase } from './helpers/services.js';
 import { waitFor } from './helpers/wait.js';
 
@@ -33,10 +33,10 @@ describe('token cache (real PostgreSQL, LISTEN/NOTIFY)', () => {
     listener = new pg.Client({ connectionString: fresh.url });
     await listener.connect();
     listener.on('notification', (n) => {
-      if (!deliver || n.channel !== WAKE_CHANNEL || !n.payload?.startsWith('tokens:')) return;
+      if (!deliver || n.channel !== WAKE_DETAIL_CHANNEL || !n.payload?.startsWith('tokens:')) return;
       for (const c of caches) c.onNotification(n.payload.slice('tokens:'.length));
     });
-    await listener.query(`LISTEN ${WAKE_CHANNEL}`);
+    await listener.query(`LISTEN ${WAKE_DETAIL_CHANNEL}`);
   }, 60_000);
 
   afterAll(async () => {

@@ -3,8 +3,16 @@ import type { Logger } from '../telemetry/logger.js';
 import type { WakeHub } from '../workers/wake-hub.js';
 import type { LivenessSession } from './liveness.js';
 
-/** The one channel the migration 026 triggers notify; the payload is the topic. */
+/** The channel the migration 026 triggers notify; the payload is the topic. */
 export const WAKE_CHANNEL = 'relay_jobs_wake';
+/**
+ * Wake-ups that carry a detail, `<topic>:<detail>` (the token cache's `tokens:<account id>` and
+ * pings). A channel of their own because replicas of versions before it count every payload on
+ * WAKE_CHANNEL as a metric label: during a rolling deploy one series per account would pile up on
+ * them. One listener session gets both channels' notifications in commit order (one queue).
+ */
+export const WAKE_DETAIL_CHANNEL = 'relay_jobs_wake_detail';
+const CHANNELS = [WAKE_CHANNEL, WAKE_DETAIL_CHANNEL];
 
 export interface WakeCounter {
   inc(labels: { channel: string }): void;
@@ -42,10 +50,10 @@ export class WakeListener {
     this.unsubscribe.push(
       liveness.onOpened(async (conn) => {
         conn.onNotification?.((channel, payload) => {
-          if (channel === WAKE_CHANNEL) this.deliver(payload);
+          if (CHANNELS.includes(channel)) this.deliver(payload);
         });
-        await conn.query(`LISTEN ${WAKE_CHANNEL}`);
-        this.log.info({ channel: WAKE_CHANNEL }, 'wake-up listener on the liveness session');
+        for (const c of CHANNELS) await conn.query(`LISTEN ${c}`);
+        this.log.info({ channels: CHANNELS }, 'wake-up listener on the liveness session');
         this.hub.setListening(true);
       }),
       liveness.onLost(() => {
@@ -58,7 +66,11 @@ export class WakeListener {
   /** Embedded mode: PGlite's in-process LISTEN. */
   async onEmbedded(db: Db): Promise<void> {
     if (!this.hub.enabled || !db.listen) return;
-    this.unlisten = await db.listen(WAKE_CHANNEL, (payload) => this.deliver(payload));
+    const listen = db.listen.bind(db);
+    const offs = await Promise.all(CHANNELS.map((c) => listen(c, (payload) => this.deliver(payload))));
+    this.unlisten = async () => {
+      await Promise.all(offs.map((off) => off()));
+    };
     this.hub.setListening(true);
   }
 

@@ -3,7 +3,7 @@
 import type { Db } from '../../../store/db.js';
 import { num, toDate } from '../../../store/db.js';
 import type { SecretBox } from '../../../store/secret-box.js';
-import { WAKE_CHANNEL } from '../../../coordination/wake-listener.js';
+import { WAKE_DETAIL_CHANNEL } from '../../../coordination/wake-listener.js';
 import type { AccountStatus } from './account-types.js';
 
 /** What the token answer is made of, credentials opened. */
@@ -38,11 +38,11 @@ export class TokenReads {
   }
 
   /**
-   * A notification to the replicas' own wake-up channel, `tokens:ping:<payload>`, committed without
+   * A notification to the replicas' own wake-up detail channel, `tokens:ping:<payload>`, committed without
    * waiting for the WAL flush (it carries nothing to keep): its echo on this replica's listener
    * proves that every notification committed before it was delivered (commit order).
    */
   async ping(payload: string): Promise<void> {
-    await this.db.query(`SELECT set_config('synchronous_commit', 'off', true), pg_notify($1, $2)`, [WAKE_CHANNEL, `tokens:ping:${payload}`]);
+    await this.db.query(`SELECT set_config('synchronous_commit', 'off', true), pg_notify($1, $2)`, [WAKE_DETAIL_CHANNEL, `tokens:ping:${payload}`]);
   }
 }

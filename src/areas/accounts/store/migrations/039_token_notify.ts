@@ -1,7 +1,7 @@
 /**
  * Issue 53: the hot path's token cache (token-cache.ts) is told of every change to what it serves.
  * A trigger, not application code, so no write path (admin edit, disable, refresh outcome, expiry,
- * a future one) can forget it: `pg_notify('relay_jobs_wake', 'tokens:<id>')` in the writing
+ * a future one) can forget it: `pg_notify('relay_jobs_wake_detail', 'tokens:<id>')` in the writing
  * transaction, delivered at commit (never for a rolled back write) and, to each listener, in commit
  * order, which is what the cache's freshness pings rely on. Only columns the token answer is made
  * of notify: a refresh failure counter or a name changes nothing served.
@@ -9,7 +9,7 @@
 export const sql = `
 CREATE FUNCTION relay_jobs_token_changed() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
-  PERFORM pg_notify('relay_jobs_wake', 'tokens:' || OLD.id);
+  PERFORM pg_notify('relay_jobs_wake_detail', 'tokens:' || OLD.id);
   RETURN NULL;
 END $$;
 
