@@ -1,6 +1,9 @@
 import { randomBytes } from 'node:crypto';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createServer } from 'node:net';
+import { mkdirSync, statSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import pg from 'pg';
 import { expect } from 'vitest';
 import { Redis } from 'ioredis';
@@ -116,12 +119,40 @@ export async function dropRedisPrefix(prefix: string, url = REDIS_URL): Promise<
 const handedOut = new Set<number>();
 
 /**
- * Takes `port` for the caller unless this process already handed it out (false then): helpers that
- * pick ports of their own (Redis Cluster nodes and their bus twins) share the one record with
- * `freePort`, so a node is never given a port a replica was promised before it bound it.
+ * The claims of every test process of this run: one file per port handed out, created exclusively.
+ * The vitest workers are separate processes, each with its own `handedOut`; two of them picked the
+ * same port between one's check and its replica's listen (process.test.ts: "the port is in use").
+ * The global setup points TMPDIR at a directory of the run, so the claims last the run; outside it
+ * (a bench, /tmp), a claim older than CLAIM_STALE_MS is taken over.
+ */
+const CLAIMS = join(tmpdir(), 'relay-jobs-test-ports');
+const CLAIM_STALE_MS = 30 * 60_000;
+
+function claimAcrossProcesses(port: number): boolean {
+  mkdirSync(CLAIMS, { recursive: true });
+  const file = join(CLAIMS, String(port));
+  try {
+    writeFileSync(file, String(process.pid), { flag: 'wx' });
+    return true;
+  } catch {
+    try {
+      if (Date.now() - statSync(file).mtimeMs < CLAIM_STALE_MS) return false;
+      writeFileSync(file, String(process.pid));
+      return true;
+    } catch {
+      return false;
+    }
+  }
+}
+
+/**
+ * Takes `port` for the caller unless this process or another test process of the run already
+ * handed it out (false then): helpers that pick ports of their own (Redis Cluster nodes and their
+ * bus twins) share the one record with `freePort`, so a node is never given a port a replica was
+ * promised before it bound it.
  */
 export function takePort(port: number): boolean {
-  if (handedOut.has(port)) return false;
+  if (handedOut.has(port) || !claimAcrossProcesses(port)) return false;
   handedOut.add(port);
   return true;
 }
@@ -135,8 +166,7 @@ export function takePort(port: number): boolean {
 export async function freePort(): Promise<number> {
   for (let i = 0; i < 200; i++) {
     const port = 20_000 + Math.floor(Math.random() * 12_000);
-    if (handedOut.has(port) || !(await canListen(port))) continue;
-    handedOut.add(port);
+    if (handedOut.has(port) || !(await canListen(port)) || !takePort(port)) continue;
     return port;
   }
   throw new Error('no free TCP port in 20000-31999 after 200 tries');
