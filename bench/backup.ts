@@ -11,7 +11,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Registry } from 'prom-client';
 import { PgDb } from '../src/store/pg-db.js';
-import { migrate } from '../src/jobs/migrations.js';
+import { migrate } from '../src/app/migrations.js';
 import { UsageStore, utcDayStart } from '../src/areas/usage/store/usage.js';
 import { Backups } from '../src/areas/backup/store/backups.js';
 import { BackupService } from '../src/areas/backup/backup-service.js';

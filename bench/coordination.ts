@@ -5,7 +5,7 @@
  */
 import { Redis } from 'ioredis';
 import { PgDb } from '../src/store/pg-db.js';
-import { migrate } from '../src/jobs/migrations.js';
+import { migrate } from '../src/app/migrations.js';
 import { RedisLeaderLock } from '../src/coordination/leader-lock.js';
 import { RoundRunner } from '../src/scheduler/round-runner.js';
 import type { JobDefinition } from '../src/scheduler/job.js';

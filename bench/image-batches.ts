@@ -5,7 +5,7 @@
  * of a one-column table, measured in the same run with the same concurrency.
  */
 import { PgDb } from '../src/store/pg-db.js';
-import { migrate } from '../src/jobs/migrations.js';
+import { migrate } from '../src/app/migrations.js';
 import { ImageBatches } from '../src/areas/images/store/image-batches.js';
 import { ImageQueue } from '../src/areas/images/store/image-queue.js';
 import { BatchTransitions } from '../src/areas/images/store/image-transitions.js';

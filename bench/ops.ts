@@ -6,7 +6,7 @@
  * - alert evaluation of 1,000 rules (every state changing, and steady) vs one rule.
  */
 import { PgDb } from '../src/store/pg-db.js';
-import { migrate } from '../src/jobs/migrations.js';
+import { migrate } from '../src/app/migrations.js';
 import { UsageStore, utcDayStart } from '../src/areas/usage/store/usage.js';
 import { OpsMetricsStore } from '../src/areas/ops/store/ops-metrics.js';
 import { OpsAlerts } from '../src/areas/ops/store/ops-alerts.js';
@@ -18,7 +18,7 @@ import { RunRecords } from '../src/coordination/run-records.js';
 import { OpsCollector } from '../src/areas/ops/ops-collector.js';
 import { evaluateAlerts } from '../src/areas/ops/alert-round.js';
 import { SERIES_NAMES } from '../src/areas/ops/catalogue.js';
-import { loadConfig } from '../src/jobs/config-schema.js';
+import { loadConfig } from '../src/app/config-schema.js';
 import { silentLogger } from '../src/telemetry/logger.js';
 import { freshDatabase } from '../test/helpers/services.js';
 

@@ -11,7 +11,7 @@
 import { readFileSync } from 'node:fs';
 import pg from 'pg';
 import { PgDb } from '../src/store/pg-db.js';
-import { migrate } from '../src/jobs/migrations.js';
+import { migrate } from '../src/app/migrations.js';
 import { ProbeClient } from '../src/upstream/probe-client.js';
 import { chatTarget } from '../test/helpers/probe-target.js';
 import { ServiceProcess } from '../test/helpers/cli.js';

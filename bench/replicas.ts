@@ -4,7 +4,7 @@
  * database, Redis commands/s of a private redis-server, optionally the replicas' CPU) over a steady window.
  */
 import { Redis } from 'ioredis';
-import { JOBS } from '../src/jobs/registry.js';
+import { JOBS } from '../src/app/registry.js';
 import { TEST_MASTER_KEY, freePort } from '../test/helpers/services.js';
 import { HZ, readStat } from '../test/helpers/machine-load.js';
 

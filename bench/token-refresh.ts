@@ -12,7 +12,7 @@
 import { openaiProvider } from '../test/helpers/providers.js';
 import { Redis } from 'ioredis';
 import { PgDb } from '../src/store/pg-db.js';
-import { migrate } from '../src/jobs/migrations.js';
+import { migrate } from '../src/app/migrations.js';
 import { SecretBox } from '../src/store/secret-box.js';
 import { Accounts } from '../src/areas/accounts/store/accounts.js';
 import { RefreshLeases } from '../src/coordination/refresh-lease.js';

@@ -7,7 +7,7 @@
  */
 import { Redis } from 'ioredis';
 import { PgDb } from '../src/store/pg-db.js';
-import { migrate } from '../src/jobs/migrations.js';
+import { migrate } from '../src/app/migrations.js';
 import { UsageStore, utcDayStart } from '../src/areas/usage/store/usage.js';
 import { Rollups } from '../src/areas/usage/store/rollups.js';
 import { QuotaUsage } from '../src/areas/usage/store/quota-usage.js';

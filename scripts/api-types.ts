@@ -12,7 +12,7 @@ import { fileURLToPath, pathToFileURL } from 'node:url';
 import openapiTS, { astToString, type OpenAPI3 } from 'openapi-typescript';
 import * as prettier from 'prettier';
 import { buildHttpServer, type HttpDeps } from '../src/http/server.js';
-import { loadConfig } from '../src/jobs/config-schema.js';
+import { loadConfig } from '../src/app/config-schema.js';
 
 export const API_TYPES_FILE = fileURLToPath(new URL('../src/client/api-types.ts', import.meta.url));
 

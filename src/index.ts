@@ -12,7 +12,7 @@
  *   await rt.shutdown();
  */
 export { type Config, type Mode } from './config/load.js';
-export { loadConfig } from './jobs/config-schema.js';
+export { loadConfig } from './app/config-schema.js';
 export { UserError, ConfigError } from './config/errors.js';
 export { Runtime, type RuntimeOptions, type JobView } from './app/runtime.js';
 export { buildHttpServer } from './http/server.js';
@@ -33,8 +33,8 @@ export {
 export { AppError, InvalidInput, NotFound, Conflict, type ErrorKind, type FieldError } from './errors/app-error.js';
 export { UsageQueueFull, IdempotencyConflict, requestHash, type RecordOutcome, type UsageEventInput, type BeginResult } from './areas/usage/index.js';
 export { signWebhook, GenericJsonProvider, ProviderError, type PaymentProvider } from './areas/billing/index.js';
-export { jobsFor, type JobModule, type JobDefaultsSpec } from './jobs/define-job.js';
-export { defineJob, type Services } from './jobs/registry.js';
+export { jobsFor, type JobModule, type JobDefaultsSpec } from './modules/define-job.js';
+export { defineJob, type Services } from './app/registry.js';
 export { createLogger, silentLogger, type Logger } from './telemetry/logger.js';
 // The runtime's metrics: the kernel's on `rt.metrics`, each area's group through
 // `rt.metrics.group(AccountMetrics)` (e.g. `.refreshTotal`), the same objects /metrics reads.

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Redis } from 'ioredis';
 import { PgDb } from '../src/store/pg-db.js';
-import { migrate } from '../src/jobs/migrations.js';
+import { migrate } from '../src/app/migrations.js';
 import { Accounts } from '../src/areas/accounts/store/accounts.js';
 import { SecretBox } from '../src/store/secret-box.js';
 import { Billing } from '../src/areas/billing/store/billing.js';

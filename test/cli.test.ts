@@ -5,7 +5,7 @@ import { tmpdir } from 'node:os';
 import { runCli, ServiceProcess } from './helpers/cli.js';
 import { freePort, freshDatabase, REDIS_URL, TEST_MASTER_KEY } from './helpers/services.js';
 import { embeddedDataDir } from './helpers/pglite-template.js';
-import { JOBS } from '../src/jobs/registry.js';
+import { JOBS } from '../src/app/registry.js';
 
 // Each test spawns the CLI, and a cold embedded start takes 8-14 s on a quiet machine and far
 // more on a loaded one: the limits leave a real margin over that (runCli and waitForLine allow 180 s: a cold `migrate` took 75 s at load average 30).

@@ -4,13 +4,13 @@ import { join } from 'node:path';
 import { tmpdir } from 'node:os';
 import { z } from 'zod';
 import { parse as parseYaml, stringify as stringifyYaml } from 'yaml';
-import { loadConfig } from '../src/jobs/config-schema.js';
+import { loadConfig } from '../src/app/config-schema.js';
 import type { Config } from '../src/config/load.js';
-import { configSchema, printConfig } from '../src/jobs/config-schema.js';
+import { configSchema, printConfig } from '../src/app/config-schema.js';
 import { isDurationSchema } from '../src/config/duration-schema.js';
 import { formatDuration } from '../src/config/duration.js';
 import { ConfigError } from '../src/config/errors.js';
-import { checkJobSections } from '../src/jobs/registry.js';
+import { checkJobSections } from '../src/app/registry.js';
 
 type Tree = Record<string, unknown>;
 

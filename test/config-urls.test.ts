@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { loadConfig } from '../src/jobs/config-schema.js';
+import { loadConfig } from '../src/app/config-schema.js';
 import { serverUrlProblem } from '../src/config/server-url.js';
 import { runCli } from './helpers/cli.js';
 import { REDIS_URL, TEST_MASTER_KEY, freePort, freshDatabase } from './helpers/services.js';

@@ -2,13 +2,13 @@ import { describe, expect, it } from 'vitest';
 import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { hostname, tmpdir } from 'node:os';
-import { loadConfig } from '../src/jobs/config-schema.js';
+import { loadConfig } from '../src/app/config-schema.js';
 import { redactConfig } from '../src/config/load.js';
 import { parseDuration } from '../src/config/duration.js';
 import { resolveJobSettings } from '../src/config/job-settings.js';
 import { ConfigError } from '../src/config/errors.js';
-import { buildJobs, checkJobSections, JOBS } from '../src/jobs/registry.js';
-import { DURATION_KEYS, withDurationStrings } from '../src/jobs/config-schema.js';
+import { buildJobs, checkJobSections, JOBS } from '../src/app/registry.js';
+import { DURATION_KEYS, withDurationStrings } from '../src/app/config-schema.js';
 import { parse as parseYaml, stringify as stringifyYaml } from 'yaml';
 
 function yamlFile(text: string): string {

@@ -1,12 +1,12 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import pg from 'pg';
-import { loadConfig } from '../src/jobs/config-schema.js';
+import { loadConfig } from '../src/app/config-schema.js';
 import { type Config } from '../src/config/load.js';
 import { ConfigError } from '../src/config/errors.js';
 import { Runtime } from '../src/app/runtime.js';
-import { defineJob } from '../src/jobs/define-job.js';
-import { buildJobs, checkJobSections } from '../src/jobs/registry.js';
+import { defineJob } from '../src/modules/define-job.js';
+import { buildJobs, checkJobSections } from '../src/app/registry.js';
 import { captureLogs } from './helpers/log-capture.js';
 import { REDIS_URL, TEST_MASTER_KEY, dropRedisPrefix, freshDatabase, uniqueName } from './helpers/services.js';
 

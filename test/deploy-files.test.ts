@@ -16,7 +16,7 @@ import { Service, Secret } from 'kubernetes-models/v1';
 import { PodDisruptionBudget } from 'kubernetes-models/policy/v1/PodDisruptionBudget';
 import { NetworkPolicy } from 'kubernetes-models/networking.k8s.io/v1/NetworkPolicy';
 import { parseDuration } from '../src/config/duration.js';
-import { loadConfig } from '../src/jobs/config-schema.js';
+import { loadConfig } from '../src/app/config-schema.js';
 import { consoleRoleSql, inspectConsoleRole, reachFindings } from '../src/areas/admin/index.js';
 import type { Queryable } from '../src/store/db.js';
 import { runCli } from './helpers/cli.js';

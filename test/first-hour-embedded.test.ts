@@ -12,8 +12,8 @@ import { freePort } from './helpers/services.js';
 import { embeddedDataDir } from './helpers/pglite-template.js';
 import { exitCode, type DoctorReport } from '../src/areas/doctor/index.js';
 import { poolBudget } from '../src/areas/doctor/checks/pool.js';
-import { loadConfig } from '../src/jobs/config-schema.js';
-import { buildJobs, checkJobSections } from '../src/jobs/registry.js';
+import { loadConfig } from '../src/app/config-schema.js';
+import { buildJobs, checkJobSections } from '../src/app/registry.js';
 import type { DoctorContext } from '../src/areas/doctor/check.js';
 
 describe('the defaults', () => {

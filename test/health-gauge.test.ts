@@ -6,12 +6,12 @@ import { silentLogger } from '../src/telemetry/logger.js';
 import { ManualClock } from '../src/time/clock.js';
 import { SkipCounter } from '../src/coordination/skip-counter.js';
 import { RefreshShards } from '../src/coordination/refresh-shards.js';
-import { loadConfig } from '../src/jobs/config-schema.js';
+import { loadConfig } from '../src/app/config-schema.js';
 import type { JobSettings } from '../src/config/job-settings.js';
 import type { JobSnapshot, RunRecord } from '../src/coordination/run-records.js';
 import type { InstanceRegistry } from '../src/coordination/instance-registry.js';
 import type { ProcessSampler } from '../src/telemetry/process-sampler.js';
-import type { JobView } from '../src/jobs/job-views.js';
+import type { JobView } from '../src/modules/job-views.js';
 import { runRecord } from './helpers/run-record.js';
 
 /**

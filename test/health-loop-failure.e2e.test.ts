@@ -12,7 +12,7 @@ import { Redis } from 'ioredis';
 import { startCluster, type Cluster } from './helpers/cluster.js';
 import { runCli } from './helpers/cli.js';
 import { waitFor } from './helpers/wait.js';
-import type { JobView } from '../src/jobs/job-views.js';
+import type { JobView } from '../src/modules/job-views.js';
 
 describe("a loop job's loop failing shows in its health (real replicas and Redis)", () => {
   let cluster: Cluster;

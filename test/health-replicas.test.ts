@@ -1,8 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { loadConfig } from '../src/jobs/config-schema.js';
+import { loadConfig } from '../src/app/config-schema.js';
 import { Runtime, type JobView } from '../src/app/runtime.js';
 import { createLogger } from '../src/telemetry/logger.js';
-import { JOBS } from '../src/jobs/registry.js';
+import { JOBS } from '../src/app/registry.js';
 import { REDIS_URL, TEST_MASTER_KEY, dropRedisPrefix, freshDatabase, uniqueName } from './helpers/services.js';
 import { waitFor } from './helpers/wait.js';
 

@@ -13,7 +13,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startCluster, type Cluster } from './helpers/cluster.js';
 import { waitFor } from './helpers/wait.js';
-import type { JobView } from '../src/jobs/job-views.js';
+import type { JobView } from '../src/modules/job-views.js';
 
 describe('short-cadence health with one replica frozen (real replicas, 10 s heartbeat)', () => {
   let cluster: Cluster;

@@ -5,11 +5,11 @@ import { mkdtempSync } from 'node:fs';
 import { join } from 'node:path';
 import { tmpdir } from 'node:os';
 import type { FastifyInstance } from 'fastify';
-import { loadConfig } from '../src/jobs/config-schema.js';
+import { loadConfig } from '../src/app/config-schema.js';
 import { Runtime } from '../src/app/runtime.js';
 import { buildHttpServer } from '../src/http/server.js';
 import { silentLogger } from '../src/telemetry/logger.js';
-import { JOBS } from '../src/jobs/registry.js';
+import { JOBS } from '../src/app/registry.js';
 import { embeddedDataDir } from './helpers/pglite-template.js';
 
 const TOKEN = 'test-admin-token-0123456789';

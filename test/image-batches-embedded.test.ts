@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { loadConfig } from '../src/jobs/config-schema.js';
+import { loadConfig } from '../src/app/config-schema.js';
 import { Runtime } from '../src/app/runtime.js';
 import { captureLogs } from './helpers/log-capture.js';
 import { TERMINAL } from '../src/areas/images/store/image-batches.js';

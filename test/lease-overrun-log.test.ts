@@ -1,9 +1,9 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import pg from 'pg';
-import { loadConfig } from '../src/jobs/config-schema.js';
+import { loadConfig } from '../src/app/config-schema.js';
 import { Runtime } from '../src/app/runtime.js';
-import { defineJob } from '../src/jobs/define-job.js';
-import { checkJobSections } from '../src/jobs/registry.js';
+import { defineJob } from '../src/modules/define-job.js';
+import { checkJobSections } from '../src/app/registry.js';
 import { captureLogs } from './helpers/log-capture.js';
 import { outcomeOf } from './helpers/rounds.js';
 import { REDIS_URL, TEST_MASTER_KEY, dropRedisPrefix, freshDatabase, uniqueName } from './helpers/services.js';

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { PgDb } from '../src/store/pg-db.js';
-import { migrate } from '../src/jobs/migrations.js';
+import { migrate } from '../src/app/migrations.js';
 import { LIVENESS_NS, LivenessSession } from '../src/coordination/liveness.js';
 import { SlotClaims } from '../src/coordination/slot-claim.js';
 import { FencedCursors, FencedWriteRefused } from '../src/coordination/fenced-cursor.js';

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createServer, type Server } from 'node:http';
 import { PgDb } from '../src/store/pg-db.js';
-import { migrate } from '../src/jobs/migrations.js';
+import { migrate } from '../src/app/migrations.js';
 import { Notifications } from '../src/areas/notifications/store/notifications.js';
 import { ChannelBudget } from '../src/areas/notifications/store/channel-budget.js';
 import { Notifier, type NotifierSettings } from '../src/areas/notifications/notifier.js';

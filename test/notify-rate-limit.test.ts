@@ -1,9 +1,9 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createServer, type Server } from 'node:http';
-import { loadConfig } from '../src/jobs/config-schema.js';
+import { loadConfig } from '../src/app/config-schema.js';
 import { ConfigError } from '../src/config/errors.js';
 import { PgDb } from '../src/store/pg-db.js';
-import { migrate } from '../src/jobs/migrations.js';
+import { migrate } from '../src/app/migrations.js';
 import type { Db } from '../src/store/db.js';
 import { Notifications } from '../src/areas/notifications/store/notifications.js';
 import { ChannelBudget } from '../src/areas/notifications/store/channel-budget.js';

@@ -5,7 +5,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import type { FastifyInstance } from 'fastify';
-import { loadConfig } from '../src/jobs/config-schema.js';
+import { loadConfig } from '../src/app/config-schema.js';
 import { Runtime } from '../src/app/runtime.js';
 import { buildHttpServer, registeredRoutes } from '../src/http/server.js';
 import { openApiPath } from '../src/http/openapi.js';

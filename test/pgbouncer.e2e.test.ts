@@ -3,7 +3,7 @@ import { INTERVAL, LOCK_TTL, runClusterScenario } from './helpers/cluster-scenar
 import { startCluster, type Cluster } from './helpers/cluster.js';
 import { PgBouncer, hasPgbouncer } from './helpers/pgbouncer.js';
 import { TEST_MASTER_KEY } from './helpers/services.js';
-import { loadConfig } from '../src/jobs/config-schema.js';
+import { loadConfig } from '../src/app/config-schema.js';
 import { redactConfig } from '../src/config/load.js';
 
 /**

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { PgDb } from '../src/store/pg-db.js';
-import { migrate } from '../src/jobs/migrations.js';
+import { migrate } from '../src/app/migrations.js';
 import { SecretBox } from '../src/store/secret-box.js';
 import { Accounts } from '../src/areas/accounts/store/accounts.js';
 import { AccountTests, type PlanInput } from '../src/areas/probes/store/account-tests.js';

@@ -5,7 +5,7 @@ import { tmpdir } from 'node:os';
 import type { FastifyInstance } from 'fastify';
 import pg from 'pg';
 import { Redis } from 'ioredis';
-import { loadConfig } from '../src/jobs/config-schema.js';
+import { loadConfig } from '../src/app/config-schema.js';
 import { Runtime } from '../src/app/runtime.js';
 import { buildHttpServer } from '../src/http/server.js';
 import { UsageWriter } from '../src/areas/usage/usage-writer.js';

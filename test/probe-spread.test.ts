@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { PgDb } from '../src/store/pg-db.js';
-import { migrate } from '../src/jobs/migrations.js';
+import { migrate } from '../src/app/migrations.js';
 import { SecretBox } from '../src/store/secret-box.js';
 import { Monitors, spreadPhase, type MonitorInput } from '../src/areas/probes/store/monitors.js';
 import { LivenessSession } from '../src/coordination/liveness.js';

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { loadConfig } from '../src/jobs/config-schema.js';
+import { loadConfig } from '../src/app/config-schema.js';
 import { resolveProviders } from '../src/areas/accounts/providers/registry.js';
 import { apiKeyJudge, apiKeyRequest, checkChallenge, makeChallenge } from '../src/areas/accounts/providers/api-key.js';
 import { CLAUDE_CODE_SYSTEM } from '../src/areas/accounts/providers/anthropic.js';

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import pg from 'pg';
-import { loadConfig } from '../src/jobs/config-schema.js';
-import { buildJobs } from '../src/jobs/registry.js';
+import { loadConfig } from '../src/app/config-schema.js';
+import { buildJobs } from '../src/app/registry.js';
 import { Schedule } from '../src/scheduler/schedule.js';
 import { advisoryLockName } from '../src/coordination/keys.js';
 import { LIVENESS_NS } from '../src/store/liveness-sql.js';

@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { FastifyInstance } from 'fastify';
 import pg from 'pg';
 import { Cluster } from 'ioredis';
-import { loadConfig } from '../src/jobs/config-schema.js';
+import { loadConfig } from '../src/app/config-schema.js';
 import { parseRedisUrl } from '../src/config/redis-url.js';
 import { Runtime } from '../src/app/runtime.js';
 import { buildHttpServer } from '../src/http/server.js';

@@ -1,7 +1,7 @@
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { Redis } from 'ioredis';
 import { PgDb } from '../src/store/pg-db.js';
-import { migrate } from '../src/jobs/migrations.js';
+import { migrate } from '../src/app/migrations.js';
 import { RoutingAccounts, type BucketId, type RoutingRow } from '../src/areas/scheduler-snapshot/store/routing-accounts.js';
 import { SchedulerOutbox } from '../src/areas/scheduler-snapshot/store/scheduler-outbox.js';
 import { RedisSnapshotBuckets } from '../src/areas/scheduler-snapshot/store/snapshot-buckets.js';

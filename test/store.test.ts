@@ -1,11 +1,11 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { spawnSync } from 'node:child_process';
 import type { Db } from '../src/store/db.js';
-import { migrate } from '../src/jobs/migrations.js';
-import { MIGRATIONS } from '../src/jobs/migrations.js';
+import { migrate } from '../src/app/migrations.js';
+import { MIGRATIONS } from '../src/app/migrations.js';
 import { applyMigrations, collectMigrations } from '../src/store/migrate.js';
 import { KERNEL_MIGRATIONS } from '../src/store/migrations/index.js';
-import { AREAS } from '../src/jobs/registry.js';
+import { AREAS } from '../src/app/registry.js';
 import { SlotClaims } from '../src/coordination/slot-claim.js';
 import { FencedCursors, FencedWriteRefused } from '../src/coordination/fenced-cursor.js';
 import { CanaryRuns } from '../src/areas/canary/store/canary-runs.js';

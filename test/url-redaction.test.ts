@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { redactUrl, scrubUrlSecrets } from '../src/config/redact-url.js';
-import { loadConfig } from '../src/jobs/config-schema.js';
+import { loadConfig } from '../src/app/config-schema.js';
 import { redactConfig } from '../src/config/load.js';
 import { PgDb } from '../src/store/pg-db.js';
 import { connectRedis } from '../src/coordination/redis-client.js';

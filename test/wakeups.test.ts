@@ -2,7 +2,7 @@ import { createServer, type Server } from 'node:http';
 import { rmSync } from 'node:fs';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { loadConfig } from '../src/jobs/config-schema.js';
+import { loadConfig } from '../src/app/config-schema.js';
 import { Runtime } from '../src/app/runtime.js';
 import { silentLogger } from '../src/telemetry/logger.js';
 import { LIVENESS_NS } from '../src/coordination/liveness.js';

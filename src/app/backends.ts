@@ -7,7 +7,7 @@ import { PgDb } from '../store/pg-db.js';
 import { PgliteDb } from '../store/pglite-db.js';
 import { DataDirLock } from '../store/data-dir-lock.js';
 import { tightenDataDir } from '../store/data-dir-perms.js';
-import { migrate } from '../jobs/migrations.js';
+import { migrate } from './migrations.js';
 import { SecretBox } from '../store/secret-box.js';
 import { checkMasterKey, connectionBudget } from '../store/server-checks.js';
 import { connectRedis } from '../coordination/redis-client.js';

@@ -9,7 +9,7 @@ import type { Metrics } from '../telemetry/metrics.js';
 import type { Logger } from '../telemetry/logger.js';
 import type { Clock } from '../time/clock.js';
 import { ProcessSampler } from '../telemetry/process-sampler.js';
-import { HEALTH_STATES, type JobView } from '../jobs/job-views.js';
+import { HEALTH_STATES, type JobView } from '../modules/job-views.js';
 import type { BackendIdentity } from '../coordination/backend-identity.js';
 import { ServiceLoop } from '../workers/service-loop.js';
 import { loopBook, type LoopsReport } from '../workers/loop-book.js';

@@ -1,7 +1,7 @@
 import type { PgAdvisoryLock } from '../coordination/advisory-lock.js';
 import type { InstanceRegistry } from '../coordination/instance-registry.js';
 import type { LivenessSession } from '../coordination/liveness.js';
-import type { BuiltJob } from '../jobs/define-job.js';
+import type { BuiltJob } from '../modules/define-job.js';
 import type { PauseBook } from '../scheduler/pause-book.js';
 import type { ScheduleBook } from '../scheduler/schedule-book.js';
 import type { Scheduler } from '../scheduler/scheduler.js';

@@ -13,9 +13,9 @@ import { LivenessSession } from '../coordination/liveness.js';
 import { wireWakeups, type Wakeups } from './wakeups-wiring.js';
 import { RunRecords } from '../coordination/run-records.js';
 import { InstanceRegistry, type InstanceInfo } from '../coordination/instance-registry.js';
-import { buildJobs, type AnyJobModule, type Services } from '../jobs/registry.js';
-import type { BuiltJob } from '../jobs/define-job.js';
-import type { ForcedExitSaver } from '../jobs/wiring.js';
+import { buildJobs, type AnyJobModule, type Services } from './registry.js';
+import type { BuiltJob } from '../modules/define-job.js';
+import type { ForcedExitSaver } from '../modules/wiring.js';
 import { Metrics } from '../telemetry/metrics.js';
 import { createLogger, type Logger } from '../telemetry/logger.js';
 import { systemClock, type Clock, type Random } from '../time/clock.js';
@@ -25,7 +25,7 @@ import { embeddedAdminToken } from './admin-token.js';
 import { loadWirings, wireServices } from './services-wiring.js';
 import { InstanceHeartbeat } from './instance-heartbeat.js';
 import { RefreshShards } from '../coordination/refresh-shards.js';
-import { jobViews, type JobView } from '../jobs/job-views.js';
+import { jobViews, type JobView } from '../modules/job-views.js';
 import { runShutdownLadder, type Ingress, type Stoppable } from './shutdown-ladder.js';
 import { runtimeRungs } from './runtime-rungs.js';
 import { readBackendIdentity } from '../coordination/backend-identity.js';
@@ -36,7 +36,7 @@ import { initTracing } from '../telemetry/tracing.js';
 import { buildScheduleBook } from './schedule-book-wiring.js';
 import type { ScheduleBook } from '../scheduler/schedule-book.js';
 
-export type { JobView } from '../jobs/job-views.js';
+export type { JobView } from '../modules/job-views.js';
 
 export interface RuntimeOptions {
   clock?: Clock;
@@ -275,7 +275,7 @@ export class Runtime {
     const graceMs = this.config.shutdown.grace;
     this.log.info({ reason, grace: formatDuration(graceMs) }, 'shutdown: readiness false, closing HTTP, stopping rounds');
     this.metrics.ready.set(0);
-    // Each rung names its phase (SHUTDOWN_PHASES, jobs/wiring.ts); registration order decides within a phase.
+    // Each rung names its phase (SHUTDOWN_PHASES, modules/wiring.ts); registration order decides within a phase.
     const ladder = runtimeRungs({
       ingress: this.ingress,
       heartbeat: this.heartbeat,

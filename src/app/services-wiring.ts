@@ -1,6 +1,6 @@
-import { AREAS, type Services } from '../jobs/registry.js';
-import type { WireFn } from '../jobs/area.js';
-import type { ForcedExitSaver, WiringContext, Wired } from '../jobs/wiring.js';
+import { AREAS, type Services } from './registry.js';
+import type { WireFn } from '../modules/area.js';
+import type { ForcedExitSaver, WiringContext, Wired } from '../modules/wiring.js';
 import type { Metrics } from '../telemetry/metrics.js';
 
 // eslint-disable-next-line @typescript-eslint/no-explicit-any -- each area's wire function has its own services and uses
@@ -21,7 +21,7 @@ export async function loadWirings(): Promise<AnyWire[]> {
 /**
  * Every area's services and their shutdown rungs, in area-list order: each wire function gets the
  * services the areas before it returned (the faces it declares it uses), so the combined object is
- * built up in one pass. This file names no area: the list is jobs/registry.ts.
+ * built up in one pass. This file names no area: the list is app/registry.ts.
  */
 export function wireServices(w: WiringContext, wirings: readonly AnyWire[]): Wired<Services> & { registered: (bootId: string) => void; forcedExitSavers: ForcedExitSaver[] } {
   const services: Record<string, unknown> = { metrics: withAreaMetrics(w.metrics) };

@@ -1,9 +1,9 @@
 import type { Clock, TimerHandle } from '../time/clock.js';
 import type { Logger } from '../telemetry/logger.js';
-import { SHUTDOWN_PHASES, type Stoppable } from '../jobs/wiring.js';
+import { SHUTDOWN_PHASES, type Stoppable } from '../modules/wiring.js';
 
-// The phases and the rung type live beside the areas' wiring (jobs/wiring.ts): areas declare their rungs' phase there.
-export { SHUTDOWN_PHASES, type ShutdownPhase, type Stoppable } from '../jobs/wiring.js';
+// The phases and the rung type live beside the areas' wiring (modules/wiring.ts): areas declare their rungs' phase there.
+export { SHUTDOWN_PHASES, type ShutdownPhase, type Stoppable } from '../modules/wiring.js';
 
 /** The rungs in ladder order: by phase, then registration order within a phase (a stable sort). */
 export function ladderOrder(steps: readonly Stoppable[]): Stoppable[] {

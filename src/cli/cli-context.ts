@@ -1,5 +1,5 @@
 import type { Command } from 'commander';
-import type { CliContext, CliRuntime } from '../jobs/area.js';
+import type { CliContext, CliRuntime } from '../modules/area.js';
 import type { Config } from '../config/load.js';
 import type { Runtime } from '../app/runtime.js';
 import { UserError } from '../config/errors.js';
@@ -12,7 +12,7 @@ import { masterKeyProblem } from '../config/replica-requirements.js';
  */
 export const cliContext: CliContext = {
   async config(cmd: Command): Promise<Config> {
-    const [{ loadConfig }, { checkJobSections }] = await Promise.all([import('../jobs/config-schema.js'), import('../jobs/registry.js')]);
+    const [{ loadConfig }, { checkJobSections }] = await Promise.all([import('../app/config-schema.js'), import('../app/registry.js')]);
     const file = (cmd.optsWithGlobals() as { config?: string }).config;
     // Every command but `start` and `config check` is a one-shot: it needs no instance id of its own.
     const replicaConfig = cmd.name() === 'start' || (cmd.name() === 'check' && cmd.parent?.name() === 'config');

@@ -42,7 +42,7 @@ const jobsCommand = program
   .action(async (opts: { json?: boolean; configOnly?: boolean }, cmd: Command) => {
     const cfg = await config(cmd);
     const [{ buildJobs }, { formatDuration }, { jobsTable, readLiveView, scheduleText, table }] = await Promise.all([
-      import('../jobs/registry.js'),
+      import('../app/registry.js'),
       import('../config/duration.js'),
       import('./live-view.js'),
     ]);
@@ -115,7 +115,7 @@ program
   .option('--print', 'print the effective configuration, secrets redacted')
   .action(async (opts: { print?: boolean }, cmd: Command) => {
     const cfg = await config(cmd);
-    const [{ buildJobs }, { printConfig }] = await Promise.all([import('../jobs/registry.js'), import('../jobs/config-schema.js')]);
+    const [{ buildJobs }, { printConfig }] = await Promise.all([import('../app/registry.js'), import('../app/config-schema.js')]);
     const jobs = buildJobs(cfg);
     const enabled = jobs.filter((j) => j.settings.enabled).map((j) => j.name);
     for (const w of cfg.warnings) process.stderr.write(`relay-jobs: warning: ${w}\n`);
@@ -136,14 +136,14 @@ function commandWord(argv: readonly string[]): string | undefined {
 }
 
 /**
- * The areas' commands (jobs/registry.ts), added unless the command word is the kernel's own:
+ * The areas' commands (app/registry.ts), added unless the command word is the kernel's own:
  * `--help`, `help` and an area's command read the area list; `start` or `--version` never do.
  */
 async function withAreaCommands(argv: readonly string[]): Promise<void> {
   const word = commandWord(argv);
   const kernel = program.commands.map((c) => c.name());
   if (argv.includes('-V') || argv.includes('--version') || (word !== undefined && kernel.includes(word))) return;
-  const { AREAS } = await import('../jobs/registry.js');
+  const { AREAS } = await import('../app/registry.js');
   for (const area of AREAS) for (const c of area.cli ?? []) c.register(program, cliContext);
 }
 

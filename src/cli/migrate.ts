@@ -2,7 +2,7 @@ import type { Config } from '../config/load.js';
 import { PgDb } from '../store/pg-db.js';
 import { PgliteDb } from '../store/pglite-db.js';
 import { DataDirLock } from '../store/data-dir-lock.js';
-import { migrate } from '../jobs/migrations.js';
+import { migrate } from '../app/migrations.js';
 import type { Db } from '../store/db.js';
 
 /** `relay-jobs migrate`: applies pending migrations (safe while replicas run: an advisory lock serialises it). */

@@ -1,7 +1,7 @@
 import type { Config } from '../config/load.js';
 import { UserError } from '../config/errors.js';
 import { readEmbeddedAdminToken } from '../app/admin-token.js';
-import { buildJobs, closest } from '../jobs/registry.js';
+import { buildJobs, closest } from '../app/registry.js';
 import { DataDirLock } from '../store/data-dir-lock.js';
 import { oneShotRuntime } from './cli-context.js';
 

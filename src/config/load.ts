@@ -90,7 +90,7 @@ export interface LoadOptions {
  * Builds the configuration from, in rising precedence: the YAML file (`RELAY_JOBS_CONFIG`),
  * the pinned environment variables, then `RELAY_JOBS__SECTION__KEY` overrides. Every problem
  * names the key, where it came from and the expected form. `schema` is the whole schema, the
- * areas' sections included: `loadConfig` (jobs/config-schema.ts) passes the one the area list composes.
+ * areas' sections included: `loadConfig` (app/config-schema.ts) passes the one the area list composes.
  */
 export function loadConfigWith(schema: ConfigSchema, opts: LoadOptions = {}): Config {
   const env = opts.env ?? process.env;

@@ -1,5 +1,5 @@
 // The kernel's configuration sections and the way the whole schema is put together: each area's sections
-// are in its own config.ts, and the area list composes them (jobs/config-schema.ts). Each default is written
+// are in its own config.ts, and the area list composes them (app/config-schema.ts). Each default is written
 // once (a section's own default is `prefault({})`: its keys' defaults). Job keys are not here (each job
 // declares its own).
 import { z } from 'zod';
@@ -19,7 +19,7 @@ export const EMBEDDED_SHARED_BUFFERS_MB = 32;
 export { duration, positiveDuration } from './duration-schema.js';
 export { numeric, positiveInt } from './fields.js';
 
-/** The keys every job has under `jobs.<name>`; a job adds its own (see jobs/define-job.ts). */
+/** The keys every job has under `jobs.<name>`; a job adds its own (see modules/define-job.ts). */
 export const jobBase = {
   enabled: z.boolean().optional(),
   every: positiveDuration.optional(),
@@ -163,7 +163,7 @@ export type ConfigSectionsOf<T extends ConfigSectionSchemas> = { [K in keyof T]:
  * The areas' sections as `Config` types them. Empty here (the kernel knows no area): each area's
  * config.ts adds its own sections by declaration merging, from the schema it declares,
  *   declare module '../../config/schema.js' { interface AreaConfigSections extends ConfigSectionsOf<typeof backupConfig> {} }
- * and jobs/config-schema.ts checks at compile time that these are exactly the area list's sections.
+ * and app/config-schema.ts checks at compile time that these are exactly the area list's sections.
  */
 // eslint-disable-next-line @typescript-eslint/no-empty-object-type -- filled by the areas' declaration merging
 export interface AreaConfigSections {}
@@ -171,7 +171,7 @@ export interface AreaConfigSections {}
 /** The configuration file as parsed: the kernel's sections, the areas', and `jobs`. */
 export type ConfigFile = ConfigSectionsOf<typeof kernelSections> & AreaConfigSections & { jobs: z.output<typeof jobsSection> };
 
-/** The whole schema: what `loadConfig` parses a configuration with (jobs/config-schema.ts builds the one from the area list). */
+/** The whole schema: what `loadConfig` parses a configuration with (app/config-schema.ts builds the one from the area list). */
 export type ConfigSchema = z.ZodType<ConfigFile, unknown>;
 
 /**

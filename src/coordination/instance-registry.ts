@@ -4,7 +4,7 @@ import { UserError } from '../config/errors.js';
 import type { Db } from '../store/db.js';
 import { num, toDate } from '../store/db.js';
 import type { Clock } from '../time/clock.js';
-import { HELD_BY_ME, holderAliveSql, type LivenessSession } from '../coordination/liveness.js';
+import { HELD_BY_ME, holderAliveSql, type LivenessSession } from './liveness.js';
 import type { SkipSummary } from './skip-counter.js';
 import { idleRoundRows, type IdleRound } from './idle-rounds.js';
 import type { ProcessFigures } from '../telemetry/process-sampler.js';

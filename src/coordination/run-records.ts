@@ -1,6 +1,6 @@
 import type { Db } from '../store/db.js';
 import { num, toDate } from '../store/db.js';
-import type { LockBackend } from '../coordination/leader-lock.js';
+import type { LockBackend } from './leader-lock.js';
 
 export type RunStatus = 'running' | 'ok' | 'no_work' | 'skipped_not_leader' | 'failed' | 'timed_out';
 

@@ -1,5 +1,5 @@
 import type { FastifyRequest } from 'fastify';
-import type { RouteDeps } from '../jobs/area.js';
+import type { RouteDeps } from '../modules/area.js';
 import { AppError, Forbidden } from '../errors/app-error.js';
 import { SESSION_COOKIE, csrfOk, readCookie, sameSecret } from './console-cookie.js';
 

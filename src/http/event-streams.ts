@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import type { ServerResponse } from 'node:http';
 import type { FastifyInstance } from 'fastify';
-import type { RouteDeps } from '../jobs/area.js';
+import type { RouteDeps } from '../modules/area.js';
 import { sessionToken } from './auth.js';
 import { writeRawAppError } from './errors.js';
 import { route, sse } from './contract.js';

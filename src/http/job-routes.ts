@@ -1,9 +1,9 @@
 import { createHash } from 'node:crypto';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { z } from 'zod';
-import type { RouteDeps } from '../jobs/area.js';
+import type { RouteDeps } from '../modules/area.js';
 import { AppError, Conflict, notFound } from '../errors/app-error.js';
-import { pauseView } from '../jobs/job-views.js';
+import { pauseView } from '../modules/job-views.js';
 import { PAUSE_REASON_MAX, describePause } from '../coordination/job-pauses.js';
 import { json, route } from './contract.js';
 import { Instance, JobView, PauseAudit, PauseView, RunRecord, SkipCount } from './kernel-schemas.js';

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { HEALTH_STATES } from '../jobs/job-views.js';
+import { HEALTH_STATES } from '../modules/job-views.js';
 
 /**
  * The wire shapes of the kernel's answers (jobs, rounds, replicas, the timeline), for the route

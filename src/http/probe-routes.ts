@@ -1,6 +1,6 @@
 import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
-import type { RouteDeps } from '../jobs/area.js';
+import type { RouteDeps } from '../modules/area.js';
 import { json, media, route } from './contract.js';
 
 const Readiness = z.object({ ready: z.boolean(), checks: z.record(z.string(), z.string()).meta({ description: 'each dependency and what it said (`ok` or why not)' }) }).meta({ id: 'Readiness' });

@@ -1,11 +1,11 @@
 import Fastify, { type FastifyInstance, type HTTPMethods } from 'fastify';
-import type { RouteDeps } from '../jobs/area.js';
-import type { Services } from '../jobs/registry.js';
+import type { RouteDeps } from '../modules/area.js';
+import type { Services } from '../app/registry.js';
 import { requireAdmin } from './auth.js';
 import { handleError } from './errors.js';
 import { notFound } from '../errors/app-error.js';
 import { assertBodyShape, assertNumericQuery, assertStorable } from './validation.js';
-import { AREAS } from '../jobs/registry.js';
+import { AREAS } from '../app/registry.js';
 import { registerConsoleRoutes } from './console-routes.js';
 import { clientErrorHandler, frameworkErrors, serverTimeouts } from './connection-limits.js';
 import { registerTimelineRoutes } from './timeline-routes.js';

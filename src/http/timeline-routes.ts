@@ -1,6 +1,6 @@
 import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
-import type { RouteDeps } from '../jobs/area.js';
+import type { RouteDeps } from '../modules/area.js';
 import type { RunRecord } from '../coordination/run-records.js';
 import { parseDuration } from '../config/duration.js';
 import { json, route } from './contract.js';

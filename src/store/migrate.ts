@@ -2,7 +2,7 @@ import type { Db } from './db.js';
 import type { Migration } from './migrations/index.js';
 
 /**
- * Applies the pending ones of `migrations` (the whole database's list: jobs/migrations.ts) in
+ * Applies the pending ones of `migrations` (the whole database's list: app/migrations.ts) in
  * version order, in one transaction under a transaction-scoped advisory lock, so replicas starting
  * together apply each migration once and the others wait, then see it done.
  */

@@ -1,5 +1,5 @@
 import { PgDb } from '../../src/store/pg-db.js';
-import { migrate } from '../../src/jobs/migrations.js';
+import { migrate } from '../../src/app/migrations.js';
 import type { Db } from '../../src/store/db.js';
 import { openEmbeddedDb } from './pglite-template.js';
 import { freshDatabase } from './services.js';

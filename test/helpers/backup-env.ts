@@ -2,7 +2,7 @@ import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { PgDb } from '../../src/store/pg-db.js';
-import { migrate } from '../../src/jobs/migrations.js';
+import { migrate } from '../../src/app/migrations.js';
 import { Backups } from '../../src/areas/backup/store/backups.js';
 import { BackupService } from '../../src/areas/backup/backup-service.js';
 import { PgDumper, type Dumper } from '../../src/areas/backup/dumper.js';

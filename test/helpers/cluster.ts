@@ -9,7 +9,7 @@ import { PrivatePostgres } from './private-postgres.js';
 import { PrivateRedis, TEST_MASTER_KEY, freePort, freshDatabase, uniqueName } from './services.js';
 import { waitFor, type WaitOptions } from './wait.js';
 import { PgDb } from '../../src/store/pg-db.js';
-import { migrate } from '../../src/jobs/migrations.js';
+import { migrate } from '../../src/app/migrations.js';
 
 export const CLUSTER_ADMIN_TOKEN = 'e2e-cluster-admin-token-0123456789';
 

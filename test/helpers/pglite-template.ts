@@ -10,7 +10,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { PgliteDb } from '../../src/store/pglite-db.js';
-import { migrate } from '../../src/jobs/migrations.js';
+import { migrate } from '../../src/app/migrations.js';
 
 /** A data directory (`<dir>/pgdata` inside) as `RELAY_JOBS_DATA_DIR` expects it. */
 export const PGLITE_TEMPLATE = fileURLToPath(new URL('../../.test-dist/pglite-template', import.meta.url));

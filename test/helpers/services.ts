@@ -8,7 +8,7 @@ import pg from 'pg';
 import { expect } from 'vitest';
 import { Redis } from 'ioredis';
 import { PgDb } from '../../src/store/pg-db.js';
-import { migrate } from '../../src/jobs/migrations.js';
+import { migrate } from '../../src/app/migrations.js';
 
 /** The machine's PostgreSQL, as an admin connection that can create and drop databases. */
 export const PG_ADMIN_URL = process.env.RELAY_JOBS_TEST_PG_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';

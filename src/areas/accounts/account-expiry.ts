@@ -1,4 +1,4 @@
-import { jobsFor } from '../../jobs/define-job.js';
+import { jobsFor } from '../../modules/define-job.js';
 import type { AccountsServices } from './wiring.js';
 import { pauseExpiredAccounts } from './store/account-expiry.js';
 import { AccountMetrics } from './metrics.js';

@@ -1,7 +1,7 @@
 import { InvalidInput, notFound } from '../../errors/app-error.js';
 import type { FastifyInstance } from 'fastify';
 import type { z } from 'zod';
-import type { RouteDeps } from '../../jobs/area.js';
+import type { RouteDeps } from '../../modules/area.js';
 import type { AccountsServices } from './wiring.js';
 import type { AccountMetadata, Credentials } from './store/accounts.js';
 import { jwtExpiry } from './jwt.js';

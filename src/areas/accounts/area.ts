@@ -1,4 +1,4 @@
-import { defineArea } from '../../jobs/area.js';
+import { defineArea } from '../../modules/area.js';
 import { AccountMetrics } from './metrics.js';
 import { accountsConfig } from './config.js';
 import { tokenRefreshJob } from './token-refresh.js';

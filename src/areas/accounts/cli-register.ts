@@ -1,5 +1,5 @@
 import { InvalidArgumentError, Option, type Command } from 'commander';
-import type { AreaCommand } from '../../jobs/area.js';
+import type { AreaCommand } from '../../modules/area.js';
 import type { CredentialSource } from './credential-files.js';
 
 const URL_HELP = 'the service (default http://127.0.0.1:<http.port>)';

@@ -1,5 +1,5 @@
 import type { Logger } from '../../telemetry/logger.js';
-import type { ForcedExitSaver } from '../../jobs/wiring.js';
+import type { ForcedExitSaver } from '../../modules/wiring.js';
 import type { Refresher } from './refresher.js';
 
 /**

@@ -1,7 +1,7 @@
 import { InvalidInput, Conflict, notFound } from '../../errors/app-error.js';
 import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
-import type { RouteDeps } from '../../jobs/area.js';
+import type { RouteDeps } from '../../modules/area.js';
 import type { AccountsServices } from './wiring.js';
 import { restoreProxy } from './proxy-expiry.js';
 import { date } from './accounts-routes.js';

@@ -1,5 +1,5 @@
 import { positiveDuration } from '../../config/schema.js';
-import { jobsFor } from '../../jobs/define-job.js';
+import { jobsFor } from '../../modules/define-job.js';
 import type { AccountsServices } from './wiring.js';
 import { enqueueSnapshotEvent } from '../scheduler-snapshot/index.js';
 import type { ProxyLink, Proxies } from './store/proxies.js';

@@ -1,6 +1,6 @@
 import type { FastifyInstance } from 'fastify';
 import { notFound } from '../../errors/app-error.js';
-import type { RouteDeps } from '../../jobs/area.js';
+import type { RouteDeps } from '../../modules/area.js';
 import type { AccountsServices } from './wiring.js';
 import { redactedRequest } from './account-tester.js';
 import { parseId } from '../../http/validation.js';

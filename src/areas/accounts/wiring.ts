@@ -10,7 +10,7 @@ import { TokenRefreshService } from './token-refresh-service.js';
 import { TokenApi } from './token-api.js';
 import { TokenCache } from './token-cache.js';
 import { TokenReads } from './store/token-reads.js';
-import { wired, type WiringContext } from '../../jobs/wiring.js';
+import { wired, type WiringContext } from '../../modules/wiring.js';
 import { refreshForcedExit } from './forced-exit.js';
 import { AccountMetrics } from './metrics.js';
 

@@ -1,5 +1,5 @@
 import type { Command } from 'commander';
-import { defineArea } from '../../jobs/area.js';
+import { defineArea } from '../../modules/area.js';
 import { adminConfig } from './config.js';
 import { sessionCleanupJob } from './session-cleanup.js';
 import { registerDeadLetterRoutes } from './dead-letters-routes.js';

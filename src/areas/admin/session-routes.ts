@@ -1,6 +1,6 @@
 import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
-import type { RouteDeps } from '../../jobs/area.js';
+import type { RouteDeps } from '../../modules/area.js';
 import type { AdminServices } from './wiring.js';
 import { Forbidden, badRequest } from '../../errors/app-error.js';
 import { sessionToken } from '../../http/auth.js';

@@ -1,6 +1,6 @@
 import { AdminSessions } from './store/admin-sessions.js';
 import type { DeadLetters } from '../../store/dead-letters.js';
-import { wired, type WiringContext } from '../../jobs/wiring.js';
+import { wired, type WiringContext } from '../../modules/wiring.js';
 
 /**
  * The console's sign-in sessions (the HTTP layer checks tokens against them: `RouteDeps.sessions`),

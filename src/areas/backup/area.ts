@@ -1,5 +1,5 @@
 import type { Command } from 'commander';
-import { defineArea } from '../../jobs/area.js';
+import { defineArea } from '../../modules/area.js';
 import { backupConfig } from './config.js';
 import { backupJob } from './backup.js';
 import { registerBackupRoutes } from './backups-routes.js';

@@ -1,4 +1,4 @@
-import { jobsFor } from '../../jobs/define-job.js';
+import { jobsFor } from '../../modules/define-job.js';
 import type { BackupServices } from './wiring.js';
 import { BackupBusy } from './backup-service.js';
 import { Schedule } from '../../scheduler/schedule.js';

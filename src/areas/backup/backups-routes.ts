@@ -1,6 +1,6 @@
 import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
-import type { RouteDeps } from '../../jobs/area.js';
+import type { RouteDeps } from '../../modules/area.js';
 import type { BackupServices } from './wiring.js';
 import { UserError } from '../../config/errors.js';
 import { AppError, notFound } from '../../errors/app-error.js';

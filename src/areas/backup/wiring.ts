@@ -8,7 +8,7 @@ import { BackupService } from './backup-service.js';
 import { PgDumper, type Dumper } from './dumper.js';
 import { PgliteDumper } from './pglite-dumper.js';
 import { Verifier } from './verifier.js';
-import { wired, type WiringContext } from '../../jobs/wiring.js';
+import { wired, type WiringContext } from '../../modules/wiring.js';
 import { BackupMetrics } from './metrics.js';
 
 /** The storage `backup.storage` names: `backup.dir` (default `<data_dir>/backups`) or the S3 bucket. */

@@ -1,4 +1,4 @@
-import { defineArea } from '../../jobs/area.js';
+import { defineArea } from '../../modules/area.js';
 import { BillingMetrics } from './metrics.js';
 import { billingConfig } from './config.js';
 import type { NotificationsFace } from '../notifications/index.js';

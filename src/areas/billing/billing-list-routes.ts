@@ -1,6 +1,6 @@
 import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
-import type { RouteDeps } from '../../jobs/area.js';
+import type { RouteDeps } from '../../modules/area.js';
 import type { BillingServices } from './wiring.js';
 import { BillingLists } from './store/billing-lists.js';
 import { json, route } from '../../http/contract.js';

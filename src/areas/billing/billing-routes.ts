@@ -1,6 +1,6 @@
 import { AppError, InvalidInput, Conflict, notFound } from '../../errors/app-error.js';
 import type { FastifyInstance } from 'fastify';
-import type { RouteDeps } from '../../jobs/area.js';
+import type { RouteDeps } from '../../modules/area.js';
 import type { BillingServices } from './wiring.js';
 import { formatDuration } from '../../config/duration.js';
 import { parseId } from '../../http/validation.js';

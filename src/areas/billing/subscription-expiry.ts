@@ -1,6 +1,6 @@
 import type { Config } from '../../config/load.js';
 import type { Notifications } from '../notifications/index.js';
-import { jobsFor } from '../../jobs/define-job.js';
+import { jobsFor } from '../../modules/define-job.js';
 import type { BillingServices } from './wiring.js';
 import { BillingMetrics } from './metrics.js';
 

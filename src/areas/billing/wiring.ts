@@ -1,7 +1,7 @@
 import { Billing } from './store/billing.js';
 import { Payments } from './payments.js';
 import { GenericJsonProvider, type PaymentProvider } from './payment-provider.js';
-import { wired, type WiringContext } from '../../jobs/wiring.js';
+import { wired, type WiringContext } from '../../modules/wiring.js';
 import type { NotificationsFace } from '../notifications/index.js';
 
 /** Subscriptions and payment orders; reminders and receipts go through the notifications area's outbox. */

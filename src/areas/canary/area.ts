@@ -1,4 +1,4 @@
-import { defineArea } from '../../jobs/area.js';
+import { defineArea } from '../../modules/area.js';
 import { canaryJob } from './canary.js';
 
 /** The canary area as the area list sees it (README.md: its invariants). */

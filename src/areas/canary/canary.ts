@@ -1,6 +1,6 @@
 import { duration } from '../../config/schema.js';
 import { sleep } from '../../time/clock.js';
-import { jobsFor } from '../../jobs/define-job.js';
+import { jobsFor } from '../../modules/define-job.js';
 import type { CanaryServices } from './wiring.js';
 
 const defineJob = jobsFor<CanaryServices>();

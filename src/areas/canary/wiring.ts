@@ -1,5 +1,5 @@
 import { CanaryRuns } from './store/canary-runs.js';
-import { wired, type WiringContext } from '../../jobs/wiring.js';
+import { wired, type WiringContext } from '../../modules/wiring.js';
 
 export function buildCanary(w: WiringContext) {
   return wired({ services: { canaryRuns: new CanaryRuns(w.db) }, rungs: [] });

@@ -1,4 +1,4 @@
-import { defineArea } from '../../jobs/area.js';
+import { defineArea } from '../../modules/area.js';
 import { changeStreamConfig } from './config.js';
 import { changeStreamJob } from './change-stream.js';
 import { registerChangeRoutes } from './changes-routes.js';

@@ -1,6 +1,6 @@
 import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
-import type { RouteDeps } from '../../jobs/area.js';
+import type { RouteDeps } from '../../modules/area.js';
 import type { ChangeStreamServices } from './wiring.js';
 import { numeric } from '../../config/fields.js';
 import { json, route } from '../../http/contract.js';

@@ -1,4 +1,4 @@
-import { wired, type WiringContext } from '../../jobs/wiring.js';
+import { wired, type WiringContext } from '../../modules/wiring.js';
 import { ChangeEvents } from './store/change-events.js';
 import { RedisChangeStream } from './store/redis-change-stream.js';
 import { ChangePublisher } from './change-publisher.js';

@@ -1,5 +1,5 @@
 import type { Command } from 'commander';
-import { defineArea } from '../../jobs/area.js';
+import { defineArea } from '../../modules/area.js';
 import type { OpsFace } from '../ops/index.js';
 import type { NotificationsFace } from '../notifications/index.js';
 import type { AccountsFace } from '../accounts/index.js';

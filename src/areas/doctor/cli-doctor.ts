@@ -1,10 +1,10 @@
 import type { Config } from '../../config/load.js';
 import { UserError } from '../../config/errors.js';
-import type { CliContext } from '../../jobs/area.js';
+import type { CliContext } from '../../modules/area.js';
 import type { DoctorServices } from './wiring.js';
 import { readEmbeddedAdminToken } from '../../app/admin-token.js';
 import { DataDirLock } from '../../store/data-dir-lock.js';
-import { exitCode, renderReport, type DoctorReport } from '../doctor/index.js';
+import { exitCode, renderReport, type DoctorReport } from './index.js';
 
 /**
  * `relay-jobs doctor [--json]`: every check against the live deployment, one line each (ok, warn

@@ -1,4 +1,4 @@
-import { jobsFor } from '../../jobs/define-job.js';
+import { jobsFor } from '../../modules/define-job.js';
 import type { DoctorServices } from './wiring.js';
 import type { OpsFace } from '../ops/index.js';
 import type { NotificationsFace } from '../notifications/index.js';

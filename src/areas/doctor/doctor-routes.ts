@@ -1,8 +1,8 @@
 import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
-import type { RouteDeps } from '../../jobs/area.js';
+import type { RouteDeps } from '../../modules/area.js';
 import type { DoctorServices } from './wiring.js';
-import { STATUS_LIST } from '../doctor/index.js';
+import { STATUS_LIST } from './index.js';
 import { json, route } from '../../http/contract.js';
 
 const time = z.iso.datetime({ offset: true });

@@ -1,6 +1,6 @@
 import { join } from 'node:path';
-import { Doctor } from '../doctor/index.js';
-import { wired, type WiringContext } from '../../jobs/wiring.js';
+import { Doctor } from './index.js';
+import { wired, type WiringContext } from '../../modules/wiring.js';
 import type { AccountsFace } from '../accounts/index.js';
 
 /** The doctor: it reads the runtime and the refresh breakers lazily when it runs. */

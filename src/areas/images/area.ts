@@ -1,4 +1,4 @@
-import { defineArea } from '../../jobs/area.js';
+import { defineArea } from '../../modules/area.js';
 import { imagesConfig } from './config.js';
 import { batchImageWorkerJob } from './batch-image-worker.js';
 import { registerImageBatchRoutes } from './image-batches-routes.js';

@@ -1,6 +1,6 @@
 import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
-import type { RouteDeps } from '../../jobs/area.js';
+import type { RouteDeps } from '../../modules/area.js';
 import type { ImagesServices } from './wiring.js';
 import { parseId } from '../../http/validation.js';
 import { json, media, route } from '../../http/contract.js';

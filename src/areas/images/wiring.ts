@@ -1,4 +1,4 @@
-import { wired, type WiringContext } from '../../jobs/wiring.js';
+import { wired, type WiringContext } from '../../modules/wiring.js';
 import { ImageBatches } from './store/image-batches.js';
 import { ImageQueue } from './store/image-queue.js';
 import { NextDue } from '../../store/next-due.js';

@@ -1,4 +1,4 @@
-import { defineArea } from '../../jobs/area.js';
+import { defineArea } from '../../modules/area.js';
 import { NotificationMetrics } from './metrics.js';
 import { notificationsConfig } from './config.js';
 

@@ -2,7 +2,7 @@ import { Notifications } from './store/notifications.js';
 import { ChannelBudget } from './store/channel-budget.js';
 import { Notifier } from './notifier.js';
 import { SmtpChannel, WebhookChannel, type Channel } from './channels.js';
-import { wired, type WiringContext } from '../../jobs/wiring.js';
+import { wired, type WiringContext } from '../../modules/wiring.js';
 
 /** The notifications outbox and the notifier that sends it (billing and ops queue through them). */
 export function buildNotifications(w: WiringContext) {

@@ -1,5 +1,5 @@
 import type { Command } from 'commander';
-import { defineArea } from '../../jobs/area.js';
+import { defineArea } from '../../modules/area.js';
 import { opsConfig } from './config.js';
 import type { NotificationsFace } from '../notifications/index.js';
 import type { UsageFace } from '../usage/index.js';

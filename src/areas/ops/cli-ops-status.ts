@@ -1,6 +1,6 @@
 import type { Config } from '../../config/load.js';
 import { UserError } from '../../config/errors.js';
-import type { CliContext } from '../../jobs/area.js';
+import type { CliContext } from '../../modules/area.js';
 import type { OpsServices } from './wiring.js';
 import { readEmbeddedAdminToken } from '../../app/admin-token.js';
 import { DataDirLock } from '../../store/data-dir-lock.js';

@@ -1,5 +1,5 @@
 import type { SeriesValues } from './store/ops-metrics.js';
-import { jobsFor } from '../../jobs/define-job.js';
+import { jobsFor } from '../../modules/define-job.js';
 import type { OpsServices } from './wiring.js';
 import type { NotificationsFace } from '../notifications/index.js';
 import { fold, SERIES_NAMES } from './catalogue.js';

@@ -1,6 +1,6 @@
 import { AppError } from '../../errors/app-error.js';
 import { z } from 'zod';
-import { jobsFor } from '../../jobs/define-job.js';
+import { jobsFor } from '../../modules/define-job.js';
 import type { OpsServices } from './wiring.js';
 import type { NotificationsFace } from '../notifications/index.js';
 import { CLEANUP_TARGETS, type RollupCover } from './store/ops-retention.js';

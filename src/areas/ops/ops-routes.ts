@@ -1,5 +1,5 @@
 import type { FastifyInstance } from 'fastify';
-import type { RouteDeps } from '../../jobs/area.js';
+import type { RouteDeps } from '../../modules/area.js';
 import type { OpsServices } from './wiring.js';
 import type { ReportInput } from './store/ops-reports.js';
 import { CLEANUP_TARGETS } from './store/ops-retention.js';

@@ -1,5 +1,5 @@
 import type { Intent } from './store/ops-alerts.js';
-import { jobsFor } from '../../jobs/define-job.js';
+import { jobsFor } from '../../modules/define-job.js';
 import type { OpsServices } from './wiring.js';
 import type { NotificationsFace } from '../notifications/index.js';
 import { OPS_TEMPLATES } from './ops-services.js';

@@ -1,4 +1,4 @@
-import { wired, type WiringContext } from '../../jobs/wiring.js';
+import { wired, type WiringContext } from '../../modules/wiring.js';
 import type { UsageFace } from '../usage/index.js';
 import { OpsMetricsStore } from './store/ops-metrics.js';
 import { OpsAlerts } from './store/ops-alerts.js';

@@ -1,4 +1,4 @@
-import { defineArea } from '../../jobs/area.js';
+import { defineArea } from '../../modules/area.js';
 import { probesConfig } from './config.js';
 import { channelMonitorJob } from './channel-monitor.js';
 import { scheduledAccountTestJob } from './scheduled-account-test.js';

@@ -1,4 +1,4 @@
-import { jobsFor } from '../../jobs/define-job.js';
+import { jobsFor } from '../../modules/define-job.js';
 import type { ProbeServices } from './wiring.js';
 import { WatermarkFenced } from './store/monitor-history.js';
 import { ProbesMetrics } from './metrics.js';

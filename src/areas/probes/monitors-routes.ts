@@ -1,5 +1,5 @@
 import type { FastifyInstance } from 'fastify';
-import type { RouteDeps } from '../../jobs/area.js';
+import type { RouteDeps } from '../../modules/area.js';
 import type { ProbeServices } from './wiring.js';
 import type { AccountsFace } from '../accounts/index.js';
 import { formatDuration } from '../../config/duration.js';

@@ -1,4 +1,4 @@
-import { wired, type WiringContext } from '../../jobs/wiring.js';
+import { wired, type WiringContext } from '../../modules/wiring.js';
 import type { AccountsFace } from '../accounts/index.js';
 import { Monitors } from './store/monitors.js';
 import { MonitorHistory } from './store/monitor-history.js';

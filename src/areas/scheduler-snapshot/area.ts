@@ -1,4 +1,4 @@
-import { defineArea } from '../../jobs/area.js';
+import { defineArea } from '../../modules/area.js';
 import { snapshotConfig } from './config.js';
 import { schedulerSnapshotJob } from './scheduler-snapshot.js';
 import { registerSchedulerRoutes } from './scheduler-routes.js';

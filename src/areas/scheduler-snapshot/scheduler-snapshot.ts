@@ -1,4 +1,4 @@
-import { jobsFor } from '../../jobs/define-job.js';
+import { jobsFor } from '../../modules/define-job.js';
 import type { SchedulerSnapshotServices } from './wiring.js';
 import { SchedulerMetrics } from './metrics.js';
 

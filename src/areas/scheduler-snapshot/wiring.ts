@@ -1,4 +1,4 @@
-import { wired, type WiringContext } from '../../jobs/wiring.js';
+import { wired, type WiringContext } from '../../modules/wiring.js';
 import { RoutingAccounts } from './store/routing-accounts.js';
 import { SchedulerOutbox } from './store/scheduler-outbox.js';
 import { RedisSnapshotBuckets } from './store/snapshot-buckets.js';

@@ -1,4 +1,4 @@
-import { defineArea } from '../../jobs/area.js';
+import { defineArea } from '../../modules/area.js';
 import { UsageMetrics } from './metrics.js';
 import { usageConfig } from './config.js';
 import { dashboardAggregationJob } from './dashboard-aggregation.js';

@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { numeric } from '../../config/schema.js';
-import { jobsFor } from '../../jobs/define-job.js';
+import { jobsFor } from '../../modules/define-job.js';
 import type { UsageServices } from './wiring.js';
 
 const defineJob = jobsFor<UsageServices>();

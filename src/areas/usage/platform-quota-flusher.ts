@@ -1,4 +1,4 @@
-import { jobsFor } from '../../jobs/define-job.js';
+import { jobsFor } from '../../modules/define-job.js';
 import type { UsageServices } from './wiring.js';
 
 const defineJob = jobsFor<UsageServices>();

@@ -1,8 +1,8 @@
 import type { Config } from '../../config/load.js';
 import type { JobContext } from '../../scheduler/job.js';
-import { jobsFor } from '../../jobs/define-job.js';
+import { jobsFor } from '../../modules/define-job.js';
 import type { UsageServices } from './wiring.js';
-import type { KernelServices } from '../../jobs/wiring.js';
+import type { KernelServices } from '../../modules/wiring.js';
 
 type Deps = Pick<UsageServices & KernelServices, 'usageStore' | 'rollups' | 'cleanupTasks' | 'metrics'>;
 import { rebuildRange } from './rollup-rebuild.js';

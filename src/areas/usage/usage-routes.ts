@@ -1,6 +1,6 @@
 import { InvalidInput, Conflict, notFound } from '../../errors/app-error.js';
 import type { FastifyInstance } from 'fastify';
-import type { RouteDeps } from '../../jobs/area.js';
+import type { RouteDeps } from '../../modules/area.js';
 import type { UsageServices } from './wiring.js';
 import { requestHash } from './store/idempotency.js';
 import { parseId } from '../../http/validation.js';

@@ -12,7 +12,7 @@ import { UsageWriter } from './usage-writer.js';
 import { UsageIngest } from './usage-ingest.js';
 import { PlatformQuota } from './platform-quota.js';
 import { QuotaFlushLoop } from './quota-flush-loop.js';
-import { wired, type WiringContext } from '../../jobs/wiring.js';
+import { wired, type WiringContext } from '../../modules/wiring.js';
 
 /** The usage area's services: the ingest path, the writer, the rollups, quotas and their shutdown flush. */
 export function buildUsage(w: WiringContext) {

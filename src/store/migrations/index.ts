@@ -38,7 +38,7 @@ export interface Migration {
  * next number above the highest (never a gap: 12, 23 and 24 were never used). 1-28 are the whole
  * database's history from before areas kept their own (many span areas: 002 creates the scheduler
  * outbox beside accounts, 027 alters three areas' queues), so they stay here. Since then an area's new tables are its own (`AreaModule.migrations`); the kernel's
- * tables are added here. jobs/migrations.ts joins both lists; versions are unique across them.
+ * tables are added here. app/migrations.ts joins both lists; versions are unique across them.
  */
 export const KERNEL_MIGRATIONS: readonly Migration[] = [
   { version: 1, name: 'core', sql: core },

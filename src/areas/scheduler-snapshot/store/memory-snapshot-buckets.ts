@@ -1,4 +1,4 @@
-import type { BucketId, RoutingRow } from '../store/routing-accounts.js';
+import type { BucketId, RoutingRow } from './routing-accounts.js';
 import { FIELD_PREFIX, decodeBucket, encodeRow, type BucketHead, type BucketRead, type SnapshotBuckets } from './snapshot-buckets.js';
 
 /**

@@ -1,7 +1,7 @@
 import type { RedisClient } from '../../../coordination/redis-client.js';
 import type { KeySpace } from '../../../coordination/keys.js';
 import { redisScripts, type LockScripts, type SnapshotScripts } from '../../../coordination/redis-scripts.js';
-import type { BucketId, RoutingEntry, RoutingRow } from '../store/routing-accounts.js';
+import type { BucketId, RoutingEntry, RoutingRow } from './routing-accounts.js';
 
 /** A bucket as read for an answer: only a complete, well-formed bucket is ever served. */
 export type BucketRead =

@@ -2,7 +2,7 @@ import { composeConfigSchema, type AreaConfigSections, type ConfigSchema } from 
 import { loadConfigWith, type Config, type LoadOptions } from '../config/load.js';
 import { printConfigWith } from '../config/print.js';
 import { durationKeys, withDurationStrings as withDurationStringsOf } from '../config/duration-keys.js';
-import type { AnyArea, ConfigOfAreas } from './area.js';
+import type { AnyArea, ConfigOfAreas } from '../modules/area.js';
 import { AREAS } from './registry.js';
 
 /**

@@ -52,7 +52,7 @@ export type WireFn<S extends object, D extends object> = (w: WiringContext, deps
 
 /**
  * One CLI command of an area. `register` adds the command (name, description, options) to the
- * program; its action imports the code it runs (`await import('./cli-backup.js')`), so
+ * program; its action imports the code it runs (`await import('../jobs/cli-backup.js')`), so
  * `relay-jobs <command>` loads only what that command needs. `config` loads and checks the
  * configuration the global `--config` names.
  */
@@ -78,7 +78,7 @@ export interface CliContext {
 
 /**
  * One capability, as the composition seam sees it: each area exports one of these (`defineArea`)
- * from its `area.ts`, and the area list (jobs/registry.ts) is the only file that names them.
+ * from its `area.ts`, and the area list (app/registry.ts) is the only file that names them.
  * `S` is the services its `wire` returns (inferred); `D` what it uses of the areas wired before it,
  * typed by the faces those areas export from their index.ts; `C` its config sections (from its config.ts).
  */
@@ -86,7 +86,7 @@ export interface AreaModule<S extends object = object, D extends object = object
   name: string;
   /**
    * Its config sections (top-level keys of the config file and their schemas, from its config.ts),
-   * composed after the kernel's in area-list order (jobs/config-schema.ts). Its config.ts also adds
+   * composed after the kernel's in area-list order (app/config-schema.ts). Its config.ts also adds
    * them to `Config` by declaration merging (config/schema.ts, `AreaConfigSections`).
    */
   config?: C;
@@ -99,7 +99,7 @@ export interface AreaModule<S extends object = object, D extends object = object
   jobs: readonly AnyJobModule[];
   /**
    * Its migrations (its tables), e.g. `[{ version: 29, name: 'my_table', sql }]` from its
-   * `store/migrations/` folder (SQL stays in an area's store/): joined with the kernel's and every other area's (jobs/migrations.ts) and
+   * `store/migrations/` folder (SQL stays in an area's store/): joined with the kernel's and every other area's (app/migrations.ts) and
    * applied in version order; a version must be unused by any other migration.
    */
   migrations?: readonly Migration[];

@@ -1,8 +1,8 @@
 import { ConfigError } from '../config/errors.js';
 import { keySource, type Config } from '../config/load.js';
-import { buildJob, parseJobSection, type AnyJobModule, type BuiltJob, type ServicesRef } from './define-job.js';
-import type { AnyArea, ServicesOfAreas } from './area.js';
-import { jobsFor } from './define-job.js';
+import { buildJob, parseJobSection, type AnyJobModule, type BuiltJob, type ServicesRef } from '../modules/define-job.js';
+import type { AnyArea, ServicesOfAreas } from '../modules/area.js';
+import { jobsFor } from '../modules/define-job.js';
 import { accountsArea } from '../areas/accounts/area.js';
 import { billingArea } from '../areas/billing/area.js';
 import { usageArea } from '../areas/usage/area.js';
@@ -17,7 +17,7 @@ import { doctorArea } from '../areas/doctor/area.js';
 import { canaryArea } from '../areas/canary/area.js';
 import { notificationsArea } from '../areas/notifications/area.js';
 
-export type { AnyJobModule } from './define-job.js';
+export type { AnyJobModule } from '../modules/define-job.js';
 
 /**
  * The one list of areas this build has, in the order `relay-jobs jobs` lists their jobs, the API
