@@ -81,6 +81,26 @@ describe('ops_cleanup respects the aggregation watermark and prunes dead letters
     expect(await minuteBuckets()).toEqual([fresh]);
   });
 
+  it('0 (the operator\'s "empty it", here an API override) deletes what the aggregation covered and nothing past its watermark', async () => {
+    await sql.query(`DELETE FROM ops_metrics_minute`);
+    const now = Date.now();
+    const watermark = hourStart(now - 3 * DAY);
+    const coveredRow = hourStart(now - 4 * DAY).getTime();
+    const uncoveredRows = [hourStart(now - 2 * DAY).getTime(), hourStart(now - HOUR).getTime()];
+    for (const b of [coveredRow, ...uncoveredRows]) {
+      await sql.query(`INSERT INTO ops_metrics_minute (bucket, bucket_seconds, metrics, fencing_token) VALUES ($1, 60, '{}', 1)`, [new Date(b)]);
+    }
+    await setWatermark('hourly_watermark', watermark);
+    await rt.services.ops.retention.put({ ops_metrics_minute: 0 });
+    try {
+      const out = outcomeOf(await rt.runNow('ops_cleanup'));
+      expect(out?.status, out?.error ?? undefined).not.toBe('failed');
+      expect(await minuteBuckets()).toEqual(uncoveredRows);
+    } finally {
+      await sql.query(`DELETE FROM ops_retention`);
+    }
+  });
+
   it('with no watermark at all (the aggregation never ran) nothing of a folded target is deleted', async () => {
     await sql.query(`DELETE FROM job_cursors WHERE job_name = 'ops_aggregation'`);
     await sql.query(`DELETE FROM ops_metrics_hourly`);

@@ -24,8 +24,8 @@ const defineJob = jobsFor<OpsServices & NotificationsFace>();
  * never deleted, whatever the retention says. The cutoff is aligned down to the rollup's bucket,
  * so a bucket the aggregation re-reads (its overlap) is deleted whole or not at all, never left
  * half and folded again. Uncovered rows older than the retention fail the target, naming the
- * watermark. The one exception is 0, the operator's explicit "empty it": it empties the target,
- * and the doctor's retention_order fails it for a folded target.
+ * watermark. 0, the operator's explicit "empty it", deletes everything the rollup has covered and
+ * nothing past it, whether it comes from the config file or an API override.
  */
 /** Rows past retention that the target's rollup has not covered: kept, and the target fails naming why. */
 class UncoveredRows extends AppError {
@@ -91,8 +91,8 @@ export const opsCleanupJob = defineJob({
       }
       const cutoff = d === 0 ? null : new Date(ctx.clock.now() - d * DAY);
       const cover = CLEANUP_TARGETS[target]!.coveredBy;
-      // 0 is the operator's "empty it" (the doctor's retention_order fails it for a folded target): no watermark applies.
-      if (!cover || cutoff === null) {
+      // 0 is the operator's "empty it": for a folded target, everything the rollup has covered (never past its watermark).
+      if (!cover) {
         await drain(target, () => ops.retention.deleteBatch(target, cutoff, batch));
         continue;
       }
