@@ -1,3 +1,4 @@
+import { interval } from '../time/wall.js';
 /**
  * A service started through a package-manager script (`npm start`) has the package manager as
  * its parent. When a process manager, a container runtime or `kill %1` stops that parent, the
@@ -13,11 +14,14 @@ export function startedByScript(env: NodeJS.ProcessEnv = process.env): boolean {
 /** Calls `onGone` once when the parent process exits. Returns a stop function. The timer never holds the process open. */
 export function watchParent(onGone: (formerParent: number) => void, everyMs = 1000): () => void {
   const parent = process.ppid;
-  const timer = setInterval(() => {
-    if (process.ppid === parent) return;
-    clearInterval(timer);
-    onGone(parent);
-  }, everyMs);
-  timer.unref();
-  return () => clearInterval(timer);
+  const cancel = interval(
+    () => {
+      if (process.ppid === parent) return;
+      cancel();
+      onGone(parent);
+    },
+    everyMs,
+    { unref: true },
+  );
+  return cancel;
 }

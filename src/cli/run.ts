@@ -4,6 +4,7 @@ import { readEmbeddedAdminToken } from '../app/admin-token.js';
 import { buildJobs, closest } from '../app/registry.js';
 import { DataDirLock } from '../store/data-dir-lock.js';
 import { oneShotRuntime } from './cli-context.js';
+import { delay } from '../time/wall.js';
 
 type Outcome = { status: string; items?: number | null; note?: string | null; error?: string | null; run_id?: number; fencing_token?: number | null };
 
@@ -65,7 +66,7 @@ async function runViaService(config: Config, name: string, port: number, force: 
   }
   if (res.status !== 202) throw new UserError(`service refused the run (HTTP ${res.status}): ${body.error?.message ?? 'no reason given'}`);
   for (;;) {
-    await new Promise((r) => setTimeout(r, 250));
+    await delay(250);
     const poll = await fetch(`${base}/runs/${body.run_id}`, { headers });
     const { run } = (await poll.json()) as { run: Outcome & { id: number } };
     if (run.status !== 'running') {

@@ -6,6 +6,7 @@ import { startedByScript, watchParent } from './parent-watch.js';
 import { checkPortFree, portError } from './port-check.js';
 import { createLogger } from '../telemetry/logger.js';
 import { StartupInterrupted } from '../app/startup-abort.js';
+import { timeout, type Cancel } from '../time/wall.js';
 
 /**
  * A forced exit (second signal) still waits this long for work only this process can store (the
@@ -32,7 +33,7 @@ export async function startService(config: Config): Promise<void> {
   let signals = 0;
   const log = createLogger({ level: config.logging.level, format: config.logging.format, instanceId: config.instance.id, env: config.instance.env });
   const startup = new AbortController();
-  let abandon: NodeJS.Timeout | undefined;
+  let abandon: Cancel | undefined;
   const stop = (runtime: Runtime, reason: string) =>
     runtime.shutdown(reason).then(
       () => process.exit(0),
@@ -57,10 +58,14 @@ export async function startService(config: Config): Promise<void> {
     else {
       early = sig;
       startup.abort(sig);
-      abandon = setTimeout(() => {
-        log.error({ signal: sig, grace_ms: config.shutdown.grace }, `start-up still running shutdown.grace after ${sig}: exiting without a drain`);
-        process.exit(1);
-      }, config.shutdown.grace).unref();
+      abandon = timeout(
+        () => {
+          log.error({ signal: sig, grace_ms: config.shutdown.grace }, `start-up still running shutdown.grace after ${sig}: exiting without a drain`);
+          process.exit(1);
+        },
+        config.shutdown.grace,
+        { unref: true },
+      );
     }
   };
   process.on('SIGTERM', onSignal);
@@ -79,7 +84,7 @@ export async function startService(config: Config): Promise<void> {
   let runtime: Runtime;
   try {
     runtime = rt = await Runtime.create(config, { logger: log, signal: startup.signal });
-    clearTimeout(abandon); // started: the shutdown ladder bounds the stop from here
+    abandon?.(); // started: the shutdown ladder bounds the stop from here
   } catch (err) {
     if (!(err instanceof StartupInterrupted)) throw err;
     log.warn({ signal: early }, err.message);

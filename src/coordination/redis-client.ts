@@ -2,6 +2,7 @@ import { Cluster, Redis, type RedisOptions } from 'ioredis';
 import { UserError } from '../config/errors.js';
 import { redactUrl, scrubUrlSecrets } from '../config/redact-url.js';
 import { parseRedisUrl, type RedisTarget } from '../config/redis-url.js';
+import { withTimeout } from '../time/clock.js';
 
 /** A connection to one node, a Sentinel-managed primary, or a Redis Cluster: the same commands. */
 export type RedisClient = Redis | Cluster;
@@ -38,15 +39,12 @@ export async function connectRedis(url: string, commandTimeoutMs: number, connec
   // A Sentinel set or Cluster whose nodes all stay silent never settles connect(): ioredis retries
   // them forever. Start-up must end (issue 49): two attempts' worth of time, then one line.
   const deadlineMs = 2 * connectTimeoutMs;
-  let timer: NodeJS.Timeout | undefined;
-  const deadline = new Promise<never>((_, reject) => {
-    timer = setTimeout(
-      () => reject(new Error(`no answer within ${Math.round(deadlineMs / 100) / 10} s (redis.connect_timeout ${Math.round(connectTimeoutMs / 100) / 10} s, two attempts) from ${nodesOf(target)}`)),
-      deadlineMs,
-    );
-  });
   try {
-    await Promise.race([redis.connect().then(() => redis.ping()), deadline]);
+    await withTimeout(
+      redis.connect().then(() => redis.ping()),
+      deadlineMs,
+      `no answer within ${Math.round(deadlineMs / 100) / 10} s (redis.connect_timeout ${Math.round(connectTimeoutMs / 100) / 10} s, two attempts) from ${nodesOf(target)}`,
+    );
   } catch (err) {
     redis.disconnect();
     const why = (err as Error).message.startsWith('no answer within')
@@ -54,7 +52,6 @@ export async function connectRedis(url: string, commandTimeoutMs: number, connec
       : describeRedisError(cause ?? (err as Error));
     throw new UserError(`cannot connect to Redis at ${redactUrl(url)} (REDIS_URL): ${scrubUrlSecrets(why, url)}`);
   } finally {
-    clearTimeout(timer);
     redis.off('error', onError);
   }
   redis.on('error', () => undefined); // reported by readiness and lock metrics, not as crashes

@@ -4,6 +4,7 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { Config } from '../config/load.js';
 import { AppError } from '../errors/app-error.js';
 import { rawHttpError, sendAppError } from './errors.js';
+import { settledWithin } from '../time/clock.js';
 
 /**
  * What keeps slow or idle clients from holding the service (docs/security.md, "Slow clients"):
@@ -127,13 +128,10 @@ export class ServerIngress {
   /** Waits up to `withinMs` for requests in flight, then closes every connection still open (half-sent requests included). */
   async close(withinMs: number): Promise<string | void> {
     this.stopAccepting();
-    let timer: NodeJS.Timeout | undefined;
-    const timedOut = await Promise.race([this.closing!.then(() => false), new Promise<boolean>((r) => (timer = setTimeout(() => r(true), withinMs)))]);
-    clearTimeout(timer);
-    if (!timedOut) return;
+    if (await settledWithin(this.closing!, withinMs)) return;
     const open = await new Promise<number>((r) => this.app.server.getConnections((_e, n) => r(n ?? 0)));
     this.app.server.closeAllConnections();
-    await Promise.race([this.closing, new Promise((r) => setTimeout(r, 1000).unref())]);
+    await settledWithin(this.closing!, 1000);
     return `${open} HTTP connection(s) still open at the end of the grace period were closed`;
   }
 }

@@ -1,4 +1,5 @@
-import { monitorEventLoopDelay, performance, type IntervalHistogram } from 'node:perf_hooks';
+import { monitorEventLoopDelay, type IntervalHistogram } from 'node:perf_hooks';
+import { monotonic } from '../time/wall.js';
 
 /** One replica's process figures over one heartbeat interval, as its `instances` row carries them. */
 export interface ProcessFigures {
@@ -19,7 +20,7 @@ export interface ProcessSource {
 }
 
 const RESOLUTION_MS = 10;
-const nodeSource: ProcessSource = { memory: () => process.memoryUsage(), cpu: () => process.cpuUsage(), now: () => performance.now() };
+const nodeSource: ProcessSource = { memory: () => process.memoryUsage(), cpu: () => process.cpuUsage(), now: monotonic };
 
 /**
  * Samples this process once per heartbeat. The loop-delay histogram and the CPU baseline are

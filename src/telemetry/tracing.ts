@@ -9,6 +9,7 @@
 import type * as OtelApi from '@opentelemetry/api';
 import type { Logger } from './logger.js';
 import { WarnSampler } from './warn-sampler.js';
+import { settledWithin } from '../time/clock.js';
 
 /** What a span says: ids, names, counts and outcomes (never a token, a URL or a request body). */
 export type SpanAttributes = Record<string, string | number | boolean | null | undefined>;
@@ -243,14 +244,11 @@ export function linkedTo<T>(link: TraceLink | null | undefined, fn: () => T): T 
 export async function flushTracing(withinMs: number): Promise<string | void> {
   const k = kernel;
   if (!k) return;
-  let timer: NodeJS.Timeout | undefined;
-  const late = new Promise<'late'>((resolve) => (timer = setTimeout(() => resolve('late'), Math.max(0, withinMs))));
+  const flush = k.provider.forceFlush();
   try {
-    const r = await Promise.race([k.provider.forceFlush().then(() => 'ok' as const), late]);
-    if (r === 'late') return `spans not exported within ${Math.round(withinMs)} ms; they are dropped`;
+    if (!(await settledWithin(flush, withinMs))) return `spans not exported within ${Math.round(withinMs)} ms; they are dropped`;
+    await flush;
   } catch (err) {
     return `spans not exported: ${(err as Error).message.slice(0, 200)}`;
-  } finally {
-    clearTimeout(timer);
   }
 }

@@ -115,10 +115,10 @@ export async function settledWithin(work: Promise<unknown>, ms: number): Promise
   }
 }
 
-/** `p`, or a rejection when it has not settled within `ms` of wall time (readiness probes). */
-export function withTimeout<T>(p: Promise<T>, ms: number): Promise<T> {
+/** `p`, or a rejection (with `message`) when it has not settled within `ms` of wall time (readiness probes, doctor checks, a connect). */
+export function withTimeout<T>(p: Promise<T>, ms: number, message = `no answer within ${ms}ms`): Promise<T> {
   return new Promise((resolve, reject) => {
-    const t = setTimeout(() => reject(new Error(`no answer within ${ms}ms`)), ms);
+    const t = setTimeout(() => reject(new Error(message)), ms);
     p.then(
       (v) => {
         clearTimeout(t);

@@ -2,6 +2,7 @@ import type { Agent, Dispatcher, ProxyAgent } from 'undici';
 import { systemClock } from '../time/clock.js';
 import { readCappedChunks } from './reply-limit.js';
 import { loadUndici, type Undici } from './undici.js';
+import { monotonic, timeout } from '../time/wall.js';
 
 /** Why a probe failed; `null` on a probe that passed. */
 export type ErrorClass = 'timeout' | 'connect' | 'auth' | 'rate_limited' | 'overloaded' | '5xx' | 'http_4xx' | 'bad_body' | 'wrong_answer';
@@ -71,7 +72,7 @@ export class ProbeClient {
   private readonly proxies = new Map<string, ProxyAgent>();
 
   constructor(
-    private readonly now: () => number = () => performance.now(),
+    private readonly now: () => number = monotonic,
     private readonly connections = 256,
   ) {}
 
@@ -85,7 +86,8 @@ export class ProbeClient {
     // One controller per probe: the caller's signal (shared by a whole pool) gets one listener, removed after.
     const ctl = new AbortController();
     let timedOut = false;
-    const timer = setTimeout(() => {
+    // The request's own deadline: real time, like the socket it bounds.
+    const cancelTimer = timeout(() => {
       timedOut = true;
       ctl.abort(new Error('probe timeout'));
     }, t.timeoutMs);
@@ -124,7 +126,7 @@ export class ProbeClient {
       if (CONNECT_CODES.has(code) || e.name === 'SocketError' || e.name === 'ConnectTimeoutError') return failed('connect', `connect: ${String(code || e.name).slice(0, 60)}`);
       return failed(signal?.aborted ? 'timeout' : 'connect', `${signal?.aborted ? 'aborted' : 'connect'}: ${String(code || e.name).slice(0, 60)}`);
     } finally {
-      clearTimeout(timer);
+      cancelTimer();
       signal?.removeEventListener('abort', onAbort);
     }
   }

@@ -8,6 +8,7 @@ import type { RefreshOutcome } from './refresher.js';
 import { AccountMetrics } from './metrics.js';
 import type { TokenCache } from './token-cache.js';
 import type { TokenRow } from './store/token-reads.js';
+import { delay, monotonic } from '../../time/wall.js';
 
 export type UnavailableCode = 'not_found' | 'unavailable' | 'no_refresh_token' | 'refresh_failed' | 'timeout';
 
@@ -140,9 +141,10 @@ export class TokenApi {
   async settle(id: number): Promise<void> {
     this.cache.invalidate(id);
     // Looked at again after each wait: a peer's ping (with its larger age) delivered meanwhile extends it.
-    const began = performance.now();
-    for (let waited = 0, want = this.cache.settleMs; want > waited; waited = performance.now() - began, want = this.cache.settleMs) {
-      await new Promise((r) => setTimeout(r, want - waited));
+    // Real time, not the injected clock: the caches it waits out (every replica's) age in real time.
+    const began = monotonic();
+    for (let waited = 0, want = this.cache.settleMs; want > waited; waited = monotonic() - began, want = this.cache.settleMs) {
+      await delay(want - waited);
     }
   }
 

@@ -1,5 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import type { TokenReads, TokenRow } from './store/token-reads.js';
+import { monotonic } from '../../time/wall.js';
 
 /**
  * The hot path's token cache (issue 53): one replica's copy of what `POST accounts/{id}/token`
@@ -61,7 +62,7 @@ export class TokenCache {
     private readonly reads: TokenReads,
     private readonly o: TokenCacheOptions,
   ) {
-    this.now = o.now ?? (() => performance.now());
+    this.now = o.now ?? monotonic;
   }
 
   get enabled(): boolean {

@@ -2,6 +2,7 @@ import type { Config } from '../../config/load.js';
 import { UserError } from '../../config/errors.js';
 import type { BackupRecord } from './store/backups.js';
 import { adminRequest, serviceUrl } from '../../cli/admin-client.js';
+import { delay } from '../../time/wall.js';
 
 const TERMINAL = new Set(['completed', 'verified', 'verify_failed', 'failed']);
 
@@ -20,7 +21,7 @@ export async function backupCommand(config: Config, opts: { wait?: boolean; url?
   if (!opts.wait) return 0;
   let last = '';
   for (;;) {
-    await new Promise((res) => setTimeout(res, 1000));
+    await delay(1000);
     const g = await adminRequest<{ backup?: BackupRecord }>(config, url, 'GET', `/backups/${id}`);
     const b = g.body.backup;
     if (!b) throw new UserError(`backup ${id} disappeared (HTTP ${g.status})`);

@@ -1,5 +1,6 @@
 import type { Config } from '../../config/load.js';
 import { worst, type CheckResult, type CheckStatus, type DoctorCheck, type DoctorContext } from './check.js';
+import { withTimeout } from '../../time/clock.js';
 
 export interface DoctorReport {
   status: CheckStatus;
@@ -7,16 +8,6 @@ export interface DoctorReport {
   instance_id: string;
   checked_at: string;
   checks: CheckResult[];
-}
-
-function within<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
-  return new Promise((resolve, reject) => {
-    const t = setTimeout(() => reject(new Error(`${what} did not finish within ${ms}ms`)), ms);
-    p.then(
-      (v) => (clearTimeout(t), resolve(v)),
-      (e: unknown) => (clearTimeout(t), reject(e as Error)),
-    );
-  });
 }
 
 /**
@@ -29,7 +20,7 @@ export async function runDoctor(ctx: DoctorContext, checks: readonly DoctorCheck
   for (const c of checks) {
     if (!c.modes.includes(ctx.config.mode)) continue;
     try {
-      results.push({ name: c.name, group: c.group, ...(await within(c.run(ctx), ctx.options.checkTimeoutMs, `check ${c.name}`)) });
+      results.push({ name: c.name, group: c.group, ...(await withTimeout(c.run(ctx), ctx.options.checkTimeoutMs, `check ${c.name} did not finish within ${ctx.options.checkTimeoutMs}ms`)) });
     } catch (err) {
       results.push({
         name: c.name,

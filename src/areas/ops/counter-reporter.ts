@@ -1,6 +1,7 @@
 import type { Registry } from 'prom-client';
 import type { Logger } from '../../telemetry/logger.js';
 import type { OpsDefaults } from './store/ops-defaults.js';
+import { interval, type Cancel } from '../../time/wall.js';
 
 /** The series (COUNTER_SERIES) and the replica's own counters they add up. */
 const SOURCES: Record<string, { metric: string; outcomes?: string[] }> = {
@@ -17,22 +18,21 @@ const SOURCES: Record<string, { metric: string; outcomes?: string[] }> = {
  * at exit is counted when the database still answers). The collector sums them per bucket.
  */
 export class CounterReporter {
-  private timer: NodeJS.Timeout | null = null;
+  private cancel: Cancel | null = null;
   private last: Record<string, number> | null = null;
   private running: Promise<void> = Promise.resolve();
 
   constructor(private readonly o: { registry: Registry; store: OpsDefaults; instanceId: string; everyMs: number; log: Logger }) {}
 
   start(): void {
-    if (this.timer) return;
-    this.timer = setInterval(() => void (this.running = this.running.then(() => this.report())), this.o.everyMs);
-    this.timer.unref();
+    if (this.cancel) return;
+    this.cancel = interval(() => void (this.running = this.running.then(() => this.report())), this.o.everyMs, { unref: true });
   }
 
   async stop(): Promise<void> {
-    if (!this.timer) return;
-    clearInterval(this.timer);
-    this.timer = null;
+    if (!this.cancel) return;
+    this.cancel();
+    this.cancel = null;
     await this.running;
     await this.report();
   }

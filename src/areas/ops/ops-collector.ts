@@ -1,5 +1,6 @@
 import type { OpsMetricsStore, SeriesValues } from './store/ops-metrics.js';
 import type { ProcessFigures } from '../../telemetry/process-sampler.js';
+import { monotonic } from '../../time/wall.js';
 
 /** The series summed from every replica's own counters (counter-reporter.ts writes them). */
 export const COUNTER_SERIES = ['usage_dropped', 'usage_spilled', 'quota_flush_errors'] as const;
@@ -127,8 +128,8 @@ export class OpsCollector {
   }
 
   private async time(fn: () => Promise<unknown>): Promise<number> {
-    const t0 = performance.now();
+    const t0 = monotonic();
     await fn();
-    return Math.round((performance.now() - t0) * 100) / 100;
+    return Math.round((monotonic() - t0) * 100) / 100;
   }
 }

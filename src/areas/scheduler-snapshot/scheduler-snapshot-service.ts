@@ -5,6 +5,7 @@ import type { SchedulerMetrics } from './metrics.js';
 import type { Logger } from '../../telemetry/logger.js';
 import type { Clock } from '../../time/clock.js';
 import { BucketBuilder, bucketName } from './bucket-builder.js';
+import { monotonic as monotonicMs } from '../../time/wall.js';
 
 /** The answer of the read API: the schedulable accounts of a bucket, in routing order. */
 export interface SchedulerAccounts {
@@ -65,7 +66,7 @@ export class SchedulerSnapshot {
      * this much later than it reaches the store.
      */
     private readonly readMaxAgeMs = 0,
-    private readonly monotonic: () => number = () => performance.now(),
+    private readonly monotonic: () => number = monotonicMs,
   ) {
     this.builder = new BucketBuilder(buckets, routing, clock);
   }

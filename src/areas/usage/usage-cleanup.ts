@@ -8,6 +8,7 @@ type Deps = Pick<UsageServices & KernelServices, 'usageStore' | 'rollups' | 'cle
 import { rebuildRange } from './rollup-rebuild.js';
 import { AppError } from '../../errors/app-error.js';
 import { UsageMetrics } from './metrics.js';
+import { monotonic } from '../../time/wall.js';
 
 const DAY = 86_400_000;
 const LAST_SWEEP = 'last_retention_sweep';
@@ -41,7 +42,7 @@ async function retentionSweep(ctx: JobContext, s: Deps, config: Config): Promise
   const wm = await s.rollups.coveredUntil();
   // The seed's rule: rows in [watermark, cutoff) are not in any rollup yet; deleting them would lose them for good.
   if ((!wm || wm < cutoff) && (await s.usageStore.any(wm, cutoff))) throw new UnaggregatedUsage(cutoff, wm);
-  const started = performance.now();
+  const started = monotonic();
   let deleted = 0;
   for (const p of await s.usageStore.partitions()) {
     ctx.signal.throwIfAborted();
@@ -70,7 +71,7 @@ async function retentionSweep(ctx: JobContext, s: Deps, config: Config): Promise
   um.usageDeleted.inc({ kind: 'hourly' }, hourly);
   um.usageDeleted.inc({ kind: 'daily' }, daily);
   await s.usageStore.ensureAcceptedWindow(now, u.retention, u.partitions_ahead);
-  um.usageCleanupSeconds.observe({ kind: 'retention' }, (performance.now() - started) / 1000);
+  um.usageCleanupSeconds.observe({ kind: 'retention' }, (monotonic() - started) / 1000);
   ctx.log.info({ raw_deleted: deleted, hourly_deleted: hourly, daily_deleted: daily, cutoff: cutoff.toISOString() }, 'usage retention sweep done');
   return deleted + hourly + daily;
 }
@@ -79,7 +80,7 @@ async function retentionSweep(ctx: JobContext, s: Deps, config: Config): Promise
 async function runTask(ctx: JobContext, s: Deps, config: Config): Promise<number> {
   const task = await s.cleanupTasks.claim(ctx.instanceId, config.usage.task_timeout);
   if (!task) return 0;
-  const started = performance.now();
+  const started = monotonic();
   const um = s.metrics.group(UsageMetrics);
   ctx.log.info({ task_id: task.id, user_id: task.user_id, account_id: task.account_id, from: task.range_start, to: task.range_end }, 'usage cleanup task claimed');
   let deleted = task.deleted_rows;
@@ -99,7 +100,7 @@ async function runTask(ctx: JobContext, s: Deps, config: Config): Promise<number
   // The rollups of the range no longer match the raw rows: rebuild them (the watermark does not move).
   await rebuildRange(s.rollups, new Date(task.range_start), new Date(task.range_end), () => undefined, ctx.signal);
   await s.cleanupTasks.finish(task.id, ctx.instanceId, deleted);
-  um.usageCleanupSeconds.observe({ kind: 'task' }, (performance.now() - started) / 1000);
+  um.usageCleanupSeconds.observe({ kind: 'task' }, (monotonic() - started) / 1000);
   ctx.log.info({ task_id: task.id, deleted }, 'usage cleanup task done; rollups of its range rebuilt');
   return deleted - task.deleted_rows;
 }

@@ -9,6 +9,7 @@ import { retry } from '../../time/retry.js';
 import { ServiceLoop } from '../../workers/service-loop.js';
 import { replaySpills, writeSpill } from './usage-spill.js';
 import { UsageMetrics } from './metrics.js';
+import { monotonic } from '../../time/wall.js';
 
 export interface UsageWriterOptions {
   batchSize: number;
@@ -202,9 +203,9 @@ export class UsageWriter {
   private async insertWithRetry(rows: UsageRow[]): Promise<Set<string>> {
     return retry(
       async () => {
-        const t = performance.now();
+        const t = monotonic();
         const fresh = await this.insertIsolated(rows, 'usage');
-        this.um.usageBatchSeconds.observe((performance.now() - t) / 1000);
+        this.um.usageBatchSeconds.observe((monotonic() - t) / 1000);
         this.um.usageWritten.inc(fresh.size);
         if (fresh.size < rows.length) this.um.usageDuplicates.inc(rows.length - fresh.size);
         return fresh;

@@ -6,6 +6,7 @@ import { pgliteSettings } from '../../../store/pglite-db.js';
 import { classifyStatement, SqlRefused, SqlUnavailable, type ClassifiedStatement } from './sql-guard.js';
 import { SqlSnapshot, SqlTimeout, type SnapshotSource } from './sql-snapshot.js';
 import { inspectConsoleRole, refusalReasons } from './console-role.js';
+import { interval, timeout, type Cancel } from '../../../time/wall.js';
 
 export { SqlRefused, SqlUnavailable, SqlTimeout };
 
@@ -124,13 +125,14 @@ export class SqlConsole {
     let destroyed = false;
     let cutByWatchdog = false;
     let gaveWay: string | null = null;
-    let yieldTimer: NodeJS.Timeout | undefined;
+    let stopYieldChecks: Cancel | undefined;
     const destroy = () => {
       if (destroyed) return;
       destroyed = true;
       conn.release(true);
     };
-    const watchdog = setTimeout(() => {
+    // Real time: it bounds a connection to the server, whatever clock the service runs on.
+    const cancelWatchdog = timeout(() => {
       cutByWatchdog = true;
       destroy();
     }, this.opts.statementTimeoutMs + 2000);
@@ -138,7 +140,7 @@ export class SqlConsole {
       await conn.query('BEGIN READ ONLY');
       const pid = await assertSafeRole(conn);
       const every = this.opts.yieldCheckMs ?? YIELD_CHECK_MS;
-      if (every > 0) yieldTimer = this.watchForWaiters(pid, every, (what) => (gaveWay = what));
+      if (every > 0) stopYieldChecks = this.watchForWaiters(pid, every, (what) => (gaveWay = what));
       return await this.execute(conn, stmt);
     } catch (err) {
       // The watchdog closed the connection: the caller sees the timeout, not "Connection terminated".
@@ -148,8 +150,8 @@ export class SqlConsole {
         throw new SqlUnavailable(`the statement waited more than ${CONSOLE_LOCK_TIMEOUT_MS} ms for a lock (a table being altered) and gave up; retry`, 'locked');
       throw err;
     } finally {
-      clearTimeout(watchdog);
-      clearInterval(yieldTimer);
+      cancelWatchdog();
+      stopYieldChecks?.();
       if (!destroyed) await conn.query('ROLLBACK').catch(() => undefined);
       destroy();
     }
@@ -161,25 +163,28 @@ export class SqlConsole {
    * way: a session waiting on a lock this backend holds cancels the statement at the next check.
    * From the console's own pool (same role, so pg_cancel_backend is allowed); one check at a time.
    */
-  private watchForWaiters(pid: number, every: number, onYield: (what: string) => void): NodeJS.Timeout {
+  private watchForWaiters(pid: number, every: number, onYield: (what: string) => void): Cancel {
     let checking = false;
-    const timer = setInterval(() => {
-      if (checking) return;
-      checking = true;
-      void this.db
-        .query<{ what: string | null }>(WAITERS, [pid])
-        .then(async ({ rows }) => {
-          const what = rows[0]?.what;
-          if (!what) return;
-          clearInterval(timer);
-          onYield(what);
-          await this.db.query('SELECT pg_cancel_backend($1)', [pid]);
-        })
-        .catch(() => undefined)
-        .finally(() => (checking = false));
-    }, every);
-    timer.unref();
-    return timer;
+    const cancel = interval(
+      () => {
+        if (checking) return;
+        checking = true;
+        void this.db
+          .query<{ what: string | null }>(WAITERS, [pid])
+          .then(async ({ rows }) => {
+            const what = rows[0]?.what;
+            if (!what) return;
+            cancel();
+            onYield(what);
+            await this.db.query('SELECT pg_cancel_backend($1)', [pid]);
+          })
+          .catch(() => undefined)
+          .finally(() => (checking = false));
+      },
+      every,
+      { unref: true },
+    );
+    return cancel;
   }
 
   private async execute(q: Queryable, stmt: ClassifiedStatement): Promise<SqlResult> {

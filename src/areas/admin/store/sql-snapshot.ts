@@ -4,6 +4,7 @@ import { join } from 'node:path';
 import { Worker } from 'node:worker_threads';
 import { SqlUnavailable } from './sql-guard.js';
 import type { SnapshotReply, SnapshotRequest } from './sql-snapshot-worker.js';
+import { monotonic, timeout, type Cancel } from '../../../time/wall.js';
 
 /** Where a snapshot comes from: a copy of the live data directory made under PGlite's query mutex (PgliteDb.copyDataDir). */
 export interface SnapshotSource {
@@ -59,7 +60,7 @@ export class SqlSnapshot {
   private closed = false;
   private nextId = 1;
   private copies = 0;
-  private idleTimer: NodeJS.Timeout | undefined;
+  private cancelIdle: Cancel | undefined;
   private readonly deleting = new Set<Promise<void>>();
 
   constructor(
@@ -86,13 +87,13 @@ export class SqlSnapshot {
   /** Terminates the thread (a statement in it is answered 503); nothing runs after this resolves. */
   async close(): Promise<void> {
     this.closed = true;
-    clearTimeout(this.idleTimer);
+    this.cancelIdle?.();
     await this.retire();
     await Promise.all(this.deleting);
   }
 
   private async fresh(): Promise<Loaded> {
-    if (this.current && performance.now() - this.current.takenAt <= this.opts.maxAgeMs) return this.current;
+    if (this.current && monotonic() - this.current.takenAt <= this.opts.maxAgeMs) return this.current;
     await this.retire();
     this.loading ??= this.load().finally(() => (this.loading = null));
     return this.loading;
@@ -107,7 +108,7 @@ export class SqlSnapshot {
       throw err;
     }
     // Nothing wrote while the copy was made (the mutex), so it is the database as of now.
-    const takenAt = performance.now();
+    const takenAt = monotonic();
     if (this.closed) {
       await rm(dir, { recursive: true, force: true });
       throw new SqlUnavailable('the SQL console is closed: the service is shutting down', 'unavailable');
@@ -130,9 +131,9 @@ export class SqlSnapshot {
       await this.retire();
       throw err;
     }
-    clearTimeout(this.idleTimer);
+    this.cancelIdle?.();
     // An idle snapshot holds a copy of the database in memory: drop it once it is too old to be read.
-    this.idleTimer = setTimeout(() => void (this.busy || this.current !== loaded ? undefined : this.retire()), this.opts.maxAgeMs).unref();
+    this.cancelIdle = timeout(() => void (this.busy || this.current !== loaded ? undefined : this.retire()), this.opts.maxAgeMs, { unref: true });
     return loaded;
   }
 
@@ -160,7 +161,7 @@ export class SqlSnapshot {
   private reply(worker: Worker, match: (m: SnapshotReply) => boolean, ms: number, onDeadline: () => Error): Promise<SnapshotReply> {
     return new Promise((resolve, reject) => {
       const done = () => {
-        clearTimeout(timer);
+        cancelTimer();
         worker.off('message', onMessage).off('exit', onExit).off('error', onError);
       };
       const onMessage = (m: SnapshotReply) => {
@@ -178,7 +179,7 @@ export class SqlSnapshot {
         void this.retire();
         reject(new Error(`the SQL console's thread failed: ${err.message}`));
       };
-      const timer = setTimeout(() => {
+      const cancelTimer = timeout(() => {
         done();
         reject(onDeadline());
       }, ms);

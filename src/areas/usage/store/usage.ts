@@ -1,5 +1,6 @@
 import type { Db, Queryable } from '../../../store/db.js';
 import { num, toDate } from '../../../store/db.js';
+import { delay } from '../../../time/wall.js';
 
 /** Row shape accepted by `insert` (see jobs/usage/usage-event.ts for validation). */
 export interface UsageRow {
@@ -148,7 +149,7 @@ export class UsageStore {
         });
       } catch (err) {
         if (!isLockTimeout(err) || attempt >= DDL_TRIES) throw err;
-        await new Promise((r) => setTimeout(r, 100 * 2 ** (attempt - 1)));
+        await delay(100 * 2 ** (attempt - 1));
       }
     }
   }
