@@ -6,6 +6,7 @@ import { WarnSampler } from '../../telemetry/warn-sampler.js';
 import type { Metrics } from '../../telemetry/metrics.js';
 import type { ErrorKind } from '../../errors/app-error.js';
 import { BillingMetrics } from './metrics.js';
+import { sqlNow } from '../../store/sql-now.js';
 
 /** What a webhook did: a result, or a refusal whose kind the HTTP layer maps to a status (no status codes here). */
 export type WebhookAnswer = { ok: true; result: 'paid' | 'already_paid'; order_id: number } | { ok: false; kind: ErrorKind; code: string; message: string };
@@ -124,7 +125,7 @@ export class Payments {
 
   async expire(batch: number, retryBaseMs: number, signal?: AbortSignal): Promise<RoundCounts> {
     const c: RoundCounts = { checked: 0, paid: 0, expired: 0, providerErrors: 0, settled: 0 };
-    for (const id of await this.billing.expiryCandidates(batch, retryBaseMs)) {
+    for (const id of await this.billing.expiryCandidates(batch, retryBaseMs, sqlNow(this.clock))) {
       signal?.throwIfAborted();
       const r = await this.check(id, 'expiry_check');
       if (r === 'settled') {

@@ -3,6 +3,7 @@ import type { Notifications } from '../notifications/index.js';
 import { jobsFor } from '../../modules/define-job.js';
 import type { BillingServices } from './wiring.js';
 import { BillingMetrics } from './metrics.js';
+import { sqlNow } from '../../store/sql-now.js';
 
 /**
  * subscription_expiry: active subscriptions past their end become `expired` (one statement);
@@ -27,7 +28,7 @@ export const subscriptionExpiryJob = defineJob({
   needs: ['billing', 'notifications', 'notifier', 'metrics'],
   async run(ctx, s, _o, config) {
     const bm = s.metrics.group(BillingMetrics);
-    const expired = await s.billing.expireSubscriptions();
+    const expired = await s.billing.expireSubscriptions(sqlNow(ctx.clock));
     if (expired) {
       bm.subscriptionsExpired.inc(expired);
       ctx.log.info({ expired }, 'subscriptions expired');

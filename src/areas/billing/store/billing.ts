@@ -1,5 +1,6 @@
 import type { Db, Queryable } from '../../../store/db.js';
 import { num } from '../../../store/db.js';
+import { sqlNowParam } from '../../../store/sql-now.js';
 
 const row = (r: Record<string, unknown>) => {
   const out: Record<string, unknown> = {};
@@ -78,9 +79,9 @@ export class Billing {
     return (await this.db.query(`UPDATE subscriptions SET status = 'cancelled', updated_at = clock_timestamp() WHERE id = $1 AND status = 'active'`, [id])).rowCount === 1;
   }
 
-  /** Active subscriptions past their end become expired, in one statement. */
-  async expireSubscriptions(): Promise<number> {
-    return (await this.db.query(`UPDATE subscriptions SET status = 'expired', updated_at = clock_timestamp() WHERE status = 'active' AND expires_at <= clock_timestamp()`)).rowCount;
+  /** Active subscriptions past their end (at `now`, `sqlNow`: null is the database clock) become expired, in one statement. */
+  async expireSubscriptions(now: Date | null = null): Promise<number> {
+    return (await this.db.query(`UPDATE subscriptions SET status = 'expired', updated_at = clock_timestamp() WHERE status = 'active' AND expires_at <= ${sqlNowParam(1)}`, [now])).rowCount;
   }
 
   async createOrder(o: {
@@ -214,10 +215,11 @@ export class Billing {
     return rows.map((r) => num(r.id));
   }
 
-  async expiryCandidates(limit: number, retryBaseMs: number): Promise<number[]> {
+  /** Pending orders past their expiry at `now` (`sqlNow`: null is the database clock). */
+  async expiryCandidates(limit: number, retryBaseMs: number, now: Date | null = null): Promise<number[]> {
     const { rows } = await this.db.query(
-      `SELECT id FROM payment_orders WHERE status = 'pending' AND expires_at <= clock_timestamp() AND ${BACKOFF.replace(/\$3/g, () => '$2')} ORDER BY expires_at, id LIMIT $1`,
-      [limit, retryBaseMs],
+      `SELECT id FROM payment_orders WHERE status = 'pending' AND expires_at <= ${sqlNowParam(3)} AND ${BACKOFF.replace(/\$3/g, () => '$2')} ORDER BY expires_at, id LIMIT $1`,
+      [limit, retryBaseMs, now],
     );
     return rows.map((r) => num(r.id));
   }
