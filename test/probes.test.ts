@@ -227,11 +227,31 @@ describe('fleet probes (real PostgreSQL, loopback upstream)', () => {
       const acct = await rt.services.accounts.create({ platform: 'openai', name: 'probe-acct', credentials: creds, tokenExpiresAt: null });
       const res = await post('/api/v1/monitors', { name: 'via-account', model: 'gpt-probe', account_id: acct.id, interval: '1s' });
       expect(res.statusCode, res.body).toBe(201);
-      expect(res.json()).toMatchObject({ account_id: acct.id, has_api_key: false, base_url: null, provider: 'openai' });
+      // No API-key dialect: the account's platform decides (provider is refused beside account_id).
+      expect(res.json()).toMatchObject({ account_id: acct.id, has_api_key: false, base_url: null, provider: null });
       await waitFor(() => codexHits(creds.access_token).length >= 2, { what: 'two Codex probes with the account token' });
       const id = res.json().id as number;
       await waitFor(async () => (await rt.services.monitors.get(id))!.last_probe.status === 200, { what: 'a passing probe recorded' });
       expect(JSON.parse(codexHits(creds.access_token)[0]!.body)).toMatchObject({ model: 'gpt-probe', store: false, stream: true });
+      const renamed = await patch(`/api/v1/monitors/${id}`, { name: 'via-account-2' });
+      expect(renamed.statusCode, renamed.body).toBe(200);
+      expect(renamed.json().provider).toBeNull();
+      const listed = (await http.inject({ url: '/api/v1/monitors', headers: auth })).json().monitors.find((m: { id: number }) => m.id === id);
+      expect(listed).toMatchObject({ provider: null, account_id: acct.id });
+      await http.inject({ method: 'DELETE', url: `/api/v1/monitors/${id}`, headers: auth });
+    });
+
+    it.sequential('a pass slower than its degraded_after is recorded as degraded, its 200 and its pass kept', async ({ expect }) => {
+      up.set('m-degraded', { latencyMs: 250 });
+      const res = await post('/api/v1/monitors', monitor('m-degraded', { degraded_after: '50ms' }));
+      expect(res.statusCode, res.body).toBe(201);
+      expect(res.json()).toMatchObject({ degraded_after_ms: 50, provider: 'openai' });
+      const id = res.json().id as number;
+      await waitFor(async () => (await rt.services.monitors.get(id))!.last_probe.at !== null, { what: 'a probe of the slow monitor recorded' });
+      expect((await rt.services.monitors.get(id))!.last_probe).toMatchObject({ status: 200, error_class: 'degraded' });
+      const first = (await sql.query(`SELECT ok, status, error_class, latency_ms FROM monitor_results WHERE monitor_id = $1 ORDER BY started_at LIMIT 1`, [id])).rows[0];
+      expect(first).toMatchObject({ ok: true, status: 200, error_class: 'degraded' });
+      expect(first.latency_ms).toBeGreaterThanOrEqual(250);
       await http.inject({ method: 'DELETE', url: `/api/v1/monitors/${id}`, headers: auth });
     });
   });

@@ -8,6 +8,7 @@ import { FakeOAuthServer } from './fixtures/oauth-server.js';
 import { FakeAnthropic } from './fixtures/providers/anthropic.js';
 import { FakeGoogle } from './fixtures/providers/gemini.js';
 import { ChatUpstream } from './fixtures/chat-upstream.js';
+import { ConnectProxy } from './fixtures/connect-proxy.js';
 
 /**
  * Issue 47 from outside: two real replicas against strict fakes of the three providers
@@ -173,12 +174,20 @@ describe('provider conformance across two real replicas', () => {
     const acct = (await api(1, `/accounts/${id}`)).body;
     expect(Date.parse(acct.temp_unschedulable_until)).toBe(resetAt * 1000);
     expect(acct.temp_unschedulable_reason).toMatch(/^rate_limited: /);
-    anthropic.setBehaviour(a.access_token, { mode: 'overloaded' });
-    expect((await api(0, `/accounts/${id}/test`, {})).body).toMatchObject({ error_class: 'overloaded' });
     anthropic.setBehaviour(a.access_token, { mode: 'unauthorized' });
     expect((await api(0, `/accounts/${id}/test`, {})).body).toMatchObject({ error_class: 'auth', effect: { status_after: 'error' } });
     anthropic.setBehaviour(a.access_token, { mode: 'ok' });
     expect((await api(1, `/accounts/${id}/test`, {})).body).toMatchObject({ ok: true, effect: { status_after: 'active', temp_unschedulable_until: null, recovered: true } });
+    // A 529 (overloaded): unschedulable for 10 minutes (asked on a cleared account: a longer hold already set would be kept).
+    anthropic.setBehaviour(a.access_token, { mode: 'overloaded' });
+    const asked = Date.now();
+    const overloaded = await api(0, `/accounts/${id}/test`, {});
+    const answered = Date.now();
+    expect(overloaded.body).toMatchObject({ status: 529, error_class: 'overloaded', effect: { temp_unschedulable_reason: expect.stringMatching(/^overloaded: /) } });
+    const held = Date.parse((await api(1, `/accounts/${id}`)).body.temp_unschedulable_until);
+    expect(held).toBe(Date.parse(overloaded.body.effect.temp_unschedulable_until));
+    expect(held).toBeGreaterThanOrEqual(asked + 10 * 60_000 - 1000);
+    expect(held).toBeLessThanOrEqual(answered + 10 * 60_000 + 1000);
 
     // A reset far in the future is capped at a day; one in the past is no reset (the 5-minute default).
     anthropic.setBehaviour(a.access_token, { mode: 'rate_limited', resetAt: 1e12 });
@@ -192,6 +201,26 @@ describe('provider conformance across two real replicas', () => {
     const until = Date.parse(past.effect.temp_unschedulable_until);
     expect(until).toBeGreaterThan(Date.now() + 4 * 60_000);
     expect(until).toBeLessThanOrEqual(Date.now() + 5 * 60_000);
+  });
+
+  it("an account test goes through the account's proxy, as its refresh does", async () => {
+    const proxy = await ConnectProxy.start();
+    try {
+      const p = await api(0, '/proxies', { name: 'conf-egress', url: proxy.url });
+      expect(p.status, p.text).toBe(201);
+      const a = anthropic.issue('conf-proxied');
+      const made = await api(0, '/accounts', { platform: 'anthropic', name: 'proxied', credentials: a, proxy_id: p.body.id });
+      expect(made.status, made.text).toBe(201);
+      expect(proxy.tunnels).toBe(0);
+      const r = await api(1, `/accounts/${made.body.id}/test`, {});
+      expect(r.body, r.text).toMatchObject({ ok: true, status: 200, request: { via_proxy: true } });
+      // The tunnel was the test's: the token was fresh, so no refresh went out before it.
+      expect(proxy.tunnels).toBeGreaterThan(0);
+      expect(anthropic.presentedCount(a.refresh_token)).toBe(0);
+      expect(r.text).not.toContain('proxypass');
+    } finally {
+      await proxy.close();
+    }
   });
 
   it('a relay that echoes the credential gets it back masked: in the answer, its headers, the account and its audit', async () => {

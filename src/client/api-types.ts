@@ -2302,8 +2302,11 @@ export interface components {
       account_id: number | null;
       /** @description the key itself is never returned */
       has_api_key: boolean;
-      /** @enum {string} */
-      provider: 'openai' | 'anthropic' | 'gemini';
+      /**
+       * @description the API-key dialect; null for a monitor with account_id (it speaks its account's platform)
+       * @enum {string|null}
+       */
+      provider: 'openai' | 'anthropic' | 'gemini' | null;
       challenge: boolean;
       degraded_after_ms: number | null;
       interval_ms: number;

@@ -134,7 +134,7 @@ export function registerMonitorRoutes(api: FastifyInstance, deps: Pick<RouteDeps
         jitterMs: patch.jitterMs ?? cur.jitter_ms,
         enabled: patch.enabled ?? cur.enabled,
         labels: patch.labels ?? cur.labels,
-        provider: patch.provider ?? cur.provider,
+        provider: patch.provider ?? cur.provider ?? undefined,
         challenge: patch.challenge ?? cur.challenge,
         degradedAfterMs: patch.degradedAfterMs !== undefined ? patch.degradedAfterMs : cur.degraded_after_ms,
       };

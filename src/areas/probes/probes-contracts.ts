@@ -79,7 +79,7 @@ export const Monitor = z
     model: z.string(),
     account_id: z.number().int().nullable(),
     has_api_key: z.boolean().meta({ description: 'the key itself is never returned' }),
-    provider: z.enum(MONITOR_PROVIDERS),
+    provider: z.enum(MONITOR_PROVIDERS).nullable().meta({ description: "the API-key dialect; null for a monitor with account_id (it speaks its account's platform)" }),
     challenge: z.boolean(),
     degraded_after_ms: z.number().int().nullable(),
     interval_ms: z.number().int(),

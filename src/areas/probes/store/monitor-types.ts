@@ -9,8 +9,8 @@ export interface MonitorView {
   model: string;
   account_id: number | null;
   has_api_key: boolean;
-  /** The API-key dialect (ignored when account_id is set: the account's platform decides). */
-  provider: MonitorProvider;
+  /** The API-key dialect; null when account_id is set (the account's platform decides). */
+  provider: MonitorProvider | null;
   /** An arithmetic question whose answer is checked (a relay answering 200 with garbage fails). */
   challenge: boolean;
   /** A passing probe slower than this is degraded; null: `channel_monitor.degraded_after`. */

@@ -42,7 +42,8 @@ function toView(r: Record<string, unknown>): MonitorView {
     model: String(r.model),
     account_id: r.account_id === null || r.account_id === undefined ? null : num(r.account_id),
     has_api_key: Boolean(r.has_api_key),
-    provider: String(r.provider) as MonitorProvider,
+    // The column keeps its default beside an account, whose platform decides: shown as none.
+    provider: r.account_id === null || r.account_id === undefined ? (String(r.provider) as MonitorProvider) : null,
     challenge: Boolean(r.challenge),
     degraded_after_ms: r.degraded_after_ms === null || r.degraded_after_ms === undefined ? null : num(r.degraded_after_ms),
     interval_ms: num(r.interval_ms),
@@ -206,7 +207,8 @@ export class Monitors {
         accountId: r.account_id === null ? null : num(r.account_id),
         intervalMs: num(r.interval_ms),
         timeoutMs: num(r.timeout_ms),
-        provider: String(r.provider) as MonitorProvider,
+        // The column keeps its default beside an account, whose platform decides: shown as none.
+    provider: r.account_id === null || r.account_id === undefined ? (String(r.provider) as MonitorProvider) : null,
         challenge: Boolean(r.challenge),
         degradedAfterMs: r.degraded_after_ms === null ? null : num(r.degraded_after_ms),
         dueNow: r.due_now === true,
