@@ -36,7 +36,12 @@ export const retentionOrder: DoctorCheck = {
     if (days.ops_metrics_minute !== undefined && days.ops_metrics_minute >= 0) {
       pair('ops minute buckets', days.ops_metrics_minute * DAY, 'ops.retention_days.ops_metrics_minute', 2 * HOUR + period(ctx, 'ops_aggregation'), "ops_aggregation's 2h overlap + one period");
       if (days.ops_metrics_minute === 0)
-        findings.push(fail('ops.retention_days.ops_metrics_minute is 0: minute buckets are deleted as soon as ops_aggregation covers them, inside the 2h it folds again, so an hour refolded then loses them', 'set ops.retention_days.ops_metrics_minute to 1 or more days'));
+        findings.push(
+          fail(
+            'ops.retention_days.ops_metrics_minute is 0: minute buckets are deleted as soon as ops_aggregation covers them, inside the 2h it folds again, so an hour refolded then loses them',
+            'set ops.retention_days.ops_metrics_minute to 1 or more days',
+          ),
+        );
     }
     if (days.ops_metrics_hourly !== undefined && days.ops_metrics_hourly >= 0) {
       pair('ops hourly buckets', days.ops_metrics_hourly * DAY, 'ops.retention_days.ops_metrics_hourly', 2 * DAY + HOUR, "ops_aggregation's 48h daily overlap + 1h");
