@@ -5,6 +5,12 @@ import tseslint from 'typescript-eslint';
 const CLOCK = [
   { selector: "CallExpression[callee.object.name='Date'][callee.property.name='now']", message: 'read time from the injected Clock (src/time/clock.ts), not Date.now()' },
   { selector: "NewExpression[callee.name='Date'][arguments.length=0]", message: 'read time from the injected Clock (src/time/clock.ts), not new Date()' },
+  // Timers too: the injected Clock's setTimeout/sleep, or src/time/wall.ts where real time is the point (a socket's deadline, a watchdog).
+  ...['setTimeout', 'setInterval'].map((fn) => ({
+    selector: `CallExpression[callee.name='${fn}'], CallExpression[callee.object.name='globalThis'][callee.property.name='${fn}']`,
+    message: `no raw ${fn}: take the injected Clock (clock.setTimeout, sleep), or src/time/wall.ts (timeout, interval, delay) where real time is the point`,
+  })),
+  { selector: "CallExpression[callee.object.name='performance'][callee.property.name='now']", message: 'no raw performance.now(): monotonic() from src/time/wall.ts, or the injected Clock' },
 ];
 // SQL lives in src/store/, src/coordination/ and each area's store/ folder (its repositories) as named statements.
 // SQL is written in upper case here, so English text ("create sent at …") does not match.

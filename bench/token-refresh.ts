@@ -15,7 +15,7 @@ import { PgDb } from '../src/store/pg-db.js';
 import { migrate } from '../src/app/migrations.js';
 import { SecretBox } from '../src/store/secret-box.js';
 import { Accounts } from '../src/areas/accounts/store/accounts.js';
-import { RefreshLeases } from '../src/coordination/refresh-lease.js';
+import { RefreshLeases } from '../src/areas/accounts/store/refresh-lease.js';
 import { OAuthClient } from '../src/areas/accounts/oauth-client.js';
 import { Refresher } from '../src/areas/accounts/refresher.js';
 import { DueQueue } from '../src/areas/accounts/due-queue.js';

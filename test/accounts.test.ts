@@ -5,7 +5,7 @@ import { loadConfig } from '../src/app/config-schema.js';
 import { Runtime } from '../src/app/runtime.js';
 import { buildHttpServer } from '../src/http/server.js';
 import { ManualClock } from '../src/time/clock.js';
-import { RefreshLeases } from '../src/coordination/refresh-lease.js';
+import { RefreshLeases } from '../src/areas/accounts/store/refresh-lease.js';
 import { FakeOAuthServer } from './fixtures/oauth-server.js';
 import { ConnectProxy } from './fixtures/connect-proxy.js';
 import { captureLogs } from './helpers/log-capture.js';
@@ -66,7 +66,7 @@ describe('accounts and token refresh (real PostgreSQL, Redis, OAuth server)', ()
     // list, and the first `sync()` would wait out its 11 s (2 × the 5 s heartbeat + 1 s) for it.
     // Give it the list a beat of this lone replica would bring: itself. It owns every account,
     // exactly as it does while the list is unknown, so no schedule below changes.
-    rt.shards.update(['acc-1']);
+    rt.memberships.get('token_refresh').update(['acc-1']);
     http = buildHttpServer(rt);
   });
   afterAll(async () => {

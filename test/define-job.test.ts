@@ -6,7 +6,8 @@ import { type Config } from '../src/config/load.js';
 import { ConfigError } from '../src/config/errors.js';
 import { Runtime } from '../src/app/runtime.js';
 import { defineJob } from '../src/modules/define-job.js';
-import { buildJobs, checkJobSections } from '../src/app/registry.js';
+import { AREAS, MEMBERSHIPS, buildJobs, checkJobSections, memberships } from '../src/app/registry.js';
+import type { AnyArea } from '../src/modules/area.js';
 import { captureLogs } from './helpers/log-capture.js';
 import { REDIS_URL, TEST_MASTER_KEY, dropRedisPrefix, freshDatabase, uniqueName } from './helpers/services.js';
 
@@ -71,10 +72,13 @@ describe('defineJob: a job added by a library user runs through the cluster path
     expect(bad({ RELAY_JOBS__JOBS__TOY_GREETER__GREETING: '' })).toMatch(/jobs\.toy_greeter\.greeting \(RELAY_JOBS__JOBS__TOY_GREETER__GREETING\)/);
     expect(bad({ RELAY_JOBS__JOBS__TOY_GREETER__COLOUR: 'red' })).toMatch(/jobs\.toy_greeter\.colour.*unknown key/);
     expect(bad({ RELAY_JOBS__JOBS__TOY_GRETER__EVERY: '1s' })).toMatch(/jobs\.toy_greter.*did you mean toy_greeter/);
-    // The refresh shards' membership is token_refresh's alone.
-    expect(() => buildJobs(loadConfig({ env: env('x'), checkJobs: checkJobSections([toyJob]) }), undefined, [{ ...toyJob, sharded: true } as typeof toyJob])).toThrow(
-      `job "toy_greeter": sharded is reserved for the token refresh schedule's job (token_refresh)`,
-    );
+    // A membership (coordination/memberships.ts) is declared by an area for one of its own jobs, once; a
+    // library job, whatever it carries (the old `sharded` flag here), makes no replica a member of one.
+    for (const area of AREAS as readonly AnyArea[]) for (const m of area.memberships ?? []) expect(area.jobs.map((j) => j.name)).toContain(m.job);
+    expect(new Set(MEMBERSHIPS.map((m) => m.name)).size).toBe(MEMBERSHIPS.length);
+    const withToy = buildJobs(loadConfig({ env: env('x'), checkJobs: checkJobSections([toyJob]) }), undefined, [{ ...toyJob, sharded: true } as typeof toyJob]);
+    expect(memberships('x', withToy).joined).toEqual(MEMBERSHIPS.filter((m) => withToy.some((j) => j.name === m.job && j.settings.enabled)).map((m) => m.name));
+    expect(memberships('x', withToy).joined).not.toContain('toy_greeter');
     // Without the job, its section is an unknown job.
     expect(() => loadConfig({ env: env('x', { RELAY_JOBS__JOBS__TOY_GREETER__GREETING: 'hi' }), checkJobs: checkJobSections() })).toThrow(/jobs\.toy_greeter.*unknown job/);
   });

@@ -266,6 +266,9 @@ describe('deploy/kubernetes', () => {
       } else env[e.name] = e.value ?? 'relay-jobs-0';
     }
     env.RELAY_JOBS_MASTER_KEY = TEST_MASTER_KEY;
+    // The example's own values contain CHANGE-ME, which the config refuses (test/config-urls.test.ts).
+    expect(env.RELAY_JOBS_ADMIN_TOKEN).toMatch(/CHANGE-ME/);
+    env.RELAY_JOBS_ADMIN_TOKEN = 'a-real-admin-token-0123456789abcdef';
     const config = loadConfig({ env });
     expect(config.mode).toBe('cluster');
     expect(config.sql.database_url).toBe(secret.stringData!['sql-database-url']);

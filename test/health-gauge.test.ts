@@ -5,7 +5,7 @@ import { Metrics } from '../src/telemetry/metrics.js';
 import { silentLogger } from '../src/telemetry/logger.js';
 import { ManualClock } from '../src/time/clock.js';
 import { SkipCounter } from '../src/coordination/skip-counter.js';
-import { RefreshShards } from '../src/coordination/refresh-shards.js';
+import { Memberships } from '../src/coordination/memberships.js';
 import { loadConfig } from '../src/app/config-schema.js';
 import type { JobSettings } from '../src/config/job-settings.js';
 import type { JobSnapshot, RunRecord } from '../src/coordination/run-records.js';
@@ -76,7 +76,7 @@ function setup() {
     views,
     skips: new SkipCounter(),
     liveness: null,
-    shards: new RefreshShards('r1'),
+    memberships: new Memberships('r1', []),
     sampler,
   });
   /** One scrape of the gauge: health state per job (the label whose value is 1). */

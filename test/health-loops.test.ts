@@ -10,6 +10,7 @@ import type { LoopReport, LoopsReport } from '../src/workers/loop-book.js';
 import { errorClass, loopBook } from '../src/workers/loop-book.js';
 import { ServiceLoop } from '../src/workers/service-loop.js';
 import { ManualClock, settle } from '../src/time/clock.js';
+import { Deadline } from '../src/time/deadline.js';
 import { silentLogger } from '../src/telemetry/logger.js';
 import { runRecord } from './helpers/run-record.js';
 
@@ -169,7 +170,7 @@ describe('ServiceLoop tick stats (what the heartbeat publishes)', () => {
     await settle();
     expect(book.report(clock.now())[0]).toMatchObject({ failed_in_row: 0, last_error: null, failing_for_ms: null, in_tick_ms: null });
 
-    await loop.stop(1000);
+    await loop.stop(Deadline.within(clock, 1000));
     await loop.stopped();
     expect(book.report(clock.now())).toEqual([]);
   });

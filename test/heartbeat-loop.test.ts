@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { InstanceHeartbeat } from '../src/app/instance-heartbeat.js';
 import type { Config } from '../src/config/load.js';
 import type { InstanceRegistry } from '../src/coordination/instance-registry.js';
-import { RefreshShards } from '../src/coordination/refresh-shards.js';
+import { Memberships } from '../src/coordination/memberships.js';
 import { SkipCounter, type SkipSummary } from '../src/coordination/skip-counter.js';
 import { Metrics } from '../src/telemetry/metrics.js';
 import { silentLogger } from '../src/telemetry/logger.js';
@@ -27,7 +27,7 @@ describe('instance heartbeat on the loop block', () => {
       },
     } as unknown as InstanceRegistry;
     const config = { cluster: { instance_heartbeat: 10_000, max_clock_skew: 1000 }, instance: { id: 'r1' } } as unknown as Config;
-    const beat = new InstanceHeartbeat({ config, registry, metrics, log: silentLogger(), clock, views: async () => [], skips, liveness: null, shards: new RefreshShards('r1') });
+    const beat = new InstanceHeartbeat({ config, registry, metrics, log: silentLogger(), clock, views: async () => [], skips, liveness: null, memberships: new Memberships('r1', []) });
     skips.add('job_a', new Date(clock.now()), 'lock_held');
     beat.start();
     await settle();

@@ -14,7 +14,7 @@ import { InstanceHeartbeat } from '../src/app/instance-heartbeat.js';
 import { SkipCounter } from '../src/coordination/skip-counter.js';
 import { Metrics } from '../src/telemetry/metrics.js';
 import { LivenessSession } from '../src/coordination/liveness.js';
-import { RefreshShards } from '../src/coordination/refresh-shards.js';
+import { Memberships } from '../src/coordination/memberships.js';
 import type { Db } from '../src/store/db.js';
 import { BACKENDS } from './helpers/backends.js';
 import { outcomeOf } from './helpers/rounds.js';
@@ -192,7 +192,7 @@ describe('ops_metrics per-instance process figures (PostgreSQL)', () => {
       views: async () => [],
       skips: new SkipCounter(),
       liveness: null,
-      shards: new RefreshShards('beating'),
+      memberships: new Memberships('beating', []),
     });
     beat.start();
     let published: ProcessFigures | null = null;

@@ -6,7 +6,7 @@ import type { Refresher } from '../src/areas/accounts/refresher.js';
 import { ManualClock } from '../src/time/clock.js';
 import { Metrics } from '../src/telemetry/metrics.js';
 import { silentLogger } from '../src/telemetry/logger.js';
-import { refreshMarginWarnings, refreshRetryBudgetMs } from '../src/config/refresh-budget.js';
+import { refreshMarginWarnings, refreshRetryBudgetMs } from '../src/areas/accounts/config.js';
 import { lostRotationReason, refreshTokenFingerprint, repeatedSend } from '../src/areas/accounts/lost-rotation.js';
 
 const mid = () => 0.5; // jitter factor 1.0

@@ -4,7 +4,7 @@ import { Redis } from 'ioredis';
 import { startCluster, type Cluster } from './helpers/cluster.js';
 import { REFRESH_ENV } from './helpers/refresh-cluster.js';
 import { FakeOAuthServer } from './fixtures/oauth-server.js';
-import { RefreshShards } from '../src/coordination/refresh-shards.js';
+import { RefreshShards } from '../src/areas/accounts/refresh-shards.js';
 import { waitFor } from './helpers/wait.js';
 
 /**

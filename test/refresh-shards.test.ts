@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { RefreshShards } from '../src/coordination/refresh-shards.js';
+import { RefreshShards } from '../src/areas/accounts/refresh-shards.js';
 import { TokenRefreshService } from '../src/areas/accounts/token-refresh-service.js';
 import type { Refresher } from '../src/areas/accounts/refresher.js';
 import type { Accounts } from '../src/areas/accounts/store/accounts.js';

@@ -2,6 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { ServiceLoop, type TickResult } from '../src/workers/service-loop.js';
 import { ManualClock, settle } from '../src/time/clock.js';
 import { silentLogger } from '../src/telemetry/logger.js';
+import { Deadline } from '../src/time/deadline.js';
 
 function setup(tick: (signal: AbortSignal, n: number) => Promise<TickResult>, backstopMs = 30_000) {
   const clock = new ManualClock();
@@ -32,7 +33,7 @@ describe('ServiceLoop', () => {
     await s.clock.advance(1);
     expect(s.at).toEqual([0, 30_000]);
     expect(s.outcomes).toEqual(['no_work', 'no_work']);
-    await s.loop.stop(1000);
+    await s.loop.stop(Deadline.within(s.clock, 1000));
   });
 
   it('sleeps until the next due time the tick computed when it is before the backstop', async () => {
@@ -41,7 +42,7 @@ describe('ServiceLoop', () => {
     await s.clock.advance(10_000);
     expect(s.at).toEqual([0, 5000, 10_000]);
     expect(s.outcomes[0]).toBe('ok');
-    await s.loop.stop(1000);
+    await s.loop.stop(Deadline.within(s.clock, 1000));
   });
 
   it('a due time in the past means tick again at once', async () => {
@@ -49,7 +50,7 @@ describe('ServiceLoop', () => {
     s.loop.start();
     await s.clock.advance(0);
     expect(s.at).toEqual([0, 0, 0]);
-    await s.loop.stop(1000);
+    await s.loop.stop(Deadline.within(s.clock, 1000));
   });
 
   it('wake() cuts the sleep short', async () => {
@@ -59,7 +60,7 @@ describe('ServiceLoop', () => {
     s.loop.wake('test');
     await s.clock.advance(0);
     expect(s.at).toEqual([0, 1000]);
-    await s.loop.stop(1000);
+    await s.loop.stop(Deadline.within(s.clock, 1000));
   });
 
   it('wake-ups during a tick coalesce into exactly one more tick', async () => {
@@ -77,7 +78,7 @@ describe('ServiceLoop', () => {
     expect(s.at).toEqual([0, 100, 100]);
     await s.clock.advance(1000);
     expect(s.at.length).toBe(3);
-    await s.loop.stop(1000);
+    await s.loop.stop(Deadline.within(s.clock, 1000));
   });
 
   it('a failed tick is counted and retried after the error delay', async () => {
@@ -91,7 +92,7 @@ describe('ServiceLoop', () => {
     await s.clock.advance(1);
     expect(s.at).toEqual([0, 1000]);
     expect(s.outcomes).toEqual(['failed', 'no_work']);
-    await s.loop.stop(1000);
+    await s.loop.stop(Deadline.within(s.clock, 1000));
   });
 
   it('stop aborts the running tick and reports it left undone when it does not end in time', async () => {
@@ -104,7 +105,7 @@ describe('ServiceLoop', () => {
     );
     s.loop.start();
     await settle();
-    const stopping = s.loop.stop(500);
+    const stopping = s.loop.stop(Deadline.within(s.clock, 500));
     await s.clock.advance(500);
     expect(await stopping).toBe(1);
     expect(sawAbort).toBe(true);
@@ -119,7 +120,7 @@ describe('ServiceLoop', () => {
     );
     s.loop.start();
     await settle();
-    expect(await s.loop.stop(500)).toBe(0);
+    expect(await s.loop.stop(Deadline.within(s.clock, 500))).toBe(0);
     s.loop.wake('late');
     await s.clock.advance(60_000);
     expect(s.at).toEqual([0]);
@@ -135,7 +136,7 @@ describe('ServiceLoop', () => {
     backstop = 2000;
     await s.clock.advance(7000);
     expect(s.at).toEqual([0, 10_000, 12_000]);
-    await loop.stop(100);
+    await loop.stop(Deadline.within(s.clock, 100));
   });
 
   it('with no backstop (Infinity) and nothing due it sleeps on no timer until woken', async () => {
@@ -148,7 +149,7 @@ describe('ServiceLoop', () => {
     s.loop.wake('work');
     await s.clock.advance(0);
     expect(s.at).toEqual([0, 86_400_000]);
-    expect(await s.loop.stop(100)).toBe(0);
+    expect(await s.loop.stop(Deadline.within(s.clock, 100))).toBe(0);
   });
 
   it('dueAt shortens the sleep on the clock timer; nothing runs before that time; a later one changes nothing', async () => {
@@ -164,6 +165,6 @@ describe('ServiceLoop', () => {
     expect(s.at).toEqual([0, 5000]);
     await s.clock.advance(10_000);
     expect(s.at).toEqual([0, 5000]);
-    expect(await s.loop.stop(100)).toBe(0);
+    expect(await s.loop.stop(Deadline.within(s.clock, 100))).toBe(0);
   });
 });

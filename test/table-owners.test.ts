@@ -10,8 +10,8 @@ import { describe, expect, it } from 'vitest';
  * which takes the caller's transaction (billing's hold/settle/release, the scheduler snapshot's
  * enqueue, notifications' enqueue, the kernel's instance registry). Reads across areas are allowed
  * for now. Migrations are not scanned (they create and alter; triggers are the database's own).
- * The kernel writing an area's table is the other half of issue 48 ("the kernel has no domain
- * word"), not checked here.
+ * The kernel (src/ outside src/areas/, migrations aside) names no area's table at all, read or
+ * write (issue 48, "the kernel has no domain word"): the last describe below.
  */
 
 const ROOT = join(__dirname, '..');
@@ -156,6 +156,47 @@ function violations(writes: Write[], owners: ReadonlyMap<string, string>): strin
   return [...out].sort();
 }
 
+/**
+ * Where SQL names a table: after FROM, JOIN, INTO, UPDATE, TABLE (also ALTER/TRUNCATE TABLE),
+ * USING, COPY, REFERENCES, or a comma in a FROM list. A string is SQL when it has one of these
+ * keywords followed by a name; a word in prose ("taken from accounts") is read the same way, so a
+ * kernel string that names an area's table even in words fails too (say it another way).
+ */
+const NAMED =
+  /\b(?:FROM|JOIN|INTO|UPDATE|TABLE|USING|COPY|REFERENCES|TRUNCATE)\s+(?:ONLY\s+)?(?:IF\s+(?:NOT\s+)?EXISTS\s+)?((?:(?:public\.)?"?[a-z_][a-z0-9_]*"?(?:\s+(?:AS\s+)?[a-z_][a-z0-9_]*)?\s*,\s*)*(?:public\.)?"?[a-z_][a-z0-9_]*"?)/gi;
+
+interface Named {
+  file: string;
+  table: string;
+}
+
+/** The known tables a file's SQL strings name, anywhere a table stands (reads and writes). */
+function tablesNamedIn(file: string, source: string, known: ReadonlySet<string>): Named[] {
+  const found = new Map<string, Named>();
+  for (const s of sqlStrings(file, source)) {
+    for (const m of s.matchAll(NAMED)) {
+      for (const part of m[1]!.split(',')) {
+        const table = part
+          .trim()
+          .split(/\s+/)[0]!
+          .replace(/^public\./i, '')
+          .replace(/"/g, '')
+          .toLowerCase();
+        if (known.has(table)) found.set(table, { file, table });
+      }
+    }
+  }
+  return [...found.values()];
+}
+
+/** A kernel file (src/ outside src/areas/, migrations aside) naming an area's table, as a line naming file, table and owner. */
+function kernelViolations(named: Named[], owners: ReadonlyMap<string, string>): string[] {
+  return named
+    .filter((n) => ownerOfFile(n.file) === KERNEL && owners.get(n.table) !== KERNEL)
+    .map((n) => `${n.file}: names ${n.table}, a table of the ${owners.get(n.table)} area (the kernel knows no area's table: move the SQL into the area's store/)`)
+    .sort();
+}
+
 const created = createdTables();
 const owners = new Map(created.map((c) => [c.table, c.owner]));
 const known = new Set(owners.keys());
@@ -202,5 +243,32 @@ describe('every table has one owner', () => {
 
   it('no area writes a table it does not own', () => {
     expect(violations(allWrites, owners)).toEqual([]);
+  });
+});
+
+describe('the kernel names no area table (issue 48: "the kernel has no domain word")', () => {
+  const named = scanned.flatMap((f) => tablesNamedIn(f, readFileSync(join(ROOT, f), 'utf8'), known));
+
+  it("sees a table named in the kernel's SQL strings (the scanner itself)", () => {
+    // Real names it must find: the kernel's own tables, read and written.
+    const seen = new Set(named.filter((n) => ownerOfFile(n.file) === KERNEL).map((n) => n.table));
+    for (const t of ['instances', 'job_runs', 'job_state', 'dead_letters']) expect(seen).toContain(t);
+    const sample = [
+      'const a = `SELECT a.id FROM public.accounts a JOIN job_runs r ON true`;',
+      "const b = 'WITH x AS (SELECT 1) SELECT * FROM instances i, monitors m';",
+      'const c = `DELETE FROM ${t} WHERE true`; // a dynamic name is not resolved',
+      '// SELECT * FROM image_batches in a comment is not SQL',
+    ].join('\n');
+    const found = tablesNamedIn('src/coordination/x.ts', sample, known);
+    expect(found.map((n) => n.table).sort()).toEqual(['accounts', 'instances', 'job_runs', 'monitors']);
+    expect(kernelViolations(found, owners)).toEqual([
+      "src/coordination/x.ts: names accounts, a table of the accounts area (the kernel knows no area's table: move the SQL into the area's store/)",
+      "src/coordination/x.ts: names monitors, a table of the probes area (the kernel knows no area's table: move the SQL into the area's store/)",
+    ]);
+    expect(kernelViolations(tablesNamedIn('src/areas/probes/store/x.ts', sample, known), owners)).toEqual([]);
+  });
+
+  it("no kernel file's SQL names a table an area owns", () => {
+    expect(kernelViolations(named, owners)).toEqual([]);
   });
 });

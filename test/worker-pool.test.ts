@@ -1,6 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import { WorkerPool } from '../src/workers/worker-pool.js';
 import { Metrics } from '../src/telemetry/metrics.js';
+import { systemClock } from '../src/time/clock.js';
+import { Deadline } from '../src/time/deadline.js';
 
 function gate() {
   let open!: () => void;
@@ -27,7 +29,7 @@ describe('WorkerPool', () => {
     for (let i = 0; i < 5; i++) expect(await pool.submit(i)).toBe('enqueued');
     expect(pool.stats).toMatchObject({ running: 2, waiting: 3 });
     g.open();
-    expect(await pool.stopAndWait(1000)).toEqual({ drained: true, remaining: 0 });
+    expect(await pool.stopAndWait(Deadline.within(systemClock, 1000))).toEqual({ drained: true, remaining: 0 });
     expect(peak).toBe(2);
     expect(order).toEqual([0, 1, 2, 3, 4]);
     expect(pool.stats.completed).toBe(5);
@@ -51,7 +53,7 @@ describe('WorkerPool', () => {
     expect(pool.stats.syncFallback).toBe(1);
     expect(await metrics.registry.getSingleMetricAsString('relay_jobs_pool_sync_fallback_total')).toContain('pool="usage"} 1');
     g.open();
-    await pool.stopAndWait(1000);
+    await pool.stopAndWait(Deadline.within(systemClock, 1000));
     expect(done.sort()).toEqual([0, 1, 2]);
   });
 
@@ -62,7 +64,7 @@ describe('WorkerPool', () => {
     expect(await pool.submit(1)).toBe('dropped');
     expect(pool.stats.dropped).toBe(1);
     g.open();
-    await pool.stopAndWait(1000);
+    await pool.stopAndWait(Deadline.within(systemClock, 1000));
   });
 
   it('after stop, never queues and never drops: the caller runs the task', async () => {
@@ -87,7 +89,7 @@ describe('WorkerPool', () => {
     );
     await pool.submit(1);
     await pool.submit(2);
-    const r = await pool.stopAndWait(50);
+    const r = await pool.stopAndWait(Deadline.within(systemClock, 50));
     expect(r).toEqual({ drained: false, remaining: 2 });
     expect(aborted).toBe(true);
   });
@@ -101,7 +103,7 @@ describe('WorkerPool', () => {
       { name: 't', concurrency: 1, queueLimit: 5, onError: (e) => errors.push(e) },
     );
     for (const n of [0, 1, 2]) await pool.submit(n);
-    await pool.stopAndWait(1000);
+    await pool.stopAndWait(Deadline.within(systemClock, 1000));
     expect(pool.stats).toMatchObject({ completed: 2, failed: 1 });
     expect(errors).toHaveLength(1);
   });

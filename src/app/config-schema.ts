@@ -24,7 +24,7 @@ export const DURATION_KEYS: readonly string[][] = durationKeys(configSchema);
 
 /** The configuration (config/load.ts, `loadConfigWith`) under the composed schema. */
 export function loadConfig(opts: LoadOptions = {}): Config {
-  return loadConfigWith(configSchema, opts);
+  return loadConfigWith(configSchema, { ...opts, warn: (config) => (AREAS as readonly AnyArea[]).flatMap((a) => a.configWarnings?.(config) ?? []) });
 }
 
 /** `config check --print` (config/print.ts) under the composed schema. */

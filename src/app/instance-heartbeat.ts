@@ -4,10 +4,11 @@ import { deadReplicas, type InstanceRegistry } from '../coordination/instance-re
 import type { SkipCounter } from '../coordination/skip-counter.js';
 import type { IdleRounds } from '../coordination/idle-rounds.js';
 import type { LivenessSession } from '../coordination/liveness.js';
-import type { RefreshShards } from '../coordination/refresh-shards.js';
+import type { Memberships } from '../coordination/memberships.js';
 import type { Metrics } from '../telemetry/metrics.js';
 import type { Logger } from '../telemetry/logger.js';
 import type { Clock } from '../time/clock.js';
+import { Deadline } from '../time/deadline.js';
 import { ProcessSampler } from '../telemetry/process-sampler.js';
 import { HEALTH_STATES, type JobView } from '../modules/job-views.js';
 import type { BackendIdentity } from '../coordination/backend-identity.js';
@@ -23,7 +24,8 @@ const IDENTITY_EVERY_MS = 60_000;
  * The replica's beat, every `cluster.instance_heartbeat`: measures clock skew against the
  * database (the scheduler corrects its slots by it), refreshes the `instances` row with this
  * process's figures since the previous beat (and notices another process with this instance
- * id), and exports job health. Nothing else: old `job_runs` are pruned by ops_cleanup, the one
+ * id), hands every declared membership its live members (coordination/memberships.ts), and
+ * exports job health. Nothing else: old `job_runs` are pruned by ops_cleanup, the one
  * retention round, under `scheduler.run_retention`. The beat is a `ServiceLoop`
  * (`instance_heartbeat`): one beat a tick, the next one interval after it ends.
  */
@@ -50,8 +52,8 @@ export class InstanceHeartbeat {
       /** Scheduled instance rounds that found nothing to do, written as their finished records with the beat (issue 26). */
       idleRounds?: IdleRounds;
       liveness: LivenessSession | null;
-      /** Updated from every beat's member list (the beat's statement returns it). */
-      shards: RefreshShards;
+      /** Updated from every beat's member lists (the beat's statement returns them). */
+      memberships: Memberships;
       /** This process's figures, sampled (and reset) once per beat; a test may bring its own source. */
       sampler?: ProcessSampler;
       /** The Redis and database this replica talks to, re-sent with a beat when it changed (the doctor compares replicas). */
@@ -114,7 +116,7 @@ export class InstanceHeartbeat {
   async stop(withinMs: number): Promise<number> {
     this.stopped = true;
     if (this.deps.metrics.jobHealthRefresh) this.deps.metrics.jobHealthRefresh = null;
-    const left = await this.loop.stop(withinMs);
+    const left = await this.loop.stop(Deadline.within(this.deps.clock, withinMs));
     this.sampler.close();
     return left;
   }
@@ -155,10 +157,8 @@ export class InstanceHeartbeat {
       // One statement: the beat, the clock-skew round trip, the skip summary, the idle rounds' records, the process figures, the loop report, and the liveness self-check.
       const beat = await registry.beat(-this.offsetMs, this.deps.liveness, skips, this.sampler.sample(), idle, this.loopsReport());
       if (beat.skewMs !== null) this.applySkew(beat.skewMs);
-      if (beat.refreshMembers && this.deps.shards.update(beat.refreshMembers)) {
-        metrics.refreshShardMembers.set(beat.refreshMembers.length);
-        log.info({ members: beat.refreshMembers }, 'refresh shard members changed: scheduled refreshes re-balanced');
-      }
+      // The areas that declared a membership hear its changes (Membership.onChange) and say what they mean.
+      if (beat.members) this.deps.memberships.update(beat.members);
       metrics.instanceConflict.set(beat.mine ? 0 : 1);
       if (!beat.mine) {
         log.error(

@@ -3,6 +3,7 @@ import { keySource, type Config } from '../config/load.js';
 import { buildJob, parseJobSection, type AnyJobModule, type BuiltJob, type ServicesRef } from '../modules/define-job.js';
 import type { AnyArea, ServicesOfAreas } from '../modules/area.js';
 import { jobsFor } from '../modules/define-job.js';
+import { Memberships, type MembershipSpec } from '../coordination/memberships.js';
 import { accountsArea } from '../areas/accounts/area.js';
 import { billingArea } from '../areas/billing/area.js';
 import { usageArea } from '../areas/usage/area.js';
@@ -54,6 +55,15 @@ export const defineJob = jobsFor<Services>();
 /** Every built-in job: the areas' jobs, in area order. */
 export const JOBS: readonly AnyJobModule[] = AREAS.flatMap((a): readonly AnyJobModule[] => a.jobs);
 
+/** The memberships the areas declare (coordination/memberships.ts), in area order. */
+export const MEMBERSHIPS: readonly MembershipSpec[] = (AREAS as readonly AnyArea[]).flatMap((a) => a.memberships ?? []);
+
+/** This replica's memberships: every declared one, joined while the job it names is enabled here. */
+export function memberships(instanceId: string, jobs: readonly BuiltJob[]): Memberships {
+  const joined = MEMBERSHIPS.filter((m) => jobs.some((j) => j.name === m.job && j.settings.enabled)).map((m) => m.name);
+  return new Memberships(instanceId, [...new Set(MEMBERSHIPS.map((m) => m.name))], joined);
+}
+
 const unbound: ServicesRef = () => {
   throw new Error('job services used before the runtime bound them');
 };
@@ -70,8 +80,6 @@ export function buildJobs(config: Config, services: ServicesRef = unbound, extra
     if (names.has(m.name)) problems.push(`job ${JSON.stringify(m.name)} is defined twice`);
     names.add(m.name);
   }
-  // A library job marked sharded would make this replica a refresh-shard member that never refreshes.
-  for (const m of extra) if (m.sharded) problems.push(`job ${JSON.stringify(m.name)}: sharded is reserved for the token refresh schedule's job (token_refresh)`);
   problems.push(...unknownJobs(config.jobs, [...names], (k) => keySource(config.source.keys, config.source.file, k)));
   const jobs: BuiltJob[] = [];
   for (const m of modules) {

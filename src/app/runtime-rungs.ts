@@ -45,7 +45,8 @@ export function runtimeRungs(p: RuntimeParts): Stoppable[] {
     { name: 'http', phase: 'ingress', stop: () => p.ingress?.stopAccepting() },
     // A beat in flight is waited for: one landing after `instance record` would mark this replica alive again.
     { name: 'instance heartbeat', phase: 'ingress', stop: async (ms) => ((await p.heartbeat.stop(ms)) ? 'a heartbeat still running after the grace period' : undefined) },
-    { name: 'refresh shard', phase: 'rounds', stop: () => p.registry.leaveRefreshShards() },
+    // First of the rounds phase: the other members rebalance at their next beat while this replica drains.
+    { name: 'memberships', phase: 'rounds', stop: () => p.registry.leaveMemberships() },
     {
       name: 'rounds',
       phase: 'rounds',

@@ -13,7 +13,7 @@ import { LivenessSession } from '../coordination/liveness.js';
 import { wireWakeups, type Wakeups } from './wakeups-wiring.js';
 import { RunRecords } from '../coordination/run-records.js';
 import { InstanceRegistry, type InstanceInfo } from '../coordination/instance-registry.js';
-import { buildJobs, type AnyJobModule, type Services } from './registry.js';
+import { buildJobs, memberships, type AnyJobModule, type Services } from './registry.js';
 import type { BuiltJob } from '../modules/define-job.js';
 import type { ForcedExitSaver } from '../modules/wiring.js';
 import { Metrics } from '../telemetry/metrics.js';
@@ -24,7 +24,7 @@ import { openBackends, type Backends } from './backends.js';
 import { embeddedAdminToken } from './admin-token.js';
 import { loadWirings, wireServices } from './services-wiring.js';
 import { InstanceHeartbeat } from './instance-heartbeat.js';
-import { RefreshShards } from '../coordination/refresh-shards.js';
+import type { Memberships } from '../coordination/memberships.js';
 import { jobViews, type JobView } from '../modules/job-views.js';
 import { runShutdownLadder, type Ingress, type Stoppable } from './shutdown-ladder.js';
 import { runtimeRungs } from './runtime-rungs.js';
@@ -82,8 +82,8 @@ export class Runtime {
   /** Which database this Redis key space belongs to (cluster mode): set or checked at start, kept by the heartbeat. */
   private readonly marker: DatabaseMarker | null;
   private readonly wakeups: Wakeups;
-  /** Which live replica owns which account's scheduled refresh (fed by the heartbeat). */
-  readonly shards: RefreshShards;
+  /** The memberships the areas declared, each with its live members (fed by the heartbeat). */
+  readonly memberships: Memberships;
   private readonly serviceRungs: Stoppable[];
   private readonly prepare: () => Promise<void>;
   private readonly registered: (bootId: string) => void;
@@ -127,6 +127,7 @@ export class Runtime {
       schedules: this.schedules,
     }));
     this.records = new RunRecords(db);
+    this.memberships = memberships(instanceId, jobs);
     this.registry = new InstanceRegistry(db, clock, {
       instanceId,
       env: config.instance.env,
@@ -134,9 +135,9 @@ export class Runtime {
       httpPort: config.http.port,
       version: VERSION,
       heartbeatMs: config.cluster.instance_heartbeat,
-      refreshes: jobs.some((j) => j.sharded && j.settings.enabled),
+      memberships: this.memberships.names,
+      joined: this.memberships.joined,
     });
-    this.shards = new RefreshShards(instanceId);
     this.marker = config.mode === 'cluster' && redis ? new DatabaseMarker(redis, { prefix: config.redis.key_prefix, env: config.instance.env }, instanceId, () => clock.now()) : null;
     const identity = () => readBackendIdentity(db, redis, { poolSize: config.mode === 'cluster' ? config.database.pool_size : null, keyPrefix: redis ? config.redis.key_prefix : null });
     this.heartbeat = new InstanceHeartbeat({
@@ -149,7 +150,7 @@ export class Runtime {
       skips: runner.skips,
       idleRounds: runner.idleRounds,
       liveness: this.liveness,
-      shards: this.shards,
+      memberships: this.memberships,
       identity: async () => keepDatabaseMarker(await identity(), this.marker, log),
     });
     this.scheduler = new Scheduler({
@@ -165,7 +166,7 @@ export class Runtime {
     this.pauses.listen(this.wakeups.hub);
     this.schedules.listen(this.wakeups.hub);
     const { box } = backends;
-    const ctx = { config, db, redis, box, clock, random, log, metrics: this.metrics, runtime: this, shards: this.shards, liveness: this.liveness, wakes: this.wakeups.hub };
+    const ctx = { config, db, redis, box, clock, random, log, metrics: this.metrics, runtime: this, memberships: this.memberships, liveness: this.liveness, wakes: this.wakeups.hub };
     const wired = wireServices(ctx, wirings);
     this.services = wired.services;
     this.sessions = wired.services.sessions;

@@ -7,7 +7,6 @@ import { redactUrl } from './redact-url.js';
 import { bareNumberWarnings } from './duration-keys.js';
 import { configErrorMap } from './error-map.js';
 import { moveDeprecatedKeys } from './deprecated-keys.js';
-import { refreshMarginWarnings } from './refresh-budget.js';
 import { redactedValueProblems } from './redacted-values.js';
 
 export type Mode = 'embedded' | 'cluster';
@@ -84,6 +83,8 @@ export interface LoadOptions {
    * `config check` (which checks a replica's configuration), never set it.
    */
   oneShot?: boolean;
+  /** The areas' warnings on their own sections (`AreaModule.configWarnings`), added after the kernel's. */
+  warn?: (config: Config) => string[];
 }
 
 /**
@@ -147,7 +148,9 @@ export function loadConfigWith(schema: ConfigSchema, opts: LoadOptions = {}): Co
         .slice(0, 64) || 'cli';
     sources.set('instance.id', "this host's name (a one-shot command)");
   }
-  return finish(result.data, file, sources, [...deprecated, ...bareNumberWarnings(tree, from, schema), ...refreshMarginWarnings(result.data)]);
+  const config = finish(result.data, file, sources, [...deprecated, ...bareNumberWarnings(tree, from, schema)]);
+  config.warnings.push(...(opts.warn?.(config) ?? []));
+  return config;
 }
 
 function finish(data: ConfigFile, file: string | undefined, sources: Map<string, string>, warnings: string[]): Config {
@@ -201,6 +204,15 @@ function yamlProblem(file: string, text: string, err: Error): string {
 export function keySource(sources: Map<string, string>, file: string | undefined, key: string): string {
   const own = sources.get(key) ?? [...sources].find(([k]) => k.startsWith(`${key}.`))?.[1];
   return own ?? file ?? 'defaults';
+}
+
+/** A key and where its value came from, as a connection error names it: `sql.database_url from RELAY_JOBS__SQL__DATABASE_URL`, `… in <file>`, or the key alone (a default). */
+export function keyOrigin(config: Pick<Config, 'source'>, key: string): string {
+  // A configuration built by hand (an embedding, a test) may have no record of its sources: then the key alone.
+  const source = config.source as Config['source'] | undefined;
+  if (!source) return key;
+  const from = keySource(source.keys, source.file, key);
+  return from === 'defaults' ? key : /^[A-Z][A-Z0-9_]*$/.test(from) ? `${key} from ${from}` : `${key} in ${from}`;
 }
 
 /** A URL as printed: redacted when it holds a credential, else exactly as given (the parser's normal form would not load back equal). */

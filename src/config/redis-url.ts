@@ -40,8 +40,8 @@ export function parseRedisUrl(url: string): RedisTarget {
   const userinfo = at >= 0 ? authority!.slice(0, at) : '';
   const hosts = at >= 0 ? authority!.slice(at + 1) : authority!;
   const colon = userinfo.indexOf(':');
-  const username = decodeURIComponent(colon >= 0 ? userinfo.slice(0, colon) : userinfo) || undefined;
-  const password = colon >= 0 ? decodeURIComponent(userinfo.slice(colon + 1)) || undefined : undefined;
+  const username = decodePart(colon >= 0 ? userinfo.slice(0, colon) : userinfo, 'user name') || undefined;
+  const password = colon >= 0 ? decodePart(userinfo.slice(colon + 1), 'password') || undefined : undefined;
   const nodes = hosts.split(',').map((h, i) => parseNode(h, i, variant === '+sentinel' ? 26379 : 6379));
   if (variant === '+cluster') {
     if (path && path !== '/') throw new Error('a redis+cluster:// URL takes no path (Redis Cluster has only database 0)');
@@ -50,8 +50,9 @@ export function parseRedisUrl(url: string): RedisTarget {
   const [master, db = '0'] = path.split('/').filter(Boolean);
   if (!master) throw new Error('a redis+sentinel:// URL needs the primary group name as its path (…/mymaster)');
   if (!/^\d{1,2}$/.test(db)) throw new Error(`the database after the primary group name must be a number, got "${db}"`);
-  const sentinelPassword = new URLSearchParams(query.slice(1)).get('sentinel_password') ?? undefined;
-  return { kind: 'sentinel', sentinels: nodes, master: decodeURIComponent(master), db: Number(db), username, password, sentinelPassword, tls };
+  const rawSentinelPassword = /(?:^|&)sentinel_password=([^&]*)/.exec(query.slice(1))?.[1];
+  const sentinelPassword = rawSentinelPassword === undefined ? undefined : decodePart(rawSentinelPassword.replace(/\+/g, ' '), 'sentinel_password');
+  return { kind: 'sentinel', sentinels: nodes, master: decodePart(master, 'primary group name'), db: Number(db), username, password, sentinelPassword, tls };
 }
 
 function parseNode(text: string, index: number, defaultPort: number): RedisNode {
@@ -60,4 +61,13 @@ function parseNode(text: string, index: number, defaultPort: number): RedisNode 
   const port = m[2] ? Number(m[2]) : defaultPort;
   if (port < 1 || port > 65535) throw new Error(`host ${index + 1} of the list has port ${port}, outside 1-65535`);
   return { host: m[1]!.replace(/^\[|\]$/g, ''), port };
+}
+
+/** One percent-encoded part of the URL, decoded; a bad encoding names the part, never its value (it may be a password). */
+function decodePart(text: string, part: string): string {
+  try {
+    return decodeURIComponent(text);
+  } catch {
+    throw new Error(`the ${part} has a bad percent-encoding (a % must be followed by two hex digits; write a literal % as %25)`);
+  }
 }

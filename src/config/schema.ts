@@ -4,7 +4,7 @@
 // declares its own).
 import { z } from 'zod';
 import { positiveDuration, duration } from './duration-schema.js';
-import { port, positiveInt, postgresUrl } from './fields.js';
+import { PLACEHOLDER_MESSAGE, notPlaceholder, port, positiveInt, postgresUrl } from './fields.js';
 import { serverUrlProblem } from './server-url.js';
 import { parseRedisUrl } from './redis-url.js';
 
@@ -58,7 +58,7 @@ export const kernelSections = {
     .object({
       host: z.string().default('0.0.0.0'),
       port: port.default(8080),
-      admin_token: z.string().min(16, 'expected at least 16 characters').optional(),
+      admin_token: z.string().min(16, 'expected at least 16 characters').refine(notPlaceholder, PLACEHOLDER_MESSAGE).optional(),
       headers_timeout: positiveDuration.default(10_000),
       request_timeout: positiveDuration.default(30_000),
       keep_alive_timeout: positiveDuration.default(5000),
@@ -140,6 +140,7 @@ export const kernelSections = {
     .object({
       master_key: z
         .string()
+        .refine(notPlaceholder, { message: PLACEHOLDER_MESSAGE, abort: true })
         .refine((k) => Buffer.from(k, 'base64').length === 32 && /^[A-Za-z0-9+/=_-]+$/.test(k), 'expected 32 random bytes in base64 (e.g. `openssl rand -base64 32`)')
         .optional(),
     })

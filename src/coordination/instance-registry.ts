@@ -4,7 +4,8 @@ import { UserError } from '../config/errors.js';
 import type { Db } from '../store/db.js';
 import { num, toDate } from '../store/db.js';
 import type { Clock } from '../time/clock.js';
-import { HELD_BY_ME, holderAliveSql, type LivenessSession } from './liveness.js';
+import { HELD_BY_ME, type LivenessSession } from './liveness.js';
+import { instanceAliveSql } from './instance-alive.js';
 import type { SkipSummary } from './skip-counter.js';
 import { idleRoundRows, type IdleRound } from './idle-rounds.js';
 import type { ProcessFigures } from '../telemetry/process-sampler.js';
@@ -27,7 +28,7 @@ export interface InstanceInfo {
   /**
    * Alive as every lease judges it (`instanceAliveSql`): still holding its liveness key, or without
    * one beating within the window. A frozen replica (SIGSTOP) keeps its key, so it stays here while
-   * it drops out of `alive`: it still holds its leases and its refresh shard, and per-replica job
+   * it drops out of `alive`: it still holds its leases and its memberships, and per-replica job
    * health keeps naming it (issue 49).
    */
   lease_alive: boolean;
@@ -46,36 +47,27 @@ export interface InstanceInfo {
 const lockRowSql = () => `SELECT boot_id, hostname, pid, heartbeat_at, stopped_at, ${instanceAliveSql('instances', '$2')} AS alive
   FROM instances WHERE instance_id = $1 FOR UPDATE`;
 const UPSERT = `
-INSERT INTO instances (instance_id, boot_id, env, mode, hostname, pid, http_port, version, refreshes, backends, started_at, heartbeat_at, stopped_at)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10::jsonb, clock_timestamp(), clock_timestamp(), NULL)
+INSERT INTO instances (instance_id, boot_id, env, mode, hostname, pid, http_port, version, memberships, backends, started_at, heartbeat_at, stopped_at)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9::text[], $10::jsonb, clock_timestamp(), clock_timestamp(), NULL)
 ON CONFLICT (instance_id) DO UPDATE SET boot_id = EXCLUDED.boot_id, env = EXCLUDED.env, mode = EXCLUDED.mode, hostname = EXCLUDED.hostname,
-  pid = EXCLUDED.pid, http_port = EXCLUDED.http_port, version = EXCLUDED.version, refreshes = EXCLUDED.refreshes, started_at = EXCLUDED.started_at,
+  pid = EXCLUDED.pid, http_port = EXCLUDED.http_port, version = EXCLUDED.version, memberships = EXCLUDED.memberships, started_at = EXCLUDED.started_at,
   heartbeat_at = EXCLUDED.heartbeat_at, stopped_at = NULL, process = NULL, process_at = NULL, backends = EXCLUDED.backends`;
 // Rounds a previous life of this instance left `running` can never finish now.
 const ABANDON_OWN = `UPDATE job_runs SET status = 'failed', finished_at = clock_timestamp(), error = 'abandoned: its instance restarted'
   WHERE instance_id = $1 AND status = 'running'`;
-/**
- * The one test of "this replica is alive" over its `instances` row `m` (`windowMs`: a SQL
- * expression, the liveness window of three heartbeats): not stopped, and, when it publishes a
- * liveness key, still holding it (a crashed replica is dead the moment its session ends, however
- * fresh its last beat, and a live one stays alive through a stalled beat), or, without a key,
- * beating within the window. The refresh members below and the refresh lease takeover
- * (refresh-lease.ts) both use it.
- */
-export const instanceAliveSql = (m: string, windowMs: string) =>
-  `(${m}.stopped_at IS NULL AND CASE WHEN ${m}.alive_key IS NOT NULL THEN ${holderAliveSql(`${m}.alive_key`)}
-    ELSE ${m}.heartbeat_at > clock_timestamp() - make_interval(secs => ${windowMs}::double precision / 1000) END)`;
-// The replicas that share the scheduled refreshes (refresh-shards.ts): beating within the liveness
-// window, not stopped, running token_refresh, and, when they publish a liveness key, still holding it
-// (a crashed replica drops out at the next beat of any other, not after the heartbeat timeout).
-const REFRESH_MEMBERS = `(SELECT coalesce(array_agg(m.instance_id ORDER BY m.instance_id), '{}') FROM instances m
-  WHERE m.refreshes AND ${instanceAliveSql('m', '$5')})`;
+export { instanceAliveSql, holderDeadSql } from './instance-alive.js';
+
+// The live members of each declared membership ($10 its names; memberships.ts), alive by the one test (a crashed
+// replica drops out at the next beat of any other, not after the heartbeat timeout); one with none is absent.
+const MEMBERS = `(SELECT coalesce(jsonb_object_agg(g.name, g.ids), '{}'::jsonb) FROM (
+  SELECT u.name, array_agg(m.instance_id ORDER BY m.instance_id) AS ids FROM instances m CROSS JOIN LATERAL unnest(m.memberships) AS u(name)
+   WHERE u.name = ANY($10::text[]) AND ${instanceAliveSql('m', '$5')} GROUP BY u.name) g)`;
 // One statement per beat, whatever the number of jobs: the beat, the database clock for the skew
 // measurement, the summary of the rounds skipped since the last beat, this process's figures
 // (null keeps the previous ones), the finished records of the idle instance rounds since the last
-// beat (idle-rounds.ts), and the refresh members.
+// beat (idle-rounds.ts), and the members of every declared membership.
 // $1 instance, $2 boot, $3 skew ms, $4 skips json, $5 liveness window ms, $6 process json, $7 backend identity json (null keeps it),
-// $8 idle rounds json, $9 loop report json (null keeps it)
+// $8 idle rounds json, $9 loop report json (null keeps it), $10 the declared memberships' names
 const beatSql = (aliveKey: string, held: string) => `
 WITH skips AS (
   INSERT INTO job_skip_counts (job_name, instance_id, skipped, last_skip_at, last_reason)
@@ -92,7 +84,7 @@ UPDATE instances SET heartbeat_at = clock_timestamp(), clock_skew_ms = $3, alive
   process = coalesce($6::jsonb, process), process_at = CASE WHEN $6::jsonb IS NULL THEN process_at ELSE clock_timestamp() END,
   backends = coalesce($7::jsonb, backends), loops = coalesce($9::jsonb, loops)
  WHERE instance_id = $1 AND boot_id = $2
-RETURNING (extract(epoch FROM clock_timestamp()) * 1000)::double precision AS db_ms, ${held} AS held, ${REFRESH_MEMBERS} AS members`;
+RETURNING (extract(epoch FROM clock_timestamp()) * 1000)::double precision AS db_ms, ${held} AS held, ${MEMBERS} AS members`;
 const BEAT = beatSql('NULL', 'true');
 // The same beat sent on the liveness session: it publishes the key and checks, at no extra statement, that this backend still holds it.
 const BEAT_ALIVE = beatSql('$LK', HELD_BY_ME);
@@ -102,9 +94,21 @@ export interface BeatResult {
   mine: boolean;
   /** This replica's clock minus the database clock, from the beat's own round trip (null when not mine). */
   skewMs: number | null;
-  /** The live replicas that run token_refresh (this one's own update included), sorted; null when not mine. */
-  refreshMembers: string[] | null;
+  /** Each declared membership's live members (this one counted in where it is a member), sorted; null when not mine. */
+  members: Record<string, string[]> | null;
 }
+
+/** `memberships`: those this replica's beats read (memberships.ts), every one declared; `joined`: those it is a member of. */
+export type RegistryInfo = {
+  instanceId: string;
+  env: string;
+  mode: string;
+  httpPort: number | null;
+  version: string;
+  heartbeatMs: number;
+  memberships?: readonly string[];
+  joined?: readonly string[];
+};
 
 /**
  * Replicas register in `instances` and beat every `cluster.instance_heartbeat`. A live row
@@ -120,7 +124,7 @@ export class InstanceRegistry {
   constructor(
     private readonly db: Db,
     private readonly clock: Clock,
-    private readonly info: { instanceId: string; env: string; mode: string; httpPort: number | null; version: string; heartbeatMs: number; refreshes?: boolean },
+    private readonly info: RegistryInfo,
   ) {}
 
   /** `cluster.instance_heartbeat`: how often this replica beats. */
@@ -156,7 +160,7 @@ export class InstanceRegistry {
         process.pid,
         this.info.httpPort,
         this.info.version,
-        this.info.refreshes ?? false,
+        [...(this.info.joined ?? [])],
         this.backends ? JSON.stringify(this.backends) : null,
       ]);
       this.backendsDirty = false;
@@ -180,25 +184,28 @@ export class InstanceRegistry {
     const backends = this.backendsDirty && this.backends ? JSON.stringify(this.backends) : null;
     const idleRows = JSON.stringify(idleRoundRows(idle, this.clock));
     const loopsJson = loops ? JSON.stringify(loops) : null;
-    const params = [this.info.instanceId, this.bootId, Math.round(clockSkewMs), JSON.stringify(skips), this.livenessMs, figures ? JSON.stringify(figures) : null, backends, idleRows, loopsJson];
-    type Row = { held: boolean; db_ms: unknown; members: string[] };
+    const names = [...(this.info.memberships ?? [])];
+    const params = [this.info.instanceId, this.bootId, Math.round(clockSkewMs), JSON.stringify(skips), this.livenessMs, figures ? JSON.stringify(figures) : null, backends, idleRows, loopsJson, names];
+    type Row = { held: boolean; db_ms: unknown; members: Record<string, string[]> | null };
     const t0 = this.clock.now();
     let rows = liveness ? await liveness.queryChecked<Row>(BEAT_ALIVE, params, 'held') : null;
     rows ??= (await this.db.query<Row>(BEAT, params)).rows;
     const t1 = this.clock.now();
     const row = rows[0];
     if (row && backends) this.backendsDirty = false;
-    return { mine: rows.length === 1, skewMs: row ? (t0 + t1) / 2 - num(row.db_ms) : null, refreshMembers: row ? this.withSelf(row.members) : null };
+    return { mine: rows.length === 1, skewMs: row ? (t0 + t1) / 2 - num(row.db_ms) : null, members: row ? this.withSelf(row.members ?? {}) : null };
   }
 
-  /** The beat's subquery reads the rows as they were before this very beat: this replica counts itself in. */
-  private withSelf(members: string[]): string[] {
-    return this.info.refreshes && !members.includes(this.info.instanceId) ? [...members, this.info.instanceId].sort() : members;
+  /** The beat's subquery reads the rows as they were before this very beat: this replica counts itself in where it is a member. */
+  private withSelf(lists: Record<string, string[]>): Record<string, string[]> {
+    const [self, joined] = [this.info.instanceId, this.info.joined ?? []];
+    const counted = (name: string, m: string[]) => (joined.includes(name) && !m.includes(self) ? [...m, self].sort() : m);
+    return Object.fromEntries((this.info.memberships ?? []).map((name) => [name, counted(name, lists[name] ?? [])]));
   }
 
-  /** At the start of shutdown: the other replicas take this one's accounts over at their next beat. */
-  async leaveRefreshShards(): Promise<void> {
-    if (this.info.refreshes) await this.db.query('UPDATE instances SET refreshes = false WHERE instance_id = $1 AND boot_id = $2', [this.info.instanceId, this.bootId]);
+  /** At the start of shutdown: this replica leaves every membership, so the others rebalance at their next beat while it drains. */
+  async leaveMemberships(): Promise<void> {
+    if (this.info.joined?.length) await this.db.query(`UPDATE instances SET memberships = '{}' WHERE instance_id = $1 AND boot_id = $2`, [this.info.instanceId, this.bootId]);
   }
 
   async markStopped(): Promise<void> {

@@ -25,11 +25,6 @@ export function advisoryLockName(ks: KeySpace, job: string): string {
   return `${ks.prefix}:${ks.env}:job:${job}`;
 }
 
-/** The per-account refresh lock (`oauth:refresh_lock:{account}` in the issue), shared with the hot path. */
-export function refreshLockKey(ks: KeySpace, accountId: number): string {
-  return `${ks.prefix}:${ks.env}:oauth:refresh_lock:{${accountId}}`;
-}
-
 /** Dirty-set shards on a Redis Cluster: enough to spread quota keys over a few primaries. */
 export const CLUSTER_QUOTA_SHARDS = 8;
 

@@ -3,6 +3,7 @@ import type { Db, PinnedConnection } from '../store/db.js';
 import type { Logger } from '../telemetry/logger.js';
 import { LIVENESS_NS } from '../store/liveness-sql.js';
 import { systemClock, type Clock } from '../time/clock.js';
+import { Deadline } from '../time/deadline.js';
 import { ServiceLoop, type LoopTickCounter, type TickResult } from '../workers/service-loop.js';
 import { openCoordinationSession } from './coordination-session.js';
 
@@ -167,7 +168,7 @@ export class LivenessSession implements Liveness {
    */
   async stop(withinMs: number): Promise<number> {
     this.stopped = true;
-    const left = (await this.loop?.stop(withinMs)) ?? 0;
+    const left = (await this.loop?.stop(Deadline.within(this.clock, withinMs))) ?? 0;
     const conn = this.conn;
     const key = this.current;
     this.conn = null;

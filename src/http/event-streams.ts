@@ -6,6 +6,7 @@ import { sessionToken } from './auth.js';
 import { writeRawAppError } from './errors.js';
 import { route, sse } from './contract.js';
 import { ServiceLoop } from '../workers/service-loop.js';
+import { Deadline } from '../time/deadline.js';
 import { AppError } from '../errors/app-error.js';
 
 export interface EventStreamLimits {
@@ -109,7 +110,7 @@ export class EventStreams {
   /** Ends every stream and stops the reader; later opens are refused. */
   closeAll(): void {
     this.closed = true;
-    void this.loop.stop(0);
+    void this.loop.stop(Deadline.reached(this.deps.clock));
     for (const s of this.streams) this.end(s, 'the server is shutting down');
   }
 

@@ -14,6 +14,7 @@ import type { RoundReport } from '../scheduler/round-runner.js';
 import type { JobDefinition } from '../scheduler/job.js';
 import type { JobPauseControl, JobView } from './job-views.js';
 import type { KernelServices, WiringContext, Wired } from './wiring.js';
+import type { MembershipSpec } from '../coordination/memberships.js';
 
 /** What the HTTP layer checks a session token with (the admin area's sessions answer it). */
 export interface SessionCheck {
@@ -111,6 +112,14 @@ export interface AreaModule<S extends object = object, D extends object = object
   publicRoutes?(app: FastifyInstance, deps: RouteDeps<S & D & KernelServices>): void;
   /** Cross-key config rules of the area's own sections; each problem names its key (reported with every other config problem). */
   checkConfig?(config: Config): string[];
+  /** Its config sections' warnings: values that load but are probably not what was meant (added to `Config.warnings`, after the kernel's). */
+  configWarnings?(config: Config): string[];
+  /**
+   * The named groups of live replicas it shares work over (coordination/memberships.ts): a replica
+   * is a member while `job` (one of its jobs) is enabled there; its `wire` reads the live list from
+   * `WiringContext.memberships.get(name)`. A name is declared by one area only.
+   */
+  memberships?: readonly MembershipSpec[];
   /** Its CLI commands (see AreaCommand: their code loads when the command runs). */
   cli?: readonly AreaCommand[];
 }

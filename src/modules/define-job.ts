@@ -44,15 +44,6 @@ export interface JobModule<S extends object = KernelServices, K extends keyof S 
   options?: O;
   needs: readonly K[];
   /**
-   * The replicas running this job share its work through the refresh shards
-   * (coordination/refresh-shards.ts): a replica that runs it enabled says so in its instance row,
-   * and the shard members are those replicas. Only the job that runs the token refresh schedule
-   * (token_refresh) sets it: a replica marked a member without refreshing would own accounts it
-   * never refreshes, and they would be refreshed late, by the other replicas' backstop. A library
-   * job (`Runtime.create(config, { jobs })`) that sets it is refused with the config's problems.
-   */
-  sharded?: boolean;
-  /**
    * The long-running loops (`ServiceLoop` names) this job starts in `onStart` and whose work its
    * rounds stand for: an instance-scoped job's per-replica health reads a loop whose ticks keep
    * failing as `failing`, one that has not finished a tick within its stall bound as `late`
@@ -108,8 +99,6 @@ export type ServicesRef = () => object;
 export interface BuiltJob extends JobDefinition {
   /** Null when enabled; otherwise why it is off, in words naming the key that turns it on. */
   disabledReason?: string | null;
-  /** The module's `sharded`: this replica joins the refresh shards when the job is enabled. */
-  sharded?: boolean;
   /** The module's `loops`: judged in the job's per-replica health. */
   loops?: readonly string[];
   start?(log: Logger): void | Promise<void>;
@@ -174,7 +163,6 @@ export function buildJob<S extends object, K extends keyof S, O extends z.ZodRaw
     scope: module.scope,
     settings,
     disabledReason: settings.enabled ? null : enabled === false ? `disabled in config (${key}.enabled: false)` : (module.offReason?.(config) ?? `off by default (${key}.enabled: true turns it on)`),
-    sharded: module.sharded,
     loops: module.loops,
     run: (ctx) => module.run(ctx, deps(), options, config),
     start: module.onStart && ((log) => module.onStart!(deps(), log)),

@@ -8,7 +8,7 @@ import type { Clock, Random } from '../time/clock.js';
 import type { InstanceInfo } from '../coordination/instance-registry.js';
 import type { Liveness } from '../coordination/liveness.js';
 import type { WakeHub } from '../workers/wake-hub.js';
-import type { RefreshShards } from '../coordination/refresh-shards.js';
+import type { Memberships } from '../coordination/memberships.js';
 import type { JobView } from './job-views.js';
 import type { JobDefinition } from '../scheduler/job.js';
 
@@ -58,8 +58,8 @@ export interface WiringContext {
   log: Logger;
   metrics: Metrics;
   runtime: RuntimeView;
-  /** The refresh sharding over the live replicas, kept current by the heartbeat. */
-  shards: RefreshShards;
+  /** The memberships the areas declared (`AreaModule.memberships`), each with its live members, kept current by the heartbeat. */
+  memberships: Memberships;
   /** The crash detector (cluster mode with session crash detection): leases record its key so a survivor takes a dead replica's work over at once. */
   liveness?: Liveness | null;
   /** Wake-ups: loops register the topics whose notifications wake them, and take their idle sleep from it. */

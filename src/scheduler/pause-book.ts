@@ -1,4 +1,5 @@
 import type { Clock } from '../time/clock.js';
+import { Deadline } from '../time/deadline.js';
 import type { Logger } from '../telemetry/logger.js';
 import { describePause, type JobPause, type JobPauses } from '../coordination/job-pauses.js';
 import { ServiceLoop, type LoopTickCounter } from '../workers/service-loop.js';
@@ -99,7 +100,7 @@ export class PauseBook {
   }
 
   stop(withinMs: number): Promise<number> {
-    return this.loop.stop(withinMs);
+    return this.loop.stop(Deadline.within(this.o.clock, withinMs));
   }
 
   private apply(job: string, pause: JobPause | null): boolean {

@@ -1,4 +1,5 @@
 import type { Clock } from '../time/clock.js';
+import { Deadline } from '../time/deadline.js';
 import type { Logger } from '../telemetry/logger.js';
 import type { JobDefinition } from './job.js';
 import type { AdoptedSchedule, ClusterSchedules, ScheduleVote } from '../coordination/cluster-schedules.js';
@@ -120,7 +121,7 @@ export class ScheduleBook {
   }
 
   stop(withinMs: number): Promise<number> {
-    return this.loop.stop(withinMs);
+    return this.loop.stop(Deadline.within(this.o.clock, withinMs));
   }
 }
 

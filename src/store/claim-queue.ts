@@ -5,8 +5,9 @@
  * (monitors, account tests, image queue, notifications, scheduler outbox, range tasks, channel
  * budget), so the lease rules are written once and proved once (`test/claim-queue.test.ts`, on
  * PostgreSQL and PGlite). One claim is not `claimDue`: a monitor's (probes' `store/monitors.ts`)
- * skips a slot claimed too late without taking its lease, so that statement writes its own
- * `SKIP LOCKED` pick and CASE assignments around this module's `leaseFree` (its release uses `heldBy`).
+ * skips a slot claimed too late without taking its lease, so that statement writes its own CASE
+ * assignments around this module's `lockedPick` and `leaseFree` (its release uses `heldBy`).
+ * `lockedPick` is the one builder of a `SKIP LOCKED` clause; stores never write it themselves.
  *
  * A lease is three columns of the row itself: who holds it (`owner`), until when (`until`,
  * database clock, so replicas with skewed clocks agree) and, optionally, the holder's liveness
@@ -85,6 +86,23 @@ export interface ClaimPlan {
 }
 
 /**
+ * A locked pick: `SELECT … FROM … WHERE … ORDER BY … LIMIT … FOR UPDATE [OF …] SKIP LOCKED`. The one
+ * place a statement is given `SKIP LOCKED`: rows another transaction has locked are passed over,
+ * never waited on, so replicas take disjoint rows side by side and a busy row costs no wait. The
+ * claim plans use it, and so do the statements that are not a claim plan: a monitor's claim (a
+ * late slot is skipped without taking the lease), the outbox's batched delete, the change
+ * stream's one-publisher lock. `of` names the table locked when `from` joins others.
+ */
+export function lockedPick(p: { select: string; from: string; where?: string; order?: string; limit?: string; of?: string }): string {
+  const parts = [`SELECT ${p.select} FROM ${p.from}`];
+  if (p.where) parts.push(`WHERE ${p.where}`);
+  if (p.order) parts.push(`ORDER BY ${p.order}`);
+  if (p.limit) parts.push(`LIMIT ${p.limit}`);
+  parts.push(`FOR UPDATE${p.of ? ` OF ${p.of}` : ''} SKIP LOCKED`);
+  return parts.join(' ');
+}
+
+/**
  * Claims up to `limit` due rows in one statement. Invariant (two claimers never hold one row):
  * the candidate rows are locked `FOR UPDATE SKIP LOCKED` and re-checked under that lock, so two
  * concurrent claims take disjoint rows, and a row whose lease is held (unexpired, holder alive)
@@ -107,7 +125,7 @@ export function claimCtes(t: LeaseTable, p: ClaimPlan, name: string): string[] {
   if (t.aliveKey) sets.push(`${t.aliveKey} = ${p.aliveKey ?? 'NULL'}::int`);
   sets.push(...(p.set ?? []));
   return [
-    `picked AS (SELECT ${keys.join(', ')} FROM ${t.table} WHERE (${p.due}) AND ${p.free ?? leaseFree(t, now)} ORDER BY ${p.order} LIMIT ${p.limit} FOR UPDATE SKIP LOCKED)`,
+    `picked AS (${lockedPick({ select: keys.join(', '), from: t.table, where: `(${p.due}) AND ${p.free ?? leaseFree(t, now)}`, order: p.order, limit: p.limit })})`,
     `${name} AS (UPDATE ${t.table} t SET ${sets.join(', ')}
   FROM picked WHERE ${keys.map((k) => `t.${k} = picked.${k}`).join(' AND ')}
   RETURNING ${p.returning})`,

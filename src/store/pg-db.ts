@@ -42,13 +42,19 @@ export class PgDb implements Db {
       await db.ping();
     } catch (err) {
       await db.close().catch(() => undefined);
-      // A server that accepts and never speaks (a hung host, a blackholed port) ends in pg's connection timeout: say which bound ended it.
-      const why = /connection timeout|timeout exceeded when trying to connect/i.test((err as Error).message)
-        ? `no answer within ${opts.connectTimeoutMs / 1000} s (database.connect_timeout): is the server up, and is this its address and port?`
-        : describePgError(err);
-      throw new UserError(`cannot connect to PostgreSQL at ${redactUrl(opts.url)} (${opts.source ?? 'DATABASE_URL'}): ${scrubUrlSecrets(why, opts.url)}`);
+      throw db.connectFailure(err);
     }
     return db;
+  }
+
+  /** A failed connection as one line naming the URL (redacted) and where it came from (`source`); for pools opened lazily, whose first use is the connect. */
+  connectFailure(err: unknown): UserError {
+    const { url, source, connectTimeoutMs } = this.opts;
+    // A server that accepts and never speaks (a hung host, a blackholed port) ends in pg's connection timeout: say which bound ended it.
+    const why = /connection timeout|timeout exceeded when trying to connect/i.test((err as Error).message)
+      ? `no answer within ${connectTimeoutMs / 1000} s (database.connect_timeout): is the server up, and is this its address and port?`
+      : describePgError(err);
+    return new UserError(`cannot connect to PostgreSQL at ${redactUrl(url)} (${source ?? 'DATABASE_URL'}): ${scrubUrlSecrets(why, url)}`);
   }
 
   async query<R>(text: string, params?: unknown[]): Promise<QueryResult<R>> {

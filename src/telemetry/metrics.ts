@@ -117,14 +117,6 @@ export class Metrics {
   });
   readonly poolFailed = new Counter({ name: 'relay_jobs_pool_failed_total', help: 'Tasks that threw', labelNames: ['pool'], registers: [this.registry] });
 
-  // Set by the instance heartbeat, which counts the live members sharing scheduled refreshes (coordination's
-  // refresh shards); the accounts area's own refresh metrics are its AccountMetrics.
-  readonly refreshShardMembers = new Gauge({
-    name: 'relay_jobs_token_refresh_shard_members',
-    help: 'Live replicas sharing the scheduled refreshes, as this replica last saw them',
-    registers: [this.registry],
-  });
-
   readonly integrity = new IntegrityMetrics(this.registry);
 
   constructor(opts: { defaultMetrics?: boolean } = {}) {

@@ -1,5 +1,6 @@
 import type { Clock, TimerHandle } from '../time/clock.js';
 import type { Logger } from '../telemetry/logger.js';
+import type { Deadline } from '../time/deadline.js';
 import { errorClass, loopBook, shownMessage, type LoopReport, type ReportingLoop } from './loop-book.js';
 
 /** What one tick did, and when it wants the next one (epoch ms; omitted or null = only a wake-up or the backstop). */
@@ -45,12 +46,15 @@ const MIN_STALL_MS = 60_000;
  * plugin timer). A loop runs `tick`, then sleeps until the tick's `nextDueAt`, capped by the
  * backstop, or until `wake(reason)`. Wake-ups that arrive during a tick coalesce into exactly
  * one more tick right after it, so no wake-up is lost and a storm of them costs one pass.
- * Ticks never overlap. `stop(withinMs)` stops sleeping, aborts the running tick's signal and
- * waits for it up to `withinMs`, returning how many ticks it left running (0 or 1), which fits
- * the shutdown ladder's `Stoppable`. Time comes from the injected clock only.
+ * Ticks never overlap. `stop(deadline)` stops sleeping, aborts the running tick's signal and
+ * waits for it until the deadline, returning how many ticks it left running (0 or 1). A stopped
+ * loop can be started again: the new run begins once the old one has ended (a tick that outlived
+ * its stop finishes first), so ticks never overlap across a restart either. Time comes from the
+ * injected clock only.
  */
 export class ServiceLoop implements ReportingLoop {
-  private abort = new AbortController();
+  /** The current run's controller; null until the first start. A new one per start. */
+  private abort: AbortController | null = null;
   private running: Promise<void> | null = null;
   private timer: TimerHandle | null = null;
   private resolveSleep: (() => void) | null = null;
@@ -60,7 +64,6 @@ export class ServiceLoop implements ReportingLoop {
   /** When the current sleep ends (Infinity: only a wake-up ends it). */
   private sleepEnd = Infinity;
   private wakeReasons = new Set<string>();
-  private started = false;
   private ticking = false;
   /** Ticks run so far (tests, the benchmark). */
   ticksRun = 0;
@@ -77,15 +80,29 @@ export class ServiceLoop implements ReportingLoop {
   }
 
   get isRunning(): boolean {
-    return this.started && !this.abort.signal.aborted;
+    return this.live();
   }
 
+  /** Starts the loop; again after a stop, once the stopped run has ended. A running loop is left as it is. */
   start(): void {
-    if (this.started) return;
-    this.started = true;
+    if (this.live()) return;
+    const abort = new AbortController();
+    this.abort = abort;
+    this.woken = false;
+    this.wakeReasons.clear();
+    this.dueFloor = Infinity;
     const book = this.o.ticks && loopBook(this.o.ticks);
     book?.add(this);
-    this.running = this.run().finally(() => book?.delete(this));
+    // The first run starts now (its first tick's synchronous part inside start(), as always); a restart after the last run ended.
+    const run = this.running ? this.running.catch(() => undefined).then(() => this.run(abort.signal)) : this.run(abort.signal);
+    // Only the latest run leaves the book: a run stopped and restarted before it ended must not take the new one out.
+    this.running = run.finally(() => {
+      if (this.abort === abort) book?.delete(this);
+    });
+  }
+
+  private live(): boolean {
+    return this.abort !== null && !this.abort.signal.aborted;
   }
 
   /** What the loop has been doing, for the heartbeat's loop report (see `LoopReport`). */
@@ -105,7 +122,7 @@ export class ServiceLoop implements ReportingLoop {
 
   /** Asks for a tick now (a change that creates work); during a tick, one more tick follows it. */
   wake(reason = 'wake'): void {
-    if (!this.started || this.abort.signal.aborted) return;
+    if (!this.live()) return;
     this.woken = true;
     this.wakeReasons.add(reason);
     this.cutSleep();
@@ -117,23 +134,23 @@ export class ServiceLoop implements ReportingLoop {
    * than `at` after it. Unlike `wake`, nothing runs before `at`.
    */
   dueAt(at: number): void {
-    if (!this.started || this.abort.signal.aborted || at >= this.dueFloor) return;
+    if (!this.live() || at >= this.dueFloor) return;
     this.dueFloor = at;
     if (this.resolveSleep && at < this.sleepEnd) this.arm(at, this.resolveSleep);
   }
 
-  /** Stops the loop: no new tick, the running one is aborted; resolves to 1 if it was still running after `withinMs`. */
-  async stop(withinMs: number): Promise<number> {
-    if (!this.started) return 0;
+  /**
+   * Stops the loop: no new tick, the running one is aborted; resolves to 1 if it was still running
+   * at `deadline`. A deadline already passed returns at once: 1 when a tick is in flight, else 0
+   * (a sleeping loop ends without another tick).
+   */
+  async stop(deadline: Deadline): Promise<number> {
+    const run = this.running;
+    if (!this.abort || !run) return 0;
     if (!this.abort.signal.aborted) this.abort.abort(new Error(`${this.o.name} stopping`));
     this.cutSleep();
-    const run = this.running;
-    if (!run) return 0;
-    let timer: TimerHandle | null = null;
-    const late = new Promise<number>((resolve) => (timer = this.o.clock.setTimeout(() => resolve(1), Math.max(0, withinMs))));
-    const left = await Promise.race([run.then(() => 0), late]);
-    if (timer) this.o.clock.clearTimeout(timer);
-    return left;
+    if (deadline.passed) return this.ticking ? 1 : 0;
+    return (await deadline.settled(run)) ? 0 : 1;
   }
 
   /** Resolves once the loop has ended (after stop). */
@@ -149,8 +166,7 @@ export class ServiceLoop implements ReportingLoop {
     r?.();
   }
 
-  private async run(): Promise<void> {
-    const signal = this.abort.signal;
+  private async run(signal: AbortSignal): Promise<void> {
     while (!signal.aborted) {
       this.woken = false;
       const reasons = [...this.wakeReasons];
@@ -197,7 +213,7 @@ export class ServiceLoop implements ReportingLoop {
 
   private sleepUntil(at: number): Promise<void> {
     const ms = at - this.o.clock.now();
-    if (ms <= 0 || this.woken || this.abort.signal.aborted) return Promise.resolve();
+    if (ms <= 0 || this.woken || !this.live()) return Promise.resolve();
     return new Promise<void>((resolve) => {
       this.resolveSleep = resolve;
       this.sleepEnd = Infinity;

@@ -1,5 +1,6 @@
 import { setMaxListeners } from 'node:events';
 import type { Metrics } from '../telemetry/metrics.js';
+import type { Deadline } from '../time/deadline.js';
 
 export type OverflowPolicy = 'sync' | 'drop';
 export type SubmitOutcome = 'enqueued' | 'sync_fallback' | 'dropped';
@@ -12,6 +13,8 @@ export interface WorkerPoolOptions {
   overflow?: OverflowPolicy;
   metrics?: Metrics;
   onError?: (err: unknown) => void;
+  /** Called each time a task has finished and its slot is free again (counted out of `running`). */
+  onSettled?: () => void;
 }
 
 export interface PoolStats {
@@ -33,7 +36,7 @@ export class WorkerPool<T> {
   private active = 0;
   private stopped = false;
   private idleWaiters: Array<() => void> = [];
-  private readonly abort = new AbortController();
+  private abort = new AbortController();
   readonly stats: PoolStats = { waiting: 0, running: 0, completed: 0, failed: 0, dropped: 0, syncFallback: 0 };
 
   constructor(
@@ -80,22 +83,30 @@ export class WorkerPool<T> {
     this.stopped = true;
   }
 
+  /** Takes tasks again after a stop (a loop started again); tasks a stop's deadline aborted keep their aborted signal. */
+  resume(): void {
+    this.stopped = false;
+    if (!this.abort.signal.aborted) return;
+    this.abort = new AbortController();
+    setMaxListeners(0, this.abort.signal);
+  }
+
   /**
-   * Stops and waits until every queued and running task has finished, or until `deadlineMs`
-   * has passed; then running tasks see their AbortSignal. Returns whether the pool drained.
+   * Stops and waits until every queued and running task has finished, or until `deadline`; then
+   * running tasks see their AbortSignal. Returns whether the pool drained.
    */
-  async stopAndWait(deadlineMs: number): Promise<{ drained: boolean; remaining: number }> {
+  async stopAndWait(deadline: Deadline): Promise<{ drained: boolean; remaining: number }> {
     this.stop();
     if (this.idle()) return { drained: true, remaining: 0 };
-    const drained = await new Promise<boolean>((resolve) => {
-      const timer = setTimeout(() => resolve(false), deadlineMs);
-      this.idleWaiters.push(() => {
-        clearTimeout(timer);
-        resolve(true);
-      });
-    });
+    const drained = await deadline.settled(this.whenIdle());
     if (!drained) this.abort.abort(new Error(`worker pool ${this.opts.name}: shutdown deadline passed`));
     return { drained, remaining: this.queue.length + this.active };
+  }
+
+  /** Resolves once nothing is queued or running. */
+  whenIdle(): Promise<void> {
+    if (this.idle()) return Promise.resolve();
+    return new Promise<void>((resolve) => this.idleWaiters.push(resolve));
   }
 
   private idle(): boolean {
@@ -119,6 +130,7 @@ export class WorkerPool<T> {
         const next = this.queue.shift();
         if (next !== undefined) this.launch(next);
         this.publish();
+        this.opts.onSettled?.();
         if (this.idle()) for (const w of this.idleWaiters.splice(0)) w();
       });
   }

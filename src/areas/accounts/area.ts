@@ -1,6 +1,7 @@
 import { defineArea } from '../../modules/area.js';
 import { AccountMetrics } from './metrics.js';
-import { accountsConfig } from './config.js';
+import { accountsConfig, refreshMarginWarnings } from './config.js';
+import { REFRESH_MEMBERSHIP } from './refresh-shards.js';
 import { tokenRefreshJob } from './token-refresh.js';
 import { accountExpiryJob } from './account-expiry.js';
 import { proxyExpiryJob } from './proxy-expiry.js';
@@ -21,6 +22,10 @@ export const accountsArea = defineArea({
   cli: accountsCommands,
   // `oauth.providers`: each provider's keys, merged with the built-in ones.
   checkConfig: (config) => resolveProviders(config).problems,
+  // A refresh margin shorter than the retry schedule (config.ts).
+  configWarnings: (config) => refreshMarginWarnings(config),
+  // The replicas that run token_refresh share the scheduled refreshes (refresh-shards.ts).
+  memberships: [{ name: REFRESH_MEMBERSHIP, job: 'token_refresh' }],
   routes(api, deps) {
     registerAccountRoutes(api, deps);
     registerProxyRoutes(api, deps);

@@ -1,4 +1,5 @@
 import type { Clock } from '../../time/clock.js';
+import { Deadline } from '../../time/deadline.js';
 import { silentLogger, type Logger } from '../../telemetry/logger.js';
 import { ServiceLoop, type LoopTickCounter } from '../../workers/service-loop.js';
 import type { TraceLink } from '../../telemetry/tracing.js';
@@ -86,7 +87,7 @@ export class DueQueue {
     this.stopped = true;
     this.heap = [];
     this.current.clear();
-    return this.loop.stop(withinMs);
+    return this.loop.stop(Deadline.within(this.clock, withinMs));
   }
 
   /** One tick: hands every due entry to `onDue`, then says when the (new) top is due, at most MAX_TIMER_MS ahead. */

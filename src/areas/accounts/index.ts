@@ -9,5 +9,7 @@ export type { ProxyView } from './store/proxies.js';
 export type { AccountsServices as AccountsFace } from './wiring.js';
 export type { AccountTester, AccountTestRun } from './account-tester.js';
 export { redactedRequest } from './account-tester.js';
+/** The retry schedule's worst-case length, as configured (the doctor compares the refresh margin with it). */
+export { refreshRetryBudgetMs } from './config.js';
 export type { TestEffect } from './store/account-test-effects.js';
 export { apiKeyRequest, apiKeyJudge, makeChallenge, checkChallenge, MONITOR_PROVIDERS, type MonitorProvider } from './providers/api-key.js';

@@ -12,6 +12,7 @@ export class AccountMetrics {
   readonly refreshScheduled: Gauge;
   readonly refreshLeaseAttempts: Counter<'trigger'>;
   readonly refreshShardOwned: Gauge;
+  readonly refreshShardMembers: Gauge;
   readonly refreshInFlight: Gauge;
   readonly accountsByStatus: Gauge<'status'>;
   readonly accountsRefreshFailing: Gauge;
@@ -75,6 +76,12 @@ export class AccountMetrics {
     this.refreshShardOwned = new Gauge({
       name: 'relay_jobs_token_refresh_shard_owned',
       help: 'Scheduled accounts this replica owns (the others it keeps as a backstop)',
+      registers,
+    });
+    // Set when the area's membership changes (wiring.ts): the live replicas the heartbeat last reported.
+    this.refreshShardMembers = new Gauge({
+      name: 'relay_jobs_token_refresh_shard_members',
+      help: 'Live replicas sharing the scheduled refreshes, as this replica last saw them',
       registers,
     });
     this.refreshInFlight = new Gauge({ name: 'relay_jobs_token_refresh_in_flight', help: 'Refreshes requested and not finished in this process (waiting or running)', registers });

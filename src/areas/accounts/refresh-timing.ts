@@ -1,5 +1,5 @@
 import type { Random } from '../../time/clock.js';
-import { backoffStepMs } from '../../config/refresh-budget.js';
+import { backoffStepMs } from './config.js';
 
 /** The seed's jitter: a delay times a uniform factor in [0.8, 1.2). */
 export function jitter(ms: number, random: Random): number {

@@ -3,7 +3,7 @@
 import { setMaxListeners } from 'node:events';
 import type { Logger } from '../../telemetry/logger.js';
 import type { Accounts, AccountStatus } from './store/accounts.js';
-import { leaseFreeSql, type RefreshLeaseHandle, type RefreshLeases } from '../../coordination/refresh-lease.js';
+import { leaseFreeSql, type RefreshLeaseHandle, type RefreshLeases } from './store/refresh-lease.js';
 import { LeaseKeeper } from '../../coordination/lease-keeper.js';
 import type { OAuthClient } from './oauth-client.js';
 import type { ProviderAdapter } from './providers/types.js';

@@ -5,7 +5,7 @@ import type { Accounts, RefreshCandidate } from './store/accounts.js';
 import { DueQueue, type DueEntry } from './due-queue.js';
 import type { Refresher, RefreshOutcome, RefreshTrigger } from './refresher.js';
 import { jitter, nextRefreshAt, retryDelay } from './refresh-timing.js';
-import type { RefreshShards } from '../../coordination/refresh-shards.js';
+import type { RefreshShards } from './refresh-shards.js';
 import { AccountMetrics } from './metrics.js';
 import { linkedTo, traceLink } from '../../telemetry/tracing.js';
 

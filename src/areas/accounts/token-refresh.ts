@@ -13,8 +13,6 @@ export const tokenRefreshJob = defineJob({
   name: 'token_refresh',
   description: 'Keeps the OAuth refresh schedule in step with the accounts table; refreshes run on per-account due times',
   scope: 'instance',
-  // Replicas running it share the scheduled refreshes (coordination/refresh-shards.ts).
-  sharded: true,
   // The due-queue that fires the refreshes (due-queue.ts): its failures and stalls are this job's.
   loops: ['token_refresh_due'],
   defaults: (config) => ({ enabled: config.auth.refresh_enabled, every: '30s', timeout: '1m', jitter: '2s' }),

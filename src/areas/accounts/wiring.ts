@@ -1,6 +1,7 @@
 import { Accounts } from './store/accounts.js';
 import { Proxies } from './store/proxies.js';
-import { RefreshLeases } from '../../coordination/refresh-lease.js';
+import { RefreshLeases } from './store/refresh-lease.js';
+import { REFRESH_MEMBERSHIP, RefreshShards } from './refresh-shards.js';
 import { OAuthClient } from './oauth-client.js';
 import { resolveProviders } from './providers/registry.js';
 import { ProbeClient } from '../../upstream/probe-client.js';
@@ -54,6 +55,12 @@ export function buildAccounts(w: WiringContext) {
     recoveryDelayMs: a.refresh_recovery_delay,
   });
   const marginMs = a.refresh_margin_seconds * 1000;
+  // The area's membership (area.ts), kept by the kernel's heartbeat: which replica owns which account's scheduled refresh.
+  const shards = new RefreshShards(w.memberships.get(REFRESH_MEMBERSHIP));
+  shards.onChange(() => {
+    am.refreshShardMembers.set(shards.members?.length ?? 0);
+    log.info({ members: shards.members }, 'refresh shard members changed: scheduled refreshes re-balanced');
+  });
   const tokenRefresh = new TokenRefreshService(
     accounts,
     refresher,
@@ -73,7 +80,7 @@ export function buildAccounts(w: WiringContext) {
     random,
     log,
     metrics,
-    w.shards,
+    shards,
   );
   // Served from memory only while this replica hears its own pings on the wake-up listener (token-cache.ts).
   const tokenCache = new TokenCache(new TokenReads(db, box), {

@@ -1,2 +1,2 @@
 /** The admin area's public face: other areas and the composition root import only this file. */
-export { consoleRoleSql, inspectConsoleRole, reachFindings, SECRET_COLUMNS, type ConsoleRoleReach } from './store/console-role.js';
+export { consoleDatabaseUrl, consoleRoleSql, inspectConsoleRole, reachFindings, SECRET_COLUMNS, type ConsoleRoleReach } from './store/console-role.js';

@@ -10,7 +10,7 @@ import type { Dumper } from './dumper.js';
 import type { Verifier } from './verifier.js';
 import { oneLine } from './hash-counter.js';
 import { pickPrunable } from './retention.js';
-import { settledWithin } from '../../time/clock.js';
+import { Deadline } from '../../time/deadline.js';
 import { Conflict } from '../../errors/app-error.js';
 import { ServiceLoop, type LoopTickCounter } from '../../workers/service-loop.js';
 import type { WakeHub } from '../../workers/wake-hub.js';
@@ -157,7 +157,8 @@ export class BackupService {
     const running = [...this.inFlight.values()];
     for (const r of running) r.abort.abort(new Error('instance shutting down'));
     const settled = Promise.allSettled(running.map((r) => r.done)).then(() => 0);
-    const [reaping, done] = await Promise.all([this.reaper.stop(withinMs), settledWithin(settled, withinMs)]);
+    const by = Deadline.within(this.o.clock, withinMs);
+    const [reaping, done] = await Promise.all([this.reaper.stop(by), by.settled(settled)]);
     return reaping + (done ? 0 : this.inFlight.size);
   }
 

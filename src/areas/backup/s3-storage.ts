@@ -50,10 +50,11 @@ export class S3Storage implements BackupStorage {
   private sdk(): Promise<{ sdk: Sdk; client: S3Client }> {
     const opts = this.opts;
     return (this.session ??= loadSdk().then((sdk) => {
-      // The SDK warns on Node < 22 that its releases after January 2027 will need Node 22. The version
-      // pinned in package.json (3.1175.0, engines >=20) is one of the releases that support Node 20,
-      // and relay-jobs supports Node 20, so the warning is about an upgrade we do not make; it is turned
-      // off with the SDK's own switch, unless the operator set that switch themselves (CHANGELOG, docs/backup.md).
+      // The SDK warns on Node < 22 that its releases after January 2027 will need Node 22. relay-jobs
+      // needs Node 22.13 (engines), where the SDK is silent; CI still runs the suite on Node 20, so the
+      // exact pin in package.json (3.1178.0, engines >=20) stays on releases that run there, and the
+      // notice, about an upgrade not taken, is turned off with the SDK's own switch unless the operator
+      // set it (docs/backup.md).
       process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED ??= 'true';
       return { sdk, client: new sdk.s3.S3Client({ region: opts.region, endpoint: opts.endpoint, forcePathStyle: opts.forcePathStyle, maxAttempts: 3 }) };
     }));

@@ -4,10 +4,11 @@ import type { ImagesMetrics } from './metrics.js';
 import type { ImageBatch, ImageBatches } from './store/image-batches.js';
 import type { BatchLease, ImageQueue } from './store/image-queue.js';
 import type { BatchDriver } from './batch-driver.js';
-import { settledWithin } from '../../time/clock.js';
+import { Deadline } from '../../time/deadline.js';
 import { LeaseKeeper } from '../../coordination/lease-keeper.js';
-import { ServiceLoop, type LoopTickCounter } from '../../workers/service-loop.js';
-import { idleUntil, type WakeHub } from '../../workers/wake-hub.js';
+import { ClaimRunner, type ClaimPace, type ClaimPass } from '../../workers/claim-runner.js';
+import type { LoopTickCounter } from '../../workers/service-loop.js';
+import type { WakeHub } from '../../workers/wake-hub.js';
 import { withSpan } from '../../telemetry/tracing.js';
 
 export interface WorkerOptions {
@@ -29,14 +30,13 @@ export interface WorkerOptions {
  * say `again`, heartbeats the lease every lease/3, and hands the batch back (ready or delayed)
  * when a step says `later`. Each tick also runs the delayed mover and stale-active recovery,
  * so a replica that dies loses only its leases, which the others take over after `leaseMs`.
+ * The loop is the kernel's claim runner (workers/claim-runner.ts); this class keeps the claim,
+ * the drive, the maintenance after each claim and the pacing.
  */
 export class BatchWorker {
-  private running = new Set<Promise<void>>();
   /** Set by stop(): batches in hand go back to the queue after their current step. */
   private draining = false;
-  /** Rows the last tick's mover and stale recovery made ready: claimable now. */
-  private moved = 0;
-  private readonly loop: ServiceLoop;
+  private readonly runner: ClaimRunner<BatchLease>;
 
   constructor(
     private readonly batches: ImageBatches,
@@ -47,14 +47,20 @@ export class BatchWorker {
     private readonly metrics: ImagesMetrics,
     private readonly log: Logger,
   ) {
-    this.loop = new ServiceLoop({
+    this.runner = new ClaimRunner<BatchLease>({
       name: 'batch_image_worker',
       clock,
       log,
-      backstopMs: o.wakes ? o.wakes.idleMs(o.claimIntervalMs) : o.claimIntervalMs,
-      errorDelayMs: o.claimIntervalMs,
+      capacity: o.concurrency,
+      pollMs: o.claimIntervalMs,
+      wakes: o.wakes,
+      nextDueMs: o.nextDueMs,
       ticks: o.ticks,
-      tick: () => this.pass(),
+      claim: (n) => this.queue.claim(this.o.owner, n, this.o.leaseMs),
+      work: (l) => this.drive(l),
+      afterClaim: () => this.maintain(),
+      onSlotFree: () => this.runner.wake('slot_free'),
+      pace: (p) => this.pace(p),
     });
   }
 
@@ -63,20 +69,18 @@ export class BatchWorker {
       this.log.warn('batch_image_worker is enabled but image.provider.base_url is not set: no image batch is driven');
       return;
     }
-    this.loop.start();
+    this.runner.start();
   }
 
   /** A batch became ready (a wake-up): claim now. */
   wake(reason = 'wake'): void {
-    this.loop.wake(reason);
+    this.runner.wake(reason);
   }
 
-  /** Stops claiming and waits up to `withinMs` for batches in hand; returns how many were still running. */
-  async stop(withinMs: number): Promise<number> {
+  /** Stops claiming and waits, within `withinMs` in all, for batches in hand; returns how many were still running. */
+  stop(withinMs: number): Promise<number> {
     this.draining = true;
-    await this.loop.stop(withinMs);
-    await settledWithin(Promise.all(this.running), withinMs);
-    return this.running.size;
+    return this.runner.stop(Deadline.within(this.clock, withinMs));
   }
 
   /**
@@ -86,37 +90,31 @@ export class BatchWorker {
    * next tick, at once (`moved`).
    */
   async tick(): Promise<number> {
-    const leases = await this.queue.claim(this.o.owner, this.o.concurrency - this.running.size, this.o.leaseMs);
-    for (const l of leases) {
-      const p = this.drive(l).finally(() => {
-        this.running.delete(p);
-        this.loop.wake('slot_free');
-      });
-      this.running.add(p);
-    }
+    return (await this.runner.tick()).claimed;
+  }
+
+  /** Resolves when every batch in hand has been handed back or finished. */
+  idle(): Promise<void> {
+    return this.runner.idle();
+  }
+
+  /** After each claim: the delayed mover and stale recovery; returns the rows they made ready (claimable now). */
+  private async maintain(): Promise<number> {
     const due = await this.queue.moveDue();
     const stale = await this.queue.recoverStale();
     if (stale) {
       this.metrics.staleRecovered.inc(stale);
       this.log.warn({ batches: stale }, 'image batches with an expired lease handed back to the queue');
     }
-    this.moved = due + stale;
-    return leases.length;
+    return due + stale;
   }
 
-  /** Resolves when every batch in hand has been handed back or finished. */
-  async idle(): Promise<void> {
-    while (this.running.size) await Promise.all(this.running);
-  }
-
-  /** One loop tick. Claimed with room left: again at once. Full: until a slot frees (a wake-up) or the interval. Idle: the interval, or with wake-ups on the next due batch. */
-  private async pass(): Promise<{ items: number; nextDueAt: number | null }> {
-    const claimed = await this.tick();
-    const now = this.clock.now();
-    const full = this.running.size >= this.o.concurrency;
-    if ((claimed > 0 || this.moved > 0) && !full) return { items: claimed, nextDueAt: now };
-    if (claimed > 0 || full) return { items: claimed, nextDueAt: now + this.o.claimIntervalMs };
-    return { items: 0, nextDueAt: await idleUntil(now, this.o.claimIntervalMs, this.o.wakes, this.o.nextDueMs) };
+  /** Claimed (or rows made ready) with room left: again at once. Full: until a slot frees (a wake-up) or the interval. Idle: the interval, or with wake-ups the next due batch. */
+  private pace({ claimed, extra: moved, room }: ClaimPass): ClaimPace {
+    const full = room <= 0;
+    if ((claimed > 0 || moved > 0) && !full) return 'now';
+    if (claimed > 0 || full) return 'poll';
+    return 'idle';
   }
 
   private async drive(l: BatchLease): Promise<void> {

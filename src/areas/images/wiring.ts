@@ -1,7 +1,7 @@
 import { wired, type WiringContext } from '../../modules/wiring.js';
 import { ImageBatches } from './store/image-batches.js';
 import { ImageQueue } from './store/image-queue.js';
-import { NextDue } from '../../store/next-due.js';
+import { ImageQueueDue } from './store/image-queue-due.js';
 import { BatchTransitions } from './store/image-transitions.js';
 import { ImageProvider } from './image-provider.js';
 import { imageObjectStore } from './image-object-store.js';
@@ -52,7 +52,7 @@ export function buildImages(w: WiringContext) {
         ilog,
       )
     : null;
-  const nextDue = new NextDue(db);
+  const nextDue = new ImageQueueDue(db);
   const worker = new BatchWorker(
     batches,
     queue,
@@ -64,7 +64,7 @@ export function buildImages(w: WiringContext) {
       claimIntervalMs: c.claim_interval,
       retryDelayMs: c.retry_delay,
       wakes: w.wakes,
-      nextDueMs: () => nextDue.inMs('imageQueue'),
+      nextDueMs: () => nextDue.inMs(),
       ticks: metrics.loopTicks,
     },
     clock,

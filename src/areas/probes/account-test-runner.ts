@@ -5,9 +5,10 @@ import type { AccountTests, ClaimedPlan, TestOutcome } from './store/account-tes
 import type { AccountTester } from '../accounts/index.js';
 import { halfIntervalAfter, nextPlanSlot, placeClaim } from './plan-schedule.js';
 import { MIN_PROBE_MS, leaseLeftMs } from './monitor-runner.js';
-import { settledWithin } from '../../time/clock.js';
-import { ServiceLoop, type LoopTickCounter } from '../../workers/service-loop.js';
-import { idleUntil, type WakeHub } from '../../workers/wake-hub.js';
+import { Deadline } from '../../time/deadline.js';
+import { ClaimRunner } from '../../workers/claim-runner.js';
+import type { LoopTickCounter } from '../../workers/service-loop.js';
+import type { WakeHub } from '../../workers/wake-hub.js';
 import { ProbesMetrics } from './metrics.js';
 import { withSpan } from '../../telemetry/tracing.js';
 
@@ -27,6 +28,12 @@ export interface AccountTestSettings {
   ticks?: LoopTickCounter;
 }
 
+/** A claimed plan and when this replica saw the claim (local clock). */
+interface Claimed {
+  plan: ClaimedPlan;
+  seenAt: number;
+}
+
 /** A plan whose cron never fires again: parked far in the future. */
 const NEVER = new Date(8.64e15);
 
@@ -37,12 +44,11 @@ const NEVER = new Date(8.64e15);
  * that dies mid-test leaves the plan leased until a survivor sees its liveness key gone (at once)
  * or the lease ends; then the same occurrence is claimed again, and only one result per
  * occurrence is ever stored. Plans fire on their phase slots (`plan-schedule.ts`): a slot claimed
- * more than half an interval late is skipped and counted as missed.
+ * more than half an interval late is skipped and counted as missed. The loop is the kernel's claim
+ * runner (workers/claim-runner.ts): this class keeps the claim and the test.
  */
 export class AccountTestRunner {
-  private readonly running = new Set<Promise<void>>();
-  private readonly abort = new AbortController();
-  private readonly loop: ServiceLoop;
+  private readonly runner: ClaimRunner<Claimed>;
   /** The probes area's metric group (made once per registry). */
   private readonly pm: ProbesMetrics;
 
@@ -55,68 +61,60 @@ export class AccountTestRunner {
     private readonly s: AccountTestSettings,
   ) {
     this.pm = metrics.group(ProbesMetrics);
-    this.loop = new ServiceLoop({
+    // A pass that claimed looks again after the poll; an idle one, with wake-ups on, when the next plan is due (one already due but leased: the poll).
+    this.runner = new ClaimRunner<Claimed>({
       name: 'scheduled_account_test',
       clock,
       log,
-      backstopMs: s.wakes ? s.wakes.idleMs(s.pollMs) : s.pollMs,
-      errorDelayMs: s.pollMs,
+      capacity: s.concurrency,
+      pollMs: s.pollMs,
+      wakes: s.wakes,
+      nextDueMs: s.nextDueMs,
       ticks: s.ticks,
-      tick: () => this.pass(),
+      claim: (n) => this.claim(n),
+      work: ({ plan, seenAt }, signal) => this.run(plan, seenAt, signal),
     });
   }
 
   start(): void {
-    this.loop.start();
+    this.runner.start();
   }
 
   /** A plan was created or made due (a wake-up): claim now. */
   wake(reason = 'wake'): void {
-    this.loop.wake(reason);
+    this.runner.wake(reason);
   }
 
-  async stop(withinMs: number): Promise<number> {
-    await this.loop.stop(withinMs);
-    const all = Promise.all(this.running);
-    const done = await settledWithin(all, withinMs);
-    if (!done) this.abort.abort(new Error('shutting down'));
-    return done ? 0 : this.running.size;
+  /** Stops claiming; tests in flight get until the same deadline, then their signal aborts. Returns those still running. */
+  stop(withinMs: number): Promise<number> {
+    return this.runner.stop(Deadline.within(this.clock, withinMs));
   }
 
   /** One claim pass; returns how many tests it started. */
   async tick(): Promise<number> {
-    const free = this.s.concurrency - this.running.size;
-    if (free <= 0) return 0;
+    return (await this.runner.tick()).claimed;
+  }
+
+  /** Resolves when every test started so far has committed (tests use it). */
+  idle(): Promise<void> {
+    return this.runner.idle();
+  }
+
+  /** Claims due plans (at most `concurrency` leased cluster-wide); a failed claim is counted and waits for the next poll. */
+  private async claim(free: number): Promise<Claimed[]> {
     let claimed: ClaimedPlan[];
     try {
       claimed = await this.plans.claim(this.s.instanceId, free, this.s.concurrency, this.s.timeoutMs + this.s.leaseGraceMs, this.s.aliveKey?.() ?? null);
     } catch (err) {
       this.pm.claimErrors.inc({ what: 'account_test_claim' });
       this.log.warn({ err: (err as Error).message }, 'account test claim failed; retrying at the next poll');
-      return 0;
+      return [];
     }
     const seenAt = this.clock.now();
-    for (const p of claimed) {
-      const run = this.run(p, seenAt).finally(() => this.running.delete(run));
-      this.running.add(run);
-    }
-    return claimed.length;
+    return claimed.map((plan) => ({ plan, seenAt }));
   }
 
-  /** Resolves when every test started so far has committed (tests use it). */
-  async idle(): Promise<void> {
-    await Promise.all(this.running);
-  }
-
-  /** One loop tick: claim; idle with wake-ups on, sleep until the next plan is due (one already due but leased: the poll). */
-  private async pass(): Promise<{ items: number; nextDueAt: number | null }> {
-    const claimed = await this.tick();
-    const now = this.clock.now();
-    if (claimed > 0) return { items: claimed, nextDueAt: now + this.s.pollMs };
-    return { items: 0, nextDueAt: await idleUntil(now, this.s.pollMs, this.s.wakes, this.s.nextDueMs) };
-  }
-
-  private async run(claimed: ClaimedPlan, seenAt: number): Promise<void> {
+  private async run(claimed: ClaimedPlan, seenAt: number, signal: AbortSignal): Promise<void> {
     const place = placeClaim({ id: claimed.id, cron: claimed.cron, timezone: claimed.timezone, dueMs: claimed.occurrence.getTime(), dueNow: claimed.dueNow, claimedAtMs: claimed.claimedAt.getTime() });
     if (place.missed > 0) this.pm.missed.inc(place.missed);
     if (!place.run) return this.skip(claimed, place.missed, place.nextMs);
@@ -134,7 +132,7 @@ export class AccountTestRunner {
       }
       const attrs = { 'relay_jobs.plan_id': p.id, 'relay_jobs.account_id': p.accountId, 'relay_jobs.model': p.model };
       const run = await withSpan('probe account_test', attrs, async (span) => {
-        const r = await this.tester.run(p.accountId, { model: p.model, timeoutMs, signal: this.abort.signal, slot: p.occurrence, storedTokenForError: true });
+        const r = await this.tester.run(p.accountId, { model: p.model, timeoutMs, signal, slot: p.occurrence, storedTokenForError: true });
         span.set({ 'relay_jobs.outcome': r.result.ok ? 'ok' : 'failed', 'relay_jobs.error_class': r.result.errorClass, 'http.response.status_code': r.result.status });
         return r;
       });

@@ -2,9 +2,10 @@ import type { Clock } from '../../time/clock.js';
 import type { Logger } from '../../telemetry/logger.js';
 import type { Metrics } from '../../telemetry/metrics.js';
 import type { ClaimedMonitor, Monitors, ProbeRecord } from './store/monitors.js';
-import { WorkerPool } from '../../workers/worker-pool.js';
-import { ServiceLoop, type LoopTickCounter } from '../../workers/service-loop.js';
-import { idleUntil, type WakeHub } from '../../workers/wake-hub.js';
+import { Deadline } from '../../time/deadline.js';
+import { ClaimRunner, type ClaimPace, type ClaimPass } from '../../workers/claim-runner.js';
+import type { LoopTickCounter } from '../../workers/service-loop.js';
+import type { WakeHub } from '../../workers/wake-hub.js';
 import type { ProbeClient, ProbeResult } from '../../upstream/probe-client.js';
 import { apiKeyJudge, apiKeyRequest, checkChallenge, makeChallenge, type AccountTester } from '../accounts/index.js';
 import { ProbesMetrics } from './metrics.js';
@@ -67,13 +68,14 @@ const MAX_PENDING = 50_000;
  *
  * No overlap: a probe is cut at min(timeout, time left on its lease - grace/2) on this clock,
  * and the lease (timeout + grace, on the database clock) must pass before anyone claims again.
+ * The loop and the pool are the kernel's claim runner (workers/claim-runner.ts); this class keeps
+ * the claim, the probe, the result writes and the pacing.
  */
 export class MonitorRunner {
-  private readonly pool: WorkerPool<Task>;
+  private readonly runner: ClaimRunner<Task>;
   private pending: ProbeRecord[] = [];
   /** The last pass took every slot it asked for: more monitors are probably due than this replica holds. */
   private backlog = false;
-  private readonly loop: ServiceLoop;
   /** The probes area's metric group (made once per registry). */
   private readonly pm: ProbesMetrics;
 
@@ -87,41 +89,44 @@ export class MonitorRunner {
     private readonly s: MonitorRunnerSettings,
   ) {
     this.pm = metrics.group(ProbesMetrics);
-    this.pool = new WorkerPool((t, signal) => this.probe(t, signal), {
-      name: 'channel_monitor',
-      concurrency: s.poolSize,
-      queueLimit: 0,
-      metrics,
-      onError: (err) => log.error({ err: (err as Error).message }, 'probe task failed'),
-    });
-    this.loop = new ServiceLoop({
+    this.runner = new ClaimRunner<Task>({
       name: 'channel_monitor',
       clock,
       log,
-      backstopMs: s.wakes ? s.wakes.idleMs(this.idlePollMs()) : this.idlePollMs(),
-      errorDelayMs: s.pollMs,
+      capacity: s.poolSize,
+      batch: s.claimBatch,
+      pollMs: s.pollMs,
+      idlePollMs: this.idlePollMs(),
+      wakes: s.wakes,
+      nextDueMs: s.nextDueMs,
       ticks: s.ticks,
-      tick: () => this.pass(),
+      metrics,
+      claim: (n) => this.claim(n),
+      work: (t, signal) => this.probe(t, signal),
+      afterClaim: () => this.flush(),
+      onFull: () => this.pm.saturated.inc(),
+      onItemError: (err) => log.error({ err: (err as Error).message }, 'probe task failed'),
+      pace: (p) => this.pace(p),
     });
   }
 
   get inFlight(): number {
-    return this.pool.stats.running;
+    return this.runner.inHand;
   }
 
   start(): void {
-    this.loop.start();
+    this.runner.start();
   }
 
   /** A monitor was created or made due (a wake-up): claim now. */
   wake(reason = 'wake'): void {
-    this.loop.wake(reason);
+    this.runner.wake(reason);
   }
 
-  /** Stops claiming, lets running probes finish (aborted at the deadline), writes their results. */
+  /** Stops claiming, lets running probes finish (aborted a second before the deadline), writes their results, all within `withinMs`. */
   async stop(withinMs: number): Promise<number> {
-    await this.loop.stop(withinMs);
-    const { remaining } = await this.pool.stopAndWait(Math.max(0, withinMs - 1000));
+    const by = Deadline.within(this.clock, withinMs);
+    const remaining = await this.runner.stop(by, by.less(1000));
     await this.flush();
     return remaining;
   }
@@ -132,46 +137,34 @@ export class MonitorRunner {
    * other monitors' results (issue 26's latency). Returns how many were claimed.
    */
   async tick(): Promise<number> {
-    const claimed = await this.claimAndStart();
-    await this.flush();
-    return claimed;
+    return (await this.runner.tick()).claimed;
   }
 
-  private async claimAndStart(): Promise<number> {
-    const free = this.s.poolSize - this.pool.stats.running;
-    if (free <= 0) {
-      this.pm.saturated.inc();
-      return 0;
-    }
+  /** Claims up to `n` due monitors (the pool's free slots, at most a batch); a failed claim is counted and waits for the next poll. */
+  private async claim(n: number): Promise<Task[]> {
     let claimed: ClaimedMonitor[];
     try {
-      const pass = await this.monitors.claim(this.s.instanceId, Math.min(free, this.s.claimBatch), this.s.leaseGraceMs, this.s.aliveKey?.() ?? null);
+      const pass = await this.monitors.claim(this.s.instanceId, n, this.s.leaseGraceMs, this.s.aliveKey?.() ?? null);
       claimed = pass.claimed;
       // Slots more than half an interval late: not probed (a probe now would crowd the next slot), counted as missed.
       if (pass.skipped > 0) this.pm.missed.inc(pass.skipped);
     } catch (err) {
       this.pm.claimErrors.inc({ what: 'claim' });
       this.log.warn({ err: (err as Error).message }, 'monitor claim failed; retrying at the next poll');
-      return 0;
+      return [];
     }
     const seenAt = this.clock.now();
-    for (const m of claimed) {
-      if (m.missed > 0) this.pm.missed.inc(m.missed);
-      void this.pool.submit({ m, seenAt });
-    }
-    return claimed.length;
+    for (const m of claimed) if (m.missed > 0) this.pm.missed.inc(m.missed);
+    return claimed.map((m) => ({ m, seenAt }));
   }
 
-  private async pass(): Promise<{ items: number; nextDueAt: number | null }> {
-    const wanted = Math.min(this.s.poolSize - this.pool.stats.running, this.s.claimBatch);
-    const claimed = await this.tick();
+  private pace({ claimed, wanted, room }: ClaimPass): ClaimPace {
     this.backlog = claimed > 0 && claimed === wanted;
-    const now = this.clock.now();
     // A full batch means more may be due: go again at once (when the pool has room).
-    if (claimed > 0 && claimed === wanted && this.pool.stats.running < this.s.poolSize) return { items: claimed, nextDueAt: now };
-    if (!(claimed === 0 && wanted > 0)) return { items: claimed, nextDueAt: now + this.s.pollMs };
+    if (claimed > 0 && claimed === wanted && room > 0) return 'now';
+    if (!(claimed === 0 && wanted > 0)) return 'poll';
     // Idle. Wake-ups on: sleep until the earliest monitor is due (a due one held by another replica: the idle poll); off: the idle poll.
-    return { items: 0, nextDueAt: await idleUntil(now, this.idlePollMs(), this.s.wakes, this.s.nextDueMs) };
+    return 'idle';
   }
 
   private idlePollMs(): number {
@@ -184,9 +177,9 @@ export class MonitorRunner {
    * pool, not by `poll_interval`. Claims stay batched (a quarter of the pool or more each).
    */
   private refill(): void {
-    if (!this.backlog || this.loop.inTick || !this.loop.isRunning) return;
-    if (this.pool.stats.running > (this.s.poolSize * 3) / 4) return;
-    this.loop.wake('refill');
+    if (!this.backlog || this.runner.inTick || !this.runner.isRunning) return;
+    if (this.runner.inHand > (this.s.poolSize * 3) / 4) return;
+    this.runner.wake('refill');
   }
 
   private async probe(task: Task, signal: AbortSignal): Promise<void> {
@@ -204,7 +197,7 @@ export class MonitorRunner {
     const lateness = Math.max(0, startedAt.getTime() - m.scheduledFor.getTime());
     this.pm.lateness.observe(lateness / 1000);
     if (lateness > this.s.lateAfterMs) this.pm.late.inc();
-    this.pm.inFlight.set(this.pool.stats.running);
+    this.pm.inFlight.set(this.runner.inHand);
     let result: ProbeResult;
     try {
       // Cut the probe well inside the lease, so the next claim can never overlap it; a lease nearly gone means no probe at all.

@@ -3,7 +3,7 @@ import type { AccountsFace } from '../accounts/index.js';
 import { Monitors } from './store/monitors.js';
 import { MonitorHistory } from './store/monitor-history.js';
 import { AccountTests } from './store/account-tests.js';
-import { NextDue } from '../../store/next-due.js';
+import { ProbeDue } from './store/probe-due.js';
 import { ProbeClient } from '../../upstream/probe-client.js';
 import { MonitorRunner } from './monitor-runner.js';
 import { AccountTestRunner } from './account-test-runner.js';
@@ -17,7 +17,7 @@ export function buildProbes(w: WiringContext, { tester }: Pick<AccountsFace, 'ac
   const accountTests = new AccountTests(db);
   const client = new ProbeClient(undefined, c.pool_size);
   const instanceId = config.instance.id;
-  const nextDue = new NextDue(db);
+  const nextDue = new ProbeDue(db);
   const services = {
     monitors,
     monitorHistory: new MonitorHistory(db),
@@ -34,7 +34,7 @@ export function buildProbes(w: WiringContext, { tester }: Pick<AccountsFace, 'ac
       minIntervalMs: c.min_interval,
       aliveKey: () => w.liveness?.key ?? null,
       wakes: w.wakes,
-      nextDueMs: () => nextDue.inMs('monitors'),
+      nextDueMs: () => nextDue.monitorsInMs(),
       ticks: metrics.loopTicks,
     }),
     accountTestRunner: new AccountTestRunner(accountTests, tester, clock, metrics, log.child({ area: 'scheduled_account_test' }), {
@@ -46,7 +46,7 @@ export function buildProbes(w: WiringContext, { tester }: Pick<AccountsFace, 'ac
       minIntervalMs: c.min_interval,
       aliveKey: () => w.liveness?.key ?? null,
       wakes: w.wakes,
-      nextDueMs: () => nextDue.inMs('accountTests'),
+      nextDueMs: () => nextDue.accountTestsInMs(),
       ticks: metrics.loopTicks,
     }),
   };

@@ -4,6 +4,7 @@ import type { BucketId, RoutingAccounts, RoutingRow } from './store/routing-acco
 import type { SchedulerMetrics } from './metrics.js';
 import type { Logger } from '../../telemetry/logger.js';
 import { sleep, type Clock } from '../../time/clock.js';
+import { Deadline } from '../../time/deadline.js';
 import { bucketName, byBucket } from './bucket-builder.js';
 import type { SchedulerSnapshot } from './scheduler-snapshot-service.js';
 import { ServiceLoop, type LoopTickCounter } from '../../workers/service-loop.js';
@@ -36,7 +37,7 @@ const num = (v: unknown) => (typeof v === 'number' ? v : Number(v));
 
 /**
  * The outbox consumer of one replica (every replica runs one). A poll: claim a batch (rows no
- * live claim holds; SKIP LOCKED, so replicas take disjoint batches), apply it (idempotent: each
+ * live claim holds; a locked pick, so replicas take disjoint batches), apply it (idempotent: each
  * event re-reads its account and writes through the epoch rule), then acknowledge: the rows are
  * marked consumed and the watermark moves in one transaction, retried on fresh deadlines. A batch
  * that fails to apply is released with a delay and claimed again; one whose acknowledgement
@@ -102,11 +103,10 @@ export class OutboxConsumer {
 
   async stop(withinMs: number): Promise<number> {
     this.stopping.abort(new Error('scheduler snapshot consumer stopping'));
-    const deadline = new AbortController();
-    const all = Promise.all([this.loop.stop(withinMs), this.rebuilding, this.snapshot.settled()]).then(([left]) => left);
-    const left = await Promise.race([all, sleep(this.clock, withinMs, deadline.signal).then(() => 1)]);
-    deadline.abort();
-    return left;
+    // One budget for the loop, a rebuild in flight and the snapshot's writes.
+    const by = Deadline.within(this.clock, withinMs);
+    const all = Promise.all([this.loop.stop(by), this.rebuilding, this.snapshot.settled()]).then(([left]) => left);
+    return (await by.settled(all)) ? await all : 1;
   }
 
   private token(): string {

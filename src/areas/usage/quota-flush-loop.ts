@@ -1,5 +1,6 @@
 import { ServiceLoop, type LoopTickCounter } from '../../workers/service-loop.js';
 import type { Clock } from '../../time/clock.js';
+import { Deadline } from '../../time/deadline.js';
 import type { Logger } from '../../telemetry/logger.js';
 import type { PlatformQuota } from './platform-quota.js';
 
@@ -28,7 +29,7 @@ export class QuotaFlushLoop {
   }
 
   stop(withinMs: number): Promise<number> {
-    return this.loop.stop(withinMs);
+    return this.loop.stop(Deadline.within(this.o.clock, withinMs));
   }
 
   /** Ticks so far (tests). */

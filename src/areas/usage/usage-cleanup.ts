@@ -76,7 +76,7 @@ async function retentionSweep(ctx: JobContext, s: Deps, config: Config): Promise
   return deleted + hourly + daily;
 }
 
-/** Admin range cleanups: one claimed task per round (SKIP LOCKED; a dead replica's task is reclaimed after `usage.task_timeout`). */
+/** Admin range cleanups: one claimed task per round (a locked pick; a dead replica's task is reclaimed after `usage.task_timeout`). */
 async function runTask(ctx: JobContext, s: Deps, config: Config): Promise<number> {
   const task = await s.cleanupTasks.claim(ctx.instanceId, config.usage.task_timeout);
   if (!task) return 0;

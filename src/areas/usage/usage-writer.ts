@@ -5,6 +5,7 @@ import { writeIsolatingPoison } from '../../store/poison-split.js';
 import type { Logger } from '../../telemetry/logger.js';
 import type { Metrics } from '../../telemetry/metrics.js';
 import { systemClock, type Clock } from '../../time/clock.js';
+import { Deadline } from '../../time/deadline.js';
 import { retry } from '../../time/retry.js';
 import { ServiceLoop } from '../../workers/service-loop.js';
 import { replaySpills, writeSpill } from './usage-spill.js';
@@ -246,10 +247,11 @@ export class UsageWriter {
    */
   async stop(withinMs: number): Promise<number> {
     this.stopping = true;
-    // Wall time: a shutdown budget, whatever clock the writer's loop runs on.
-    this.deadline = systemClock.now() + withinMs;
+    // Wall time: a shutdown budget, whatever clock the writer's loop runs on; one budget for the loop and the drain.
+    const by = Deadline.within(systemClock, withinMs);
+    this.deadline = by.at;
     const before = this.queue.length;
-    await this.loop.stop(withinMs);
+    await this.loop.stop(by);
     // Rows no tick picked up yet, and lanes of a tick that outlived the wait: drained under the same deadline.
     await this.drain();
     const spilled = this.queue.length;

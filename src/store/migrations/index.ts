@@ -25,6 +25,7 @@ import { sql as claimTakeover } from './027_claim_takeover.js';
 import { sql as backupWake } from './028_backup_wake.js';
 import { sql as jobPauses } from './031_job_pauses.js';
 import { sql as jobSchedules } from './037_job_schedules.js';
+import { sql as instanceMemberships } from './040_instance_memberships.js';
 import { sql as instanceLoops } from './038_instance_loops.js';
 
 export interface Migration {
@@ -69,4 +70,5 @@ export const KERNEL_MIGRATIONS: readonly Migration[] = [
   { version: 31, name: 'job_pauses', sql: jobPauses },
   { version: 37, name: 'job_schedules', sql: jobSchedules },
   { version: 38, name: 'instance_loops', sql: instanceLoops },
+  { version: 40, name: 'instance_memberships', sql: instanceMemberships },
 ];

@@ -1,4 +1,14 @@
 import type { Queryable } from '../../../store/db.js';
+import { keyOrigin, type Config } from '../../../config/load.js';
+
+/**
+ * Where the cluster console connects (`sql.database_url`, else DATABASE_URL) and where that URL came
+ * from, named in a connection error (the console and the doctor's `sql_console_role` alike).
+ */
+export function consoleDatabaseUrl(config: Config): { url: string; source: string } {
+  if (config.sql.database_url) return { url: config.sql.database_url, source: keyOrigin(config, 'sql.database_url') };
+  return { url: config.database.url!, source: `${keyOrigin(config, 'database.url')}; no sql.database_url set` };
+}
 
 /**
  * Columns holding secrets (sealed credentials, token hashes and fingerprints): the SQL console's

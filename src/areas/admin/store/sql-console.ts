@@ -5,7 +5,7 @@ import { PgDb } from '../../../store/pg-db.js';
 import { pgliteSettings } from '../../../store/pglite-db.js';
 import { classifyStatement, SqlRefused, SqlUnavailable, type ClassifiedStatement } from './sql-guard.js';
 import { SqlSnapshot, SqlTimeout, type SnapshotSource } from './sql-snapshot.js';
-import { inspectConsoleRole, refusalReasons } from './console-role.js';
+import { consoleDatabaseUrl, inspectConsoleRole, refusalReasons } from './console-role.js';
 import { interval, timeout, type Cancel } from '../../../time/wall.js';
 
 export { SqlRefused, SqlUnavailable, SqlTimeout };
@@ -73,7 +73,7 @@ export function openSqlConsole(config: Config, db: Db): { console: SqlConsole; c
     return { console: new SqlConsole(db, opts, snapshot), close: () => snapshot.close() };
   }
   // One connection more than the statements: the one that watches them for locks others wait on.
-  const own = new PgDb({ url: config.sql.database_url ?? config.database.url!, poolSize: config.sql.concurrency + 1, connectTimeoutMs: config.database.connect_timeout });
+  const own = new PgDb({ ...consoleDatabaseUrl(config), poolSize: config.sql.concurrency + 1, connectTimeoutMs: config.database.connect_timeout });
   return { console: new SqlConsole(own, opts), close: () => own.close() };
 }
 
@@ -121,7 +121,10 @@ export class SqlConsole {
 
   /** A dedicated connection, destroyed afterwards whatever happened; a watchdog destroys it if the server's own timeout does not answer. */
   private async onOwnConnection(stmt: ClassifiedStatement): Promise<SqlResult> {
-    const conn = await this.db.pin();
+    // The pool connects lazily: its first statement is where an unreachable sql.database_url shows, named with its source.
+    const conn = await this.db.pin().catch((err: unknown) => {
+      throw this.db instanceof PgDb ? new SqlUnavailable(this.db.connectFailure(err).message, 'unavailable') : err;
+    });
     let destroyed = false;
     let cutByWatchdog = false;
     let gaveWay: string | null = null;

@@ -1,5 +1,6 @@
 import type { Db } from '../../../store/db.js';
 import { num, toDate } from '../../../store/db.js';
+import { lockedPick } from '../../../store/claim-queue.js';
 
 /** One change as a gateway sees it (docs/change-stream.md, "The event"). */
 export interface ChangeEvent {
@@ -37,6 +38,9 @@ const toEvent = (r: Record<string, unknown>): ChangeEvent => {
   return e;
 };
 
+/** The publisher's one-row lock: a replica that finds it held skips the pass. */
+const LOCK_STATE = lockedPick({ select: 'seq', from: 'change_stream_state' });
+
 /** Where a publish pass ended. `busy`: another replica holds the publisher's row lock. */
 export interface PublishPass {
   published: number;
@@ -45,7 +49,7 @@ export interface PublishPass {
 
 /**
  * `change_events` as an outbox with one publisher at a time: a pass locks `change_stream_state`
- * (SKIP LOCKED: a second replica skips instead of waiting), reads the oldest unpublished events,
+ * (a locked pick: a second replica skips instead of waiting), reads the oldest unpublished events,
  * hands them to `send` (the Redis XADD), and only then gives them their `seq` and marks them
  * published, in the same transaction. A crash or an error in between rolls the marks back, so
  * the events are sent again by the next pass (at least once; same event ids).
@@ -55,7 +59,7 @@ export class ChangeEvents {
 
   async publish(limit: number, send: (events: ChangeEvent[]) => Promise<void>): Promise<PublishPass> {
     return this.db.tx(async (q) => {
-      const { rows: st } = await q.query(`SELECT seq FROM change_stream_state FOR UPDATE SKIP LOCKED`);
+      const { rows: st } = await q.query(LOCK_STATE);
       if (!st[0]) return { published: 0, busy: true };
       const { rows } = await q.query(`SELECT id, type, entity, entity_id, fields, changed, at FROM change_events WHERE seq IS NULL ORDER BY id LIMIT $1`, [limit]);
       if (!rows.length) return { published: 0, busy: false };

@@ -1,6 +1,6 @@
 import { formatDuration } from '../../../config/duration.js';
 import { combine, fail, ok, warn, type CheckOutcome, type DoctorCheck } from '../check.js';
-import { refreshRetryBudgetMs } from '../../../config/refresh-budget.js';
+import { refreshRetryBudgetMs } from '../../accounts/index.js';
 
 const d = (ms: number) => formatDuration(Math.max(1000, Math.round(ms / 1000) * 1000));
 
@@ -9,7 +9,7 @@ const d = (ms: number) => formatDuration(Math.max(1000, Math.round(ms / 1000) * 
  * (refresh-timing.ts: the jitter only moves it earlier), and retries are deadline-aware: they are
  * squeezed (down to `auth.refresh_retry_floor` apart) rather than scheduled past the token's
  * expiry. `warn` when the margin is shorter than the retry schedule (`refreshRetryBudgetMs`,
- * config/refresh-budget.ts: the backoff the refresher uses, the same that `config check` and the
+ * accounts/config.ts: the backoff the refresher uses, the same that `config check` and the
  * start-up log compare with), so failures would squeeze it; `fail` when even squeezed the
  * attempts cannot fit (their request timeouts plus the floors: the token then lapses whenever the
  * provider fails). The requests' own time is shown beside the schedule.

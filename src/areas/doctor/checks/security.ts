@@ -1,7 +1,7 @@
 import { stat } from 'node:fs/promises';
 import { combine, fail, ok, warn, type CheckOutcome, type DoctorCheck } from '../check.js';
 import { PgDb } from '../../../store/pg-db.js';
-import { inspectConsoleRole, reachFindings } from '../../admin/index.js';
+import { consoleDatabaseUrl, inspectConsoleRole, reachFindings } from '../../admin/index.js';
 
 const LOOPBACK = new Set(['localhost', '127.0.0.1', '::1', '[::1]']);
 
@@ -34,11 +34,12 @@ export const sqlConsoleRole: DoctorCheck = {
   group: 'security',
   modes: ['cluster'],
   async run({ config }) {
-    const url = config.sql.database_url ?? config.database.url!;
+    const { url, source } = consoleDatabaseUrl(config);
     const key = config.sql.database_url ? 'sql.database_url' : 'DATABASE_URL (no sql.database_url)';
     const fix =
       'create a read-only role with the recipe in docs/security.md ("SQL console role": the service\'s tables only, secret columns left out) and set sql.database_url (RELAY_JOBS__SQL__DATABASE_URL) to connect as it';
-    const db = new PgDb({ url, poolSize: 1, connectTimeoutMs: config.database.connect_timeout });
+    // Connected first, so an unreachable server is named with the key (and variable) its URL came from.
+    const db = await PgDb.connect({ url, source, poolSize: 1, connectTimeoutMs: config.database.connect_timeout });
     try {
       const role = await db.tx((q) => inspectConsoleRole(q));
       const findings = reachFindings(role);

@@ -40,7 +40,7 @@ const RECOVER_STALE = reapExpired(QUEUE, { held: ACTIVE, set: [`status = 'ready'
 
 /**
  * The batch work queue in PostgreSQL (table `image_batch_queue`, one row per live batch):
- * - ready → active by `claim` (FOR UPDATE SKIP LOCKED, so replicas never take the same row;
+ * - ready → active by `claim` (a locked pick, `claim-queue.ts`, so replicas never take the same row;
  *   the fence goes up by one on every claim);
  * - active → ready/delayed by `requeue` (owner and fence checked);
  * - active with an expired lease, or whose claimer's liveness key no session holds any more (its

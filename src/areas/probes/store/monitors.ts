@@ -4,7 +4,7 @@ import type { Db } from '../../../store/db.js';
 import { iso, num, toDate } from '../../../store/db.js';
 import type { SecretBox } from '../../../store/secret-box.js';
 import { SetClause } from '../../../store/set-clause.js';
-import { heldBy, leaseFree, type LeaseTable } from '../../../store/claim-queue.js';
+import { heldBy, leaseFree, lockedPick, type LeaseTable } from '../../../store/claim-queue.js';
 import type { ClaimedMonitor, MonitorClaim, MonitorInput, MonitorView, ProbeRecord } from './monitor-types.js';
 
 import type { MonitorProvider } from '../../accounts/index.js';
@@ -12,6 +12,15 @@ export type { ClaimedMonitor, MonitorClaim, MonitorInput, MonitorView, ProbeReco
 
 const API_KEY = 'monitor-api-key'; /** The probe lease (`claim-queue.ts`); the claim is written out below because a late slot is skipped without taking the lease. */
 const MONITORS: LeaseTable = { table: 'monitors', key: 'id', owner: 'lease_owner', until: 'lease_until', fence: 'fence', aliveKey: 'lease_alive_key' };
+/** The claim's candidates: enabled, due by `n.t`, lease free; the oldest due first, at most `$2`, rows other claimers hold passed over. */
+const DUE_PICK = lockedPick({
+  select: 'id, next_due_at, interval_ms, due_now',
+  from: 'monitors, n',
+  where: `enabled AND next_due_at <= n.t AND ${leaseFree(MONITORS, 'n.t')}`,
+  order: 'next_due_at',
+  limit: '$2',
+  of: 'monitors',
+});
 
 /**
  * A monitor's phase within its interval: Fibonacci (Knuth multiplicative) hashing of its id,
@@ -142,7 +151,7 @@ export class Monitors {
   }
 
   /**
-   * Claims up to `limit` due monitors for `owner` in one statement. SKIP LOCKED lets replicas
+   * Claims up to `limit` due monitors for `owner` in one statement. A locked pick lets replicas
    * claim side by side without waiting on each other; a live lease means the monitor's previous
    * probe may still run, so it is not due (no overlap), unless the lease's holder is dead (its
    * liveness key `aliveKey` is held by no session any more: taken over at once, not after the lease).
@@ -156,15 +165,12 @@ export class Monitors {
    *
    * Not `claimDue` (store/claim-queue.ts): a skipped row is locked and moved on without taking
    * the lease, which a claim plan cannot say. Its invariants are the claim queue's all the same:
-   * rows are picked `FOR UPDATE SKIP LOCKED` under `leaseFree`, and a claim bumps the fence.
+   * rows are picked by `lockedPick` under `leaseFree`, and a claim bumps the fence.
    */
   async claim(owner: string, limit: number, leaseGraceMs: number, aliveKey: number | null = null, at: Date | null = null): Promise<MonitorClaim> {
     const { rows } = await this.db.query(
       `WITH n AS (SELECT COALESCE($4::timestamptz, now()) AS t),
-       due AS (
-         SELECT id, next_due_at, interval_ms, due_now FROM monitors, n
-         WHERE enabled AND next_due_at <= n.t AND ${leaseFree(MONITORS, 'n.t')}
-         ORDER BY next_due_at LIMIT $2 FOR UPDATE OF monitors SKIP LOCKED),
+       due AS (${DUE_PICK}),
        behind AS (
          SELECT due.id, due.next_due_at, due.due_now, due.interval_ms, n.t,
            floor((${EPOCH_MS('n.t')} - ${EPOCH_MS('due.next_due_at')})::numeric / due.interval_ms)::bigint AS behind
@@ -207,8 +213,7 @@ export class Monitors {
         accountId: r.account_id === null ? null : num(r.account_id),
         intervalMs: num(r.interval_ms),
         timeoutMs: num(r.timeout_ms),
-        // The column keeps its default beside an account, whose platform decides: shown as none.
-    provider: r.account_id === null || r.account_id === undefined ? (String(r.provider) as MonitorProvider) : null,
+        provider: String(r.provider) as MonitorProvider,
         challenge: Boolean(r.challenge),
         degradedAfterMs: r.degraded_after_ms === null ? null : num(r.degraded_after_ms),
         dueNow: r.due_now === true,

@@ -1,6 +1,6 @@
 import type { Db } from '../../../store/db.js';
 import { num, toDate } from '../../../store/db.js';
-import { claimDue, heldBy, leaseFree, renewLease, type LeaseTable } from '../../../store/claim-queue.js';
+import { claimDue, heldBy, leaseFree, lockedPick, renewLease, type LeaseTable } from '../../../store/claim-queue.js';
 
 export interface OutboxEvent {
   id: number;
@@ -41,7 +41,7 @@ const toEvent = (r: Record<string, unknown>): OutboxEvent => ({
 });
 
 /**
- * A claim marks rows with a token and a deadline (`claim-queue.ts`); SKIP LOCKED lets replicas
+ * A claim marks rows with a token and a deadline (`claim-queue.ts`); its locked pick lets replicas
  * claim disjoint batches at once, and the deadline hands rows of a dead replica to the next
  * claimer. No liveness key here: the consumer's claims are short (a batch), and a fresh token per
  * claim is the fence. $1 token, $2 lease ms, $3 limit, $4/$5 the rebuild filter.
@@ -57,6 +57,8 @@ const CLAIM = claimDue(OUTBOX, {
   returning: 't.id, t.event_type, t.payload, t.created_at, t.attempts',
 });
 const PENDING = 'consumed_at IS NULL';
+/** Consumed rows, oldest first, `$1` per statement; rows a claim or another delete holds are passed over. */
+const DELETE_CONSUMED = `DELETE FROM scheduler_outbox WHERE id IN (${lockedPick({ select: 'id', from: 'scheduler_outbox', where: 'consumed_at IS NOT NULL', order: 'id', limit: '$1' })})`;
 
 /**
  * The `scheduler_outbox` table as a queue: claim, acknowledge (watermark and consumed mark in one
@@ -111,9 +113,7 @@ export class SchedulerOutbox {
   async deleteConsumed(batch: number, maxBatches: number): Promise<number> {
     let total = 0;
     for (let i = 0; i < maxBatches; i++) {
-      const { rowCount } = await this.db.query(`DELETE FROM scheduler_outbox WHERE id IN (SELECT id FROM scheduler_outbox WHERE consumed_at IS NOT NULL ORDER BY id LIMIT $1 FOR UPDATE SKIP LOCKED)`, [
-        batch,
-      ]);
+      const { rowCount } = await this.db.query(DELETE_CONSUMED, [batch]);
       total += rowCount;
       if (rowCount < batch) break;
     }

@@ -1,10 +1,15 @@
 import { randomBytes } from 'node:crypto';
-import type { RedisClient } from './redis-client.js';
-import type { Db } from '../store/db.js';
-import { refreshLockKey, type KeySpace } from './keys.js';
-import { redisScripts, type LockScripts } from './redis-scripts.js';
-import { RenewalBatch } from './renewal-batch.js';
-import { instanceAliveSql } from './instance-registry.js';
+import type { RedisClient } from '../../../coordination/redis-client.js';
+import type { Db } from '../../../store/db.js';
+import type { KeySpace } from '../../../coordination/keys.js';
+import { redisScripts, type LockScripts } from '../../../coordination/redis-scripts.js';
+import { RenewalBatch } from '../../../coordination/renewal-batch.js';
+import { holderDeadSql } from '../../../coordination/instance-registry.js';
+
+/** The per-account refresh lock (`oauth:refresh_lock:{account}` in the issue), shared with the hot path. */
+export function refreshLockKey(ks: KeySpace, accountId: number): string {
+  return `${ks.prefix}:${ks.env}:oauth:refresh_lock:{${accountId}}`;
+}
 
 export interface RefreshLeaseHandle {
   /** Which locks were taken: Redis is skipped (and counted) while it is down. */
@@ -22,22 +27,7 @@ export type RefreshLeaseResult = { acquired: true; handle: RefreshLeaseHandle } 
 /** `acquireWith`: the PostgreSQL step is the caller's statement (which may do more under the same lease). */
 export type RefreshLeaseWith<T> = ({ acquired: true; handle: RefreshLeaseHandle } | { acquired: false; heldIn: 'redis' | 'postgres' }) & { value: T | null };
 
-/** A registered process's lease owner: `<instance id>:<boot id>` (a UUID); anything else is never judged dead. */
-const REGISTERED_OWNER = "':[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$'";
-
-/**
- * SQL: true when the lease owner `owner` (an expression) is a registered process whose liveness
- * has ended: no live `instances` row with its instance id and boot id, by the one liveness test
- * (`instanceAliveSql`: liveness session gone, or beat stale where it has none, or stopped, or
- * its instance id restarted under a new boot). `windowMs` is the liveness window's parameter.
- * Owners in any other form (a one-shot CLI process, a release before this one, a gateway) are
- * never judged dead here: their leases expire.
- */
-export const holderDeadSql = (owner: string, windowMs: string) => `(${owner} ~ ${REGISTERED_OWNER} AND NOT EXISTS (
-  SELECT 1 FROM instances m WHERE m.instance_id = left(${owner}, length(${owner}) - 37) AND m.boot_id = right(${owner}, 36)
-     AND ${instanceAliveSql('m', windowMs)}))`;
-
-/** SQL: the `account_refresh_leases` row may be taken by `EXCLUDED.owner` (expired, ours, or its holder is dead). */
+/** SQL: the `account_refresh_leases` row may be taken by `EXCLUDED.owner` (expired, ours, or its holder is dead: the kernel's `holderDeadSql`). */
 export const leaseFreeSql = (windowMs: string) =>
   `(account_refresh_leases.expires_at <= clock_timestamp() OR account_refresh_leases.owner = EXCLUDED.owner OR ${holderDeadSql('account_refresh_leases.owner', windowMs)})`;
 

@@ -1,10 +1,15 @@
+import { Membership } from '../../coordination/memberships.js';
+
+/** The membership the accounts area declares (area.ts): the replicas that run `token_refresh` enabled. */
+export const REFRESH_MEMBERSHIP = 'token_refresh';
+
 /**
  * Which live replica owns which account's scheduled refresh: rendezvous (highest-random-weight)
- * hashing of the account id over the member list the heartbeat returns (replicas whose beat is
+ * hashing of the account id over the member list of the area's membership (replicas whose beat is
  * fresh, whose liveness lock is still granted when they publish one, and which run
- * `token_refresh`). Every replica computes the same owner from the same list with no
- * coordination; a member joining or leaving moves only the accounts it gains or had (about 1/N),
- * never reshuffles the rest.
+ * `token_refresh`; the kernel keeps it, coordination/memberships.ts). Every replica computes the
+ * same owner from the same list with no coordination; a member joining or leaving moves only the
+ * accounts it gains or had (about 1/N), never reshuffles the rest.
  *
  * Ownership is an optimisation, never the safety: the per-account lease still decides who calls
  * the provider. A replica that does not own an account keeps it scheduled as a backstop, later
@@ -13,46 +18,46 @@
  * unknown and this replica owns everything (as a single replica does).
  */
 export class RefreshShards {
-  private list: readonly string[] | null = null;
+  readonly membership: Membership;
   private seeds: Int32Array = new Int32Array(0);
-  private readonly listeners = new Set<() => void>();
-  private known!: () => void;
-  private readonly knownP = new Promise<void>((r) => (this.known = r));
+  private seededFor: readonly string[] | null = null;
 
-  constructor(readonly self: string) {}
+  /** `self`: this replica's instance id (a membership of its own, fed by `update`), or the kernel's membership. */
+  constructor(self: string | Membership) {
+    this.membership = typeof self === 'string' ? new Membership(REFRESH_MEMBERSHIP, self) : self;
+  }
+
+  get self(): string {
+    return this.membership.self;
+  }
 
   /** Resolves once the first member list arrived, or after `ms` (then this replica owns everything until one does). */
   whenKnown(ms: number): Promise<void> {
-    if (this.list) return Promise.resolve();
-    let t: ReturnType<typeof setTimeout> | undefined;
-    return Promise.race([this.knownP, new Promise<void>((r) => (t = setTimeout(r, ms)))]).finally(() => clearTimeout(t));
+    return this.membership.whenKnown(ms);
   }
 
   /** The current member list (sorted), or null before the first beat answered. */
   get members(): readonly string[] | null {
-    return this.list;
+    return this.membership.members;
   }
 
   onChange(listener: () => void): () => void {
-    this.listeners.add(listener);
-    return () => this.listeners.delete(listener);
+    return this.membership.onChange(listener);
   }
 
   /** Sets the live member list; returns true (and tells the listeners) when it changed. */
   update(members: readonly string[]): boolean {
-    const next = [...new Set(members)].sort();
-    if (this.list && next.length === this.list.length && next.every((m, i) => m === this.list![i])) return false;
-    this.list = next;
-    this.seeds = Int32Array.from(next, hashString);
-    this.known();
-    for (const l of this.listeners) l();
-    return true;
+    return this.membership.update(members);
   }
 
   /** The member that owns `accountId`, or null when the list is unknown or empty. */
   owner(accountId: number): string | null {
-    const list = this.list;
+    const list = this.membership.members;
     if (!list?.length) return null;
+    if (this.seededFor !== list) {
+      this.seeds = Int32Array.from(list, hashString);
+      this.seededFor = list;
+    }
     const k = mix(accountId | 0);
     let best = 0;
     let bestScore = -1;
