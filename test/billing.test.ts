@@ -29,6 +29,15 @@ describe('billing: subscriptions, payment orders, reminders', () => {
   const post = (url: string, payload: unknown) => http.inject({ method: 'POST', url, headers: auth, payload: payload as object });
   const get = async (url: string) => (await http.inject({ url, headers: auth })).json();
   const webhookUrl = () => `${http.listeningOrigin}/api/v1/payments/webhook/fakepay`;
+  // Time passing for payment orders, without waiting for it: expiry, the reconcile window and the
+  // provider-check backoff all compare an order's own times with the database clock, so moving
+  // those times back by `ms` is `ms` passing for that order (the job's runs stay real).
+  const ageOrders = (ids: number[], ms: number) =>
+    sql.query(
+      `UPDATE payment_orders SET created_at = created_at - $2 * interval '1 millisecond', expires_at = expires_at - $2 * interval '1 millisecond',
+         last_checked_at = last_checked_at - $2 * interval '1 millisecond' WHERE id = ANY($1::bigint[])`,
+      [ids, ms],
+    );
   let userId: number;
   let hookServer: import('node:http').Server;
   const hooks: Array<{ headers: import('node:http').IncomingHttpHeaders; body: { key: string; to: string; subject: string } }> = [];
@@ -148,7 +157,7 @@ describe('billing: subscriptions, payment orders, reminders', () => {
     expect(outcomeOf(await rt.runNow('payment_order_expiry'))).toMatchObject({ status: 'ok' });
     expect((await get(`/api/v1/billing/orders/${lost.id}`)).status).toBe('paid');
     expect((await get(`/api/v1/billing/orders/${unpaid.id}`)).status).toBe('pending');
-    await new Promise((r) => setTimeout(r, 1600));
+    await ageOrders([unpaid.id, racing.id], 1600); // both now 100 ms past their expiry
     await rt.runNow('payment_order_expiry');
     expect((await get(`/api/v1/billing/orders/${unpaid.id}`)).status).toBe('expired');
     expect(provider.orders.get(unpaid.provider_order_id)!.status).toBe('closed');
@@ -197,14 +206,14 @@ describe('billing: subscriptions, payment orders, reminders', () => {
     const queries = provider.queries;
     await rt.runNow('payment_order_expiry');
     expect(provider.queries).toBe(queries);
-    await new Promise((res) => setTimeout(res, 1600));
+    await ageOrders([o.id], 1600); // past the first backoff (1.5 s)
     provider.failQueries = 0;
     provider.garbageQueries = 10;
     await rt.runNow('payment_order_expiry');
     expect(provider.queries).toBe(queries + 1);
     expect((await get(`/api/v1/billing/orders/${o.id}`)).status).toBe('pending');
     provider.garbageQueries = 0;
-    await new Promise((res) => setTimeout(res, 3100));
+    await ageOrders([o.id], 3100); // past the second backoff (3 s)
     const failures = (await rt.metrics.group(BillingMetrics).providerFailures.get()).values.find((v) => v.labels.provider === 'fakepay')!.value;
     expect(failures).toBeGreaterThanOrEqual(2);
     await rt.runNow('payment_order_expiry');
@@ -257,7 +266,6 @@ describe('billing: subscriptions, payment orders, reminders', () => {
     const in2 = await sub(2 * DAY);
     const in12h = await sub(DAY / 2);
     const in10 = await sub(10 * DAY);
-    await new Promise((r) => setTimeout(r, 1100));
     const mails = () => smtp.received.filter((m) => m.to.includes('carol@example.test'));
     const first = await rt.runNow('subscription_expiry');
     expect((await get(`/api/v1/billing/subscriptions/${ended.id}`)).status, JSON.stringify(first)).toBe('expired');

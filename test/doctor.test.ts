@@ -17,6 +17,7 @@ import { outcomeOf } from './helpers/rounds.js';
 import { runCli } from './helpers/cli.js';
 import { PG_ADMIN_URL, PrivateRedis, REDIS_URL, TEST_MASTER_KEY, dropRedisPrefix, freshDatabase, uniqueName } from './helpers/services.js';
 import { embeddedDataDir } from './helpers/pglite-template.js';
+import { waitFor } from './helpers/wait.js';
 
 const ADMIN = 'doctor-test-admin-token-Xq81-zzP0';
 
@@ -179,22 +180,26 @@ describe('relay-jobs doctor (cluster)', () => {
       await admin.query('ALTER TABLE canary_runs SET (autovacuum_enabled = off)');
       await admin.query(`INSERT INTO canary_runs (slot, instance_id, fencing_token, phase) SELECT now(), 'x', g, 'start' FROM generate_series(1, 3000) g`);
       await admin.query('DELETE FROM canary_runs');
-      let r = await check('autovacuum');
       // The statistics reach pg_stat_user_tables within a second or so: wait for them.
-      for (let i = 0; i < 100 && !/canary_runs: autovacuum_enabled = off with \d+ dead/.test(r.measured); i++) {
-        await new Promise((res) => setTimeout(res, 200));
-        r = await check('autovacuum');
-      }
+      let r = await waitFor(
+        async () => {
+          const c = await check('autovacuum');
+          return /canary_runs: autovacuum_enabled = off with \d+ dead/.test(c.measured) ? c : null;
+        },
+        { what: 'the dead tuples in the statistics', intervalMs: 200, timeoutMs: 20_000 },
+      );
       expect(r.status).toBe('fail');
       expect(r.measured).toMatch(/canary_runs: autovacuum_enabled = off with \d+ dead tuples/);
       expect(r.fix).toMatch(/RESET \(autovacuum_enabled\)/);
       await admin.query('ALTER TABLE canary_runs RESET (autovacuum_enabled)');
       await admin.query('VACUUM canary_runs');
-      r = await check('autovacuum');
-      for (let i = 0; i < 100 && r.status !== 'ok'; i++) {
-        await new Promise((res) => setTimeout(res, 200));
-        r = await check('autovacuum');
-      }
+      r = await waitFor(
+        async () => {
+          const c = await check('autovacuum');
+          return c.status === 'ok' ? c : null;
+        },
+        { what: () => `the autovacuum check ok after the VACUUM`, intervalMs: 200, timeoutMs: 20_000 },
+      );
       expect(r).toMatchObject({ status: 'ok' });
     } finally {
       await admin.end();

@@ -2,15 +2,16 @@ import { describe, expect, it } from 'vitest';
 import { connect } from 'node:net';
 import { FakeOAuthServer } from './fixtures/oauth-server.js';
 import { FakePaymentProvider } from './fixtures/payment-provider.js';
+import { holdFor, quietFor } from './helpers/wait.js';
 
 /** A client killed mid-request: half a body, then a TCP reset (what a SIGKILLed replica leaves behind). */
 async function resetMidRequest(port: number, path: string): Promise<void> {
   const s = connect(port, '127.0.0.1');
   await new Promise<void>((r) => s.once('connect', () => r()));
   s.write(`POST ${path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{"half":`);
-  await new Promise((r) => setTimeout(r, 100));
+  await holdFor(100, 'the half body reaches the server before the reset (a socket gives no signal that the peer has read it)');
   s.resetAndDestroy();
-  await new Promise((r) => setTimeout(r, 200));
+  await quietFor(200, 'the server takes the reset: a crash from it would happen within this time');
 }
 
 describe('fixture servers survive clients that die mid-request', () => {

@@ -11,6 +11,7 @@ import { buildHttpServer } from '../src/http/server.js';
 import { silentLogger } from '../src/telemetry/logger.js';
 import { JOBS } from '../src/app/registry.js';
 import { embeddedDataDir } from './helpers/pglite-template.js';
+import { waitFor } from './helpers/wait.js';
 
 const TOKEN = 'test-admin-token-0123456789';
 
@@ -152,11 +153,13 @@ describe('HTTP API (embedded runtime)', () => {
     const busy = await http.inject({ method: 'POST', url: '/api/v1/jobs/canary/run', headers: auth });
     expect(busy.statusCode).toBe(409);
     expect(busy.json().error.message).toMatch(/lease held by embedded|lock \(memory\) held/);
-    let run: Record<string, unknown> = {};
-    for (let i = 0; i < 50 && run.status !== 'ok'; i++) {
-      await new Promise((r) => setTimeout(r, 50));
-      run = (await http.inject({ url: poll, headers: auth })).json().run;
-    }
+    const run = await waitFor(
+      async () => {
+        const r = (await http.inject({ url: poll, headers: auth })).json().run as Record<string, unknown>;
+        return r.status === 'ok' ? r : null;
+      },
+      { what: 'the manual canary run finished', timeoutMs: 2500 },
+    );
     expect(run).toMatchObject({ id: run_id, status: 'ok', items: 1, trigger: 'manual' });
     expect((await http.inject({ method: 'POST', url: '/api/v1/jobs/nope/run', headers: auth })).statusCode).toBe(404);
     const detail = (await http.inject({ url: '/api/v1/jobs/canary', headers: auth })).json();

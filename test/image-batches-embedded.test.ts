@@ -9,6 +9,7 @@ import { TERMINAL } from '../src/areas/images/store/image-batches.js';
 import { FakeImageProvider } from './fixtures/image-provider.js';
 import { freePort } from './helpers/services.js';
 import { embeddedDataDir } from './helpers/pglite-template.js';
+import { waitFor } from './helpers/wait.js';
 
 /** The same queue, money steps and state machine in embedded mode (PGlite, no servers), driven by the real worker loop. */
 describe('image batches in embedded mode', () => {
@@ -42,11 +43,14 @@ describe('image batches in embedded mode', () => {
     const s = rt.services.imageBatches;
     const r = await s.submit('emb-1', { user_id: user, model: 'img', prompts: ['a', 'b', 'c', 'd'], size: '1024x1024', n: 2 });
     expect(r.batch.hold_amount).toBe(40);
-    let b = r.batch;
-    for (let i = 0; i < 400 && !TERMINAL.includes(b.state); i++) {
-      await new Promise((res) => setTimeout(res, 25));
-      b = (await s.batches.get(b.id))!;
-    }
+    // Bounded like the loop it replaces (400 x 25 ms); on the limit the assertion below says where it stopped.
+    const b = await waitFor(
+      async () => {
+        const cur = (await s.batches.get(r.batch.id))!;
+        return TERMINAL.includes(cur.state) ? cur : null;
+      },
+      { what: 'the batch in a final state', intervalMs: 25, timeoutMs: 10_000 },
+    ).catch(async () => (await s.batches.get(r.batch.id))!);
     expect(b.state, logs.text() + JSON.stringify(await s.batches.events(b.id))).toBe('completed');
     expect(b.captured).toBe(b.succeeded * 5);
     const u = (await rt.db.query(`SELECT balance, frozen_balance FROM billing_users WHERE id = $1`, [user])).rows[0]!;

@@ -22,7 +22,6 @@ import { ImagesMetrics } from '../src/areas/images/metrics.js';
 const ADMIN = 'images-admin-token-0123456789';
 const auth = { authorization: `Bearer ${ADMIN}` };
 const PRICE = 7;
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 /** The image batch API, money steps, queue and state machine against real PostgreSQL and the loopback Batch API. */
 describe('image batches', () => {
@@ -93,14 +92,15 @@ describe('image batches', () => {
   const get = async (id: number) => (await http.inject({ url: `/api/v1/image-batches/${id}`, headers: auth })).json();
   /** Drives the queue on this process until the batch is terminal. */
   const drive = async (id: number, worker: BatchWorker = svc().worker) => {
-    for (let i = 0; i < 400; i++) {
-      await worker.tick();
-      await worker.idle();
-      const b = await svc().batches.get(id);
-      if (TERMINAL.includes(b!.state)) return get(id);
-      await sleep(15);
-    }
-    throw new Error(`batch ${id} did not end: ${JSON.stringify(await get(id))}`);
+    await waitFor(
+      async () => {
+        await worker.tick();
+        await worker.idle();
+        return TERMINAL.includes((await svc().batches.get(id))!.state);
+      },
+      { what: async () => `batch ${id} to end: ${JSON.stringify(await get(id))}`, intervalMs: 15, timeoutMs: 30_000 },
+    );
+    return get(id);
   };
   const settlements = async (id: number) =>
     (await sql.query(`SELECT step, amount, refunded FROM image_batch_money WHERE batch_id = $1 AND step <> 'hold'`, [id])).rows.map((r) => ({
@@ -328,11 +328,16 @@ describe('image batches', () => {
     const b = (await submit('c-b', { user_id: user, model: 'img_small', prompts: Array.from({ length: 10 }, (_, i) => `p${i}`) })).json();
     fake.faults.pollsToFinish = 1000;
     const w = svc().worker;
-    for (let i = 0; i < 50 && (await svc().batches.get(b.id))!.state !== 'running'; i++) {
-      await w.tick();
-      await w.idle();
-      await sleep(15);
-    }
+    // Driven until it runs (bounded; the cancel below is asserted either way).
+    await waitFor(
+      async () => {
+        if ((await svc().batches.get(b.id))!.state === 'running') return true;
+        await w.tick();
+        await w.idle();
+        return false;
+      },
+      { what: 'the batch running', intervalMs: 15, timeoutMs: 5000 },
+    ).catch(() => undefined);
     expect((await http.inject({ method: 'POST', url: `/api/v1/image-batches/${b.id}/cancel`, headers: auth })).statusCode).toBe(202);
     const done = await drive(b.id);
     expect(done.state).toBe('cancelled');
@@ -365,7 +370,11 @@ describe('image batches', () => {
     const l1 = claimed.find((l) => l.batchId === b.id);
     expect(l1).toBeDefined();
     expect(await t.move(l1!, b.id, 'uploading', 'submitted')).toBeNull(); // wrong previous state
-    await sleep(20);
+    // Its 1 ms lease has run out by the database clock (what recovery judges by).
+    await waitFor(async () => (await sql.query(`SELECT locked_until <= clock_timestamp() AS out FROM image_batch_queue WHERE batch_id = $1`, [b.id])).rows[0]?.out === true, {
+      what: "the dead worker's lease run out",
+      intervalMs: 5,
+    });
     expect(await svc().queue.recoverStale()).toBeGreaterThanOrEqual(1);
     expect(await t.move(l1!, b.id, 'created', 'uploading')).toBeNull(); // lease recovered
     expect(await svc().queue.heartbeat(l1!, 1000)).toBe(false);
@@ -392,13 +401,15 @@ describe('image batches', () => {
       rt.metrics.group(ImagesMetrics),
       silentLogger(),
     );
-    for (let i = 0; i < 300; i++) {
-      await Promise.all([s.worker.tick(), other.tick()]);
-      await Promise.all([s.worker.idle(), other.idle()]);
-      const left = Number((await sql.query(`SELECT count(*) FROM image_batches WHERE id = ANY($1) AND state NOT IN ('completed', 'failed', 'cancelled')`, [ids])).rows[0].count);
-      if (!left) break;
-      await sleep(10);
-    }
+    // Both workers driven until every batch ended (bounded; the assertions below say what is missing).
+    await waitFor(
+      async () => {
+        await Promise.all([s.worker.tick(), other.tick()]);
+        await Promise.all([s.worker.idle(), other.idle()]);
+        return !Number((await sql.query(`SELECT count(*) FROM image_batches WHERE id = ANY($1) AND state NOT IN ('completed', 'failed', 'cancelled')`, [ids])).rows[0].count);
+      },
+      { what: 'every batch ended', intervalMs: 10, timeoutMs: 30_000 },
+    ).catch(() => undefined);
     const settled = await sql.query(`SELECT batch_id, count(*) AS n FROM image_batch_money WHERE batch_id = ANY($1) AND step <> 'hold' GROUP BY batch_id`, [ids]);
     expect(settled.rows.length).toBe(12);
     expect(settled.rows.every((r) => Number(r.n) === 1)).toBe(true);

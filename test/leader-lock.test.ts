@@ -10,6 +10,7 @@ import { PgDb } from '../src/store/pg-db.js';
 import { ManualClock } from '../src/time/clock.js';
 import { UserError } from '../src/config/errors.js';
 import { REDIS_URL, dropRedisPrefix, freshDatabase, uniqueName, freePort } from './helpers/services.js';
+import { quietFor, waitFor } from './helpers/wait.js';
 
 describe('leader locks on real Redis and PostgreSQL', () => {
   const prefix = uniqueName('rjtest');
@@ -78,7 +79,7 @@ describe('leader locks on real Redis and PostgreSQL', () => {
     const a = new RedisLeaderLock(redis, { prefix, env: 'cas' }, 'a');
     const b = new RedisLeaderLock(redis, { prefix, env: 'cas' }, 'b');
     const first = await a.acquire('job', 100);
-    await new Promise((r) => setTimeout(r, 150));
+    await waitFor(async () => (await redis.exists(leaderKey({ prefix, env: 'cas' }, 'job'))) === 0, { what: "a's 100 ms lock expired in Redis", intervalMs: 10 });
     const second = await b.acquire('job', 5000);
     expect(first.acquired && second.acquired).toBe(true);
     if (!first.acquired) return;
@@ -160,7 +161,7 @@ describe('leader locks on real Redis and PostgreSQL', () => {
         if (got.acquired) await got.handle.release();
       }
       lock.close();
-      await new Promise((r) => setTimeout(r, 10));
+      await quietFor(10, 'a MaxListenersExceededWarning is emitted on a later tick, so it would land within these few ms');
       expect(warnings).not.toContain('MaxListenersExceededWarning');
     } finally {
       process.off('warning', onWarning);

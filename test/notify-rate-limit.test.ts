@@ -15,10 +15,9 @@ import { silentLogger } from '../src/telemetry/logger.js';
 import { systemClock } from '../src/time/clock.js';
 import { BACKENDS } from './helpers/backends.js';
 import { freshDatabase } from './helpers/services.js';
-import { waitFor } from './helpers/wait.js';
+import { pace, waitFor } from './helpers/wait.js';
 import { NotificationMetrics } from '../src/areas/notifications/metrics.js';
 
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 function configProblems(env: Record<string, string>): string {
   try {
     loadConfig({ env });
@@ -143,7 +142,7 @@ describe('cluster-wide rate limit across replicas (PostgreSQL)', () => {
     const loop = async (r: (typeof replicas)[number], owner: string) => {
       while (!stop) {
         await r.notifier.deliverDue(owner, async () => null);
-        await sleep(25);
+        await pace(25);
       }
     };
     const loops = [loop(a!, 'replica-a'), loop(b!, 'replica-b')];

@@ -11,6 +11,7 @@ import { percentile } from '../src/areas/ops/catalogue.js';
 import { outcomeOf } from './helpers/rounds.js';
 import { REDIS_URL, TEST_MASTER_KEY, freshDatabase, uniqueName } from './helpers/services.js';
 import { waitFor } from './helpers/wait.js';
+import { SteppedClock } from './helpers/stepped-clock.js';
 
 const ADMIN = 'ops-admin-token-0123456789';
 const auth = { authorization: `Bearer ${ADMIN}` };
@@ -20,6 +21,8 @@ describe('ops plane', () => {
   let db: Awaited<ReturnType<typeof freshDatabase>>;
   let sql: pg.Client;
   let rt: Runtime;
+  // The jobs read this clock: the reports test steps it past cron occurrences instead of sleeping through them.
+  const clock = new SteppedClock();
   let http: FastifyInstance;
   let hookServer: Server;
   const hooks: Array<{ key: string; subject: string; text: string }> = [];
@@ -55,7 +58,7 @@ describe('ops plane', () => {
         RELAY_JOBS__NOTIFY__SEND_TIMEOUT: '2s',
       },
     });
-    rt = await Runtime.create(config, { logger: silentLogger() });
+    rt = await Runtime.create(config, { logger: silentLogger(), clock });
     http = buildHttpServer(rt);
     await http.ready();
   });
@@ -69,7 +72,7 @@ describe('ops plane', () => {
 
   it('ops_metrics records the previous bucket: counts, 5xx and 429 apart, percentiles equal to a reference', async () => {
     // Stay clear of an hour boundary so the manual round's bucket is the one the rows are in.
-    while (Date.now() % HOUR > HOUR - 10_000 || Date.now() % HOUR < 2000) await new Promise((r) => setTimeout(r, 500));
+    await waitFor(() => clock.now() % HOUR <= HOUR - 10_000 && clock.now() % HOUR >= 2000, { what: 'a moment clear of an hour boundary', intervalMs: 500 });
     const bucket = Math.floor(Date.now() / HOUR) * HOUR - HOUR;
     const latencies = Array.from({ length: 301 }, (_, i) => ((i * 7919) % 2000) + 1);
     const rows = latencies.map((l, i) => ({
@@ -206,9 +209,9 @@ describe('ops plane', () => {
     expect(outcomeOf(await rt.runNow('ops_aggregation'))?.status).toBe('ok');
     const digest = (await api('POST', '/ops/reports', { name: 'digest', kind: 'error_digest', cron: '* * * * * *', recipients: ['webhook'], params: { min_count: 1_000_000 } })).json();
     const daily = (await api('POST', '/ops/reports', { name: 'daily', kind: 'daily_summary', cron: '* * * * * *', recipients: ['webhook', 'ops@example.test'] })).json();
-    await new Promise((r) => setTimeout(r, 1100));
+    clock.advance(1100); // past at least one per-second occurrence since the reports were created
     await rt.runNow('scheduled_reports');
-    await new Promise((r) => setTimeout(r, 3100));
+    clock.advance(3100); // three more: the newest is queued, the ones before it coalesced
     await rt.runNow('scheduled_reports');
     const runs = (id: number) => sql.query(`SELECT occurrence, status FROM ops_report_runs WHERE report_id = $1 ORDER BY occurrence`, [id]).then((r) => r.rows);
     const d = await runs(daily.id);

@@ -8,6 +8,7 @@ import { LIVENESS_NS, LivenessSession } from '../src/coordination/liveness.js';
 import { PLAN_SPREAD_MAX_MS, latestPlanSlot, nextPlanSlot, placeClaim } from '../src/areas/probes/plan-schedule.js';
 import { silentLogger } from '../src/telemetry/logger.js';
 import { TEST_MASTER_KEY, freshDatabase } from './helpers/services.js';
+import { waitFor } from './helpers/wait.js';
 
 /**
  * Issue 24 for scheduled account tests, as monitors got it (test/probe-spread.test.ts): a plan's
@@ -114,11 +115,13 @@ describe('account-test plans on PostgreSQL', () => {
     // A crash: the liveness session's backend is killed, so the server frees its lock.
     await db.query(`SELECT pg_terminate_backend(pid) FROM pg_locks WHERE locktype = 'advisory' AND objsubid = 2 AND classid = $1::int::oid AND objid = $2::int::oid`, [LIVENESS_NS, key]);
     await live.stop(1000);
-    let b: Awaited<ReturnType<AccountTests['claim']>> = [];
-    for (let i = 0; i < 200 && !b.length; i++) {
-      b = await plans.claim('r2', 10, 10, 60_000);
-      if (!b.length) await new Promise((r) => setTimeout(r, 25));
-    }
+    const b = await waitFor(
+      async () => {
+        const got = await plans.claim('r2', 10, 10, 60_000);
+        return got.length ? got : null;
+      },
+      { what: "r2's claim of the crashed holder's plan", intervalMs: 25, timeoutMs: 5000 },
+    );
     expect(b).toHaveLength(1);
     expect(b[0]).toMatchObject({ id: view.id, fence: a!.fence + 1, occurrence: a!.occurrence, dueNow: true });
     const out = { startedAt: new Date(), ok: true, status: 200, latencyMs: 1, ttfbMs: 1, errorClass: null, detail: null, resetAtMs: null };

@@ -17,6 +17,7 @@ import { captureLogs } from './helpers/log-capture.js';
 import { FakeImageProvider } from './fixtures/image-provider.js';
 import { freePort } from './helpers/services.js';
 import { embeddedDataDir } from './helpers/pglite-template.js';
+import { waitFor } from './helpers/wait.js';
 
 const MB = 1024 * 1024;
 
@@ -135,12 +136,13 @@ describe('image output files are streamed into the object store (issue 23, item 
   }
 
   async function settle(id: number): Promise<ImageBatch> {
-    let b = (await rt.services.imageBatches.batches.get(id))!;
-    for (let i = 0; i < 6000 && !TERMINAL.includes(b.state); i++) {
-      await new Promise((res) => setTimeout(res, 50));
-      b = (await rt.services.imageBatches.batches.get(id))!;
-    }
-    return b;
+    return waitFor(
+      async () => {
+        const b = (await rt.services.imageBatches.batches.get(id))!;
+        return TERMINAL.includes(b.state) ? b : null;
+      },
+      { what: `batch ${id} in a final state`, timeoutMs: 300_000 },
+    );
   }
 
   it('a ~340 MB output file is indexed whole: every image stored, RSS flat', async () => {
@@ -171,12 +173,14 @@ describe('image output files are streamed into the object store (issue 23, item 
     const r = await s.submit('big-2', { user_id: await user(100), model: 'img', prompts: ['x'], size: '1024x1024', n: 1 });
     const reasons = new Set<string>();
     const { value: b, growthMb } = await rssGrowth(async () => {
-      let cur = r.batch;
-      for (let i = 0; i < 2000 && !TERMINAL.includes(cur.state); i++) {
-        await new Promise((res) => setTimeout(res, 10));
-        cur = (await s.batches.get(r.batch.id))!;
-        if (cur.reason) reasons.add(cur.reason);
-      }
+      const cur = await waitFor(
+        async () => {
+          const now = (await s.batches.get(r.batch.id))!;
+          if (now.reason) reasons.add(now.reason);
+          return TERMINAL.includes(now.state) ? now : null;
+        },
+        { what: 'the batch in a final state', intervalMs: 10, timeoutMs: 20_000 },
+      );
       return cur;
     });
     expect([...reasons].join(' | ')).toMatch(/image provider: POST \/files: the reply is larger than 1048576 bytes/);

@@ -9,6 +9,7 @@ import { FakeOAuthServer } from './fixtures/oauth-server.js';
 import { startCluster } from './helpers/cluster.js';
 import { REDIS_URL, TEST_MASTER_KEY, dropRedisPrefix, freshDatabase, uniqueName } from './helpers/services.js';
 import { waitFor } from './helpers/wait.js';
+import { SteppedClock } from './helpers/stepped-clock.js';
 import { SecretBox } from '../src/store/secret-box.js';
 
 const ADMIN = 'rotation-admin-token-0123456789';
@@ -156,12 +157,14 @@ describe('exhausted refresh retries', () => {
       oauth.fail('unknown_400', 2);
       expect((await refresh()).account.temp_unschedulable_until).toBeNull(); // first failure: a retry, still schedulable
       expect((await refresh()).result).toBe('transient');
-      // The mark is written right after the outcome; poll for it.
-      let view = (await http.inject({ url: `/api/v1/accounts/${a.id}`, headers: auth })).json();
-      for (let i = 0; i < 100 && !view.temp_unschedulable_until; i++) {
-        await new Promise((r) => setTimeout(r, 50));
-        view = (await http.inject({ url: `/api/v1/accounts/${a.id}`, headers: auth })).json();
-      }
+      // The mark is written right after the outcome; wait for it.
+      const view = await waitFor(
+        async () => {
+          const v = (await http.inject({ url: `/api/v1/accounts/${a.id}`, headers: auth })).json();
+          return v.temp_unschedulable_until ? v : null;
+        },
+        { what: 'the temp_unschedulable mark', timeoutMs: 5000 },
+      );
       expect(Date.parse(view.temp_unschedulable_until) - Date.now()).toBeGreaterThan(9 * 60_000);
       expect(view.temp_unschedulable_reason).toMatch(/^refresh_failing: unrecognized_error/);
       const ok = await refresh();
@@ -183,6 +186,8 @@ describe('per-platform refresh breaker', () => {
     const oauth = await FakeOAuthServer.start({ clientId: 'br-client' });
     const db = await freshDatabase();
     const prefix = uniqueName('rjbrk');
+    // The breaker's open period runs on the runtime's clock: the test steps past it instead of sleeping through it.
+    const clock = new SteppedClock();
     const rt = await Runtime.create(
       loadConfig({
         env: {
@@ -202,7 +207,7 @@ describe('per-platform refresh breaker', () => {
           RELAY_JOBS__AUTH__REFRESH_BREAKER_OPEN: '2s',
         },
       }),
-      { logger: silentLogger() },
+      { logger: silentLogger(), clock },
     );
     const http = buildHttpServer(rt);
     const make = async (platform: string, name: string) =>
@@ -218,7 +223,7 @@ describe('per-platform refresh breaker', () => {
       expect(blocked).toMatchObject({ result: 'transient', reason: 'breaker_open' });
       expect(oauth.requests.length).toBe(calls); // no provider call while open
       expect(blocked.account.refresh.consecutive_failures).toBe(0); // and no failure charged to the account
-      await new Promise((r) => setTimeout(r, 2100));
+      clock.advance(2100); // past the open period (the breaker reads the runtime's clock)
       expect((await refresh(ids[2]!)).result).toBe('refreshed'); // the probe after the open period
       // invalid_client trips its platform at once, and only its platform.
       const acme = [await make('acme', 'ac-1'), await make('acme', 'ac-2')];

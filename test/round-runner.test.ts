@@ -11,6 +11,7 @@ import { systemClock, sleep } from '../src/time/clock.js';
 import { FencedWriteRefused } from '../src/coordination/fenced-cursor.js';
 import { BACKENDS } from './helpers/backends.js';
 import { captureLogs } from './helpers/log-capture.js';
+import { pace } from './helpers/wait.js';
 
 function job(name: string, run: (ctx: JobContext) => Promise<{ items: number; note?: string }>, over: Partial<JobDefinition['settings']> = {}): JobDefinition {
   return { name, description: name, scope: 'cluster', settings: { enabled: true, schedule: { kind: 'every', everyMs: 1000 }, timeoutMs: 2000, lockTtlMs: 3000, jitterMs: 0, ...over }, run };
@@ -32,7 +33,7 @@ describe.each(BACKENDS)('RoundRunner on $name', (backend) => {
     let runs = 0;
     const j = job('split', async () => {
       runs++;
-      await new Promise((r) => setTimeout(r, 50));
+      await pace(50); // the run lasts a moment, so both replicas' attempts overlap it
       return { items: 1 };
     });
     const a = runner(db, 'a');

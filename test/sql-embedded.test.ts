@@ -8,7 +8,7 @@ import { PgliteDb } from '../src/store/pglite-db.js';
 import { ServiceProcess } from './helpers/cli.js';
 import { freePort } from './helpers/services.js';
 import { embeddedDataDir } from './helpers/pglite-template.js';
-import { waitFor } from './helpers/wait.js';
+import { holdFor, waitFor } from './helpers/wait.js';
 
 /**
  * sql.statement_timeout here. Each attack runs (and the CPU-bound ones burn a core) until it, and
@@ -125,12 +125,12 @@ describe.concurrent('embedded SQL console: statements run on a snapshot thread (
   });
 
   it.sequential('a snapshot is never older than sql.embedded_snapshot_max_age', async ({ expect }) => {
-    const fresh = openSnapshot(db, join(dir, 'fresh-snapshots'), 1000);
+    const fresh = openSnapshot(db, join(dir, 'fresh-snapshots'), 300);
     const console2 = new SqlConsole(db, { statementTimeoutMs: 60_000, maxRows: 10, concurrency: 1 }, fresh);
     try {
       expect((await console2.run('SELECT count(*)::int AS n FROM t WHERE id = 200000')).rows).toEqual([{ n: 0 }]);
       await db.query("INSERT INTO t VALUES (200000, 'later')");
-      await new Promise((r) => setTimeout(r, 1100));
+      await holdFor(350, 'the snapshot ages past its max age (300 ms) on its monotonic clock, which no test can move');
       expect((await console2.run('SELECT count(*)::int AS n FROM t WHERE id = 200000')).rows).toEqual([{ n: 1 }]);
     } finally {
       await fresh.close();
@@ -151,12 +151,15 @@ describe.concurrent('embedded SQL console over HTTP (a spawned `relay-jobs start
   async function healthzAnsweredDuring(port: number, pending: Promise<unknown>): Promise<boolean> {
     let settled = false;
     void pending.finally(() => (settled = true));
-    while (!settled) {
-      const ok = await fetch(`http://127.0.0.1:${port}/healthz`).then((r) => r.status === 200);
-      if (ok && !settled) return true;
-      await new Promise((r) => setTimeout(r, 50));
-    }
-    return false;
+    const seen = await waitFor(
+      async () => {
+        if (settled) return 'settled';
+        const ok = await fetch(`http://127.0.0.1:${port}/healthz`).then((r) => r.status === 200);
+        return ok && !settled ? 'answered' : settled ? 'settled' : false;
+      },
+      { what: '/healthz answering, or the statement settling' },
+    );
+    return seen === 'answered';
   }
 
   let svc: ServiceProcess;

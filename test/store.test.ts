@@ -15,6 +15,7 @@ import { RunRecords } from '../src/coordination/run-records.js';
 import { systemClock } from '../src/time/clock.js';
 import { UserError } from '../src/config/errors.js';
 import { BACKENDS } from './helpers/backends.js';
+import { waitFor } from './helpers/wait.js';
 
 const SLOT = (n: number) => new Date(Date.UTC(2026, 0, 1, 0, 0, n));
 const claimArgs = (job: string, slot: Date, leaseMs = 5000) => ({ job, slot, leaseMs, timeoutMs: 1000, backend: 'memory' as const, toleratedFutureMs: 500 });
@@ -25,6 +26,11 @@ describe.each(BACKENDS)('store on $name', (backend) => {
   beforeAll(async () => {
     ({ db, cleanup } = await backend.open());
   });
+  /** Until `job`'s lease has run out by the database clock (what a takeover is judged by). */
+  const leaseExpired = (job: string) =>
+    waitFor(async () => (await db.query(`SELECT lease_until <= clock_timestamp() AS expired FROM job_state WHERE job_name = $1`, [job])).rows[0]?.expired === true, {
+      what: `${job}'s lease expired`,
+    });
   afterAll(async () => cleanup());
 
   it('migrations are idempotent', async () => {
@@ -77,7 +83,7 @@ describe.each(BACKENDS)('store on $name', (backend) => {
     const r1 = await a.claimScheduled(claimArgs('takeover', SLOT(1), 150));
     if (!r1.claimed) throw new Error('expected claim');
     await cursors.write('takeover', 'watermark', { at: 1 }, r1.claim.token);
-    await new Promise((r) => setTimeout(r, 250));
+    await leaseExpired('takeover');
     const r2 = await b.claimScheduled(claimArgs('takeover', SLOT(2)));
     if (!r2.claimed) throw new Error(`expected takeover, got ${JSON.stringify(r2)}`);
     const old = (await new RunRecords(db).recent('takeover')).find((r) => r.id === r1.claim.runId)!;
@@ -97,7 +103,7 @@ describe.each(BACKENDS)('store on $name', (backend) => {
     await a.ensureJobs(['canary_t']);
     const r1 = await a.claimScheduled(claimArgs('canary_t', SLOT(11), 150));
     if (!r1.claimed) throw new Error('expected claim');
-    await new Promise((r) => setTimeout(r, 250));
+    await leaseExpired('canary_t');
     const r2 = await b.claimScheduled(claimArgs('canary_t', SLOT(12)));
     if (!r2.claimed) throw new Error('expected takeover');
     await canary.endFenced('canary_t', 'last_slot', SLOT(12).toISOString(), SLOT(12), 'new', r2.claim.token);

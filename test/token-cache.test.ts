@@ -7,7 +7,7 @@ import { TokenReads } from '../src/areas/accounts/store/token-reads.js';
 import { TokenCache } from '../src/areas/accounts/token-cache.js';
 import { WAKE_DETAIL_CHANNEL } from '../src/coordination/wake-listener.js';
 import { TEST_MASTER_KEY, freshDatabase } from './helpers/services.js';
-import { waitFor } from './helpers/wait.js';
+import { holdFor, waitFor } from './helpers/wait.js';
 
 /**
  * The hot path's token cache against a real PostgreSQL: the migration-039 trigger's notifications
@@ -85,7 +85,7 @@ describe('token cache (real PostgreSQL, LISTEN/NOTIFY)', () => {
       deliver = false;
       await accounts.update(id, { status: 'disabled' });
       // The acknowledgment (TokenApi.settle, what the disable route awaits): the cache's own bound, not a sleep for a condition.
-      await new Promise((r) => setTimeout(r, c.settleMs));
+      await holdFor(c.settleMs, "the cache's own acknowledgment bound (what TokenApi.settle waits on its monotonic clock), not a wait for a condition");
       const after = await c.get(id);
       expect(after?.status, `round ${round}: a disabled account served after its change was acknowledged`).toBe('disabled');
       expect(results.at(-1)).toBe('cold');

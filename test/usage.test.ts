@@ -3,6 +3,7 @@ import type { FastifyInstance } from 'fastify';
 import pg from 'pg';
 import { loadConfig } from '../src/app/config-schema.js';
 import { Runtime } from '../src/app/runtime.js';
+import { waitFor } from './helpers/wait.js';
 import { buildHttpServer } from '../src/http/server.js';
 import { ManualClock } from '../src/time/clock.js';
 import { UsageWriter, UsageQueueFull } from '../src/areas/usage/usage-writer.js';
@@ -119,7 +120,8 @@ describe('usage data lifecycle (real PostgreSQL and Redis)', () => {
       const events = [ev(), ev(), ev()];
       let answered = false;
       const req = post('/api/v1/usage', { events }).then((r) => ((answered = true), r));
-      await new Promise((r) => setTimeout(r, 400));
+      // A batch has failed, and the request is still waiting for its commit.
+      await waitFor(async () => ((await rt.metrics.group(UsageMetrics).usageFailedBatches.get()).values[0]?.value ?? 0) > failedBefore, { what: 'a failed usage batch' });
       expect(answered).toBe(false);
       expect((await rt.metrics.group(UsageMetrics).usageFailedBatches.get()).values[0]!.value).toBeGreaterThan(failedBefore);
       await sql.query(`DELETE FROM fail_usage`);

@@ -9,6 +9,7 @@ import { LIVENESS_NS } from '../src/coordination/liveness.js';
 import { REDIS_URL, TEST_MASTER_KEY, dropRedisPrefix, freshDatabase, uniqueName } from './helpers/services.js';
 import { embeddedDataDir } from './helpers/pglite-template.js';
 import { waitFor } from './helpers/wait.js';
+import { loopBook } from '../src/workers/loop-book.js';
 
 /** Polls `cond` until it holds (generous: the machine is loaded); fails with `what` otherwise. */
 async function metric(rt: Runtime, name: string, labels = ''): Promise<number> {
@@ -89,8 +90,14 @@ describe('wake-ups, cluster mode (real PostgreSQL, LISTEN on the liveness sessio
     // The trigger off: the write commits without a notification, as if it had been lost.
     await admin.query('ALTER TABLE monitors DISABLE TRIGGER monitors_wake_insert');
     try {
-      // Lets the runner finish the previous test's probe and go to its idle sleep (a pause, not an assertion).
-      await new Promise((r) => setTimeout(r, 1500));
+      // The runner has finished the previous test's probe (its result stored) and gone to its idle sleep.
+      const monitorLoop = () =>
+        loopBook(rt.metrics.loopTicks)
+          .report(Date.now())
+          .find((l) => l.loop === 'channel_monitor');
+      await waitFor(async () => (await admin.query(`SELECT 1 FROM monitor_results r JOIN monitors m ON m.id = r.monitor_id WHERE m.name = 'first'`)).rowCount && monitorLoop()?.in_tick_ms === null, {
+        what: () => `the runner idle after the first probe (loop: ${JSON.stringify(monitorLoop())})`,
+      });
       const before = await metric(rt, 'relay_jobs_wakeups_total', 'channel="monitors"');
       await rt.services.monitors.create(monitor(target.url, 'silent'));
       await waitFor(() => (target.hits.get('silent') ?? 0) >= 1, { what: 'the probe after the backstop' });

@@ -1,5 +1,6 @@
 import pg from 'pg';
 import type { Cluster, Replica } from './cluster.js';
+import { pace } from './wait.js';
 
 /** Shared by the refresh e2e scenarios: replicas of one cluster (test/helpers/cluster.ts), a lapse watcher, polling. */
 
@@ -30,7 +31,7 @@ export function watchLapses(sql: pg.Client): { lapsed: Map<number, number>; stop
         `SELECT id, (extract(epoch FROM clock_timestamp() - token_expires_at) * 1000)::float8 AS lapsed_ms FROM accounts WHERE token_expires_at < clock_timestamp()`,
       );
       for (const r of rows) lapsed.set(Number(r.id), Math.max(lapsed.get(Number(r.id)) ?? 0, r.lapsed_ms));
-      await new Promise((r) => setTimeout(r, 250));
+      await pace(250); // the sampling cadence
     }
   })();
   return {

@@ -34,3 +34,31 @@ export async function waitFor<T>(condition: () => T | Promise<T>, opts: WaitOpti
     await sleep(opts.intervalMs ?? 50);
   }
 }
+
+/**
+ * The suite's only fixed waits, each with its reason written at the call. Everything else waits
+ * for a condition (`waitFor`) or moves a clock. Use these only where real time is itself the
+ * evidence, against real processes that take no clock of ours:
+ *
+ * - `quietFor`: a negative assertion ("nothing happens during `ms`"); keep `ms` the shortest
+ *   that still proves it.
+ * - `holdFor`: a phase of a scenario that lasts real time (an outage of a given length, an
+ *   observation window whose length the assertions are computed from).
+ * - `pace`: spacing in a load generator or a fake upstream's latency (the shape of the load, not
+ *   a wait for anything).
+ */
+export function quietFor(ms: number, why: string): Promise<void> {
+  if (!why) throw new Error('quietFor needs its reason');
+  return sleep(ms);
+}
+
+/** A scenario phase of `ms` real time (see above); `why` says why its length matters. */
+export function holdFor(ms: number, why: string): Promise<void> {
+  if (!why) throw new Error('holdFor needs its reason');
+  return sleep(ms);
+}
+
+/** Spacing between the requests of a load generator, or a fake's latency (see above). */
+export function pace(ms: number): Promise<void> {
+  return sleep(ms);
+}
