@@ -4,6 +4,10 @@ import { dirname } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import pg from 'pg';
 import { BackupBusy } from '../src/areas/backup/backup-service.js';
+import { LIVENESS_LOOK_MS } from '../src/areas/backup/store/backups.js';
+import { LivenessSession } from '../src/coordination/liveness.js';
+import { LIVENESS_NS } from '../src/store/liveness-sql.js';
+import { silentLogger } from '../src/telemetry/logger.js';
 import { PG_ADMIN_URL } from './helpers/services.js';
 import { backupEnv } from './helpers/backup-env.js';
 import { waitFor } from './helpers/wait.js';
@@ -94,6 +98,42 @@ describe('backup on real PostgreSQL with pg_dump/pg_restore, directory storage',
     expect(existsSync(partial)).toBe(false);
     const rec = await (await env.service.start('schedule')).done;
     expect(rec.state).toBe('verified');
+  });
+
+  it("a writer's backup is free the moment its liveness session ends (the one lease rule), long before its lease expires; the next look comes within 5 s", async () => {
+    const writer = new LivenessSession(env.db, silentLogger(), 100);
+    await writer.start();
+    const record = (id: string, aliveKey: number | null) =>
+      env.backups.start({
+        id,
+        trigger: 'manual',
+        instanceId: 'replica-d',
+        leaseMs: 3_600_000,
+        storage: 'fs',
+        location: 'x',
+        objectKey: `test/x/${id}.dump.gz`,
+        format: 'pg_dump',
+        compression: 'gzip',
+        jobRunId: null,
+        aliveKey,
+      });
+    expect(await record('alivebackup1', writer.key)).toBe('alivebackup1');
+    // Alive: not reaped, refused to a second writer, and the reaper looks again within LIVENESS_LOOK_MS (not in an hour).
+    const { reaped, nextExpiryMs } = await env.backups.reapAndNext();
+    expect(reaped).toEqual([]);
+    expect(nextExpiryMs).toBeLessThanOrEqual(LIVENESS_LOOK_MS);
+    expect(await env.service.start('manual').catch((e: unknown) => e)).toBeInstanceOf(BackupBusy);
+    // A crash: the writer's backend is killed, the server frees its liveness lock.
+    await env.db.query(`SELECT pg_terminate_backend(pid) FROM pg_locks WHERE locktype = 'advisory' AND objsubid = 2 AND classid = $1::int::oid AND objid = $2::int::oid`, [LIVENESS_NS, writer.key]);
+    await writer.stop(1000);
+    await waitFor(async () => (await env.service.reap()) === 1, { what: "the dead writer's backup to be reaped" });
+    const dead = (await env.backups.get('alivebackup1'))!;
+    expect(dead.state).toBe('failed');
+    expect(dead.error).toMatch(/abandoned: instance replica-d stopped renewing its lease \(its process ended: its liveness session is gone\)/);
+    // Without a key (embedded mode) the lease alone decides: an hour-long lease is not free.
+    expect(await record('nokeybackup1', null)).toBe('nokeybackup1');
+    expect((await env.backups.reapAndNext()).reaped).toEqual([]);
+    await env.backups.finish('nokeybackup1', 'replica-d', { state: 'failed', error: 'test over' });
   });
 
   it('verification that restores different row counts records verify_failed naming the table', async () => {

@@ -4,6 +4,7 @@ import { backupConfig } from './config.js';
 import { backupJob } from './backup.js';
 import { registerBackupRoutes } from './backups-routes.js';
 import { BackupMetrics } from './metrics.js';
+import { backupMigrations } from './store/migrations/index.js';
 
 const URL_HELP = "the service (default: embedded, the one holding the data directory's lock file, on its port; cluster, http://127.0.0.1:<http.port>)";
 
@@ -11,6 +12,7 @@ const URL_HELP = "the service (default: embedded, the one holding the data direc
 export const backupArea = defineArea({
   name: 'backup',
   config: backupConfig,
+  migrations: backupMigrations,
   wiring: async () => (await import('./wiring.js')).buildBackup,
   jobs: [backupJob],
   metrics: [BackupMetrics],

@@ -34,6 +34,8 @@ export interface BackupServiceOptions {
   log: Logger;
   metrics: BackupMetrics;
   instanceId: string;
+  /** This replica's liveness key now (null in embedded mode or while its session reopens): a backup records it, so its death frees the lease at once. */
+  aliveKey?: () => number | null;
   env: string;
   /** The database's name in object keys: `<env>/<db>/<YYYYMMDD-HHMMSS>-<id>.dump.gz`. */
   dbName: string;
@@ -58,11 +60,14 @@ function stamp(ms: number): string {
 /**
  * Runs backups: one at a time cluster-wide (the `backups_one_running` index), each owned by the
  * instance writing it through a lease renewed every third of `leaseMs`. Any replica may reap a
- * record whose lease the database says has expired (marking it failed, removing its partial
- * objects); nothing else ever touches another instance's running backup, so a replica that
+ * record whose lease is free by the one lease rule (store/liveness-sql.ts: expired on the database
+ * clock, or its writer's liveness key held by no session: a killed writer's backup is reaped within
+ * `LIVENESS_LOOK_MS`, not a lease period later), marking it failed and removing its partial
+ * objects; nothing else ever touches another instance's running backup, so a replica that
  * restarts cannot fail a backup a live replica is still writing (Sub2API's bug).
  * The reaper is a `ServiceLoop` (`backup_reaper`): a reap at start, then as the earliest running
- * lease could expire. With wake-ups listening it is woken by a backup starting on any replica
+ * lease could expire, or every `LIVENESS_LOOK_MS` while a running backup's writer has a liveness
+ * key. With wake-ups listening it is woken by a backup starting on any replica
  * (migration 028) and otherwise sleeps (issue 26: no read every lease period while nothing
  * runs); without them it looks every `leaseMs`, as before.
  */
@@ -107,6 +112,7 @@ export class BackupService {
       format: this.o.dumper.format,
       compression: this.o.compression,
       jobRunId: opts.jobRunId ?? null,
+      aliveKey: this.o.aliveKey?.() ?? null,
     });
     if (!started) {
       const running = await this.o.backups.running();
@@ -141,13 +147,13 @@ export class BackupService {
   private async removeReaped(reaped: BackupRecord[]): Promise<void> {
     for (const r of reaped) {
       this.o.metrics.abandoned.inc();
-      this.o.log.warn({ backup: r.id, owner: r.instance_id }, 'backup abandoned: its lease expired; partial objects removed');
+      this.o.log.warn({ backup: r.id, owner: r.instance_id }, 'backup abandoned: its writer stopped renewing its lease or its process ended; partial objects removed');
       await this.o.storage.remove(r.object_key).catch((err) => this.o.log.warn({ backup: r.id, err: oneLine(err) }, "could not remove an abandoned backup's objects"));
       await this.o.verifier?.dropScratch(r.id).catch((err) => this.o.log.warn({ backup: r.id, err: oneLine(err) }, "could not drop an abandoned backup's scratch database"));
     }
   }
 
-  /** Reaps expired backups every lease period (any replica may; only expired leases are touched). */
+  /** Reaps abandoned backups (any replica may; only free leases are touched: expired, or their writer's liveness gone). */
   startReaper(): void {
     this.reaper.start();
   }
@@ -168,7 +174,7 @@ export class BackupService {
     const keeper = new LeaseKeeper({
       clock: this.o.clock,
       leaseMs: this.o.leaseMs,
-      renewLease: () => backups.renew(id, this.o.instanceId, this.o.leaseMs),
+      renewLease: () => backups.renew(id, this.o.instanceId, this.o.leaseMs, this.o.aliveKey?.() ?? null),
       onLost: (reason) => abort.abort(new Error(`backup lease lost: ${reason}`)),
     });
     keeper.start(startedAt);

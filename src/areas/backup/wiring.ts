@@ -51,6 +51,7 @@ export function buildBackup(w: WiringContext) {
     log: log.child({ area: 'backup' }),
     metrics: metrics.group(BackupMetrics),
     instanceId: config.instance.id,
+    aliveKey: () => w.liveness?.key ?? null,
     env: config.instance.env,
     dbName: backupDbName(config),
     compression: b.compression,

@@ -1,6 +1,7 @@
 import type { Db, Queryable } from '../../../store/db.js';
 import { iso, num } from '../../../store/db.js';
 import { markRestoredInstancesStopped } from '../../../coordination/restored-instances.js';
+import { leaseFreeSql } from '../../../store/liveness-sql.js';
 
 export type BackupState = 'running' | 'completed' | 'verified' | 'verify_failed' | 'failed';
 export type BackupTrigger = 'schedule' | 'manual';
@@ -40,6 +41,8 @@ export interface NewBackup {
   format: 'pg_dump' | 'pglite';
   compression: string;
   jobRunId: number | null;
+  /** The writer's liveness key (null in embedded mode, or while its session is reopening): a dead writer's lease is free at once. */
+  aliveKey?: number | null;
 }
 
 export interface BackupOutcome {
@@ -52,35 +55,46 @@ export interface BackupOutcome {
   error?: string | null;
 }
 
+/** How soon the reaper looks again while a running backup's writer could die before its lease expires. */
+export const LIVENESS_LOOK_MS = 5_000;
+
 const LEASE = (p: string) => `clock_timestamp() + make_interval(secs => ${p}::double precision / 1000)`;
 
 // The partial unique index `backups_one_running` refuses a second running row: no lock needed.
-// $1 id, $2 trigger, $3 instance, $4 lease ms, $5 storage, $6 location, $7 key, $8 format, $9 compression, $10 job run
+// $1 id, $2 trigger, $3 instance, $4 lease ms, $5 storage, $6 location, $7 key, $8 format, $9 compression, $10 job run, $11 liveness key
 const START = `
-INSERT INTO backups (id, trigger, state, instance_id, lease_until, storage, location, object_key, format, compression, job_run_id)
-VALUES ($1, $2, 'running', $3, ${LEASE('$4')}, $5, $6, $7, $8, $9, $10)
+INSERT INTO backups (id, trigger, state, instance_id, lease_until, storage, location, object_key, format, compression, job_run_id, lease_alive_key)
+VALUES ($1, $2, 'running', $3, ${LEASE('$4')}, $5, $6, $7, $8, $9, $10, $11::int)
 ON CONFLICT ((true)) WHERE state = 'running' DO NOTHING
 RETURNING id`;
 
-// Only a lease the database clock says has expired is taken over; a live writer renews long before.
-// Also, in the same statement, how long until the earliest lease still running could expire (the
-// reaper sleeps that long; null: none running). One row at least: the reaped ones, or one of nulls.
+// A lease is free by the one rule every lease follows (store/liveness-sql.ts): it expired on the
+// database clock, or its writer recorded a liveness key that no session holds any more (the
+// writer's process is gone: taken over at once, not a lease period later). A live writer renews
+// long before expiry. Also, in the same statement, when the reaper should look next (null: none
+// running): the earliest expiry, or soon while another replica's writer could die (its liveness
+// is read, not waited for). One row at least: the reaped ones, or one of nulls.
+const FREE = leaseFreeSql('lease_until', 'lease_alive_key');
+// $1 how soon to look again while a running backup has a liveness key (ms)
 const REAP_EXPIRED = `
 WITH reaped AS (
   UPDATE backups SET state = 'failed', lease_until = NULL, finished_at = clock_timestamp(),
          duration_ms = GREATEST(0, round(extract(epoch FROM (clock_timestamp() - started_at)) * 1000))::int,
-         error = 'abandoned: instance ' || instance_id || ' stopped renewing its lease (killed or partitioned); partial objects removed'
-   WHERE state = 'running' AND lease_until <= clock_timestamp()
+         error = 'abandoned: instance ' || instance_id || ' stopped renewing its lease ('
+                 || CASE WHEN lease_until <= clock_timestamp() THEN 'killed or partitioned' ELSE 'its process ended: its liveness session is gone' END
+                 || '); partial objects removed'
+   WHERE state = 'running' AND ${FREE}
   RETURNING *
 ), nxt AS (
-  SELECT extract(epoch FROM (min(lease_until) - clock_timestamp())) * 1000 AS next_expiry_ms
-    FROM backups WHERE state = 'running' AND lease_until > clock_timestamp()
+  SELECT least(extract(epoch FROM (min(lease_until) - clock_timestamp())) * 1000,
+               CASE WHEN bool_or(lease_alive_key IS NOT NULL) THEN $1::double precision END) AS next_expiry_ms
+    FROM backups WHERE state = 'running' AND NOT ${FREE}
 )
 SELECT reaped.*, nxt.next_expiry_ms FROM nxt LEFT JOIN reaped ON true`;
 
-// $1 id, $2 instance, $3 lease ms
+// $1 id, $2 instance, $3 lease ms, $4 liveness key now (a reopened session's new key replaces the old one)
 const RENEW = `
-UPDATE backups SET lease_until = ${LEASE('$3')}
+UPDATE backups SET lease_until = ${LEASE('$3')}, lease_alive_key = $4::int
  WHERE id = $1 AND instance_id = $2 AND state = 'running' AND lease_until > clock_timestamp()`;
 
 // $1 id, $2 instance, $3 state, $4 size, $5 sha256, $6 server version, $7 counts, $8 verify error, $9 error
@@ -113,7 +127,19 @@ export class Backups {
 
   /** The new record's id, or null when another backup is running (see `running`). */
   async start(b: NewBackup): Promise<string | null> {
-    const { rows } = await this.db.query<{ id: string }>(START, [b.id, b.trigger, b.instanceId, b.leaseMs, b.storage, b.location, b.objectKey, b.format, b.compression, b.jobRunId]);
+    const { rows } = await this.db.query<{ id: string }>(START, [
+      b.id,
+      b.trigger,
+      b.instanceId,
+      b.leaseMs,
+      b.storage,
+      b.location,
+      b.objectKey,
+      b.format,
+      b.compression,
+      b.jobRunId,
+      b.aliveKey ?? null,
+    ]);
     return rows[0]?.id ?? null;
   }
 
@@ -122,21 +148,25 @@ export class Backups {
     return rows[0] ? toRecord(rows[0]) : null;
   }
 
-  /** Marks failed every running record whose lease has expired, and returns them (their partial objects are the caller's to remove). */
+  /** Marks failed every running record whose lease is free (expired, or its writer dead), and returns them (their partial objects are the caller's to remove). */
   async reapExpired(): Promise<BackupRecord[]> {
     return (await this.reapAndNext()).reaped;
   }
 
-  /** Reaps the expired leases; `nextExpiryMs`: how long until the earliest running lease could expire (null: none running). */
-  async reapAndNext(): Promise<{ reaped: BackupRecord[]; nextExpiryMs: number | null }> {
-    const { rows } = await this.db.query<Record<string, unknown>>(REAP_EXPIRED);
+  /**
+   * Reaps the free leases; `nextExpiryMs`: how long until the reaper should look again (null: none
+   * running): when the earliest running lease could expire, or `livenessLookMs` while a running
+   * backup's writer recorded a liveness key (its death frees the lease before expiry).
+   */
+  async reapAndNext(livenessLookMs = LIVENESS_LOOK_MS): Promise<{ reaped: BackupRecord[]; nextExpiryMs: number | null }> {
+    const { rows } = await this.db.query<Record<string, unknown>>(REAP_EXPIRED, [livenessLookMs]);
     const next = rows[0]?.next_expiry_ms;
     return { reaped: rows.filter((r) => r.id !== null && r.id !== undefined).map(toRecord), nextExpiryMs: next === null || next === undefined ? null : num(next) };
   }
 
-  /** True while the lease is still this instance's. */
-  async renew(id: string, instanceId: string, leaseMs: number): Promise<boolean> {
-    const { rowCount } = await this.db.query(RENEW, [id, instanceId, leaseMs]);
+  /** True while the lease is still this instance's; records the writer's liveness key as it is now. */
+  async renew(id: string, instanceId: string, leaseMs: number, aliveKey: number | null = null): Promise<boolean> {
+    const { rowCount } = await this.db.query(RENEW, [id, instanceId, leaseMs, aliveKey]);
     return rowCount === 1;
   }
 
