@@ -1,36 +1,63 @@
 // A cold embedded (PGlite) open creates a new database cluster in WASM: 8-14 s on a quiet machine,
 // over 30 s on a loaded one, paid again by every test that opens a new data directory. Instead the
 // vitest global setup (build-cli.ts) creates ONE data directory, migrated, and every test that needs
-// a fresh embedded database gets a copy of it (about 1-2 s to copy, 1-4 s to open). The template is
+// a fresh embedded database gets a copy of it (about 1-2 s to copy, 1-4 s to open). It lives in
+// .test-pglite/, not in .test-dist/ (the CLI build replaces that folder whole). The template is
 // rebuilt whenever src/ changed, so it always holds the current migrations. A second template holds
 // the same database created but not migrated, for tests about migrating (`relay-jobs migrate`, a
 // service stopped while it applies migrations): they get a fresh database without the cold open.
-import { cpSync, existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { cpSync, existsSync, mkdirSync, mkdtempSync, readdirSync, renameSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { basename, dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { PgliteDb } from '../../src/store/pglite-db.js';
 import { migrate } from '../../src/app/migrations.js';
 
 /** A data directory (`<dir>/pgdata` inside) as `RELAY_JOBS_DATA_DIR` expects it. */
-export const PGLITE_TEMPLATE = fileURLToPath(new URL('../../.test-dist/pglite-template', import.meta.url));
+export const PGLITE_TEMPLATE = fileURLToPath(new URL('../../.test-pglite/pglite-template', import.meta.url));
 /** The same, created (initdb) but with no migration applied. */
-export const PGLITE_EMPTY_TEMPLATE = fileURLToPath(new URL('../../.test-dist/pglite-empty-template', import.meta.url));
+export const PGLITE_EMPTY_TEMPLATE = fileURLToPath(new URL('../../.test-pglite/pglite-empty-template', import.meta.url));
 
-/** Called by the global setup when the template is missing or older than src/. */
+/**
+ * Called by the global setup when the template is missing or older than src/. Two vitest runs of
+ * one checkout may build at once (and others copy the template meanwhile): each builds in a folder
+ * of its own and renames it into place, so a template path always names a whole template; the one
+ * it replaces is moved aside and removed only by a later build (a run may still be copying it).
+ */
 export async function buildPgliteTemplate(): Promise<void> {
-  rmSync(PGLITE_TEMPLATE, { recursive: true, force: true });
-  rmSync(PGLITE_EMPTY_TEMPLATE, { recursive: true, force: true });
-  const building = `${PGLITE_TEMPLATE}.building`;
-  rmSync(building, { recursive: true, force: true });
+  const root = dirname(PGLITE_TEMPLATE);
+  mkdirSync(root, { recursive: true });
+  for (const old of readdirSync(root).filter((f) => f.startsWith('pglite-old-') || f.startsWith('pglite-building-'))) {
+    const path = join(root, old);
+    if (Date.now() - statSync(path).mtimeMs > 10 * 60_000) rmSync(path, { recursive: true, force: true });
+  }
+  const building = mkdtempSync(join(root, 'pglite-building-'));
+  const empty = mkdtempSync(join(root, 'pglite-building-'));
   // The one cold open: created, closed and copied unmigrated; then reopened (warm) and migrated.
   await (await PgliteDb.open(building)).close();
-  cpSync(building, PGLITE_EMPTY_TEMPLATE, { recursive: true });
+  cpSync(building, empty, { recursive: true });
   const db = await PgliteDb.open(building);
   await migrate(db);
   await db.close();
-  cpSync(building, PGLITE_TEMPLATE, { recursive: true });
-  rmSync(building, { recursive: true, force: true });
+  swapIn(empty, PGLITE_EMPTY_TEMPLATE);
+  swapIn(building, PGLITE_TEMPLATE);
+}
+
+/** Moves `from` to `to` atomically; what was at `to` is moved aside (removed by a later build). */
+function swapIn(from: string, to: string): void {
+  if (existsSync(to)) {
+    try {
+      renameSync(to, `${dirname(to)}/pglite-old-${process.pid}-${Date.now()}-${basename(to)}`);
+    } catch {
+      // Another build moved it aside first.
+    }
+  }
+  try {
+    renameSync(from, to);
+  } catch {
+    // Another build put its own in place between the two renames: it holds the same migrations.
+    rmSync(from, { recursive: true, force: true });
+  }
 }
 
 /**
