@@ -7,7 +7,7 @@ import { ManualClock } from '../src/time/clock.js';
 import { Metrics } from '../src/telemetry/metrics.js';
 import { silentLogger } from '../src/telemetry/logger.js';
 import { refreshMarginWarnings, refreshRetryBudgetMs } from '../src/areas/accounts/config.js';
-import { lostRotationReason, refreshTokenFingerprint, repeatedSend } from '../src/areas/accounts/lost-rotation.js';
+import { lostRotationReason, mayPresentAgain, refreshTokenFingerprint, repeatedSend } from '../src/areas/accounts/lost-rotation.js';
 
 const mid = () => 0.5; // jitter factor 1.0
 const worst = () => 0.999_999; // jitter factor ~1.2
@@ -119,5 +119,16 @@ describe('a rotation lost in a crash (issue 29)', () => {
     expect(within).toMatch(/Re-authorize this account/);
     expect(lostRotationReason({ platform: 'openai', sent, retryAgeMs: 45_000, graceMs: 30_000, providerReason: 'refresh_token_reused' })).toMatch(/past oauth\.providers\.openai\.reuse_grace/);
     expect(lostRotationReason({ platform: 'openai', sent, retryAgeMs: 100, graceMs: 0, providerReason: 'invalid_grant' })).toMatch(/reuse_grace is 0/);
+  });
+  it('a rotating refresh token is presented again only within the reuse grace (issue 53); one that does not rotate always', () => {
+    expect(mayPresentAgain({ rotates: true, reuseGraceMs: 0 }, sent)).toBe(false);
+    expect(mayPresentAgain({ rotates: true, reuseGraceMs: 30_000 }, sent)).toBe(true);
+    expect(mayPresentAgain({ rotates: true, reuseGraceMs: 2000 }, sent)).toBe(false);
+    expect(mayPresentAgain({ rotates: false, reuseGraceMs: 0 }, sent)).toBe(true);
+    const kept = lostRotationReason({ platform: 'anthropic', sent, retryAgeMs: 2500, graceMs: 2000, providerReason: null });
+    expect(kept).toMatch(/^refresh token rotation lost in a crash: .* anthropic refresh tokens are single-use .* so it is not presented again/);
+    expect(kept).toMatch(/the send was 2\.5 s old, past oauth\.providers\.anthropic\.reuse_grace \(2 s\)\. Re-authorize this account/);
+    expect(kept).toMatch(/enabling the account again lets its refresh token be presented once more$/);
+    expect(lostRotationReason({ platform: 'openai', sent, retryAgeMs: 2500, graceMs: 0, providerReason: null })).toMatch(/reuse_grace is 0/);
   });
 });

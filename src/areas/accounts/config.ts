@@ -25,6 +25,7 @@ const providerSchema = z
     like: z.enum(['openai', 'anthropic', 'gemini'], { message: 'expected openai, anthropic or gemini' }).optional(),
     max_per_second: numeric(z.number().positive()).optional(),
     // How long the provider still accepts a just-rotated refresh token (Auth0 rotation overlap, Okta grace period); 0 = never.
+    // Within it a refresh token whose sender died unanswered is presented again; past it a rotating platform's is not (lost-rotation.ts).
     reuse_grace: duration.refine((ms) => ms >= 0 && ms <= 3_600_000, { message: 'expected a duration from 0 to 1h' }).optional(),
   })
   .strict();

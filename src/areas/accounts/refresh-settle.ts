@@ -4,7 +4,7 @@ import type { Clock } from '../../time/clock.js';
 import { retry } from '../../time/retry.js';
 import type { Accounts, AccountMetadata, AccountSecrets, AccountStatus, UnsettledSend } from './store/accounts.js';
 import type { RefreshCallResult } from './providers/types.js';
-import { lostRotationReason } from './lost-rotation.js';
+import { lostRotationReason, mayPresentAgain } from './lost-rotation.js';
 
 /**
  * What one request came to. `lease_held` is a skip (another process is refreshing this
@@ -24,8 +24,10 @@ export type RefreshOutcome =
  * What a provider's reply to a refresh becomes, under the refresher's lease (refresher.ts): new
  * credentials stored (retried until they land: with rotation the old refresh token is already
  * dead), a permanent refusal final on its second hit (or at once when a dead sender's rotation was
- * lost), a config error, or a transient failure counted for the retry schedule. Every write
- * compares the token version and drops this process's PostgreSQL lease in the same statement.
+ * lost), a config error, or a transient failure counted for the retry schedule; and, without a
+ * call, a dead sender's unanswered send whose refresh token must not be presented again
+ * (`settleUnanswered`). Every write compares the token version and drops this process's
+ * PostgreSQL lease in the same statement.
  */
 export interface SettleContext {
   accounts: Accounts;
@@ -101,6 +103,40 @@ export async function settleReply(
       return { result: 'transient', reason: reply.reason, detail: reply.detail, retryAfterMs: reply.retryAfterMs, failures, tokenExpiresAt: acct.tokenExpiresAt };
     }
   }
+}
+
+/**
+ * A send a dead sender left unanswered, found by the next attempt (lost-rotation.ts). Null when
+ * its refresh token may be presented again (the caller sends it). Otherwise (a rotating platform
+ * outside its reuse grace) no call: the account is expired with the lost-rotation reason in the
+ * one write that ends the refresh, and the token is remembered as dead, so no later attempt
+ * (recovery, admin, another replica) presents it either. Should the sender be alive after all
+ * and its reply still land, that reply's write (same version) restores the account.
+ */
+export async function settleUnanswered(
+  c: SettleContext,
+  acct: AccountSecrets,
+  sent: UnsettledSend,
+  platform: { rotates: boolean; reuseGraceMs: number },
+  fingerprint: string,
+  trigger: string,
+): Promise<RefreshOutcome | null> {
+  const id = acct.id;
+  const again = mayPresentAgain(platform, sent);
+  const then = again ? 'retrying with the same refresh token now' : 'its refresh token is single-use: not presented again, the account is expired';
+  c.log.warn({ account_id: id, sent_at: sent.at.toISOString(), sent_by: sent.by, trigger }, `a refresh sent earlier was never answered in the store (its sender died?): ${then}`);
+  if (again) return null;
+  const detail = lostRotationReason({ platform: acct.platform, sent, retryAgeMs: sent.ageMs, graceMs: platform.reuseGraceMs, providerReason: null });
+  const failures = await c.accounts.recordFailure(id, acct.tokenVersion, 'rotation_lost_in_crash', { status: 'expired', reason: detail }, c.release);
+  if (!failures) {
+    const now = await c.accounts.currentToken(id);
+    return { result: 'superseded', version: now?.version ?? acct.tokenVersion, tokenExpiresAt: now?.tokenExpiresAt ?? null };
+  }
+  await c.accounts
+    .rememberDeadToken(fingerprint, acct.platform, id, `never answered in the store: ${detail}`)
+    .catch((err: Error) => c.log.warn({ account_id: id, err: err.message }, 'could not remember the refresh token as dead; the account is expired all the same'));
+  c.log.error({ account_id: id, reason: 'rotation_lost_in_crash', status: 'expired', error: detail }, 'Permanent failure detected: automatic refresh stopped for this account');
+  return { result: 'permanent', reason: 'rotation_lost_in_crash', detail, status: 'expired' };
 }
 
 /**

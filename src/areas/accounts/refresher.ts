@@ -12,7 +12,7 @@ import { RateLimiter } from '../../workers/rate-limiter.js';
 import { PlatformBreaker } from './platform-breaker.js';
 import { settledWithin, systemClock, type Clock } from '../../time/clock.js';
 import { refreshTokenFingerprint, repeatedSend } from './lost-rotation.js';
-import { settleReply, type RefreshOutcome, type SettleContext } from './refresh-settle.js';
+import { settleReply, settleUnanswered, type RefreshOutcome, type SettleContext } from './refresh-settle.js';
 import type { AccountMetrics } from './metrics.js';
 import { annotateSpan, withSpan } from '../../telemetry/tracing.js';
 
@@ -201,6 +201,14 @@ export class Refresher {
         log.error({ account_id: id, platform: acct.platform }, `no OAuth provider for platform "${acct.platform}": configure oauth.providers.${acct.platform}.token_url and client_id`);
         return this.count(acct.platform, trigger, { result: 'config', reason: 'unknown_platform', detail: `no oauth.providers.${acct.platform}` });
       }
+      // A send whose sender died unanswered: its refresh token is presented again only where that is safe (lost-rotation.ts).
+      const fingerprint = refreshTokenFingerprint(acct.credentials.refresh_token!);
+      const repeated = repeatedSend(begun!.unsettled, fingerprint);
+      const lost = repeated && (await settleUnanswered(this.settleContext, acct, repeated, provider, fingerprint, trigger));
+      if (lost) {
+        open = false; // its one write stored the outcome and dropped the lease
+        return this.count(acct.platform, trigger, lost);
+      }
       const breaker = this.breaker.openFor(provider.platform);
       if (breaker.ms > 0) {
         // No call and no recorded failure: the account waits for the breaker like a Retry-After.
@@ -218,19 +226,12 @@ export class Refresher {
       await limiter.take(AbortSignal.any([abort.signal, this.stopController.signal]));
       metrics.refreshWait.observe({ trigger }, (this.o.clock.now() - requested) / 1000);
       // Recorded before it is sent (issue 29): a sender that dies from here on leaves a trace the next attempt reads.
-      const fingerprint = refreshTokenFingerprint(acct.credentials.refresh_token!);
-      const repeated = repeatedSend(begun!.unsettled, fingerprint);
-      if (repeated)
-        log.warn(
-          { account_id: id, sent_at: repeated.at.toISOString(), sent_by: repeated.by, trigger },
-          'a refresh sent earlier was never answered in the store (its sender died?): retrying with the same refresh token now',
-        );
       abort.signal.throwIfAborted();
       const mark = await this.o.accounts.markSent(id, acct.tokenVersion, fingerprint, this.o.leases.owner);
       if (mark.dead) {
         // A refresh token a provider already rejected as dead (this account's, or another's it was copied from): never presented again.
         open = false;
-        const reason = `the provider rejected this refresh token as dead at ${mark.dead.rejectedAt.toISOString()} (${mark.dead.reason}); it is not presented again: re-authorize this account`;
+        const reason = `this refresh token is remembered as dead since ${mark.dead.rejectedAt.toISOString()} (${mark.dead.reason}); it is not presented again: re-authorize this account`;
         await this.o.accounts.recordFailure(id, acct.tokenVersion, 'dead_refresh_token', { status: 'expired', reason }, { owner: this.o.leases.owner });
         log.error({ account_id: id, platform: acct.platform, trigger }, 'refresh token already rejected as dead: not sent; account expired');
         return this.count(acct.platform, trigger, { result: 'permanent', reason: 'dead_refresh_token', detail: reason, status: 'expired' });
@@ -259,8 +260,7 @@ export class Refresher {
           );
         }
         open = false; // settle's one write stores the outcome and drops the lease and the stamp
-        const ctx: SettleContext = { accounts: this.o.accounts, log: this.o.log, metrics: this.o.metrics, clock: this.o.clock, release: this.release, gaveUp: () => this.gaveUp };
-        return settleReply(ctx, acct, reply, repeated && { ...repeated, graceMs: provider.reuseGraceMs, retryAgeMs: repeated.ageMs }, fingerprint);
+        return settleReply(this.settleContext, acct, reply, repeated && { ...repeated, graceMs: provider.reuseGraceMs, retryAgeMs: repeated.ageMs }, fingerprint);
       })();
       this.calling.set(id, call);
       const outcome = await call.finally(() => this.calling.delete(id));
@@ -284,9 +284,9 @@ export class Refresher {
     if (marked) await handle.releaseRedis();
   }
 
-  /** The ending write drops this process's PostgreSQL refresh lease in the same statement. */
-  private get release(): { owner: string } {
-    return { owner: this.o.leases.owner };
+  /** What settling a reply needs; its ending write drops this process's PostgreSQL refresh lease in the same statement. */
+  private get settleContext(): SettleContext {
+    return { accounts: this.o.accounts, log: this.o.log, metrics: this.o.metrics, clock: this.o.clock, release: { owner: this.o.leases.owner }, gaveUp: () => this.gaveUp };
   }
 
   private count(platform: string, trigger: RefreshTrigger, o: RefreshOutcome): RefreshOutcome {
