@@ -78,7 +78,8 @@ describe.concurrent('CLI bad input', () => {
 
   it('start: unreachable PostgreSQL and unreachable Redis are one-line errors', async ({ expect }) => {
     const dead = await freePort();
-    const base = { RELAY_JOBS_INSTANCE_ID: 'a', RELAY_JOBS_ENV: 'test', RELAY_JOBS__DATABASE__CONNECT_TIMEOUT: '2s', RELAY_JOBS_MASTER_KEY: TEST_MASTER_KEY };
+    // STARTUP_WAIT 0: one attempt (waiting for a database not up yet is test/startup-wait.e2e's).
+    const base = { RELAY_JOBS_INSTANCE_ID: 'a', RELAY_JOBS_ENV: 'test', RELAY_JOBS__DATABASE__CONNECT_TIMEOUT: '2s', RELAY_JOBS__DATABASE__STARTUP_WAIT: '0s', RELAY_JOBS_MASTER_KEY: TEST_MASTER_KEY };
     // The two children are independent: the PostgreSQL one runs while the Redis one's database is created.
     const dbP = freshDatabase();
     try {

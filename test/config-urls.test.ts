@@ -61,6 +61,7 @@ describe('server URLs are checked up front', () => {
         ...cluster,
         RELAY_JOBS_HTTP_PORT: '0',
         RELAY_JOBS__DATABASE__CONNECT_TIMEOUT: '2s',
+        RELAY_JOBS__DATABASE__STARTUP_WAIT: '0s', // one attempt: waiting for a database not up yet is test/startup-wait.e2e's
         DATABASE_URL: db.url,
         DATABASE_DIRECT_URL: `postgres://postgres:${SECRET}@127.0.0.1:${dead}/x`,
         REDIS_URL,

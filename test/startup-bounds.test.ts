@@ -40,7 +40,8 @@ describe('start-up that always ends', () => {
   const silentSentinels = () => `redis+sentinel://127.0.0.1:${ports[0]},127.0.0.1:${ports[1]}/mymaster`;
 
   it('a PostgreSQL that never answers: start, jobs and doctor exit 2 with one line naming it and the bound', async () => {
-    const env = { ...base(), DATABASE_URL: silentPg(), REDIS_URL: 'redis://127.0.0.1:6379', RELAY_JOBS__DATABASE__CONNECT_TIMEOUT: '1s' };
+    // start tries a silent server again for database.startup_wait (issue 53): 2 s here, not the default minute.
+    const env = { ...base(), DATABASE_URL: silentPg(), REDIS_URL: 'redis://127.0.0.1:6379', RELAY_JOBS__DATABASE__CONNECT_TIMEOUT: '1s', RELAY_JOBS__DATABASE__STARTUP_WAIT: '2s' };
     const runs = await Promise.all([
       runCli(['start'], { ...env, RELAY_JOBS_INSTANCE_ID: 'b1', RELAY_JOBS_HTTP_PORT: String(await freePort()) }, 120_000),
       runCli(['jobs'], env, 120_000),

@@ -3,7 +3,8 @@ import { keySource, type Config } from '../config/load.js';
 import { UserError } from '../config/errors.js';
 import { masterKeyProblem } from '../config/replica-requirements.js';
 import type { Db } from '../store/db.js';
-import { PgDb } from '../store/pg-db.js';
+import { PgDb, type PgDbOptions } from '../store/pg-db.js';
+import { connectWhenReady } from '../store/pg-startup.js';
 import { PgliteDb } from '../store/pglite-db.js';
 import { DataDirLock } from '../store/data-dir-lock.js';
 import { tightenDataDir } from '../store/data-dir-perms.js';
@@ -34,8 +35,11 @@ export interface Backends {
  * Connects, migrates, and checks what needs the servers (master key, connection budget).
  * Every failure is a one-line UserError; whatever was opened is closed again before it throws.
  * `signal` (a stop signal during start-up) ends a wait for a server at once (`StartupInterrupted`).
+ * `waitForDatabase` (a replica's `start`, not a one-shot command): a PostgreSQL or PgBouncer not
+ * reachable yet (refused, restarting, `server_login_retry`) is tried again, a log line per attempt,
+ * until `database.startup_wait` (issue 53); a wrong URL, password or database still fails at once.
  */
-export async function openBackends(config: Config, log: Logger, signal?: AbortSignal): Promise<Backends> {
+export async function openBackends(config: Config, log: Logger, signal?: AbortSignal, waitForDatabase = false): Promise<Backends> {
   const keyProblem = masterKeyProblem(config);
   if (keyProblem) throw new UserError(keyProblem);
   let db: Db | null = null;
@@ -55,15 +59,31 @@ export async function openBackends(config: Config, log: Logger, signal?: AbortSi
       log.info('connecting to PostgreSQL (DATABASE_URL) and Redis (REDIS_URL)');
       const pgWait = (url: string, key: string) => `PostgreSQL at ${redactUrl(url)} (${urlSource(config, key)})`;
       const closeDb = (d: Db) => d.close().catch(() => undefined);
+      const connect = (opts: PgDbOptions, key: string) => {
+        if (!waitForDatabase) return PgDb.connect(opts);
+        const bound = config.database.startup_wait;
+        return connectWhenReady(opts, {
+          waitMs: bound,
+          signal,
+          onRetry: ({ attempt, reason, retryInMs, elapsedMs }) =>
+            log.warn(
+              { attempt, url: redactUrl(opts.url), source: opts.source, reason, retry_in_ms: retryInMs, waited_ms: Math.round(elapsedMs), startup_wait_ms: bound },
+              `${pgWait(opts.url, key)} not reachable yet (attempt ${attempt}): ${reason}; trying again in ${(retryInMs / 1000).toFixed(1)} s, for up to ${bound / 1000} s in all (database.startup_wait)`,
+            ),
+        });
+      };
       db = await untilAborted(
-        PgDb.connect({
-          url: config.database.url!,
-          poolSize: config.database.pool_size,
-          connectTimeoutMs: config.database.connect_timeout,
-          onError: (err) => log.warn({ err: err.message }, 'idle PostgreSQL connection failed'),
-          source: urlSource(config, 'database.url'),
-          applicationName: `relay-jobs/${config.instance.id}`,
-        }),
+        connect(
+          {
+            url: config.database.url!,
+            poolSize: config.database.pool_size,
+            connectTimeoutMs: config.database.connect_timeout,
+            onError: (err) => log.warn({ err: err.message }, 'idle PostgreSQL connection failed'),
+            source: urlSource(config, 'database.url'),
+            applicationName: `relay-jobs/${config.instance.id}`,
+          },
+          'database.url',
+        ),
         signal,
         pgWait(config.database.url!, 'database.url'),
         closeDb,
@@ -71,14 +91,17 @@ export async function openBackends(config: Config, log: Logger, signal?: AbortSi
       if (config.database.direct_url) {
         // The coordination session (liveness and the advisory-lock fallback share it), plus one to reopen it while the old one closes.
         directDb = await untilAborted(
-          PgDb.connect({
-            url: config.database.direct_url,
-            poolSize: 2,
-            connectTimeoutMs: config.database.connect_timeout,
-            onError: (err) => log.warn({ err: err.message }, 'idle direct PostgreSQL session failed'),
-            source: urlSource(config, 'database.direct_url'),
-            applicationName: `relay-jobs/${config.instance.id}`,
-          }),
+          connect(
+            {
+              url: config.database.direct_url,
+              poolSize: 2,
+              connectTimeoutMs: config.database.connect_timeout,
+              onError: (err) => log.warn({ err: err.message }, 'idle direct PostgreSQL session failed'),
+              source: urlSource(config, 'database.direct_url'),
+              applicationName: `relay-jobs/${config.instance.id}`,
+            },
+            'database.direct_url',
+          ),
           signal,
           pgWait(config.database.direct_url, 'database.direct_url'),
           closeDb,

@@ -194,7 +194,7 @@ export class Runtime {
       opts.jobs,
     );
     const wirings = await loadWirings();
-    const backends = await openBackends(config, log, opts.signal);
+    const backends = await openBackends(config, log, opts.signal, opts.register !== false); // a replica waits for a database not up yet; a one-shot command does not
     try {
       const rt = new Runtime(config, backends, log, clock, opts.random ?? Math.random, jobs, (s) => (bound = s), wirings);
       rt.adminToken = config.http.admin_token ?? (config.mode === 'embedded' ? embeddedAdminToken(config.database.data_dir, log) : undefined);

@@ -76,6 +76,8 @@ export const kernelSections = {
       pool_size: positiveInt.default(16),
       embedded_shared_buffers_mb: z.coerce.number().int().min(1).max(16_384).default(EMBEDDED_SHARED_BUFFERS_MB),
       connect_timeout: positiveDuration.default(5000),
+      // `start` only: how long a PostgreSQL (or PgBouncer) not reachable yet is tried again before exit 2; 0: once (issue 53).
+      startup_wait: duration.default(60_000),
       auto_migrate: z.boolean().default(true),
     })
     .strict()

@@ -14,6 +14,19 @@ export interface PgDbOptions {
   applicationName?: string;
 }
 
+/** pg's own timeouts: the connection's (`connectionTimeoutMillis`) and the first statement's (`query_timeout`). */
+export const PG_TIMEOUT = /connection timeout|timeout exceeded when trying to connect|query read timeout/i;
+
+/** A failed connect as its one-line message; `underlying` is pg's error, for telling a server not up yet from a wrong URL. */
+export class PgConnectFailure extends UserError {
+  constructor(
+    message: string,
+    readonly underlying: unknown,
+  ) {
+    super(message);
+  }
+}
+
 export class PgDb implements Db {
   readonly kind = 'postgres' as const;
   readonly stats = { queries: 0 };
@@ -35,11 +48,11 @@ export class PgDb implements Db {
     this.pool.on('error', (err) => opts.onError?.(err));
   }
 
-  /** Opens the pool and proves the server answers; a one-line UserError when it doesn't. */
+  /** Opens the pool and proves the server answers; a one-line `PgConnectFailure` when it doesn't. */
   static async connect(opts: PgDbOptions): Promise<PgDb> {
     const db = new PgDb(opts);
     try {
-      await db.ping();
+      await db.firstPing();
     } catch (err) {
       await db.close().catch(() => undefined);
       throw db.connectFailure(err);
@@ -47,14 +60,36 @@ export class PgDb implements Db {
     return db;
   }
 
+  /**
+   * `SELECT 1` with its answer bounded by `connectTimeoutMs` as well: behind PgBouncer the login is
+   * answered by the pooler itself, and the statement then waits for a server connection (up to its
+   * `query_wait_timeout`, 2 minutes by default) while PostgreSQL is down.
+   */
+  private async firstPing(): Promise<void> {
+    const client = await this.pool.connect();
+    let failed: Error | undefined;
+    const onError = (err: Error) => void (failed ??= err); // a checked-out client's 'error' must not crash the process
+    client.on('error', onError);
+    try {
+      this.stats.queries++;
+      await client.query({ text: 'SELECT 1', query_timeout: this.opts.connectTimeoutMs } as pg.QueryConfig); // pg reads a statement's own query_timeout; its types lack it
+    } catch (err) {
+      failed ??= err as Error;
+      throw err;
+    } finally {
+      client.off('error', onError);
+      client.release(failed);
+    }
+  }
+
   /** A failed connection as one line naming the URL (redacted) and where it came from (`source`); for pools opened lazily, whose first use is the connect. */
-  connectFailure(err: unknown): UserError {
+  connectFailure(err: unknown): PgConnectFailure {
     const { url, source, connectTimeoutMs } = this.opts;
     // A server that accepts and never speaks (a hung host, a blackholed port) ends in pg's connection timeout: say which bound ended it.
-    const why = /connection timeout|timeout exceeded when trying to connect/i.test((err as Error).message)
+    const why = PG_TIMEOUT.test((err as Error).message)
       ? `no answer within ${connectTimeoutMs / 1000} s (database.connect_timeout): is the server up, and is this its address and port?`
       : describePgError(err);
-    return new UserError(`cannot connect to PostgreSQL at ${redactUrl(url)} (${source ?? 'DATABASE_URL'}): ${scrubUrlSecrets(why, url)}`);
+    return new PgConnectFailure(`cannot connect to PostgreSQL at ${redactUrl(url)} (${source ?? 'DATABASE_URL'}): ${scrubUrlSecrets(why, url)}`, err);
   }
 
   async query<R>(text: string, params?: unknown[]): Promise<QueryResult<R>> {
@@ -166,7 +201,8 @@ export function describePgError(err: unknown): string {
   const e = err as NodeJS.ErrnoException & { message: string };
   if (e.code === 'ECONNREFUSED') return 'connection refused (is the server running and listening there?)';
   if (e.code === 'ENOTFOUND') return 'host not found';
-  if (e.code === '3D000') {
+  // PgBouncer relays the server's "does not exist" under its own SQLSTATE (08P01).
+  if (e.code === '3D000' || (e.code === '08P01' && /^database "[^"]+" does not exist$/.test(e.message))) {
     // database does not exist: the URL names one that has to be created first
     const name = /database "([^"]+)"/.exec(e.message)?.[1];
     return `${e.message}; create it first, e.g. \`createdb ${name ?? '<name>'}\` or \`psql -c 'CREATE DATABASE ${name ?? '<name>'}'\``;

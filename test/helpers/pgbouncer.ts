@@ -1,5 +1,5 @@
-// A real PgBouncer on a private loopback port in front of the machine's PostgreSQL, started by the
-// test itself (Debian's `pgbouncer`; .ci/run installs it). PgBouncer refuses to run as root, so
+// A real PgBouncer on a private loopback port in front of the machine's PostgreSQL (or of `target`,
+// e.g. a PrivatePostgres a test stops and starts), started by the test itself (Debian's `pgbouncer`; .ci/run installs it). PgBouncer refuses to run as root, so
 // under root it runs as the `postgres` user from a directory that user owns.
 import { spawn, type ChildProcess } from 'node:child_process';
 import { chownSync, mkdtempSync, rmSync, writeFileSync, chmodSync } from 'node:fs';
@@ -23,18 +23,21 @@ export class PgBouncer {
     readonly port: number,
     private readonly proc: ChildProcess,
     private readonly dir: string,
+    private readonly target: string,
   ) {}
 
   /** A URL to `database` through this PgBouncer. */
   url(database: string): string {
-    const u = new URL(PG_ADMIN_URL);
+    const u = new URL(this.target);
     u.port = String(this.port);
     u.pathname = `/${database}`;
     return u.toString();
   }
 
-  static async start(mode: 'transaction' | 'session' = 'transaction'): Promise<PgBouncer> {
-    const server = new URL(PG_ADMIN_URL);
+  /** `target`: the server behind it (trust auth); `settings`: more `[pgbouncer]` lines (`server_login_retry`…). */
+  static async start(mode: 'transaction' | 'session' = 'transaction', opts: { target?: string; settings?: Record<string, string> } = {}): Promise<PgBouncer> {
+    const target = opts.target ?? PG_ADMIN_URL;
+    const server = new URL(target);
     const dir = mkdtempSync(join(tmpdir(), 'rj-pgbouncer-'));
     const port = await freePort();
     const user = decodeURIComponent(server.username || 'postgres');
@@ -56,6 +59,7 @@ export class PgBouncer {
         'ignore_startup_parameters = extra_float_digits,options',
         `logfile = ${join(dir, 'pgbouncer.log')}`,
         `pidfile = ${join(dir, 'pgbouncer.pid')}`,
+        ...Object.entries(opts.settings ?? {}).map(([k, v]) => `${k} = ${v}`),
         '',
       ].join('\n'),
     );
@@ -68,7 +72,7 @@ export class PgBouncer {
     }
     const cmd = asRoot ? ['runuser', ['-u', 'postgres', '--', 'pgbouncer', join(dir, 'pgbouncer.ini')]] : ['pgbouncer', [join(dir, 'pgbouncer.ini')]];
     const proc = spawn(cmd[0] as string, cmd[1] as string[], { stdio: 'ignore' });
-    const bouncer = new PgBouncer(port, proc, dir);
+    const bouncer = new PgBouncer(port, proc, dir, target);
     for (let i = 0; ; i++) {
       const c = new pg.Client({ connectionString: bouncer.url('postgres') });
       try {
