@@ -127,16 +127,25 @@ export async function noLapse(sql: pg.Pool, rec: LoadRecord, accounts: number): 
   };
 }
 
+/** A reader is excused this long after a PostgreSQL or PgBouncer restart ended: its pool reconnects, its next high-water read comes (within about 2 s). */
+export const EPOCH_OUTAGE_GRACE_MS = 5000;
+
 /**
  * Per bucket: one replica's answers never go back (always broken), and across replicas an answer
- * sent more than `toleranceMs` after another replica's newer answer came back never carries an
- * older epoch (a read cache of `snapshot.read_max_age`, 100 ms, may lag that long by design).
+ * sent `toleranceMs` or more after another replica's newer answer came back never carries an older
+ * epoch: the bound of docs/scheduler-snapshot.md, `snapshot.read_max_age` (the soak's replicas run
+ * the default, 100 ms). Send and arrival times bracket the replicas' own, so the check is sound.
+ * Its one documented exception: a replica that cannot read PostgreSQL is held only to the last
+ * high-water it read, so a read sent during `pgOutages` (a PostgreSQL or PgBouncer restart, plus
+ * `EPOCH_OUTAGE_GRACE_MS`) is counted apart, not as broken.
  */
-export function epochsForward(rec: LoadRecord, toleranceMs = 1000): Verdict {
+export function epochsForward(rec: LoadRecord, toleranceMs = 100, pgOutages: { from: number; to: number }[] = []): Verdict {
   const own: string[] = [];
   const cross: string[] = [];
   let within = 0;
+  let excused = 0;
   let maxLag = 0;
+  const inOutage = (t: number) => pgOutages.some((o) => t >= o.from && t <= o.to + EPOCH_OUTAGE_GRACE_MS);
   for (const platform of new Set(rec.epochs.map((e) => e.platform))) {
     const reads = rec.epochs.filter((e) => e.platform === platform).sort((a, b) => a.sent - b.sent);
     const byArrival = [...reads].sort((a, b) => a.at - b.at);
@@ -154,14 +163,15 @@ export function epochsForward(rec: LoadRecord, toleranceMs = 1000): Verdict {
       if (!best || r.epoch >= best.epoch) continue;
       const lag = r.sent - best.at;
       maxLag = Math.max(maxLag, lag);
-      if (lag <= toleranceMs) within++;
+      if (lag < toleranceMs) within++;
+      else if (inOutage(r.sent)) excused++;
       else cross.push(`${platform}: ${r.replica} answered ${r.epoch} (${r.source}) at ${new Date(r.sent).toISOString()}, ${lag} ms after ${best.replica} had answered ${best.epoch} (${best.source})`);
     }
   }
   return {
     invariant: 'snapshot epochs never went back',
     ok: own.length === 0 && cross.length === 0,
-    measured: `${rec.epochs.length} snapshot reads on every replica; a replica behind its own earlier answer: ${own.length}; behind another replica's answer by more than ${toleranceMs} ms: ${cross.length} (longest ${maxLag} ms); within ${toleranceMs} ms: ${within}`,
+    measured: `${rec.epochs.length} snapshot reads on every replica; a replica behind its own earlier answer: ${own.length}; behind another replica's answer by ${toleranceMs} ms or more: ${cross.length} (longest ${maxLag} ms); within ${toleranceMs} ms: ${within}; during a PostgreSQL outage (excused): ${excused}`,
     examples: [...own.slice(0, 3), ...cross.slice(0, 4)],
   };
 }

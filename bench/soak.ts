@@ -168,7 +168,11 @@ export async function runSoak(): Promise<{ report: string; broken: string[] }> {
       await moneyConserved(sql, seeded.users),
       refreshTokensOnce(fakes),
       await noLapse(sql, gen.rec, seeded.accounts.length),
-      epochsForward(gen.rec),
+      epochsForward(
+        gen.rec,
+        100,
+        player.done.filter((f) => f.kind === 'postgres_restart' || f.kind === 'pgbouncer_restart').map((f) => ({ from: f.startedAt, to: f.endedAt })),
+      ),
       healthyAfterFaults(lastFaultEnd, healthyAt, unhealthy),
       {
         invariant: 'every replica exited 0 on SIGTERM at the end',

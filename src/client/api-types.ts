@@ -2832,7 +2832,7 @@ export interface components {
        * @enum {string}
        */
       source: 'snapshot' | 'postgres';
-      /** @description never decreases for a bucket, whichever the source, replica or rebuild; rises when its content changes */
+      /** @description rises when the bucket's content changes; never below an epoch the same replica answered before, nor below one any replica answered snapshot.read_max_age (100 ms) or more before this request arrived, whichever the source or rebuild (except on a replica that cannot read PostgreSQL: then only its own) */
       epoch: number;
       /** @description seconds since the bucket was last written or rebuilt; 0 for a PostgreSQL answer */
       age_seconds: number;

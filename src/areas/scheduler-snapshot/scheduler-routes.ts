@@ -40,7 +40,10 @@ const SchedulerAccounts = z
     platform: z.string(),
     group: z.string(),
     source: z.enum(['snapshot', 'postgres']).meta({ description: '`snapshot` when served from the snapshot, `postgres` when the snapshot missed' }),
-    epoch: z.number().int().meta({ description: 'never decreases for a bucket, whichever the source, replica or rebuild; rises when its content changes' }),
+    epoch: z.number().int().meta({
+      description:
+        "rises when the bucket's content changes; never below an epoch the same replica answered before, nor below one any replica answered snapshot.read_max_age (100 ms) or more before this request arrived, whichever the source or rebuild (except on a replica that cannot read PostgreSQL: then only its own)",
+    }),
     age_seconds: z.number().meta({ description: 'seconds since the bucket was last written or rebuilt; 0 for a PostgreSQL answer' }),
     accounts: z.array(RoutingEntry).meta({ description: 'in routing order' }),
     count: z.number().int(),

@@ -5,6 +5,7 @@ import type { SchedulerMetrics } from './metrics.js';
 import type { Logger } from '../../telemetry/logger.js';
 import type { Clock } from '../../time/clock.js';
 import { BucketBuilder, bucketName } from './bucket-builder.js';
+import { HighWaterWatch } from './high-water.js';
 import { monotonic as monotonicMs } from '../../time/wall.js';
 
 /** The answer of the read API: the schedulable accounts of a bucket, in routing order. */
@@ -14,8 +15,10 @@ export interface SchedulerAccounts {
   /** `snapshot` when served from the snapshot, `postgres` when the snapshot missed. */
   source: 'snapshot' | 'postgres';
   /**
-   * A number from the account version counter that never decreases for a bucket, whichever the
-   * source, replica, Redis data loss or rebuild; it rises when the bucket's content changes.
+   * A number from the account version counter; it rises when the bucket's content changes. Never
+   * below what this replica answered before, nor below what any replica answered `read_max_age`
+   * or more before the read arrived, whichever the source, Redis data loss or rebuild (a replica
+   * that cannot read PostgreSQL: only its own). docs/scheduler-snapshot.md, "The epoch".
    */
   epoch: number;
   /** Seconds since the bucket was last written or rebuilt; 0 for a PostgreSQL answer. */
@@ -39,13 +42,17 @@ function available(entries: RoutingEntry[], nowMs: number): RoutingEntry[] {
  * The epoch never goes back (docs/scheduler-snapshot.md): a PostgreSQL answer carries the
  * bucket's high-water, raised to its rows and pushed into the Redis bucket before it returns; a
  * snapshot answer is served only at or above the highest epoch this replica has answered for the
- * bucket (first loaded from the high-water), else it is answered from PostgreSQL and repaired.
+ * bucket and the high-water as read at most `read_max_age` before the read began (`HighWaterWatch`:
+ * one query per replica per `read_max_age` for all buckets), else it is answered from PostgreSQL
+ * and repaired. So an answer is at or above every epoch any replica answered `read_max_age` before.
  */
 export class SchedulerSnapshot {
   private readonly cache = new Map<string, Ok>();
   private readonly repairing = new Map<string, Promise<void>>();
   /** The highest epoch this replica has answered per bucket (only buckets with a high-water: bounded). */
   private readonly answered = new Map<string, number>();
+  /** The buckets' high-water as this replica last read it (across replicas: what others may have answered). */
+  readonly highWater: HighWaterWatch;
   /** When each cached bucket's head was last checked against the store (monotonic ms). */
   private readonly checkedAt = new Map<string, number>();
   /** One check per bucket at a time: reads that arrive while it runs share its answer. */
@@ -61,50 +68,71 @@ export class SchedulerSnapshot {
     private readonly instanceId: string,
     /**
      * `snapshot.read_max_age`: a decoded bucket is served without asking the store again for this
-     * long after its head was last checked (0: every read checks, one round trip). The floor below
-     * still applies, so the epoch never goes back; a change reaches this replica's answers at most
-     * this much later than it reaches the store.
+     * long after its head was last checked (0: every read checks, one round trip), and the
+     * bucket's high-water is read again after as long (0: a query sent after the read began). So
+     * a change reaches this replica's answers at most this much later than it reaches the store,
+     * and an epoch another replica answered at most this much later than it was answered.
      */
     private readonly readMaxAgeMs = 0,
     private readonly monotonic: () => number = monotonicMs,
   ) {
     this.builder = new BucketBuilder(buckets, routing, clock);
+    // One process holds the whole snapshot in embedded mode: its own answers are all there are.
+    this.highWater = new HighWaterWatch(routing, buckets.backend === 'memory' ? Infinity : readMaxAgeMs, monotonic, log);
   }
 
   /** The library call beside `GET /api/v1/scheduler/accounts`. `group` '' is the accounts with no group. */
   async accounts(platform: string, group = ''): Promise<SchedulerAccounts> {
     const b = { platform, group };
     const key = bucketName(b);
+    const t = this.monotonic();
     if (this.readMaxAgeMs > 0) {
       const cached = this.cache.get(key);
-      const floor = this.answered.get(key);
-      if (cached && floor !== undefined && cached.epoch >= floor && this.monotonic() - (this.checkedAt.get(key) ?? -Infinity) < this.readMaxAgeMs) return this.fromSnapshot(b, key, cached);
+      const hw = this.highWater.current(key, t);
+      if (cached && hw !== undefined && cached.epoch >= Math.max(hw, this.answered.get(key) ?? 0) && t - (this.checkedAt.get(key) ?? -Infinity) < this.readMaxAgeMs)
+        return this.fromSnapshot(b, key, cached);
       const running = this.checking.get(key);
-      if (running) return running;
-      const p = this.check(b, key).finally(() => this.checking.delete(key));
+      if (running) {
+        // A check that began earlier may hold its answer to a high-water read too long before this read: then one of its own.
+        const shared = await running;
+        if (shared.epoch >= (await this.floorOf(key, b, t).catch(() => 0))) return shared;
+        return this.check(b, key, t);
+      }
+      const p = this.check(b, key, t).finally(() => this.checking.delete(key));
       this.checking.set(key, p);
       return p;
     }
-    return this.check(b, key);
+    return this.check(b, key, t);
   }
 
   /** The head check (or full read) of one bucket, and the answer from it or from PostgreSQL. */
-  private async check(b: BucketId, key: string): Promise<SchedulerAccounts> {
-    const started = this.monotonic();
+  private async check(b: BucketId, key: string, started: number): Promise<SchedulerAccounts> {
     let found: BucketRead['state'] | 'behind' | 'error';
     try {
       const cached = this.cache.get(key);
-      const head = cached ? await this.buckets.head(b) : null;
-      let read: BucketRead = cached && head && sameHead(head, cached.head) ? cached : await this.buckets.read(b);
+      // A bucket served before: its high-water is read beside its head (a bucket never served must exist first).
+      const early = cached ? this.highWater.floor(b, key, started) : null;
+      early?.catch(() => undefined);
+      const readBucket = async (known: Ok | undefined): Promise<BucketRead> => {
+        const head = known ? await this.buckets.head(b) : null;
+        return known && head && sameHead(head, known.head) ? known : this.buckets.read(b);
+      };
+      let read = await readBucket(cached);
       found = read.state;
       if (read.state === 'ok') {
         this.cache.set(key, read);
         this.checkedAt.set(key, started);
-        const floor = await this.floorOf(key, b);
-        if (read.epoch >= floor) return this.fromSnapshot(b, key, read);
+        const hw = await (early ?? this.highWater.floor(b, key, started));
+        const floor = () => Math.max(hw, this.answered.get(key) ?? 0);
+        // A writer raises the high-water just before its write lands in the bucket: look once more before answering from PostgreSQL.
+        if (read.epoch < floor()) {
+          const again = await readBucket(read);
+          if (again.state === 'ok') this.cache.set(key, (read = again));
+        }
+        if (read.epoch >= floor()) return this.fromSnapshot(b, key, read);
         // A bucket behind an answer already given (a Redis that came back with older data, a write that failed after its promise).
         found = 'behind';
-        this.log.info({ bucket: key, epoch: read.epoch, answered: floor }, 'scheduler snapshot bucket is behind an epoch already answered: answering from PostgreSQL; rebuilding it');
+        this.log.info({ bucket: key, epoch: read.epoch, answered: floor() }, 'scheduler snapshot bucket is behind an epoch already answered: answering from PostgreSQL; rebuilding it');
       } else {
         this.cache.delete(key);
         this.checkedAt.delete(key);
@@ -118,13 +146,9 @@ export class SchedulerSnapshot {
     return this.fromPostgres(b, found);
   }
 
-  /** The lowest epoch this replica may answer for a bucket: its last answer, or after a start the high-water. */
-  private async floorOf(key: string, b: BucketId): Promise<number> {
-    const known = this.answered.get(key);
-    if (known !== undefined) return known;
-    const hw = await this.routing.epochOf(b);
-    if (hw > 0) this.answered.set(key, Math.max(hw, this.answered.get(key) ?? 0));
-    return hw;
+  /** The lowest epoch this replica may answer for a bucket in a read that began at `t`: its own last answer, and the high-water. */
+  private async floorOf(key: string, b: BucketId, t: number): Promise<number> {
+    return Math.max(this.answered.get(key) ?? 0, await this.highWater.floor(b, key, t));
   }
 
   private remember(key: string, epoch: number): void {
