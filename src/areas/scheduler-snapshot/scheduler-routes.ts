@@ -2,6 +2,7 @@ import type { FastifyInstance } from 'fastify';
 import { z } from 'zod';
 import type { RouteDeps } from '../../modules/area.js';
 import type { SchedulerSnapshotServices } from './wiring.js';
+import type { SchedulerAccounts } from './scheduler-snapshot-service.js';
 import { json, route } from '../../http/contract.js';
 
 const querySchema = z
@@ -68,9 +69,24 @@ export function registerSchedulerRoutes(api: FastifyInstance, deps: Pick<RouteDe
       query: querySchema,
       responses: { 200: json(SchedulerAccounts) },
     },
-    async ({ query }) => {
+    async ({ query }, _req, reply) => {
       const answer = await deps.services.schedulerSnapshot.accounts(query.platform, query.group ?? '');
-      return { ...answer, count: answer.accounts.length };
+      return reply.type('application/json; charset=utf-8').send(answerJson(answer));
     },
   );
+}
+
+/** The JSON of a served list, made once per list: a snapshot answer serves one array until its bucket or a cooldown changes. */
+const listJson = new WeakMap<SchedulerAccounts['accounts'], string>();
+
+/**
+ * The route's body, the same bytes `JSON.stringify({ ...answer, count })` gives, with the list's
+ * JSON reused: on the hot path the list is most of the bytes and most of the serialising time
+ * (about 10 µs of about 30 for a bucket of 20).
+ */
+export function answerJson(a: SchedulerAccounts): string {
+  let list = listJson.get(a.accounts);
+  if (list === undefined) listJson.set(a.accounts, (list = JSON.stringify(a.accounts)));
+  const s = JSON.stringify;
+  return `{"platform":${s(a.platform)},"group":${s(a.group)},"source":${s(a.source)},"epoch":${s(a.epoch)},"age_seconds":${s(a.age_seconds)},"accounts":${list},"count":${a.accounts.length}}`;
 }

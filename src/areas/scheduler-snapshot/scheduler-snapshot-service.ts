@@ -34,6 +34,25 @@ function available(entries: RoutingEntry[], nowMs: number): RoutingEntry[] {
 }
 
 /**
+ * A decoded bucket's available list, kept until the next cooldown in it ends: the same array for
+ * every read meanwhile, so its JSON is made once (`scheduler-routes.ts`), not per request.
+ */
+const servedLists = new WeakMap<Ok, { list: RoutingEntry[]; until: number }>();
+export function availableOf(r: Ok, nowMs: number): RoutingEntry[] {
+  const kept = servedLists.get(r);
+  if (kept && nowMs < kept.until) return kept.list;
+  let until = Infinity;
+  for (const e of r.entries) {
+    const ends = e.temp_unschedulable_until === null ? NaN : Date.parse(e.temp_unschedulable_until);
+    if (ends > nowMs && ends < until) until = ends;
+  }
+  // Frozen: every read shares it (a library caller that sorts it in place must copy it first).
+  const list = Object.freeze(available(r.entries, nowMs)) as RoutingEntry[];
+  servedLists.set(r, { list, until });
+  return list;
+}
+
+/**
  * The read side of the scheduler snapshot (the gateway's hot path). A read checks the bucket's
  * head (generation and revision, one round trip) and serves its decoded copy while unchanged;
  * a missing, incomplete or corrupt bucket is never served: the answer comes from PostgreSQL and
@@ -160,7 +179,7 @@ export class SchedulerSnapshot {
     this.remember(key, r.epoch);
     const now = this.clock.now();
     const at = Math.max(r.builtAt, r.writtenAt);
-    return { ...b, source: 'snapshot', epoch: r.epoch, age_seconds: Math.max(0, (now - at) / 1000), accounts: available(r.entries, now) };
+    return { ...b, source: 'snapshot', epoch: r.epoch, age_seconds: Math.max(0, (now - at) / 1000), accounts: availableOf(r, now) };
   }
 
   /**
