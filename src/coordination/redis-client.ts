@@ -3,6 +3,7 @@ import { UserError } from '../config/errors.js';
 import { redactUrl, scrubUrlSecrets } from '../config/redact-url.js';
 import { parseRedisUrl, type RedisTarget } from '../config/redis-url.js';
 import { withTimeout } from '../time/clock.js';
+import { timeout, type Cancel } from '../time/wall.js';
 
 /** A connection to one node, a Sentinel-managed primary, or a Redis Cluster: the same commands. */
 export type RedisClient = Redis | Cluster;
@@ -16,6 +17,7 @@ export type RedisClient = Redis | Cluster;
  * `+switch-master`; a `READONLY` reply from a demoted primary reconnects). Commands sent during
  * the switch fail like an outage, so rounds take the PostgreSQL fallback meanwhile. A Redis
  * Cluster client discovers the slots from the seed nodes and follows MOVED/ASK redirections.
+ * Once connected, the client never stays closed until `quit()`/`disconnect()` (`keepOpen`).
  */
 export async function connectRedis(url: string, commandTimeoutMs: number, connectTimeoutMs: number): Promise<RedisClient> {
   const target = parseRedisUrl(url);
@@ -56,7 +58,59 @@ export async function connectRedis(url: string, commandTimeoutMs: number, connec
   }
   redis.on('error', () => undefined); // reported by readiness and lock metrics, not as crashes
   useCommandTimeout(redis, commandTimeoutMs);
+  keepOpen(redis, commandTimeoutMs);
   return redis;
+}
+
+/** The longest wait between two attempts of `keepOpen` (and of ioredis's own retry strategies here). */
+const REOPEN_MAX_MS = 1000;
+
+/**
+ * Connects again whenever the client ends (status `end`) without `quit()` or `disconnect()`: the
+ * retry strategies only cover a connection that closes, not an attempt that fails inside the
+ * connector. Issue 53, soak finding 1 (ioredis 6.0.0): the failover detector of a lost Sentinel
+ * connection stays subscribed to `+switch-master`; when the switch is announced while the client
+ * is awaiting a sentinel's answer for its next attempt, the detector's `connector.disconnect()`
+ * makes that attempt throw "Connection is closed." and `connect()` sets status `end`, which
+ * nothing left: every command failed with "Connection is closed." until the process ended.
+ * `quit()` and `disconnect()` (not the internal `disconnect(true)` of a reconnect) stop it; a
+ * `quit()` unanswered within `quitWithinMs` disconnects, so a shutdown never waits on Redis.
+ */
+function keepOpen(redis: RedisClient, quitWithinMs: number): void {
+  let closed = false;
+  let attempts = 0;
+  let pending: Cancel | null = null;
+  const close = () => {
+    closed = true;
+    pending?.();
+    pending = null;
+  };
+  const disconnect = redis.disconnect.bind(redis);
+  redis.disconnect = (reconnect = false) => {
+    if (!reconnect) close();
+    disconnect(reconnect);
+  };
+  const quit = redis.quit.bind(redis) as () => Promise<'OK'>;
+  (redis as { quit: () => Promise<'OK'> }).quit = () => {
+    close();
+    return withTimeout(quit(), quitWithinMs, `Redis did not answer QUIT within ${quitWithinMs} ms`).catch((err: Error) => {
+      disconnect();
+      throw err;
+    });
+  };
+  redis.on('ready', () => (attempts = 0));
+  redis.on('end', () => {
+    if (closed || pending) return;
+    attempts++;
+    pending = timeout(
+      () => {
+        pending = null;
+        if (!closed && redis.status === 'end') redis.connect().catch(() => undefined); // a failed attempt ends again: the next one follows
+      },
+      Math.min(100 * attempts, REOPEN_MAX_MS),
+      { unref: true },
+    );
+  });
 }
 
 /** From now on every command fails after `ms`: on the connection, or on each node of a Redis Cluster, present and future. */
@@ -82,7 +136,10 @@ function createClient(target: RedisTarget, base: RedisOptions): RedisClient {
       role: 'master',
       sentinelPassword: target.sentinelPassword,
       failoverDetector: true,
-      sentinelRetryStrategy: (times) => Math.min(100 * times, 1000),
+      sentinelRetryStrategy: (times) => Math.min(100 * times, REOPEN_MAX_MS),
+      // A sentinel that accepts the connection but never answers (a stopped process) held every
+      // later attempt for good: its answer is waited for as long as a connection, then the next.
+      sentinelCommandTimeout: base.connectTimeout,
     });
   }
   const { lazyConnect, enableOfflineQueue, retryStrategy: _perNode, ...nodeOptions } = base;
