@@ -115,14 +115,28 @@ export function refreshTokensOnce(f: Fakes): Verdict {
   };
 }
 
-export async function noLapse(sql: pg.Pool, rec: LoadRecord, accounts: number): Promise<Verdict> {
+/**
+ * No active account's access token lapsed, and every account refreshed at least once. One end
+ * state is the documented answer to a fault, not a lapse: an account whose refresh was in flight
+ * on a replica SIGKILLed before it stored the rotation is `expired` with `rotation_lost_in_crash`
+ * (its rotating refresh token is not presented again: docs/token-refresh.md). Those are counted
+ * apart, and only while the schedule SIGKILLed a replica.
+ */
+export async function noLapse(sql: pg.Pool, rec: LoadRecord, accounts: number, sigkills = 0): Promise<Verdict> {
   const refreshed = (await sql.query(`SELECT count(*)::int AS n FROM accounts WHERE last_refresh_success_at IS NOT NULL`)).rows[0].n;
-  const notActive = (await sql.query(`SELECT status, count(*)::int AS n, min(last_refresh_error) AS example FROM accounts WHERE status <> 'active' GROUP BY status`)).rows;
+  const notActive = (
+    await sql.query<{ status: string; lost: boolean; n: number; example: string | null }>(
+      `SELECT status, coalesce(last_refresh_error = 'rotation_lost_in_crash', false) AS lost, count(*)::int AS n, min(last_refresh_error) AS example
+         FROM accounts WHERE status <> 'active' GROUP BY 1, 2`,
+    )
+  ).rows;
+  const lost = notActive.filter((r) => r.status === 'expired' && r.lost && sigkills > 0).reduce((n, r) => n + r.n, 0);
+  const other = notActive.filter((r) => !(r.status === 'expired' && r.lost && sigkills > 0));
   const ids = new Set(rec.lapses.flatMap((l) => l.ids));
   return {
     invariant: 'no access token lapsed while its account was active (and every account refreshed)',
-    ok: ids.size === 0 && refreshed === accounts && notActive.length === 0,
-    measured: `${rec.lapses.length} samples (every 5 s) with a lapsed active account, ${ids.size} accounts; ${refreshed} of ${accounts} accounts refreshed at least once; not active: ${JSON.stringify(notActive)}`,
+    ok: ids.size === 0 && refreshed + lost >= accounts && other.length === 0,
+    measured: `${rec.lapses.length} samples (every 5 s) with a lapsed active account, ${ids.size} accounts; ${refreshed} of ${accounts} accounts refreshed at least once; expired by a rotation lost to a SIGKILL mid-refresh (the documented end state): ${lost}; otherwise not active: ${JSON.stringify(other)}`,
     examples: few(rec.lapses, (l) => `at ${new Date(l.at).toISOString()}: accounts ${l.ids.slice(0, 8).join(', ')}`),
   };
 }

@@ -167,7 +167,7 @@ export async function runSoak(): Promise<{ report: string; broken: string[] }> {
       await usageExactlyOnce(sql, gen.rec, tag),
       await moneyConserved(sql, seeded.users),
       refreshTokensOnce(fakes),
-      await noLapse(sql, gen.rec, seeded.accounts.length),
+      await noLapse(sql, gen.rec, seeded.accounts.length, player.done.filter((f) => f.kind === 'sigkill').length),
       epochsForward(
         gen.rec,
         100,
