@@ -20,6 +20,7 @@ import { silentLogger } from '../src/telemetry/logger.js';
 import { systemClock } from '../src/time/clock.js';
 import { REDIS_URL, dropRedisPrefix, freshDatabase, uniqueName } from '../test/helpers/services.js';
 import { SchedulerMetrics } from '../src/areas/scheduler-snapshot/metrics.js';
+import { Deadline } from '../src/time/deadline.js';
 
 const PLATFORMS = ['openai', 'claude', 'gemini'];
 const pct = (xs: number[], p: number) => [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor(xs.length * p))]!;
@@ -177,7 +178,7 @@ export async function benchVisibility(accounts: number, rate: number, seconds: n
     }
     writing = false;
     await watcher;
-    await Promise.all(consumers.map((c) => c.stop(60_000)));
+    await Promise.all(consumers.map((c) => c.stop(Deadline.within(systemClock, 60_000))));
     return { changes: made, p50Ms: pct(seen, 0.5), p99Ms: pct(seen, 0.99) };
   });
 }

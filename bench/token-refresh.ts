@@ -27,6 +27,7 @@ import { systemClock } from '../src/time/clock.js';
 import { REDIS_URL, dropRedisPrefix, freshDatabase, uniqueName } from '../test/helpers/services.js';
 import { FakeOAuthServer } from '../test/fixtures/oauth-server.js';
 import { HZ, readStat } from '../test/helpers/machine-load.js';
+import { Deadline } from '../src/time/deadline.js';
 
 export interface SchedulerStats {
   design: string;
@@ -97,7 +98,7 @@ export async function benchScheduler(n = 100_000, windowMs = 20_000): Promise<Sc
         q.schedule({ id, at, kind: 'refresh', version: 1 });
       }),
     );
-    await q.stop(0);
+    await q.stop(Deadline.reached(systemClock));
   }
   return results;
 }
@@ -218,7 +219,7 @@ export async function benchRefreshThroughput(n = 3000, concurrency = 8): Promise
       const start = Date.now() + 200;
       for (let i = 0; i < count; i++) q.schedule({ id: ids[i]!, at: start + Math.floor((i * windowMs) / count), kind: 'refresh', version: 2 });
       await all;
-      await q.stop(0);
+      await q.stop(Deadline.reached(systemClock));
       late.sort((a, b) => a - b);
       lateness = { accounts: count, windowS: windowMs / 1000, p50Ms: pct(late, 0.5), p99Ms: pct(late, 0.99), maxMs: late.at(-1)! };
     }

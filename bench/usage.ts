@@ -19,6 +19,8 @@ import { Metrics } from '../src/telemetry/metrics.js';
 import { silentLogger } from '../src/telemetry/logger.js';
 import { REDIS_URL, dropRedisPrefix, freshDatabase, uniqueName } from '../test/helpers/services.js';
 import { DeadLetters } from '../src/store/dead-letters.js';
+import { Deadline } from '../src/time/deadline.js';
+import { systemClock } from '../src/time/clock.js';
 
 const DAY = 86_400_000;
 
@@ -78,7 +80,7 @@ export async function benchIngest(n = 50_000, baselineN = 5000): Promise<{ write
     const writer = new UsageWriter(store, { batchSize: 1000, queueLimit: n + 1, overflow: 'sync', spillDir: '/tmp' }, new Metrics(), silentLogger(), new DeadLetters(db));
     t = performance.now();
     for (let i = 0; i < n; i++) writer.record(event(1_000_000 + i, now));
-    await writer.stop(600_000);
+    await writer.stop(Deadline.within(systemClock, 600_000));
     const rate = n / ((performance.now() - t) / 1000);
     return { writer: rate, perEvent };
   });

@@ -20,6 +20,7 @@ export { WorkerPool, type OverflowPolicy, type SubmitOutcome, type PoolStats } f
 export type { JobDefinition, JobContext, JobResult, JobScope } from './scheduler/job.js';
 export type { Health, HealthVerdict } from './scheduler/health.js';
 export { systemClock, ManualClock, type Clock } from './time/clock.js';
+export { Deadline } from './time/deadline.js';
 export {
   AccountUnavailable,
   type AccessToken,

@@ -12,6 +12,7 @@ import { captureLogs } from './helpers/log-capture.js';
 import { REDIS_URL, TEST_MASTER_KEY, dropRedisPrefix, freshDatabase, uniqueName } from './helpers/services.js';
 import { embeddedDataDir } from './helpers/pglite-template.js';
 import { AccountMetrics } from '../src/areas/accounts/metrics.js';
+import { Deadline } from '../src/time/deadline.js';
 
 const ADMIN = 'accounts-admin-token-0123456789';
 const auth = { authorization: `Bearer ${ADMIN}` };
@@ -317,7 +318,7 @@ describe('accounts and token refresh (real PostgreSQL, Redis, OAuth server)', ()
       const again = await fresh.refreshNow(b.id, 'recovery', (await get(b.id)).token_version);
       expect(again).toMatchObject({ result: 'skipped', reason: 'recently_attempted' });
     } finally {
-      void fresh.queue.stop(0); // not fresh.stop(): the refresher is shared with the runtime
+      void fresh.queue.stop(Deadline.within(clock, 0)); // not fresh.stop(): the refresher is shared with the runtime
     }
   });
 

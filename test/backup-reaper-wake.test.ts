@@ -10,6 +10,7 @@ import { silentLogger } from '../src/telemetry/logger.js';
 import { systemClock } from '../src/time/clock.js';
 import { backupEnv } from './helpers/backup-env.js';
 import { waitFor } from './helpers/wait.js';
+import { Deadline } from '../src/time/deadline.js';
 
 /** Issue 26: the backup reaper is woken by a backup starting (migration 028) and sleeps until its lease could expire. */
 describe('backup reaper wake-ups (real PostgreSQL)', () => {
@@ -75,7 +76,7 @@ describe('backup reaper wake-ups (real PostgreSQL)', () => {
       await waitFor(async () => (await env.backups.get('wakeb0000002'))!.state === 'failed', { what: 'the reaper to reap the expired lease', timeoutMs: 20_000 });
       expect((await env.backups.get('wakeb0000002'))!.error).toMatch(/abandoned: instance replica-dead/);
     } finally {
-      await reaper.stop(5000);
+      await reaper.stop(Deadline.within(systemClock, 5000));
     }
   });
 });

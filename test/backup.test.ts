@@ -11,6 +11,8 @@ import { silentLogger } from '../src/telemetry/logger.js';
 import { PG_ADMIN_URL } from './helpers/services.js';
 import { backupEnv } from './helpers/backup-env.js';
 import { waitFor } from './helpers/wait.js';
+import { Deadline } from '../src/time/deadline.js';
+import { systemClock } from '../src/time/clock.js';
 
 async function databasesLike(pattern: string): Promise<string[]> {
   const c = new pg.Client({ connectionString: PG_ADMIN_URL });
@@ -125,7 +127,7 @@ describe('backup on real PostgreSQL with pg_dump/pg_restore, directory storage',
     expect(await env.service.start('manual').catch((e: unknown) => e)).toBeInstanceOf(BackupBusy);
     // A crash: the writer's backend is killed, the server frees its liveness lock.
     await env.db.query(`SELECT pg_terminate_backend(pid) FROM pg_locks WHERE locktype = 'advisory' AND objsubid = 2 AND classid = $1::int::oid AND objid = $2::int::oid`, [LIVENESS_NS, writer.key]);
-    await writer.stop(1000);
+    await writer.stop(Deadline.within(systemClock, 1000));
     await waitFor(async () => (await env.service.reap()) === 1, { what: "the dead writer's backup to be reaped" });
     const dead = (await env.backups.get('alivebackup1'))!;
     expect(dead.state).toBe('failed');

@@ -9,6 +9,8 @@ import { LivenessSession } from '../src/coordination/liveness.js';
 import { silentLogger } from '../src/telemetry/logger.js';
 import { freshDatabase } from './helpers/services.js';
 import { waitFor } from './helpers/wait.js';
+import { Deadline } from '../src/time/deadline.js';
+import { systemClock } from '../src/time/clock.js';
 
 /**
  * The claim queue's invariants, proved once on a table of its own (every claiming store builds
@@ -156,7 +158,7 @@ async function hold(db: Db, how: 'session' | 'lock', n = 0): Promise<{ key: numb
     // A crash, not a clean stop: the session's backend is killed, so the server frees its lock.
     const die = async () => {
       await db.query(`SELECT pg_terminate_backend(pid) FROM pg_locks WHERE locktype = 'advisory' AND objsubid = 2 AND classid = $1::int::oid AND objid = $2::int::oid`, [LIVENESS_NS, key]);
-      await s.stop(1000);
+      await s.stop(Deadline.within(systemClock, 1000));
     };
     return { key, die };
   }

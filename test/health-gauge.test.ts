@@ -13,6 +13,7 @@ import type { InstanceRegistry } from '../src/coordination/instance-registry.js'
 import type { ProcessSampler } from '../src/telemetry/process-sampler.js';
 import type { JobView } from '../src/modules/job-views.js';
 import { runRecord } from './helpers/run-record.js';
+import { Deadline } from '../src/time/deadline.js';
 
 /**
  * `relay_jobs_job_health` is computed when /metrics is scraped (issue 26), from the job views,
@@ -105,7 +106,7 @@ describe('job health gauge at scrape time', () => {
       expect(await s.scrape()).toEqual({ stuck_job: 'stuck', no_work_job: 'healthy', not_leader_job: 'healthy', nobody_leads_job: 'late' });
       expect(s.reads).toBe(1);
     } finally {
-      await s.hb.stop(1000);
+      await s.hb.stop(Deadline.within(s.clock, 1000));
     }
   });
 
@@ -133,14 +134,14 @@ describe('job health gauge at scrape time', () => {
       await s.scrape();
       expect(s.reads).toBe(3);
     } finally {
-      await s.hb.stop(1000);
+      await s.hb.stop(Deadline.within(s.clock, 1000));
     }
   });
 
   it('after stop, a scrape reads nothing', async () => {
     const s = setup();
     s.hb.start();
-    await s.hb.stop(1000);
+    await s.hb.stop(Deadline.within(s.clock, 1000));
     await s.scrape();
     expect(s.reads).toBe(0);
   });

@@ -7,6 +7,7 @@ import { SkipCounter, type SkipSummary } from '../src/coordination/skip-counter.
 import { Metrics } from '../src/telemetry/metrics.js';
 import { silentLogger } from '../src/telemetry/logger.js';
 import { ManualClock, settle } from '../src/time/clock.js';
+import { Deadline } from '../src/time/deadline.js';
 
 /** The instance heartbeat on the loop block (ServiceLoop `instance_heartbeat`), with a registry in memory. */
 describe('instance heartbeat on the loop block', () => {
@@ -44,7 +45,7 @@ describe('instance heartbeat on the loop block', () => {
     hold = new Promise<void>((r) => (release = r));
     await clock.advance(10_000);
     expect(calls).toBe(3);
-    const stopping = beat.stop(5_000);
+    const stopping = beat.stop(Deadline.within(clock, 5_000));
     await settle();
     release();
     expect(await stopping).toBe(0);

@@ -18,6 +18,7 @@ import { REDIS_URL, TEST_MASTER_KEY, dropRedisPrefix, freshDatabase, uniqueName 
 import { embeddedDataDir } from './helpers/pglite-template.js';
 import { waitFor } from './helpers/wait.js';
 import { ImagesMetrics } from '../src/areas/images/metrics.js';
+import { Deadline } from '../src/time/deadline.js';
 
 const ADMIN = 'images-admin-token-0123456789';
 const auth = { authorization: `Bearer ${ADMIN}` };
@@ -535,7 +536,7 @@ describe('image batches', () => {
     try {
       await waitFor(async () => (await s.batches.get(b.id))!.provider_batch_id, { what: 'the moved batch claimed and submitted' });
     } finally {
-      await w.stop(2000);
+      await w.stop(Deadline.within(systemClock, 2000));
     }
     expect(calls.slice(0, 3)).toEqual(['claim', 'moveDue', 'recoverStale']);
     // created → uploading → submitted under one claim: the row is read once per claim, then handed on by each step that wrote it.

@@ -11,6 +11,7 @@ import { silentLogger } from '../src/telemetry/logger.js';
 import { systemClock } from '../src/time/clock.js';
 import { BACKENDS } from './helpers/backends.js';
 import { waitFor } from './helpers/wait.js';
+import { Deadline } from '../src/time/deadline.js';
 
 /**
  * Pause and resume below the process level (issue 49): the claim statement refuses a paused
@@ -146,7 +147,7 @@ describe.each(BACKENDS)('pause and resume on $name', (backend) => {
         ['pause', 'operator', 'provider down'],
       ]);
     } finally {
-      await bookB.stop(1000);
+      await bookB.stop(Deadline.within(systemClock, 1000));
     }
   });
 });

@@ -7,10 +7,11 @@ import { silentLogger } from '../src/telemetry/logger.js';
 import { leaderKey } from '../src/coordination/keys.js';
 import { connectRedis, type RedisClient } from '../src/coordination/redis-client.js';
 import { PgDb } from '../src/store/pg-db.js';
-import { ManualClock } from '../src/time/clock.js';
+import { ManualClock, systemClock } from '../src/time/clock.js';
 import { UserError } from '../src/config/errors.js';
 import { REDIS_URL, dropRedisPrefix, freshDatabase, uniqueName, freePort } from './helpers/services.js';
 import { quietFor, waitFor } from './helpers/wait.js';
+import { Deadline } from '../src/time/deadline.js';
 
 describe('leader locks on real Redis and PostgreSQL', () => {
   const prefix = uniqueName('rjtest');
@@ -136,7 +137,7 @@ describe('leader locks on real Redis and PostgreSQL', () => {
       if (freed.acquired) await freed.handle.release();
       other.close();
       // The liveness session lost: its locks went with it, renewal says so, and the other replica may take them.
-      await liveness.stop(1000);
+      await liveness.stop(Deadline.within(systemClock, 1000));
       for (const g of got.slice(6)) if (g.acquired) expect(await g.handle.renew(0)).toBe(false);
       const after = new PgAdvisoryLock(db, { prefix, env: 'herd' });
       const taken = await after.acquire('job11', 0);
@@ -144,7 +145,7 @@ describe('leader locks on real Redis and PostgreSQL', () => {
       if (taken.acquired) await taken.handle.release();
       after.close();
     } finally {
-      await liveness.stop(1000);
+      await liveness.stop(Deadline.within(systemClock, 1000));
       await small.close();
     }
   });

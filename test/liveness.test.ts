@@ -13,6 +13,7 @@ import { silentLogger } from '../src/telemetry/logger.js';
 import { sleep, systemClock } from '../src/time/clock.js';
 import { freshDatabase } from './helpers/services.js';
 import { waitFor } from './helpers/wait.js';
+import { Deadline } from '../src/time/deadline.js';
 
 /**
  * The crash detector (docs/coordination.md, "Crash detection"): a lease whose holder's liveness
@@ -36,7 +37,7 @@ describe('liveness sessions on PostgreSQL', () => {
     await migrate(db);
   });
   afterAll(async () => {
-    for (const s of sessions) await s.stop(1000);
+    for (const s of sessions) await s.stop(Deadline.within(systemClock, 1000));
     await db.close();
     await drop();
   });

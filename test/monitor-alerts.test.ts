@@ -11,6 +11,8 @@ import { outcomeOf } from './helpers/rounds.js';
 import { ChatUpstream } from './fixtures/chat-upstream.js';
 import { REDIS_URL, TEST_MASTER_KEY, dropRedisPrefix, freshDatabase, uniqueName } from './helpers/services.js';
 import { waitFor } from './helpers/wait.js';
+import { Deadline } from '../src/time/deadline.js';
+import { systemClock } from '../src/time/clock.js';
 
 const ADMIN = 'monitor-alerts-admin-token-0123456789';
 const auth = { authorization: `Bearer ${ADMIN}` };
@@ -98,7 +100,7 @@ describe('alerting on monitors (real PostgreSQL, loopback upstream)', () => {
     }
   });
   afterAll(async () => {
-    await rt.services.monitorRunner.stop(2000);
+    await rt.services.monitorRunner.stop(Deadline.within(systemClock, 2000));
     await rt.shutdown();
     await http.close();
     await up.close();

@@ -19,6 +19,7 @@ import type { Db } from '../src/store/db.js';
 import { BACKENDS } from './helpers/backends.js';
 import { outcomeOf } from './helpers/rounds.js';
 import { REDIS_URL, TEST_MASTER_KEY, freshDatabase, uniqueName } from './helpers/services.js';
+import { Deadline } from '../src/time/deadline.js';
 
 const ADMIN = 'ops-instances-admin-token-0123';
 const MIB = 1_048_576;
@@ -134,7 +135,7 @@ describe('ops_metrics per-instance process figures (PostgreSQL)', () => {
     await session.start();
     expect((await r1!.beat(0, session, [], figures(12.5, 120, 60, 35))).mine).toBe(true);
     expect(session.key).not.toBeNull();
-    await session.stop(1000);
+    await session.stop(Deadline.within(systemClock, 1000));
     await r2!.beat(0, null, [], figures(40, 300, 40, 8));
 
     expect(outcomeOf(await rt.runNow('ops_metrics'))?.status).toBe('ok');
@@ -200,7 +201,7 @@ describe('ops_metrics per-instance process figures (PostgreSQL)', () => {
       published = (await own.list()).find((x) => x.instance_id === 'beating')!.process;
       if (!published) await new Promise((r) => setTimeout(r, 50));
     }
-    await beat.stop(1000);
+    await beat.stop(Deadline.within(systemClock, 1000));
     expect(published!.rss_bytes).toBeGreaterThan(MIB);
     expect(published!.heap_used_bytes).toBeGreaterThan(0);
     expect(published!.cpu_percent).toBeTypeOf('number');

@@ -9,6 +9,8 @@ import { PLAN_SPREAD_MAX_MS, latestPlanSlot, nextPlanSlot, placeClaim } from '..
 import { silentLogger } from '../src/telemetry/logger.js';
 import { TEST_MASTER_KEY, freshDatabase } from './helpers/services.js';
 import { waitFor } from './helpers/wait.js';
+import { Deadline } from '../src/time/deadline.js';
+import { systemClock } from '../src/time/clock.js';
 
 /**
  * Issue 24 for scheduled account tests, as monitors got it (test/probe-spread.test.ts): a plan's
@@ -114,7 +116,7 @@ describe('account-test plans on PostgreSQL', () => {
     expect(await plans.claim('r2', 10, 10, 60_000)).toEqual([]); // alive: its hour-long lease holds
     // A crash: the liveness session's backend is killed, so the server frees its lock.
     await db.query(`SELECT pg_terminate_backend(pid) FROM pg_locks WHERE locktype = 'advisory' AND objsubid = 2 AND classid = $1::int::oid AND objid = $2::int::oid`, [LIVENESS_NS, key]);
-    await live.stop(1000);
+    await live.stop(Deadline.within(systemClock, 1000));
     const b = await waitFor(
       async () => {
         const got = await plans.claim('r2', 10, 10, 60_000);

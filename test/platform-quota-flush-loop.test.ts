@@ -7,6 +7,7 @@ import { PlatformQuota } from '../src/areas/usage/platform-quota.js';
 import { QuotaFlushLoop } from '../src/areas/usage/quota-flush-loop.js';
 import type { QuotaRow, QuotaUsage } from '../src/areas/usage/store/quota-usage.js';
 import type { DeadLetters } from '../src/store/dead-letters.js';
+import { Deadline } from '../src/time/deadline.js';
 
 /** The quota flush on the loop block (issue 26): asleep while nothing is dirty, one flush per delay after an increment. */
 function setup(o: { failUpserts?: number } = {}) {
@@ -47,7 +48,7 @@ describe('QuotaFlushLoop', () => {
     expect(s.calls.get + s.calls.upsert).toBe(0);
     // One look at start, then one per 30 s backstop.
     expect(s.calls.dirtyCount).toBe(1 + 10);
-    await s.loop.stop(1000);
+    await s.loop.stop(Deadline.within(s.clock, 1000));
   });
 
   it('an increment is flushed flush_delay later, once however many increments came meanwhile', async () => {
@@ -72,7 +73,7 @@ describe('QuotaFlushLoop', () => {
     const after = s.calls.upsert;
     await s.clock.advance(29_000);
     expect(s.calls.upsert).toBe(after);
-    await s.loop.stop(1000);
+    await s.loop.stop(Deadline.within(s.clock, 1000));
   });
 
   it('keys another replica left dirty (it crashed before its flush) are flushed at the backstop', async () => {
@@ -85,7 +86,7 @@ describe('QuotaFlushLoop', () => {
     expect(s.calls.upsert).toBe(0);
     await s.clock.advance(1);
     expect(s.calls.upserted).toEqual([{ user_id: 'u9', platform: 'claude', used: 42, epoch: 0 }]);
-    await s.loop.stop(1000);
+    await s.loop.stop(Deadline.within(s.clock, 1000));
   });
 
   it('a flush PostgreSQL refused keeps its keys dirty and is tried again flush_delay later', async () => {
@@ -101,6 +102,6 @@ describe('QuotaFlushLoop', () => {
     await s.clock.advance(5000);
     expect(s.calls.upserted).toEqual([{ user_id: 'u1', platform: 'openai', used: 3, epoch: 0 }]);
     expect(await s.counters.dirtyCount()).toBe(0);
-    await s.loop.stop(1000);
+    await s.loop.stop(Deadline.within(s.clock, 1000));
   });
 });

@@ -15,6 +15,8 @@ import { Metrics } from '../src/telemetry/metrics.js';
 import { silentLogger } from '../src/telemetry/logger.js';
 import { RedisQuotaCounters, quotaMember } from '../src/coordination/quota-counters.js';
 import { REDIS_URL, TEST_MASTER_KEY, dropRedisPrefix, freshDatabase, uniqueName } from './helpers/services.js';
+import { Deadline } from '../src/time/deadline.js';
+import { systemClock } from '../src/time/clock.js';
 
 const ADMIN = 'poison-admin-token-0123456789';
 const auth = { authorization: `Bearer ${ADMIN}` };
@@ -151,7 +153,7 @@ describe('poison input never stops a pipeline (real PostgreSQL and Redis)', () =
     expect(letters.map((l) => JSON.parse(l.payload).request_id).sort()).toEqual(bad.map((b) => b.request_id).sort());
     expect(letters[0].reason).toMatch(/^22/);
     expect((await metrics.integrity.deadLetters.get()).values.find((v) => v.labels.source === 'usage')?.value).toBe(3);
-    expect(await writer.stop(1000)).toBe(0);
+    expect(await writer.stop(Deadline.within(systemClock, 1000))).toBe(0);
     expect(readdirSync(dir)).toEqual([]);
     const api = await req('GET', '/api/v1/dead-letters?source=usage');
     expect(api.statusCode).toBe(200);

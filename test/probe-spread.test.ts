@@ -5,8 +5,9 @@ import { SecretBox } from '../src/store/secret-box.js';
 import { Monitors, spreadPhase, type MonitorInput } from '../src/areas/probes/store/monitors.js';
 import { LivenessSession } from '../src/coordination/liveness.js';
 import { silentLogger } from '../src/telemetry/logger.js';
-import { ManualClock } from '../src/time/clock.js';
+import { ManualClock, systemClock } from '../src/time/clock.js';
 import { TEST_MASTER_KEY, freshDatabase } from './helpers/services.js';
+import { Deadline } from '../src/time/deadline.js';
 
 /**
  * Issue 24, "Spread, not herds": monitors fire on `phase(id) + k × interval`, whatever their
@@ -143,13 +144,13 @@ describe('monitor spread on PostgreSQL', () => {
       await clock.advance(slot - clock.now());
       // Alive holder: its lease holds.
       expect((await monitors.claim('r2', 1000, 100, r2.key, new Date(clock.now()))).claimed.map((m) => m.id)).not.toContain(id);
-      await r1.stop(1000); // the process "dies": its session, and the lock with it, is gone
+      await r1.stop(Deadline.within(systemClock, 1000)); // the process "dies": its session, and the lock with it, is gone
       const taken = await monitors.claim('r2', 1000, 100, r2.key, new Date(clock.now()));
       expect(taken.claimed.map((m) => m.id)).toContain(id);
       expect(taken.claimed.find((m) => m.id === id)!.scheduledFor.getTime()).toBe(slot);
     } finally {
-      await r1.stop(1000);
-      await r2.stop(1000);
+      await r1.stop(Deadline.within(systemClock, 1000));
+      await r2.stop(Deadline.within(systemClock, 1000));
     }
   });
 });

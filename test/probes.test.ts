@@ -16,6 +16,7 @@ import { ChatUpstream } from './fixtures/chat-upstream.js';
 import { captureLogs } from './helpers/log-capture.js';
 import { REDIS_URL, TEST_MASTER_KEY, dropRedisPrefix, freePort, freshDatabase, uniqueName } from './helpers/services.js';
 import { waitFor } from './helpers/wait.js';
+import { Deadline } from '../src/time/deadline.js';
 
 const ADMIN = 'probes-admin-token-0123456789';
 const auth = { authorization: `Bearer ${ADMIN}` };
@@ -65,8 +66,8 @@ describe('fleet probes (real PostgreSQL, loopback upstream)', () => {
     http = buildHttpServer(rt);
   });
   afterAll(async () => {
-    await rt.services.monitorRunner.stop(2000);
-    await rt.services.accountTestRunner.stop(2000);
+    await rt.services.monitorRunner.stop(Deadline.within(systemClock, 2000));
+    await rt.services.accountTestRunner.stop(Deadline.within(systemClock, 2000));
     await rt.shutdown();
     await http.close();
     await up.close();
@@ -322,8 +323,8 @@ describe('fleet probes (real PostgreSQL, loopback upstream)', () => {
   });
 
   it('a probe runner that leaves due work waiting makes its job late, saying how much', async () => {
-    await rt.services.monitorRunner.stop(2000);
-    await rt.services.accountTestRunner.stop(2000);
+    await rt.services.monitorRunner.stop(Deadline.within(systemClock, 2000));
+    await rt.services.accountTestRunner.stop(Deadline.within(systemClock, 2000));
     for (const job of ['channel_monitor', 'scheduled_account_test']) await rt.scheduler.runNow(job);
     const health = async (name: string) => (await rt.jobViews()).find((j) => j.name === name)!;
     // Nothing overdue yet from these two (earlier monitors are disabled or leased): no verdict from the hook.
@@ -398,6 +399,6 @@ describe('fleet probes (real PostgreSQL, loopback upstream)', () => {
     due.push(monitor(2)); // created while monitor 1's result waits to be written
     await runner.tick();
     expect(calls).toEqual(['claim 1', 'claim 2', 'write 1']);
-    await runner.stop(2000);
+    await runner.stop(Deadline.within(systemClock, 2000));
   });
 });

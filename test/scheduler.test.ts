@@ -2,8 +2,9 @@ import { describe, expect, it } from 'vitest';
 import { Scheduler } from '../src/scheduler/scheduler.js';
 import type { RoundRunner } from '../src/scheduler/round-runner.js';
 import type { JobDefinition } from '../src/scheduler/job.js';
-import { ManualClock } from '../src/time/clock.js';
+import { ManualClock, systemClock } from '../src/time/clock.js';
 import { silentLogger } from '../src/telemetry/logger.js';
+import { Deadline } from '../src/time/deadline.js';
 
 const job = (over: Partial<JobDefinition['settings']> = {}): JobDefinition => ({
   name: 'j',
@@ -40,7 +41,7 @@ describe('Scheduler loop (injected clock)', () => {
     const h = harness(job());
     h.s.start();
     await h.clock.advance(3000);
-    await h.s.stop(10);
+    await h.s.stop(Deadline.within(h.clock, 10));
     expect(h.calls.map((c) => c.slot - h.t0)).toEqual([0, 1000, 2000, 3000]);
   });
 
@@ -48,7 +49,7 @@ describe('Scheduler loop (injected clock)', () => {
     const h = harness(job({ jitterMs: 400 }), { lastSlot: Date.UTC(2026, 0, 1), random: () => 0.5 });
     h.s.start();
     await h.clock.advance(2900);
-    await h.s.stop(10);
+    await h.s.stop(Deadline.within(h.clock, 10));
     // The clock starts at +300ms and ends at +3200ms.
     expect(h.calls.map((c) => [c.slot - h.t0, c.at - h.t0])).toEqual([
       [1000, 1200],
@@ -61,7 +62,10 @@ describe('Scheduler loop (injected clock)', () => {
     const h = harness(job(), { lastSlot: Date.UTC(2026, 0, 1), roundMs: 3500 });
     h.s.start();
     await h.clock.advance(4500);
-    await h.s.stop(10);
+    // The round of slot 4000 is still running: the stop's deadline, on the same clock, ends the wait.
+    const stopping = h.s.stop(Deadline.within(h.clock, 10));
+    await h.clock.advance(10);
+    expect(await stopping).toEqual(['j']);
     // Slot 1000 runs from 1000 to 4500; then slot 4000 runs once, late; 2000 and 3000 are not replayed.
     expect(h.calls.map((c) => [c.slot - h.t0, c.at - h.t0])).toEqual([
       [1000, 1000],
@@ -74,7 +78,7 @@ describe('Scheduler loop (injected clock)', () => {
     const h = harness(job(), { lastSlot: Date.UTC(2026, 0, 1), offset: 400 });
     h.s.start();
     await h.clock.advance(1000);
-    await h.s.stop(10);
+    await h.s.stop(Deadline.within(h.clock, 10));
     expect(h.calls[0]).toEqual({ slot: h.t0 + 1000, at: h.t0 + 1000 });
   });
 
@@ -83,7 +87,7 @@ describe('Scheduler loop (injected clock)', () => {
     h.s.start();
     await h.clock.advance(5000);
     expect(h.calls).toEqual([]);
-    expect(await h.s.stop(10)).toEqual([]);
+    expect(await h.s.stop(Deadline.within(h.clock, 10))).toEqual([]);
   });
 });
 
@@ -99,7 +103,7 @@ describe('Scheduler with many jobs', () => {
       const s = new Scheduler({ jobs, runner, clock, random: () => 0, log: silentLogger(), clockOffsetMs: () => 0, lastSlot: async () => null });
       s.start();
       await clock.advance(2500);
-      expect(await s.stop(10)).toEqual([]);
+      expect(await s.stop(Deadline.within(clock, 10))).toEqual([]);
       // Node emits process warnings on the next tick.
       await new Promise((r) => setImmediate(r));
       expect(warnings.filter((w) => w.includes('MaxListeners'))).toEqual([]);
@@ -113,7 +117,7 @@ describe('Scheduler with many jobs', () => {
     h.s.start();
     await h.clock.advance(1000);
     const before = process.getActiveResourcesInfo().filter((r) => r === 'Timeout').length;
-    expect(await h.s.stop(3_600_000)).toEqual([]);
+    expect(await h.s.stop(Deadline.within(systemClock, 3_600_000))).toEqual([]);
     const after = process.getActiveResourcesInfo().filter((r) => r === 'Timeout').length;
     expect(after).toBeLessThanOrEqual(before);
   });
@@ -158,7 +162,7 @@ describe('Scheduler.requestRound (work queued for a job: never left for its next
     for (let i = 1; i < gaps.length; i++) expect(gaps[i]).toBe(Math.min(gaps[i - 1]! * 2, 5000));
     // A refused attempt is counted, not written as a manual round's record each time.
     expect(h.attempts.every((a) => a.recordSkip === false)).toBe(true);
-    expect(await h.s.stop(10)).toEqual([]);
+    expect(await h.s.stop(Deadline.within(h.clock, 10))).toEqual([]);
   });
 
   it('requests while one waits join it; one that arrives during its round gets one more round after it', async () => {
@@ -176,7 +180,7 @@ describe('Scheduler.requestRound (work queued for a job: never left for its next
     });
     await h.clock.advance(10_000);
     expect(h.attempts.filter((a) => a.ran)).toHaveLength(2);
-    expect(await h.s.stop(10)).toEqual([]);
+    expect(await h.s.stop(Deadline.within(h.clock, 10))).toEqual([]);
   });
 
   it('a waiting request ends at shutdown', async () => {
@@ -185,7 +189,7 @@ describe('Scheduler.requestRound (work queued for a job: never left for its next
     await settle();
     await h.clock.advance(2000);
     const before = h.attempts.length;
-    expect(await h.s.stop(10)).toEqual([]);
+    expect(await h.s.stop(Deadline.within(h.clock, 10))).toEqual([]);
     await h.clock.advance(60_000);
     expect(h.attempts.length).toBe(before);
     expect(() => h.s.requestRound('nope')).toThrow(/unknown job nope/);

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { ManualClock } from '../src/time/clock.js';
+import type { Deadline } from '../src/time/deadline.js';
 import { silentLogger } from '../src/telemetry/logger.js';
 import { ladderOrder, runShutdownLadder, SHUTDOWN_PHASES, SHUTDOWN_PROGRESS_EVERY_MS, type Stoppable } from '../src/app/shutdown-ladder.js';
 import { captureLogs } from './helpers/log-capture.js';
@@ -53,5 +54,31 @@ describe('shutdown ladder progress', () => {
     await done;
     await clock.advance(5 * SHUTDOWN_PROGRESS_EVERY_MS);
     expect(progress()).toHaveLength(3);
+  });
+});
+
+/** One deadline for the whole shutdown: what a rung took is gone for the next; a floor pushes out only its own rung's. */
+describe('shutdown ladder deadline', () => {
+  it('hands every rung the same absolute deadline, and a rung with minMs its floor past the grace', async () => {
+    const clock = new ManualClock(0);
+    const seen: Record<string, { at: number; leftMs: number }> = {};
+    const saw = (name: string, by: Deadline) => (seen[name] = { at: by.at, leftMs: by.leftMs() });
+    const steps: Stoppable[] = [
+      // Rung A takes 3 s of the 5 s grace.
+      { name: 'A', phase: 'rounds', stop: (by) => (saw('A', by), new Promise<void>((r) => clock.setTimeout(r, 3000))) },
+      // B's floor (1 s) is below what is left: it keeps the shared deadline.
+      { name: 'B', phase: 'jobs', minMs: 1000, stop: (by) => void saw('B', by) },
+      { name: 'floored', minMs: 4000, stop: (by) => void saw('floored', by) },
+      { name: 'after', phase: 'connections', stop: (by) => void saw('after', by) },
+    ];
+    const done = runShutdownLadder(steps, 5000, clock, silentLogger());
+    await clock.advance(3000);
+    await done;
+    expect(seen).toEqual({
+      A: { at: 5000, leftMs: 5000 },
+      B: { at: 5000, leftMs: 2000 }, // the same absolute point: 2 s left, not a fresh 5 s
+      floored: { at: 7000, leftMs: 4000 }, // its floor, past the grace
+      after: { at: 5000, leftMs: 2000 }, // the floor moved no one else's deadline
+    });
   });
 });

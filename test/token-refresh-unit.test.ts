@@ -10,6 +10,7 @@ import { Semaphore } from '../src/workers/semaphore.js';
 import { RateLimiter } from '../src/workers/rate-limiter.js';
 import { SecretBox } from '../src/store/secret-box.js';
 import { ManualClock, settle } from '../src/time/clock.js';
+import { Deadline } from '../src/time/deadline.js';
 
 const NOW = Date.UTC(2026, 10, 30, 12);
 const jwt = (payload: unknown) => `${Buffer.from('{"alg":"none"}').toString('base64url')}.${Buffer.from(JSON.stringify(payload)).toString('base64url')}.sig`;
@@ -159,7 +160,7 @@ describe('DueQueue (one timer for every account)', () => {
     q.schedule({ id: 1, at: NOW + 1000, kind: 'refresh', version: 1 });
     await clock.advance(0);
     expect(clock.pending).toBe(1);
-    expect(await q.stop(100)).toBe(0);
+    expect(await q.stop(Deadline.within(clock, 100))).toBe(0);
     q.schedule({ id: 2, at: NOW + 1000, kind: 'refresh', version: 1 });
     await clock.advance(10_000);
     expect(fired).toEqual([]);

@@ -7,8 +7,9 @@ import type { UsageRow, UsageStore } from '../src/areas/usage/store/usage.js';
 import type { DeadLetters } from '../src/store/dead-letters.js';
 import { Metrics } from '../src/telemetry/metrics.js';
 import { silentLogger } from '../src/telemetry/logger.js';
-import { settle } from '../src/time/clock.js';
+import { settle, systemClock } from '../src/time/clock.js';
 import { UsageMetrics } from '../src/areas/usage/metrics.js';
+import { Deadline } from '../src/time/deadline.js';
 
 /**
  * The usage writer's flush is a ServiceLoop (usage_writer): what the loop block promises, for
@@ -59,7 +60,7 @@ describe('usage writer on the loop block', () => {
     expect(store.stored).toHaveLength(27);
     expect(w.waiting).toBe(0);
     expect(await ticks(metrics)).toBe(1);
-    expect(await w.stop(1000)).toBe(0);
+    expect(await w.stop(Deadline.within(systemClock, 1000))).toBe(0);
   });
 
   it('stop drains what the writer holds, reports nothing left, and writes later events inline', async () => {
@@ -67,7 +68,7 @@ describe('usage writer on the loop block', () => {
     const { w, dir } = writer(store);
     store.hold();
     for (let i = 0; i < 35; i++) w.record(row());
-    const stopping = w.stop(5000);
+    const stopping = w.stop(Deadline.within(systemClock, 5000));
     await settle();
     store.release();
     expect(await stopping).toBe(0);
@@ -82,7 +83,7 @@ describe('usage writer on the loop block', () => {
     store.failing = true;
     const { w, dir, metrics } = writer(store);
     const waiting = w.write([row(), row(), row()]).catch((err: Error) => err);
-    expect(await w.stop(50)).toBe(3);
+    expect(await w.stop(Deadline.within(systemClock, 50))).toBe(3);
     expect((await waiting) as Error).toBeInstanceOf(Error);
     expect(readdirSync(dir)).toHaveLength(1);
     expect((await metrics.group(UsageMetrics).usageSpilled.get()).values[0]!.value).toBe(3);

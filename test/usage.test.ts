@@ -5,7 +5,7 @@ import { loadConfig } from '../src/app/config-schema.js';
 import { Runtime } from '../src/app/runtime.js';
 import { waitFor } from './helpers/wait.js';
 import { buildHttpServer } from '../src/http/server.js';
-import { ManualClock } from '../src/time/clock.js';
+import { ManualClock, systemClock } from '../src/time/clock.js';
 import { UsageWriter, UsageQueueFull } from '../src/areas/usage/usage-writer.js';
 import { UsageStore } from '../src/areas/usage/store/usage.js';
 import { Metrics } from '../src/telemetry/metrics.js';
@@ -16,6 +16,7 @@ import { REDIS_URL, TEST_MASTER_KEY, dropRedisPrefix, freshDatabase, uniqueName 
 import { DeadLetters } from '../src/store/dead-letters.js';
 import { embeddedDataDir } from './helpers/pglite-template.js';
 import { UsageMetrics } from '../src/areas/usage/metrics.js';
+import { Deadline } from '../src/time/deadline.js';
 
 const ADMIN = 'usage-admin-token-0123456789';
 const auth = { authorization: `Bearer ${ADMIN}` };
@@ -153,7 +154,7 @@ describe('usage data lifecycle (real PostgreSQL and Redis)', () => {
     const spillRows = rows(2);
     const w = new UsageWriter(store, { batchSize: 10, queueLimit: 100, overflow: 'sync', spillDir: dir }, metrics, silentLogger(), new DeadLetters(rt.db));
     for (const r of spillRows) w.record(r);
-    expect(await w.stop(300)).toBe(2);
+    expect(await w.stop(Deadline.within(systemClock, 300))).toBe(2);
     expect(readdirSync(dir).length).toBe(1);
     await sql.query(`DELETE FROM fail_usage`);
     await sql.query(`DROP TRIGGER refuse_usage ON usage_request_ids`);

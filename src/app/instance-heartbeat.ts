@@ -8,7 +8,7 @@ import type { Memberships } from '../coordination/memberships.js';
 import type { Metrics } from '../telemetry/metrics.js';
 import type { Logger } from '../telemetry/logger.js';
 import type { Clock } from '../time/clock.js';
-import { Deadline } from '../time/deadline.js';
+import type { Deadline } from '../time/deadline.js';
 import { ProcessSampler } from '../telemetry/process-sampler.js';
 import { HEALTH_STATES, type JobView } from '../modules/job-views.js';
 import type { BackendIdentity } from '../coordination/backend-identity.js';
@@ -112,11 +112,11 @@ export class InstanceHeartbeat {
     }
   }
 
-  /** No further beat; waits up to `withinMs` for a beat in flight and returns 1 if it was still running. */
-  async stop(withinMs: number): Promise<number> {
+  /** No further beat; waits until `by` for a beat in flight and returns 1 if it was still running. */
+  async stop(by: Deadline): Promise<number> {
     this.stopped = true;
     if (this.deps.metrics.jobHealthRefresh) this.deps.metrics.jobHealthRefresh = null;
-    const left = await this.loop.stop(Deadline.within(this.deps.clock, withinMs));
+    const left = await this.loop.stop(by);
     this.sampler.close();
     return left;
   }

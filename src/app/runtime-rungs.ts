@@ -40,40 +40,40 @@ export function runtimeRungs(p: RuntimeParts): Stoppable[] {
   const jobStops: Stoppable[] = [...p.jobs]
     .reverse()
     .filter((job) => job.stop && job.settings.enabled)
-    .map((job) => ({ name: `job ${job.name}`, phase: 'jobs', minMs: 1000, stop: async (ms) => ((await job.stop!(ms)) ? `${job.name}: work still running after the grace period` : undefined) }));
+    .map((job) => ({ name: `job ${job.name}`, phase: 'jobs', minMs: 1000, stop: async (by) => ((await job.stop!(by)) ? `${job.name}: work still running after the grace period` : undefined) }));
   return [
     { name: 'http', phase: 'ingress', stop: () => p.ingress?.stopAccepting() },
     // A beat in flight is waited for: one landing after `instance record` would mark this replica alive again.
-    { name: 'instance heartbeat', phase: 'ingress', stop: async (ms) => ((await p.heartbeat.stop(ms)) ? 'a heartbeat still running after the grace period' : undefined) },
+    { name: 'instance heartbeat', phase: 'ingress', stop: async (by) => ((await p.heartbeat.stop(by)) ? 'a heartbeat still running after the grace period' : undefined) },
     // First of the rounds phase: the other members rebalance at their next beat while this replica drains.
     { name: 'memberships', phase: 'rounds', stop: () => p.registry.leaveMemberships() },
     {
       name: 'rounds',
       phase: 'rounds',
-      stop: async (ms) => {
+      stop: async (by) => {
         p.abortRounds();
-        const busy = await p.scheduler.stop(ms);
+        const busy = await p.scheduler.stop(by);
         return busy.length ? `rounds still running after the grace period (${busy.join(', ')}); their leases will expire` : undefined;
       },
     },
-    { name: 'schedule book', phase: 'rounds', stop: async (ms) => ((await p.schedules.stop(ms)) ? 'a schedule check still running after the grace period' : undefined) },
-    { name: 'pause book', phase: 'rounds', stop: async (ms) => ((await p.pauses.stop(ms)) ? 'a pause read still running after the grace period' : undefined) },
+    { name: 'schedule book', phase: 'rounds', stop: async (by) => ((await p.schedules.stop(by)) ? 'a schedule check still running after the grace period' : undefined) },
+    { name: 'pause book', phase: 'rounds', stop: async (by) => ((await p.pauses.stop(by)) ? 'a pause read still running after the grace period' : undefined) },
     ...jobStops,
     ...p.serviceRungs,
     { name: 'skip summary', phase: 'coordination', stop: () => p.heartbeat.flushSkips() },
     {
       name: 'coordination session',
       phase: 'coordination',
-      stop: async (ms) => {
+      stop: async (by) => {
         p.fallbackLock?.close();
         await p.wakeups.stop();
-        if (await p.liveness?.stop(ms)) return 'a liveness session still opening after the grace period; it closes when opened';
+        if (await p.liveness?.stop(by)) return 'a liveness session still opening after the grace period; it closes when opened';
       },
     },
     { name: 'instance record', phase: 'coordination', stop: () => p.registry.markStopped() },
-    { name: 'http connections', phase: 'connections', stop: (ms) => p.ingress?.close(ms) },
+    { name: 'http connections', phase: 'connections', stop: (by) => p.ingress?.close(by) },
     { name: 'connections', phase: 'connections', stop: () => p.backends.close(p.log) },
     // Last: every span has ended (rounds, requests); what the exporter still buffers goes out within the grace left.
-    { name: 'traces', phase: 'connections', stop: (ms) => flushTracing(ms) },
+    { name: 'traces', phase: 'connections', stop: (by) => flushTracing(by) },
   ];
 }

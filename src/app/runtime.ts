@@ -293,7 +293,7 @@ export class Runtime {
       backends: this.backends,
       log: this.log,
     });
-    await runShutdownLadder(ladder, this.clock.now() + graceMs, this.clock, this.log);
+    await runShutdownLadder(ladder, graceMs, this.clock, this.log);
     this.log.info('shutdown complete');
   }
 }

@@ -3,7 +3,7 @@ import type { Db, PinnedConnection } from '../store/db.js';
 import type { Logger } from '../telemetry/logger.js';
 import { LIVENESS_NS } from '../store/liveness-sql.js';
 import { systemClock, type Clock } from '../time/clock.js';
-import { Deadline } from '../time/deadline.js';
+import type { Deadline } from '../time/deadline.js';
 import { ServiceLoop, type LoopTickCounter, type TickResult } from '../workers/service-loop.js';
 import { openCoordinationSession } from './coordination-session.js';
 
@@ -163,12 +163,12 @@ export class LivenessSession implements Liveness {
 
   /**
    * Shutdown: free the key at once (a clean exit must not look like a crash for longer than
-   * needed, nor hold a connection). Waits up to `withinMs` for a reopening in flight; returns 1 if
+   * needed, nor hold a connection). Waits until `by` for a reopening in flight; returns 1 if
    * it was still running (it then closes the session it opens).
    */
-  async stop(withinMs: number): Promise<number> {
+  async stop(by: Deadline): Promise<number> {
     this.stopped = true;
-    const left = (await this.loop?.stop(Deadline.within(this.clock, withinMs))) ?? 0;
+    const left = (await this.loop?.stop(by)) ?? 0;
     const conn = this.conn;
     const key = this.current;
     this.conn = null;

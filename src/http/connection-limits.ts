@@ -4,7 +4,8 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { Config } from '../config/load.js';
 import { AppError } from '../errors/app-error.js';
 import { rawHttpError, sendAppError } from './errors.js';
-import { settledWithin } from '../time/clock.js';
+import { systemClock } from '../time/clock.js';
+import { Deadline } from '../time/deadline.js';
 
 /**
  * What keeps slow or idle clients from holding the service (docs/security.md, "Slow clients"):
@@ -125,13 +126,14 @@ export class ServerIngress {
     this.closing ??= this.app.close();
   }
 
-  /** Waits up to `withinMs` for requests in flight, then closes every connection still open (half-sent requests included). */
-  async close(withinMs: number): Promise<string | void> {
+  /** Waits until `by` for requests in flight, then closes every connection still open (half-sent requests included). */
+  async close(by: Deadline): Promise<string | void> {
     this.stopAccepting();
-    if (await settledWithin(this.closing!, withinMs)) return;
+    if (await by.settled(this.closing!)) return;
     const open = await new Promise<number>((r) => this.app.server.getConnections((_e, n) => r(n ?? 0)));
     this.app.server.closeAllConnections();
-    await settledWithin(this.closing!, 1000);
+    // A second of wall time for the sockets just cut to finish closing (past the grace by design).
+    await Deadline.within(systemClock, 1000).settled(this.closing!);
     return `${open} HTTP connection(s) still open at the end of the grace period were closed`;
   }
 }

@@ -8,6 +8,7 @@ import { keySource, type Config } from '../config/load.js';
 import type { JobContext, JobDefinition, JobResult, JobScope } from '../scheduler/job.js';
 import type { Logger } from '../telemetry/logger.js';
 import type { Metrics } from '../telemetry/metrics.js';
+import type { Deadline } from '../time/deadline.js';
 
 /** A job's default schedule and limits, durations written as in the config (`30s`, `5m`). */
 export interface JobDefaultsSpec {
@@ -55,8 +56,8 @@ export interface JobModule<S extends object = KernelServices, K extends keyof S 
   /** Cross-key config rules of this job; each problem names its key. */
   check?(config: Config): string[];
   onStart?(deps: Pick<S, K>, log: Logger): void | Promise<void>;
-  /** Returns how many pieces of work were still running at the deadline (0 when drained). */
-  onStop?(deps: Pick<S, K>, withinMs: number): Promise<number | void>;
+  /** Stops by `by` (the shutdown's one deadline, passed down unchanged); returns how many pieces of work were still running then (0 when drained). */
+  onStop?(deps: Pick<S, K>, by: Deadline): Promise<number | void>;
   /**
    * A job's own health rule, judged after the cluster-wide one when that says healthy or idle
    * (e.g. backup: late when no verified backup is younger than 1.5× its cadence).
@@ -102,7 +103,7 @@ export interface BuiltJob extends JobDefinition {
   /** The module's `loops`: judged in the job's per-replica health. */
   loops?: readonly string[];
   start?(log: Logger): void | Promise<void>;
-  stop?(withinMs: number): Promise<number | void>;
+  stop?(by: Deadline): Promise<number | void>;
   health?(h: JobHealthInput): Promise<JobHealthOverride | null>;
 }
 
@@ -166,7 +167,7 @@ export function buildJob<S extends object, K extends keyof S, O extends z.ZodRaw
     loops: module.loops,
     run: (ctx) => module.run(ctx, deps(), options, config),
     start: module.onStart && ((log) => module.onStart!(deps(), log)),
-    stop: module.onStop && ((withinMs) => module.onStop!(deps(), withinMs)),
+    stop: module.onStop && ((by) => module.onStop!(deps(), by)),
     health: module.health && ((h) => module.health!(deps(), h)),
   };
 }

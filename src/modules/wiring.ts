@@ -5,6 +5,7 @@ import type { SecretBox } from '../store/secret-box.js';
 import type { Metrics } from '../telemetry/metrics.js';
 import type { Logger } from '../telemetry/logger.js';
 import type { Clock, Random } from '../time/clock.js';
+import type { Deadline } from '../time/deadline.js';
 import type { InstanceInfo } from '../coordination/instance-registry.js';
 import type { Liveness } from '../coordination/liveness.js';
 import type { WakeHub } from '../workers/wake-hub.js';
@@ -26,16 +27,17 @@ export const SHUTDOWN_PHASES = ['ingress', 'rounds', 'jobs', 'services', 'coordi
 export type ShutdownPhase = (typeof SHUTDOWN_PHASES)[number];
 
 /**
- * One rung of the shutdown ladder. `stop` gets the time left until the ladder's deadline (at
- * least `minMs`: a rung that must run, such as the final usage flush, gets its floor even when
- * earlier rungs used the grace up). A string it returns is a warning worth logging.
+ * One rung of the shutdown ladder. `stop` gets the ladder's one deadline, `by` (made once for the
+ * whole shutdown: what earlier rungs took is gone), pushed out to at least now + `minMs` for a rung
+ * that must run, such as the final usage flush, even when earlier rungs used the grace up. It
+ * passes `by` down unchanged. A string it returns is a warning worth logging.
  */
 export interface Stoppable {
   name: string;
   /** Where in the ladder it runs (default `services`: an area's rung). */
   phase?: ShutdownPhase;
   minMs?: number;
-  stop(withinMs: number): Promise<string | void> | string | void;
+  stop(by: Deadline): Promise<string | void> | string | void;
 }
 
 /** What an area may read from the running runtime, lazily (at use, never while wiring). */

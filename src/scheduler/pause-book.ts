@@ -1,5 +1,5 @@
 import type { Clock } from '../time/clock.js';
-import { Deadline } from '../time/deadline.js';
+import type { Deadline } from '../time/deadline.js';
 import type { Logger } from '../telemetry/logger.js';
 import { describePause, type JobPause, type JobPauses } from '../coordination/job-pauses.js';
 import { ServiceLoop, type LoopTickCounter } from '../workers/service-loop.js';
@@ -99,8 +99,8 @@ export class PauseBook {
     this.loop.start();
   }
 
-  stop(withinMs: number): Promise<number> {
-    return this.loop.stop(Deadline.within(this.o.clock, withinMs));
+  stop(by: Deadline): Promise<number> {
+    return this.loop.stop(by);
   }
 
   private apply(job: string, pause: JobPause | null): boolean {

@@ -1,5 +1,5 @@
 import type { Clock } from '../time/clock.js';
-import { Deadline } from '../time/deadline.js';
+import type { Deadline } from '../time/deadline.js';
 import type { Logger } from '../telemetry/logger.js';
 import type { JobDefinition } from './job.js';
 import type { AdoptedSchedule, ClusterSchedules, ScheduleVote } from '../coordination/cluster-schedules.js';
@@ -120,8 +120,8 @@ export class ScheduleBook {
     this.loop.start();
   }
 
-  stop(withinMs: number): Promise<number> {
-    return this.loop.stop(Deadline.within(this.o.clock, withinMs));
+  stop(by: Deadline): Promise<number> {
+    return this.loop.stop(by);
   }
 }
 

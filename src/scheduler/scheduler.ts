@@ -1,6 +1,7 @@
 import { setMaxListeners } from 'node:events';
 import type { Clock, Random } from '../time/clock.js';
-import { sleep, settledWithin } from '../time/clock.js';
+import { sleep } from '../time/clock.js';
+import type { Deadline } from '../time/deadline.js';
 import type { Logger } from '../telemetry/logger.js';
 import type { JobDefinition } from './job.js';
 import type { RoundReport, RoundRunner } from './round-runner.js';
@@ -126,13 +127,13 @@ export class Scheduler {
 
   /**
    * Stops every loop; running rounds already see the shutdown signal (wired in the runner).
-   * Waits up to `graceMs` for them; returns the names of loops still busy after that.
+   * Waits until `by` for them; returns the names of loops still busy after that.
    */
-  async stop(graceMs: number): Promise<string[]> {
+  async stop(by: Deadline): Promise<string[]> {
     this.stopController.abort();
     const busy = new Set(this.loops.keys());
     const all = [...this.loops.entries()].map(([name, p]) => p.finally(() => busy.delete(name)));
-    await settledWithin(Promise.allSettled([...all, ...this.inFlight]), graceMs);
+    await by.settled(Promise.allSettled([...all, ...this.inFlight]));
     return [...busy];
   }
 

@@ -9,7 +9,7 @@
 import type * as OtelApi from '@opentelemetry/api';
 import type { Logger } from './logger.js';
 import { WarnSampler } from './warn-sampler.js';
-import { settledWithin } from '../time/clock.js';
+import type { Deadline } from '../time/deadline.js';
 
 /** What a span says: ids, names, counts and outcomes (never a token, a URL or a request body). */
 export type SpanAttributes = Record<string, string | number | boolean | null | undefined>;
@@ -240,13 +240,14 @@ export function linkedTo<T>(link: TraceLink | null | undefined, fn: () => T): T 
   return k.api.context.with(k.api.context.active().setValue(k.causeKey, link), fn);
 }
 
-/** Exports what is buffered, within `withinMs` (the shutdown ladder's last rung); a string is a warning. */
-export async function flushTracing(withinMs: number): Promise<string | void> {
+/** Exports what is buffered, by `by` (the shutdown ladder's last rung: the grace left); a string is a warning. */
+export async function flushTracing(by: Deadline): Promise<string | void> {
   const k = kernel;
   if (!k) return;
   const flush = k.provider.forceFlush();
   try {
-    if (!(await settledWithin(flush, withinMs))) return `spans not exported within ${Math.round(withinMs)} ms; they are dropped`;
+    const limitMs = by.leftMs();
+    if (!(await by.settled(flush))) return `spans not exported within ${Math.round(limitMs)} ms; they are dropped`;
     await flush;
   } catch (err) {
     return `spans not exported: ${(err as Error).message.slice(0, 200)}`;

@@ -4,7 +4,8 @@ import type { Clock, TimerHandle } from './clock.js';
  * An absolute point in time on a clock: the one budget a stop shares among its steps. A stop
  * that waits for its loop, then its work in hand, then a final write passes the same deadline to
  * each step, so the steps together end by it (a budget in milliseconds handed to each step in turn
- * was spent once per step). Made once where a budget enters (a shutdown rung's `withinMs`).
+ * was spent once per step). Made once where a budget enters: the shutdown ladder makes one for the
+ * whole shutdown (`shutdown.grace`) and hands it to every rung, which passes it down unchanged.
  */
 export class Deadline {
   private constructor(
@@ -35,6 +36,15 @@ export class Deadline {
 
   get passed(): boolean {
     return this.at === -Infinity || this.clock.now() >= this.at;
+  }
+
+  /**
+   * This deadline, or `ms` from now when that is later: a step that must get its floor (the final
+   * usage flush's `minMs`) even when earlier steps used the budget up.
+   */
+  atLeast(ms: number): Deadline {
+    const floor = this.clock.now() + (ms > 0 ? ms : 0);
+    return floor > this.at ? new Deadline(this.clock, floor) : this;
   }
 
   /** A deadline `ms` earlier on the same clock: a step that must leave time for the one after it. */

@@ -1,5 +1,5 @@
 import type { Clock } from '../../time/clock.js';
-import { Deadline } from '../../time/deadline.js';
+import type { Deadline } from '../../time/deadline.js';
 import { silentLogger, type Logger } from '../../telemetry/logger.js';
 import { ServiceLoop, type LoopTickCounter } from '../../workers/service-loop.js';
 import type { TraceLink } from '../../telemetry/tracing.js';
@@ -83,11 +83,11 @@ export class DueQueue {
   }
 
   /** Stops the timer and forgets every entry; a tick is synchronous, so nothing is ever left running (0). */
-  async stop(withinMs: number): Promise<number> {
+  async stop(by: Deadline): Promise<number> {
     this.stopped = true;
     this.heap = [];
     this.current.clear();
-    return this.loop.stop(Deadline.within(this.clock, withinMs));
+    return this.loop.stop(by);
   }
 
   /** One tick: hands every due entry to `onDue`, then says when the (new) top is due, at most MAX_TIMER_MS ahead. */

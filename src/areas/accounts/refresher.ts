@@ -10,7 +10,8 @@ import type { ProviderAdapter } from './providers/types.js';
 import { Semaphore } from '../../workers/semaphore.js';
 import { RateLimiter } from '../../workers/rate-limiter.js';
 import { PlatformBreaker } from './platform-breaker.js';
-import { settledWithin, systemClock, type Clock } from '../../time/clock.js';
+import { systemClock, type Clock } from '../../time/clock.js';
+import { Deadline } from '../../time/deadline.js';
 import { refreshTokenFingerprint, repeatedSend } from './lost-rotation.js';
 import { settleReply, settleUnanswered, type RefreshOutcome, type SettleContext } from './refresh-settle.js';
 import type { AccountMetrics } from './metrics.js';
@@ -108,11 +109,9 @@ export class Refresher {
   }
 
   /** No new provider calls; running refreshes finish (their results must be stored). */
-  async stop(withinMs: number): Promise<number> {
+  async stop(by: Deadline): Promise<number> {
     this.stopController.abort();
-    // Wall time: a shutdown deadline, whatever clock the refresher schedules with.
-    const end = systemClock.now() + withinMs;
-    while (this.inFlight.size && systemClock.now() < end) await settledWithin(Promise.allSettled([...this.inFlight.values()].map((f) => f.outcome)), end - systemClock.now());
+    while (this.inFlight.size && !by.passed) await by.settled(Promise.allSettled([...this.inFlight.values()].map((f) => f.outcome)));
     this.gaveUp = this.inFlight.size > 0;
     return this.inFlight.size;
   }
@@ -129,7 +128,8 @@ export class Refresher {
   async settleCalls(boundMs: number): Promise<number[]> {
     // The whole request, not only the call: its lease is released too, so no orphaned lease blocks the next refresh.
     const outcomes = this.callsInFlight().map((id) => this.inFlight.get(id)?.outcome);
-    await settledWithin(Promise.allSettled(outcomes), boundMs);
+    // Wall time: a forced exit's bound, whatever clock the refresher schedules with.
+    await Deadline.within(systemClock, boundMs).settled(Promise.allSettled(outcomes));
     return this.callsInFlight();
   }
 

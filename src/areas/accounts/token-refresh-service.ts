@@ -1,6 +1,7 @@
 import type { Logger } from '../../telemetry/logger.js';
 import type { Metrics } from '../../telemetry/metrics.js';
-import { systemClock, type Clock, type Random } from '../../time/clock.js';
+import type { Clock, Random } from '../../time/clock.js';
+import type { Deadline } from '../../time/deadline.js';
 import type { Accounts, RefreshCandidate } from './store/accounts.js';
 import { DueQueue, type DueEntry } from './due-queue.js';
 import type { Refresher, RefreshOutcome, RefreshTrigger } from './refresher.js';
@@ -275,13 +276,11 @@ export class TokenRefreshService {
     return outcome;
   }
 
-  /** Stops the timer, then the guard, both within `withinMs` (the guard gets what the timer left); returns the refreshes still running. */
-  async stop(withinMs: number): Promise<number> {
+  /** Stops the timer, then the guard, both by `by` (the guard gets what the timer left); returns the refreshes still running. */
+  async stop(by: Deadline): Promise<number> {
     this.stopped = true;
-    // Wall time, as the refresher's own stop: a shutdown budget, whatever clock the schedule runs on.
-    const end = systemClock.now() + withinMs;
-    const left = await this.queue.stop(withinMs);
+    const left = await this.queue.stop(by);
     this.lapsedFrom.clear();
-    return left + (await this.refresher.stop(Math.max(0, end - systemClock.now())));
+    return left + (await this.refresher.stop(by));
   }
 }

@@ -21,7 +21,7 @@ export const tokenRefreshJob = defineJob({
   onStart({ tokenRefresh }, log) {
     void tokenRefresh.sync().catch((err) => log.warn({ err: (err as Error).message }, 'initial token refresh sync failed; the next token_refresh round retries'));
   },
-  onStop: ({ tokenRefresh }, withinMs) => tokenRefresh.stop(withinMs),
+  onStop: ({ tokenRefresh }, by) => tokenRefresh.stop(by),
   async run(ctx, { tokenRefresh }) {
     const { armed, seen } = await tokenRefresh.sync(ctx.signal);
     return { items: armed, note: `${seen} accounts read, ${armed} timers armed` };

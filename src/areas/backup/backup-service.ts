@@ -10,7 +10,7 @@ import type { Dumper } from './dumper.js';
 import type { Verifier } from './verifier.js';
 import { oneLine } from './hash-counter.js';
 import { pickPrunable } from './retention.js';
-import { Deadline } from '../../time/deadline.js';
+import type { Deadline } from '../../time/deadline.js';
 import { Conflict } from '../../errors/app-error.js';
 import { ServiceLoop, type LoopTickCounter } from '../../workers/service-loop.js';
 import type { WakeHub } from '../../workers/wake-hub.js';
@@ -158,12 +158,11 @@ export class BackupService {
     this.reaper.start();
   }
 
-  /** Stops the reaper and aborts this instance's backups, waiting up to `withinMs` for them to record their end; returns those still running. */
-  async stop(withinMs: number): Promise<number> {
+  /** Stops the reaper and aborts this instance's backups, waiting until `by` for them to record their end; returns those still running. */
+  async stop(by: Deadline): Promise<number> {
     const running = [...this.inFlight.values()];
     for (const r of running) r.abort.abort(new Error('instance shutting down'));
     const settled = Promise.allSettled(running.map((r) => r.done)).then(() => 0);
-    const by = Deadline.within(this.o.clock, withinMs);
     const [reaping, done] = await Promise.all([this.reaper.stop(by), by.settled(settled)]);
     return reaping + (done ? 0 : this.inFlight.size);
   }

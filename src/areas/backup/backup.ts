@@ -22,7 +22,7 @@ export const backupJob = defineJob({
     backup.startReaper();
     void backup.loadMetrics().catch((err) => log.warn({ err: (err as Error).message }, 'could not read the last backups for the metrics'));
   },
-  onStop: ({ backup }, withinMs) => backup.stop(withinMs),
+  onStop: ({ backup }, by) => backup.stop(by),
   // Late when no good backup is younger than 1.5× the cadence (counted from the job's first start when none ever was).
   async health({ backup }, h) {
     const period = new Schedule(h.settings.schedule).periodAt(h.nowMs);

@@ -2,7 +2,7 @@ import type { ChangeEvents, ChangeEvent } from './store/change-events.js';
 import type { ChangeStreamMetrics } from './metrics.js';
 import type { Logger } from '../../telemetry/logger.js';
 import type { Clock } from '../../time/clock.js';
-import { Deadline } from '../../time/deadline.js';
+import type { Deadline } from '../../time/deadline.js';
 import { ServiceLoop, type LoopTickCounter } from '../../workers/service-loop.js';
 
 export interface PublisherOptions {
@@ -60,8 +60,8 @@ export class ChangePublisher {
     this.loop.wake(reason);
   }
 
-  stop(withinMs: number): Promise<number> {
-    return this.loop.stop(Deadline.within(this.clock, withinMs));
+  stop(by: Deadline): Promise<number> {
+    return this.loop.stop(by);
   }
 
   /** Publishes until nothing is pending, another replica holds the lock, or a second has passed. */

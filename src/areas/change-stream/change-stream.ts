@@ -19,7 +19,7 @@ export const changeStreamJob = defineJob({
   onStart({ changePublisher }) {
     changePublisher.start();
   },
-  onStop: ({ changePublisher }, withinMs) => changePublisher.stop(withinMs),
+  onStop: ({ changePublisher }, by) => changePublisher.stop(by),
   async run(_ctx, { changePublisher }, _o, config) {
     const r = await changePublisher.publishPending();
     const note = `published ${r.published}, backlog ${r.backlog}, lag ${r.lagSeconds.toFixed(1)}s${r.busy ? ', another replica publishing' : ''}`;

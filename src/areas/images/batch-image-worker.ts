@@ -20,7 +20,7 @@ export const batchImageWorkerJob = defineJob({
   onStart({ imageBatches }) {
     imageBatches.worker.start();
   },
-  onStop: ({ imageBatches }, withinMs) => imageBatches.worker.stop(withinMs),
+  onStop: ({ imageBatches }, by) => imageBatches.worker.stop(by),
   async run(ctx, { imageBatches }) {
     const r = await imageBatches.maintain(ctx.signal);
     return { items: r.stuck + r.inputs + r.outputs, note: `${r.stuck} stuck batches released, ${r.inputs} inputs and ${r.outputs} outputs deleted` };

@@ -4,7 +4,7 @@ import type { ImagesMetrics } from './metrics.js';
 import type { ImageBatch, ImageBatches } from './store/image-batches.js';
 import type { BatchLease, ImageQueue } from './store/image-queue.js';
 import type { BatchDriver } from './batch-driver.js';
-import { Deadline } from '../../time/deadline.js';
+import type { Deadline } from '../../time/deadline.js';
 import { LeaseKeeper } from '../../coordination/lease-keeper.js';
 import { ClaimRunner, type ClaimPace, type ClaimPass } from '../../workers/claim-runner.js';
 import type { LoopTickCounter } from '../../workers/service-loop.js';
@@ -77,10 +77,10 @@ export class BatchWorker {
     this.runner.wake(reason);
   }
 
-  /** Stops claiming and waits, within `withinMs` in all, for batches in hand; returns how many were still running. */
-  stop(withinMs: number): Promise<number> {
+  /** Stops claiming and waits, until `by` in all, for batches in hand; returns how many were still running. */
+  stop(by: Deadline): Promise<number> {
     this.draining = true;
-    return this.runner.stop(Deadline.within(this.clock, withinMs));
+    return this.runner.stop(by);
   }
 
   /**

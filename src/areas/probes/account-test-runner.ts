@@ -5,7 +5,7 @@ import type { AccountTests, ClaimedPlan, TestOutcome } from './store/account-tes
 import type { AccountTester } from '../accounts/index.js';
 import { halfIntervalAfter, nextPlanSlot, placeClaim } from './plan-schedule.js';
 import { MIN_PROBE_MS, leaseLeftMs } from './monitor-runner.js';
-import { Deadline } from '../../time/deadline.js';
+import type { Deadline } from '../../time/deadline.js';
 import { ClaimRunner } from '../../workers/claim-runner.js';
 import type { LoopTickCounter } from '../../workers/service-loop.js';
 import type { WakeHub } from '../../workers/wake-hub.js';
@@ -86,8 +86,8 @@ export class AccountTestRunner {
   }
 
   /** Stops claiming; tests in flight get until the same deadline, then their signal aborts. Returns those still running. */
-  stop(withinMs: number): Promise<number> {
-    return this.runner.stop(Deadline.within(this.clock, withinMs));
+  stop(by: Deadline): Promise<number> {
+    return this.runner.stop(by);
   }
 
   /** One claim pass; returns how many tests it started. */

@@ -25,7 +25,7 @@ export const channelMonitorJob = defineJob({
   onStart({ monitorRunner }) {
     monitorRunner.start();
   },
-  onStop: ({ monitorRunner }, withinMs) => monitorRunner.stop(withinMs),
+  onStop: ({ monitorRunner }, by) => monitorRunner.stop(by),
   // The probes run outside the rounds: a dead or saturated runner shows here, not in them. Late
   // when an unleased monitor is a whole interval of its own past due (a probe was missed).
   async health({ monitors }, h) {

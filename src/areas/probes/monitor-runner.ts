@@ -2,7 +2,7 @@ import type { Clock } from '../../time/clock.js';
 import type { Logger } from '../../telemetry/logger.js';
 import type { Metrics } from '../../telemetry/metrics.js';
 import type { ClaimedMonitor, Monitors, ProbeRecord } from './store/monitors.js';
-import { Deadline } from '../../time/deadline.js';
+import type { Deadline } from '../../time/deadline.js';
 import { ClaimRunner, type ClaimPace, type ClaimPass } from '../../workers/claim-runner.js';
 import type { LoopTickCounter } from '../../workers/service-loop.js';
 import type { WakeHub } from '../../workers/wake-hub.js';
@@ -123,9 +123,8 @@ export class MonitorRunner {
     this.runner.wake(reason);
   }
 
-  /** Stops claiming, lets running probes finish (aborted a second before the deadline), writes their results, all within `withinMs`. */
-  async stop(withinMs: number): Promise<number> {
-    const by = Deadline.within(this.clock, withinMs);
+  /** Stops claiming, lets running probes finish (aborted a second before the deadline), writes their results, all by `by`. */
+  async stop(by: Deadline): Promise<number> {
     const remaining = await this.runner.stop(by, by.less(1000));
     await this.flush();
     return remaining;

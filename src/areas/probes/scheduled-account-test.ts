@@ -22,7 +22,7 @@ export const scheduledAccountTestJob = defineJob({
   onStart({ accountTestRunner }) {
     accountTestRunner.start();
   },
-  onStop: ({ accountTestRunner }, withinMs) => accountTestRunner.stop(withinMs),
+  onStop: ({ accountTestRunner }, by) => accountTestRunner.stop(by),
   async health({ accountTests }, h) {
     const { overdue, oldestDueAt } = await accountTests.overdueSince(OVERDUE_MS);
     if (!overdue) return null;

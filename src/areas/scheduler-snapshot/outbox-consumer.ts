@@ -4,7 +4,7 @@ import type { BucketId, RoutingAccounts, RoutingRow } from './store/routing-acco
 import type { SchedulerMetrics } from './metrics.js';
 import type { Logger } from '../../telemetry/logger.js';
 import { sleep, type Clock } from '../../time/clock.js';
-import { Deadline } from '../../time/deadline.js';
+import type { Deadline } from '../../time/deadline.js';
 import { bucketName, byBucket } from './bucket-builder.js';
 import type { SchedulerSnapshot } from './scheduler-snapshot-service.js';
 import { ServiceLoop, type LoopTickCounter } from '../../workers/service-loop.js';
@@ -101,10 +101,9 @@ export class OutboxConsumer {
     this.loop.wake(reason);
   }
 
-  async stop(withinMs: number): Promise<number> {
+  async stop(by: Deadline): Promise<number> {
     this.stopping.abort(new Error('scheduler snapshot consumer stopping'));
     // One budget for the loop, a rebuild in flight and the snapshot's writes.
-    const by = Deadline.within(this.clock, withinMs);
     const all = Promise.all([this.loop.stop(by), this.rebuilding, this.snapshot.settled()]).then(([left]) => left);
     return (await by.settled(all)) ? await all : 1;
   }

@@ -22,7 +22,7 @@ export const schedulerSnapshotJob = defineJob({
   onStart({ snapshotConsumer }) {
     snapshotConsumer.start();
   },
-  onStop: ({ snapshotConsumer }, withinMs) => snapshotConsumer.stop(withinMs),
+  onStop: ({ snapshotConsumer }, by) => snapshotConsumer.stop(by),
   async run(ctx, { snapshotConsumer, schedulerSnapshot, metrics }, _o, config) {
     const r = await snapshotConsumer.observe();
     const m = metrics.group(SchedulerMetrics);

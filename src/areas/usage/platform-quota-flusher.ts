@@ -20,7 +20,7 @@ export const platformQuotaFlusherJob = defineJob({
   onStart({ quotaFlush }) {
     quotaFlush.start();
   },
-  onStop: ({ quotaFlush }, withinMs) => quotaFlush.stop(withinMs),
+  onStop: ({ quotaFlush }, by) => quotaFlush.stop(by),
   async run(ctx, { quota }) {
     const r = await quota.flushAll(1000);
     await quota.dirtyCount();

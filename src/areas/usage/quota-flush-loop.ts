@@ -1,6 +1,6 @@
 import { ServiceLoop, type LoopTickCounter } from '../../workers/service-loop.js';
 import type { Clock } from '../../time/clock.js';
-import { Deadline } from '../../time/deadline.js';
+import type { Deadline } from '../../time/deadline.js';
 import type { Logger } from '../../telemetry/logger.js';
 import type { PlatformQuota } from './platform-quota.js';
 
@@ -28,8 +28,8 @@ export class QuotaFlushLoop {
     this.loop.start();
   }
 
-  stop(withinMs: number): Promise<number> {
-    return this.loop.stop(Deadline.within(this.o.clock, withinMs));
+  stop(by: Deadline): Promise<number> {
+    return this.loop.stop(by);
   }
 
   /** Ticks so far (tests). */

@@ -5,7 +5,7 @@ import { writeIsolatingPoison } from '../../store/poison-split.js';
 import type { Logger } from '../../telemetry/logger.js';
 import type { Metrics } from '../../telemetry/metrics.js';
 import { systemClock, type Clock } from '../../time/clock.js';
-import { Deadline } from '../../time/deadline.js';
+import type { Deadline } from '../../time/deadline.js';
 import { retry } from '../../time/retry.js';
 import { ServiceLoop } from '../../workers/service-loop.js';
 import { replaySpills, writeSpill } from './usage-spill.js';
@@ -69,7 +69,8 @@ export class UsageWriter {
   private lanes = 0;
   private idle: Array<() => void> = [];
   private stopping = false;
-  private deadline = Infinity;
+  /** The shutdown's deadline, once stop() began: a batch's retries end by it. */
+  private stopBy: Deadline | null = null;
   private gaveUp = false;
   /** True while a tick drains: new events join its lanes instead of waking the loop. */
   private draining = false;
@@ -200,7 +201,7 @@ export class UsageWriter {
     }
   }
 
-  /** Writes a batch, retrying database errors with the batch kept, until the shutdown deadline (wall time). */
+  /** Writes a batch, retrying database errors with the batch kept, until the shutdown deadline. */
   private async insertWithRetry(rows: UsageRow[]): Promise<Set<string>> {
     return retry(
       async () => {
@@ -215,7 +216,8 @@ export class UsageWriter {
         baseMs: 100,
         maxMs: MAX_BACKOFF_MS,
         clock: systemClock,
-        deadline: () => this.deadline,
+        // The retry waits in wall time; the shutdown deadline, on its own clock, is what it has left.
+        deadline: () => (this.stopBy ? systemClock.now() + this.stopBy.leftMs() : Infinity),
         retryIf: () => (this.um.usageFailedBatches.inc(), true),
         onRetry: (err, attempt) => this.log.warn({ rows: rows.length, attempt, err: (err as Error).message }, 'usage batch write failed; retrying (the batch is kept)'),
       },
@@ -242,14 +244,12 @@ export class UsageWriter {
   }
 
   /**
-   * Drains the queue, retrying for up to `withinMs`; then spills what is left. Returns the rows it
+   * Drains the queue, retrying until `by` (one deadline for the loop and the drain); then spills what is left. Returns the rows it
    * left undone (spilled). New events from here on are written inline (`sync`).
    */
-  async stop(withinMs: number): Promise<number> {
+  async stop(by: Deadline): Promise<number> {
     this.stopping = true;
-    // Wall time: a shutdown budget, whatever clock the writer's loop runs on; one budget for the loop and the drain.
-    const by = Deadline.within(systemClock, withinMs);
-    this.deadline = by.at;
+    this.stopBy = by;
     const before = this.queue.length;
     await this.loop.stop(by);
     // Rows no tick picked up yet, and lanes of a tick that outlived the wait: drained under the same deadline.

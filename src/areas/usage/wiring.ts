@@ -59,8 +59,8 @@ export function buildUsage(w: WiringContext) {
       {
         name: 'usage writer',
         minMs: 2000,
-        stop: async (withinMs) => {
-          const spilled = await usageWriter.stop(withinMs);
+        stop: async (by) => {
+          const spilled = await usageWriter.stop(by);
           if (spilled) log.error({ spilled }, 'shutdown: usage events spilled to the data directory; written at the next start');
         },
       },
