@@ -167,6 +167,7 @@ async function benchmarks() {
   if (process.env.BENCH_ONLY === 'soak') return import('./soak.js').then((s) => s.soak());
   if (process.env.BENCH_ONLY === 'hotpath') return import('./hotpath.js').then(async (h) => console.log(h.hotpathTable(await h.benchHotpath())));
   if (process.env.BENCH_ONLY === 'latency') return import('./latency.js').then(async (l) => console.log(l.latencyTable(await l.runLatency())));
+  if (process.env.BENCH_ONLY === 'scaling') return import('./scaling.js').then((s) => s.scaling());
   if (process.env.BENCH_ONLY === 'ops') return ops();
   if (process.env.BENCH_ONLY === 'snapshot') return snapshot();
   if (process.env.BENCH_ONLY === 'images') return images();
