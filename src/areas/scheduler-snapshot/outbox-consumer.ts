@@ -79,7 +79,7 @@ export class OutboxConsumer {
         // Woken by a notification (or at start): claim at once. Woken by the backstop only: one read first (issue 26).
         const notified = this.notified;
         this.notified = false;
-        const r = notified ? await this.poll() : await this.observe();
+        const r = notified ? await this.poll(true) : await this.observe();
         // Rows left behind (a poll is cut at a second) or written by another path: look again at the poll interval.
         if (r.backlog > 0) this.notified = true; // known work: the next tick claims without looking first
         return { items: r.applied + r.deleted, nextDueAt: r.backlog > 0 ? this.clock.now() + o.pollIntervalMs : null };
@@ -112,7 +112,8 @@ export class OutboxConsumer {
     return `${this.instanceId}:${randomBytes(6).toString('hex')}`;
   }
 
-  async poll(): Promise<PollResult> {
+  /** One poll; `woken`: started by a wake-up every replica heard, so a poll that claims nothing ends at its claim. */
+  async poll(woken = false): Promise<PollResult> {
     const token = this.token();
     const started = this.clock.now();
     let applied = 0;
@@ -136,6 +137,11 @@ export class OutboxConsumer {
     // (issue 26's latency). A lost store loses nothing by it: a write into a missing bucket is a
     // no-op (the bucket is rebuilt on its first read) and the rebuild requested here covers it.
     await this.checkMarker();
+    // A poll that claimed nothing lost the race for a wake-up every replica heard: the winner
+    // deletes what it consumed and reads the lag, so a losing replica's poll is its one claim
+    // statement (docs/scaling.md: at N replicas every event woke N - 1 polls of three statements).
+    // Its backstop round (`observe`) still deletes and reads the lag and backlog on every replica.
+    if (woken && applied === 0) return { applied, deleted: 0, backlog: 0, lagSeconds: 0 };
     const deleted = await this.outbox.deleteConsumed(this.o.deleteBatch, 20);
     return { applied, deleted, ...(await this.checkLag()) };
   }
