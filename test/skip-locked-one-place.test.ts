@@ -24,3 +24,13 @@ describe('SKIP LOCKED in one place', () => {
     expect(lockedPick({ select: 'seq', from: 'state' })).toBe('SELECT seq FROM state FOR UPDATE SKIP LOCKED');
   });
 });
+
+/** Issue 48: one definition of a free lease (store/liveness-sql.ts `leaseFreeSql`); every lease's SQL is built from it. */
+describe('the lease rule in one place', () => {
+  it('no source file but store/liveness-sql.ts builds the holder-liveness test (a call of holderAliveSql) into its SQL', () => {
+    const writers = tsFiles(SRC)
+      .filter((f) => /holderAliveSql\(/.test(readFileSync(f, 'utf8')))
+      .map((f) => relative(SRC, f));
+    expect(writers).toEqual(['store/liveness-sql.ts']);
+  });
+});

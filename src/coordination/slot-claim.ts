@@ -1,7 +1,7 @@
 import type { Db } from '../store/db.js';
 import { num, toDate } from '../store/db.js';
 import type { LockBackend } from './leader-lock.js';
-import { holderAliveSql } from './liveness.js';
+import { leaseFreeSql } from '../store/liveness-sql.js';
 import { RenewalBatch } from './renewal-batch.js';
 import { systemClock } from '../time/clock.js';
 import { describePause, type JobPause } from './job-pauses.js';
@@ -50,8 +50,7 @@ const MS = (p: string) => `make_interval(secs => ${p}::double precision / 1000)`
 
 // The lease is free when it expired (database clock), or when its holder recorded a liveness key
 // that no session holds any more: the holder's process is dead, so no round of it can still run.
-const LEASE_FREE = `(lease_until IS NULL OR lease_until <= clock_timestamp()
-         OR (holder_alive_key IS NOT NULL AND NOT ${holderAliveSql('holder_alive_key')}))`;
+const LEASE_FREE = leaseFreeSql('lease_until', 'holder_alive_key');
 
 // Issue 49: a paused job starts no round; $force lets a manual round past it (`?force=true`, `run --force`).
 const NOT_PAUSED = (force: string) => `(paused_at IS NULL OR ${force}::boolean)`;

@@ -5,6 +5,7 @@ import type { KeySpace } from '../../../coordination/keys.js';
 import { redisScripts, type LockScripts } from '../../../coordination/redis-scripts.js';
 import { RenewalBatch } from '../../../coordination/renewal-batch.js';
 import { holderDeadSql } from '../../../coordination/instance-registry.js';
+import { leaseFreeSql as kernelLeaseFree } from '../../../store/liveness-sql.js';
 
 /** The per-account refresh lock (`oauth:refresh_lock:{account}` in the issue), shared with the hot path. */
 export function refreshLockKey(ks: KeySpace, accountId: number): string {
@@ -27,9 +28,13 @@ export type RefreshLeaseResult = { acquired: true; handle: RefreshLeaseHandle } 
 /** `acquireWith`: the PostgreSQL step is the caller's statement (which may do more under the same lease). */
 export type RefreshLeaseWith<T> = ({ acquired: true; handle: RefreshLeaseHandle } | { acquired: false; heldIn: 'redis' | 'postgres' }) & { value: T | null };
 
-/** SQL: the `account_refresh_leases` row may be taken by `EXCLUDED.owner` (expired, ours, or its holder is dead: the kernel's `holderDeadSql`). */
+/**
+ * SQL: the `account_refresh_leases` row may be taken by `EXCLUDED.owner`: free by the one lease
+ * rule (the kernel's `leaseFreeSql`: expired, or its owner's liveness gone), or already ours (a
+ * process re-enters its own lease).
+ */
 export const leaseFreeSql = (windowMs: string) =>
-  `(account_refresh_leases.expires_at <= clock_timestamp() OR account_refresh_leases.owner = EXCLUDED.owner OR ${holderDeadSql('account_refresh_leases.owner', windowMs)})`;
+  `(${kernelLeaseFree('account_refresh_leases.expires_at', { owner: 'account_refresh_leases.owner', windowMs })} OR account_refresh_leases.owner = EXCLUDED.owner)`;
 
 // $1 account, $2 owner, $3 lease ms, $4 liveness window ms
 const ACQUIRE_SQL = `
@@ -43,7 +48,7 @@ const HOLDER_DEAD_SQL = `SELECT ${holderDeadSql('$1::text', '$2')} AS dead`;
 // one, or one whose holder is dead. $1 liveness window ms
 const ORPHANS_SQL = `
 SELECT a.id, a.token_version FROM accounts a LEFT JOIN account_refresh_leases l ON l.account_id = a.id
- WHERE a.status = 'refreshing' AND (l.account_id IS NULL OR l.expires_at <= clock_timestamp() OR ${holderDeadSql('l.owner', '$1')})`;
+ WHERE a.status = 'refreshing' AND (l.account_id IS NULL OR ${kernelLeaseFree('l.expires_at', { owner: 'l.owner', windowMs: '$1' })})`;
 // Every refresh lease this process renews at one instant, in one statement (renewal-batch.ts).
 const RENEW_MANY_SQL = `UPDATE account_refresh_leases SET expires_at = clock_timestamp() + $3 * interval '1 millisecond', updated_at = clock_timestamp()
  WHERE account_id = ANY($1::bigint[]) AND owner = $2 RETURNING account_id`;
