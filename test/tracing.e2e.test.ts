@@ -179,6 +179,7 @@ describe('traces over OTLP/HTTP protobuf (the default), from a cluster replica',
   });
 });
 
+const QUERY_SECRET = 'otlp-query-secret-0123';
 describe('traces over OTLP/HTTP JSON to a traces-specific endpoint, from an embedded replica', () => {
   let receiver: OtlpReceiver;
   let cluster: Cluster;
@@ -191,7 +192,8 @@ describe('traces over OTLP/HTTP JSON to a traces-specific endpoint, from an embe
       redis: 'none',
       env: {
         RELAY_JOBS_DATA_DIR: embeddedDataDir(),
-        OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: `${receiver.url}/custom/traces`,
+        // A secret in the endpoint's query (a collector key some vendors take there) never reaches the log.
+        OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: `${receiver.url}/custom/traces?api_key=${QUERY_SECRET}`,
         OTEL_EXPORTER_OTLP_TRACES_PROTOCOL: 'http/json',
         OTEL_BSP_SCHEDULE_DELAY: '200',
       },
@@ -212,8 +214,12 @@ describe('traces over OTLP/HTTP JSON to a traces-specific endpoint, from an embe
     expect(span.resource['service.name']).toBe('relay-jobs');
     expect(receiver.refused).toEqual([]);
     for (const e of receiver.exports) {
-      expect(e).toMatchObject({ path: '/custom/traces', contentType: 'application/json' });
+      expect(e).toMatchObject({ path: `/custom/traces?api_key=${QUERY_SECRET}`, contentType: 'application/json' });
       expect(e.raw.toString('utf8')).not.toContain('abc123');
     }
+    const log = cluster.replica(0).lines.join('\n');
+    expect(log).toMatch(/tracing on: exporting spans over OTLP\/HTTP/);
+    expect(log).toContain('api_key=***');
+    expect(log).not.toContain(QUERY_SECRET);
   });
 });

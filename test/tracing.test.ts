@@ -10,7 +10,7 @@ import { captureLogs } from './helpers/log-capture.js';
  */
 const init = (env: NodeJS.ProcessEnv) => {
   const logs = captureLogs();
-  return { logs, on: initTracing({ log: logs.logger, now: () => 0, serviceVersion: '0.0.0', instanceId: 'unit', env: 'test' }, env) };
+  return { logs, on: initTracing({ log: logs.logger, now: () => 0, serviceVersion: '0.0.0', instanceId: 'unit', env: 'test', redactUrl: (u) => u }, env) };
 };
 const sdkLoaded = () => Object.keys(createRequire(import.meta.url).cache).filter((p) => /[/\\]@opentelemetry[/\\](sdk-trace|exporter-trace|resources)/.test(p));
 

@@ -20,6 +20,7 @@ import { Metrics } from '../telemetry/metrics.js';
 import { createLogger, type Logger } from '../telemetry/logger.js';
 import { systemClock, type Clock, type Random } from '../time/clock.js';
 import { VERSION } from '../version.js';
+import { redactUrl } from '../config/redact-url.js';
 import { openBackends, type Backends } from './backends.js';
 import { embeddedAdminToken } from './admin-token.js';
 import { loadWirings, wireServices } from './services-wiring.js';
@@ -182,7 +183,7 @@ export class Runtime {
     const log = opts.logger ?? createLogger({ level: config.logging.level, format: config.logging.format, instanceId: config.instance.id, env: config.instance.env });
     for (const w of config.warnings ?? []) log.warn(`config: ${w}`);
     // OpenTelemetry traces, only when OTEL_EXPORTER_OTLP_ENDPOINT is set (a replica, not a one-shot command); the SDK is loaded only then.
-    if (opts.register !== false) await initTracing({ log, now: () => clock.now(), serviceVersion: VERSION, instanceId: config.instance.id, env: config.instance.env });
+    if (opts.register !== false) await initTracing({ log, now: () => clock.now(), serviceVersion: VERSION, instanceId: config.instance.id, env: config.instance.env, redactUrl });
     // Jobs are built (their config checked) before any connection; their services are bound once connected.
     let bound: Services | null = null;
     const jobs = buildJobs(

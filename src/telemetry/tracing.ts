@@ -83,6 +83,8 @@ export interface TracingInit {
   serviceVersion: string;
   instanceId: string;
   env: string;
+  /** The service's URL redaction (config/redact-url.ts): the endpoint is logged through it (credentials and secret query parameters masked). */
+  redactUrl: (url: string) => string;
 }
 
 /**
@@ -160,7 +162,7 @@ async function start(o: TracingInit, env: NodeJS.ProcessEnv): Promise<boolean> {
     causeKey: Symbol('relay-jobs.trace-cause'),
     extract: (headers) => w3c.extract(api.ROOT_CONTEXT, headers, getter),
   };
-  o.log.info({ endpoint: endpoint.replace(/\/\/[^/@\s]*@/, '//***@'), protocol, service: resource.attributes[semconv.ATTR_SERVICE_NAME] }, 'tracing on: exporting spans over OTLP/HTTP');
+  o.log.info({ endpoint: o.redactUrl(endpoint), protocol, service: resource.attributes[semconv.ATTR_SERVICE_NAME] }, 'tracing on: exporting spans over OTLP/HTTP');
   return true;
 }
 
