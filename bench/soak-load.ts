@@ -46,6 +46,9 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 export class LoadGenerator {
   readonly rec: LoadRecord = { acked: new Set(), usageSent: 0, usageBatches: 0, imageAccepted: new Set(), imageRefused: new Set(), snapshotChanges: 0, epochs: [], lapses: [], failures: [] };
   private stopped = false;
+  /** Settles at `stop()`: a paced loop's wait for its next due time ends with it (a 20-minute run's one image batch a run was next due past the end, and the stop waited for it). */
+  private stopSignal!: () => void;
+  private readonly stopping = new Promise<void>((resolve) => (this.stopSignal = resolve));
   private rr = 0;
   private readonly loops: Array<Promise<void>> = [];
 
@@ -114,6 +117,7 @@ export class LoadGenerator {
   /** Stops the loops; batches in flight are still retried until a replica takes them. */
   async stop(): Promise<void> {
     this.stopped = true;
+    this.stopSignal();
     await Promise.all(this.loops);
   }
 
@@ -122,7 +126,7 @@ export class LoadGenerator {
     const t0 = Date.now();
     for (let n = 0; !this.stopped; n++) {
       const due = t0 + (n * 1000) / perSec;
-      if (due > Date.now()) await sleep(due - Date.now());
+      if (due > Date.now()) await Promise.race([sleep(due - Date.now()), this.stopping]);
       if (this.stopped) break;
       const p = body(n).finally(() => inFlight.delete(p));
       inFlight.add(p);

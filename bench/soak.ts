@@ -50,6 +50,9 @@ async function waitReady(replicas: SoakReplica[], timeoutMs = 300_000): Promise<
     }
 }
 
+/** Runs at least this long judge RSS growth after warm-up (shorter ones report it). */
+const RSS_JUDGED_FROM_MS = 10 * 60_000;
+
 export async function runSoak(): Promise<{ report: string; broken: string[] }> {
   const s = settingsFromEnv(process.env, { seed: randomInt(0, 2 ** 31), minutes: 20, replicas: 9, scale: DEFAULT_SCALE });
   const load = loadAt(s);
@@ -227,7 +230,10 @@ export async function runSoak(): Promise<{ report: string; broken: string[] }> {
       ...rss.lines,
     ].join('\n');
     const broken = verdicts.filter((v) => !v.ok).map((v) => `${v.invariant}: ${v.measured}; e.g. ${v.examples.slice(0, 3).join('; ')}`);
-    if (rss.worstGrowthPct >= 10) broken.push(`RSS grew ${rss.worstGrowthPct.toFixed(1)} % after warm-up (limit 10 %)`);
+    // The issue's bound is for the day's run: in a run under 10 minutes the "warm-up" (its first
+    // fifth) ends before the caches have filled (at SOAK_SCALE 0.1, 10,000 accounts' tokens and
+    // snapshot buckets), so the growth is reported there but not judged.
+    if (rss.worstGrowthPct >= 10 && runMs >= RSS_JUDGED_FROM_MS) broken.push(`RSS grew ${rss.worstGrowthPct.toFixed(1)} % after warm-up (limit 10 %)`);
     return { report, broken };
   } finally {
     await closeAll(servers, replicas);
