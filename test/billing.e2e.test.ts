@@ -4,6 +4,8 @@ import type { ServiceProcess } from './helpers/cli.js';
 import { startCluster, type Cluster } from './helpers/cluster.js';
 import { FakePaymentProvider } from './fixtures/payment-provider.js';
 import { TestSmtpServer } from './fixtures/smtp-server.js';
+import { pace, waitFor } from './helpers/wait.js';
+import { instanceAliveSql } from '../src/coordination/instance-alive.js';
 
 /**
  * Billing with real processes: three replicas, 1,000 subscriptions inside a reminder window and
@@ -94,19 +96,21 @@ describe('billing across three real replicas with SIGKILL', () => {
       for (const [k, o] of w.entries()) {
         const url = `http://127.0.0.1:${ports[k % 3]}/api/v1/payments/webhook/fakepay`;
         for (let t = 0; t < (k % 5 === 0 ? 2 : 1); t++) await provider.sendWebhook(url, o.id).catch(() => undefined);
-        if (k % 20 === 0) await new Promise((r) => setTimeout(r, 50));
+        if (k % 20 === 0) await pace(50);
       }
     })();
 
     // SIGKILL replicas in the middle of their rounds, restart them a moment later.
+    /** The cluster's own liveness test (a replica's liveness session gone, or its beat three 300 ms beats stale). */
+    const seenDead = async (id: string) => (await sql.query(`SELECT NOT ${instanceAliveSql('m', '$2')} AS dead FROM instances m WHERE instance_id = $1`, [id, 3 * 300])).rows[0]?.dead === true;
     let kills = 0;
     for (const victim of [1, 2, 0]) {
-      await new Promise((r) => setTimeout(r, 1500));
+      await pace(1500); // the kill cadence (the shape of the fault load): the replicas work 1.5 s between kills
       replicas[victim]!.proc.kill('SIGKILL');
       await replicas[victim]!.exited;
       kills++;
-      // The same instance id may start again once its old heartbeat is three beats stale.
-      await new Promise((r) => setTimeout(r, 1200));
+      // Back once the cluster counts the old process dead: survivors take over from a dead replica, not a live one.
+      await waitFor(() => seenDead(`b${victim}`), { what: `the cluster to count the killed replica b${victim} dead` });
       await cluster.replica(victim).restart(false);
       replicas[victim] = cluster.replica(victim).proc;
       await cluster.replica(victim).waitHealthy();
@@ -114,17 +118,18 @@ describe('billing across three real replicas with SIGKILL', () => {
     await hooks;
 
     // Wait for the work to finish: no pending order, every reminder sent.
-    // A margin for a loaded two-core machine (quiet, the work ends within seconds of the last kill).
-    const deadline = Date.now() + 150_000;
-    for (;;) {
-      const { rows } = await sql.query(
-        `SELECT (SELECT count(*) FROM payment_orders WHERE status = 'pending')::int AS pending,
-                (SELECT count(*) FROM notification_deliveries WHERE status = 'sent')::int AS sent,
-                (SELECT count(*) FROM notification_deliveries)::int AS queued`,
-      );
-      if ((rows[0].pending === 0 && rows[0].sent === N) || Date.now() > deadline) break;
-      await new Promise((r) => setTimeout(r, 500));
-    }
+    // A margin for a loaded two-core machine (quiet, the work ends within seconds of the last kill);
+    // past it, the assertions below say what is missing.
+    await waitFor(
+      async () => {
+        const { rows } = await sql.query(
+          `SELECT (SELECT count(*) FROM payment_orders WHERE status = 'pending')::int AS pending,
+                  (SELECT count(*) FROM notification_deliveries WHERE status = 'sent')::int AS sent`,
+        );
+        return rows[0].pending === 0 && rows[0].sent === N;
+      },
+      { what: 'no pending order and every reminder sent', timeoutMs: 150_000, intervalMs: 500 },
+    ).catch(() => undefined);
     const stats = await sql.query(`SELECT status, count(*)::int AS n, max(last_error) AS err, max(attempts) AS attempts FROM notification_deliveries GROUP BY status`);
     const runs = await sql.query(`SELECT job_name, status, count(*)::int AS n, max(error) AS err FROM job_runs GROUP BY 1, 2 ORDER BY 1, 2`);
     console.log(JSON.stringify(stats.rows), JSON.stringify(runs.rows));

@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import pg from 'pg';
 import { FakeImageProvider } from './fixtures/image-provider.js';
 import { startCluster, type Cluster, type Replica } from './helpers/cluster.js';
-import { waitFor } from './helpers/wait.js';
+import { pace, waitFor } from './helpers/wait.js';
 import { embeddedDataDir } from './helpers/pglite-template.js';
 
 /**
@@ -20,7 +20,6 @@ const BATCHES = Number(process.env.IMAGE_CHAOS_BATCHES ?? 150);
 const USERS = 50;
 const PRICE = 3;
 const ADMIN = 'images-e2e-admin-token-0123456789';
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 describe('image batches: money conserved across three replicas, faults and SIGKILLs', () => {
   let cluster: Cluster;
@@ -106,8 +105,8 @@ describe('image batches: money conserved across three replicas, faults and SIGKI
     const starting: Promise<void>[] = [];
     const killer = (async () => {
       for (let k = 0; k < 4; k++) {
-        await sleep(2000);
-        while (live().length < 2) await sleep(100); // keep one replica serving
+        await pace(2000); // the kill cadence (the shape of the fault load): a SIGKILL every 2 s
+        await waitFor(() => live().length >= 2, { what: () => `two live replicas, so one keeps serving after the kill (${live().length})` });
         const v = live()[k % live().length]!;
         await v.kill('SIGKILL');
         kills++;
@@ -126,7 +125,7 @@ describe('image batches: money conserved across three replicas, faults and SIGKI
       for (let attempt = 0; ; attempt++) {
         const r = live()[(i + attempt) % live().length];
         if (!r) {
-          await sleep(100);
+          await waitFor(() => live().length > 0, { what: 'a live replica to submit to' });
           continue;
         }
         try {
@@ -143,7 +142,7 @@ describe('image batches: money conserved across three replicas, faults and SIGKI
           else if (res.status >= 500) {
             // A replica overloaded or shutting down: the client retries with the same key, as a real one would.
             outcomes.retried5xx++;
-            await sleep(100);
+            await pace(100);
             continue;
           } else throw new Error(`submit ${i}: HTTP ${res.status} ${JSON.stringify(j)} ${r.lines.filter((l) => l.includes('handler failed')).join('\n')}`);
           // Every tenth submit is sent again on purpose: a replay holds nothing more.
@@ -161,7 +160,7 @@ describe('image batches: money conserved across three replicas, faults and SIGKI
           return;
         } catch (err) {
           if (attempt > 200 || (err as Error).message.startsWith('submit')) throw err;
-          await sleep(50);
+          await pace(50); // the client tries another replica a moment later
         }
       }
     };
@@ -171,7 +170,7 @@ describe('image batches: money conserved across three replicas, faults and SIGKI
         while (next < BATCHES) {
           const i = next++;
           await submitOne(i);
-          await sleep(5);
+          await pace(5);
         }
       }),
     );

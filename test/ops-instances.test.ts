@@ -20,6 +20,8 @@ import { BACKENDS } from './helpers/backends.js';
 import { outcomeOf } from './helpers/rounds.js';
 import { REDIS_URL, TEST_MASTER_KEY, freshDatabase, uniqueName } from './helpers/services.js';
 import { Deadline } from '../src/time/deadline.js';
+import { waitFor } from './helpers/wait.js';
+import type { IntervalHistogram } from 'node:perf_hooks';
 
 const ADMIN = 'ops-instances-admin-token-0123';
 const MIB = 1_048_576;
@@ -38,16 +40,20 @@ describe('process sampler', () => {
     const s = new ProcessSampler({ memory: () => ({ rss: 10 * MIB, heapUsed: 4 * MIB }), cpu: () => cpu, now: () => now });
     cpu = { user: 300_000, system: 200_000 }; // 0.5 s of CPU
     now += 2000; // over 2 s of wall time
+    // The loop-delay histogram is real (a 10 ms timer): the test waits on its recorded ticks, read from the sampler.
+    const ticks = () => (s as unknown as { loop: IntervalHistogram }).loop.count;
+    const tick = { intervalMs: 2 };
+    await waitFor(() => ticks() >= 1, { ...tick, what: 'a tick of the loop-delay histogram before the stall' });
+    const beforeStall = ticks();
     const block = performance.now();
-    await new Promise((r) => setTimeout(r, 50)); // let the histogram tick before and after the stall
     while (performance.now() - block < 150); // stall the loop
-    await new Promise((r) => setTimeout(r, 50));
+    await waitFor(() => ticks() > beforeStall, { ...tick, what: 'the tick after the stall, which records it' });
     const first = s.sample();
     expect(first).toMatchObject({ rss_bytes: 10 * MIB, heap_used_bytes: 4 * MIB, cpu_percent: 25 });
     expect(first.event_loop_lag_p99_ms).toBeGreaterThanOrEqual(50);
     cpu = { user: 400_000, system: 200_000 };
     now += 1000;
-    await new Promise((r) => setTimeout(r, 100));
+    await waitFor(() => ticks() >= 3, { ...tick, what: 'three ordinary ticks after the first sample' });
     const second = s.sample();
     expect(second.cpu_percent).toBe(10);
     expect(second.event_loop_lag_p99_ms).toBeLessThan(first.event_loop_lag_p99_ms!); // the stall belonged to the previous interval
@@ -196,15 +202,12 @@ describe('ops_metrics per-instance process figures (PostgreSQL)', () => {
       memberships: new Memberships('beating', []),
     });
     beat.start();
-    let published: ProcessFigures | null = null;
-    for (let i = 0; i < 100 && !published; i++) {
-      published = (await own.list()).find((x) => x.instance_id === 'beating')!.process;
-      if (!published) await new Promise((r) => setTimeout(r, 50));
-    }
-    await beat.stop(Deadline.within(systemClock, 1000));
-    expect(published!.rss_bytes).toBeGreaterThan(MIB);
-    expect(published!.heap_used_bytes).toBeGreaterThan(0);
-    expect(published!.cpu_percent).toBeTypeOf('number');
+    const published = await waitFor(async () => (await own.list()).find((x) => x.instance_id === 'beating')!.process, { what: 'the heartbeat publishing its process figures' }).finally(() =>
+      beat.stop(Deadline.within(systemClock, 1000)),
+    );
+    expect(published.rss_bytes).toBeGreaterThan(MIB);
+    expect(published.heap_used_bytes).toBeGreaterThan(0);
+    expect(published.cpu_percent).toBeTypeOf('number');
 
     // relay-jobs ops status prints them.
     let out = '';

@@ -3,7 +3,7 @@ import { createServer, type Server } from 'node:http';
 import pg from 'pg';
 import { runCli } from './helpers/cli.js';
 import { startCluster, type Cluster, type Replica } from './helpers/cluster.js';
-import { waitFor } from './helpers/wait.js';
+import { pace, waitFor } from './helpers/wait.js';
 
 /**
  * The ops plane with real processes: three replicas, `ops.bucket` 2 s, a rule on `error_rate`
@@ -117,7 +117,7 @@ describe('ops plane across three real replicas with SIGKILL', () => {
           };
         });
         await call('POST', '/usage', { events }).catch(() => undefined);
-        await new Promise((r) => setTimeout(r, 200));
+        await pace(200);
       }
     })();
 
@@ -132,14 +132,14 @@ describe('ops plane across three real replicas with SIGKILL', () => {
     }))!.json();
     const state = async () => (await sql.query(`SELECT streak, event_id FROM ops_alert_state WHERE rule_id = $1`, [rule.id])).rows[0] as { streak: number; event_id: string | null } | undefined;
     const streaks: number[] = [];
-    const watch = setInterval(
-      () =>
-        void state().then(
-          (s) => s && s.event_id === null && streaks.push(s.streak),
-          () => undefined,
-        ),
-      50,
-    );
+    let watching = true;
+    const watch = (async () => {
+      while (watching) {
+        const s = await state().catch(() => undefined);
+        if (s && s.event_id === null) streaks.push(s.streak);
+        await pace(50); // the sampling cadence
+      }
+    })();
 
     await waitFor(async () => ((await state())?.streak ?? 0) >= 2, { what: 'streak 2' });
     const victimId = (await sql.query(`SELECT instance_id FROM job_runs WHERE job_name = 'ops_alert_evaluator' AND status <> 'skipped_not_leader' ORDER BY id DESC LIMIT 1`)).rows[0]
@@ -148,7 +148,8 @@ describe('ops plane across three real replicas with SIGKILL', () => {
     await replicas[victim]!.kill('SIGKILL');
 
     const event = await waitFor(async () => (await sql.query(`SELECT * FROM ops_alert_events WHERE rule_id = $1`, [rule.id])).rows[0], { what: 'the alert firing' });
-    clearInterval(watch);
+    watching = false;
+    await watch;
     // The stored streak never went back while the rule was breaching (a restart would show a drop).
     const drops = streaks.filter((s, i) => i > 0 && s < streaks[i - 1]!);
     expect(drops, `streaks seen: ${streaks.join(',')}`).toEqual([]);
@@ -183,9 +184,14 @@ describe('ops plane across three real replicas with SIGKILL', () => {
       waitFor(async () => (await sql.query(`SELECT 1 FROM ops_report_runs WHERE report_id = $1 AND created_at > to_timestamp($2 / 1000.0)`, [report.id, since])).rowCount, {
         what: `an occurrence of the report recorded ${what}`,
       });
-    // The observation window: 3 s (three evaluator rounds at 1 s) after both webhooks, no second
-    // firing and no extra alert webhook.
-    await new Promise((r) => setTimeout(r, 3000));
+    // The observation window: three evaluator rounds (1 s apart) begun after both webhooks, and no
+    // second firing and no extra alert webhook.
+    const quietFrom = (await sql.query(`SELECT clock_timestamp() AS t`)).rows[0].t as Date;
+    const evaluatorRounds = async () =>
+      Number(
+        (await sql.query(`SELECT count(*) AS n FROM job_runs WHERE job_name = 'ops_alert_evaluator' AND status NOT IN ('running', 'skipped_not_leader') AND started_at > $1`, [quietFrom])).rows[0].n,
+      );
+    await waitFor(async () => (await evaluatorRounds()) >= 3, { what: async () => `three evaluator rounds after both webhooks (${await evaluatorRounds()})` });
     expect(Number((await sql.query(`SELECT count(*) AS n FROM ops_alert_events WHERE rule_id = $1`, [rule.id])).rows[0].n)).toBe(1);
     expect(hooks.filter((h) => h.startsWith('ops-alert:')).sort()).toEqual(keys.sort());
     const kills: number[] = [];
@@ -196,10 +202,21 @@ describe('ops plane across three real replicas with SIGKILL', () => {
       await occurrenceAfter(since, k === 0 ? 'after its creation' : 'after the last victim was back');
       const last = (await sql.query(`SELECT instance_id FROM job_runs WHERE job_name = 'scheduled_reports' AND status <> 'skipped_not_leader' ORDER BY id DESC LIMIT 1`)).rows[0].instance_id as string;
       const v = Number(last.slice(1));
-      kills.push(Date.now());
+      const killedAt = Date.now();
+      kills.push(killedAt);
       await replicas[v]!.kill('SIGKILL');
-      // The victim stays down a moment (the scenario: survivors carry on without it), then comes back.
-      await new Promise((r) => setTimeout(r, 1500));
+      // The victim stays down until the survivors have carried on without it (a report round run by one
+      // of them since the kill), then comes back.
+      await waitFor(
+        async () =>
+          (
+            await sql.query(
+              `SELECT 1 FROM job_runs WHERE job_name = 'scheduled_reports' AND status NOT IN ('running', 'skipped_not_leader') AND instance_id <> $1 AND started_at > to_timestamp($2 / 1000.0)`,
+              [last, killedAt],
+            )
+          ).rowCount,
+        { what: `a report round run by a survivor after ${last} was killed` },
+      );
       await replicas[v]!.restart(false);
       await waitHealthy(replicas[v]!);
       since = Date.now();

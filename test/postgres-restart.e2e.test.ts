@@ -3,8 +3,7 @@ import pg from 'pg';
 import type { ServiceProcess } from './helpers/cli.js';
 import { startCluster, type Cluster } from './helpers/cluster.js';
 import { hasPostgresServer } from './helpers/private-postgres.js';
-
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+import { pace, waitFor } from './helpers/wait.js';
 
 /**
  * PostgreSQL stops (as a crash: `pg_ctl stop -m immediate`) for eight seconds and starts again
@@ -62,27 +61,28 @@ describe.runIf(hasPostgresServer())('a PostgreSQL restart under load', () => {
             })
             .catch(() => undefined),
         );
-        await sleep(50); // 20 events a second
+        await pace(50); // 20 events a second
       }
     })();
+    /** Acknowledged events numbered from `first` on (sent after that point). */
+    const ackedFrom = (first: number) => acknowledged.filter((id) => Number(id.slice('pgr-'.length)) >= first).length;
 
-    await sleep(2000);
+    // Before the outage: the stream is acknowledged (40 events, two seconds of it).
+    await waitFor(() => acknowledged.length >= 40, { what: () => `40 events acknowledged before the outage (${acknowledged.length})` });
     expect(await ready()).toBe(200);
     await server.stopServer('immediate');
     const readiness: number[] = [];
+    // The outage: sixteen readiness samples, two a second (PostgreSQL stays down those eight seconds).
     for (let i = 0; i < 16; i++) {
       readiness.push(await ready());
-      await sleep(500);
+      await pace(500);
     }
     expect(readiness.filter((s) => s === 503).length, `readiness during the outage: ${readiness.join(',')}`).toBeGreaterThanOrEqual(10);
     await server.startServer();
-    const back = Date.now();
-    for (;;) {
-      if ((await ready()) === 200) break;
-      expect(Date.now() - back, 'ready again after PostgreSQL came back').toBeLessThan(30_000);
-      await sleep(100);
-    }
-    await sleep(2000);
+    await waitFor(async () => (await ready()) === 200, { what: 'ready again after PostgreSQL came back', timeoutMs: 30_000, intervalMs: 100 });
+    // After it: events sent since readiness came back are acknowledged again (40, two seconds of the stream).
+    const firstAfter = sent + 1;
+    await waitFor(() => ackedFrom(firstAfter) >= 40, { what: () => `40 events sent after the recovery acknowledged (${ackedFrom(firstAfter)})` });
     stop = true;
     await pump;
     await Promise.all(inflight);

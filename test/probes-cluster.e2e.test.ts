@@ -4,6 +4,7 @@ import type { ServiceProcess } from './helpers/cli.js';
 import { startCluster, type Cluster } from './helpers/cluster.js';
 import { FakeOAuthServer } from './fixtures/oauth-server.js';
 import { ChatUpstream, type ProbeHit } from './fixtures/chat-upstream.js';
+import { holdFor } from './helpers/wait.js';
 
 /**
  * Once per interval, cluster-wide, with real processes: three `relay-jobs start` replicas share
@@ -55,7 +56,6 @@ describe('fleet probes across three real replicas', () => {
     await codex?.close();
   });
 
-  const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
   const api = (i: number, path: string, body?: unknown) => cluster.api(i, path, { body, headers: { 'content-type': 'application/json' } });
 
   it('each monitor once per interval, never twice, never overlapping; survivors take over a killed replica within an interval; each test occurrence stored once', async () => {
@@ -79,26 +79,26 @@ describe('fleet probes across three real replicas', () => {
       expect(plan.status, await plan.clone().text()).toBe(201);
     }
     const t0 = Date.now() + INTERVAL; // every monitor is due within its first interval
-    // The sleeps below are the phases of one observation window, [t0, t1): about nine 2 s slots in
+    // The holds below are the phases of one observation window, [t0, t1): about nine 2 s slots in
     // which every monitor's probes are counted. They are not waits for an event: the per-monitor
     // lower bound allows three slots (the window's edges and a probe lost with the killed lease),
     // so a shorter window would prove less (at six slots, half of them could pass unprobed).
-    await sleep(INTERVAL + 5000);
+    await holdFor(INTERVAL + 5000, 'the observation window before the kill: every monitor due within its first interval, then 5 s of probing');
 
     // SIGKILL one replica mid-probe (the upstream holds probes 20-300 ms, so some are in flight).
     const victim = replicas[1]!;
     victim.proc.kill('SIGKILL');
     await victim.exited;
     const killedAt = Date.now();
-    await sleep(5000);
+    await holdFor(5000, 'the window after the kill: the survivors probe without the victim (its lease ends within timeout + grace)');
 
     // Redis down for four seconds: the claim lives in PostgreSQL, so probing goes on.
     await cluster.redis!.stop();
     const redisDownAt = Date.now();
-    await sleep(4000);
+    await holdFor(4000, 'the Redis outage of the window: probing goes on from PostgreSQL for two slots');
     await cluster.redis!.start();
     const redisUpAt = Date.now();
-    await sleep(4000);
+    await holdFor(4000, 'the end of the window, Redis back: two more slots');
     const t1 = Date.now();
     for (const r of replicas) if (r !== victim) r.proc.kill('SIGTERM');
     const codes = await Promise.all(replicas.filter((r) => r !== victim).map((r) => r.exited));

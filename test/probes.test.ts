@@ -15,7 +15,7 @@ import { FakeOAuthServer } from './fixtures/oauth-server.js';
 import { ChatUpstream } from './fixtures/chat-upstream.js';
 import { captureLogs } from './helpers/log-capture.js';
 import { REDIS_URL, TEST_MASTER_KEY, dropRedisPrefix, freePort, freshDatabase, uniqueName } from './helpers/services.js';
-import { waitFor } from './helpers/wait.js';
+import { holdFor, quietFor, waitFor } from './helpers/wait.js';
 import { Deadline } from '../src/time/deadline.js';
 
 const ADMIN = 'probes-admin-token-0123456789';
@@ -207,15 +207,14 @@ describe('fleet probes (real PostgreSQL, loopback upstream)', () => {
       expect((await patch(`/api/v1/monitors/${fast}`, { enabled: false })).statusCode).toBe(200);
       for (const r of ids) if (r.name !== 'm-fast') expect((await http.inject({ method: 'DELETE', url: `/api/v1/monitors/${r.id}`, headers: auth })).statusCode).toBe(204);
       // Anything already claimed finishes (at most the hanging one's 800 ms); after that, silence.
-      // Both are kept as they were: the first is the margin for a probe claimed just before the edits
-      // to reach the upstream (not observable from here: waiting for the runner to go idle takes as
-      // long, a hanging monitor is in flight most of the time); the second is the evidence (2.5
-      // intervals of these 1 s monitors, and past m-long's 3.5 s lease counted from before the first).
       // Every probe counts but the plan's, whose test runs beside this one.
       const probes = () => up.total - up.count('acct-test-token');
-      await new Promise((r) => setTimeout(r, 1500));
+      await holdFor(
+        1500,
+        'the margin for a probe claimed just before the edits to reach the upstream: not observable from here (waiting for the runner to go idle takes as long: a hanging monitor is in flight most of the time)',
+      );
       const before = probes();
-      await new Promise((r) => setTimeout(r, 2500));
+      await quietFor(2500, "2.5 intervals of these 1 s monitors, and past m-long's 3.5 s lease counted from before the margin: a probe of an edited monitor would land within them");
       expect(probes()).toBe(before);
       // Re-enabled with another model: probed again, with the new model.
       expect((await patch(`/api/v1/monitors/${fast}`, { enabled: true, model: 'gpt-other' })).statusCode).toBe(200);

@@ -6,7 +6,7 @@ import { Schedule } from '../src/scheduler/schedule.js';
 import { advisoryLockName } from '../src/coordination/keys.js';
 import { LIVENESS_NS } from '../src/store/liveness-sql.js';
 import { startCluster, type Cluster as Harness, type Replica } from './helpers/cluster.js';
-import { sleep, waitFor } from './helpers/wait.js';
+import { pace, waitFor } from './helpers/wait.js';
 
 /**
  * Issue 24, "Redis outage at full load": one replica and three replicas (two clusters, each on a
@@ -102,7 +102,7 @@ function sampleFallbackLocks(c: Cluster, jobs: string[]): { stop: () => Promise<
       samples++;
       if (rows.length) seen++;
       for (const r of rows) if (!r.on_session) offenders.push(`${r.name} on backend ${r.pid}`);
-      await sleep(10);
+      await pace(10); // the sampling cadence
     }
   })();
   return {
@@ -179,7 +179,11 @@ describe('Redis outage at full load (default pool, every default job)', () => {
     // Align the outage to the clock: Redis stops a few seconds before the next minute boundary.
     const now = await dbNow(clusters[0]!.client);
     const boundary = Math.ceil((now + STOP_BEFORE_MS + 2000) / 60_000) * 60_000;
-    await sleep(Math.max(0, boundary - STOP_BEFORE_MS - (await dbNow(clusters[0]!.client))));
+    await waitFor(async () => (await dbNow(clusters[0]!.client)) >= boundary - STOP_BEFORE_MS, {
+      what: `the database clock at ${new Date(boundary - STOP_BEFORE_MS).toISOString()}, ${STOP_BEFORE_MS} ms before the minute boundary`,
+      timeoutMs: 90_000,
+      intervalMs: 50,
+    });
     await Promise.all(clusters.map((c) => c.harness.redis!.stop()));
     const downAt = await dbNow(clusters[0]!.client);
     expect(downAt, 'Redis went down before the minute boundary').toBeLessThan(boundary);
@@ -193,22 +197,21 @@ describe('Redis outage at full load (default pool, every default job)', () => {
     // Down at least until the latest one-minute slot after the boundary, and until every slot inside
     // the outage has a finished round in both clusters (generous: the machine is shared and loaded).
     const plannedEnd = boundary + Math.max(...minuteJobs.map((j) => j.schedule.offsetMs)) + 1000;
-    let windowEnd: number;
-    const deadline = Date.now() + (plannedEnd - downAt) + 120_000;
-    for (;;) {
+    let windowEnd = downAt;
+    const outageOver = async () => {
       const t = await dbNow(clusters[0]!.client);
-      if (t >= plannedEnd) {
-        const expected = slotsIn(jobs, downAt, t);
-        let complete = true;
-        for (const c of clusters) {
-          const done = new Set((await scheduledRounds(c)).filter((r) => r.status !== 'running').map((r) => `${r.job_name}@${r.slot_ms}`));
-          complete &&= expected.every((e) => done.has(`${e.job}@${e.slot}`));
-        }
-        windowEnd = t;
-        if (complete || Date.now() > deadline) break;
+      if (t < plannedEnd) return false;
+      const expected = slotsIn(jobs, downAt, t);
+      let complete = true;
+      for (const c of clusters) {
+        const done = new Set((await scheduledRounds(c)).filter((r) => r.status !== 'running').map((r) => `${r.job_name}@${r.slot_ms}`));
+        complete &&= expected.every((e) => done.has(`${e.job}@${e.slot}`));
       }
-      await sleep(500);
-    }
+      windowEnd = t;
+      return complete;
+    };
+    // Past the limit the evidence below names every slot without its round.
+    await waitFor(outageOver, { what: 'a finished round for every slot inside the outage', timeoutMs: plannedEnd - downAt + 120_000, intervalMs: 500 }).catch(() => undefined);
     await Promise.all(clusters.map((c) => c.harness.redis!.start()));
     const locks = await Promise.all(samplers.map((s) => s.stop()));
 

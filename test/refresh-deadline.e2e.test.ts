@@ -2,7 +2,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import pg from 'pg';
 import { startCluster, type Cluster } from './helpers/cluster.js';
 import { FakeOAuthServer } from './fixtures/oauth-server.js';
-import { importAccounts, notHealthy, sleep, startReplica, waitFor, watchLapses } from './helpers/refresh-cluster.js';
+import { importAccounts, notHealthy, startReplica, waitFor, watchLapses } from './helpers/refresh-cluster.js';
+import { holdFor } from './helpers/wait.js';
 
 /**
  * Issue 24 item 4, deadline-aware retry: three replicas, 50 accounts with 12–21 s tokens
@@ -63,7 +64,7 @@ describe('deadline-aware refresh retry', () => {
       await waitFor(() => oauth.successes >= ACCOUNTS / 2, { timeoutMs: 60_000, what: () => `${oauth.successes} refreshes before the outage` });
       await redis.stop();
       const downAt = new Date().toISOString();
-      await sleep(6000);
+      await holdFor(6000, 'the 6 s Redis outage of the scenario (the lapse bound below is stated against it)');
       await redis.start();
       const upAt = Date.now();
       console.log(`redis down ${downAt} .. ${new Date(upAt).toISOString()}`);

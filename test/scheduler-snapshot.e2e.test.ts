@@ -5,6 +5,7 @@ import { TEST_MASTER_KEY } from './helpers/services.js';
 import type { PgDb } from '../src/store/pg-db.js';
 import { Accounts } from '../src/areas/accounts/store/accounts.js';
 import { SecretBox } from '../src/store/secret-box.js';
+import { holdFor, pace, waitFor } from './helpers/wait.js';
 
 /**
  * The scheduler snapshot under faults, with real processes: three replicas, one replica SIGKILLed,
@@ -35,7 +36,6 @@ const TOKEN = 'e2e-admin-token-snapshot-0123';
 const CONVERGE_MS = 20_000;
 /** How long both streams of changes run; the faults happen at fixed points inside it. */
 const CHANGES_MS = 12_000;
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 interface Answer {
   source: string;
@@ -109,7 +109,7 @@ describe('scheduler snapshot: three real replicas, a SIGKILL and a Redis that co
   const together = new Promise<number>((r) => (release = r));
   let faults: Promise<void> | undefined;
   async function runFaults(t0: number): Promise<void> {
-    const at = (ms: number) => sleep(Math.max(0, t0 + ms - Date.now()));
+    const at = (ms: number) => holdFor(Math.max(0, t0 + ms - Date.now()), `the faults' timeline: the next fault ${ms} ms into the changes`);
     await at(1500);
     await client.query(`UPDATE proxies SET expires_at = now() WHERE id = 1`);
     done.proxyOut = true;
@@ -161,6 +161,29 @@ describe('scheduler snapshot: three real replicas, a SIGKILL and a Redis that co
       if (res.status !== 200) throw new Error(`read answered ${res.status}`);
       return (await res.json()) as Answer;
     }
+    /**
+     * Until each survivor serves PostgreSQL's answer (read just before or just after it) from the
+     * snapshot, for every bucket; a failure past CONVERGE_MS after the last change. Returns when.
+     */
+    async function converge(platforms: string[], groups: string[], lastChange: number): Promise<number> {
+      const survivors = replicas.filter((r) => r !== victim);
+      const converged = async () => {
+        let ok = true;
+        for (const r of survivors)
+          for (const p of platforms)
+            for (const g of groups) {
+              const before = JSON.stringify(await truth(p, g));
+              const a = await read(r.port, p, g).catch(() => null);
+              const after = JSON.stringify(await truth(p, g));
+              const got = JSON.stringify(a?.accounts.map((x) => x.id));
+              if (!a || a.source !== 'snapshot' || (got !== before && got !== after)) ok = false;
+            }
+        return ok;
+      };
+      const what = `every survivor serving PostgreSQL's answer from the snapshot within ${CONVERGE_MS} ms of the last change`;
+      await waitFor(converged, { what, timeoutMs: CONVERGE_MS - (Date.now() - lastChange), intervalMs: 200 });
+      return Date.now();
+    }
 
     it('snapshot: converges to PostgreSQL after the last change and after Redis returns empty; epochs never go back; the outbox ends empty', async () => {
       // Watch every replica's answers throughout: a snapshot answer never has an older epoch than the last one.
@@ -188,7 +211,7 @@ describe('scheduler snapshot: three real replicas, a SIGKILL and a Redis that co
                 lastEpoch.set(k, Math.max(a.epoch, lastEpoch.get(k) ?? 0));
               }
           }
-          await sleep(100);
+          await pace(100); // the watcher's cadence
         }
       })();
 
@@ -210,45 +233,24 @@ describe('scheduler snapshot: three real replicas, a SIGKILL and a Redis that co
       while (Date.now() - t0 < CHANGES_MS) {
         await Promise.all(Array.from({ length: 5 }, () => changes[rnd(changes.length) - 1]!(rnd(ACCOUNTS))));
         made += 5;
-        await sleep(40);
+        await pace(40);
       }
       await faults;
       const lastChange = Date.now();
       expect(done).toEqual({ proxyOut: true, kill: true, redisDown: true, redisUp: true, proxyBack: true });
 
       // Converged: each survivor serves exactly PostgreSQL's answer from the snapshot, for every bucket.
-      const survivors = replicas.filter((r) => r !== victim);
-      let convergedAt: number;
-      for (;;) {
-        let ok = true;
-        for (const r of survivors)
-          for (const p of PLATFORMS)
-            for (const g of GROUPS) {
-              const before = await truth(p, g);
-              const a = await read(r.port, p, g).catch(() => null);
-              const after = await truth(p, g);
-              const got = a?.accounts.map((x) => x.id);
-              if (!a || a.source !== 'snapshot' || (JSON.stringify(got) !== JSON.stringify(before) && JSON.stringify(got) !== JSON.stringify(after))) ok = false;
-            }
-        if (ok) {
-          convergedAt = Date.now();
-          break;
-        }
-        if (Date.now() - lastChange > CONVERGE_MS) throw new Error(`no convergence within ${CONVERGE_MS} ms of the last change`);
-        await sleep(200);
-      }
+      const convergedAt = await converge(PLATFORMS, GROUPS, lastChange);
       // Proxy expiry and its restore went through proxy_expiry, and the accounts came back.
       expect((await client.query(`SELECT count(*) AS n FROM accounts WHERE proxy_fallback_origin_id IS NOT NULL`)).rows[0].n).toBe('0');
 
       // The outbox ends empty (events consumed and deleted, rebuild requests done). A rebuild can
       // still be in its backoff here: in a loaded CI run its first attempt hit a Redis command
       // timeout after 13 s and the second began 5 s later, past a 20 s wait.
-      const outboxDeadline = Date.now() + 90_000;
-      let left = -1;
-      while (Date.now() < outboxDeadline && left !== 0) {
-        left = Number((await client.query(`SELECT count(*) AS n FROM scheduler_outbox`)).rows[0].n);
-        if (left) await sleep(200);
-      }
+      const outboxLeft = async () => Number((await client.query(`SELECT count(*) AS n FROM scheduler_outbox`)).rows[0].n);
+      // Past the limit, the assertion below names the rows left.
+      await waitFor(async () => (await outboxLeft()) === 0, { what: 'the outbox empty', timeoutMs: 90_000, intervalMs: 200 }).catch(() => undefined);
+      const left = await outboxLeft();
       watching = false;
       await watcher;
       const leftRows = left ? JSON.stringify((await client.query(`SELECT * FROM scheduler_outbox ORDER BY id LIMIT 5`)).rows) : '';
@@ -263,7 +265,6 @@ describe('scheduler snapshot: three real replicas, a SIGKILL and a Redis that co
 
     it('epoch chaos: no replica ever answers a bucket at an older epoch than it answered before, from either source', async () => {
       const live = () => replicas.filter((r) => r.proc.proc.exitCode === null && !r.proc.proc.killed);
-      const truthOf = (platform: string) => truth(platform, '');
       const tStart = Date.now();
       const phases: Record<string, number> = {};
 
@@ -273,6 +274,7 @@ describe('scheduler snapshot: three real replicas, a SIGKILL and a Redis that co
       const sources: Record<string, number> = {};
       const errors = new Map<string, number>();
       let reads = 0;
+      let rounds = 0;
       let watching = true;
       const watcher = (async () => {
         while (watching) {
@@ -294,7 +296,8 @@ describe('scheduler snapshot: three real replicas, a SIGKILL and a Redis that co
               }
             }),
           );
-          await sleep(Math.max(0, 400 - (Date.now() - round)));
+          rounds++;
+          await pace(Math.max(0, 400 - (Date.now() - round))); // the gateway's cadence: a round of reads every ~0.4 s
         }
       })();
 
@@ -349,34 +352,22 @@ describe('scheduler snapshot: three real replicas, a SIGKILL and a Redis that co
           }),
         );
         made += 4;
-        await sleep(50);
+        await pace(50);
       }
       await faults;
       const lastChange = Date.now();
       expect(done).toEqual({ proxyOut: true, kill: true, redisDown: true, redisUp: true, proxyBack: true });
 
       // The survivors converge to PostgreSQL, from the snapshot (the watcher keeps checking meanwhile).
-      const survivors = replicas.filter((r) => r !== victim);
-      for (;;) {
-        let ok = true;
-        for (const r of survivors)
-          for (const p of CHAOS_PLATFORMS) {
-            const before = await truthOf(p);
-            const a = await read(r.port, p).catch(() => null);
-            const after = await truthOf(p);
-            const got = JSON.stringify(a?.accounts.map((x) => x.id));
-            if (!a || a.source !== 'snapshot' || (got !== JSON.stringify(before) && got !== JSON.stringify(after))) ok = false;
-          }
-        if (ok) break;
-        if (Date.now() - lastChange > CONVERGE_MS) throw new Error(`no convergence within ${CONVERGE_MS} ms of the last change`);
-        await sleep(200);
-      }
-      await sleep(1000); // a few more rounds of reads after convergence
+      const convergedAt = await converge(CHAOS_PLATFORMS, [''], lastChange);
+      // A few more rounds of reads after convergence (the one under way, then two whole ones).
+      const roundsAtConvergence = rounds;
+      await waitFor(() => rounds >= roundsAtConvergence + 3, { what: () => `three more rounds of reads after convergence (${rounds - roundsAtConvergence})` });
       watching = false;
       await watcher;
 
       console.log(
-        `scheduler epoch chaos: ${CHAOS_ACCOUNTS} accounts, ${made} changes, ${reads} answers checked ${JSON.stringify(sources)}, converged ${Date.now() - lastChange - 1000} ms after the last change; phases ${JSON.stringify(phases)} ms; read errors ${JSON.stringify([...errors])}`,
+        `scheduler epoch chaos: ${CHAOS_ACCOUNTS} accounts, ${made} changes, ${reads} answers checked ${JSON.stringify(sources)}, converged ${convergedAt - lastChange} ms after the last change; phases ${JSON.stringify(phases)} ms; read errors ${JSON.stringify([...errors])}`,
       );
       expect(regressions).toEqual([]);
       expect(sources.snapshot ?? 0).toBeGreaterThan(0);

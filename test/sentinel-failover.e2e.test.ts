@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startCluster, type Cluster, type Replica } from './helpers/cluster.js';
 import { SentinelSet } from './helpers/redis-topologies.js';
-import { sleep, waitFor } from './helpers/wait.js';
+import { pace, waitFor } from './helpers/wait.js';
 
 /**
  * Issue 49, point 5: after a Sentinel failover under load every loop resumes without a restart
@@ -66,7 +66,7 @@ describe('Sentinel failover under load (redis-sentinel)', () => {
         if (u === 200) accepted.push(...ids);
         if (q === 200) acked.set(user, (acked.get(user) ?? 0) + 2);
         n++;
-        await sleep(50);
+        await pace(50);
       }
     })();
     return {

@@ -6,6 +6,7 @@ import { TEST_MASTER_KEY } from './helpers/services.js';
 import { FakeOAuthServer } from './fixtures/oauth-server.js';
 import { SecretBox } from '../src/store/secret-box.js';
 import { jwtExpiry } from '../src/areas/accounts/jwt.js';
+import { holdFor, pace } from './helpers/wait.js';
 
 /**
  * The token-refresh acceptance test with real processes: three `relay-jobs start` replicas and
@@ -81,16 +82,17 @@ describe('token refresh across three real replicas', () => {
           served.ok++;
           if ((jwtExpiry(t.access_token)?.getTime() ?? 0) <= Date.now()) served.expired++;
         }
-        await new Promise((r) => setTimeout(r, CALLER_PAUSE_MS));
+        await pace(CALLER_PAUSE_MS);
       }
     };
     const callers = Array.from({ length: CALLERS }, (_, n) => caller(n));
 
-    await new Promise((r) => setTimeout(r, RUN_MS / 3));
+    // The run's three thirds: its length is what makes several refresh cycles (the successes asserted below).
+    await holdFor(RUN_MS / 3, 'the first third of the run, Redis up: refresh cycles and the hot path before the outage');
     await cluster.redis!.stop();
-    await new Promise((r) => setTimeout(r, RUN_MS / 3));
+    await holdFor(RUN_MS / 3, 'the outage: Redis is down for a third of the run while refreshes and the hot path go on');
     await cluster.redis!.start();
-    await new Promise((r) => setTimeout(r, RUN_MS / 3));
+    await holdFor(RUN_MS / 3, 'the last third, Redis back: refresh cycles and the hot path after the outage');
     stop = true;
     await Promise.all(callers);
 

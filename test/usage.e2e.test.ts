@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import pg from 'pg';
 import { startCluster, type Cluster } from './helpers/cluster.js';
-import { waitFor } from './helpers/wait.js';
+import { pace, waitFor } from './helpers/wait.js';
 
 /**
  * Invariant 4 with a real process: a replica takes a steady stream of usage batches and quota
@@ -57,7 +57,7 @@ describe('usage and quota survive SIGTERM mid-stream', () => {
           if (u.ok) for (const e of events) acked.add(e.request_id);
           if (q.ok) quotaAcked.set(user, (quotaAcked.get(user) ?? 0) + 1);
         } catch {
-          await new Promise((r) => setTimeout(r, 20)); // refused while shutting down: not acknowledged
+          await pace(20); // refused while shutting down: not acknowledged; the client tries again a moment later
         }
       }
     };
