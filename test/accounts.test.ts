@@ -1,3 +1,4 @@
+import { pace, quietFor } from './helpers/wait.js';
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
 import type { FastifyInstance } from 'fastify';
 import pg from 'pg';
@@ -261,7 +262,7 @@ describe('accounts and token refresh (real PostgreSQL, Redis, OAuth server)', ()
     // Other tests' accounts may fall due on the way; only this account's calls count.
     const calls = () => oauth.requests.filter((r) => r.refresh_token === a.creds.refresh_token).length;
     await clock.advance(entry.at - clock.now() - 1);
-    await new Promise((r) => setTimeout(r, 50));
+    await quietFor(50, 'a refresh due 1 ms later must not start: nothing to wait for');
     expect(calls()).toBe(0);
     await clock.advance(1);
     // The stored rotation, the re-armed timer and its log line land one after the other: wait for each, not just the first.
@@ -448,13 +449,13 @@ describe('accounts and token refresh (real PostgreSQL, Redis, OAuth server)', ()
       // Let it fail a few times (the retry sleeps run on the manual clock), then heal the store.
       for (let i = 0; i < 40 && ((await rt.metrics.group(AccountMetrics).rotationPersistFailures.get()).values[0]?.value ?? 0) < failuresBefore + 3; i++) {
         await clock.advance(1000);
-        await new Promise((r) => setTimeout(r, 20));
+        await pace(20); // the store's failing write answers between two steps of the manual clock
       }
       expect(done).toBe(false);
       await sql.query(`DELETE FROM fail_writes`);
       for (let i = 0; i < 40 && !done; i++) {
         await clock.advance(6000);
-        await new Promise((r) => setTimeout(r, 20));
+        await pace(20); // the retry's write answers between two steps of the manual clock
       }
       expect((await p).result).toBe('refreshed');
       expect((await rt.metrics.group(AccountMetrics).rotationPersistFailures.get()).values[0]!.value).toBeGreaterThanOrEqual(failuresBefore + 3);

@@ -5,7 +5,7 @@ import { startCluster, type Cluster } from './helpers/cluster.js';
 import { REFRESH_ENV } from './helpers/refresh-cluster.js';
 import { FakeOAuthServer } from './fixtures/oauth-server.js';
 import { RefreshShards } from '../src/areas/accounts/refresh-shards.js';
-import { waitFor } from './helpers/wait.js';
+import { waitFor, pace } from './helpers/wait.js';
 
 /**
  * Refresh sharding with real processes: three replicas share 150 accounts whose tokens live
@@ -76,7 +76,7 @@ describe('refresh sharding across three real replicas', () => {
           `SELECT id, (extract(epoch FROM clock_timestamp() - token_expires_at) * 1000)::float8 AS lapsed_ms FROM accounts WHERE token_expires_at < clock_timestamp()`,
         );
         for (const r of rows) lapsed.set(r.id, Math.max(lapsed.get(r.id) ?? 0, r.lapsed_ms));
-        await new Promise((r) => setTimeout(r, 250));
+        await pace(250); // the lapse sampler's spacing
       }
     })();
 
