@@ -1,6 +1,6 @@
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo, Socket } from 'node:net';
-import { tolerateSocketErrors } from '../fixtures/socket-errors.js';
+import { listenOnLoopback } from '../fixtures/socket-errors.js';
 
 /**
  * A loopback front for a provider's token endpoint (point `oauth.providers.<platform>.token_url`
@@ -27,12 +27,7 @@ export class ReplyGate {
     let self!: ReplyGate;
     const server = createServer((req, res) => void self.forward(req, res).catch(() => res.destroy()));
     self = new ReplyGate(target, server);
-    tolerateSocketErrors(server);
-    server.on('connection', (s) => {
-      self.sockets.add(s);
-      s.on('close', () => self.sockets.delete(s));
-    });
-    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+    await listenOnLoopback(server, self.sockets);
     return self;
   }
 
