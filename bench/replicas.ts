@@ -3,10 +3,10 @@
  * environment, the 1 s canary, and the footprint reading (PostgreSQL transactions/s of the bench
  * database, Redis commands/s of a private redis-server, optionally the replicas' CPU) over a steady window.
  */
-import { Redis } from 'ioredis';
 import { JOBS } from '../src/app/registry.js';
 import { TEST_MASTER_KEY, freePort } from '../test/helpers/services.js';
 import { HZ, readStat } from '../test/helpers/machine-load.js';
+import { redisTotal } from './scaling-log.js';
 
 export const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
@@ -41,15 +41,6 @@ export async function replicaEnv(id: string, o: { dbUrl: string; redisUrl: strin
   };
 }
 
-async function redisCommands(url: string): Promise<number> {
-  const c = new Redis(url, { lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null });
-  c.on('error', () => undefined);
-  await c.connect();
-  const info = await c.info('stats');
-  c.disconnect();
-  return Number(/^total_commands_processed:(\d+)/m.exec(info)?.[1] ?? 0);
-}
-
 /**
  * PostgreSQL transactions/s of the bench database (pg_stat_database xact_commit + xact_rollback)
  * and Redis commands/s (INFO total_commands_processed) over `steadyS`, minus this reading's own:
@@ -67,12 +58,12 @@ export async function footprint(
     return Number((await query(`SELECT xact_commit + xact_rollback AS n FROM pg_stat_database WHERE datname = current_database()`))[0]!.n);
   };
   const x0 = await tx();
-  const r0 = await redisCommands(redisUrl);
+  const r0 = await redisTotal(redisUrl);
   const t0 = Date.now();
   const figures = await processFigures(pids, steadyS);
   await sleep(1200); // backends report their counters at most once a second
   const x1 = await tx();
-  const r1 = await redisCommands(redisUrl);
+  const r1 = await redisTotal(redisUrl);
   const secs = (Date.now() - t0) / 1000;
   return { pgTxPerSec: (x1 - x0 - 2) / secs, redisCmdsPerSec: (r1 - r0 - 1) / secs, ...figures };
 }
