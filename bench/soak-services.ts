@@ -70,7 +70,7 @@ export class SoakBouncer {
     const proc = spawn(cmd as string, args as string[], { stdio: 'ignore' });
     this.proc = proc;
     for (let i = 0; ; i++) {
-      const c = new pg.Client({ connectionString: this.url() });
+      const c = new pg.Client({ connectionString: this.url(), connectionTimeoutMillis: 2000 });
       try {
         await c.connect();
         await c.query('SELECT 1');
@@ -112,7 +112,13 @@ export class SoakBouncer {
         () => false,
       );
       await c.end().catch(() => undefined);
-      if (!up) return;
+      if (!up) {
+        // Its pid file stays behind a SIGKILL; a new PgBouncer refuses to start ("pidfile exists,
+        // another instance running?") while that pid still exists, and under runuser the killed
+        // process is a zombie until runuser reaps it: the soak's restart once never came back.
+        rmSync(join(this.dir, 'pgbouncer.pid'), { force: true });
+        return;
+      }
       await sleep(50);
     }
     throw new Error(`soak: pgbouncer on ${this.port} still answers after SIGKILL`);

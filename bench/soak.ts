@@ -158,6 +158,7 @@ export async function runSoak(): Promise<{ report: string; broken: string[] }> {
     await sampler.stop();
     await supervisor.stop();
     for (const r of replicas) r.held = true;
+    const stoppedAt = Date.now();
     for (const r of replicas) if (alive(r)) r.proc.proc.kill('SIGTERM');
     // A replica that has not exited 60 s after SIGTERM (grace 5 s) is SIGKILLed and named.
     const codes = await Promise.all(replicas.map((r) => r.proc.exitedWithin(60_000).catch(() => 'hung')));
@@ -170,7 +171,7 @@ export async function runSoak(): Promise<{ report: string; broken: string[] }> {
       await usageExactlyOnce(sql, gen.rec, tag),
       await moneyConserved(sql, seeded.users),
       refreshTokensOnce(fakes),
-      await noLapse(sql, gen.rec, seeded.accounts.length, player.done.filter((f) => f.kind === 'sigkill').length),
+      await noLapse(sql, gen.rec, seeded.accounts, stoppedAt, player.done.filter((f) => f.kind === 'sigkill').length),
       epochsForward(
         gen.rec,
         100,
