@@ -69,3 +69,18 @@ export function withRelease(update: string, release: { owner: string } | undefin
   return `WITH w AS (${update}), rel AS (DELETE FROM account_refresh_leases WHERE account_id = $1 AND owner = $${n})
 SELECT w.* FROM (SELECT 1) one LEFT JOIN w ON true`;
 }
+
+/**
+ * The refresh scheduler's read (`Accounts.candidates`): accounts changed at or after `$1` (all when
+ * null), and the watermark for the next read. One statement even when nothing changed: the
+ * database clock comes with an empty answer too (issue 26). The watermark (`db_now`) is held back
+ * to the start of the oldest transaction still open on this database: a row is stamped
+ * (`updated_at`) when written, not when committed, so a row of a long transaction (an import of
+ * thousands of accounts on a loaded machine) committed after this read carries a stamp older than
+ * the read; it is at or after its transaction's start, so the next read sees it
+ * (test/refresh-sync-watermark.test.ts).
+ */
+export const REFRESH_CANDIDATES_SQL = `SELECT n.db_now, a.* FROM (SELECT least(clock_timestamp(),
+        (SELECT min(xact_start) FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid())) AS db_now) n LEFT JOIN LATERAL (
+   SELECT id, platform, status, has_refresh_token, token_expires_at, token_version, refresh_failures, last_refresh_attempt_at, updated_at
+     FROM accounts WHERE $1::timestamptz IS NULL OR updated_at >= $1) a ON true`;

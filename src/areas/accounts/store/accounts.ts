@@ -5,7 +5,7 @@ import { num, toDate } from '../../../store/db.js';
 import { VIEW_COLUMNS, compact, metadataOf, toView } from './account-rows.js';
 import type { SecretBox } from '../../../store/secret-box.js';
 import { SetClause } from '../../../store/set-clause.js';
-import { beginRefreshSql, CLEAR_SENT, MARK_SENT, withRelease } from './account-refresh-sql.js';
+import { beginRefreshSql, CLEAR_SENT, MARK_SENT, REFRESH_CANDIDATES_SQL, withRelease } from './account-refresh-sql.js';
 
 import type {
   AccountStatus,
@@ -110,20 +110,7 @@ export class Accounts {
 
   /** Accounts changed since `since` (all when null), for the refresh scheduler's sync. */
   async candidates(since: Date | null): Promise<{ rows: RefreshCandidate[]; dbNow: Date }> {
-    // One statement even when nothing changed: the database clock comes with an empty answer too (issue 26).
-    // The watermark it returns (`db_now`, the next call's `since`) is held back to the start of the
-    // oldest transaction still open on this database: a row is stamped (`updated_at`) when written,
-    // not when committed, so a row of a long transaction (an import of thousands of accounts on a
-    // loaded machine took longer than the service's 10 s overlap) committed after this read carries
-    // a stamp older than the read; it is at or after its transaction's start, so the next call sees
-    // it. Found by the soak: accounts imported right after a start were never scheduled for refresh.
-    const { rows: all } = await this.db.query(
-      `SELECT n.db_now, a.* FROM (SELECT least(clock_timestamp(),
-              (SELECT min(xact_start) FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid())) AS db_now) n LEFT JOIN LATERAL (
-         SELECT id, platform, status, has_refresh_token, token_expires_at, token_version, refresh_failures, last_refresh_attempt_at, updated_at
-           FROM accounts WHERE $1::timestamptz IS NULL OR updated_at >= $1) a ON true`,
-      [since],
-    );
+    const { rows: all } = await this.db.query(REFRESH_CANDIDATES_SQL, [since]);
     const dbNow = toDate(all[0]!.db_now)!;
     const rows = all.filter((r) => r.id !== null && r.id !== undefined);
     return {
