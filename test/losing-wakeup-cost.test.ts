@@ -15,6 +15,7 @@ import { Metrics } from '../src/telemetry/metrics.js';
 import { silentLogger } from '../src/telemetry/logger.js';
 import { systemClock } from '../src/time/clock.js';
 import { freshDatabase } from './helpers/services.js';
+import { testConsumerOptions } from './helpers/outbox-consumer-options.js';
 
 /**
  * Every replica hears every outbox notification (docs/scaling.md): the replicas that lose the race
@@ -52,19 +53,7 @@ describe('a replica that loses a wake-up costs one statement (real PostgreSQL)',
     const metrics = new Metrics({ defaultMetrics: false });
     const routing = new RoutingAccounts(loser);
     const snapshot = new SchedulerSnapshot(new MemorySnapshotBuckets(), routing, systemClock, metrics.group(SchedulerMetrics), silentLogger(), 'loser');
-    const consumer = new OutboxConsumer(new SchedulerOutbox(loser), routing, snapshot, systemClock, metrics.group(SchedulerMetrics), silentLogger(), 'loser', {
-      pollIntervalMs: 1000,
-      batchSize: 200,
-      claimTtlMs: 30_000,
-      rules: { lagBoundSeconds: 3600, lagPolls: 3, backlogLimit: 1_000_000 },
-      rebuildEveryMs: 86_400_000,
-      rebuildBackoffBaseMs: 5000,
-      rebuildBackoffMaxMs: 300_000,
-      rebuildChunk: 100,
-      ackTimeoutMs: 5000,
-      ackAttempts: 3,
-      deleteBatch: 50,
-    });
+    const consumer = new OutboxConsumer(new SchedulerOutbox(loser), routing, snapshot, systemClock, metrics.group(SchedulerMetrics), silentLogger(), 'loser', testConsumerOptions());
     await consumer.poll(true); // a new (empty) store: its first look claims the marker and asks for a rebuild
     let woken!: Awaited<ReturnType<OutboxConsumer['poll']>>;
     expect(await statements(async () => (woken = await consumer.poll(true)))).toBe(1);

@@ -12,6 +12,7 @@ import { silentLogger } from '../src/telemetry/logger.js';
 import { systemClock } from '../src/time/clock.js';
 import { REDIS_URL, dropRedisPrefix, freshDatabase, uniqueName } from './helpers/services.js';
 import { SchedulerMetrics } from '../src/areas/scheduler-snapshot/metrics.js';
+import { testConsumerOptions } from './helpers/outbox-consumer-options.js';
 
 /**
  * Every path that could move a bucket's epoch back, each with its interleaving forced (real
@@ -129,19 +130,7 @@ describe('scheduler snapshot epoch: never back, per bucket, across both sources'
     const buckets = new PausingBuckets(redis, { prefix, env: 'test' });
     const metrics = new Metrics();
     const snapshot = new SchedulerSnapshot(buckets, routing, systemClock, metrics.group(SchedulerMetrics), silentLogger(), name);
-    const consumer = new OutboxConsumer(new SchedulerOutbox(db), routing, snapshot, systemClock, metrics.group(SchedulerMetrics), silentLogger(), name, {
-      pollIntervalMs: 1000,
-      batchSize: 200,
-      claimTtlMs: 30_000,
-      rules: { lagBoundSeconds: 3600, lagPolls: 3, backlogLimit: 1_000_000 },
-      rebuildEveryMs: 86_400_000,
-      rebuildBackoffBaseMs: 5000,
-      rebuildBackoffMaxMs: 300_000,
-      rebuildChunk: 4,
-      ackTimeoutMs: 5000,
-      ackAttempts: 3,
-      deleteBatch: 50,
-    });
+    const consumer = new OutboxConsumer(new SchedulerOutbox(db), routing, snapshot, systemClock, metrics.group(SchedulerMetrics), silentLogger(), name, testConsumerOptions({ rebuildChunk: 4 }));
     background.push(() => Promise.all([snapshot.settled(), consumer.rebuildSettled()]));
     const ask = async (): Promise<SchedulerAccounts & { ids: number[] }> => {
       const a = await snapshot.accounts(OPENAI.platform, OPENAI.group);

@@ -11,6 +11,7 @@ import { RoutingAccounts } from '../src/areas/scheduler-snapshot/store/routing-a
 import { OutboxConsumer } from '../src/areas/scheduler-snapshot/outbox-consumer.js';
 import { REDIS_URL, TEST_MASTER_KEY, dropRedisPrefix, freshDatabase, uniqueName } from './helpers/services.js';
 import { waitFor } from './helpers/wait.js';
+import { testConsumerOptions } from './helpers/outbox-consumer-options.js';
 import { SchedulerMetrics } from '../src/areas/scheduler-snapshot/metrics.js';
 
 const TOKEN = 'test-admin-token-snapshot-0123';
@@ -212,19 +213,16 @@ describe('scheduler snapshot: consumer, read API, repair (cluster runtime, real 
       }
     }
     await rt.db.query(`UPDATE scheduler_outbox SET claimed_until = now() - interval '1 second'`); // skip the release delay
-    const flaky = new OutboxConsumer(new FlakyOutbox(rt.db), new RoutingAccounts(rt.db), rt.services.schedulerSnapshot, rt.clock, rt.metrics.group(SchedulerMetrics), silentLogger(), 'flaky', {
-      pollIntervalMs: 1000,
-      batchSize: 200,
-      claimTtlMs: 30_000,
-      rules: { lagBoundSeconds: 10, lagPolls: 3, backlogLimit: 10_000 },
-      rebuildEveryMs: 3_600_000,
-      rebuildBackoffBaseMs: 5000,
-      rebuildBackoffMaxMs: 300_000,
-      rebuildChunk: 1000,
-      ackTimeoutMs: 5000,
-      ackAttempts: 3,
-      deleteBatch: 50,
-    });
+    const flaky = new OutboxConsumer(
+      new FlakyOutbox(rt.db),
+      new RoutingAccounts(rt.db),
+      rt.services.schedulerSnapshot,
+      rt.clock,
+      rt.metrics.group(SchedulerMetrics),
+      silentLogger(),
+      'flaky',
+      testConsumerOptions({ rules: { lagBoundSeconds: 10, lagPolls: 3, backlogLimit: 10_000 }, rebuildEveryMs: 3_600_000, rebuildChunk: 1000 }),
+    );
     const r = await flaky.poll();
     expect(r.applied).toBe(1);
     expect(signals).toHaveLength(2);
