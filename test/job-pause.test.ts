@@ -90,9 +90,11 @@ describe.each(BACKENDS)('pause and resume on $name', (backend) => {
       const [report, p] = await Promise.all([r.run(j, new Date(base + i * 1000)), pauses.pause(j.name, 'racer', `round ${i}`)]);
       if (report.ran) {
         outcomes.ran++;
-        // Compared in the database (microseconds): the round's start against this pause's audit time, which is its paused_at.
+        // Compared in the database: the round's start against this pause's audit time, which is its paused_at.
+        // PostgreSQL's clock has microseconds; PGlite's has milliseconds (two statements in one millisecond
+        // read the same clock_timestamp()), so there a start in the pause's millisecond cannot be ordered.
         const { rows } = await db.query<{ before: boolean }>(
-          `SELECT r.started_at < a.at AS before FROM job_runs r, job_pause_audit a
+          `SELECT r.started_at ${backend.name === 'pglite' ? '<=' : '<'} a.at AS before FROM job_runs r, job_pause_audit a
             WHERE r.id = $1 AND a.id = (SELECT max(id) FROM job_pause_audit WHERE job_name = $2 AND action = 'pause')`,
           [report.runId, j.name],
         );
