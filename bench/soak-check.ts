@@ -144,13 +144,25 @@ export async function noLapse(sql: pg.Pool, rec: LoadRecord, accounts: ReadonlyA
   const other = notActive.filter((r) => !(r.status === 'expired' && r.lost && sigkills > 0));
   const ids = new Set(rec.lapses.flatMap((l) => l.ids));
   const refreshed = accounts.length - unrefreshed.length;
+  // What the database says about the first few left unrefreshed: the starting point of a diagnosis.
+  const lateIds = late.slice(0, 5).map((r) => r.id);
+  const states = new Map(
+    (
+      await sql.query<{ id: string; state: string }>(
+        `SELECT id, format('status %s, version %s, failures %s, attempted %s, error %s, created %s, updated %s, expires %s', status, token_version, refresh_failures,
+                coalesce(last_refresh_attempt_at::text, 'never'), coalesce(last_refresh_error, '-'), created_at, updated_at, token_expires_at) AS state
+           FROM accounts WHERE id = ANY($1::bigint[])`,
+        [lateIds],
+      )
+    ).rows.map((r) => [r.id, r.state]),
+  );
   return {
     invariant: 'no access token lapsed while its account was active (and every account due refreshed)',
     ok: ids.size === 0 && late.length === 0 && other.length === 0,
     measured: `${rec.lapses.length} samples (every 5 s) with a lapsed active account, ${ids.size} accounts; ${refreshed} of ${accounts.length} accounts refreshed at least once, ${late.length} not refreshed though due ${REFRESH_DUE_SLACK_MS / 1000} s or more before the replicas stopped, ${dueAtEnd} due later and not yet refreshed (their tokens valid); expired by a rotation lost to a SIGKILL mid-refresh (the documented end state): ${lost}; otherwise not active: ${JSON.stringify(other)}`,
     examples: [
       ...few(rec.lapses, (l) => `at ${new Date(l.at).toISOString()}: accounts ${l.ids.slice(0, 8).join(', ')}`),
-      ...late.slice(0, 5).map((r) => `account ${r.id} due at ${new Date(dueOf.get(Number(r.id)) ?? 0).toISOString()} never refreshed`),
+      ...late.slice(0, 5).map((r) => `account ${r.id} due at ${new Date(dueOf.get(Number(r.id)) ?? 0).toISOString()} never refreshed (${states.get(r.id) ?? 'row gone'})`),
     ],
   };
 }

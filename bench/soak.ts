@@ -93,7 +93,7 @@ export async function runSoak(): Promise<{ report: string; broken: string[] }> {
         RELAY_JOBS__DATABASE__POOL_SIZE: '4',
         RELAY_JOBS__CLUSTER__EXPECTED_REPLICAS: String(s.replicas),
         RELAY_JOBS__SHUTDOWN__GRACE: '5s',
-        RELAY_JOBS__LOGGING__LEVEL: 'warn',
+        RELAY_JOBS__LOGGING__LEVEL: process.env.SOAK_LOG_LEVEL ?? 'warn',
         RELAY_JOBS__JOBS__CANARY__ENABLED: 'true',
         RELAY_JOBS__JOBS__CANARY__EVERY: '1s',
         ...fakeEnv(fakes),

@@ -145,7 +145,7 @@ export async function settleUnanswered(
  * until it lands or the version check says someone else wrote.
  */
 async function persist(c: SettleContext, acct: AccountSecrets, creds: AccountSecrets['credentials'], expiresAt: Date | null, rotated: boolean, metadata: AccountMetadata): Promise<number | null> {
-  return retry(() => c.accounts.writeRefreshed(acct.id, acct.tokenVersion, creds, expiresAt, c.release, metadata), {
+  return retry(() => c.accounts.writeRefreshed(acct.id, acct.tokenVersion, creds, expiresAt, c.release, metadata, new Date(c.clock.now())), {
     baseMs: 200,
     maxMs: 5000,
     clock: c.clock,

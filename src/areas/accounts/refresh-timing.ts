@@ -8,21 +8,29 @@ export function jitter(ms: number, random: Random): number {
 
 /**
  * When to refresh a token that expires at `expiresAt`: `margin` before it, the delay jittered
- * so accounts added together do not refresh together. Two corrections to the seed's plain
- * formula (80–120%, which codex-proxy-rs shipped):
+ * so accounts added together do not refresh together. Corrections to the seed's plain formula
+ * (80–120%, which codex-proxy-rs shipped):
  * - the jitter only moves a refresh earlier (80–100% of the delay): the seed's +20% side pushed
  *   a refresh into the margin, eating the time its retries need (a short-margin token then
  *   lapsed through three transient failures; test/refresh-deadline.e2e.test.ts), so the whole
  *   margin is always left for retries;
- * - a token that lives shorter than the margin is refreshed at half its remaining life, not
- *   "now" over and over.
+ * - a token already inside its margin is refreshed now, unless it is a short-lived one: a token
+ *   that lived no longer than the margin from when it was obtained (`obtainedAt`: the refresh
+ *   that stored it, by default now) is refreshed halfway through that life, not "now" over and
+ *   over. The halfway point is a property of the token, not of when it is looked at: a replica
+ *   that plans it later (a restart, another replica's sync) finds the same time, never a later
+ *   one. (Half of whatever life was left at each look moved a restarted replica's refreshes past
+ *   the end of the soak, and a crash loop would have pushed them to the expiry: bench/soak.ts.)
+ *   A token this runtime never refreshed (`obtainedAt` unknown: -Infinity) counts as long-lived.
  */
-export function nextRefreshAt(nowMs: number, expiresAtMs: number, marginMs: number, random: Random): number {
+export function nextRefreshAt(nowMs: number, expiresAtMs: number, marginMs: number, random: Random, obtainedAtMs = nowMs): number {
   const remaining = expiresAtMs - nowMs;
   if (remaining <= 0) return nowMs;
   const delay = remaining - marginMs;
-  if (delay <= 0) return nowMs + Math.max(1000, Math.floor(remaining / 2));
-  return nowMs + Math.round(delay * (0.8 + 0.2 * random()));
+  if (delay > 0) return nowMs + Math.round(delay * (0.8 + 0.2 * random()));
+  const life = expiresAtMs - obtainedAtMs;
+  if (life > marginMs) return nowMs;
+  return Math.max(nowMs, obtainedAtMs + Math.max(1000, Math.floor(life / 2)));
 }
 
 /**

@@ -190,7 +190,8 @@ export class TokenRefreshService {
       return { id: c.id, kind: exhausted ? 'recovery' : 'retry', version: c.tokenVersion, due: Math.max(now, last + delay) };
     }
     if (!c.tokenExpiresAt) return null;
-    return { id: c.id, kind: 'refresh', version: c.tokenVersion, due: nextRefreshAt(now, c.tokenExpiresAt.getTime(), this.s.marginMs, this.random) };
+    const obtainedAt = c.lastSuccessAt?.getTime() ?? Number.NEGATIVE_INFINITY;
+    return { id: c.id, kind: 'refresh', version: c.tokenVersion, due: nextRefreshAt(now, c.tokenExpiresAt.getTime(), this.s.marginMs, this.random, obtainedAt) };
   }
 
   private async fire(e: DueEntry): Promise<void> {

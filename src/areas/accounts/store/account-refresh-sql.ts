@@ -82,5 +82,5 @@ SELECT w.* FROM (SELECT 1) one LEFT JOIN w ON true`;
  */
 export const REFRESH_CANDIDATES_SQL = `SELECT n.db_now, a.* FROM (SELECT least(clock_timestamp(),
         (SELECT min(xact_start) FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid())) AS db_now) n LEFT JOIN LATERAL (
-   SELECT id, platform, status, has_refresh_token, token_expires_at, token_version, refresh_failures, last_refresh_attempt_at, updated_at
+   SELECT id, platform, status, has_refresh_token, token_expires_at, token_version, refresh_failures, last_refresh_attempt_at, last_refresh_success_at, updated_at
      FROM accounts WHERE $1::timestamptz IS NULL OR updated_at >= $1) a ON true`;

@@ -51,6 +51,8 @@ export interface RefreshCandidate {
   tokenVersion: number;
   failures: number;
   lastAttemptAt: Date | null;
+  /** When this runtime last stored a refreshed token (its refresher's clock); null when it never has. */
+  lastSuccessAt: Date | null;
   updatedAt: Date;
 }
 

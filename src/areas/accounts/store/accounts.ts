@@ -124,6 +124,7 @@ export class Accounts {
         tokenVersion: num(r.token_version),
         failures: num(r.refresh_failures),
         lastAttemptAt: toDate(r.last_refresh_attempt_at),
+        lastSuccessAt: toDate(r.last_refresh_success_at),
         updatedAt: toDate(r.updated_at)!,
       })),
     };
@@ -213,24 +214,25 @@ export class Accounts {
 
   /**
    * The compare-and-set every refresh ends with: writes the new credentials only if nobody wrote
-   * since `version` was read, and returns the new version (null when another writer won).
+   * since `version` was read, and returns the new version (null when another writer won). `at`, the
+   * refresher's time (its clock computed the expiry), is the last success short-lived tokens are planned from.
    */
-  async writeRefreshed(id: number, version: number, creds: Credentials, tokenExpiresAt: Date | null, release?: LeaseRelease, metadata: AccountMetadata = {}): Promise<number | null> {
+  async writeRefreshed(id: number, version: number, creds: Credentials, expiresAt: Date | null, release?: LeaseRelease, metadata: AccountMetadata = {}, at?: Date) {
     const { rows } = await this.db.query(
       withRelease(
         `UPDATE accounts SET credentials_sealed = $3, has_refresh_token = $4, token_expires_at = $5, token_version = token_version + 1, metadata = metadata || $6::jsonb,
          status = CASE WHEN status = 'refreshing' AND status_before_refresh = 'quota_exhausted' THEN 'quota_exhausted'
                        WHEN status IN ('disabled', 'banned') THEN status ELSE 'active' END,
          status_reason = CASE WHEN status IN ('disabled', 'banned') THEN status_reason ELSE NULL END,
-         status_before_refresh = NULL, refresh_failures = 0, last_refresh_error = NULL, last_refresh_success_at = clock_timestamp(), ${CLEAR_SENT},
+         status_before_refresh = NULL, refresh_failures = 0, last_refresh_error = NULL, last_refresh_success_at = coalesce($7::timestamptz, clock_timestamp()), ${CLEAR_SENT},
          temp_unschedulable_until = CASE WHEN temp_unschedulable_reason = 'oauth_401' OR temp_unschedulable_reason LIKE 'refresh_failing:%' THEN NULL ELSE temp_unschedulable_until END,
          temp_unschedulable_reason = CASE WHEN temp_unschedulable_reason = 'oauth_401' OR temp_unschedulable_reason LIKE 'refresh_failing:%' THEN NULL ELSE temp_unschedulable_reason END,
          updated_at = clock_timestamp()
        WHERE id = $1 AND token_version = $2 RETURNING token_version`,
         release,
-        7,
+        8,
       ),
-      [id, version, this.seal(creds), Boolean(creds.refresh_token), tokenExpiresAt, compact(metadata), ...(release ? [release.owner] : [])],
+      [id, version, this.seal(creds), Boolean(creds.refresh_token), expiresAt, compact(metadata), at ?? null, ...(release ? [release.owner] : [])],
     );
     return rows[0] && rows[0].token_version !== null ? num(rows[0].token_version) : null;
   }
