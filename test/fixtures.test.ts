@@ -1,17 +1,33 @@
 import { describe, expect, it } from 'vitest';
+import { once } from 'node:events';
 import { connect } from 'node:net';
 import { FakeOAuthServer } from './fixtures/oauth-server.js';
 import { FakePaymentProvider } from './fixtures/payment-provider.js';
-import { holdFor, quietFor } from './helpers/wait.js';
+import { serverEndOf } from './fixtures/socket-errors.js';
+import { nextTurn, waitFor } from './helpers/wait.js';
 
 /** A client killed mid-request: half a body, then a TCP reset (what a SIGKILLed replica leaves behind). */
 async function resetMidRequest(port: number, path: string): Promise<void> {
   const s = connect(port, '127.0.0.1');
-  await new Promise<void>((r) => s.once('connect', () => r()));
-  s.write(`POST ${path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{"half":`);
-  await holdFor(100, 'the half body reaches the server before the reset (a socket gives no signal that the peer has read it)');
+  await once(s, 'connect');
+  const half = `POST ${path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{"half":`;
+  s.write(half);
+  // The server's HTTP parser runs in the read that brought the bytes, so once its end has read all
+  // of them the request handler has the half request: the reset then lands mid-request.
+  const end = await waitFor(
+    () => {
+      const e = serverEndOf(s);
+      return e && e.bytesRead >= Buffer.byteLength(half) && e;
+    },
+    { what: `the server on port ${port} to read the half request`, intervalMs: 5 },
+  );
+  // Listened to before the reset, after the HTTP server's own 'close' listener (it aborts the
+  // request). Not events.once: that rejects on the 'error' (read ECONNRESET) the reset brings first.
+  const closed = new Promise<void>((r) => end.once('close', () => r()));
   s.resetAndDestroy();
-  await quietFor(200, 'the server takes the reset: a crash from it would happen within this time');
+  await closed;
+  // What the abort sets off (the request's 'error', the handler's rejection) runs on later ticks.
+  await nextTurn();
 }
 
 describe('fixture servers survive clients that die mid-request', () => {

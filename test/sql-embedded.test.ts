@@ -8,7 +8,8 @@ import { PgliteDb } from '../src/store/pglite-db.js';
 import { ServiceProcess } from './helpers/cli.js';
 import { freePort } from './helpers/services.js';
 import { embeddedDataDir } from './helpers/pglite-template.js';
-import { holdFor, waitFor } from './helpers/wait.js';
+import { waitFor } from './helpers/wait.js';
+import { monotonic } from '../src/time/wall.js';
 
 /**
  * sql.statement_timeout here. Each attack runs (and the CPU-bound ones burn a core) until it, and
@@ -125,13 +126,31 @@ describe.concurrent('embedded SQL console: statements run on a snapshot thread (
   });
 
   it.sequential('a snapshot is never older than sql.embedded_snapshot_max_age', async ({ expect }) => {
-    const fresh = openSnapshot(db, join(dir, 'fresh-snapshots'), 300);
+    const MAX_AGE_MS = 300;
+    const fresh = openSnapshot(db, join(dir, 'fresh-snapshots'), MAX_AGE_MS);
     const console2 = new SqlConsole(db, { statementTimeoutMs: 60_000, maxRows: 10, concurrency: 1 }, fresh);
+    const later = 'SELECT count(*)::int AS n FROM t WHERE id = 200000';
     try {
-      expect((await console2.run('SELECT count(*)::int AS n FROM t WHERE id = 200000')).rows).toEqual([{ n: 0 }]);
+      // Longer than the max age: the snapshot is busy when its idle drop comes due, so it is still
+      // there afterwards and only the statements' own age check can keep them off it.
+      expect((await console2.run(`SELECT (${later}) AS n FROM pg_sleep(${(MAX_AGE_MS + 100) / 1000})`)).rows).toEqual([{ n: 0 }]);
+      // The snapshot was taken before that answer, on the same clock (performance.now, this process):
+      // from here its age is at least the time since.
+      const answered = monotonic();
       await db.query("INSERT INTO t VALUES (200000, 'later')");
-      await holdFor(350, 'the snapshot ages past its max age (300 ms) on its monotonic clock, which no test can move');
-      expect((await console2.run('SELECT count(*)::int AS n FROM t WHERE id = 200000')).rows).toEqual([{ n: 1 }]);
+      // No clock of ours reaches the snapshot's age, so statements ask until one reads a newer
+      // snapshot. Every one asked more than the max age after `answered` met an older snapshot, so
+      // it must not have read it: a stale answer is allowed only to a statement asked before that.
+      await waitFor(
+        async () => {
+          const asked = monotonic();
+          const { rows } = await console2.run(later);
+          if ((rows[0] as { n: number }).n === 1) return true;
+          expect(asked - answered, 'a statement read a snapshot older than its max age').toBeLessThanOrEqual(MAX_AGE_MS);
+          return false;
+        },
+        { what: 'a statement reading a snapshot taken after the insert', intervalMs: 20 },
+      );
     } finally {
       await fresh.close();
     }

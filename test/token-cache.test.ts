@@ -7,7 +7,8 @@ import { TokenReads } from '../src/areas/accounts/store/token-reads.js';
 import { TokenCache } from '../src/areas/accounts/token-cache.js';
 import { WAKE_DETAIL_CHANNEL } from '../src/coordination/wake-listener.js';
 import { TEST_MASTER_KEY, freshDatabase } from './helpers/services.js';
-import { holdFor, waitFor } from './helpers/wait.js';
+import { waitFor } from './helpers/wait.js';
+import { ManualClock } from '../src/time/clock.js';
 
 /**
  * The hot path's token cache against a real PostgreSQL: the migration-039 trigger's notifications
@@ -45,9 +46,11 @@ describe('token cache (real PostgreSQL, LISTEN/NOTIFY)', () => {
     await fresh?.drop();
   });
 
-  function cache(maxAgeMs = 100) {
+  /** `clock`: the cache's freshness clock, which the test then moves (real monotonic time without it). */
+  function cache(maxAgeMs = 100, clock?: ManualClock) {
     const results: string[] = [];
-    const c = new TokenCache(reads, { maxAgeMs, maxEntries: 100, listening: () => true, onResult: (r) => results.push(r) });
+    const now = clock && (() => clock.now());
+    const c = new TokenCache(reads, { maxAgeMs, maxEntries: 100, now, listening: () => true, onResult: (r) => results.push(r) });
     caches.add(c);
     return { c, results };
   }
@@ -76,16 +79,22 @@ describe('token cache (real PostgreSQL, LISTEN/NOTIFY)', () => {
   });
 
   it('never serves a disabled account once the change is acknowledged, even when every notification is lost', async () => {
-    const { c, results } = cache();
+    // The cache's clock stands still until the acknowledgment moves it: its freshness, renewed by the
+    // last echo, is as recent as it can be at the commit, and only the acknowledgment's wait ends it.
+    const clock = new ManualClock();
+    const { c, results } = cache(100, clock);
     for (let round = 0; round < 5; round++) {
       deliver = true;
+      // Time passes between rounds: the ping that the last round's read sent was lost, and the cache
+      // sends its next one only half its age later (without it, no echo could make it fresh).
+      await clock.advance(100);
       const id = await account(`lost-${round}`);
       await warm(c, results, id);
       // From here the listener hears nothing (neither the trigger's notification nor the pings) and is not told.
       deliver = false;
       await accounts.update(id, { status: 'disabled' });
-      // The acknowledgment (TokenApi.settle, what the disable route awaits): the cache's own bound, not a sleep for a condition.
-      await holdFor(c.settleMs, "the cache's own acknowledgment bound (what TokenApi.settle waits on its monotonic clock), not a wait for a condition");
+      // The acknowledgment (TokenApi.settle, what the disable route awaits): the cache's own bound, on its clock.
+      await clock.advance(c.settleMs);
       const after = await c.get(id);
       expect(after?.status, `round ${round}: a disabled account served after its change was acknowledged`).toBe('disabled');
       expect(results.at(-1)).toBe('cold');

@@ -36,9 +36,20 @@ export async function waitFor<T>(condition: () => T | Promise<T>, opts: WaitOpti
 }
 
 /**
+ * One turn of the event loop: resolves in the next check phase, so every `process.nextTick`
+ * callback and promise job queued before the call has run (and any rejection they left unhandled
+ * has been reported). For what the code under test emits on a later tick, such as the warning
+ * `process.emitWarning` defers to `nextTick`: no timer, and nothing to guess.
+ */
+export function nextTurn(): Promise<void> {
+  return new Promise((r) => setImmediate(r));
+}
+
+/**
  * The suite's only fixed waits, each with its reason written at the call. Everything else waits
- * for a condition (`waitFor`) or moves a clock. Use these only where real time is itself the
- * evidence, against real processes that take no clock of ours:
+ * for a condition (`waitFor`), moves a clock, or takes a turn of the event loop (`nextTurn`). Use
+ * these only where real time is itself the evidence, against real processes that take no clock of
+ * ours:
  *
  * - `quietFor`: a negative assertion ("nothing happens during `ms`"); keep `ms` the shortest
  *   that still proves it.
