@@ -4,7 +4,7 @@ import { MemoryLeaderLock } from '../src/coordination/leader-lock.js';
 import { RoundRunner } from '../src/scheduler/round-runner.js';
 import { ScheduleBook } from '../src/scheduler/schedule-book.js';
 import { ClusterSchedules } from '../src/coordination/cluster-schedules.js';
-import { InstanceRegistry } from '../src/coordination/instance-registry.js';
+import { DEAD_REPLICA_HORIZON_MS, InstanceRegistry } from '../src/coordination/instance-registry.js';
 import { differingKeys, fingerprintOf, scheduleSpecOf } from '../src/coordination/schedule-fingerprint.js';
 import type { JobSettings } from '../src/config/job-settings.js';
 import type { JobDefinition, JobScope } from '../src/scheduler/job.js';
@@ -199,6 +199,28 @@ describe.each(BACKENDS)('one schedule per job on $name', (backend) => {
     expect(await adoptedPrint(db, 'd_leave')).toBe(print(x));
     expect(p.book.drift('d_leave')).toBeNull();
     await p.registry.markStopped();
+  });
+
+  it("a dead replica's votes are kept (and shown) within the dead-replica horizon, then dropped by the next live replica's check", async () => {
+    const n = { runs: 0 };
+    const a = await replica(db, 'old-a', [job('d_prune', settings(2000), n)]);
+    const b = await replica(db, 'old-b', [job('d_prune', settings(2000), n)]);
+    for (const s of [a, b]) await s.book.publish();
+    const voters = async () => (await ClusterSchedules.published(db)).filter((v) => v.job === 'd_prune').map((v) => v.instanceId);
+    expect(await voters()).toEqual(['old-a', 'old-b']);
+    // old-a died a day ago: dead, named by the doctor, its vote kept.
+    await db.query(`UPDATE instances SET heartbeat_at = clock_timestamp() - interval '1 day', alive_key = NULL WHERE instance_id = 'old-a'`);
+    await b.book.publish();
+    expect(await voters()).toEqual(['old-a', 'old-b']);
+    // Past the horizon: gone at the next check of any live replica.
+    await db.query(`UPDATE instances SET heartbeat_at = clock_timestamp() - $1 * interval '1 millisecond' - interval '1 minute' WHERE instance_id = 'old-a'`, [DEAD_REPLICA_HORIZON_MS]);
+    await b.book.publish();
+    expect(await voters()).toEqual(['old-b']);
+    // A replica that beats again under that id votes again.
+    await a.registry.register();
+    await a.book.publish();
+    expect(await voters()).toEqual(['old-a', 'old-b']);
+    for (const s of [a, b]) await s.registry.markStopped();
   });
 
   it('a replica with the job disabled neither blocks nor is adopted; enabled replicas split with none on the adopted schedule adopt the most common one', async () => {

@@ -1,6 +1,6 @@
 import type { Db } from '../store/db.js';
 import { num, toDate } from '../store/db.js';
-import { instanceAliveSql } from './instance-registry.js';
+import { DEAD_REPLICA_HORIZON_MS, instanceAliveSql } from './instance-registry.js';
 import type { ScheduleSpecRecord } from './schedule-fingerprint.js';
 
 /**
@@ -40,8 +40,14 @@ export interface PublishedSchedule extends ScheduleVote {
   instanceId: string;
 }
 
-// $1 instance, $2 jobs it publishes: its votes for jobs it no longer has go (a job removed from a library user's list).
-const DROP_STALE = `DELETE FROM job_schedule_votes WHERE instance_id = $1 AND NOT (job_name = ANY($2::text[]))`;
+// $1 instance, $2 jobs it publishes, $3 horizon ms: its votes for jobs it no longer has go (a job removed
+// from a library user's list), and so do the votes of replicas that have not beaten for the horizon
+// (the doctor's dead-replica horizon): instance ids change with every deploy under generated names, and
+// every check reads the votes, so they must not pile up. A replica that beats again votes again
+// (VOTE runs on every check); a dead one's votes never counted (LIVE_VOTES) and are shown until then.
+const DROP_STALE = `DELETE FROM job_schedule_votes v
+ WHERE (v.instance_id = $1 AND NOT (v.job_name = ANY($2::text[])))
+    OR v.instance_id IN (SELECT instance_id FROM instances WHERE heartbeat_at < clock_timestamp() - $3 * interval '1 millisecond' AND instance_id <> $1)`;
 // $1 instance, $2 votes json. Written only when changed, so an unchanged check notifies nobody (the triggers fire on changes).
 const VOTE = `
 INSERT INTO job_schedule_votes (job_name, instance_id, fingerprint, spec)
@@ -97,7 +103,7 @@ export class ClusterSchedules {
   async publish(votes: readonly ScheduleVote[], opts: { adoptOwn?: boolean } = {}): Promise<Map<string, AdoptedSchedule>> {
     const json = JSON.stringify(votes.map((v) => ({ job: v.job, fingerprint: v.fingerprint, spec: v.spec })));
     return this.db.tx(async (q) => {
-      await q.query(DROP_STALE, [this.instanceId, votes.map((v) => v.job)]);
+      await q.query(DROP_STALE, [this.instanceId, votes.map((v) => v.job), DEAD_REPLICA_HORIZON_MS]);
       await q.query(VOTE, [this.instanceId, json]);
       await q.query(ADOPT_OWN, [json, opts.adoptOwn === true]);
       if (!opts.adoptOwn) await q.query(ADOPT_AGREED, [this.instanceId, this.livenessMs]);
