@@ -71,16 +71,21 @@ describe('token refresh across three real replicas', () => {
     // The hot path: eight callers asking random replicas for random accounts' tokens, all run long.
     const started = Date.now();
     let stop = false;
-    const served = { ok: 0, failed: [] as string[], expired: 0 };
+    const served = { ok: 0, failed: [] as string[], expired: [] as string[] };
     const caller = async (n: number) => {
       for (let k = 0; !stop; k++) {
         const id = ids[(n * 7919 + k * 104_729) % ids.length]!;
+        const asked = Date.now();
         const res = await api(n + k, `/accounts/${id}/token`);
         if (res.status !== 200) served.failed.push(`${res.status} ${await res.text()}`);
         else {
           const t = await res.json();
           served.ok++;
-          if ((jwtExpiry(t.access_token)?.getTime() ?? 0) <= Date.now()) served.expired++;
+          // Expired before it was even asked for, so surely when it was served. (Not "by the time the
+          // answer arrived": a token served with its last 2-3 s of life, as the hot path may, can
+          // expire on its way on a loaded machine, which says nothing about the replica.)
+          const exp = jwtExpiry(t.access_token)?.getTime() ?? 0;
+          if (exp <= asked) served.expired.push(`account ${id}: exp ${new Date(exp).toISOString()}, asked ${new Date(asked).toISOString()}, answered after ${Date.now() - asked} ms`);
         }
         await pace(CALLER_PAUSE_MS);
       }
@@ -108,7 +113,7 @@ describe('token refresh across three real replicas', () => {
     expect(oauth.reuses, 'a refresh token was presented twice').toBe(0);
     expect(oauth.unknown, 'a refresh token the server never issued was presented').toBe(0);
     expect(served.failed.slice(0, 5)).toEqual([]);
-    expect(served.expired).toBe(0);
+    expect(served.expired.slice(0, 5)).toEqual([]);
     expect(served.ok).toBeGreaterThan(100);
 
     const box = SecretBox.fromBase64(TEST_MASTER_KEY);
