@@ -1,4 +1,5 @@
 import { pace } from './helpers/wait.js';
+import { refreshSettings } from './helpers/refresh-settings.js';
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
 import type { FastifyInstance } from 'fastify';
 import pg from 'pg';
@@ -95,18 +96,7 @@ describe('accounts and token refresh (real PostgreSQL, Redis, OAuth server)', ()
     return new TokenRefreshService(
       rt.services.accounts,
       rt.services.tokenRefresh.refresher,
-      {
-        enabled: true,
-        marginMs: MARGIN_S * 1000,
-        maxAttempts: 5,
-        backoffBaseMs: 5000,
-        backoffMaxMs: 300_000,
-        retryFloorMs: 1000,
-        recoveryDelayMs: 600_000,
-        backstopMs: 120_000,
-        shardsWaitMs: 0,
-        leaseTtlMs: 300_000,
-      },
+      refreshSettings({ marginMs: MARGIN_S * 1000, shardsWaitMs: 0 }),
       clock,
       () => 0.5,
       logs.logger,

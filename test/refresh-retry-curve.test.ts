@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { retryDelay } from '../src/areas/accounts/refresh-timing.js';
-import { TokenRefreshService, type TokenRefreshSettings } from '../src/areas/accounts/token-refresh-service.js';
+import { TokenRefreshService } from '../src/areas/accounts/token-refresh-service.js';
+import { refreshSettings } from './helpers/refresh-settings.js';
 import type { Accounts } from '../src/areas/accounts/store/accounts.js';
 import type { Refresher } from '../src/areas/accounts/refresher.js';
 import { ManualClock } from '../src/time/clock.js';
@@ -61,18 +62,7 @@ describe('deadline-aware retry delay (issue 24)', () => {
 
   it('the refresh scheduler restarts the count at the expiry (a token that died after two failed retries is retried one floor later)', () => {
     const clock = new ManualClock();
-    const settings: TokenRefreshSettings = {
-      enabled: true,
-      marginMs: 8000,
-      maxAttempts: 5,
-      backoffBaseMs: 5000,
-      backoffMaxMs: 300_000,
-      retryFloorMs: 1000,
-      recoveryDelayMs: 600_000,
-      backstopMs: 120_000,
-      shardsWaitMs: 1000,
-      leaseTtlMs: 300_000,
-    };
+    const settings = refreshSettings({ marginMs: 8000, shardsWaitMs: 1000 });
     const svc = new TokenRefreshService({} as Accounts, {} as Refresher, settings, clock, mid, silentLogger(), new Metrics());
     const fail = (failures: number, expiresInMs: number) => {
       svc.afterOutcome(7, 1, { result: 'transient', reason: 'server_error', detail: '503', retryAfterMs: null, failures, tokenExpiresAt: new Date(clock.now() + expiresInMs) });

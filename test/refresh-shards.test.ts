@@ -6,6 +6,7 @@ import type { Accounts } from '../src/areas/accounts/store/accounts.js';
 import { Metrics } from '../src/telemetry/metrics.js';
 import { createLogger } from '../src/telemetry/logger.js';
 import { ManualClock } from '../src/time/clock.js';
+import { refreshSettings } from './helpers/refresh-settings.js';
 
 const IDS = Array.from({ length: 30_000 }, (_, i) => i + 1);
 
@@ -78,18 +79,7 @@ describe('TokenRefreshService with refresh sharding', () => {
     const svc = new TokenRefreshService(
       {} as Accounts,
       {} as Refresher,
-      {
-        enabled: true,
-        marginMs: 60_000,
-        maxAttempts: 5,
-        backoffBaseMs: 5000,
-        backoffMaxMs: 300_000,
-        retryFloorMs: 1000,
-        recoveryDelayMs: 600_000,
-        backstopMs: BACKSTOP,
-        shardsWaitMs: 0,
-        leaseTtlMs: 300_000,
-      },
+      refreshSettings({ marginMs: 60_000, shardsWaitMs: 0, backstopMs: BACKSTOP }),
       clock,
       () => 0.5,
       createLogger({ level: 'silent', instanceId: 'a', env: 'test' }),
