@@ -20,7 +20,7 @@ export function jitter(ms: number, random: Random): number {
  *   over. The halfway point is a property of the token, not of when it is looked at: a replica
  *   that plans it later (a restart, another replica's sync) finds the same time, never a later
  *   one. (Half of whatever life was left at each look moved a restarted replica's refreshes past
- *   the end of the soak, and a crash loop would have pushed them to the expiry: bench/soak.ts.)
+ *   the end of the soak, and by its arithmetic a crash loop would have pushed them toward the expiry: bench/soak.ts.)
  *   A token this runtime never refreshed (`obtainedAt` unknown: -Infinity) counts as long-lived.
  */
 export function nextRefreshAt(nowMs: number, expiresAtMs: number, marginMs: number, random: Random, obtainedAtMs = nowMs): number {
