@@ -14,8 +14,9 @@ const rows = readdirSync(dir)
   .map((f) => JSON.parse(readFileSync(join(dir, f), 'utf8')))
   .sort((a, b) => b.cpu_s - a.cpu_s);
 const sum = (k) => rows.reduce((s, r) => s + r[k], 0);
-console.log(`${rows.length} files: ${sum('cpu_s').toFixed(0)} CPU s, ${sum('wall_s').toFixed(0)} wall s summed`);
-for (const r of rows) console.log(`${r.cpu_s.toFixed(1).padStart(7)} CPU s ${r.wall_s.toFixed(1).padStart(7)} wall s  ${r.file}`);
+const faults = (r) => `${(((r.minor_faults ?? 0) / 1000) | 0).toString().padStart(6)}k faults`;
+console.log(`${rows.length} files: ${sum('cpu_s').toFixed(0)} CPU s, ${sum('wall_s').toFixed(0)} wall s summed, ${(sum('minor_faults') / 1e6).toFixed(1)}M minor page faults`);
+for (const r of rows) console.log(`${r.cpu_s.toFixed(1).padStart(7)} CPU s ${r.wall_s.toFixed(1).padStart(7)} wall s ${faults(r)}  ${r.file}`);
 
 const machineFile = join(dir, 'machine.json');
 if (existsSync(machineFile)) {
@@ -24,5 +25,5 @@ if (existsSync(machineFile)) {
     `\nthe machine: ${m.busy_cpu_s.toFixed(0)} CPU s busy in ${m.wall_s.toFixed(0)} s on ${m.cpus} CPUs (${((100 * m.busy_cpu_s) / (m.wall_s * m.cpus)).toFixed(0)}% busy); ` +
       "processes that ran from the start of the run to its end (servers, the kernel's threads, anything else on the machine):",
   );
-  for (const p of m.processes_alive_throughout) console.log(`${p.cpu_s.toFixed(1).padStart(7)} CPU s  ${p.name}`);
+  for (const p of m.processes_alive_throughout) console.log(`${p.cpu_s.toFixed(1).padStart(7)} CPU s ${faults(p)}  ${p.name}`);
 }

@@ -1,5 +1,5 @@
 // Opt-in per-file cost report (vitest setup file, active when RELAY_TEST_CPU_DIR is set): writes
-// one JSON per test file with the CPU seconds its worker and every child it waited for (spawned
+// one JSON per test file with the CPU seconds and minor page faults its worker and every child it waited for (spawned
 // replicas, CLI runs) used between the file's first and last hook, the wall time, and when and in
 // which worker it ran (epoch ms and pid: a process sampled meanwhile, e.g. a PostgreSQL backend or a
 // replica whose parent is that worker, can be matched to its file). Used to find where the suite's
@@ -11,31 +11,40 @@ import { mkdirSync, writeFileSync } from 'node:fs';
 import { basename, join } from 'node:path';
 import { HZ, readStat } from './machine-load.js';
 
-/** This process's CPU and that of every child it waited for, in seconds (Linux /proc; 0 elsewhere). */
-function cpuSeconds(): number {
+/** This process's CPU (seconds) and minor page faults, its own and those of every child it waited for (Linux /proc; 0 elsewhere). */
+function usage(): { cpu: number; faults: number } {
   try {
     const s = readStat('self');
-    return (s.self + s.reaped) / HZ;
+    return { cpu: (s.self + s.reaped) / HZ, faults: s.minorFaults + s.reapedMinorFaults };
   } catch {
-    return 0;
+    return { cpu: 0, faults: 0 };
   }
 }
 
 const dir = process.env.RELAY_TEST_CPU_DIR;
 if (dir) {
-  let cpu0 = 0;
+  let u0 = { cpu: 0, faults: 0 };
   let wall0 = 0;
   beforeAll(() => {
-    cpu0 = cpuSeconds();
+    u0 = usage();
     wall0 = Date.now();
   });
   afterAll(() => {
     const file = expect.getState().testPath ?? 'unknown';
     mkdirSync(dir, { recursive: true });
     const end = Date.now();
+    const u = usage();
     writeFileSync(
       join(dir, `${basename(file)}.json`),
-      JSON.stringify({ file: basename(file), cpu_s: cpuSeconds() - cpu0, wall_s: (end - wall0) / 1000, start_ms: wall0, end_ms: end, pid: process.pid }),
+      JSON.stringify({
+        file: basename(file),
+        cpu_s: u.cpu - u0.cpu,
+        minor_faults: u.faults - u0.faults,
+        wall_s: (end - wall0) / 1000,
+        start_ms: wall0,
+        end_ms: end,
+        pid: process.pid,
+      }),
     );
   });
 }

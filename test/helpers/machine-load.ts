@@ -23,6 +23,8 @@ export interface ProcStat {
   reaped: number;
   /** Minor page faults so far (bench/startup.ts). */
   minorFaults: number;
+  /** Minor page faults of the children it waited for. */
+  reapedMinorFaults: number;
   /** Resident set, in pages of 4 KiB. */
   rssPages: number;
 }
@@ -40,6 +42,7 @@ export function readStat(pid: string): ProcStat {
     self: Number(f[11]) + Number(f[12]),
     reaped: Number(f[13]) + Number(f[14]),
     minorFaults: Number(f[7]),
+    reapedMinorFaults: Number(f[8]),
     rssPages: Number(f[21]),
   };
 }
@@ -82,12 +85,13 @@ export default function setup(): (() => void) | undefined {
   return () => {
     const after = readProcs();
     const wallS = (Date.now() - started) / 1000;
-    const lived: Array<{ name: string; cpu_s: number }> = [];
+    const lived: Array<{ name: string; cpu_s: number; minor_faults: number }> = [];
     for (const [key, b] of before) {
       const a = after.get(key);
       if (!a || key.startsWith(self)) continue;
       const cpu = (a.self + a.reaped - b.self - b.reaped) / HZ;
-      if (cpu >= 0.5) lived.push({ name: a.name, cpu_s: cpu });
+      const faults = a.minorFaults + a.reapedMinorFaults - b.minorFaults - b.reapedMinorFaults;
+      if (cpu >= 0.5) lived.push({ name: a.name, cpu_s: cpu, minor_faults: faults });
     }
     lived.sort((x, y) => y.cpu_s - x.cpu_s);
     mkdirSync(dir, { recursive: true });
