@@ -234,6 +234,7 @@ class LatencyCluster {
     // The same background on both clusters: monitors probing every 15 s, phases spread; one paying user.
     up.setDefault({ mode: 'ok', latencyMs: [5, 50] });
     for (let m = 0; m < Number(process.env.BENCH_LATENCY_MONITORS ?? 30); m++) {
+      up.addApiKey(`bg-${m}`);
       await this.api(m % 3, '/monitors', { name: `bg${m}`, base_url: up.url, model: 'gpt-bg', api_key: `bg-${m}`, interval: '15s', jitter: '15s', timeout: '5s' });
     }
     const { rows } = await sql.query(`INSERT INTO billing_users (email, balance) VALUES ('latency@bench', 1000000000) RETURNING id`);
@@ -288,6 +289,7 @@ class LatencyCluster {
 
   async monitorSample(i: number): Promise<void> {
     const key = `lat-m${i}`;
+    this.up.addApiKey(key);
     const t0 = Date.now();
     await this.api(i % 3, '/monitors', { name: key, base_url: this.up.url, model: 'gpt-lat', api_key: key, interval: '1h', timeout: '5s' });
     this.apiMs.monitor.push(Date.now() - t0);

@@ -119,6 +119,7 @@ async function sub2api(replicas: number, monitors: number, intervalS: number, wi
     const pool = { running: 0 };
     for (let m = 0; m < monitors; m++) {
       const mon = { id: m, baseUrl: up.url, model: 'gpt-bench', apiKey: `base-${r}-${m}`, intervalMs: intervalS * 1000, timeoutMs: 5000, due: 0 };
+      up.addApiKey(mon.apiKey);
       const fire = () => {
         lateness.push(Date.now() - mon.due);
         mon.due += mon.intervalMs;
@@ -165,6 +166,7 @@ async function sub2api(replicas: number, monitors: number, intervalS: number, wi
 export async function benchProbes(monitors: number, intervalS: number, windowS: number): Promise<ProbeBenchRow[]> {
   const up = await ChatUpstream.start();
   up.setDefault({ mode: 'ok', latencyMs: [50, 500] });
+  up.addApiKey('bench-key'); // the key every monitor of ours() is sealed with; sub2api() adds its own
   const rows: ProbeBenchRow[] = [];
   try {
     for (const n of [1, 3]) rows.push(await ours(n, monitors, intervalS, windowS, up));

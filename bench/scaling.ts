@@ -156,6 +156,7 @@ export async function runScaling(replicas: number, load = loadFromEnv(process.en
       const r = await call(0, '/accounts/import', { accounts: accounts.slice(i, i + 1000) });
       accountIds.push(...(r.ids as number[]));
     }
+    for (let m = 0; m < load.monitors; m++) chat.addApiKey(`scale-key-${m}`);
     for (let m = 0; m < load.monitors; m++)
       await call(m % replicas, '/monitors', {
         name: `scale-m${m}`,

@@ -133,6 +133,7 @@ export async function seed(api: Api, sql: pg.Pool, f: Fakes, load: Load, seedNo:
     async (m) => {
       const p = providers[m % 3]!;
       const key = `soak-monitor-key-${m}`;
+      if (p.provider === 'openai') f.chat.addApiKey(key);
       if (p.provider === 'anthropic') f.anthropic.addApiKey(key);
       if (p.provider === 'gemini') f.google.addApiKey(key);
       await must(api, '/monitors', { name: `soak-m${m}`, ...p, api_key: key, interval: `${load.monitorIntervalS}s`, timeout: '10s', jitter: `${load.monitorIntervalS}s` });

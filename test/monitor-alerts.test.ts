@@ -57,6 +57,7 @@ describe('alerting on monitors (real PostgreSQL, loopback upstream)', () => {
     sql = new pg.Client({ connectionString: db.url });
     await sql.connect();
     up = await ChatUpstream.start();
+    up.addApiKey('ka', 'kb', 'kc'); // the monitors' keys, below: the fake refuses a key it was not told of
     hookServer = createServer((req, res) => {
       let body = '';
       req.on('data', (c) => (body += c));

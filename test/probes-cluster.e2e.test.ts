@@ -28,6 +28,7 @@ describe('fleet probes across three real replicas', () => {
   beforeAll(async () => {
     up = await ChatUpstream.start();
     up.setDefault({ mode: 'ok', latencyMs: [20, 300] });
+    up.addApiKey(...Array.from({ length: MONITORS }, (_, m) => `key-${m}`)); // the monitors' keys, below
     codex = await FakeOAuthServer.start();
     codex.setDefaultBehaviour({ mode: 'ok', latencyMs: 100 });
     cluster = await startCluster({
@@ -142,6 +143,9 @@ describe('fleet probes across three real replicas', () => {
       .filter((h) => h.start >= redisDownAt && h.start < redisUpAt).length;
     // (Every slot in the window, the outage included, is already accounted for per monitor above.)
     expect(during).toBeGreaterThan(0);
+    // Every probe the upstream answered was authenticated: no monitor's key was refused.
+    const refused = await client.query(`SELECT count(*)::int AS n FROM monitor_results WHERE error_class = 'auth'`);
+    expect(refused.rows[0].n).toBe(0);
     const spread = await client.query(`SELECT instance_id, count(*)::int AS n FROM monitor_results GROUP BY instance_id ORDER BY instance_id`);
     expect(spread.rows.map((r) => r.instance_id)).toEqual(['p0', 'p1', 'p2']);
     const histogram = counts.reduce<Record<number, number>>((a, n) => ((a[n] = (a[n] ?? 0) + 1), a), {});

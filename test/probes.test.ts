@@ -41,6 +41,8 @@ describe('fleet probes (real PostgreSQL, loopback upstream)', () => {
     sql = new pg.Client({ connectionString: db.url });
     await sql.connect();
     up = await ChatUpstream.start();
+    // The keys given to monitors without a behaviour of their own (the fake refuses any key it was not told of).
+    up.addApiKey('m-fast', 'm-missed', 'order-1', 'order-2');
     codex = await FakeOAuthServer.start();
     logs = captureLogs('probe-1');
     const config = loadConfig({
@@ -143,6 +145,12 @@ describe('fleet probes (real PostgreSQL, loopback upstream)', () => {
       expect(r.ok).toBe(cls === null);
       if (cls === null) expect(r.ttfbMs).not.toBeNull();
     }
+    // A key api.openai.com does not know: its 401 invalid_api_key is an auth failure, quoting the key only redacted.
+    const unknown = 'sk-never-registered-0123456789';
+    const denied = await client.probe(chatTarget({ baseUrl: up.url, apiKey: unknown, model: 'm', timeoutMs: 500 }));
+    expect(denied).toMatchObject({ ok: false, status: 401, errorClass: 'auth' });
+    expect(denied.detail).toMatch(/^HTTP 401 invalid_api_key: Incorrect API key provided: sk-never\*{18}6789\./);
+    expect(denied.detail).not.toContain(unknown);
     const closed = await freePort();
     const refused = await client.probe(chatTarget({ baseUrl: `http://127.0.0.1:${closed}`, apiKey: 'x', model: 'm', timeoutMs: 500 }));
     expect(refused.errorClass).toBe('connect');

@@ -248,6 +248,7 @@ describe('provider conformance across two real replicas', () => {
   });
 
   it('API-key monitors speak each provider, check the challenge, and fail a relay that answers wrongly', async () => {
+    chat.addApiKey('sk-openai-monitor');
     anthropic.addApiKey('sk-ant-api-monitor');
     google.addApiKey('AIza-monitor');
     const made = [

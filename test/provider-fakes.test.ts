@@ -205,6 +205,7 @@ describe('OpenAI API key (ChatUpstream)', () => {
   let up: ChatUpstream;
   beforeAll(async () => {
     up = await ChatUpstream.start();
+    up.addApiKey('sk-good');
   });
   afterAll(async () => {
     await up.close();
@@ -236,6 +237,44 @@ describe('OpenAI API key (ChatUpstream)', () => {
     const r = await chat('sk-limited', challenge);
     expect(r.status).toBe(429);
     expect(r.json.error.code).toBe('rate_limit_exceeded');
+  });
+
+  it('refuses a key it does not know with 401 invalid_api_key, quoting it redacted; after a missing key, before the body', async () => {
+    const stranger = 'sk-proj-stranger-abcdefghijklmnopqrstuvwxyz-0123wxyz';
+    const before = up.requests.length;
+    const r = await chat(stranger, challenge);
+    expect(r.status).toBe(401);
+    expect(r.json).toEqual({
+      error: {
+        message: `Incorrect API key provided: sk-proj-${'*'.repeat(40)}wxyz. You can find your API key at https://platform.openai.com/account/api-keys.`,
+        type: 'invalid_request_error',
+        param: null,
+        code: 'invalid_api_key',
+      },
+    });
+    expect(r.text).not.toContain(stranger);
+    expect(r.text).not.toContain('stranger');
+    // Still counted as arrived: in the request log and the per-key hits.
+    expect(up.requests.length).toBe(before + 1);
+    expect(up.requests.at(-1)!.headers.authorization).toBe(`Bearer ${stranger}`);
+    expect(up.count(stranger)).toBe(1);
+    // No key at all is its own refusal (checked first); a key is checked before the body: a malformed body
+    // from a stranger is still invalid_api_key, from a known key a 400.
+    expect((await chat(null, { model: 'gpt-4o-mini', messages: [] })).json.error).toMatchObject({ message: expect.stringMatching(/^You didn't provide an API key/), code: null });
+    expect((await chat(stranger, { model: 'gpt-4o-mini', messages: [] })).json.error.code).toBe('invalid_api_key');
+    expect((await chat('sk-good', { model: 'gpt-4o-mini', messages: [] })).status).toBe(400);
+    // setDefault is the behaviour of known keys only: a stranger never gets it.
+    up.setDefault({ mode: 'wrong_answer' });
+    try {
+      expect((await chat(stranger, challenge)).status).toBe(401);
+      expect((await chat('sk-good', challenge)).json.choices[0].message.content).toBe('43');
+    } finally {
+      up.setDefault({ mode: 'ok' });
+    }
+    // A known key still gets its completion.
+    const ok = await chat('sk-good', challenge);
+    expect(ok.status).toBe(200);
+    expect(ok.json.choices[0].message.content).toBe('42');
   });
 });
 
