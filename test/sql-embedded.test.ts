@@ -9,7 +9,6 @@ import { ServiceProcess } from './helpers/cli.js';
 import { freePort } from './helpers/services.js';
 import { embeddedDataDir } from './helpers/pglite-template.js';
 import { waitFor } from './helpers/wait.js';
-import { monotonic } from '../src/time/wall.js';
 
 /**
  * sql.statement_timeout here. Each attack runs (and the CPU-bound ones burn a core) until it, and
@@ -126,31 +125,22 @@ describe.concurrent('embedded SQL console: statements run on a snapshot thread (
   });
 
   it.sequential('a snapshot is never older than sql.embedded_snapshot_max_age', async ({ expect }) => {
-    const MAX_AGE_MS = 300;
-    const fresh = openSnapshot(db, join(dir, 'fresh-snapshots'), MAX_AGE_MS);
+    // The snapshot's age is read on a clock the test moves (openSnapshot's `now`): a statement asked
+    // at exactly the max age reads the snapshot it has, one asked a millisecond later a new one.
+    // The max age is long on the real clock, so the idle drop (a wall timer) never runs meanwhile.
+    const MAX_AGE_MS = 600_000;
+    let now = 1_000;
+    const fresh = openSnapshot(db, join(dir, 'fresh-snapshots'), MAX_AGE_MS, () => now);
     const console2 = new SqlConsole(db, { statementTimeoutMs: 60_000, maxRows: 10, concurrency: 1 }, fresh);
     const later = 'SELECT count(*)::int AS n FROM t WHERE id = 200000';
+    const read = async () => ((await console2.run(later)).rows[0] as { n: number }).n;
     try {
-      // Longer than the max age: the snapshot is busy when its idle drop comes due, so it is still
-      // there afterwards and only the statements' own age check can keep them off it.
-      expect((await console2.run(`SELECT (${later}) AS n FROM pg_sleep(${(MAX_AGE_MS + 100) / 1000})`)).rows).toEqual([{ n: 0 }]);
-      // The snapshot was taken before that answer, on the same clock (performance.now, this process):
-      // from here its age is at least the time since.
-      const answered = monotonic();
+      expect(await read(), 'the first statement takes a snapshot').toBe(0);
       await db.query("INSERT INTO t VALUES (200000, 'later')");
-      // No clock of ours reaches the snapshot's age, so statements ask until one reads a newer
-      // snapshot. Every one asked more than the max age after `answered` met an older snapshot, so
-      // it must not have read it: a stale answer is allowed only to a statement asked before that.
-      await waitFor(
-        async () => {
-          const asked = monotonic();
-          const { rows } = await console2.run(later);
-          if ((rows[0] as { n: number }).n === 1) return true;
-          expect(asked - answered, 'a statement read a snapshot older than its max age').toBeLessThanOrEqual(MAX_AGE_MS);
-          return false;
-        },
-        { what: 'a statement reading a snapshot taken after the insert', intervalMs: 20 },
-      );
+      now += MAX_AGE_MS;
+      expect(await read(), 'a snapshot exactly the max age old is still read').toBe(0);
+      now += 1;
+      expect(await read(), 'a statement read a snapshot older than its max age').toBe(1);
     } finally {
       await fresh.close();
     }

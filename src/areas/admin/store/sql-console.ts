@@ -61,9 +61,9 @@ const CURSOR = 'relay_jobs_sql_console';
  * superuser), so a slow statement never takes the service's connections. `close()` ends that pool
  * or terminates the snapshot thread (and leaves the service's own database open).
  */
-/** The embedded console's snapshot of `db` (a PgliteDb with a data directory), copies kept in `dir`. */
-export function openSnapshot(db: SnapshotSource, dir: string, maxAgeMs: number): SqlSnapshot {
-  return new SqlSnapshot(db, { dir, maxAgeMs, loadTimeoutMs: SNAPSHOT_LOAD_TIMEOUT_MS, heapMb: SNAPSHOT_HEAP_MB, pgSettings: pgliteSettings(SNAPSHOT_SHARED_BUFFERS_MB) });
+/** The embedded console's snapshot of `db` (a PgliteDb with a data directory), copies kept in `dir`; `now`: the clock of its age (default monotonic). */
+export function openSnapshot(db: SnapshotSource, dir: string, maxAgeMs: number, now?: () => number): SqlSnapshot {
+  return new SqlSnapshot(db, { dir, maxAgeMs, loadTimeoutMs: SNAPSHOT_LOAD_TIMEOUT_MS, heapMb: SNAPSHOT_HEAP_MB, pgSettings: pgliteSettings(SNAPSHOT_SHARED_BUFFERS_MB), now });
 }
 
 export function openSqlConsole(config: Config, db: Db): { console: SqlConsole; close: () => Promise<void> } {

@@ -22,6 +22,8 @@ export interface SqlSnapshotOptions {
   heapMb: number;
   /** PostgreSQL settings the thread's PGlite starts with (`pgliteSettings`, store/pglite-db.ts). */
   pgSettings: string[];
+  /** The clock a snapshot's age is read on, in ms (default `monotonic`); a test moves a manual one. */
+  now?: () => number;
 }
 
 /** A statement cut at its deadline. `code` is PostgreSQL's query_canceled, so it is answered as the server's own timeout is. */
@@ -93,7 +95,7 @@ export class SqlSnapshot {
   }
 
   private async fresh(): Promise<Loaded> {
-    if (this.current && monotonic() - this.current.takenAt <= this.opts.maxAgeMs) return this.current;
+    if (this.current && (this.opts.now ?? monotonic)() - this.current.takenAt <= this.opts.maxAgeMs) return this.current;
     await this.retire();
     this.loading ??= this.load().finally(() => (this.loading = null));
     return this.loading;
@@ -108,7 +110,7 @@ export class SqlSnapshot {
       throw err;
     }
     // Nothing wrote while the copy was made (the mutex), so it is the database as of now.
-    const takenAt = monotonic();
+    const takenAt = (this.opts.now ?? monotonic)();
     if (this.closed) {
       await rm(dir, { recursive: true, force: true });
       throw new SqlUnavailable('the SQL console is closed: the service is shutting down', 'unavailable');
