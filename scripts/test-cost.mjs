@@ -13,10 +13,14 @@ const rows = readdirSync(dir)
   .filter((f) => f.endsWith('.test.ts.json'))
   .map((f) => JSON.parse(readFileSync(join(dir, f), 'utf8')))
   .sort((a, b) => b.cpu_s - a.cpu_s);
-const sum = (k) => rows.reduce((s, r) => s + r[k], 0);
+const sum = (k) => rows.reduce((s, r) => s + (r[k] ?? 0), 0);
 const faults = (r) => `${(((r.minor_faults ?? 0) / 1000) | 0).toString().padStart(6)}k faults`;
-console.log(`${rows.length} files: ${sum('cpu_s').toFixed(0)} CPU s, ${sum('wall_s').toFixed(0)} wall s summed, ${(sum('minor_faults') / 1e6).toFixed(1)}M minor page faults`);
-for (const r of rows) console.log(`${r.cpu_s.toFixed(1).padStart(7)} CPU s ${r.wall_s.toFixed(1).padStart(7)} wall s ${faults(r)}  ${r.file}`);
+const spawned = (r) => (r.cli_runs || r.services ? `  (${r.services} services, ${r.cli_runs} CLI runs)` : '');
+console.log(
+  `${rows.length} files: ${sum('cpu_s').toFixed(0)} CPU s, ${sum('wall_s').toFixed(0)} wall s summed, ${(sum('minor_faults') / 1e6).toFixed(1)}M minor page faults; ` +
+    `relay-jobs started ${sum('services')} times as a service, ${sum('cli_runs')} one-shot CLI runs`,
+);
+for (const r of rows) console.log(`${r.cpu_s.toFixed(1).padStart(7)} CPU s ${r.wall_s.toFixed(1).padStart(7)} wall s ${faults(r)}  ${r.file}${spawned(r)}`);
 
 const machineFile = join(dir, 'machine.json');
 if (existsSync(machineFile)) {

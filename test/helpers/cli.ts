@@ -22,7 +22,11 @@ export function cleanEnv(extra: Record<string, string>): NodeJS.ProcessEnv {
   return { ...env, ...extra };
 }
 
+/** How many relay-jobs processes this worker has started: one-shot CLI runs and services (the cost report, cpu-probe.ts). */
+export const started = { cliRuns: 0, services: 0 };
+
 export function runCli(args: string[], env: Record<string, string>, timeoutMs = 180_000): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  started.cliRuns++;
   return new Promise((resolve, reject) => {
     const p = spawn(process.execPath, [...NODE_FLAGS, CLI, ...args], { env: cleanEnv(env), stdio: ['ignore', 'pipe', 'pipe'] });
     let stdout = '';
@@ -50,6 +54,7 @@ export class ServiceProcess {
     readonly name: string,
     readonly proc: ChildProcess,
   ) {
+    started.services++;
     let buf = '';
     proc.stdout!.on('data', (d) => {
       buf += d;

@@ -1,5 +1,5 @@
 // Opt-in per-file cost report (vitest setup file, active when RELAY_TEST_CPU_DIR is set): writes
-// one JSON per test file with the CPU seconds and minor page faults its worker and every child it waited for (spawned
+// one JSON per test file with the CPU seconds, minor page faults and relay-jobs processes started (test/helpers/cli.ts) of its worker and every child it waited for (spawned
 // replicas, CLI runs) used between the file's first and last hook, the wall time, and when and in
 // which worker it ran (epoch ms and pid: a process sampled meanwhile, e.g. a PostgreSQL backend or a
 // replica whose parent is that worker, can be matched to its file). Used to find where the suite's
@@ -9,21 +9,22 @@
 import { afterAll, beforeAll, expect } from 'vitest';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { basename, join } from 'node:path';
+import { started } from './cli.js';
 import { HZ, readStat } from './machine-load.js';
 
 /** This process's CPU (seconds) and minor page faults, its own and those of every child it waited for (Linux /proc; 0 elsewhere). */
-function usage(): { cpu: number; faults: number } {
+function usage(): { cpu: number; faults: number; cliRuns: number; services: number } {
   try {
     const s = readStat('self');
-    return { cpu: (s.self + s.reaped) / HZ, faults: s.minorFaults + s.reapedMinorFaults };
+    return { cpu: (s.self + s.reaped) / HZ, faults: s.minorFaults + s.reapedMinorFaults, ...started };
   } catch {
-    return { cpu: 0, faults: 0 };
+    return { cpu: 0, faults: 0, ...started };
   }
 }
 
 const dir = process.env.RELAY_TEST_CPU_DIR;
 if (dir) {
-  let u0 = { cpu: 0, faults: 0 };
+  let u0 = usage();
   let wall0 = 0;
   beforeAll(() => {
     u0 = usage();
@@ -40,6 +41,8 @@ if (dir) {
         file: basename(file),
         cpu_s: u.cpu - u0.cpu,
         minor_faults: u.faults - u0.faults,
+        cli_runs: u.cliRuns - u0.cliRuns,
+        services: u.services - u0.services,
         wall_s: (end - wall0) / 1000,
         start_ms: wall0,
         end_ms: end,
