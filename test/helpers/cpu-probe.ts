@@ -1,6 +1,7 @@
 // Opt-in per-file cost report (vitest setup file, active when RELAY_TEST_CPU_DIR is set): writes
-// one JSON per test file with the CPU seconds, minor page faults and relay-jobs processes started (test/helpers/cli.ts) of its worker and every child it waited for (spawned
-// replicas, CLI runs) used between the file's first and last hook, the wall time, and when and in
+// one JSON per test file with the CPU seconds and minor page faults its worker and every child it
+// waited for (spawned replicas, CLI runs) used between the file's first and last hook, how many
+// relay-jobs services and one-shot CLI runs it started (test/helpers/cli.ts), the wall time, and when and in
 // which worker it ran (epoch ms and pid: a process sampled meanwhile, e.g. a PostgreSQL backend or a
 // replica whose parent is that worker, can be matched to its file). Used to find where the suite's
 // time goes: `RELAY_TEST_CPU_DIR=/tmp/cpu npx vitest run`, then `node scripts/test-cost.mjs
