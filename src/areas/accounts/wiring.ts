@@ -7,13 +7,30 @@ import { resolveProviders } from './providers/registry.js';
 import { ProbeClient } from '../../upstream/probe-client.js';
 import { AccountTester } from './account-tester.js';
 import { Refresher } from './refresher.js';
-import { TokenRefreshService } from './token-refresh-service.js';
+import { TokenRefreshService, type TokenRefreshSettings } from './token-refresh-service.js';
 import { TokenApi } from './token-api.js';
 import { TokenCache } from './token-cache.js';
 import { TokenReads } from './store/token-reads.js';
 import { wired, type WiringContext } from '../../modules/wiring.js';
 import { refreshForcedExit } from './forced-exit.js';
 import { AccountMetrics } from './metrics.js';
+
+/** The refresh scheduler's settings from `auth.*` (and the heartbeat, which bounds the first wait for a member list). */
+export function tokenRefreshSettings(config: WiringContext['config']): TokenRefreshSettings {
+  const a = config.auth;
+  return {
+    enabled: a.refresh_enabled,
+    marginMs: a.refresh_margin_seconds * 1000,
+    maxAttempts: a.refresh_max_attempts,
+    backoffBaseMs: a.refresh_backoff_base,
+    backoffMaxMs: a.refresh_backoff_max,
+    retryFloorMs: a.refresh_retry_floor,
+    recoveryDelayMs: a.refresh_recovery_delay,
+    backstopMs: a.refresh_shard_backstop,
+    shardsWaitMs: 2 * config.cluster.instance_heartbeat + 1000,
+    leaseTtlMs: a.refresh_lease_ttl,
+  };
+}
 
 /** The accounts area's services: the stores, the refresher and the hot-path token API. */
 export function buildAccounts(w: WiringContext) {
@@ -54,34 +71,15 @@ export function buildAccounts(w: WiringContext) {
     leaseTtlMs: a.refresh_lease_ttl,
     recoveryDelayMs: a.refresh_recovery_delay,
   });
-  const marginMs = a.refresh_margin_seconds * 1000;
+  const refreshSettings = tokenRefreshSettings(config);
+  const { marginMs } = refreshSettings;
   // The area's membership (area.ts), kept by the kernel's heartbeat: which replica owns which account's scheduled refresh.
   const shards = new RefreshShards(w.memberships.get(REFRESH_MEMBERSHIP));
   shards.onChange(() => {
     am.refreshShardMembers.set(shards.members?.length ?? 0);
     log.info({ members: shards.members }, 'refresh shard members changed: scheduled refreshes re-balanced');
   });
-  const tokenRefresh = new TokenRefreshService(
-    accounts,
-    refresher,
-    {
-      enabled: a.refresh_enabled,
-      marginMs,
-      maxAttempts: a.refresh_max_attempts,
-      backoffBaseMs: a.refresh_backoff_base,
-      backoffMaxMs: a.refresh_backoff_max,
-      retryFloorMs: a.refresh_retry_floor,
-      recoveryDelayMs: a.refresh_recovery_delay,
-      backstopMs: a.refresh_shard_backstop,
-      shardsWaitMs: 2 * config.cluster.instance_heartbeat + 1000,
-      leaseTtlMs: a.refresh_lease_ttl,
-    },
-    clock,
-    random,
-    log,
-    metrics,
-    shards,
-  );
+  const tokenRefresh = new TokenRefreshService(accounts, refresher, refreshSettings, clock, random, log, metrics, shards);
   // Served from memory only while this replica hears its own pings on the wake-up listener (token-cache.ts).
   const tokenCache = new TokenCache(new TokenReads(db, box), {
     maxAgeMs: a.token_cache_max_age,
