@@ -65,10 +65,13 @@ export class SqlSnapshot {
   private cancelIdle: Cancel | undefined;
   private readonly deleting = new Set<Promise<void>>();
 
+  private readonly now: () => number;
+
   constructor(
     private readonly source: SnapshotSource,
     private readonly opts: SqlSnapshotOptions,
   ) {
+    this.now = opts.now ?? monotonic;
     mkdirSync(opts.dir, { recursive: true, mode: 0o700 });
     // Copies left by a process that died: nobody else uses them (the data-directory lock).
     for (const name of readdirSync(opts.dir)) rmSync(join(opts.dir, name), { recursive: true, force: true });
@@ -95,7 +98,7 @@ export class SqlSnapshot {
   }
 
   private async fresh(): Promise<Loaded> {
-    if (this.current && (this.opts.now ?? monotonic)() - this.current.takenAt <= this.opts.maxAgeMs) return this.current;
+    if (this.current && this.now() - this.current.takenAt <= this.opts.maxAgeMs) return this.current;
     await this.retire();
     this.loading ??= this.load().finally(() => (this.loading = null));
     return this.loading;
@@ -110,7 +113,7 @@ export class SqlSnapshot {
       throw err;
     }
     // Nothing wrote while the copy was made (the mutex), so it is the database as of now.
-    const takenAt = (this.opts.now ?? monotonic)();
+    const takenAt = this.now();
     if (this.closed) {
       await rm(dir, { recursive: true, force: true });
       throw new SqlUnavailable('the SQL console is closed: the service is shutting down', 'unavailable');
