@@ -5,6 +5,8 @@ import { Runtime } from '../src/app/runtime.js';
 import { silentLogger } from '../src/telemetry/logger.js';
 import { coveredCutoff } from '../src/areas/ops/ops-cleanup.js';
 import { outcomeOf } from './helpers/rounds.js';
+import { DEAD_REPLICA_HORIZON_MS } from '../src/coordination/instance-registry.js';
+import { LIVENESS_NS } from '../src/store/liveness-sql.js';
 import { REDIS_URL, TEST_MASTER_KEY, dropRedisPrefix, freshDatabase, uniqueName } from './helpers/services.js';
 
 const HOUR = 3_600_000;
@@ -14,7 +16,7 @@ const hourStart = (t: number) => new Date(Math.floor(t / HOUR) * HOUR);
 /**
  * Issue 50 point 3: ops_cleanup never deletes minute (or hourly) buckets the ops_aggregation
  * watermark has not covered, the rule usage_cleanup keeps; dead_letters has a retention
- * (`ops.retention_days.dead_letters`) and is pruned.
+ * (`ops.retention_days.dead_letters`) and is pruned; so are the rows of replicas gone for good.
  */
 describe('ops_cleanup respects the aggregation watermark and prunes dead letters', () => {
   let db: Awaited<ReturnType<typeof freshDatabase>>;
@@ -128,6 +130,35 @@ describe('ops_cleanup respects the aggregation watermark and prunes dead letters
     // The retention API knows the target too.
     const targets = await rt.services.ops.retention.overrides();
     expect(targets).toEqual({});
+  });
+
+  it('prunes the rows of replicas silent past the dead-replica horizon (a frozen one holding its liveness key stays), and their schedule votes at the next check', async () => {
+    const horizon = `clock_timestamp() - $1 * interval '1 millisecond'`;
+    const add = (id: string, beat: string, stopped: boolean, aliveKey: number | null) =>
+      sql.query(
+        `INSERT INTO instances (instance_id, boot_id, env, mode, hostname, pid, version, started_at, heartbeat_at, stopped_at, alive_key)
+         VALUES ($2, gen_random_uuid(), 'test', 'cluster', 'h', 1, 't', ${beat}, ${beat}, ${stopped ? beat : 'NULL'}, $3)`,
+        [DEAD_REPLICA_HORIZON_MS, id, aliveKey],
+      );
+    await add('gone-dead', `${horizon} - interval '1 minute'`, false, null); // SIGKILLed 7 days and a minute ago
+    await add('gone-stopped', `${horizon} - interval '2 days'`, true, null); // stopped cleanly 9 days ago
+    await add('dead-recent', `${horizon} + interval '1 hour'`, false, null); // still named by the doctor
+    // Frozen (SIGSTOP) past the horizon, still holding its liveness key: alive by the one test.
+    await sql.query(`SELECT pg_advisory_lock(${LIVENESS_NS}, 4242)`);
+    await add('frozen', `${horizon} - interval '1 day'`, false, 4242);
+    await sql.query(`INSERT INTO job_schedule_votes (job_name, instance_id, fingerprint, spec) VALUES ('ops_cleanup', 'gone-dead', 'f', '{}')`);
+    const ids = async () => (await sql.query<{ instance_id: string }>(`SELECT instance_id FROM instances ORDER BY instance_id`)).rows.map((r) => r.instance_id);
+    try {
+      const out = outcomeOf(await rt.runNow('ops_cleanup'));
+      expect(out?.note ?? out?.error).toMatch(/instances: 2(;|$)/);
+      expect(await ids()).toEqual(['clean-1', 'dead-recent', 'frozen']);
+      // The pruned replica's vote has no row left to judge it by: the live replica's next check drops it.
+      await rt.schedules.publish();
+      const voters = (await sql.query<{ instance_id: string }>(`SELECT DISTINCT instance_id FROM job_schedule_votes ORDER BY 1`)).rows.map((r) => r.instance_id);
+      expect(voters).toEqual(['clean-1']);
+    } finally {
+      await sql.query(`SELECT pg_advisory_unlock(${LIVENESS_NS}, 4242)`);
+    }
   });
 
   it('aligns the cutoff down to the rollup bucket and never past the watermark', () => {

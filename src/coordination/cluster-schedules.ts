@@ -45,9 +45,12 @@ export interface PublishedSchedule extends ScheduleVote {
 // (the doctor's dead-replica horizon): instance ids change with every deploy under generated names, and
 // every check reads the votes, so they must not pile up. A replica that beats again votes again
 // (VOTE runs on every check); a dead one's votes never counted (LIVE_VOTES) and are shown until then.
+// Votes whose replica has no row left (ops_cleanup prunes the rows past the same horizon,
+// coordination/instance-retention.ts) go too: a replica votes only once registered.
 const DROP_STALE = `DELETE FROM job_schedule_votes v
  WHERE (v.instance_id = $1 AND NOT (v.job_name = ANY($2::text[])))
-    OR v.instance_id IN (SELECT instance_id FROM instances WHERE heartbeat_at < clock_timestamp() - $3 * interval '1 millisecond' AND instance_id <> $1)`;
+    OR v.instance_id IN (SELECT instance_id FROM instances WHERE heartbeat_at < clock_timestamp() - $3 * interval '1 millisecond' AND instance_id <> $1)
+    OR (v.instance_id <> $1 AND NOT EXISTS (SELECT 1 FROM instances i WHERE i.instance_id = v.instance_id))`;
 // $1 instance, $2 votes json. Written only when changed, so an unchanged check notifies nobody (the triggers fire on changes).
 const VOTE = `
 INSERT INTO job_schedule_votes (job_name, instance_id, fingerprint, spec)

@@ -15,7 +15,8 @@ const defineJob = jobsFor<OpsServices & NotificationsFace>();
  * in days from the API override or `ops.retention_days`: rows older than that go in batches of
  * `jobs.ops_cleanup.batch` (one short transaction each); 0 empties the target, a negative value
  * skips it. Then finished `job_runs` older than `scheduler.run_retention` (their one setting;
- * `ops.retention_days.job_runs` is its deprecated alias), in the same batches. A target that
+ * `ops.retention_days.job_runs` is its deprecated alias), and the `instances` rows of replicas
+ * silent past the dead-replica horizon, in the same batches. A target that
  * fails is reported in the round's note, fails the round (health shows it), and the others
  * still run.
  *
@@ -52,7 +53,7 @@ export function coveredCutoff(cutoff: Date | null, covered: Date | null, cover: 
 
 export const opsCleanupJob = defineJob({
   name: 'ops_cleanup',
-  description: 'Deletes ops metrics (never before the aggregation watermark), alert events, delivered notifications, dead letters and run records past their retention',
+  description: 'Deletes ops metrics (never before the aggregation watermark), alert events, delivered notifications, dead letters, run records and gone replicas past their retention',
   scope: 'cluster',
   options: { batch: z.coerce.number().int().positive().optional() },
   defaults: (config) => ({ enabled: true, cron: '0 2 * * *', timezone: config.ops.timezone, timeout: '30m' }),
@@ -115,6 +116,8 @@ export const opsCleanupJob = defineJob({
     }
     // Only finished runs go: a running record is a round in flight (its lease, its health).
     await drain('job_runs', () => ops.runRecords.prune(config.scheduler.run_retention, batch, 1));
+    // Replicas silent past the doctor's dead-replica horizon (7 days): nothing names them any more.
+    await drain('instances', () => ops.instances.prune(batch));
     const note = [...done, ...failed].join('; ');
     if (failed.length) throw new Error(`ops_cleanup: ${failed.length} target(s) failed: ${note}`);
     return { items: total, note };

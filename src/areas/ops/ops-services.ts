@@ -8,6 +8,7 @@ import type { Logger } from '../../telemetry/logger.js';
 import type { MonitorWindows } from '../probes/index.js';
 import type { OpsCollector } from './ops-collector.js';
 import type { RunRecords } from '../../coordination/run-records.js';
+import type { InstanceRetention } from '../../coordination/instance-retention.js';
 
 /** The ops plane's repositories and collector, one key of `Services`. */
 export interface Ops {
@@ -21,6 +22,8 @@ export interface Ops {
   installDefaults?(log: Logger): Promise<string[]>;
   /** `job_runs`, pruned by ops_cleanup under `scheduler.run_retention`. */
   runRecords: RunRecords;
+  /** `instances` rows of replicas silent past the dead-replica horizon, pruned by ops_cleanup. */
+  instances: InstanceRetention;
   collector: OpsCollector;
   /** Monitor probes over a rule's window, for alert rules over `monitor_*` metrics. */
   monitorWindows: MonitorWindows;

@@ -13,6 +13,7 @@ import type { Logger } from '../../telemetry/logger.js';
 import { MonitorWindows } from '../probes/index.js';
 import { RunRecords } from '../../coordination/run-records.js';
 import { deadReplicas, type InstanceInfo } from '../../coordination/instance-registry.js';
+import { InstanceRetention } from '../../coordination/instance-retention.js';
 
 /** How often a replica reports its own counters' rises (counter-reporter.ts): well inside one bucket. */
 const COUNTER_REPORT_MS = 5000;
@@ -50,6 +51,7 @@ export function buildOps(w: WiringContext, deps: UsageFace) {
         /** Installs the default rules never installed before (docs/ops.md, "Default rules"). */
         installDefaults: (log: Logger) => installDefaultRules(defaults, w.config, log),
         runRecords: new RunRecords(db),
+        instances: new InstanceRetention(db),
         collector,
         monitorWindows: new MonitorWindows(db),
       },
