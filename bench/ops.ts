@@ -15,6 +15,7 @@ import { OpsReports } from '../src/areas/ops/store/ops-reports.js';
 import { OpsRetention } from '../src/areas/ops/store/ops-retention.js';
 import { MonitorWindows } from '../src/areas/probes/store/monitor-windows.js';
 import { RunRecords } from '../src/coordination/run-records.js';
+import { InstanceRetention } from '../src/coordination/instance-retention.js';
 import { OpsCollector } from '../src/areas/ops/ops-collector.js';
 import { evaluateAlerts } from '../src/areas/ops/alert-round.js';
 import { SERIES_NAMES } from '../src/areas/ops/catalogue.js';
@@ -106,6 +107,7 @@ export async function benchAlertEvaluation(counts: number[]): Promise<Array<{ ru
           reports: new OpsReports(db),
           retention: new OpsRetention(db),
           runRecords: new RunRecords(db),
+          instances: new InstanceRetention(db),
           collector: null as never,
           monitorWindows: new MonitorWindows(db),
         };
