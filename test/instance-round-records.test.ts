@@ -104,6 +104,46 @@ describe.each(BACKENDS)('instance round records on $name', (backend) => {
     expect(runner.idleRounds.take()).toEqual([]);
   });
 
+  it('a failed round whose record the database refuses is kept and written, outcome and deadline, by the next beat that gets through', async () => {
+    // The database refuses every statement writing job_runs while `down` (the outage that failed the round, say).
+    let down = false;
+    const refusing = new Proxy(db, {
+      get(target, key) {
+        const v = Reflect.get(target, key) as unknown;
+        if (key !== 'query' || typeof v !== 'function') return typeof v === 'function' ? v.bind(target) : v;
+        return (sql: string, params?: unknown[]) => (down && /INSERT INTO job_runs/.test(sql) ? Promise.reject(new Error('connect ECONNREFUSED 127.0.0.1:6432')) : target.query(sql, params));
+      },
+    });
+    const r = new RoundRunner({
+      db: refusing,
+      clock: systemClock,
+      lock: new MemoryLeaderLock(systemClock, 'a'),
+      log: silentLogger(),
+      metrics: new Metrics(),
+      instanceId: 'a',
+      toleratedFutureMs: 500,
+      shutdown: new AbortController().signal,
+      deferIdleRecords: true,
+    });
+    const bad = job('bad_while_down', async () => {
+      throw new Error('upstream unreachable');
+    });
+    await r.slotClaims.ensureJobs([bad.name]);
+    down = true;
+    const report = await r.run(bad, slot());
+    expect(report.ran && report.outcome.status).toBe('failed');
+    expect(await records.recent(bad.name)).toEqual([]);
+    down = false;
+    // Kept for the heartbeat (a beat that fails gives it back: 'a failed beat keeps the idle rounds'); the next beat writes it.
+    const kept = r.idleRounds.take();
+    expect(kept).toHaveLength(1);
+    await registry.beat(0, null, [], null, kept);
+    const [rec] = await records.recent(bad.name);
+    expect(rec).toMatchObject({ status: 'failed', error: 'upstream unreachable', items: 0, scope: 'instance', trigger: 'schedule', instance_id: 'a' });
+    expect(rec!.deadline_at!.getTime() - rec!.started_at.getTime()).toBe(20_000);
+    expect(rec!.finished_at!.getTime()).toBeGreaterThanOrEqual(rec!.started_at.getTime());
+  });
+
   it('a round still running gets its running record (with its deadline, so stuck is seen on time), then completes it', async () => {
     let release!: () => void;
     const gate = new Promise<void>((r) => (release = r));

@@ -10,6 +10,10 @@ import type { Clock } from '../time/clock.js';
  * by that replica's heartbeat interval for the wait (issue 49: judged by the cadence alone, a job
  * whose cadence is shorter than the heartbeat read `late` on healthy replicas between two beats);
  * a round that runs on, fails or does work is recorded at once, so stuck and failing are not delayed.
+ * When the database refuses that record (unreachable, a pooler restarting), the round is kept here
+ * too, with its outcome, and the first beat that gets through writes it: a failed round is never
+ * lost from the records and per-replica health because the outage that failed it also failed its
+ * record.
  */
 export interface IdleRound {
   job: string;
@@ -18,6 +22,8 @@ export interface IdleRound {
   startedMs: number;
   finishedMs: number;
   note: string | null;
+  /** A round whose own record the database refused: its outcome and timeout (absent: `no_work`, 0 items, no deadline). */
+  outcome?: { status: string; items: number; error: string | null; timeoutMs: number };
 }
 
 /** The rows as the heartbeat's statement reads them (`jsonb_to_recordset`). */
@@ -27,6 +33,10 @@ export interface IdleRoundRow {
   ago_ms: number;
   duration_ms: number;
   note: string | null;
+  status?: string;
+  items?: number;
+  error?: string | null;
+  timeout_ms?: number;
 }
 
 /** Kept while the database is down: the newest rounds, the oldest dropped first. */
@@ -54,5 +64,9 @@ export class IdleRounds {
 
 export function idleRoundRows(batch: IdleRound[], clock: Clock): IdleRoundRow[] {
   const now = clock.now();
-  return batch.map((r) => ({ job: r.job, slot: r.slot, ago_ms: Math.max(0, now - r.startedMs), duration_ms: Math.max(0, Math.round(r.finishedMs - r.startedMs)), note: r.note }));
+  return batch.map((r) => {
+    const row: IdleRoundRow = { job: r.job, slot: r.slot, ago_ms: Math.max(0, now - r.startedMs), duration_ms: Math.max(0, Math.round(r.finishedMs - r.startedMs)), note: r.note };
+    if (r.outcome) Object.assign(row, { status: r.outcome.status, items: r.outcome.items, error: r.outcome.error, timeout_ms: r.outcome.timeoutMs });
+    return row;
+  });
 }

@@ -1,6 +1,7 @@
 import type { Clock, TimerHandle } from '../time/clock.js';
 import type { Claim, RoundOutcome, SlotClaims } from '../coordination/slot-claim.js';
 import type { IdleRounds } from '../coordination/idle-rounds.js';
+import type { Logger } from '../telemetry/logger.js';
 
 /** A scheduled instance round still running this long gets its `running` record (what the console shows, what `stuck` reads). */
 export const RECORD_RUNNING_AFTER_MS = 1000;
@@ -14,13 +15,14 @@ export const RECORD_RUNNING_AFTER_MS = 1000;
  * - still running after it: its `running` row (started when the round did, deadline from its
  *   timeout) is written then, and completed as before, so a hung round shows `stuck` on time.
  * Such a round has no fencing token (0): instance rounds hold no lease, every replica runs them.
+ * A finished row the database refuses goes to the heartbeat too (`idle-rounds.ts`), outcome and all.
  */
 export class InstanceRoundRecord {
   private readonly startedMs: number;
   private readonly timer: TimerHandle;
   private started: Promise<Claim> | null = null;
 
-  constructor(private readonly p: { claims: SlotClaims; clock: Clock; idle: IdleRounds; job: string; slot: Date; timeoutMs: number }) {
+  constructor(private readonly p: { claims: SlotClaims; clock: Clock; idle: IdleRounds; log: Logger; job: string; slot: Date; timeoutMs: number }) {
     this.startedMs = p.clock.now();
     this.timer = p.clock.setTimeout(() => void this.recordRunning().catch(() => undefined), RECORD_RUNNING_AFTER_MS);
   }
@@ -46,7 +48,28 @@ export class InstanceRoundRecord {
       this.p.idle.add({ job: this.p.job, slot: this.p.slot.toISOString(), startedMs: this.startedMs, finishedMs, note: outcome.note ?? null });
       return true;
     }
-    await claims.recordInstanceRound({ job: this.p.job, slot: this.p.slot, startedMsAgo: finishedMs - this.startedMs, durationMs: finishedMs - this.startedMs, timeoutMs: this.p.timeoutMs, outcome });
+    try {
+      await claims.recordInstanceRound({
+        job: this.p.job,
+        slot: this.p.slot,
+        startedMsAgo: finishedMs - this.startedMs,
+        durationMs: finishedMs - this.startedMs,
+        timeoutMs: this.p.timeoutMs,
+        outcome,
+      });
+    } catch (err) {
+      // The database refused the record (often the outage that failed the round): the heartbeat writes it once a beat gets through.
+      const { status, items, note, error } = outcome;
+      this.p.idle.add({
+        job: this.p.job,
+        slot: this.p.slot.toISOString(),
+        startedMs: this.startedMs,
+        finishedMs,
+        note: note ?? null,
+        outcome: { status, items, error: error ?? null, timeoutMs: this.p.timeoutMs },
+      });
+      this.p.log.warn({ err: (err as Error).message, status }, 'could not record round outcome; the heartbeat writes it once the database answers');
+    }
     return true;
   }
 }

@@ -97,7 +97,7 @@ export class RoundRunner {
       if (paused) return this.pausedSkip(job, slot, paused, log);
     }
     if (job.scope === 'instance' && slot && this.deps.deferIdleRecords) {
-      const record = new InstanceRoundRecord({ claims: this.claims, clock: this.deps.clock, idle: this.idleRounds, job: job.name, slot, timeoutMs: job.settings.timeoutMs });
+      const record = new InstanceRoundRecord({ claims: this.claims, clock: this.deps.clock, idle: this.idleRounds, log, job: job.name, slot, timeoutMs: job.settings.timeoutMs });
       return this.execute(job, record.claim, trigger, null, null, log, record);
     }
     if (job.scope === 'instance') {
