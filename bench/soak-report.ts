@@ -80,20 +80,34 @@ const pct = (xs: number[], p: number) => {
 const f0 = (n: number | null) => (n === null || Number.isNaN(n) ? '–' : n.toFixed(0));
 const f1 = (n: number | null) => (n === null || Number.isNaN(n) ? '–' : n.toFixed(1));
 
-export async function lateness(sql: pg.Pool, since: Date): Promise<string[]> {
+/**
+ * Per job: start − slot of every round since `since`. A process's first instance round of a job is
+ * apart: instance jobs keep no last slot (every replica runs every slot), so a process that starts
+ * runs at once the slot at or before its start, whose lateness is only how far into the period it
+ * came up (a restart late in a 60 s period reads ~60 s). `spawns`: when each replica's processes were
+ * started; a round whose slot is before the start of the process that ran it is a start-up round.
+ */
+export async function lateness(sql: pg.Pool, since: Date, spawns: { instance: string; at: number }[]): Promise<string[]> {
+  const late = `extract(epoch FROM started_at - slot) * 1000`;
   const { rows } = await sql.query(
-    `SELECT job_name, count(*)::int AS rounds,
-            percentile_cont(0.5) WITHIN GROUP (ORDER BY extract(epoch FROM started_at - slot) * 1000) AS p50,
-            percentile_cont(0.99) WITHIN GROUP (ORDER BY extract(epoch FROM started_at - slot) * 1000) AS p99,
-            max(extract(epoch FROM started_at - slot) * 1000) AS max,
+    `WITH s AS (SELECT x.instance, to_timestamp(x.at / 1000.0) AS at FROM jsonb_to_recordset($2::jsonb) AS x(instance text, at double precision)),
+     r AS (SELECT job_name, status, ${late} AS late,
+                  scope = 'instance' AND EXISTS (SELECT 1 FROM s WHERE s.instance = job_runs.instance_id AND s.at > job_runs.slot AND s.at <= job_runs.started_at) AS startup
+             FROM job_runs WHERE started_at >= $1 AND status NOT LIKE 'skipped%')
+     SELECT job_name, count(*) FILTER (WHERE NOT startup)::int AS rounds,
+            percentile_cont(0.5) WITHIN GROUP (ORDER BY late) FILTER (WHERE NOT startup) AS p50,
+            percentile_cont(0.99) WITHIN GROUP (ORDER BY late) FILTER (WHERE NOT startup) AS p99,
+            max(late) FILTER (WHERE NOT startup) AS max,
+            count(*) FILTER (WHERE startup)::int AS startup, max(late) FILTER (WHERE startup) AS startup_max,
             count(*) FILTER (WHERE status IN ('failed', 'timed_out'))::int AS bad
-       FROM job_runs WHERE started_at >= $1 AND status NOT LIKE 'skipped%' GROUP BY job_name ORDER BY job_name`,
-    [since],
+       FROM r GROUP BY job_name ORDER BY job_name`,
+    [since, JSON.stringify(spawns)],
   );
+  const n = (v: unknown) => (v === null ? null : Number(v));
   return [
-    '| job | rounds | p50 late ms | p99 late ms | max late ms | failed or timed out |',
-    '|---|---|---|---|---|---|',
-    ...rows.map((r) => `| ${r.job_name} | ${r.rounds} | ${f0(Number(r.p50))} | ${f0(Number(r.p99))} | ${f0(Number(r.max))} | ${r.bad} |`),
+    '| job | rounds | p50 late ms | p99 late ms | max late ms | start-up rounds (max late ms) | failed or timed out |',
+    '|---|---|---|---|---|---|---|',
+    ...rows.map((r) => `| ${r.job_name} | ${r.rounds} | ${f0(n(r.p50))} | ${f0(n(r.p99))} | ${f0(n(r.max))} | ${r.startup ? `${r.startup} (${f0(n(r.startup_max))})` : '0'} | ${r.bad} |`),
   ];
 }
 

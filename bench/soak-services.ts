@@ -160,6 +160,8 @@ export interface SoakReplica {
   proc: ServiceProcess;
   /** Every process this replica has been (restarts included), for the end's kill. */
   history: ServiceProcess[];
+  /** When each of those processes was spawned (epoch ms): the lateness table tells their start-up rounds apart. */
+  spawns: number[];
   stopped: boolean;
   /** Down on purpose (a SIGKILL fault's hold, the end of the run): the supervisor leaves it. */
   held: boolean;
@@ -172,7 +174,7 @@ const spawnReplica = (id: string, cli: string, env: Record<string, string>) =>
 
 export function startReplica(id: string, cli: string, port: number, env: Record<string, string>): SoakReplica {
   const proc = spawnReplica(id, cli, env);
-  return { id, cli, port, env, proc, history: [proc], stopped: false, held: false };
+  return { id, cli, port, env, proc, history: [proc], spawns: [Date.now()], stopped: false, held: false };
 }
 
 export async function restartReplica(r: SoakReplica): Promise<void> {
@@ -182,6 +184,7 @@ export async function restartReplica(r: SoakReplica): Promise<void> {
   }
   r.proc = spawnReplica(r.id, r.cli, r.env);
   r.history.push(r.proc);
+  r.spawns.push(Date.now());
   r.stopped = false;
 }
 
