@@ -83,7 +83,7 @@ const f1 = (n: number | null) => (n === null || Number.isNaN(n) ? '–' : n.toFi
 /**
  * Per job: start − slot of every round since `since`. A process's first instance round of a job is
  * apart: instance jobs keep no last slot (every replica runs every slot), so a process that starts
- * runs at once the slot at or before its start, whose lateness is only how far into the period it
+ * runs an `every` job's slot at or before its start at once, whose lateness is only how far into the period it
  * came up (a restart late in a 60 s period reads ~60 s). `spawns`: when each replica's processes were
  * started; a round whose slot is before the start of the process that ran it is a start-up round.
  */

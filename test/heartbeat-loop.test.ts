@@ -4,6 +4,7 @@ import type { Config } from '../src/config/load.js';
 import type { InstanceRegistry } from '../src/coordination/instance-registry.js';
 import { Memberships } from '../src/coordination/memberships.js';
 import { SkipCounter, type SkipSummary } from '../src/coordination/skip-counter.js';
+import { IdleRounds, type IdleRound } from '../src/coordination/idle-rounds.js';
 import { Metrics } from '../src/telemetry/metrics.js';
 import { silentLogger } from '../src/telemetry/logger.js';
 import { ManualClock, settle } from '../src/time/clock.js';
@@ -52,5 +53,47 @@ describe('instance heartbeat on the loop block', () => {
     await clock.advance(60_000);
     expect(calls).toBe(3);
     expect(clock.pending).toBe(0);
+  });
+
+  it.each([
+    ['a connection error', 'ECONNREFUSED', ['r_job']],
+    ['a refusal of their content (SQLSTATE class 22)', '22P05', []],
+  ])('round records a beat could not write are given back after %s, dropped after %s', async (_what, code, second) => {
+    const clock = new ManualClock();
+    const idleRounds = new IdleRounds();
+    const got: string[][] = [];
+    const registry = {
+      async beat(_skew: number, _liveness: unknown, _skips: SkipSummary[], _figures: unknown, idle: IdleRound[]) {
+        got.push(idle.map((r) => r.job));
+        if (got.length === 1) throw Object.assign(new Error(`beat failed (test): ${code}`), { code });
+        return { skewMs: null, members: null, mine: true };
+      },
+    } as unknown as InstanceRegistry;
+    const config = { cluster: { instance_heartbeat: 10_000, max_clock_skew: 1000 }, instance: { id: 'r1' } } as unknown as Config;
+    const beat = new InstanceHeartbeat({
+      config,
+      registry,
+      metrics: new Metrics({ defaultMetrics: false }),
+      log: silentLogger(),
+      clock,
+      views: async () => [],
+      skips: new SkipCounter(),
+      idleRounds,
+      liveness: null,
+      memberships: new Memberships('r1', []),
+    });
+    idleRounds.add({
+      job: 'r_job',
+      slot: new Date(clock.now()).toISOString(),
+      startedMs: clock.now(),
+      finishedMs: clock.now(),
+      note: null,
+      outcome: { status: 'failed', items: 0, error: 'x', timeoutMs: 1000 },
+    });
+    beat.start();
+    await settle();
+    await clock.advance(10_000);
+    expect(got).toEqual([['r_job'], second]);
+    await beat.stop(Deadline.within(clock, 1000));
   });
 });

@@ -10,6 +10,7 @@ import { Metrics } from '../src/telemetry/metrics.js';
 import { silentLogger } from '../src/telemetry/logger.js';
 import { systemClock } from '../src/time/clock.js';
 import { waitFor } from './helpers/wait.js';
+import { IdleRounds, MAX_PENDING, type IdleRound } from '../src/coordination/idle-rounds.js';
 import { BACKENDS } from './helpers/backends.js';
 
 /** Issue 26: a scheduled instance round that finds nothing writes no record of its own; the heartbeat writes it. */
@@ -28,6 +29,21 @@ async function until<T>(read: () => Promise<T>, ok: (v: T) => boolean, what: str
   );
   return last as T;
 }
+
+describe('round records kept for the heartbeat', () => {
+  const kept = (job: string, outcome?: IdleRound['outcome']): IdleRound => ({ job, slot: '2026-12-05T00:00:00Z', startedMs: 0, finishedMs: 1, note: null, outcome });
+  it('over the cap the idle ones go first, then the oldest with an outcome', () => {
+    const rounds = new IdleRounds();
+    rounds.add(kept('failed_first', { status: 'failed', items: 0, error: 'x', timeoutMs: 1 }));
+    for (let i = 0; i < MAX_PENDING; i++) rounds.add(kept('idle'));
+    const all = rounds.take();
+    expect(all).toHaveLength(MAX_PENDING);
+    expect(all[0]!.job).toBe('failed_first');
+    const failures = Array.from({ length: MAX_PENDING + 1 }, (_, i) => kept(`f${i}`, { status: 'failed', items: 0, error: 'x', timeoutMs: 1 }));
+    rounds.restore(failures);
+    expect(rounds.take().map((r) => r.job)).toEqual(failures.slice(1).map((r) => r.job));
+  });
+});
 
 describe.each(BACKENDS)('instance round records on $name', (backend) => {
   let db: Db;
@@ -53,6 +69,29 @@ describe.each(BACKENDS)('instance round records on $name', (backend) => {
     await registry.register();
   });
   afterAll(async () => cleanup());
+  /** A runner whose statements writing job_runs fail with `err` while it is set (the outage that failed the round, say). */
+  const refusingRunner = () => {
+    let err: Error | null = null;
+    const refusing = new Proxy(db, {
+      get(target, key) {
+        const v = Reflect.get(target, key) as unknown;
+        if (key !== 'query' || typeof v !== 'function') return typeof v === 'function' ? v.bind(target) : v;
+        return (sql: string, params?: unknown[]) => (err && /INSERT INTO job_runs/.test(sql) ? Promise.reject(err) : target.query(sql, params));
+      },
+    });
+    const r = new RoundRunner({
+      db: refusing,
+      clock: systemClock,
+      lock: new MemoryLeaderLock(systemClock, 'a'),
+      log: silentLogger(),
+      metrics: new Metrics(),
+      instanceId: 'a',
+      toleratedFutureMs: 500,
+      shutdown: new AbortController().signal,
+      deferIdleRecords: true,
+    });
+    return { runner: r, refuse: (e: Error | null) => (err = e) };
+  };
   const slot = () => new Date(Math.floor(Date.now() / 1000) * 1000);
 
   it('a no-work round writes no job_runs row; the beat writes its finished record and per-replica health reads it as healthy', async () => {
@@ -105,43 +144,55 @@ describe.each(BACKENDS)('instance round records on $name', (backend) => {
   });
 
   it('a failed round whose record the database refuses is kept and written, outcome and deadline, by the next beat that gets through', async () => {
-    // The database refuses every statement writing job_runs while `down` (the outage that failed the round, say).
-    let down = false;
-    const refusing = new Proxy(db, {
-      get(target, key) {
-        const v = Reflect.get(target, key) as unknown;
-        if (key !== 'query' || typeof v !== 'function') return typeof v === 'function' ? v.bind(target) : v;
-        return (sql: string, params?: unknown[]) => (down && /INSERT INTO job_runs/.test(sql) ? Promise.reject(new Error('connect ECONNREFUSED 127.0.0.1:6432')) : target.query(sql, params));
-      },
-    });
-    const r = new RoundRunner({
-      db: refusing,
-      clock: systemClock,
-      lock: new MemoryLeaderLock(systemClock, 'a'),
-      log: silentLogger(),
-      metrics: new Metrics(),
-      instanceId: 'a',
-      toleratedFutureMs: 500,
-      shutdown: new AbortController().signal,
-      deferIdleRecords: true,
-    });
+    const { runner: r, refuse } = refusingRunner();
+    // A message cut mid-emoji (a lone surrogate: jsonb refuses it) with a NUL in it (text refuses it): stored with both mended.
     const bad = job('bad_while_down', async () => {
-      throw new Error('upstream unreachable');
+      throw new Error('upstream\u0000 unreachable \ud83d');
     });
     await r.slotClaims.ensureJobs([bad.name]);
-    down = true;
+    refuse(Object.assign(new Error('connect ECONNREFUSED 127.0.0.1:6432'), { code: 'ECONNREFUSED' }));
     const report = await r.run(bad, slot());
     expect(report.ran && report.outcome.status).toBe('failed');
     expect(await records.recent(bad.name)).toEqual([]);
-    down = false;
+    refuse(null);
     // Kept for the heartbeat (a beat that fails gives it back: 'a failed beat keeps the idle rounds'); the next beat writes it.
     const kept = r.idleRounds.take();
     expect(kept).toHaveLength(1);
     await registry.beat(0, null, [], null, kept);
-    const [rec] = await records.recent(bad.name);
-    expect(rec).toMatchObject({ status: 'failed', error: 'upstream unreachable', items: 0, scope: 'instance', trigger: 'schedule', instance_id: 'a' });
+    const recs = await records.recent(bad.name);
+    expect(recs).toHaveLength(1);
+    const rec = recs[0];
+    expect(rec).toMatchObject({ status: 'failed', error: 'upstream unreachable \ufffd', items: 0, scope: 'instance', trigger: 'schedule', instance_id: 'a' });
     expect(rec!.deadline_at!.getTime() - rec!.started_at.getTime()).toBe(20_000);
     expect(rec!.finished_at!.getTime()).toBeGreaterThanOrEqual(rec!.started_at.getTime());
+  });
+
+  it('a record refused for its content is not kept for the heartbeat (it would fail every beat): the runner retries and logs it as before', async () => {
+    const { runner: r, refuse } = refusingRunner();
+    const bad = job('bad_content', async () => {
+      throw new Error('no');
+    });
+    await r.slotClaims.ensureJobs([bad.name]);
+    refuse(Object.assign(new Error('invalid byte sequence for encoding "UTF8": 0x00'), { code: '22021' }));
+    expect((await r.run(bad, slot())).ran).toBe(true);
+    refuse(null);
+    expect(r.idleRounds.take()).toEqual([]);
+  });
+
+  it('a replica whose row was pruned while it ran (frozen or cut off a week) registers again at its next beat, its rounds in flight kept', async () => {
+    const gone = new InstanceRegistry(db, systemClock, { instanceId: 'gone-1', env: 'test', mode: 'cluster', httpPort: null, version: 'test', heartbeatMs: 5000 });
+    await gone.register();
+    await db.query(`INSERT INTO job_runs (job_name, slot, scope, trigger, instance_id, status, started_at) VALUES ('busy_gone', now(), 'instance', 'schedule', 'gone-1', 'running', now())`);
+    await db.query(`DELETE FROM instances WHERE instance_id = 'gone-1'`);
+    const beat = await gone.beat(0, null, [], null, []);
+    expect(beat).toMatchObject({ mine: true, registeredAgain: true });
+    const { rows } = await db.query<{ boot_id: string }>(`SELECT boot_id FROM instances WHERE instance_id = 'gone-1'`);
+    expect(rows.map((x) => x.boot_id)).toEqual([gone.bootId]);
+    expect((await records.recent('busy_gone')).map((x) => x.status)).toEqual(['running']);
+    // The next beat is an ordinary one.
+    const next = await gone.beat(0, null, [], null, []);
+    expect([next.mine, next.registeredAgain]).toEqual([true, undefined]);
+    await gone.markStopped();
   });
 
   it('a round still running gets its running record (with its deadline, so stuck is seen on time), then completes it', async () => {

@@ -5,7 +5,7 @@ import { Runtime } from '../src/app/runtime.js';
 import { silentLogger } from '../src/telemetry/logger.js';
 import { coveredCutoff } from '../src/areas/ops/ops-cleanup.js';
 import { outcomeOf } from './helpers/rounds.js';
-import { DEAD_REPLICA_HORIZON_MS } from '../src/coordination/instance-registry.js';
+import { DEAD_REPLICA_HORIZON_MS } from '../src/coordination/instance-retention.js';
 import { LIVENESS_NS } from '../src/store/liveness-sql.js';
 import { REDIS_URL, TEST_MASTER_KEY, dropRedisPrefix, freshDatabase, uniqueName } from './helpers/services.js';
 

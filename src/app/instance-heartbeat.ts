@@ -1,6 +1,7 @@
 import type { Config } from '../config/load.js';
 import { formatDuration } from '../config/duration.js';
-import { deadReplicas, type InstanceRegistry } from '../coordination/instance-registry.js';
+import type { InstanceRegistry } from '../coordination/instance-registry.js';
+import { deadReplicas } from '../coordination/instance-retention.js';
 import type { SkipCounter } from '../coordination/skip-counter.js';
 import type { IdleRounds } from '../coordination/idle-rounds.js';
 import type { LivenessSession } from '../coordination/liveness.js';
@@ -159,6 +160,8 @@ export class InstanceHeartbeat {
       if (beat.skewMs !== null) this.applySkew(beat.skewMs);
       // The areas that declared a membership hear its changes (Membership.onChange) and say what they mean.
       if (beat.members) this.deps.memberships.update(beat.members);
+      if (beat.registeredAgain)
+        log.warn({ instance_id: config.instance.id }, "this replica's instances row was gone (ops_cleanup prunes replicas silent for a week: was it frozen or cut off that long?); registered again");
       metrics.instanceConflict.set(beat.mine ? 0 : 1);
       if (!beat.mine) {
         log.error(
@@ -168,7 +171,10 @@ export class InstanceHeartbeat {
       }
     } catch (err) {
       this.deps.skips.restore(skips);
-      this.deps.idleRounds?.restore(idle);
+      // A data error (SQLSTATE class 22) is the rows', not the database's: given back, they would fail every beat after.
+      if (/^22/.test(String((err as { code?: unknown }).code ?? '')))
+        log.error({ err: (err as Error).message, rounds: idle.length }, 'round records refused by the database for their content; dropped');
+      else this.deps.idleRounds?.restore(idle);
       throw err;
     }
     return { items: 1 };

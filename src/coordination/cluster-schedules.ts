@@ -1,6 +1,7 @@
 import type { Db } from '../store/db.js';
 import { num, toDate } from '../store/db.js';
-import { DEAD_REPLICA_HORIZON_MS, instanceAliveSql } from './instance-registry.js';
+import { instanceAliveSql } from './instance-registry.js';
+import { DEAD_REPLICA_HORIZON_MS } from './instance-retention.js';
 import type { ScheduleSpecRecord } from './schedule-fingerprint.js';
 
 /**

@@ -10,10 +10,10 @@ import type { Clock } from '../time/clock.js';
  * by that replica's heartbeat interval for the wait (issue 49: judged by the cadence alone, a job
  * whose cadence is shorter than the heartbeat read `late` on healthy replicas between two beats);
  * a round that runs on, fails or does work is recorded at once, so stuck and failing are not delayed.
- * When the database refuses that record (unreachable, a pooler restarting), the round is kept here
- * too, with its outcome, and the first beat that gets through writes it: a failed round is never
- * lost from the records and per-replica health because the outage that failed it also failed its
- * record.
+ * When the database cannot take that record (unreachable, a pooler restarting: a connection error,
+ * not a refusal of its content), the round is kept here too, with its outcome, and the first beat
+ * that gets through writes it: the outage that failed a round no longer takes its record with it.
+ * Kept in memory, so up to `MAX_PENDING` rounds (idle ones dropped first) and not past a crash.
  */
 export interface IdleRound {
   job: string;
@@ -39,15 +39,15 @@ export interface IdleRoundRow {
   timeout_ms?: number;
 }
 
-/** Kept while the database is down: the newest rounds, the oldest dropped first. */
-const MAX_PENDING = 1000;
+/** Kept while the database is down: up to this many rounds; over it, the oldest idle one goes first, then the oldest with an outcome. */
+export const MAX_PENDING = 1000;
 
 export class IdleRounds {
   private pending: IdleRound[] = [];
 
   add(r: IdleRound): void {
     this.pending.push(r);
-    if (this.pending.length > MAX_PENDING) this.pending.splice(0, this.pending.length - MAX_PENDING);
+    this.trim();
   }
 
   /** Takes what is pending; hand it back with `restore` if it could not be written. */
@@ -58,15 +58,29 @@ export class IdleRounds {
   }
 
   restore(batch: IdleRound[]): void {
-    this.pending = [...batch, ...this.pending].slice(-MAX_PENDING);
+    this.pending = [...batch, ...this.pending];
+    this.trim();
   }
+
+  private trim(): void {
+    let over = this.pending.length - MAX_PENDING;
+    if (over <= 0) return;
+    // A failed round says more than a no-work one: the idle rounds go first.
+    this.pending = this.pending.filter((r) => r.outcome || over-- <= 0);
+    if (this.pending.length > MAX_PENDING) this.pending.splice(0, this.pending.length - MAX_PENDING);
+  }
+}
+
+/** Text the database stores as it is: no NUL (text refuses it) and no lone surrogate (jsonb refuses it; a message cut mid-emoji). */
+function storable(text: string | null): string | null {
+  return text === null ? null : text.replaceAll('\u0000', '').replace(/[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/g, '\uFFFD');
 }
 
 export function idleRoundRows(batch: IdleRound[], clock: Clock): IdleRoundRow[] {
   const now = clock.now();
   return batch.map((r) => {
-    const row: IdleRoundRow = { job: r.job, slot: r.slot, ago_ms: Math.max(0, now - r.startedMs), duration_ms: Math.max(0, Math.round(r.finishedMs - r.startedMs)), note: r.note };
-    if (r.outcome) Object.assign(row, { status: r.outcome.status, items: r.outcome.items, error: r.outcome.error, timeout_ms: r.outcome.timeoutMs });
+    const row: IdleRoundRow = { job: r.job, slot: r.slot, ago_ms: Math.max(0, now - r.startedMs), duration_ms: Math.max(0, Math.round(r.finishedMs - r.startedMs)), note: storable(r.note) };
+    if (r.outcome) Object.assign(row, { status: r.outcome.status, items: Math.min(r.outcome.items, 2 ** 31 - 1), error: storable(r.outcome.error), timeout_ms: r.outcome.timeoutMs });
     return row;
   });
 }

@@ -95,6 +95,8 @@ const BEAT_ALIVE = beatSql('$LK', HELD_BY_ME);
 export interface BeatResult {
   /** False when another process has taken over this instance id. */
   mine: boolean;
+  /** Its row was gone (pruned by `ops_cleanup` after a week of silence: a replica frozen or cut off that long): registered again by this beat. */
+  registeredAgain?: boolean;
   /** This replica's clock minus the database clock, from the beat's own round trip (null when not mine). */
   skewMs: number | null;
   /** Each declared membership's live members (this one counted in where it is a member), sorted; null when not mine. */
@@ -145,7 +147,8 @@ export class InstanceRegistry {
     this.backendsDirty = true;
   }
 
-  async register(): Promise<void> {
+  /** `again`: this running process's row was gone; its rounds in flight are its own, not a previous life's to abandon. */
+  async register(opts: { again?: boolean } = {}): Promise<void> {
     await this.db.tx(async (q) => {
       const { rows } = await q.query<{ boot_id: string; hostname: string; pid: number; heartbeat_at: unknown; alive: boolean }>(lockRowSql(), [this.info.instanceId, this.livenessMs]);
       const cur = rows[0];
@@ -167,7 +170,7 @@ export class InstanceRegistry {
         this.backends ? JSON.stringify(this.backends) : null,
       ]);
       this.backendsDirty = false;
-      await q.query(ABANDON_OWN, [this.info.instanceId]);
+      if (!opts.again) await q.query(ABANDON_OWN, [this.info.instanceId]);
     });
   }
 
@@ -195,6 +198,10 @@ export class InstanceRegistry {
     rows ??= (await this.db.query<Row>(BEAT, params)).rows;
     const t1 = this.clock.now();
     const row = rows[0];
+    if (!row && !(await this.db.query(`SELECT 1 FROM instances WHERE instance_id = $1`, [this.info.instanceId])).rows.length) {
+      await this.register({ again: true });
+      return { mine: true, registeredAgain: true, skewMs: null, members: null };
+    }
     if (row && backends) this.backendsDirty = false;
     return { mine: rows.length === 1, skewMs: row ? (t0 + t1) / 2 - num(row.db_ms) : null, members: row ? this.withSelf(row.members ?? {}) : null };
   }
@@ -285,18 +292,4 @@ function deadOnThisHost(cur: { hostname: string; pid: number }): boolean {
   } catch (err) {
     return (err as NodeJS.ErrnoException).code === 'ESRCH';
   }
-}
-
-/** How long a replica that stopped beating without a clean shutdown is named as dead: then its row counts as pruned. */
-export const DEAD_REPLICA_HORIZON_MS = 7 * 86_400_000;
-
-/**
- * Replicas that stopped beating without a clean shutdown (no `stopped_at`: SIGKILL, OOM, a lost
- * host) within the horizon, newest first. A clean stop, a return under the same id, or the horizon
- * ends it. The doctor's `dead_replicas` check and the `relay_jobs_replicas_dead` gauge share it.
- */
-export function deadReplicas(instances: readonly InstanceInfo[], nowMs: number, horizonMs = DEAD_REPLICA_HORIZON_MS): InstanceInfo[] {
-  return instances
-    .filter((i) => !i.alive && i.stopped_at === null && i.mode === 'cluster' && nowMs - i.heartbeat_at.getTime() <= horizonMs)
-    .sort((a, b) => b.heartbeat_at.getTime() - a.heartbeat_at.getTime());
 }

@@ -2,6 +2,7 @@ import type { Clock, TimerHandle } from '../time/clock.js';
 import type { Claim, RoundOutcome, SlotClaims } from '../coordination/slot-claim.js';
 import type { IdleRounds } from '../coordination/idle-rounds.js';
 import type { Logger } from '../telemetry/logger.js';
+import { isTransientConnectError } from '../store/pg-startup.js';
 
 /** A scheduled instance round still running this long gets its `running` record (what the console shows, what `stuck` reads). */
 export const RECORD_RUNNING_AFTER_MS = 1000;
@@ -15,7 +16,8 @@ export const RECORD_RUNNING_AFTER_MS = 1000;
  * - still running after it: its `running` row (started when the round did, deadline from its
  *   timeout) is written then, and completed as before, so a hung round shows `stuck` on time.
  * Such a round has no fencing token (0): instance rounds hold no lease, every replica runs them.
- * A finished row the database refuses goes to the heartbeat too (`idle-rounds.ts`), outcome and all.
+ * A finished row the database cannot take (a connection error) goes to the heartbeat too
+ * (`idle-rounds.ts`), outcome and all.
  */
 export class InstanceRoundRecord {
   private readonly startedMs: number;
@@ -58,7 +60,9 @@ export class InstanceRoundRecord {
         outcome,
       });
     } catch (err) {
-      // The database refused the record (often the outage that failed the round): the heartbeat writes it once a beat gets through.
+      // Not reachable (often the outage that failed the round): the heartbeat writes it once a beat gets through.
+      // Anything else (the row refused for its content) is thrown to the round runner, which retries and logs it.
+      if (!isTransientConnectError(err)) throw err;
       const { status, items, note, error } = outcome;
       this.p.idle.add({
         job: this.p.job,

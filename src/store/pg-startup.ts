@@ -19,6 +19,9 @@ const TRANSIENT_CODES = new Set([
   'ENETDOWN',
   'EPIPE',
   'EAI_AGAIN', // a name server not answering yet, unlike ENOTFOUND
+  '08000', // connection_exception
+  '08003', // connection_does_not_exist
+  '08006', // connection_failure
   '57P01', // admin_shutdown: the server is stopping
   '57P02', // crash_shutdown
   '57P03', // cannot_connect_now: "the database system is starting up", "… shutting down", "… in recovery mode"
@@ -28,10 +31,11 @@ const TRANSIENT_CODES = new Set([
 /**
  * What PgBouncer (its errors come as SQLSTATE 08P01, whatever the cause) and pg say for a server
  * that is not there yet: PgBouncer's fast-fail after a failed server login, its client limit, its
- * own wait for a server; pg's connection closed during the start-up exchange.
+ * own wait for a server; pg's connection closed during the start-up exchange (or under a query), or a
+ * client whose connection already failed.
  */
 const TRANSIENT_MESSAGES =
-  /server login has been failing|no more connections allowed|pgbouncer cannot connect to server|query_wait_timeout|server conn crashed|database system is (starting up|shutting down|not yet accepting)|connection terminated unexpectedly/i;
+  /server login has been failing|no more connections allowed|pgbouncer cannot connect to server|query_wait_timeout|server conn crashed|database system is (starting up|shutting down|not yet accepting)|connection terminated unexpectedly|connection error and is not queryable/i;
 
 /** True when `err` (pg's error, or a `PgConnectFailure` around one) is a server not reachable yet rather than a wrong URL or credentials. */
 export function isTransientConnectError(err: unknown): boolean {

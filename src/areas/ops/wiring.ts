@@ -12,8 +12,8 @@ import { installDefaultRules } from './default-rules.js';
 import type { Logger } from '../../telemetry/logger.js';
 import { MonitorWindows } from '../probes/index.js';
 import { RunRecords } from '../../coordination/run-records.js';
-import { deadReplicas, type InstanceInfo } from '../../coordination/instance-registry.js';
-import { InstanceRetention } from '../../coordination/instance-retention.js';
+import type { InstanceInfo } from '../../coordination/instance-registry.js';
+import { InstanceRetention, deadReplicas } from '../../coordination/instance-retention.js';
 
 /** How often a replica reports its own counters' rises (counter-reporter.ts): well inside one bucket. */
 const COUNTER_REPORT_MS = 5000;

@@ -1,5 +1,5 @@
 import { formatDuration } from '../../../config/duration.js';
-import { deadReplicas } from '../../../coordination/instance-registry.js';
+import { deadReplicas } from '../../../coordination/instance-retention.js';
 import { fail, ok, type DoctorCheck } from '../check.js';
 
 /**
