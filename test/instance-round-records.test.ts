@@ -45,6 +45,20 @@ describe('round records kept for the heartbeat', () => {
   });
 });
 
+/** Replica `a`'s round runner on `db`, its idle rounds kept for a heartbeat as in the runtime. */
+const runnerOn = (db: Db) =>
+  new RoundRunner({
+    db,
+    clock: systemClock,
+    lock: new MemoryLeaderLock(systemClock, 'a'),
+    log: silentLogger(),
+    metrics: new Metrics(),
+    instanceId: 'a',
+    toleratedFutureMs: 500,
+    shutdown: new AbortController().signal,
+    deferIdleRecords: true,
+  });
+
 describe.each(BACKENDS)('instance round records on $name', (backend) => {
   let db: Db;
   let cleanup: () => Promise<void>;
@@ -53,17 +67,7 @@ describe.each(BACKENDS)('instance round records on $name', (backend) => {
   let registry: InstanceRegistry;
   beforeAll(async () => {
     ({ db, cleanup } = await backend.open());
-    runner = new RoundRunner({
-      db,
-      clock: systemClock,
-      lock: new MemoryLeaderLock(systemClock, 'a'),
-      log: silentLogger(),
-      metrics: new Metrics(),
-      instanceId: 'a',
-      toleratedFutureMs: 500,
-      shutdown: new AbortController().signal,
-      deferIdleRecords: true,
-    });
+    runner = runnerOn(db);
     records = new RunRecords(db);
     registry = new InstanceRegistry(db, systemClock, { instanceId: 'a', env: 'test', mode: 'cluster', httpPort: null, version: 'test', heartbeatMs: 5000 });
     await registry.register();
@@ -79,17 +83,7 @@ describe.each(BACKENDS)('instance round records on $name', (backend) => {
         return (sql: string, params?: unknown[]) => (err && /INSERT INTO job_runs/.test(sql) ? Promise.reject(err) : target.query(sql, params));
       },
     });
-    const r = new RoundRunner({
-      db: refusing,
-      clock: systemClock,
-      lock: new MemoryLeaderLock(systemClock, 'a'),
-      log: silentLogger(),
-      metrics: new Metrics(),
-      instanceId: 'a',
-      toleratedFutureMs: 500,
-      shutdown: new AbortController().signal,
-      deferIdleRecords: true,
-    });
+    const r = runnerOn(refusing);
     return { runner: r, refuse: (e: Error | null) => (err = e) };
   };
   const slot = () => new Date(Math.floor(Date.now() / 1000) * 1000);
