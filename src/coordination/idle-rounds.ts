@@ -22,7 +22,7 @@ export interface IdleRound {
   startedMs: number;
   finishedMs: number;
   note: string | null;
-  /** A round whose own record the database refused: its outcome and timeout (absent: `no_work`, 0 items, no deadline). */
+  /** A round whose own record could not reach the database (a connection error): its outcome and timeout (absent: `no_work`, 0 items, no deadline). */
   outcome?: { status: string; items: number; error: string | null; timeoutMs: number };
 }
 

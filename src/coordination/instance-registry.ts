@@ -65,7 +65,7 @@ const MEMBERS = `(SELECT coalesce(jsonb_object_agg(g.name, g.ids), '{}'::jsonb) 
 // One statement per beat, whatever the number of jobs: the beat, the database clock for the skew
 // measurement, the summary of the rounds skipped since the last beat, this process's figures
 // (null keeps the previous ones), the finished records of the idle instance rounds since the last
-// beat and of those whose own record the database refused (idle-rounds.ts), and the members of
+// beat and of those whose own record could not reach the database (idle-rounds.ts), and the members of
 // every declared membership.
 // $1 instance, $2 boot, $3 skew ms, $4 skips json, $5 liveness window ms, $6 process json, $7 backend identity json (null keeps it),
 // $8 idle rounds json, $9 loop report json (null keeps it), $10 the declared memberships' names
