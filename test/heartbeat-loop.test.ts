@@ -56,9 +56,9 @@ describe('instance heartbeat on the loop block', () => {
   });
 
   it.each([
-    ['a connection error', 'ECONNREFUSED', ['r_job']],
-    ['a refusal of their content (SQLSTATE class 22)', '22P05', []],
-  ])('round records a beat could not write are given back after %s, dropped after %s', async (_what, code, second) => {
+    ['after a connection error are given back for the next beat', 'ECONNREFUSED', ['r_job']],
+    ['after a refusal of their content (SQLSTATE class 22) are dropped, not retried forever', '22P05', []],
+  ])('round records a beat could not write: %s', async (_what, code, second) => {
     const clock = new ManualClock();
     const idleRounds = new IdleRounds();
     const got: string[][] = [];
