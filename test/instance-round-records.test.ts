@@ -137,7 +137,7 @@ describe.each(BACKENDS)('instance round records on $name', (backend) => {
     expect(runner.idleRounds.take()).toEqual([]);
   });
 
-  it('a failed round whose record the database refuses is kept and written, outcome and deadline, by the next beat that gets through', async () => {
+  it('a failed round whose record cannot reach the database (a connection error) is kept and written, outcome and deadline, by the next beat that gets through', async () => {
     const { runner: r, refuse } = refusingRunner();
     // A message cut mid-emoji (a lone surrogate: jsonb refuses it) with a NUL in it (text refuses it): stored with both mended.
     const bad = job('bad_while_down', async () => {

@@ -46,32 +46,21 @@ export class InstanceRoundRecord {
     const started = this.started && (await this.started.catch(() => null));
     if (started) return claims.complete(started, outcome);
     const finishedMs = clock.now();
+    // The round as the heartbeat writes it: its finished row a beat later.
+    const kept = { job: this.p.job, slot: this.p.slot.toISOString(), startedMs: this.startedMs, finishedMs, note: outcome.note ?? null };
     if (outcome.status === 'no_work') {
-      this.p.idle.add({ job: this.p.job, slot: this.p.slot.toISOString(), startedMs: this.startedMs, finishedMs, note: outcome.note ?? null });
+      this.p.idle.add(kept);
       return true;
     }
+    const durationMs = finishedMs - this.startedMs;
     try {
-      await claims.recordInstanceRound({
-        job: this.p.job,
-        slot: this.p.slot,
-        startedMsAgo: finishedMs - this.startedMs,
-        durationMs: finishedMs - this.startedMs,
-        timeoutMs: this.p.timeoutMs,
-        outcome,
-      });
+      await claims.recordInstanceRound({ job: this.p.job, slot: this.p.slot, startedMsAgo: durationMs, durationMs, timeoutMs: this.p.timeoutMs, outcome });
     } catch (err) {
       // Not reachable (often the outage that failed the round): the heartbeat writes it once a beat gets through.
       // Anything else (the row refused for its content) is thrown to the round runner, which retries and logs it.
       if (!isTransientConnectError(err)) throw err;
-      const { status, items, note, error } = outcome;
-      this.p.idle.add({
-        job: this.p.job,
-        slot: this.p.slot.toISOString(),
-        startedMs: this.startedMs,
-        finishedMs,
-        note: note ?? null,
-        outcome: { status, items, error: error ?? null, timeoutMs: this.p.timeoutMs },
-      });
+      const { status, items, error } = outcome;
+      this.p.idle.add({ ...kept, outcome: { status, items, error: error ?? null, timeoutMs: this.p.timeoutMs } });
       this.p.log.warn({ err: (err as Error).message, status }, 'could not record round outcome; the heartbeat writes it once the database answers');
     }
     return true;
