@@ -3,7 +3,7 @@ import Fastify, { type FastifyInstance } from 'fastify';
 import { z } from 'zod';
 import { json, empty, media, route, contractOf } from '../src/http/contract.js';
 import { ContractChecker, contractCheckHook } from '../src/http/contract-check.js';
-import { openApiDocument, type DocumentedRoute } from '../src/http/openapi.js';
+import { operationDocument, type DocumentedRoute } from '../src/http/openapi.js';
 import { handleError } from '../src/http/errors.js';
 import { Conflict, notFound } from '../src/errors/app-error.js';
 import { silentLogger } from '../src/telemetry/logger.js';
@@ -32,7 +32,7 @@ describe('contract check: a drifted answer is caught', () => {
     const routes: DocumentedRoute[] = [];
     app.addHook('onRoute', (r) => void routes.push({ method: String(r.method), url: r.url, contract: contractOf(r.config) }));
     app.setErrorHandler(handleError(silentLogger()));
-    app.addHook('onSend', contractCheckHook(new ContractChecker(() => openApiDocument(routes, '0.0.0')), silentLogger()));
+    app.addHook('onSend', contractCheckHook(new ContractChecker((method, path) => operationDocument(routes, method, path, '0.0.0')), silentLogger()));
     route(
       app,
       {

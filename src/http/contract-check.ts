@@ -45,14 +45,29 @@ function toDraft7(v: unknown): unknown {
 
 const pointer = (...parts: string[]) => parts.map((p) => p.replace(/~/g, '~0').replace(/\//g, '~1')).join('/');
 
-/** One route's answer against the document: undefined when it conforms, else what is wrong. */
+/**
+ * One route's answer against the document: undefined when it conforms, else what is wrong.
+ * `document(method, path)` gives a document holding at least that operation, the one the server
+ * serves or one generated for that operation alone (server.ts): the same generator, so the same
+ * schemas. Per operation, because a replica of the test suite answers a handful of routes, and
+ * generating and compiling the whole document cost each of the suite's 125 replica starts about a
+ * third of a CPU second.
+ */
 export class ContractChecker {
+  private readonly documents = new Map<string, { doc: Json; id: string }>();
   private readonly validators = new Map<string, ValidateFunction>();
   private ajv: import('ajv').Ajv | undefined;
 
-  constructor(private readonly document: () => Json) {}
+  constructor(private readonly document: (method: string, path: string) => Json) {}
 
-  private async validator(path: string, method: string, status: number): Promise<ValidateFunction> {
+  private documentOf(method: string, path: string): { doc: Json; id: string } {
+    const key = `${method} ${path}`;
+    let d = this.documents.get(key);
+    if (!d) this.documents.set(key, (d = { doc: this.document(method, path), id: `openapi-${this.documents.size}.json` }));
+    return d;
+  }
+
+  private async validator(method: string, path: string, status: number): Promise<ValidateFunction> {
     const key = `${method} ${path} ${status}`;
     let v = this.validators.get(key);
     if (!v) {
@@ -61,9 +76,10 @@ export class ContractChecker {
         const mod = (await import('ajv')) as unknown as { Ajv?: typeof import('ajv').Ajv; default?: { Ajv?: typeof import('ajv').Ajv } };
         const Ajv = (mod.Ajv ?? mod.default?.Ajv)!;
         this.ajv = new Ajv({ strict: false, allErrors: true, validateFormats: false });
-        this.ajv.addSchema(toDraft7(this.document()) as Json, 'openapi.json');
       }
-      v = this.ajv.compile({ $ref: `openapi.json#/${pointer('paths', path, method, 'responses', String(status), 'content', 'application/json', 'schema')}` });
+      const { doc, id } = this.documentOf(method, path);
+      if (!this.ajv.getSchema(id)) this.ajv.addSchema(toDraft7(doc) as Json, id);
+      v = this.ajv.compile({ $ref: `${id}#/${pointer('paths', openApiPath(path), method.toLowerCase(), 'responses', String(status), 'content', 'application/json', 'schema')}` });
       this.validators.set(key, v);
     }
     return v;
@@ -71,7 +87,7 @@ export class ContractChecker {
 
   /** What is wrong with this answer of `method url`, or undefined. */
   async check(method: string, url: string, status: number, contentType: string, payload: unknown): Promise<string | undefined> {
-    const doc = this.document();
+    const { doc } = this.documentOf(method, url);
     const docPath = openApiPath(url);
     const op = (doc.paths as Record<string, Record<string, Json>>)[docPath]?.[method.toLowerCase()];
     if (!op) return `${method} ${url} is not in the document`;
@@ -89,7 +105,7 @@ export class ContractChecker {
     } catch {
       return `status ${status}: the body is not JSON`;
     }
-    const validate = await this.validator(docPath, method.toLowerCase(), status);
+    const validate = await this.validator(method, url, status);
     if (validate(body)) return undefined;
     return (validate.errors ?? [])
       .slice(0, 5)

@@ -186,3 +186,11 @@ export function openApiDocument(routes: readonly DocumentedRoute[], version: str
     },
   };
 }
+
+/** The document of one operation alone (`method` as registered, `path` as the route or its `documentAs` names it): what the contract check compiles per route. */
+export function operationDocument(routes: readonly DocumentedRoute[], method: string, path: string, version: string): Json {
+  return openApiDocument(
+    routes.filter((r) => r.method === method && (r.contract?.contract.documentAs ?? r.url) === path),
+    version,
+  );
+}

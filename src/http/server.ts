@@ -14,7 +14,7 @@ import { registerJobRoutes } from './job-routes.js';
 import { traceRequests } from '../telemetry/tracing-http.js';
 import { contractOf, type RegisteredContract } from './contract.js';
 import { CONTRACT_CHECK_ENV, ContractChecker, contractCheckHook } from './contract-check.js';
-import { openApiDocument } from './openapi.js';
+import { openApiDocument, operationDocument } from './openapi.js';
 import { registerOpenApiRoutes } from './openapi-routes.js';
 import { registerProbeRoutes } from './probe-routes.js';
 import { VERSION } from '../version.js';
@@ -62,7 +62,9 @@ export function buildHttpServer(rt: HttpDeps): FastifyInstance {
   // The OpenAPI document of this server's routes, made once on first use (after every route is registered).
   let document: Record<string, unknown> | undefined;
   const openApi = () => (document ??= openApiDocument(routes, VERSION));
-  if (process.env[CONTRACT_CHECK_ENV] === '1') app.addHook('onSend', contractCheckHook(new ContractChecker(openApi), rt.log));
+  // The check reads the served document once it is made, else generates the one operation it checks.
+  const checked = (method: string, path: string) => document ?? operationDocument(routes, method, path, VERSION);
+  if (process.env[CONTRACT_CHECK_ENV] === '1') app.addHook('onSend', contractCheckHook(new ContractChecker(checked), rt.log));
 
   app.setErrorHandler(handleError(rt.log));
   app.setNotFoundHandler(async (req) => notFound(`no route ${req.method} ${req.url.slice(0, 200)}`));
