@@ -17,10 +17,11 @@ const sum = (k) => rows.reduce((s, r) => s + (r[k] ?? 0), 0);
 const faults = (r) => `${(((r.minor_faults ?? 0) / 1000) | 0).toString().padStart(6)}k faults`;
 const spawned = (r) => (r.cli_runs || r.services ? `  (${r.services} services, ${r.cli_runs} CLI runs)` : '');
 console.log(
-  `${rows.length} files: ${sum('cpu_s').toFixed(0)} CPU s, ${sum('wall_s').toFixed(0)} wall s summed, ${(sum('minor_faults') / 1e6).toFixed(1)}M minor page faults; ` +
+  `${rows.length} files: ${sum('cpu_s').toFixed(0)} CPU s (${sum('children_cpu_s').toFixed(0)} of it in processes they started), ${sum('wall_s').toFixed(0)} wall s summed, ${(sum('minor_faults') / 1e6).toFixed(1)}M minor page faults; ` +
     `relay-jobs started ${sum('services')} times as a service, ${sum('cli_runs')} one-shot CLI runs`,
 );
-for (const r of rows) console.log(`${r.cpu_s.toFixed(1).padStart(7)} CPU s ${r.wall_s.toFixed(1).padStart(7)} wall s ${faults(r)}  ${r.file}${spawned(r)}`);
+for (const r of rows)
+  console.log(`${r.cpu_s.toFixed(1).padStart(7)} CPU s ${(r.children_cpu_s ?? 0).toFixed(1).padStart(5)} children ${r.wall_s.toFixed(1).padStart(7)} wall s ${faults(r)}  ${r.file}${spawned(r)}`);
 
 const machineFile = join(dir, 'machine.json');
 if (existsSync(machineFile)) {

@@ -14,12 +14,12 @@ import { started } from './cli.js';
 import { HZ, readStat } from './machine-load.js';
 
 /** This process's CPU (seconds) and minor page faults, its own and those of every child it waited for (Linux /proc; 0 elsewhere). */
-function usage(): { cpu: number; faults: number; cliRuns: number; services: number } {
+function usage(): { cpu: number; children: number; faults: number; cliRuns: number; services: number } {
   try {
     const s = readStat('self');
-    return { cpu: (s.self + s.reaped) / HZ, faults: s.minorFaults + s.reapedMinorFaults, ...started };
+    return { cpu: (s.self + s.reaped) / HZ, children: s.reaped / HZ, faults: s.minorFaults + s.reapedMinorFaults, ...started };
   } catch {
-    return { cpu: 0, faults: 0, ...started };
+    return { cpu: 0, children: 0, faults: 0, ...started };
   }
 }
 
@@ -41,6 +41,7 @@ if (dir) {
       JSON.stringify({
         file: basename(file),
         cpu_s: u.cpu - u0.cpu,
+        children_cpu_s: u.children - u0.children,
         minor_faults: u.faults - u0.faults,
         cli_runs: u.cliRuns - u0.cliRuns,
         services: u.services - u0.services,
