@@ -161,8 +161,9 @@ export class SlotClaims {
     });
   }
 
+  /** Every job's row, in one statement (a start used to send one per job: some 90 of a replica's first statements). */
   async ensureJobs(names: string[]): Promise<void> {
-    for (const name of names) await this.db.query('INSERT INTO job_state (job_name) VALUES ($1) ON CONFLICT DO NOTHING', [name]);
+    await this.db.query('INSERT INTO job_state (job_name) SELECT unnest($1::text[]) ORDER BY 1 ON CONFLICT DO NOTHING', [names]);
   }
 
   async lastSlot(job: string): Promise<Date | null> {
