@@ -4,7 +4,7 @@ import { ManualClock, settle } from '../src/time/clock.js';
 import { silentLogger } from '../src/telemetry/logger.js';
 import { Deadline } from '../src/time/deadline.js';
 
-function setup(tick: (signal: AbortSignal, n: number) => Promise<TickResult>, backstopMs = 30_000) {
+function setup(tick: (signal: AbortSignal, n: number) => Promise<TickResult>, backstopMs = 30_000, wakeSpacingMs?: number) {
   const clock = new ManualClock();
   const at: number[] = [];
   const outcomes: string[] = [];
@@ -14,6 +14,7 @@ function setup(tick: (signal: AbortSignal, n: number) => Promise<TickResult>, ba
     log: silentLogger(),
     backstopMs,
     errorDelayMs: 1000,
+    wakeSpacingMs,
     ticks: { inc: (l) => outcomes.push(l.outcome) },
     tick: (signal) => {
       at.push(clock.now() - t0);
@@ -78,6 +79,36 @@ describe('ServiceLoop', () => {
     expect(s.at).toEqual([0, 100, 100]);
     await s.clock.advance(1000);
     expect(s.at.length).toBe(3);
+    await s.loop.stop(Deadline.within(s.clock, 1000));
+  });
+
+  it('with wakeSpacingMs, a lone wake-up ticks at once; wake-ups right after a tick run one tick that long after its start; one during a tick still follows it at once', async () => {
+    let release: () => void = () => undefined;
+    const s = setup((_sig, n) => (n === 4 ? new Promise<TickResult>((r) => (release = () => r({ items: 1 }))) : Promise.resolve({ items: 0 })), 30_000, 20);
+    s.loop.start();
+    await s.clock.advance(1000);
+    s.loop.wake('lone'); // the last tick started a second ago: at once
+    await s.clock.advance(0);
+    expect(s.at).toEqual([0, 1000]);
+    await s.clock.advance(5);
+    s.loop.wake('a'); // 5 ms after a tick's start: 15 ms more
+    await s.clock.advance(10);
+    s.loop.wake('b'); // inside the same spacing: the same tick
+    await s.clock.advance(4);
+    expect(s.at).toEqual([0, 1000]);
+    await s.clock.advance(1);
+    expect(s.at).toEqual([0, 1000, 1020]);
+    // A burst right after that tick: one tick for all of it, running when one more comes.
+    for (let i = 0; i < 5; i++) s.loop.wake(`c${i}`);
+    await s.clock.advance(20);
+    expect(s.at).toEqual([0, 1000, 1020, 1040]);
+    expect(s.loop.inTick).toBe(true);
+    s.loop.wake('d');
+    release();
+    await s.clock.advance(0);
+    expect(s.at).toEqual([0, 1000, 1020, 1040, 1040]);
+    await s.clock.advance(1000);
+    expect(s.at.length).toBe(5);
     await s.loop.stop(Deadline.within(s.clock, 1000));
   });
 

@@ -36,6 +36,14 @@ export interface ServiceLoopOptions {
    * of the job that owns the loop reads `late`). Default: twice a finite backstop, at least a minute.
    */
   stallAfterMs?: number;
+  /**
+   * Wake-up spacing: a wake-up that finds the loop asleep runs the tick at once, unless the last
+   * tick started less than this long ago; then it runs this long after that start. A lone change
+   * is handled at once; a burst of commits (each notifying every replica) is a tick per spacing,
+   * not one per commit. A wake-up during a tick still means one more tick right after it.
+   * Default 0: always at once.
+   */
+  wakeSpacingMs?: number;
 }
 
 /** A stall is a tick running this long at least (a loop's default bound when its backstop is shorter or none). */
@@ -72,6 +80,8 @@ export class ServiceLoop implements ReportingLoop {
   private firstFailureAt = 0;
   private lastError: { err: Error; at: number } | null = null;
   private tickStartedAt: number | null = null;
+  /** When the last tick started (wake-up spacing). */
+  private lastTickAt = -Infinity;
 
   constructor(private readonly o: ServiceLoopOptions) {}
 
@@ -120,11 +130,13 @@ export class ServiceLoop implements ReportingLoop {
     };
   }
 
-  /** Asks for a tick now (a change that creates work); during a tick, one more tick follows it. */
+  /** Asks for a tick now (a change that creates work; see `wakeSpacingMs`); during a tick, one more tick follows it. */
   wake(reason = 'wake'): void {
     if (!this.live()) return;
-    this.woken = true;
     this.wakeReasons.add(reason);
+    const spaced = this.lastTickAt + (this.o.wakeSpacingMs ?? 0);
+    if (this.resolveSleep && spaced > this.o.clock.now()) return this.dueAt(spaced);
+    this.woken = true;
     this.cutSleep();
   }
 
@@ -173,6 +185,7 @@ export class ServiceLoop implements ReportingLoop {
       this.wakeReasons.clear();
       this.dueFloor = Infinity;
       const t0 = this.o.clock.now();
+      this.lastTickAt = t0;
       let nextDueAt: number | null;
       let outcome = 'failed';
       let items = 0;

@@ -11,6 +11,8 @@ export interface PublisherOptions {
   retentionMs: number;
   /** Sleep when nothing is pending (wake-ups on: the backstop; off: the poll interval). */
   backstopMs?: number | (() => number);
+  /** `ServiceLoop.wakeSpacingMs` (wiring: `WAKE_SPACING_MS`). */
+  wakeSpacingMs?: number;
   ticks?: LoopTickCounter;
 }
 
@@ -41,6 +43,7 @@ export class ChangePublisher {
       clock,
       log,
       backstopMs: o.backstopMs ?? o.pollIntervalMs,
+      wakeSpacingMs: o.wakeSpacingMs,
       errorDelayMs: o.pollIntervalMs,
       ticks: o.ticks,
       onError: () => this.metrics.failures.inc(),

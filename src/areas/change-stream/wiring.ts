@@ -3,6 +3,7 @@ import { ChangeEvents } from './store/change-events.js';
 import { RedisChangeStream } from './store/redis-change-stream.js';
 import { ChangePublisher } from './change-publisher.js';
 import { ChangeStreamMetrics } from './metrics.js';
+import { WAKE_SPACING_MS } from '../../workers/wake-hub.js';
 
 /**
  * The change stream's services: the outbox, its publisher (XADD to the Redis Stream in cluster
@@ -21,6 +22,7 @@ export function changeStreamWiring(w: WiringContext) {
     batchSize: c.batch_size,
     retentionMs: c.retention,
     backstopMs: w.wakes?.idleMs(c.poll_interval),
+    wakeSpacingMs: WAKE_SPACING_MS,
     ticks: metrics.loopTicks,
   });
   w.wakes?.on('change_events', (why) => publisher.wake(why));

@@ -25,6 +25,8 @@ export interface ConsumerOptions {
   deleteBatch: number;
   /** Sleep when nothing is pending (wake-ups on: `wakeups.backstop`; off: the poll interval, today's path). */
   backstopMs?: number | (() => number);
+  /** `ServiceLoop.wakeSpacingMs` (wiring: `WAKE_SPACING_MS`). */
+  wakeSpacingMs?: number;
   ticks?: LoopTickCounter;
 }
 
@@ -72,6 +74,7 @@ export class OutboxConsumer {
       clock,
       log,
       backstopMs: o.backstopMs ?? o.pollIntervalMs,
+      wakeSpacingMs: o.wakeSpacingMs,
       errorDelayMs: o.pollIntervalMs,
       ticks: o.ticks,
       onError: () => this.metrics.pollFailures.inc(),

@@ -6,6 +6,7 @@ import { MemorySnapshotBuckets } from './store/memory-snapshot-buckets.js';
 import { SchedulerSnapshot } from './scheduler-snapshot-service.js';
 import { OutboxConsumer } from './outbox-consumer.js';
 import { SchedulerMetrics } from './metrics.js';
+import { WAKE_SPACING_MS } from '../../workers/wake-hub.js';
 
 /** The scheduler snapshot's services: Redis buckets in cluster mode, memory in embedded mode. */
 export function schedulerWiring(w: WiringContext) {
@@ -30,6 +31,7 @@ export function schedulerWiring(w: WiringContext) {
     ackAttempts: 3,
     deleteBatch: 50,
     backstopMs: w.wakes?.idleMs(s.poll_interval),
+    wakeSpacingMs: WAKE_SPACING_MS,
     ticks: metrics.loopTicks,
   });
   w.wakes?.on('scheduler_outbox', (why) => consumer.wake(why));
