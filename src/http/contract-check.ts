@@ -60,10 +60,18 @@ export class ContractChecker {
 
   constructor(private readonly document: (method: string, path: string) => Json) {}
 
+  /** Ajv's id of each document given (the served one may be given for every operation: added once). */
+  private readonly ids = new Map<Json, string>();
+
   private documentOf(method: string, path: string): { doc: Json; id: string } {
     const key = `${method} ${path}`;
     let d = this.documents.get(key);
-    if (!d) this.documents.set(key, (d = { doc: this.document(method, path), id: `openapi-${this.documents.size}.json` }));
+    if (!d) {
+      const doc = this.document(method, path);
+      const id = this.ids.get(doc) ?? `openapi-${this.ids.size}.json`;
+      this.ids.set(doc, id);
+      this.documents.set(key, (d = { doc, id }));
+    }
     return d;
   }
 
