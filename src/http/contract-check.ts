@@ -55,13 +55,12 @@ const pointer = (...parts: string[]) => parts.map((p) => p.replace(/~/g, '~0').r
  */
 export class ContractChecker {
   private readonly documents = new Map<string, { doc: Json; id: string }>();
+  /** Ajv's id of each document given (the served one may be given for every operation: added once). */
+  private readonly ids = new Map<Json, string>();
   private readonly validators = new Map<string, ValidateFunction>();
   private ajv: import('ajv').Ajv | undefined;
 
   constructor(private readonly document: (method: string, path: string) => Json) {}
-
-  /** Ajv's id of each document given (the served one may be given for every operation: added once). */
-  private readonly ids = new Map<Json, string>();
 
   private documentOf(method: string, path: string): { doc: Json; id: string } {
     const key = `${method} ${path}`;
