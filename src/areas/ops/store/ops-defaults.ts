@@ -10,8 +10,8 @@ export class OpsDefaults {
   constructor(private readonly db: Db) {}
 
   /**
-   * Installs the defaults not recorded yet, in one transaction: a key is recorded first (its
-   * primary key makes a second replica starting at once wait, then find it), then its rule is
+   * Installs the defaults not recorded yet, in one transaction: the keys are recorded first (their
+   * primary key makes a second replica starting at once wait, then find them), then each new key's rule is
    * created (a rule of the same name the operator made stays, and the key is recorded all the
    * same). A key recorded once is never installed again, so a deleted default stays deleted.
    * Returns the keys installed now.
@@ -19,9 +19,13 @@ export class OpsDefaults {
   async install(defaults: ReadonlyArray<{ key: string; rule: RuleInput }>): Promise<string[]> {
     return this.db.tx(async (q) => {
       const installed: string[] = [];
+      // Every key in one statement (a start after the first records none: one statement, not one a default).
+      const { rows: claimed } = await q.query<{ key: string }>(`INSERT INTO ops_default_rules (key) SELECT unnest($1::text[]) ORDER BY 1 ON CONFLICT (key) DO NOTHING RETURNING key`, [
+        defaults.map((d) => d.key),
+      ]);
+      const fresh = new Set(claimed.map((c) => c.key));
       for (const d of defaults) {
-        const claimed = await q.query(`INSERT INTO ops_default_rules (key) VALUES ($1) ON CONFLICT (key) DO NOTHING RETURNING key`, [d.key]);
-        if (!claimed.rowCount) continue;
+        if (!fresh.has(d.key)) continue;
         const r = d.rule;
         const { rows } = await q.query<{ id: unknown }>(
           `INSERT INTO ops_alert_rules (name, metric, operator, threshold, window_seconds, sustained, severity, cooldown_seconds, labels, selector, enabled, notify)
