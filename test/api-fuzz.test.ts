@@ -175,7 +175,7 @@ describe('fuzzing every JSON route (real PostgreSQL and Redis)', () => {
   };
 
   beforeAll(async () => {
-    db = await freshDatabase();
+    db = await freshDatabase({ migrated: true });
     sql = new pg.Client({ connectionString: db.url });
     await sql.connect();
     rt = await Runtime.create(

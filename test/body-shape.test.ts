@@ -47,7 +47,7 @@ describe('body shapes and numeric query parameters over the whole route table', 
     ).rows[0]!.n;
 
   beforeAll(async () => {
-    db = await freshDatabase();
+    db = await freshDatabase({ migrated: true });
     sql = new pg.Client({ connectionString: db.url });
     await sql.connect();
     const config = loadConfig({

@@ -48,7 +48,7 @@ describe('defineJob: a job added by a library user runs through the cluster path
   });
 
   beforeAll(async () => {
-    db = await freshDatabase();
+    db = await freshDatabase({ migrated: true });
     sql = new pg.Client({ connectionString: db.url });
     await sql.connect();
   });

@@ -89,7 +89,7 @@ describe('image batches on S3 (s3rver)', () => {
     s3 = await startS3(BUCKET);
     hop = await Outage.start(Number(new URL(s3.endpoint).port));
     bucket = new S3ObjectStore({ bucket: BUCKET, prefix: 'imgs/', region: 'us-east-1', endpoint: s3.endpoint, forcePathStyle: true });
-    db = await freshDatabase();
+    db = await freshDatabase({ migrated: true });
     sql = new pg.Client({ connectionString: db.url });
     await sql.connect();
     fake = await FakeImageProvider.start();

@@ -36,7 +36,7 @@ describe('a lease held past the job timeout', () => {
   const logs = captureLogs('overrun-1', 'info');
 
   beforeAll(async () => {
-    db = await freshDatabase();
+    db = await freshDatabase({ migrated: true });
     sql = new pg.Client({ connectionString: db.url });
     await sql.connect();
     const config = loadConfig({

@@ -46,7 +46,7 @@ describe('liveness under a silent-connection flood from one address', () => {
   const flood: Silent[] = [];
 
   beforeAll(async () => {
-    db = await freshDatabase();
+    db = await freshDatabase({ migrated: true });
     const config = loadConfig({
       env: {
         DATABASE_URL: db.url,

@@ -35,7 +35,7 @@ describe('OpenAPI document (cluster runtime, real PostgreSQL and Redis)', () => 
   const prefix = uniqueName('rjoapi');
 
   beforeAll(async () => {
-    db = await freshDatabase();
+    db = await freshDatabase({ migrated: true });
     const config = loadConfig({
       env: {
         DATABASE_URL: db.url,

@@ -25,7 +25,7 @@ describe('ops_cleanup respects the aggregation watermark and prunes dead letters
   const prefix = uniqueName('rjopsclean');
 
   beforeAll(async () => {
-    db = await freshDatabase();
+    db = await freshDatabase({ migrated: true });
     sql = new pg.Client({ connectionString: db.url });
     await sql.connect();
     const config = loadConfig({

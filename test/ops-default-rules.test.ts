@@ -52,7 +52,7 @@ describe('default alert rules', () => {
       .rows;
 
   beforeAll(async () => {
-    db = await freshDatabase();
+    db = await freshDatabase({ migrated: true });
     sql = new pg.Client({ connectionString: db.url });
     await sql.connect();
   });

@@ -29,7 +29,7 @@ describe('ops plane', () => {
   const api = (method: 'GET' | 'POST' | 'PATCH' | 'PUT' | 'DELETE', url: string, payload?: unknown) => http.inject({ method, url: `/api/v1${url}`, headers: auth, payload: payload as object });
 
   beforeAll(async () => {
-    db = await freshDatabase();
+    db = await freshDatabase({ migrated: true });
     sql = new pg.Client({ connectionString: db.url });
     await sql.connect();
     hookServer = createServer((req, res) => {

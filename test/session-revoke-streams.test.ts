@@ -72,7 +72,7 @@ describe('revoking a session ends its event streams within 1 s, on every replica
   };
 
   beforeAll(async () => {
-    db = await freshDatabase();
+    db = await freshDatabase({ migrated: true });
     const config = loadConfig({
       env: {
         DATABASE_URL: db.url,

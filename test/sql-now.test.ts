@@ -23,7 +23,7 @@ describe('SQL now from the injected clock', () => {
   const prefix = uniqueName('rjsqlnow');
 
   beforeAll(async () => {
-    db = await freshDatabase();
+    db = await freshDatabase({ migrated: true });
     sql = new pg.Client({ connectionString: db.url });
     await sql.connect();
     const config = loadConfig({

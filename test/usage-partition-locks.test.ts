@@ -37,7 +37,7 @@ describe('usage writes beside a console statement holding usage_logs (real Postg
   });
 
   beforeAll(async () => {
-    db = await freshDatabase();
+    db = await freshDatabase({ migrated: true });
     const config = loadConfig({
       env: {
         DATABASE_URL: db.url,

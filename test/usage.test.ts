@@ -38,7 +38,7 @@ describe('usage data lifecycle (real PostgreSQL and Redis)', () => {
   const post = (url: string, payload: unknown) => http.inject({ method: 'POST', url, headers: auth, payload: payload as object });
 
   beforeAll(async () => {
-    db = await freshDatabase();
+    db = await freshDatabase({ migrated: true });
     sql = new pg.Client({ connectionString: db.url });
     await sql.connect();
     clock = new ManualClock(Math.floor(Date.now() / HOUR) * HOUR + 30 * 60_000); // half past the current hour

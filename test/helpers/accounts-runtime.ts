@@ -52,7 +52,7 @@ export function accountsRuntime(random: () => number = () => 0.5) {
   const prefix = uniqueName('rjacc');
 
   beforeAll(async () => {
-    db = await freshDatabase();
+    db = await freshDatabase({ migrated: true });
     const sql = new pg.Client({ connectionString: db.url });
     await sql.connect();
     const oauth = await FakeOAuthServer.start();

@@ -47,7 +47,7 @@ export function imageBatchesRuntime() {
   const dataDir = embeddedDataDir(mkdtempSync(join(tmpdir(), 'rj-images-')));
 
   beforeAll(async () => {
-    db = await freshDatabase();
+    db = await freshDatabase({ migrated: true });
     const sql = new pg.Client({ connectionString: db.url });
     await sql.connect();
     const fake = await FakeImageProvider.start();
