@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { ServiceLoop, type TickResult } from '../src/workers/service-loop.js';
-import { ManualClock, settle } from '../src/time/clock.js';
+import { ManualClock, settle, type Clock } from '../src/time/clock.js';
 import { silentLogger } from '../src/telemetry/logger.js';
 import { Deadline } from '../src/time/deadline.js';
 
@@ -110,6 +110,22 @@ describe('ServiceLoop', () => {
     await s.clock.advance(1000);
     expect(s.at.length).toBe(5);
     await s.loop.stop(Deadline.within(s.clock, 1000));
+  });
+
+  it('with wakeSpacingMs, a wall clock stepped back an hour does not hold a wake-up: it ticks at once', async () => {
+    const manual = new ManualClock();
+    let back = 0;
+    const clock: Clock = { now: () => manual.now() - back, setTimeout: (fn, ms) => manual.setTimeout(fn, ms), clearTimeout: (h) => manual.clearTimeout(h) };
+    const at: number[] = [];
+    const loop = new ServiceLoop({ name: 'stepped', clock, log: silentLogger(), backstopMs: 30_000, wakeSpacingMs: 20, tick: async () => (at.push(manual.now()), { items: 0 }) });
+    const t0 = manual.now();
+    loop.start();
+    await manual.advance(1000);
+    back = 3_600_000; // NTP steps the wall clock back: the last tick's start is now an hour ahead
+    loop.wake('after the step');
+    await manual.advance(0);
+    expect(at.map((t) => t - t0)).toEqual([0, 1000]);
+    await loop.stop(Deadline.within(manual, 1000));
   });
 
   it('a failed tick is counted and retried after the error delay', async () => {

@@ -134,8 +134,11 @@ export class ServiceLoop implements ReportingLoop {
   wake(reason = 'wake'): void {
     if (!this.live()) return;
     this.wakeReasons.add(reason);
-    const spaced = this.lastTickAt + (this.o.wakeSpacingMs ?? 0);
-    if (this.resolveSleep && spaced > this.o.clock.now()) return this.dueAt(spaced);
+    // Deferred only within one spacing after a tick's start: a clock stepped back (the clock is
+    // wall time) must not hold a wake-up for the size of the step.
+    const spacing = this.o.wakeSpacingMs ?? 0;
+    const since = this.o.clock.now() - this.lastTickAt;
+    if (this.resolveSleep && spacing > 0 && since >= 0 && since < spacing) return this.dueAt(this.lastTickAt + spacing);
     this.woken = true;
     this.cutSleep();
   }
