@@ -25,7 +25,7 @@ export class OpsDefaults {
       ]);
       const fresh = new Set(claimed.map((c) => c.key));
       for (const d of defaults) {
-        if (!fresh.has(d.key)) continue;
+        if (!fresh.delete(d.key)) continue; // delete: a key listed twice is installed once
         const r = d.rule;
         const { rows } = await q.query<{ id: unknown }>(
           `INSERT INTO ops_alert_rules (name, metric, operator, threshold, window_seconds, sustained, severity, cooldown_seconds, labels, selector, enabled, notify)
