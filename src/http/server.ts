@@ -62,8 +62,17 @@ export function buildHttpServer(rt: HttpDeps): FastifyInstance {
   // The OpenAPI document of this server's routes, made once on first use (after every route is registered).
   let document: Record<string, unknown> | undefined;
   const openApi = () => (document ??= openApiDocument(routes, VERSION));
-  // The check reads the served document once it is made, else generates the one operation it checks.
-  const checked = (method: string, path: string) => document ?? operationDocument(routes, method, path, VERSION);
+  // The check reads the served document once it is made, else generates the one operation it checks
+  // (or the whole document, should that operation alone not generate: a component's request form
+  // named before its response form throws on its own, where the whole document names it `…Input`).
+  const checked = (method: string, path: string) => {
+    if (document) return document;
+    try {
+      return operationDocument(routes, method, path, VERSION);
+    } catch {
+      return openApi();
+    }
+  };
   if (process.env[CONTRACT_CHECK_ENV] === '1') app.addHook('onSend', contractCheckHook(new ContractChecker(checked), rt.log));
 
   app.setErrorHandler(handleError(rt.log));
