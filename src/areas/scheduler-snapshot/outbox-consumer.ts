@@ -1,11 +1,12 @@
 import { randomBytes } from 'node:crypto';
 import type { SchedulerOutbox, OutboxEvent, OutboxStats } from './store/scheduler-outbox.js';
-import type { BucketId, RoutingAccounts, RoutingRow } from './store/routing-accounts.js';
+import type { RoutingAccounts, RoutingRow } from './store/routing-accounts.js';
 import type { SchedulerMetrics } from './metrics.js';
 import type { Logger } from '../../telemetry/logger.js';
 import { sleep, type Clock } from '../../time/clock.js';
 import type { Deadline } from '../../time/deadline.js';
 import { bucketName, byBucket } from './bucket-builder.js';
+import { batchChanges } from './outbox-events.js';
 import type { SchedulerSnapshot } from './scheduler-snapshot-service.js';
 import { ServiceLoop, type LoopTickCounter } from '../../workers/service-loop.js';
 import { RebuildTrigger, rebuildBackoffMs, type DegradationRules } from './rebuild-trigger.js';
@@ -34,8 +35,6 @@ export interface PollResult extends OutboxStats {
   applied: number;
   deleted: number;
 }
-
-const num = (v: unknown) => (typeof v === 'number' ? v : Number(v));
 
 /**
  * The outbox consumer of one replica (every replica runs one). A poll: claim a batch (rows no
@@ -206,25 +205,8 @@ export class OutboxConsumer {
   }
 
   private async applyBatch(events: OutboxEvent[]): Promise<void> {
-    const ids = new Set<number>();
-    const left = new Map<string, { bucket: BucketId; ids: Set<number> }>();
-    for (const e of events) {
-      if (e.type === 'account_changed') {
-        const id = num(e.payload.account_id);
-        if (Number.isSafeInteger(id)) ids.add(id);
-        for (const l of (e.payload.left as unknown[]) ?? []) {
-          const [platform, group] = l as [string, string];
-          const b = { platform: String(platform), group: String(group ?? '') };
-          const g = left.get(bucketName(b)) ?? left.set(bucketName(b), { bucket: b, ids: new Set() }).get(bucketName(b))!;
-          g.ids.add(id);
-        }
-      } else if (e.type === 'account_bulk_changed') {
-        // Written explicitly by account_expiry and proxy_expiry; the trigger records the same changes per account.
-        for (const id of (e.payload.account_ids as unknown[]) ?? []) if (Number.isSafeInteger(num(id))) ids.add(num(id));
-      } else {
-        this.log.warn({ event_id: e.id, type: e.type }, 'unknown scheduler outbox event type: acknowledged without effect');
-      }
-    }
+    const { ids, left, unknown } = batchChanges(events);
+    for (const e of unknown) this.log.warn({ event_id: e.id, type: e.type }, 'unknown scheduler outbox event type: acknowledged without effect');
     const rows = await this.routing.byIds([...ids]);
     const current = new Map(rows.map((r) => [r.id, r]));
     // A bucket that does not exist (-1) is not open: its first read rebuilds it from PostgreSQL.
