@@ -19,10 +19,14 @@ async function portFree(port: number): Promise<boolean> {
   });
 }
 
-/** A port whose cluster-bus twin (port + 10000) is free too. */
+/**
+ * A port whose cluster-bus twin (port + 10000) is free too, both below the kernel's ephemeral range
+ * (32768 and up, see `freePort`): a port in that range can be taken as the source port of any
+ * outgoing connection before the server binds it (a sentinel on 47566 once never came up).
+ */
 async function clusterPort(taken: Set<number>): Promise<number> {
   for (let i = 0; i < 200; i++) {
-    const port = 20_000 + Math.floor(Math.random() * 30_000);
+    const port = 20_000 + Math.floor(Math.random() * 2_768);
     if (taken.has(port) || taken.has(port + 10_000)) continue;
     if ((await portFree(port)) && (await portFree(port + 10_000))) {
       // Not a port (or bus twin) freePort already promised to a replica that has not bound it yet.
@@ -55,8 +59,24 @@ class Server {
     private readonly bin = 'redis-server',
   ) {}
   async start(): Promise<void> {
-    this.proc = spawn(this.bin, this.args, { stdio: 'ignore' });
-    await waitForRedis(this.port);
+    const proc = spawn(this.bin, this.args, { stdio: ['ignore', 'pipe', 'pipe'] });
+    this.proc = proc;
+    // Its own words on why it did not come up (a port in use, a bad directive), kept to the last 2 KiB.
+    let said = '';
+    const keep = (d: Buffer) => (said = (said + d.toString()).slice(-2048));
+    proc.stdout!.on('data', keep);
+    proc.stderr!.on('data', keep);
+    try {
+      await waitForRedis(this.port, undefined, () => proc.exitCode !== null || proc.signalCode !== null);
+      if (proc.exitCode !== null || proc.signalCode !== null) throw new Error('exited');
+    } catch {
+      // An exited server's last words may still be in the pipe: read it to its end first.
+      if (proc.exitCode !== null || proc.signalCode !== null) await Promise.race([new Promise((r) => proc.once('close', r)), sleep(2000)]);
+      throw new Error(`${this.bin} on port ${this.port} did not come up (exit ${proc.exitCode ?? proc.signalCode ?? 'none, still running'}): ${said.trim().slice(-600)}`);
+    }
+    // Once up it logs to stdout for as long as it runs: keep reading so a full pipe never blocks it.
+    proc.stdout!.off('data', keep).resume();
+    proc.stderr!.off('data', keep).resume();
   }
   async kill(): Promise<void> {
     const p = this.proc;

@@ -184,7 +184,8 @@ function canListen(port: number): Promise<boolean> {
 /** Until a redis-server on this loopback port answers PING (about 10 s at most); with `pid`, until that process is the one answering. */
 export async function waitForRedis(port: number, pid?: number, gone: () => boolean = () => false): Promise<void> {
   for (let i = 0; i < 200 && !gone(); i++) {
-    const c = new Redis({ port, host: '127.0.0.1', lazyConnect: true, retryStrategy: () => null, maxRetriesPerRequest: 0 });
+    // Bounded: something on the port that accepts and never answers (not a Redis) must not hang the wait.
+    const c = new Redis({ port, host: '127.0.0.1', lazyConnect: true, retryStrategy: () => null, maxRetriesPerRequest: 0, connectTimeout: 2000, commandTimeout: 2000 });
     c.on('error', () => undefined);
     try {
       await c.connect();
