@@ -11,8 +11,12 @@ export const CLI = fileURLToPath(new URL('../../.test-dist/cli/main.js', import.
  * for V8's background optimisation of PGlite's WebAssembly to pay back (an embedded start's CPU
  * drops by about a third). Only the code tier differs; what the process does is the same. One-shot
  * CLI commands set it themselves (src/cli/main.ts); `start` under runCli does not.
+ * `RELAY_TEST_NODE_FLAGS` adds flags of your own to every such process, to see where a file's
+ * replicas spend their CPU: `--cpu-prof --cpu-prof-dir=/tmp/prof` (V8's profiles; note they sample
+ * wall time, so a process preempted inside a socket write shows as time in `writev`), or
+ * `--perf-basic-prof --interpreted-frames-native-stack` for `perf record -a -g` (CPU time).
  */
-export const NODE_FLAGS = ['--liftoff-only'];
+export const NODE_FLAGS = ['--liftoff-only', ...(process.env.RELAY_TEST_NODE_FLAGS?.split(/\s+/).filter(Boolean) ?? [])];
 
 /** Environment for a child: the parent's PATH etc., without any RELAY_JOBS_* / DATABASE_URL / REDIS_URL / OTEL_* leaking in. */
 export function cleanEnv(extra: Record<string, string>): NodeJS.ProcessEnv {
