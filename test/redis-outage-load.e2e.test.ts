@@ -262,7 +262,18 @@ describe('Redis outage at full load (default pool, every default job)', () => {
         return body.jobs.filter((j) => !['healthy', 'idle', 'disabled'].includes(j.health));
       };
       await waitFor(async () => (await unhealthy()).length === 0, { timeoutMs: 90_000, intervalMs: 250, what: async () => `${c.name}: ${JSON.stringify(await unhealthy())}\n${warnings(c)}` });
-      const started = await c.harness.api(c.replicas[c.replicas.length - 1]!, '/jobs/account_expiry/run', { method: 'POST' });
+      // A scheduled round of account_expiry may be running at this moment: the API answers 409 `busy`
+      // then (a CI run met it), so ask again until a round is started; any other answer fails below.
+      const ask = () => c.harness.api(c.replicas[c.replicas.length - 1]!, '/jobs/account_expiry/run', { method: 'POST' });
+      let started = await ask();
+      await waitFor(
+        async () => {
+          if (started.status !== 409 || ((await started.clone().json()) as { error?: { code?: string } }).error?.code !== 'busy') return true;
+          started = await ask();
+          return false;
+        },
+        { timeoutMs: 60_000, intervalMs: 250, what: () => `${c.name}: account_expiry still busy (${started.status})` },
+      );
       expect(started.status).toBe(202);
       const { run_id } = (await started.json()) as { run_id: number };
       await waitFor(async () => (await c.client.query(`SELECT 1 FROM job_runs WHERE id = $1 AND status <> 'running'`, [run_id])).rowCount === 1, {
