@@ -181,7 +181,10 @@ function canListen(port: number): Promise<boolean> {
   });
 }
 
-/** Until a redis-server on this loopback port answers PING (about 10 s at most); with `pid`, until that process is the one answering. */
+/**
+ * Until a redis-server on this loopback port answers PING (200 tries 50 ms apart: about 10 s when nothing
+ * listens; each try gives up after 2 s on a listener that never answers); with `pid`, until that process is the one answering.
+ */
 export async function waitForRedis(port: number, pid?: number, gone: () => boolean = () => false): Promise<void> {
   for (let i = 0; i < 200 && !gone(); i++) {
     // Bounded: something on the port that accepts and never answers (not a Redis) must not hang the wait.
