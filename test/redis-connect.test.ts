@@ -1,14 +1,20 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { connect, createServer, type Server, type Socket } from 'node:net';
-import { connectRedis, type RedisClient } from '../src/coordination/redis-client.js';
-import { REDIS_URL } from './helpers/services.js';
+import { connectRedis, useCommandTimeout, type RedisClient } from '../src/coordination/redis-client.js';
+import { UserError } from '../src/config/errors.js';
+import { loadConfig } from '../src/app/config-schema.js';
+import { Runtime } from '../src/app/runtime.js';
+import { captureLogs } from './helpers/log-capture.js';
+import { REDIS_URL, TEST_MASTER_KEY, freshDatabase, uniqueName } from './helpers/services.js';
 
 /**
  * A TCP proxy in front of the test Redis that holds every reply back by `delayMs` while `slow` is
- * set: a loaded host, as a replica sees it at start-up.
+ * set: a loaded host, as a replica sees it at start-up. `slowFrom`: `slow` is set by the first
+ * command whose bytes match it (a Redis that stops answering in the middle of start-up).
  */
 class SlowProxy {
   slow = true;
+  slowFrom: RegExp | null = null;
   private readonly sockets = new Set<Socket>();
   private constructor(
     readonly server: Server,
@@ -26,6 +32,9 @@ class SlowProxy {
         s.on('error', () => undefined);
         s.on('close', () => proxy.sockets.delete(s));
       }
+      client.on('data', (chunk: Buffer) => {
+        if (proxy.slowFrom?.test(chunk.toString('latin1'))) proxy.slow = true;
+      });
       client.pipe(upstream);
       upstream.on('data', (chunk: Buffer) => {
         if (!proxy.slow) client.write(chunk);
@@ -63,10 +72,10 @@ describe('connectRedis on a slow host', () => {
     // Every reply takes 1 s, ten times the command timeout: start-up must still connect (a replica used to exit with "Command timed out").
     proxy = await SlowProxy.start(1000);
     redis = await connectRedis(proxy.url, 100, 20_000);
-    proxy.slow = false;
+    // The start-up steps that follow the connection (the database marker's SET NX, ...) wait as long.
     expect(await redis.ping()).toBe('PONG');
-    // Once connected, the short command timeout holds: a lock attempt turns into the PostgreSQL fallback instead of hanging.
-    proxy.slow = true;
+    // Once start-up is over, the short command timeout holds: a lock attempt turns into the PostgreSQL fallback instead of hanging.
+    useCommandTimeout(redis, 100);
     await expect(redis.ping()).rejects.toThrow(/Command timed out/);
   });
 
@@ -100,5 +109,56 @@ describe('connectRedis on a slow host', () => {
       for (const c of held) c.destroy();
       await Promise.all(silent.map((s) => new Promise((r) => s.close(r))));
     }
+  });
+});
+
+describe('a replica starting against a slow Redis', () => {
+  const logs = captureLogs('redis-startup');
+  let proxy: SlowProxy | null = null;
+  let db: Awaited<ReturnType<typeof freshDatabase>> | null = null;
+  afterEach(async () => {
+    await proxy?.close();
+    proxy = null;
+    await db?.drop();
+    db = null;
+  });
+  const configFor = (url: string, commandTimeout: string, connectTimeout: string) =>
+    loadConfig({
+      env: {
+        DATABASE_URL: db!.url,
+        REDIS_URL: url,
+        RELAY_JOBS_INSTANCE_ID: 'slow-redis-1',
+        RELAY_JOBS_ENV: 'test',
+        RELAY_JOBS_ADMIN_TOKEN: 'slow-redis-admin-token-0123456789',
+        RELAY_JOBS_MASTER_KEY: TEST_MASTER_KEY,
+        RELAY_JOBS__REDIS__KEY_PREFIX: uniqueName('rjslow'),
+        RELAY_JOBS__REDIS__COMMAND_TIMEOUT: commandTimeout,
+        RELAY_JOBS__REDIS__CONNECT_TIMEOUT: connectTimeout,
+      },
+    });
+
+  it('start-up steps after the connection wait up to redis.connect_timeout; the command timeout holds once started', { timeout: 60_000 }, async () => {
+    // CI, 6 Dec: a replica connected, then exited with "unexpected error: Command timed out" at its
+    // next start-up step (the database marker's SET NX) on a loaded host with a 300 ms command timeout.
+    db = await freshDatabase({ migrated: true });
+    proxy = await SlowProxy.start(400);
+    const rt = await Runtime.create(configFor(proxy.url, '100ms', '5s'), { logger: logs.logger });
+    try {
+      expect(await rt.db.query('SELECT 1')).toBeTruthy(); // started: every start-up command was answered after 400 ms
+      // Started: a command slower than redis.command_timeout fails, and the round takes the PostgreSQL fallback.
+      await expect(rt.redis!.ping()).rejects.toThrow(/Command timed out/);
+    } finally {
+      await rt.shutdown();
+    }
+  });
+
+  it('a Redis that stops answering in the middle of start-up is one line naming REDIS_URL and redis.connect_timeout', { timeout: 60_000 }, async () => {
+    db = await freshDatabase({ migrated: true });
+    proxy = await SlowProxy.start(30_000);
+    proxy.slow = false;
+    proxy.slowFrom = /\bNX\b/; // the database marker's SET NX, the first start-up command after the connection
+    const err = (await Runtime.create(configFor(proxy.url, '100ms', '1s'), { logger: logs.logger }).catch((e: Error) => e)) as Error;
+    expect(err).toBeInstanceOf(UserError); // the CLI prints it as one line and exits 2, no stack trace
+    expect(err.message).toMatch(/^Redis at redis:\/\/127\.0\.0\.1:\d+ \(REDIS_URL\) failed a start-up command \(each may take redis\.connect_timeout, 1 s\): Command timed out$/);
   });
 });

@@ -11,7 +11,7 @@ import { tightenDataDir } from '../store/data-dir-perms.js';
 import { migrate } from './migrations.js';
 import { SecretBox } from '../store/secret-box.js';
 import { checkMasterKey, connectionBudget } from '../store/server-checks.js';
-import { connectRedis } from '../coordination/redis-client.js';
+import { connectRedis, redisStartupFailure, useCommandTimeout } from '../coordination/redis-client.js';
 import type { Logger } from '../telemetry/logger.js';
 import { redactUrl } from '../config/redact-url.js';
 import { untilAborted } from './startup-abort.js';
@@ -27,6 +27,10 @@ export interface Backends {
   redis: RedisClient | null;
   box: SecretBox;
   dataDirLock: DataDirLock | null;
+  /** Start-up is over: Redis commands fail after `redis.command_timeout` from now on (until then, `redis.connect_timeout`). */
+  started(): void;
+  /** A start-up failure as it is thrown: a Redis command's failure becomes one line naming REDIS_URL. */
+  startupError(err: unknown): unknown;
   /** Closes whatever is open, in reverse order of opening; never throws. */
   close(log: Logger): Promise<void>;
 }
@@ -139,7 +143,9 @@ export async function openBackends(config: Config, log: Logger, signal?: AbortSi
     const box = config.security.master_key ? SecretBox.fromBase64(config.security.master_key) : SecretBox.forDataDir(config.database.data_dir);
     await checkMasterKey(db, box.fingerprint);
     if (config.mode === 'cluster') await warnConnectionBudget(db, config, log);
-    return { db, sessionDb: directDb ?? db, redis, box, dataDirLock, close };
+    const started = () => redis && useCommandTimeout(redis, config.redis.command_timeout);
+    const startupError = (err: unknown) => (redis && redisStartupFailure(err, config.redis.url!, config.redis.connect_timeout)) || err;
+    return { db, sessionDb: directDb ?? db, redis, box, dataDirLock, started, startupError, close };
   } catch (err) {
     redis?.disconnect();
     redis = null;

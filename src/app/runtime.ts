@@ -104,8 +104,7 @@ export class Runtime {
     wirings: Awaited<ReturnType<typeof loadWirings>>,
   ) {
     const { db, redis } = backends;
-    this.db = db;
-    this.redis = redis;
+    [this.db, this.redis] = [db, redis];
     this.startedAt = new Date(clock.now());
     const instanceId = config.instance.id;
     this.liveness = config.mode === 'cluster' && config.cluster.crash_detection === 'session' ? new LivenessSession(backends.sessionDb, log, 1000, clock, this.metrics.loopTicks) : null;
@@ -217,10 +216,11 @@ export class Runtime {
         // Registered: the areas learn the boot id (refresh leases name their holder's boot, so the others take them over when it dies).
         rt.registered(rt.registry.bootId);
       }
+      backends.started(); // Redis commands now fail after redis.command_timeout
       return rt;
     } catch (err) {
       await backends.close(log);
-      throw err;
+      throw backends.startupError(err);
     }
   }
 

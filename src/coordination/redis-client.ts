@@ -11,7 +11,9 @@ export type RedisClient = Redis | Cluster;
 /**
  * A Redis client for coordination: commands fail fast while Redis is down (no offline queue,
  * one retry, a command timeout) so a lock attempt turns into the PostgreSQL fallback within
- * about `commandTimeoutMs` instead of hanging; the connection itself keeps retrying.
+ * about `commandTimeoutMs` instead of hanging; the connection itself keeps retrying. Until the
+ * caller calls `useCommandTimeout` (the runtime does once start-up is over), a command waits up
+ * to `connectTimeoutMs`, as the connection's own probe does.
  *
  * Behind Sentinel the client follows failovers (the failover detector subscribes to
  * `+switch-master`; a `READONLY` reply from a demoted primary reconnects). Commands sent during
@@ -21,9 +23,10 @@ export type RedisClient = Redis | Cluster;
  */
 export async function connectRedis(url: string, commandTimeoutMs: number, connectTimeoutMs: number): Promise<RedisClient> {
   const target = parseRedisUrl(url);
-  // Start-up waits up to the connect timeout for the ready check (INFO) and the PING: on a loaded
-  // host their replies can take longer than a short command timeout, and a replica then exited at
-  // start with "Command timed out". The command timeout applies once connected (useCommandTimeout).
+  // Start-up waits up to the connect timeout for the ready check (INFO), the PING and every command
+  // of the start-up steps that follow: on a loaded host their replies can take longer than a short
+  // command timeout, and a replica then exited at start with "Command timed out" (after the PING in
+  // CI, 6 Dec). The caller applies the command timeout once start-up is over (useCommandTimeout).
   const redis = createClient(target, {
     lazyConnect: true,
     enableOfflineQueue: false,
@@ -57,7 +60,6 @@ export async function connectRedis(url: string, commandTimeoutMs: number, connec
     redis.off('error', onError);
   }
   redis.on('error', () => undefined); // reported by readiness and lock metrics, not as crashes
-  useCommandTimeout(redis, commandTimeoutMs);
   keepOpen(redis, commandTimeoutMs);
   return redis;
 }
@@ -113,8 +115,11 @@ function keepOpen(redis: RedisClient, quitWithinMs: number): void {
   });
 }
 
-/** From now on every command fails after `ms`: on the connection, or on each node of a Redis Cluster, present and future. */
-function useCommandTimeout(redis: RedisClient, ms: number): void {
+/**
+ * From now on every command fails after `ms`: on the connection, or on each node of a Redis Cluster,
+ * present and future. Until then a client of `connectRedis` waits up to the connect timeout.
+ */
+export function useCommandTimeout(redis: RedisClient, ms: number): void {
   if (!(redis instanceof Cluster)) {
     redis.options.commandTimeout = ms;
     return;
@@ -169,4 +174,17 @@ function nodesOf(target: RedisTarget): string {
   if (target.kind === 'single') return 'the node';
   const list = (target.kind === 'sentinel' ? target.sentinels : target.nodes).map((n) => `${n.host}:${n.port}`).join(', ');
   return target.kind === 'sentinel' ? `the sentinels ${list} (primary group ${target.master})` : `the cluster nodes ${list}`;
+}
+
+/**
+ * A start-up step's Redis command that failed (timed out after the connect timeout, connection
+ * closed, no retry left) as one line naming the server and the key, or null for any other error.
+ */
+export function redisStartupFailure(err: unknown, url: string, connectTimeoutMs: number): UserError | null {
+  const e = err as Error;
+  const redisError = ['ReplyError', 'MaxRetriesPerRequestError'].includes(e?.name) || /^(Command timed out|Connection is closed\.|Stream isn't writeable)/.test(e?.message ?? '');
+  if (!redisError) return null;
+  return new UserError(
+    `Redis at ${redactUrl(url)} (REDIS_URL) failed a start-up command (each may take redis.connect_timeout, ${Math.round(connectTimeoutMs / 100) / 10} s): ${scrubUrlSecrets(describeRedisError(e), url)}`,
+  );
 }
