@@ -169,6 +169,7 @@ async function benchmarks() {
   if (process.env.BENCH_ONLY === 'latency') return import('./latency.js').then(async (l) => console.log(l.latencyTable(await l.runLatency())));
   if (process.env.BENCH_ONLY === 'scaling') return import('./scaling.js').then((s) => s.scaling());
   if (process.env.BENCH_ONLY === 'ops') return ops();
+  if (process.env.BENCH_ONLY === 'prepared') return import('./prepared.js').then(async (p) => console.log(p.preparedTable(await p.benchPrepared())));
   if (process.env.BENCH_ONLY === 'snapshot') return snapshot();
   if (process.env.BENCH_ONLY === 'images') return images();
   if (process.env.BENCH_ONLY === 'probes') return probes();

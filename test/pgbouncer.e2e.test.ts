@@ -31,7 +31,8 @@ describe.runIf(hasPgbouncer())('cluster behind PgBouncer in transaction mode, se
     expect(r.after.start - r.killedAt).toBeLessThanOrEqual(INTERVAL + 1000);
     for (const p of cluster!.replicas.map((x) => x.proc))
       expect(
-        p.lines.filter((l) => /not held by this session|crash detection off/.test(l)),
+        // database.prepared_statements auto: off on DATABASE_URL since DATABASE_DIRECT_URL is set, so PgBouncer 1.18 never refuses one.
+        p.lines.filter((l) => /not held by this session|crash detection off|refused a prepared statement/.test(l)),
         p.name,
       ).toEqual([]);
   }, 120_000);

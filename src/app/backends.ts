@@ -36,6 +36,17 @@ export interface Backends {
 }
 
 /**
+ * Whether a pool names its statements (`database.prepared_statements`): `auto` names them on `url`
+ * unless `direct_url` is set (then `url` is taken for PgBouncer in transaction mode), and always on
+ * `direct_url` (a direct session, never behind such a pooler).
+ */
+export function usePreparedStatements(config: Config, pool: 'url' | 'direct_url'): boolean {
+  const setting = config.database.prepared_statements;
+  if (setting !== 'auto') return setting === 'on';
+  return pool === 'direct_url' || !config.database.direct_url;
+}
+
+/**
  * Connects, migrates, and checks what needs the servers (master key, connection budget).
  * Every failure is a one-line UserError; whatever was opened is closed again before it throws.
  * `signal` (a stop signal during start-up) ends a wait for a server at once (`StartupInterrupted`).
@@ -85,6 +96,12 @@ export async function openBackends(config: Config, log: Logger, signal?: AbortSi
             onError: (err) => log.warn({ err: err.message }, 'idle PostgreSQL connection failed'),
             source: urlSource(config, 'database.url'),
             applicationName: `relay-jobs/${config.instance.id}`,
+            preparedStatements: usePreparedStatements(config, 'url'),
+            onPreparedRefused: (reason) =>
+              log.warn(
+                { reason },
+                `PostgreSQL at ${redactUrl(config.database.url!)} refused a prepared statement (${reason}): a pooler in transaction mode that cannot keep them (PgBouncer before 1.21, or max_prepared_statements 0)? Statements run unprepared from now on; set database.prepared_statements: off (or DATABASE_DIRECT_URL) to say so`,
+              ),
           },
           'database.url',
         ),
@@ -103,6 +120,7 @@ export async function openBackends(config: Config, log: Logger, signal?: AbortSi
               onError: (err) => log.warn({ err: err.message }, 'idle direct PostgreSQL session failed'),
               source: urlSource(config, 'database.direct_url'),
               applicationName: `relay-jobs/${config.instance.id}`,
+              preparedStatements: usePreparedStatements(config, 'direct_url'),
             },
             'database.direct_url',
           ),

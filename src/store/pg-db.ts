@@ -2,6 +2,7 @@ import pg from 'pg';
 import { UserError } from '../config/errors.js';
 import { redactUrl, scrubUrlSecrets } from '../config/redact-url.js';
 import type { Db, PinnedConnection, Queryable, QueryResult } from './db.js';
+import { PreparedStatements } from './prepared-statements.js';
 
 export interface PgDbOptions {
   url: string;
@@ -12,6 +13,10 @@ export interface PgDbOptions {
   source?: string;
   /** `application_name` of every connection (`relay-jobs/<instance id>`): how the doctor's connection_budget tells them from the gateway's. */
   applicationName?: string;
+  /** Name (prepare once per connection) the parametrised statements (`database.prepared_statements`); off by default. */
+  preparedStatements?: boolean;
+  /** The server refused a named statement (a pooler in transaction mode): they stay off for this pool. */
+  onPreparedRefused?: (reason: string) => void;
 }
 
 /** pg's own timeouts: the connection's (`connectionTimeoutMillis`) and the first statement's (`query_timeout`). */
@@ -31,8 +36,10 @@ export class PgDb implements Db {
   readonly kind = 'postgres' as const;
   readonly stats = { queries: 0 };
   private readonly pool: pg.Pool;
+  readonly prepared: PreparedStatements;
 
   constructor(private readonly opts: PgDbOptions) {
+    this.prepared = new PreparedStatements(opts.preparedStatements === true, (reason) => opts.onPreparedRefused?.(reason));
     // `min`: an idle replica's few statements come tens of seconds apart, longer than the idle
     // timeout; without a floor every one of them opened a fresh connection, and each connection's
     // start is a transaction of its own that no statement log shows (issue 26: the 0.6/s "gap").
@@ -94,7 +101,7 @@ export class PgDb implements Db {
 
   async query<R>(text: string, params?: unknown[]): Promise<QueryResult<R>> {
     this.stats.queries++;
-    const res = await this.pool.query(text, params as unknown[]);
+    const res = await this.prepared.run(text, params, true, (cfg) => this.pool.query(cfg));
     return { rows: res.rows as R[], rowCount: res.rowCount ?? 0 };
   }
 
@@ -111,7 +118,7 @@ export class PgDb implements Db {
     let broken: Error | undefined;
     const onError = (err: Error) => void (broken = err);
     client.on('error', onError);
-    const q = wrapClient(client, this.stats);
+    const q = wrapClient(client, this.stats, this.prepared, false);
     try {
       await q.query('BEGIN');
       const result = await fn(q);
@@ -140,7 +147,7 @@ export class PgDb implements Db {
     const onEnd = () => lost();
     client.on('error', onError);
     client.on('end', onEnd);
-    const q = wrapClient(client, this.stats);
+    const q = wrapClient(client, this.stats, this.prepared, true);
     const notified: Array<(msg: pg.Notification) => void> = [];
     return {
       query: q.query,
@@ -174,8 +181,9 @@ export class PgDb implements Db {
  * second one sent while it is busy, but that queue is deprecated (removed in pg 9), so callers
  * that share a pinned connection (the heartbeat and shutdown on the liveness session) or run
  * statements side by side in a transaction are put in line here, in the order they asked.
+ * `retry`: a statement whose name the server refused is sent again unnamed (not in a transaction).
  */
-function wrapClient(client: pg.PoolClient, stats: { queries: number }): Queryable {
+function wrapClient(client: pg.PoolClient, stats: { queries: number }, prepared: PreparedStatements, retry: boolean): Queryable {
   let tail: Promise<unknown> = Promise.resolve();
   const inLine = <T>(run: () => Promise<T>): Promise<T> => {
     const next = tail.then(run, run);
@@ -186,7 +194,7 @@ function wrapClient(client: pg.PoolClient, stats: { queries: number }): Queryabl
     query<R>(text: string, params?: unknown[]): Promise<QueryResult<R>> {
       stats.queries++;
       return inLine(async () => {
-        const res = await client.query(text, params as unknown[]);
+        const res = await prepared.run(text, params, retry, (cfg) => client.query(cfg));
         return { rows: res.rows as R[], rowCount: res.rowCount ?? 0 };
       });
     },
