@@ -29,12 +29,17 @@ describe.runIf(hasPgbouncer())('cluster behind PgBouncer in transaction mode, se
     // ran out: a lease renewed every ttl/3 expires at least ttl − ttl/3 after the kill.
     expect(r.after.start - r.killedAt, 'takeover waited for the lease: the liveness session did not work behind PgBouncer').toBeLessThan(LOCK_TTL - LOCK_TTL / 3);
     expect(r.after.start - r.killedAt).toBeLessThanOrEqual(INTERVAL + 1000);
-    for (const p of cluster!.replicas.map((x) => x.proc))
+    for (const p of cluster!.replicas.map((x) => x.proc)) {
       expect(
-        // database.prepared_statements auto: off on DATABASE_URL since DATABASE_DIRECT_URL is set, so PgBouncer 1.18 never refuses one.
+        p.lines.some((l) => l.includes('DATABASE_URL reaches PostgreSQL through a pooler or proxy')),
+        `${p.name}: prepared statements left on behind PgBouncer`,
+      ).toBe(true);
+      expect(
+        // database.prepared_statements auto: the start-up probe finds PgBouncer on DATABASE_URL, so PgBouncer 1.18 never refuses one.
         p.lines.filter((l) => /not held by this session|crash detection off|refused a prepared statement/.test(l)),
         p.name,
       ).toEqual([]);
+    }
   }, 120_000);
 });
 

@@ -48,6 +48,13 @@ describe('database.prepared_statements on PostgreSQL', () => {
     expect((await db.query<{ n: number }>('SELECT $1::int + 1 AS n', [41])).rows).toEqual([{ n: 42 }]);
   });
 
+  it('when-direct (auto): a direct connection is seen as itself, and names its statements', async () => {
+    const db = await PgDb.connect({ url: fresh.url, poolSize: 1, connectTimeoutMs: 5000, preparedStatements: 'when-direct' });
+    dbs.push(db);
+    expect([db.prepared.route, db.prepared.active]).toEqual(['direct', true]);
+    expect(await preparedOnOneConnection(db, async (q) => void (await q.query('SELECT $1::int AS n', [1])))).toHaveLength(1);
+  });
+
   it('off (the default of a PgDb, and database.prepared_statements: off): nothing is prepared', async () => {
     const names = await preparedOnOneConnection(open(false), async (q) => {
       for (let i = 0; i < 3; i++) await q.query('SELECT $1::int AS n', [i]);
@@ -75,12 +82,12 @@ describe('database.prepared_statements on PostgreSQL', () => {
     expect(names).toHaveLength(MAX_NAMED_STATEMENTS);
   });
 
-  it('auto: on for DATABASE_URL unless DATABASE_DIRECT_URL is set (PgBouncer in transaction mode), always on the direct session', () => {
+  it('auto: on DATABASE_URL when the first connection is seen directly, always on the direct session; on and off as said', () => {
     const config = (env: Record<string, string>) =>
       loadConfig({ env: { DATABASE_URL: 'postgres://db/x', REDIS_URL: 'redis://r', RELAY_JOBS_INSTANCE_ID: 'a', RELAY_JOBS_ENV: 'e', RELAY_JOBS_MASTER_KEY: TEST_MASTER_KEY, ...env } });
-    expect(usePreparedStatements(config({}), 'url')).toBe(true);
+    expect(usePreparedStatements(config({}), 'url')).toBe('when-direct');
     const bouncer = config({ DATABASE_DIRECT_URL: 'postgres://db-direct/x' });
-    expect([usePreparedStatements(bouncer, 'url'), usePreparedStatements(bouncer, 'direct_url')]).toEqual([false, true]);
+    expect([usePreparedStatements(bouncer, 'url'), usePreparedStatements(bouncer, 'direct_url')]).toEqual(['when-direct', true]);
     const on = config({ DATABASE_DIRECT_URL: 'postgres://db-direct/x', RELAY_JOBS__DATABASE__PREPARED_STATEMENTS: 'on' });
     expect(usePreparedStatements(on, 'url')).toBe(true);
     const off = config({ RELAY_JOBS__DATABASE__PREPARED_STATEMENTS: 'off' });
@@ -100,7 +107,18 @@ describe.runIf(hasPgbouncer())('database.prepared_statements: on behind PgBounce
     await fresh?.drop();
   });
 
-  it('the first refusal turns them off for the pool with one warning; every statement outside a transaction still answers', async () => {
+  it("auto finds the pooler at connect (the server sees PgBouncer's port, not this connection's) and prepares nothing", async () => {
+    const db = await PgDb.connect({ url: bouncer.url(fresh.name), poolSize: 4, connectTimeoutMs: 5000, preparedStatements: 'when-direct', onPreparedRefused: (r) => expect.fail(r) });
+    try {
+      expect([db.prepared.route, db.prepared.active]).toEqual(['pooled', false]);
+      const answers = await Promise.all(Array.from({ length: 24 }, (_, i) => db.query<{ n: number }>('SELECT $1::int * 2 AS n', [i])));
+      expect(answers.map((a) => a.rows[0]!.n)).toEqual(Array.from({ length: 24 }, (_, i) => i * 2));
+    } finally {
+      await db.close();
+    }
+  });
+
+  it('on: the first refusal turns them off for the pool with one warning; every statement outside a transaction still answers', async () => {
     const refusals: string[] = [];
     const db = new PgDb({ url: bouncer.url(fresh.name), poolSize: 6, connectTimeoutMs: 5000, preparedStatements: true, onPreparedRefused: (r) => refusals.push(r) });
     try {

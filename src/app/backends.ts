@@ -37,13 +37,14 @@ export interface Backends {
 
 /**
  * Whether a pool names its statements (`database.prepared_statements`): `auto` names them on `url`
- * unless `direct_url` is set (then `url` is taken for PgBouncer in transaction mode), and always on
- * `direct_url` (a direct session, never behind such a pooler).
+ * when the first connection finds the server sees it directly (not PgBouncer's or a proxy's
+ * connection: `PgDb` compares the session's client port), and always on `direct_url` (a session
+ * of its own, which a transaction pooler cannot give).
  */
-export function usePreparedStatements(config: Config, pool: 'url' | 'direct_url'): boolean {
+export function usePreparedStatements(config: Config, pool: 'url' | 'direct_url'): boolean | 'when-direct' {
   const setting = config.database.prepared_statements;
   if (setting !== 'auto') return setting === 'on';
-  return pool === 'direct_url' || !config.database.direct_url;
+  return pool === 'direct_url' || 'when-direct';
 }
 
 /**
@@ -87,7 +88,7 @@ export async function openBackends(config: Config, log: Logger, signal?: AbortSi
             ),
         });
       };
-      db = await untilAborted(
+      const pool = await untilAborted(
         connect(
           {
             url: config.database.url!,
@@ -100,7 +101,7 @@ export async function openBackends(config: Config, log: Logger, signal?: AbortSi
             onPreparedRefused: (reason) =>
               log.warn(
                 { reason },
-                `PostgreSQL at ${redactUrl(config.database.url!)} refused a prepared statement (${reason}): a pooler in transaction mode that cannot keep them (PgBouncer before 1.21, or max_prepared_statements 0)? Statements run unprepared from now on; set database.prepared_statements: off (or DATABASE_DIRECT_URL) to say so`,
+                `PostgreSQL at ${redactUrl(config.database.url!)} refused a prepared statement (${reason}): a pooler in transaction mode that cannot keep them (PgBouncer before 1.21, or max_prepared_statements 0)? Statements run unprepared from now on; set database.prepared_statements: off to say so`,
               ),
           },
           'database.url',
@@ -109,6 +110,7 @@ export async function openBackends(config: Config, log: Logger, signal?: AbortSi
         pgWait(config.database.url!, 'database.url'),
         closeDb,
       );
+      db = pool;
       if (config.database.direct_url) {
         // The coordination session (liveness and the advisory-lock fallback share it), plus one to reopen it while the old one closes.
         directDb = await untilAborted(
@@ -130,6 +132,10 @@ export async function openBackends(config: Config, log: Logger, signal?: AbortSi
         );
         log.info('session state (liveness, advisory-lock fallback) on DATABASE_DIRECT_URL; statements on DATABASE_URL');
       }
+      if (pool.prepared.route === 'pooled')
+        log.info(
+          `DATABASE_URL reaches PostgreSQL through a pooler or proxy (the server sees another client port than this connection's): statements run unprepared (database.prepared_statements: auto; set it to on for PgBouncer 1.21+ with max_prepared_statements)`,
+        );
       log.info('PostgreSQL answered; connecting to Redis (REDIS_URL)');
       redis = await untilAborted(connectRedis(config.redis.url!, config.redis.command_timeout, config.redis.connect_timeout), signal, `Redis at ${redactUrl(config.redis.url!)} (REDIS_URL)`, (r) =>
         r.disconnect(),

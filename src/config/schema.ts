@@ -79,7 +79,7 @@ export const kernelSections = {
       // `start` only: how long a PostgreSQL (or PgBouncer) not reachable yet is tried again before exit 2; 0: once (issue 53).
       startup_wait: duration.default(60_000),
       auto_migrate: z.boolean().default(true),
-      // Server-side prepared statements: auto = on unless direct_url is set (PgBouncer in transaction mode).
+      // Server-side prepared statements: auto = on where the server sees the connection itself (not through PgBouncer or a proxy).
       prepared_statements: z.enum(['auto', 'on', 'off']).default('auto'),
     })
     .strict()

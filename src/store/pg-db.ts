@@ -13,8 +13,12 @@ export interface PgDbOptions {
   source?: string;
   /** `application_name` of every connection (`relay-jobs/<instance id>`): how the doctor's connection_budget tells them from the gateway's. */
   applicationName?: string;
-  /** Name (prepare once per connection) the parametrised statements (`database.prepared_statements`); off by default. */
-  preparedStatements?: boolean;
+  /**
+   * Name (prepare once per connection) the parametrised statements (`database.prepared_statements`);
+   * off by default. `when-direct`: only when `connect` finds the server sees this very connection,
+   * not a pooler's or a proxy's (the server's `client_port` of the session is this socket's port).
+   */
+  preparedStatements?: boolean | 'when-direct';
   /** The server refused a named statement (a pooler in transaction mode): they stay off for this pool. */
   onPreparedRefused?: (reason: string) => void;
 }
@@ -70,7 +74,8 @@ export class PgDb implements Db {
   /**
    * `SELECT 1` with its answer bounded by `connectTimeoutMs` as well: behind PgBouncer the login is
    * answered by the pooler itself, and the statement then waits for a server connection (up to its
-   * `query_wait_timeout`, 2 minutes by default) while PostgreSQL is down.
+   * `query_wait_timeout`, 2 minutes by default) while PostgreSQL is down. With `preparedStatements:
+   * 'when-direct'` the statement reads the session's client port as well.
    */
   private async firstPing(): Promise<void> {
     const client = await this.pool.connect();
@@ -79,7 +84,10 @@ export class PgDb implements Db {
     client.on('error', onError);
     try {
       this.stats.queries++;
-      await client.query({ text: 'SELECT 1', query_timeout: this.opts.connectTimeoutMs } as pg.QueryConfig); // pg reads a statement's own query_timeout; its types lack it
+      const probe = this.opts.preparedStatements === 'when-direct';
+      const text = probe ? 'SELECT client_port FROM pg_stat_activity WHERE pid = pg_backend_pid()' : 'SELECT 1';
+      const { rows } = await client.query<{ client_port: number | null }>({ text, query_timeout: this.opts.connectTimeoutMs } as pg.QueryConfig); // pg reads a statement's own query_timeout; its types lack it
+      if (probe) this.prepared.directOnly(seenDirectly(client, rows[0]?.client_port));
     } catch (err) {
       failed ??= err as Error;
       throw err;
@@ -203,6 +211,17 @@ function wrapClient(client: pg.PoolClient, stats: { queries: number }, prepared:
       return inLine(async () => void (await client.query(sql)));
     },
   };
+}
+
+/**
+ * Whether the server's session is this client's own socket: the port it reports for the session
+ * (`client_port`) is this socket's local port, or neither has one (a Unix socket). Through
+ * PgBouncer, or a proxy that opens its own connections, the server sees another port.
+ */
+function seenDirectly(client: pg.PoolClient, serverSeesPort: number | null | undefined): boolean {
+  const local = (client as unknown as { connection?: { stream?: { localPort?: number } } }).connection?.stream?.localPort;
+  if (local === undefined) return serverSeesPort == null || serverSeesPort === -1;
+  return serverSeesPort === local;
 }
 
 export function describePgError(err: unknown): string {

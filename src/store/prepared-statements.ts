@@ -14,7 +14,8 @@ export const MAX_NAMED_STATEMENTS = 500;
  *
  * Off behind a pooler in transaction mode that cannot carry them (PgBouncer before 1.21, or
  * without `max_prepared_statements`): a statement prepared on one server connection is missing
- * on the next. When the server answers so (SQLSTATE 26000 "does not exist", 42P05 "already
+ * on the next. `auto` finds such a pooler at connect (`directOnly`, from `PgDb.connect`'s probe
+ * of the session's client port). When the server answers so anyway (SQLSTATE 26000 "does not exist", 42P05 "already
  * exists"), naming stops for the pool (`onRefused`, once) and a statement outside a transaction
  * is sent again unnamed: it did not run, Parse or Bind failed. A statement whose cached plan no
  * longer fits its table (0A000 "cached plan must not change result type": another replica's
@@ -28,9 +29,19 @@ export class PreparedStatements {
     private readonly onRefused: (reason: string) => void,
   ) {}
 
+  /** Whether statements are named now. */
   get active(): boolean {
     return this.enabled;
   }
+
+  /** `database.prepared_statements: auto` on a connection found direct (`true`) or through a pooler or proxy (`false`, stays off). */
+  directOnly(direct: boolean): void {
+    this.enabled = direct;
+    this.route = direct ? 'direct' : 'pooled';
+  }
+
+  /** What the start-up probe found (`directOnly`), if there was one. */
+  route: 'direct' | 'pooled' | null = null;
 
   /** What pg sends: the text with a stable name when it is named, else the text alone (unnamed). */
   config(text: string, values: unknown[] | undefined): pg.QueryConfig {
