@@ -1,4 +1,5 @@
 import { Cron } from 'croner';
+import { cronZone, isKnownTimeZone } from '../time/zones.js';
 import { ConfigError } from './errors.js';
 import { formatDuration } from './duration.js';
 import type { JobSettingsInput } from './schema.js';
@@ -38,15 +39,6 @@ export interface JobSettings {
   noWorkLog?: 'debug' | 'info';
 }
 
-export function isValidTimezone(tz: string): boolean {
-  try {
-    new Intl.DateTimeFormat('en-US', { timeZone: tz });
-    return true;
-  } catch {
-    return false;
-  }
-}
-
 /** The default lease: longer than the timeout by a fifth of it, at least 2 s, so a round never outlives its lease. */
 export function defaultLockTtl(timeoutMs: number): number {
   return timeoutMs + Math.max(2000, Math.ceil(timeoutMs / 5));
@@ -74,7 +66,7 @@ export function defaultOffset(name: string, periodMs: number, offsetMaxMs: numbe
 
 /** A cron's period near a fixed reference instant (config is checked without reading the clock). */
 function cronPeriod(expr: string, timezone: string): number {
-  const c = new Cron(expr, { timezone, paused: true });
+  const c = new Cron(expr, { ...cronZone(timezone), paused: true });
   const a = c.nextRun(new Date(Date.UTC(2026, 0, 5)));
   const b = a && c.nextRun(a);
   return a && b ? b.getTime() - a.getTime() : 0;
@@ -95,10 +87,10 @@ export function resolveJobSettings(name: string, defaults: JobDefaults, input: J
   if (useCron) {
     const expr = input.cron ?? defaults.cron!;
     const timezone = input.timezone ?? defaults.timezone ?? 'UTC';
-    if (!isValidTimezone(timezone)) problems.push(`${key('timezone')}: unknown time zone ${JSON.stringify(timezone)}; expected an IANA name such as UTC or Asia/Shanghai`);
+    if (!isKnownTimeZone(timezone)) problems.push(`${key('timezone')}: unknown time zone ${JSON.stringify(timezone)}; expected an IANA name such as UTC or Asia/Shanghai`);
     else {
       try {
-        new Cron(expr, { timezone, paused: true });
+        new Cron(expr, { ...cronZone(timezone), paused: true });
       } catch (err) {
         problems.push(`${key('cron')}: invalid cron expression ${JSON.stringify(expr)} (${(err as Error).message}); expected 5 or 6 fields such as "0 2 * * *"`);
       }

@@ -1,4 +1,5 @@
 import { Cron } from 'croner';
+import { cronZone } from '../time/zones.js';
 import type { MissedSlotPolicy, ScheduleSpec } from '../config/job-settings.js';
 import { formatDuration } from '../config/duration.js';
 
@@ -15,7 +16,7 @@ export class Schedule {
   private readonly cron: Cron | null;
 
   constructor(readonly spec: ScheduleSpec) {
-    this.cron = spec.kind === 'cron' ? new Cron(spec.expr, { timezone: spec.timezone, paused: true }) : null;
+    this.cron = spec.kind === 'cron' ? new Cron(spec.expr, { ...cronZone(spec.timezone), paused: true }) : null;
   }
 
   /** How far after each aligned (or cron) instant this job's slots fall. */

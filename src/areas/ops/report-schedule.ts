@@ -1,19 +1,16 @@
 import { Cron } from 'croner';
+import { cronZone, isKnownTimeZone } from '../../time/zones.js';
 
 /** Croner, paused: occurrences only, in the report's time zone (DST handled by croner). */
 export function reportCron(expr: string, timezone: string): Cron {
-  return new Cron(expr, { timezone, paused: true });
+  return new Cron(expr, { ...cronZone(timezone), paused: true });
 }
 
 /** Why a cron and zone cannot schedule a report, or null: unparsable, unknown zone, or never fires. */
 export function cronProblem(expr: string, timezone: string, now: Date): string | null {
   const fields = expr.trim().split(/\s+/).length;
   if (fields !== 5 && fields !== 6) return `expected 5 fields (minute hour day month weekday), or 6 with seconds first; got ${fields}`;
-  try {
-    new Intl.DateTimeFormat('en', { timeZone: timezone });
-  } catch {
-    return `unknown time zone ${JSON.stringify(timezone)}`;
-  }
+  if (!isKnownTimeZone(timezone)) return `unknown time zone ${JSON.stringify(timezone)}`;
   try {
     const next = reportCron(expr, timezone).nextRun(now);
     if (!next) return 'this cron never fires';

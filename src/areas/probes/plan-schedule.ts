@@ -1,4 +1,5 @@
 import { Cron } from 'croner';
+import { cronZone, isKnownTimeZone } from '../../time/zones.js';
 import { spreadPhase } from './store/monitors.js';
 
 /**
@@ -6,7 +7,7 @@ import { spreadPhase } from './store/monitors.js';
  * and a cron that never fires (e.g. 30 February); `after` is the first occurrence strictly after t.
  */
 export function nextOccurrence(cron: string, timezone: string, afterMs: number): Date | null {
-  const c = new Cron(cron, { timezone, paused: true });
+  const c = new Cron(cron, { ...cronZone(timezone), paused: true });
   return c.nextRun(new Date(afterMs));
 }
 
@@ -16,7 +17,7 @@ export function nextOccurrence(cron: string, timezone: string, afterMs: number):
  * in them is refused).
  */
 export function closestFirings(cron: string, timezone: string, afterMs: number, runs = 400): number | null {
-  const c = new Cron(cron, { timezone, paused: true });
+  const c = new Cron(cron, { ...cronZone(timezone), paused: true });
   const times = c.nextRuns(runs, new Date(afterMs)).map((d) => d.getTime());
   let min: number | null = null;
   for (let i = 1; i < times.length; i++) min = Math.min(min ?? Infinity, times[i]! - times[i - 1]!);
@@ -28,11 +29,7 @@ export function closestFirings(cron: string, timezone: string, afterMs: number, 
  * a plan spends a real upstream completion with the account's token every time it fires.
  */
 export function checkPlanSchedule(cron: string, timezone: string, nowMs: number, minIntervalMs = 0): { field: 'cron' | 'timezone'; message: string } | null {
-  try {
-    new Intl.DateTimeFormat('en-US', { timeZone: timezone });
-  } catch {
-    return { field: 'timezone', message: `unknown time zone ${JSON.stringify(timezone)} (expected an IANA name such as UTC or Asia/Shanghai)` };
-  }
+  if (!isKnownTimeZone(timezone)) return { field: 'timezone', message: `unknown time zone ${JSON.stringify(timezone)} (expected an IANA name such as UTC or Asia/Shanghai)` };
   let next: Date | null;
   try {
     next = nextOccurrence(cron, timezone, nowMs);
@@ -75,7 +72,7 @@ function slotOf(id: number, c: Cron, firingMs: number): PlanSlot {
 
 /** The first slot of plan `id` at or after `atMs` (null: the cron never fires again). */
 export function nextPlanSlot(id: number, cron: string, timezone: string, atMs: number): PlanSlot | null {
-  const c = new Cron(cron, { timezone, paused: true });
+  const c = new Cron(cron, { ...cronZone(timezone), paused: true });
   // A slot precedes the next firing, so only the firing at or before atMs, and those after it, can qualify.
   let firing: Date | null = c.previousRuns(1, new Date(atMs + 1))[0] ?? c.nextRun(new Date(atMs));
   for (let i = 0; firing && i < 3; i++) {
@@ -88,7 +85,7 @@ export function nextPlanSlot(id: number, cron: string, timezone: string, atMs: n
 
 /** The latest slot of plan `id` at or before `atMs` (null: none). */
 export function latestPlanSlot(id: number, cron: string, timezone: string, atMs: number): PlanSlot | null {
-  const c = new Cron(cron, { timezone, paused: true });
+  const c = new Cron(cron, { ...cronZone(timezone), paused: true });
   for (const firing of c.previousRuns(2, new Date(atMs + 1))) {
     const s = slotOf(id, c, firing.getTime());
     if (s.slotMs <= atMs) return s;
@@ -133,7 +130,7 @@ function countSlots(p: { id: number; cron: string; timezone: string }, fromMs: n
 
 /** Half the plan's interval after `atMs`: where the first phase slot after an immediate test may fall at the earliest. */
 export function halfIntervalAfter(cron: string, timezone: string, atMs: number): number {
-  const c = new Cron(cron, { timezone, paused: true });
+  const c = new Cron(cron, { ...cronZone(timezone), paused: true });
   const [a, b] = c.nextRuns(2, new Date(atMs));
   return a && b ? Math.ceil((b.getTime() - a.getTime()) / 2) : 0;
 }

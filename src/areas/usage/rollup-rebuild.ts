@@ -1,4 +1,5 @@
 import { AGGREGATION_WATERMARK, type Rollups } from './store/rollups.js';
+import { isUtcZone } from '../../time/zones.js';
 
 export const HOUR = 3_600_000;
 /** A backfill is done in chunks of this much raw time, each its own transaction, with progress. */
@@ -9,6 +10,7 @@ export const floorHour = (ms: number) => Math.floor(ms / HOUR) * HOUR;
 
 /** Time zones whose offset is not a whole number of hours cannot be built from hourly buckets. */
 export function wholeHourZone(tz: string): boolean {
+  if (isUtcZone(tz)) return true; // the default: no need to load the zone data (time/zones.ts)
   for (const month of [0, 6]) {
     const d = new Date(Date.UTC(2026, month, 15, 12));
     const local = new Date(d.toLocaleString('en-US', { timeZone: tz }));
