@@ -55,6 +55,51 @@ describe('database.prepared_statements on PostgreSQL', () => {
     expect(await preparedOnOneConnection(db, async (q) => void (await q.query('SELECT $1::int AS n', [1])))).toHaveLength(1);
   });
 
+  it('when-direct over a Unix socket: nothing to compare (PgBouncer may listen on one), so they stay off', async () => {
+    const db = await PgDb.connect({ url: `postgres://postgres@/${fresh.name}?host=/var/run/postgresql`, poolSize: 1, connectTimeoutMs: 5000, preparedStatements: 'when-direct' });
+    dbs.push(db);
+    expect([db.prepared.route, db.prepared.active]).toEqual(['pooled', false]);
+  });
+
+  it('a statement gone from a direct connection (26000): that text is resent and runs unnamed, the pool keeps naming the others', async () => {
+    const db = await PgDb.connect({ url: fresh.url, poolSize: 1, connectTimeoutMs: 5000, preparedStatements: 'when-direct', onPreparedRefused: (r) => expect.fail(r) });
+    dbs.push(db);
+    const pin = await db.pin();
+    try {
+      expect((await pin.query('SELECT $1::int + 1 AS n', [1])).rows).toEqual([{ n: 2 }]);
+      await pin.exec('DEALLOCATE ALL'); // node-postgres still holds the name as parsed on this connection
+      expect((await pin.query('SELECT $1::int + 1 AS n', [2])).rows).toEqual([{ n: 3 }]);
+      expect((await pin.query('SELECT $1::int + 1 AS n', [3])).rows).toEqual([{ n: 4 }]);
+      expect(db.prepared.active).toBe(true);
+      await pin.query('SELECT $1::int AS other', [1]);
+      expect((await pin.query<{ statement: string }>('SELECT statement FROM pg_prepared_statements')).rows).toEqual([{ statement: 'SELECT $1::int AS other' }]);
+      // A value node-postgres cannot convert fails that query alone.
+      const circular: Record<string, unknown> = {};
+      circular.self = circular;
+      await expect(pin.query('SELECT $1::jsonb AS j', [circular])).rejects.toThrow(/circular/i);
+      expect((await pin.query('SELECT $1::jsonb AS j', [{ a: 1 }])).rows).toEqual([{ j: { a: 1 } }]);
+    } finally {
+      pin.release();
+    }
+  });
+
+  it('a refusal inside a pinned connection\'s own transaction is not resent (it would fail as "transaction aborted"): the real error', async () => {
+    const db = open(true);
+    await db.exec('CREATE TABLE ps_pin (id int PRIMARY KEY, a text); INSERT INTO ps_pin VALUES (1, $$x$$)');
+    const pin = await db.pin();
+    try {
+      const read = () => pin.query<Record<string, unknown>>('SELECT * FROM ps_pin WHERE id = $1', [1]);
+      expect((await read()).rows).toEqual([{ id: 1, a: 'x' }]);
+      await pin.exec('ALTER TABLE ps_pin ADD COLUMN b int DEFAULT 7');
+      await pin.exec('BEGIN');
+      await expect(read()).rejects.toMatchObject({ code: '0A000' });
+      await pin.exec('ROLLBACK');
+      expect((await read()).rows).toEqual([{ id: 1, a: 'x', b: 7 }]); // outside the transaction: unnamed from now on
+    } finally {
+      pin.release();
+    }
+  });
+
   it('off (the default of a PgDb, and database.prepared_statements: off): nothing is prepared', async () => {
     const names = await preparedOnOneConnection(open(false), async (q) => {
       for (let i = 0; i < 3; i++) await q.query('SELECT $1::int AS n', [i]);

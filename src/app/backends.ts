@@ -75,6 +75,11 @@ export async function openBackends(config: Config, log: Logger, signal?: AbortSi
       log.info('connecting to PostgreSQL (DATABASE_URL) and Redis (REDIS_URL)');
       const pgWait = (url: string, key: string) => `PostgreSQL at ${redactUrl(url)} (${urlSource(config, key)})`;
       const closeDb = (d: Db) => d.close().catch(() => undefined);
+      const preparedRefused = (url: string, source: string) => (reason: string) =>
+        log.warn(
+          { reason, source },
+          `PostgreSQL at ${redactUrl(url)} (${source}) refused a prepared statement (${reason}): a pooler in transaction mode that cannot keep them (PgBouncer before 1.21, or max_prepared_statements 0)? Statements run unprepared from now on; set database.prepared_statements: off to say so`,
+        );
       const connect = (opts: PgDbOptions, key: string) => {
         if (!waitForDatabase) return PgDb.connect(opts);
         const bound = config.database.startup_wait;
@@ -98,11 +103,7 @@ export async function openBackends(config: Config, log: Logger, signal?: AbortSi
             source: urlSource(config, 'database.url'),
             applicationName: `relay-jobs/${config.instance.id}`,
             preparedStatements: usePreparedStatements(config, 'url'),
-            onPreparedRefused: (reason) =>
-              log.warn(
-                { reason },
-                `PostgreSQL at ${redactUrl(config.database.url!)} refused a prepared statement (${reason}): a pooler in transaction mode that cannot keep them (PgBouncer before 1.21, or max_prepared_statements 0)? Statements run unprepared from now on; set database.prepared_statements: off to say so`,
-              ),
+            onPreparedRefused: preparedRefused(config.database.url!, 'DATABASE_URL'),
           },
           'database.url',
         ),
@@ -123,6 +124,7 @@ export async function openBackends(config: Config, log: Logger, signal?: AbortSi
               source: urlSource(config, 'database.direct_url'),
               applicationName: `relay-jobs/${config.instance.id}`,
               preparedStatements: usePreparedStatements(config, 'direct_url'),
+              onPreparedRefused: preparedRefused(config.database.direct_url, 'DATABASE_DIRECT_URL'),
             },
             'database.direct_url',
           ),
@@ -134,7 +136,7 @@ export async function openBackends(config: Config, log: Logger, signal?: AbortSi
       }
       if (pool.prepared.route === 'pooled')
         log.info(
-          `DATABASE_URL reaches PostgreSQL through a pooler or proxy (the server sees another client port than this connection's): statements run unprepared (database.prepared_statements: auto; set it to on for PgBouncer 1.21+ with max_prepared_statements)`,
+          `DATABASE_URL reaches PostgreSQL through a pooler or proxy, or over a Unix socket (the server does not see this connection's own port): statements run unprepared (database.prepared_statements: auto; set it to on for a direct connection, or PgBouncer 1.21+ with max_prepared_statements)`,
         );
       log.info('PostgreSQL answered; connecting to Redis (REDIS_URL)');
       redis = await untilAborted(connectRedis(config.redis.url!, config.redis.command_timeout, config.redis.connect_timeout), signal, `Redis at ${redactUrl(config.redis.url!)} (REDIS_URL)`, (r) =>

@@ -178,13 +178,14 @@ function nodesOf(target: RedisTarget): string {
 
 /**
  * A start-up step's Redis command that failed (timed out after the connect timeout, connection
- * closed, no retry left) as one line naming the server and the key, or null for any other error.
+ * closed, no retry left, a Redis Cluster not serving, or an error reply) as one line naming the
+ * server and the key, or null for any other error.
  */
 export function redisStartupFailure(err: unknown, url: string, connectTimeoutMs: number): UserError | null {
   const e = err as Error;
-  const redisError = ['ReplyError', 'MaxRetriesPerRequestError'].includes(e?.name) || /^(Command timed out|Connection is closed\.|Stream isn't writeable)/.test(e?.message ?? '');
-  if (!redisError) return null;
-  return new UserError(
-    `Redis at ${redactUrl(url)} (REDIS_URL) failed a start-up command (each may take redis.connect_timeout, ${Math.round(connectTimeoutMs / 100) / 10} s): ${scrubUrlSecrets(describeRedisError(e), url)}`,
-  );
+  const names = ['ReplyError', 'MaxRetriesPerRequestError', 'ClusterAllFailedError'];
+  const messages = /^(Command timed out|Connection is closed\.|Stream isn't writeable|Cluster isn't ready|Too many Cluster redirections|Failed to refresh slots cache)/;
+  if (!names.includes(e?.name) && !messages.test(e?.message ?? '')) return null;
+  const bound = e.message === 'Command timed out' ? ` (no answer within redis.connect_timeout, ${Math.round(connectTimeoutMs / 100) / 10} s)` : '';
+  return new UserError(`Redis at ${redactUrl(url)} (REDIS_URL) failed a start-up command: ${scrubUrlSecrets(describeRedisError(e), url)}${bound}`);
 }

@@ -109,7 +109,12 @@ export class PgDb implements Db {
 
   async query<R>(text: string, params?: unknown[]): Promise<QueryResult<R>> {
     this.stats.queries++;
-    const res = await this.prepared.run(text, params, true, (cfg) => this.pool.query(cfg));
+    const res = await this.prepared.run(
+      text,
+      params,
+      () => true,
+      (cfg) => this.pool.query(cfg),
+    ); // a pool query is never inside a transaction
     return { rows: res.rows as R[], rowCount: res.rowCount ?? 0 };
   }
 
@@ -126,7 +131,7 @@ export class PgDb implements Db {
     let broken: Error | undefined;
     const onError = (err: Error) => void (broken = err);
     client.on('error', onError);
-    const q = wrapClient(client, this.stats, this.prepared, false);
+    const q = wrapClient(client, this.stats, this.prepared);
     try {
       await q.query('BEGIN');
       const result = await fn(q);
@@ -155,7 +160,7 @@ export class PgDb implements Db {
     const onEnd = () => lost();
     client.on('error', onError);
     client.on('end', onEnd);
-    const q = wrapClient(client, this.stats, this.prepared, true);
+    const q = wrapClient(client, this.stats, this.prepared);
     const notified: Array<(msg: pg.Notification) => void> = [];
     return {
       query: q.query,
@@ -189,9 +194,11 @@ export class PgDb implements Db {
  * second one sent while it is busy, but that queue is deprecated (removed in pg 9), so callers
  * that share a pinned connection (the heartbeat and shutdown on the liveness session) or run
  * statements side by side in a transaction are put in line here, in the order they asked.
- * `retry`: a statement whose name the server refused is sent again unnamed (not in a transaction).
+ * A statement whose name the server refused is sent again unnamed when the connection is not
+ * inside a transaction (`tx`, or a pinned connection's own `BEGIN`: the status of its last reply).
  */
-function wrapClient(client: pg.PoolClient, stats: { queries: number }, prepared: PreparedStatements, retry: boolean): Queryable {
+function wrapClient(client: pg.PoolClient, stats: { queries: number }, prepared: PreparedStatements): Queryable {
+  const idle = () => (client as unknown as { getTransactionStatus(): string | null }).getTransactionStatus() === 'I';
   let tail: Promise<unknown> = Promise.resolve();
   const inLine = <T>(run: () => Promise<T>): Promise<T> => {
     const next = tail.then(run, run);
@@ -202,7 +209,7 @@ function wrapClient(client: pg.PoolClient, stats: { queries: number }, prepared:
     query<R>(text: string, params?: unknown[]): Promise<QueryResult<R>> {
       stats.queries++;
       return inLine(async () => {
-        const res = await prepared.run(text, params, retry, (cfg) => client.query(cfg));
+        const res = await prepared.run(text, params, idle, (cfg) => client.query(cfg));
         return { rows: res.rows as R[], rowCount: res.rowCount ?? 0 };
       });
     },
@@ -215,13 +222,12 @@ function wrapClient(client: pg.PoolClient, stats: { queries: number }, prepared:
 
 /**
  * Whether the server's session is this client's own socket: the port it reports for the session
- * (`client_port`) is this socket's local port, or neither has one (a Unix socket). Through
- * PgBouncer, or a proxy that opens its own connections, the server sees another port.
+ * (`client_port`) is this TCP socket's local port. Through PgBouncer, or a proxy that opens its own
+ * connections, the server sees another port; over a Unix socket there is none to compare.
  */
 function seenDirectly(client: pg.PoolClient, serverSeesPort: number | null | undefined): boolean {
   const local = (client as unknown as { connection?: { stream?: { localPort?: number } } }).connection?.stream?.localPort;
-  if (local === undefined) return serverSeesPort == null || serverSeesPort === -1;
-  return serverSeesPort === local;
+  return local !== undefined && serverSeesPort === local; // a Unix socket tells nothing (PgBouncer may listen on one): off
 }
 
 export function describePgError(err: unknown): string {

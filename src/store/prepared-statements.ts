@@ -17,12 +17,18 @@ export const MAX_NAMED_STATEMENTS = 500;
  * on the next. `auto` finds such a pooler at connect (`directOnly`, from `PgDb.connect`'s probe
  * of the session's client port). When the server answers so anyway (SQLSTATE 26000 "does not exist", 42P05 "already
  * exists"), naming stops for the pool (`onRefused`, once) and a statement outside a transaction
- * is sent again unnamed: it did not run, Parse or Bind failed. A statement whose cached plan no
- * longer fits its table (0A000 "cached plan must not change result type": another replica's
- * migration added a column) runs unnamed from then on, the same way.
+ * is sent again unnamed: it did not run, Parse or Bind failed. On a pool whose probe found the
+ * server direct, such an answer cannot come from a pooler: only that text runs unnamed from then
+ * on (node-postgres records a statement as parsed even when it closed it again after failing to
+ * convert a value, so the next Bind finds none). A statement whose cached plan no longer fits its
+ * table (0A000 from `RevalidateCachedQuery`, "cached plan must not change result type": another
+ * replica's migration added a column) runs unnamed from then on, the same way.
  */
 export class PreparedStatements {
-  private readonly names = new Map<string, string | null>();
+  /** Text to name, for the texts named so far (at most MAX_NAMED_STATEMENTS). */
+  private readonly names = new Map<string, string>();
+  /** Texts the server refused by name (a changed table, a lost statement): unnamed from now on. */
+  private readonly unnamed = new Set<string>();
 
   constructor(
     private enabled: boolean,
@@ -50,40 +56,40 @@ export class PreparedStatements {
   }
 
   /**
-   * Runs `send` with the statement named, and again unnamed when the server refused the name
-   * (`retry`: not inside a transaction, whose failed statement aborted it).
+   * Runs `send` with the statement named, and again unnamed when the server refused the name and
+   * `retry()` says the connection is not inside a transaction (whose failed statement aborted it).
    */
-  async run<T>(text: string, values: unknown[] | undefined, retry: boolean, send: (cfg: pg.QueryConfig) => Promise<T>): Promise<T> {
+  async run<T>(text: string, values: unknown[] | undefined, retry: () => boolean, send: (cfg: pg.QueryConfig) => Promise<T>): Promise<T> {
     const cfg = this.config(text, values);
     if (!cfg.name) return send(cfg);
     try {
       return await send(cfg);
     } catch (err) {
-      if (!this.refused(text, err)) throw err;
-      if (!retry) throw err;
+      if (!this.refused(text, err) || !retry()) throw err;
       return send({ text, values });
     }
   }
 
   private nameOf(text: string, values: unknown[] | undefined): string | null {
     if (!this.enabled || !values?.length) return null; // a statement without parameters may be several: the simple protocol, as before
-    let name = this.names.get(text);
-    if (name === undefined) {
-      name = this.names.size < MAX_NAMED_STATEMENTS ? `rj_${createHash('sha1').update(text).digest('hex')}` : null;
-      this.names.set(text, name);
-    }
-    return name;
+    const name = this.names.get(text);
+    if (name !== undefined) return name;
+    if (this.names.size >= MAX_NAMED_STATEMENTS || this.unnamed.has(text)) return null;
+    const made = `rj_${createHash('sha1').update(text).digest('hex')}`;
+    this.names.set(text, made);
+    return made;
   }
 
   /** True when the error is the server refusing a named statement (then this text, or every text, runs unnamed from now on). */
   private refused(text: string, err: unknown): boolean {
-    const e = err as { code?: string; message?: string };
-    if (e.code === '0A000' && /cached plan must not change result type/.test(e.message ?? '')) {
-      this.names.set(text, null);
-      return true;
-    }
-    if (e.code !== '26000' && e.code !== '42P05') return false;
-    if (this.enabled) {
+    const e = err as { code?: string; message?: string; routine?: string };
+    const replanned = e.code === '0A000' && (e.routine === 'RevalidateCachedQuery' || /cached plan must not change result type/.test(e.message ?? ''));
+    const missing = e.code === '26000' || e.code === '42P05';
+    if (!replanned && !missing) return false;
+    if (replanned || this.route === 'direct') {
+      this.names.delete(text);
+      this.unnamed.add(text);
+    } else if (this.enabled) {
       this.enabled = false;
       this.onRefused(`${e.code}: ${e.message ?? ''}`);
     }
