@@ -2,10 +2,12 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { connect, createServer, type Server, type Socket } from 'node:net';
 import { connectRedis, useCommandTimeout, type RedisClient } from '../src/coordination/redis-client.js';
 import { UserError } from '../src/config/errors.js';
+import { Redis } from 'ioredis';
+import { databaseMarkerKey } from '../src/coordination/keys.js';
 import { loadConfig } from '../src/app/config-schema.js';
 import { Runtime } from '../src/app/runtime.js';
 import { captureLogs } from './helpers/log-capture.js';
-import { REDIS_URL, TEST_MASTER_KEY, freshDatabase, uniqueName } from './helpers/services.js';
+import { REDIS_URL, TEST_MASTER_KEY, dropRedisPrefix, freshDatabase, uniqueName } from './helpers/services.js';
 
 /**
  * A TCP proxy in front of the test Redis that holds every reply back by `delayMs` while `slow` is
@@ -121,7 +123,9 @@ describe('a replica starting against a slow Redis', () => {
     proxy = null;
     await db?.drop();
     db = null;
+    await dropRedisPrefix(prefix);
   });
+  const prefix = uniqueName('rjslow');
   const configFor = (url: string, commandTimeout: string, connectTimeout: string) =>
     loadConfig({
       env: {
@@ -131,7 +135,7 @@ describe('a replica starting against a slow Redis', () => {
         RELAY_JOBS_ENV: 'test',
         RELAY_JOBS_ADMIN_TOKEN: 'slow-redis-admin-token-0123456789',
         RELAY_JOBS_MASTER_KEY: TEST_MASTER_KEY,
-        RELAY_JOBS__REDIS__KEY_PREFIX: uniqueName('rjslow'),
+        RELAY_JOBS__REDIS__KEY_PREFIX: prefix,
         RELAY_JOBS__REDIS__COMMAND_TIMEOUT: commandTimeout,
         RELAY_JOBS__REDIS__CONNECT_TIMEOUT: connectTimeout,
       },
@@ -144,7 +148,13 @@ describe('a replica starting against a slow Redis', () => {
     proxy = await SlowProxy.start(400);
     const rt = await Runtime.create(configFor(proxy.url, '100ms', '5s'), { logger: logs.logger });
     try {
-      expect(await rt.db.query('SELECT 1')).toBeTruthy(); // started: every start-up command was answered after 400 ms
+      // The start-up steps' Redis commands went through the slow proxy: the database marker is set (read around the proxy).
+      const direct = new Redis(REDIS_URL);
+      try {
+        expect(await direct.get(databaseMarkerKey({ prefix, env: 'test' }))).toContain(db!.name);
+      } finally {
+        direct.disconnect();
+      }
       // Started: a command slower than redis.command_timeout fails, and the round takes the PostgreSQL fallback.
       await expect(rt.redis!.ping()).rejects.toThrow(/Command timed out/);
     } finally {

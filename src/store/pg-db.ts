@@ -109,12 +109,8 @@ export class PgDb implements Db {
 
   async query<R>(text: string, params?: unknown[]): Promise<QueryResult<R>> {
     this.stats.queries++;
-    const res = await this.prepared.run(
-      text,
-      params,
-      () => true,
-      (cfg) => this.pool.query(cfg),
-    ); // a pool query is never inside a transaction
+    const outsideTx = () => true; // a pool query never runs inside a transaction
+    const res = await this.prepared.run(text, params, outsideTx, (cfg) => this.pool.query(cfg));
     return { rows: res.rows as R[], rowCount: res.rowCount ?? 0 };
   }
 

@@ -15,14 +15,13 @@ export const MAX_NAMED_STATEMENTS = 500;
  * Off behind a pooler in transaction mode that cannot carry them (PgBouncer before 1.21, or
  * without `max_prepared_statements`): a statement prepared on one server connection is missing
  * on the next. `auto` finds such a pooler at connect (`directOnly`, from `PgDb.connect`'s probe
- * of the session's client port). When the server answers so anyway (SQLSTATE 26000 "does not exist", 42P05 "already
- * exists"), naming stops for the pool (`onRefused`, once) and a statement outside a transaction
- * is sent again unnamed: it did not run, Parse or Bind failed. On a pool whose probe found the
- * server direct, such an answer cannot come from a pooler: only that text runs unnamed from then
- * on (node-postgres records a statement as parsed even when it closed it again after failing to
- * convert a value, so the next Bind finds none). A statement whose cached plan no longer fits its
- * table (0A000 from `RevalidateCachedQuery`, "cached plan must not change result type": another
- * replica's migration added a column) runs unnamed from then on, the same way.
+ * of the session's client port). When the server answers so anyway (SQLSTATE 26000 "does not
+ * exist", 42P05 "already exists"), naming stops for the pool (`onRefused`, once) and a statement
+ * outside a transaction is sent again unnamed: it did not run, Parse or Bind failed. On a pool
+ * whose probe found the server direct, such an answer cannot come from a pooler (a statement
+ * deallocated on that session, say): only that text runs unnamed from then on. A statement whose
+ * cached plan no longer fits its table (0A000 from `RevalidateCachedQuery`, "cached plan must not
+ * change result type": another replica's migration added a column) runs unnamed from then on too.
  */
 export class PreparedStatements {
   /** Text to name, for the texts named so far (at most MAX_NAMED_STATEMENTS). */
