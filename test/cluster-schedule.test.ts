@@ -255,6 +255,34 @@ describe.each(BACKENDS)('one schedule per job on $name', (backend) => {
     for (const s of [d, e, ...ys, zs]) await s.registry.markStopped();
   });
 
+  it('an unchanged check writes nothing (no row of the votes or the adopted schedule locked or rewritten); a change meanwhile is still adopted by the next check', async () => {
+    const n = { runs: 0 };
+    const rows = async () =>
+      (
+        await db.query<{ t: string; xmin: string; xmax: string }>(
+          `SELECT 'vote:' || instance_id AS t, xmin::text, xmax::text FROM job_schedule_votes WHERE job_name = 'd_quiet'
+           UNION ALL SELECT 'state', xmin::text, xmax::text FROM job_state WHERE job_name = 'd_quiet' ORDER BY 1`,
+        )
+      ).rows;
+    const a = await replica(db, 'q1', [job('d_quiet', settings(2000), n)]);
+    const b = await replica(db, 'q2', [job('d_quiet', settings(2000), n)]);
+    await a.book.publish();
+    await b.book.publish();
+    const before = await rows();
+    expect(before.map((r) => r.t)).toEqual(['state', 'vote:q1', 'vote:q2']);
+    for (let i = 0; i < 3; i++) await Promise.all([a.book.publish(), b.book.publish()]);
+    expect(await rows()).toEqual(before);
+    expect(a.off.get('d_quiet')).toBe(0);
+
+    // Both are replaced by q3 with a new cadence: its check is a writing one and adopts it.
+    await Promise.all([a.registry.markStopped(), b.registry.markStopped()]);
+    const b2 = await replica(db, 'q3', [job('d_quiet', settings(3000), n)]);
+    await b2.book.publish();
+    expect(await adoptedPrint(db, 'd_quiet')).toBe(print(settings(3000)));
+    expect(b2.book.drift('d_quiet')).toBeNull();
+    await b2.registry.markStopped();
+  });
+
   it("embedded (adoptOwn) adopts its own schedule at once, whatever was adopted; an instance-scoped job never drifts and its rounds run on each replica's own schedule", async () => {
     const n = { runs: 0 };
     const a = await replica(db, 'e1', [job('d_emb', settings(2000), n), job('d_inst', settings(2000), n, 'instance')]);
