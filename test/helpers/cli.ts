@@ -7,16 +7,19 @@ export const CLI = fileURLToPath(new URL('../../.test-dist/cli/main.js', import.
 
 /**
  * Node flags for every process a test starts that runs relay-jobs (services, CLI runs, tsx-run
- * examples and fixtures): `--liftoff-only`. A test's process lives seconds to minutes, too short
- * for V8's background optimisation of PGlite's WebAssembly to pay back (an embedded start's CPU
- * drops by about a third). Only the code tier differs; what the process does is the same. One-shot
- * CLI commands set it themselves (src/cli/main.ts); `start` under runCli does not.
+ * examples and fixtures): `--liftoff-only --no-opt`. A test's process lives seconds to minutes, too
+ * short for V8's background optimisation to pay back: of PGlite's WebAssembly (an embedded start's
+ * CPU drops by about a third) and of JavaScript (TurboFan; 6-Dec-2026, slow machine kind: a replica's
+ * start 1.06 -> 1.00 CPU s, `billing.e2e` and `token-refresh.e2e` 3-8 % less CPU in the processes they
+ * start, two alternated runs each, same wall time). Only the code tier differs; what the process does
+ * is the same. One-shot CLI commands set the first themselves (src/cli/main.ts); `start` under runCli
+ * does not.
  * `RELAY_TEST_NODE_FLAGS` adds flags of your own to every such process, to see where a file's
  * replicas spend their CPU: `--cpu-prof --cpu-prof-dir=/tmp/prof` (V8's profiles; note they sample
  * wall time, so a process preempted inside a socket write shows as time in `writev`), or
  * `--perf-basic-prof --interpreted-frames-native-stack` for `perf record -a -g` (CPU time).
  */
-export const NODE_FLAGS = ['--liftoff-only', ...(process.env.RELAY_TEST_NODE_FLAGS?.split(/\s+/).filter(Boolean) ?? [])];
+export const NODE_FLAGS = ['--liftoff-only', '--no-opt', ...(process.env.RELAY_TEST_NODE_FLAGS?.split(/\s+/).filter(Boolean) ?? [])];
 
 /** Environment for a child: the parent's PATH etc., without any RELAY_JOBS_* / DATABASE_URL / REDIS_URL / OTEL_* leaking in. */
 export function cleanEnv(extra: Record<string, string>): NodeJS.ProcessEnv {
