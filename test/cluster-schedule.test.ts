@@ -274,7 +274,8 @@ describe.each(BACKENDS)('one schedule per job on $name', (backend) => {
     expect(await rows()).toEqual(before);
     expect(a.off.get('d_quiet')).toBe(0);
 
-    // Both are replaced by q3 with a new cadence: its check is a writing one and adopts it.
+    // Both are replaced by q3 with a new cadence: its check is a writing one and adopts it. (A check dirty
+    // through rule 2 alone, its own vote unchanged, is the dead-replica case of 'a replica leaving ends the drift'.)
     await Promise.all([a.registry.markStopped(), b.registry.markStopped()]);
     const b2 = await replica(db, 'q3', [job('d_quiet', settings(3000), n)]);
     await b2.book.publish();

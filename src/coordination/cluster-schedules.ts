@@ -9,7 +9,8 @@ import type { ScheduleSpecRecord } from './schedule-fingerprint.js';
  * fingerprint of every job's schedule (`job_schedule_votes`); the schedule the cluster runs, the
  * *adopted* one, is kept on `job_state` and the slot claim refuses any other (`slot-claim.ts`).
  *
- * The adoption rule, applied by every replica's check (`publish`, one transaction):
+ * The adoption rule, applied by every replica's check (`publish`: a read-only statement, and the
+ * writing transaction only when it would change a row):
  *   1. a job with no adopted schedule adopts the checking replica's own (the first replica wins;
  *      two starting together are ordered by the row lock of the UPDATE);
  *   2. an adopted schedule changes to a new fingerprint only when every live replica that
@@ -125,12 +126,20 @@ export class ClusterSchedules {
 
   /**
    * Publishes this replica's schedules, applies the adoption rule and returns every adopted
-   * schedule. One transaction: a check sees its own votes. Job rows must exist (`ensureJobs`).
+   * schedule. First one read-only statement (CHECK); only when it finds a row to change, one
+   * transaction that sees its own votes. Job rows must exist (`ensureJobs`).
    */
   async publish(votes: readonly ScheduleVote[], opts: { adoptOwn?: boolean } = {}): Promise<Map<string, AdoptedSchedule>> {
     const json = JSON.stringify(votes.map((v) => ({ job: v.job, fingerprint: v.fingerprint, spec: v.spec })));
-    const check = await this.db.query<AdoptedRow & { dirty: boolean }>(CHECK, [this.instanceId, votes.map((v) => v.job), DEAD_REPLICA_HORIZON_MS, json, opts.adoptOwn === true, this.livenessMs]);
-    if (check.rows[0]?.dirty === false) return new Map(check.rows.filter((r) => r.job_name !== null).map((r) => [r.job_name, toAdopted(r)]));
+    const check = await this.db.query<Nullable<AdoptedRow> & { dirty: boolean }>(CHECK, [
+      this.instanceId,
+      votes.map((v) => v.job),
+      DEAD_REPLICA_HORIZON_MS,
+      json,
+      opts.adoptOwn === true,
+      this.livenessMs,
+    ]);
+    if (check.rows[0]?.dirty === false) return new Map(check.rows.filter((r): r is AdoptedRow & { dirty: boolean } => r.job_name !== null).map((r) => [r.job_name, toAdopted(r)]));
     return this.db.tx(async (q) => {
       await q.query(DROP_STALE, [this.instanceId, votes.map((v) => v.job), DEAD_REPLICA_HORIZON_MS]);
       await q.query(VOTE, [this.instanceId, json]);
@@ -155,6 +164,9 @@ export class ClusterSchedules {
     return rows.map((r) => ({ job: r.job_name, instanceId: r.instance_id, fingerprint: r.fingerprint, spec: r.spec }));
   }
 }
+
+/** CHECK's row when no schedule is adopted yet: `dirty` and nulls (its LEFT JOIN). */
+type Nullable<T> = { [K in keyof T]: T[K] | null };
 
 interface AdoptedRow {
   job_name: string;
