@@ -1,8 +1,9 @@
 /**
  * `database.prepared_statements` (`BENCH_ONLY=prepared`): a replica's steady statements with and
  * without server-side prepared statements, on one connection each, alternated. The work is what an
- * idle replica repeats most: the schedule check (`ClusterSchedules.publish`, 5 statements in a
- * transaction, 20 jobs, 3 replicas voting) and the heartbeat's registry update. The figures are the
+ * idle replica repeats most: the schedule check (`ClusterSchedules.publish`, 20 jobs, 3 replicas
+ * voting; nothing changes between checks, so since 6-Dec-2026 its one read-only statement, before
+ * that 5 statements in a transaction) and the heartbeat's registry update. The figures are the
  * server's CPU for that connection (its backend's /proc utime+stime: PostgreSQL on this machine)
  * and the wall time per check; the baseline is the same work unprepared, in the same run.
  */
