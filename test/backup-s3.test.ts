@@ -82,8 +82,9 @@ describe('backup to S3 (a real S3-compatible server, s3rver, on loopback)', () =
 
     // keep_last 1: the next good backup prunes this one (object, checksum file and record). What
     // is checked is the pruning, not the size: the rows go first, so it is not a second 5 MB dump,
-    // upload and verifying restore.
-    await env.db.query('DELETE FROM billing_users');
+    // upload and verifying restore. TRUNCATE, not DELETE: the tables that reference users are
+    // empty here, and deleting 80,000 rows one foreign-key check at a time costs ~2 s of server CPU.
+    await env.db.query('TRUNCATE billing_users CASCADE');
     const next = await (await env.service.start('schedule')).done;
     expect(next.state).toBe('verified');
     expect(await env.backups.get(rec.id)).toBeNull();
