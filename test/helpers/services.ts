@@ -69,6 +69,22 @@ function testFileTag(): string {
 }
 
 /**
+ * The connections that create and drop the test databases: one small pool per process (a vitest
+ * worker runs many files), not a new connection per database. A run made about 270 such
+ * connections to `postgres`, each a new server process (15-20 ms of CPU on the slow machine kind).
+ * `allowExitOnIdle`: an idle pool never holds a process open.
+ */
+let admin: pg.Pool | undefined;
+function adminPool(): pg.Pool {
+  if (!admin) {
+    admin = new pg.Pool({ connectionString: PG_ADMIN_URL, max: 2, idleTimeoutMillis: 10_000, allowExitOnIdle: true });
+    // An idle connection the server ended: the pool drops it and the next query opens another.
+    admin.on('error', () => undefined);
+  }
+  return admin;
+}
+
+/**
  * A database of its own for one test file, dropped afterwards: empty, or with `migrated` a copy of
  * the run's migrated template (a test about migrating, or one whose service migrates as in
  * production, asks for an empty one).
@@ -80,27 +96,19 @@ export async function freshDatabase(opts: { migrated?: boolean } = {}): Promise<
     throw new Error(
       `freshDatabase({ migrated: true }): no template database (the vitest global setup, test/helpers/build-cli.ts, makes it: ${process.env[`${PG_TEMPLATE_ENV}_ERROR`] ?? 'it did not run'})`,
     );
-  const admin = new pg.Client({ connectionString: PG_ADMIN_URL });
-  await admin.connect();
   // FILE_COPY copies the template's files (after a checkpoint) instead of writing every block of it
   // to the WAL: half the server CPU of the default WAL_LOG for a database this small.
-  await admin.query(`CREATE DATABASE ${name} TEMPLATE ${template} STRATEGY = FILE_COPY`);
+  await adminPool().query(`CREATE DATABASE ${name} TEMPLATE ${template} STRATEGY = FILE_COPY`);
   // A throwaway database on the machine's server, which no test crashes: a commit need not wait
   // for its WAL to reach the disk (a test's run of commits otherwise waits on fsync, not on CPU).
   // Tests that crash PostgreSQL run their own server (test/helpers/private-postgres.ts, fsync off).
-  await admin.query(`ALTER DATABASE ${name} SET synchronous_commit = off`);
-  await admin.end();
+  await adminPool().query(`ALTER DATABASE ${name} SET synchronous_commit = off`);
   const url = new URL(PG_ADMIN_URL);
   url.pathname = `/${name}`;
   return {
     url: url.toString(),
     name,
-    drop: async () => {
-      const c = new pg.Client({ connectionString: PG_ADMIN_URL });
-      await c.connect();
-      await c.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
-      await c.end();
-    },
+    drop: async () => void (await adminPool().query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`)),
   };
 }
 
