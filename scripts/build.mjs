@@ -59,6 +59,22 @@ async function bundleTree(from, to) {
       b.onLoad({ filter: /.*/, namespace: 'no-zod-locales' }, () => ({ contents: 'export {};', loader: 'js' }));
     },
   };
+  // pg asks at load whether it runs in a Cloudflare Worker: where `navigator` is missing (Node 20)
+  // it answers by constructing a `Response`, which loads Node's whole fetch implementation, about
+  // 90 ms of CPU in a process that may never fetch (6-Dec-2026, slow kind, `--no-opt`). The bundle
+  // only ever runs on Node, where the answer is no; Node 21+ has `navigator` and never paid it.
+  const pgOnNode = {
+    name: 'pg-on-node',
+    setup(b) {
+      b.onLoad({ filter: /[\\/]node_modules[\\/]pg[\\/]lib[\\/]stream\.js$/ }, async (args) => {
+        const { readFile } = await import('node:fs/promises');
+        const source = await readFile(args.path, 'utf8');
+        const head = 'function isCloudflareRuntime() {';
+        if (!source.includes(head)) throw new Error(`${args.path}: no ${head} to answer (pg changed; see scripts/build.mjs)`);
+        return { contents: source.replace(head, `${head}\n  return false;`), loader: 'js' };
+      });
+    },
+  };
   const { metafile } = await build({
     entryPoints: BUNDLE_ENTRIES.map((e) => join(from, e)),
     outdir: to,
@@ -80,7 +96,7 @@ async function bundleTree(from, to) {
         'const require = __rjRequire(import.meta.url); const __filename = __rjPath(import.meta.url); const __dirname = __rjDir(__filename);',
       ].join('\n'),
     },
-    plugins: [ownUrl, noZodLocales],
+    plugins: [ownUrl, noZodLocales, pgOnNode],
     logLevel: 'warning',
   });
   for (const [file, { inputs }] of Object.entries(metafile.outputs)) {
