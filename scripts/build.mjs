@@ -67,7 +67,6 @@ async function bundleTree(from, to) {
     name: 'pg-on-node',
     setup(b) {
       b.onLoad({ filter: /[\\/]node_modules[\\/]pg[\\/]lib[\\/]stream\.js$/ }, async (args) => {
-        const { readFile } = await import('node:fs/promises');
         const source = await readFile(args.path, 'utf8');
         const head = 'function isCloudflareRuntime() {';
         if (!source.includes(head)) throw new Error(`${args.path}: no ${head} to answer (pg changed; see scripts/build.mjs)`);
