@@ -48,7 +48,7 @@ async function bundleTree(from, to) {
       });
     },
   };
-  // zod's translated error messages (`z.locales`: 50 languages, half of zod's code and most of the
+  // zod's translated error messages (`z.locales`: 62 languages, half of zod's code and most of the
   // bundle's non-ASCII text) are never used here: zod's own English default is imported apart, and
   // src/ never calls `z.config(z.locales.x())`. Left out of the bundle, every process a test starts
   // loads 360 KB less (6-Dec-2026, slow kind: `config check` 0.78 -> 0.72 CPU s, 8 alternated runs).

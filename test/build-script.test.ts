@@ -28,7 +28,7 @@ describe('scripts/build.mjs', () => {
     const main = join(ROOT, TEST_DIST, 'cli', 'main.js');
     const stamp = join(ROOT, TEST_DIST, '.built');
     expect(existsSync(main)).toBe(true);
-    expect(statSync(stamp).mtimeMs).toBeGreaterThanOrEqual(newestMtime(['src', 'tsconfig.json', 'package.json'].map((p) => join(ROOT, p))));
+    expect(statSync(stamp).mtimeMs).toBeGreaterThanOrEqual(newestMtime(['src', 'tsconfig.json', 'package.json', 'scripts/build.mjs'].map((p) => join(ROOT, p))));
     const before = [statSync(main).mtimeMs, statSync(stamp).mtimeMs];
     expect(build('--if-stale')).toMatch(/up to date; not rebuilt/);
     expect([statSync(main).mtimeMs, statSync(stamp).mtimeMs]).toEqual(before);

@@ -7,15 +7,16 @@ export const CLI = fileURLToPath(new URL('../../.test-dist/cli/main.js', import.
 
 /**
  * Node flags for every process a test starts that runs relay-jobs (services, CLI runs, tsx-run
- * examples and fixtures): `--liftoff-only --no-opt`. A test's process lives seconds to minutes, too
+ * examples and fixtures): `--liftoff-only --no-opt --max-semi-space-size=2`. A test's process lives seconds to minutes, too
  * short for V8's background optimisation to pay back: of PGlite's WebAssembly (an embedded start's
  * CPU drops by about a third) and of JavaScript (TurboFan; 6-Dec-2026, slow machine kind: a replica's
  * start 1.06 -> 1.00 CPU s, `billing.e2e` and `token-refresh.e2e` 3-8 % less CPU in the processes they
  * start, two alternated runs each, same wall time). Only the code tier differs; what the process does
  * is the same. One-shot CLI commands set the first themselves (src/cli/main.ts); `start` under runCli
  * does not.
- * `--max-semi-space-size=2` (MB): V8 grows the young generation up to 16 MB while a process loads its
- * modules, and every page of it is faulted in once; a test's process never needs it that large.
+ * `--max-semi-space-size=2` (MB): V8's young generation is two semi-spaces, each grown up to 16 MB
+ * while a process loads its modules, and every page of them is faulted in once; a test's process
+ * never needs them that large.
  * 6-Dec-2026, slow kind (page fault 10-11 us): a replica's start 1.12 -> 1.01 CPU s, 19.7k -> 14.8k
  * page faults, 115 -> 95 MB resident (6 alternated starts); `config check` 0.64 -> 0.59 CPU s; the
  * processes of `billing`, `image-batches` and `token-refresh.e2e` 60 / 68 -> 55 / 67 CPU s (two
