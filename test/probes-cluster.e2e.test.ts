@@ -168,9 +168,18 @@ describe('fleet probes across three real replicas', () => {
       expect(p.n, `plan ${p.plan_id}`).toBeLessThanOrEqual(p.span / 2 + 2);
     }
     const planHits = codex.requests.filter((r) => r.path === '/backend-api/codex/responses');
-    // Every stored result passed: the plans spoke what the Codex endpoint accepts (store:false, stream, the account id).
-    const failedTests = await client.query(`SELECT count(*)::int AS n FROM account_test_results WHERE NOT ok`);
-    expect(failedTests.rows[0].n).toBe(0);
-    console.log(`account tests: ${JSON.stringify(perPlan.rows)}; the Codex endpoint saw ${planHits.length} test requests`);
+    // The plans spoke what the Codex endpoint accepts (store:false, stream, the account id): every plan
+    // has passed, and no stored result failed on what came back. A test's 1 s timeout may run out on a
+    // loaded machine, as the monitors' probes above can (the upstream counts requests read after their
+    // client hung up); a refused or malformed request is never a timeout. (A CI run on 6-Dec-2026 stored
+    // one failure among the plans' results with every check above green.)
+    const failedTests = await client.query(`SELECT plan_id, occurrence, status, error_class, latency_ms, instance_id FROM account_test_results WHERE NOT ok`);
+    expect(
+      failedTests.rows.filter((r) => r.error_class !== 'timeout'),
+      `failed account tests: ${JSON.stringify(failedTests.rows)}`,
+    ).toEqual([]);
+    const passedPlans = await client.query(`SELECT count(DISTINCT plan_id)::int AS n FROM account_test_results WHERE ok`);
+    expect(passedPlans.rows[0].n, `failed account tests: ${JSON.stringify(failedTests.rows)}`).toBe(PLANS);
+    console.log(`account tests: ${JSON.stringify(perPlan.rows)}; ${failedTests.rows.length} timed out; the Codex endpoint saw ${planHits.length} test requests`);
   }, 180_000);
 });
