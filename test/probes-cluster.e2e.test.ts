@@ -172,7 +172,7 @@ describe('fleet probes across three real replicas', () => {
     // has passed, and no stored result failed on an answer the endpoint gave (a refusal, a wrong body).
     // A result with no answer is the loaded machine's, not the request's: a test's 1 s timeout can run
     // out, as the monitors' probes above can (the upstream counts requests read after their client hung
-    // up), and a test that could not start (its token not read in time) is stored failed with no
+    // up), and a test that could not start (its token not read in time) is stored `not_sent` with no
     // status, leaving the account as it was. (A CI run on 6-Dec-2026 stored one such failure among
     // the plans' results with every check above green.)
     const failedTests = await client.query(`SELECT plan_id, occurrence, status, error_class, latency_ms, instance_id FROM account_test_results WHERE NOT ok`);

@@ -4,8 +4,12 @@ import { readCappedChunks } from './reply-limit.js';
 import { loadUndici, type Undici } from './undici.js';
 import { monotonic, timeout } from '../time/wall.js';
 
-/** Why a probe failed; `null` on a probe that passed. */
-export type ErrorClass = 'timeout' | 'connect' | 'auth' | 'rate_limited' | 'overloaded' | '5xx' | 'http_4xx' | 'bad_body' | 'wrong_answer';
+/**
+ * Why a probe failed; `null` on a probe that passed. The client gives every class but `not_sent`,
+ * which the runners give a test that threw before any request left (`unsentTestClass`,
+ * areas/accounts/account-tester.ts).
+ */
+export type ErrorClass = 'timeout' | 'connect' | 'auth' | 'rate_limited' | 'overloaded' | '5xx' | 'http_4xx' | 'bad_body' | 'wrong_answer' | 'not_sent';
 
 /** One HTTP request to an upstream, fully shaped by whoever knows the provider: this client only sends it. */
 export interface UpstreamRequest {

@@ -104,6 +104,18 @@ export class AccountTester {
   }
 }
 
+/**
+ * The error class of a test that was never sent because `run` threw. The account's own state is
+ * `auth` (documented: "the account has no usable token"): gone, disabled or banned, no refresh
+ * token, or a refresh the provider refused. Anything else is the relay's own trouble, not the
+ * account's, and is `not_sent`: a refresh that did not finish in time, a database error,
+ * credentials that cannot be opened with this master key. Either way nothing was learned from the
+ * provider, so the account is left as it is (`applyTestResult` with no token version).
+ */
+export function unsentTestClass(err: unknown): 'auth' | 'not_sent' {
+  return err instanceof AccountUnavailable && err.code !== 'timeout' ? 'auth' : 'not_sent';
+}
+
 /** Every occurrence of each secret replaced by `***`. */
 function maskAll(text: string, secrets: readonly string[]): string {
   let t = text;

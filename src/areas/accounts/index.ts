@@ -8,7 +8,7 @@ export type { ProxyView } from './store/proxies.js';
 /** What other areas use of accounts (probes sign in with account tokens; the doctor reads the refresh breakers). */
 export type { AccountsServices as AccountsFace } from './wiring.js';
 export type { AccountTester, AccountTestRun } from './account-tester.js';
-export { redactedRequest } from './account-tester.js';
+export { redactedRequest, unsentTestClass } from './account-tester.js';
 /** The retry schedule's worst-case length, as configured (the doctor compares the refresh margin with it). */
 export { refreshRetryBudgetMs } from './config.js';
 export type { TestEffect } from './store/account-test-effects.js';

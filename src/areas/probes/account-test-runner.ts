@@ -2,7 +2,7 @@ import type { Clock } from '../../time/clock.js';
 import type { Logger } from '../../telemetry/logger.js';
 import type { Metrics } from '../../telemetry/metrics.js';
 import type { AccountTests, ClaimedPlan, TestOutcome } from './store/account-tests.js';
-import type { AccountTester } from '../accounts/index.js';
+import { unsentTestClass, type AccountTester } from '../accounts/index.js';
 import { halfIntervalAfter, nextPlanSlot, placeClaim } from './plan-schedule.js';
 import { MIN_PROBE_MS, leaseLeftMs } from './monitor-runner.js';
 import type { Deadline } from '../../time/deadline.js';
@@ -140,14 +140,15 @@ export class AccountTestRunner {
       tokenVersion = run.tokenVersion;
       out = { startedAt: new Date(startedLocal), ok: r.ok, status: r.status, latencyMs: r.latencyMs, ttfbMs: r.ttfbMs, errorClass: r.errorClass, detail: r.detail, resetAtMs: r.resetAtMs };
     } catch (err) {
-      this.log.warn({ plan_id: p.id, account_id: p.accountId, err: (err as Error).message }, 'account test could not start');
+      const errorClass = unsentTestClass(err);
+      this.log.warn({ plan_id: p.id, account_id: p.accountId, error_class: errorClass, err: (err as Error).message }, 'account test could not start');
       out = {
         startedAt: new Date(startedLocal),
         ok: false,
         status: null,
         latencyMs: Math.round(this.clock.now() - startedLocal),
         ttfbMs: null,
-        errorClass: 'auth',
+        errorClass,
         detail: (err as Error).message.slice(0, 200),
         resetAtMs: null,
       };

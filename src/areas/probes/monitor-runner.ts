@@ -7,7 +7,7 @@ import { ClaimRunner, type ClaimPace, type ClaimPass } from '../../workers/claim
 import type { LoopTickCounter } from '../../workers/service-loop.js';
 import type { WakeHub } from '../../workers/wake-hub.js';
 import type { ProbeClient, ProbeResult } from '../../upstream/probe-client.js';
-import { apiKeyJudge, apiKeyRequest, checkChallenge, makeChallenge, type AccountTester } from '../accounts/index.js';
+import { apiKeyJudge, apiKeyRequest, checkChallenge, makeChallenge, unsentTestClass, type AccountTester } from '../accounts/index.js';
 import { ProbesMetrics } from './metrics.js';
 import { annotateSpan, withSpan } from '../../telemetry/tracing.js';
 
@@ -234,7 +234,7 @@ export class MonitorRunner {
         status: null,
         latencyMs: Math.round(this.clock.now() - startedLocal),
         ttfbMs: null,
-        errorClass: 'auth',
+        errorClass: unsentTestClass(err),
         detail: (err as Error).message.slice(0, 200),
         answer: null,
         resetAtMs: null,
