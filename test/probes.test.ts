@@ -294,55 +294,56 @@ describe('fleet probes (real PostgreSQL, loopback upstream)', () => {
       expect(new Set(occurrences).size).toBe(occurrences.length);
       await patch(`/api/v1/account-tests/${plan}`, { enabled: false });
     });
+  });
 
-    it("a test never sent is `auth` when the account has no usable token, `not_sent` when the trouble is the relay's own; either way the account is left as it is", async ({ expect }) => {
-      // Credentials this master key cannot open (a wrong key, corrupted data): the relay's trouble.
-      const sealedAway = codex.issue('unopenable', 3600);
-      const unopenable = await rt.services.accounts.create({ platform: 'openai', name: 'unopenable', credentials: sealedAway, tokenExpiresAt: null, status: 'active' });
-      await sql.query(`UPDATE accounts SET credentials_sealed = left(credentials_sealed, -8) || 'AAAAAAAA' WHERE id = $1`, [unopenable.id]);
-      // An access token past its expiry and no refresh token: the account's own state.
-      const expired = codex.issue('no-refresh', 3600);
-      const noRefresh = await rt.services.accounts.create({
-        platform: 'openai',
-        name: 'no-refresh',
-        credentials: { access_token: expired.access_token },
-        tokenExpiresAt: new Date(Date.now() - 60_000),
-        status: 'active',
-      });
-      const plans: number[] = [];
-      for (const a of [unopenable, noRefresh]) {
-        const res = await post('/api/v1/account-tests', { account_id: a.id, cron: '* * * * * *', model: 'gpt-test', max_results: 3, auto_recover: true });
-        expect(res.statusCode, res.body).toBe(201);
-        plans.push(res.json().id as number);
-      }
-      rt.services.accountTestRunner.start();
-      const results = async () =>
-        (await sql.query(`SELECT account_id, ok, status, error_class FROM account_test_results WHERE plan_id = ANY($1::bigint[]) ORDER BY account_id`, [plans])).rows as Array<{
-          account_id: number;
-          ok: boolean;
-          status: number | null;
-          error_class: string;
-        }>;
-      await waitFor(async () => new Set((await results()).map((r) => r.account_id)).size === 2, { what: 'a stored result for each account' });
-      for (const p of plans) await patch(`/api/v1/account-tests/${p}`, { enabled: false });
-      const rows = await results();
-      expect(
-        rows.filter((r) => r.account_id === unopenable.id).every((r) => !r.ok && r.status === null && r.error_class === 'not_sent'),
-        JSON.stringify(rows),
-      ).toBe(true);
-      expect(
-        rows.filter((r) => r.account_id === noRefresh.id).every((r) => !r.ok && r.status === null && r.error_class === 'auth'),
-        JSON.stringify(rows),
-      ).toBe(true);
-      for (const a of [unopenable, noRefresh]) expect((await rt.services.accounts.get(a.id))!).toMatchObject({ status: 'active', status_reason: null, temp_unschedulable_until: null });
-      expect((await sql.query(`SELECT count(*)::int AS n FROM account_audit WHERE account_id = ANY($1::bigint[])`, [[unopenable.id, noRefresh.id]])).rows[0].n).toBe(0);
-      expect(codexHits(expired.access_token)).toEqual([]);
-      // The log names the class and the cause, never a credential.
-      const warned = logs.lines.filter((l) => l.msg === 'account test could not start');
-      expect(warned.some((l) => l.error_class === 'not_sent' && /cannot decrypt/.test(String(l.err)))).toBe(true);
-      expect(warned.some((l) => l.error_class === 'auth' && /refresh token/.test(String(l.err)))).toBe(true);
-      for (const secret of [sealedAway.access_token, sealedAway.refresh_token, expired.access_token]) expect(logs.text()).not.toContain(secret);
+  // After the concurrent blocks: it adds no database load beside the monitor runner's timing checks.
+  it("a test never sent is `auth` when the account has no usable token, `not_sent` when the trouble is the relay's own; either way the account is left as it is", async ({ expect }) => {
+    // Credentials this master key cannot open (a wrong key, corrupted data): the relay's trouble.
+    const sealedAway = codex.issue('unopenable', 3600);
+    const unopenable = await rt.services.accounts.create({ platform: 'openai', name: 'unopenable', credentials: sealedAway, tokenExpiresAt: null, status: 'active' });
+    await sql.query(`UPDATE accounts SET credentials_sealed = left(credentials_sealed, -8) || 'AAAAAAAA' WHERE id = $1`, [unopenable.id]);
+    // An access token past its expiry and no refresh token: the account's own state.
+    const expired = codex.issue('no-refresh', 3600);
+    const noRefresh = await rt.services.accounts.create({
+      platform: 'openai',
+      name: 'no-refresh',
+      credentials: { access_token: expired.access_token },
+      tokenExpiresAt: new Date(Date.now() - 60_000),
+      status: 'active',
     });
+    const plans: number[] = [];
+    for (const a of [unopenable, noRefresh]) {
+      const res = await post('/api/v1/account-tests', { account_id: a.id, cron: '* * * * * *', model: 'gpt-test', max_results: 3, auto_recover: true });
+      expect(res.statusCode, res.body).toBe(201);
+      plans.push(res.json().id as number);
+    }
+    rt.services.accountTestRunner.start();
+    const results = async () =>
+      (await sql.query(`SELECT account_id, ok, status, error_class FROM account_test_results WHERE plan_id = ANY($1::bigint[]) ORDER BY account_id`, [plans])).rows as Array<{
+        account_id: number;
+        ok: boolean;
+        status: number | null;
+        error_class: string;
+      }>;
+    await waitFor(async () => new Set((await results()).map((r) => r.account_id)).size === 2, { what: 'a stored result for each account' });
+    for (const p of plans) await patch(`/api/v1/account-tests/${p}`, { enabled: false });
+    const rows = await results();
+    expect(
+      rows.filter((r) => r.account_id === unopenable.id).every((r) => !r.ok && r.status === null && r.error_class === 'not_sent'),
+      JSON.stringify(rows),
+    ).toBe(true);
+    expect(
+      rows.filter((r) => r.account_id === noRefresh.id).every((r) => !r.ok && r.status === null && r.error_class === 'auth'),
+      JSON.stringify(rows),
+    ).toBe(true);
+    for (const a of [unopenable, noRefresh]) expect((await rt.services.accounts.get(a.id))!).toMatchObject({ status: 'active', status_reason: null, temp_unschedulable_until: null });
+    expect((await sql.query(`SELECT count(*)::int AS n FROM account_audit WHERE account_id = ANY($1::bigint[])`, [[unopenable.id, noRefresh.id]])).rows[0].n).toBe(0);
+    expect(codexHits(expired.access_token)).toEqual([]);
+    // The log names the class and the cause, never a credential.
+    const warned = logs.lines.filter((l) => l.msg === 'account test could not start');
+    expect(warned.some((l) => l.error_class === 'not_sent' && /cannot decrypt/.test(String(l.err)))).toBe(true);
+    expect(warned.some((l) => l.error_class === 'auth' && /refresh token/.test(String(l.err)))).toBe(true);
+    for (const secret of [sealedAway.access_token, sealedAway.refresh_token, expired.access_token]) expect(logs.text()).not.toContain(secret);
   });
 
   it('serves history: raw probes for short ranges, minute rollups from the fenced watermark for long ones', async () => {
