@@ -297,7 +297,7 @@ describe('fleet probes (real PostgreSQL, loopback upstream)', () => {
   });
 
   // After the concurrent blocks: it adds no database load beside the monitor runner's timing checks.
-  it("a test never sent is `auth` when the account has no usable token, `not_sent` when the trouble is the relay's own; either way the account is left as it is", async ({ expect }) => {
+  it("a test or probe never sent is `auth` when the account has no usable token, `not_sent` when the trouble is the relay's own; either way the account is left as it is", async ({ expect }) => {
     // Credentials this master key cannot open (a wrong key, corrupted data): the relay's trouble.
     const sealedAway = codex.issue('unopenable', 3600);
     const unopenable = await rt.services.accounts.create({ platform: 'openai', name: 'unopenable', credentials: sealedAway, tokenExpiresAt: null, status: 'active' });
@@ -317,6 +317,10 @@ describe('fleet probes (real PostgreSQL, loopback upstream)', () => {
       expect(res.statusCode, res.body).toBe(201);
       plans.push(res.json().id as number);
     }
+    // The unopenable account's monitor too: its probe is `not_sent`, and the warning says why.
+    const mon = await post('/api/v1/monitors', { name: 'unopenable', account_id: unopenable.id, model: 'gpt-test', interval: '1s', timeout: '800ms' });
+    expect(mon.statusCode, mon.body).toBe(201);
+    rt.services.monitorRunner.start();
     rt.services.accountTestRunner.start();
     const results = async () =>
       (await sql.query(`SELECT account_id, ok, status, error_class FROM account_test_results WHERE plan_id = ANY($1::bigint[]) ORDER BY account_id`, [plans])).rows as Array<{
@@ -326,6 +330,9 @@ describe('fleet probes (real PostgreSQL, loopback upstream)', () => {
         error_class: string;
       }>;
     await waitFor(async () => new Set((await results()).map((r) => r.account_id)).size === 2, { what: 'a stored result for each account' });
+    await waitFor(async () => (await rt.services.monitors.get(mon.json().id))!.last_probe.at !== null, { what: "the unopenable account's monitor probed" });
+    expect((await rt.services.monitors.get(mon.json().id))!.last_probe).toMatchObject({ status: null, error_class: 'not_sent' });
+    await http.inject({ method: 'DELETE', url: `/api/v1/monitors/${mon.json().id}`, headers: auth });
     for (const p of plans) await patch(`/api/v1/account-tests/${p}`, { enabled: false });
     const rows = await results();
     expect(
@@ -343,6 +350,7 @@ describe('fleet probes (real PostgreSQL, loopback upstream)', () => {
     const warned = logs.lines.filter((l) => l.msg === 'account test could not start');
     expect(warned.some((l) => l.error_class === 'not_sent' && /cannot decrypt/.test(String(l.err)))).toBe(true);
     expect(warned.some((l) => l.error_class === 'auth' && /refresh token/.test(String(l.err)))).toBe(true);
+    expect(logs.lines.some((l) => l.msg === 'monitor probe could not start' && l.error_class === 'not_sent' && /cannot decrypt/.test(String(l.err)))).toBe(true);
     for (const secret of [sealedAway.access_token, sealedAway.refresh_token, expired.access_token]) expect(logs.text()).not.toContain(secret);
   });
 

@@ -229,12 +229,15 @@ export class MonitorRunner {
         );
       }
     } catch (err) {
+      const errorClass = unsentTestClass(err);
+      // The relay's own trouble says why here; an account with no usable token (`auth`) shows in the monitor's last probe.
+      if (errorClass === 'not_sent') this.log.warn({ monitor_id: m.id, account_id: m.accountId, error_class: errorClass, err: (err as Error).message }, 'monitor probe could not start');
       result = {
         ok: false,
         status: null,
         latencyMs: Math.round(this.clock.now() - startedLocal),
         ttfbMs: null,
-        errorClass: unsentTestClass(err),
+        errorClass,
         detail: (err as Error).message.slice(0, 200),
         answer: null,
         resetAtMs: null,
