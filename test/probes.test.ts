@@ -10,7 +10,7 @@ import { MonitorRunner } from '../src/areas/probes/monitor-runner.js';
 import type { ClaimedMonitor, Monitors } from '../src/areas/probes/store/monitors.js';
 import type { AccountTester } from '../src/areas/accounts/index.js';
 import { silentLogger } from '../src/telemetry/logger.js';
-import { systemClock } from '../src/time/clock.js';
+import { ManualClock, systemClock, type Clock } from '../src/time/clock.js';
 import { FakeOAuthServer } from './fixtures/oauth-server.js';
 import { ChatUpstream } from './fixtures/chat-upstream.js';
 import { captureLogs } from './helpers/log-capture.js';
@@ -415,17 +415,18 @@ describe('fleet probes (real PostgreSQL, loopback upstream)', () => {
     expect((await health('channel_monitor')).health).toBe('healthy');
   });
 
-  it('a pass claims and starts due monitors before it writes finished results: a new monitor is not behind that write (issue 26)', async () => {
+  /** A runner over a fake store that records the order of its claims and writes; `leaseMs` is each claim's lease. */
+  const orderedRunner = (clock: Clock, leaseMs: number) => {
     const calls: string[] = [];
     const due: ClaimedMonitor[] = [];
     const monitor = (id: number): ClaimedMonitor => {
-      const now = Date.now();
+      const now = clock.now();
       return {
         id,
         fence: 1,
         scheduledFor: new Date(now),
         claimedAt: new Date(now),
-        leaseUntil: new Date(now + 10_000),
+        leaseUntil: new Date(now + leaseMs),
         missed: 0,
         baseUrl: up.url,
         model: 'm',
@@ -449,7 +450,7 @@ describe('fleet probes (real PostgreSQL, loopback upstream)', () => {
         return 0;
       },
     } as unknown as Monitors;
-    const runner = new MonitorRunner(monitors, new ProbeClient(), {} as AccountTester, systemClock, rt.metrics, silentLogger(), {
+    const runner = new MonitorRunner(monitors, new ProbeClient(), {} as AccountTester, clock, rt.metrics, silentLogger(), {
       instanceId: 'order',
       poolSize: 4,
       claimBatch: 4,
@@ -458,12 +459,36 @@ describe('fleet probes (real PostgreSQL, loopback upstream)', () => {
       lateAfterMs: 1000,
       degradedAfterMs: 5000,
     });
-    due.push(monitor(1));
+    return { calls, runner, due: (id: number) => due.push(monitor(id)) };
+  };
+
+  it('a pass claims and starts due monitors before it writes finished results: a new monitor is not behind that write (issue 26)', async () => {
+    const { calls, runner, due } = orderedRunner(systemClock, 10_000);
+    due(1);
     await runner.tick();
     await waitFor(() => runner.inFlight === 0, { what: 'the first probe finished' });
-    due.push(monitor(2)); // created while monitor 1's result waits to be written
+    due(2); // created while monitor 1's result waits to be written
     await runner.tick();
     expect(calls).toEqual(['claim 1', 'claim 2', 'write 1']);
+    await runner.stop(Deadline.within(systemClock, 2000));
+  });
+
+  it("a result whose lease is ending is written before the pass's claim: its own monitor, due again, is not claimed over it (its result would be fenced out)", async () => {
+    const clock = new ManualClock();
+    // Lease 3 s with a 1 s grace: the probe may run 2.5 s; the result must be written before the lease is within 0.5 s of its end.
+    const { calls, runner, due } = orderedRunner(clock, 3000);
+    due(1);
+    await runner.tick();
+    await waitFor(() => runner.inFlight === 0, { what: 'the first probe finished' });
+    await clock.advance(2000); // 1 s of lease left: the result can still wait behind a claim
+    due(2);
+    await runner.tick();
+    expect(calls).toEqual(['claim 1', 'claim 2', 'write 1']);
+    await waitFor(() => runner.inFlight === 0, { what: 'the second probe finished' });
+    await clock.advance(2500); // a loaded replica's next pass: monitor 2's lease is 0.5 s from its end, and monitor 1 is due again
+    due(1);
+    await runner.tick();
+    expect(calls.slice(3)).toEqual(['write 2', 'claim 1']);
     await runner.stop(Deadline.within(systemClock, 2000));
   });
 });

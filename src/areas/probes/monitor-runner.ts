@@ -39,6 +39,11 @@ interface Task {
   seenAt: number;
 }
 
+interface PendingResult extends ProbeRecord {
+  /** This clock's reading when the probe's lease ends (its length, counted from when the claim was seen). */
+  leaseEndsAt: number;
+}
+
 /** A probe with less lease than this left is not sent. */
 export const MIN_PROBE_MS = 100;
 
@@ -73,7 +78,8 @@ const MAX_PENDING = 50_000;
  */
 export class MonitorRunner {
   private readonly runner: ClaimRunner<Task>;
-  private pending: ProbeRecord[] = [];
+  /** Finished results waiting for the next write, each with when its lease ends on this clock. */
+  private pending: PendingResult[] = [];
   /** The last pass took every slot it asked for: more monitors are probably due than this replica holds. */
   private backlog = false;
   /** The probes area's metric group (made once per registry). */
@@ -141,6 +147,13 @@ export class MonitorRunner {
 
   /** Claims up to `n` due monitors (the pool's free slots, at most a batch); a failed claim is counted and waits for the next poll. */
   private async claim(n: number): Promise<Task[]> {
+    // A waiting result whose lease ends (or is within the margin of ending) is written first: claimed
+    // before its write, its monitor would be taken again under a new fence and this replica's own
+    // result stored as fenced out. Results with lease left cannot be claimed again, so they still
+    // wait behind the claim (issue 26's latency). Seen on a loaded machine: a probe cut at its lease
+    // less the margin, then a pass that came later than the margin.
+    const now = this.clock.now();
+    if (this.pending.some((p) => p.leaseEndsAt - this.s.leaseGraceMs / 2 <= now)) await this.flush();
     let claimed: ClaimedMonitor[];
     try {
       const pass = await this.monitors.claim(this.s.instanceId, n, this.s.leaseGraceMs, this.s.aliveKey?.() ?? null);
@@ -261,6 +274,7 @@ export class MonitorRunner {
       missed: m.missed,
       // Database time of the probe's end, by the claim's clock (issue 49: a new monitor's next probe waits half an interval after this one).
       notBefore: m.dueNow ? new Date(m.claimedAt.getTime() + Math.max(0, this.clock.now() - seenAt) + Math.ceil(m.intervalMs / 2)) : null,
+      leaseEndsAt: seenAt + (m.leaseUntil.getTime() - m.claimedAt.getTime()),
     });
     if (this.pending.length > MAX_PENDING) {
       const dropped = this.pending.splice(0, this.pending.length - MAX_PENDING).length;
