@@ -80,7 +80,7 @@ describe.each(BACKENDS)('instance round records on $name', (backend) => {
       get(target, key) {
         const v = Reflect.get(target, key) as unknown;
         if (key !== 'query' || typeof v !== 'function') return typeof v === 'function' ? v.bind(target) : v;
-        return (sql: string, params?: unknown[]) => (err && /INSERT INTO job_runs/.test(sql) ? Promise.reject(err) : target.query(sql, params));
+        return (sql: string, params?: unknown[]) => (err && /(INSERT INTO|UPDATE) job_runs/.test(sql) ? Promise.reject(err) : target.query(sql, params));
       },
     });
     const r = runnerOn(refusing);
@@ -159,6 +159,36 @@ describe.each(BACKENDS)('instance round records on $name', (backend) => {
     expect(rec).toMatchObject({ status: 'failed', error: 'upstream unreachable \ufffd', items: 0, scope: 'instance', trigger: 'schedule', instance_id: 'a' });
     expect(rec!.deadline_at!.getTime() - rec!.started_at.getTime()).toBe(20_000);
     expect(rec!.finished_at!.getTime()).toBeGreaterThanOrEqual(rec!.started_at.getTime());
+  });
+
+  it('a round past a second whose completion cannot reach the database has its running row completed by the next beat that gets through (once, however many beats carry it)', async () => {
+    const { runner: r, refuse } = refusingRunner();
+    let release!: () => void;
+    const gate = new Promise<void>((res) => (release = res));
+    const slow = job('slow_while_down', async () => {
+      await gate;
+      throw new Error('upstream gone');
+    });
+    await r.slotClaims.ensureJobs([slow.name]);
+    const done = r.run(slow, slot());
+    const [running] = await until(
+      () => records.recent(slow.name),
+      (rs) => rs.length === 1,
+      'a running record',
+    );
+    refuse(Object.assign(new Error('Connection terminated unexpectedly'), { code: 'ECONNRESET' }));
+    release();
+    expect((await done).ran).toBe(true);
+    refuse(null);
+    expect(await records.recent(slow.name)).toMatchObject([{ id: running!.id, status: 'running' }]);
+    const kept = r.idleRounds.take();
+    expect(kept).toMatchObject([{ job: slow.name, runId: running!.id, outcome: { status: 'failed', error: 'upstream gone' } }]);
+    await registry.beat(0, null, [], null, kept);
+    // A beat whose reply was lost is sent again with the same rounds: the row is completed once, not inserted.
+    await registry.beat(0, null, [], null, kept);
+    const recs = await records.recent(slow.name);
+    expect(recs).toMatchObject([{ id: running!.id, status: 'failed', error: 'upstream gone', scope: 'instance' }]);
+    expect(recs[0]!.finished_at!.getTime()).toBeGreaterThanOrEqual(recs[0]!.started_at.getTime());
   });
 
   it('a record refused for its content is not kept for the heartbeat (it would fail every beat): the runner retries and logs it as before', async () => {

@@ -13,6 +13,8 @@ import type { Clock } from '../time/clock.js';
  * When the database cannot take that record (unreachable, a pooler restarting: a connection error,
  * not a refusal of its content), the round is kept here too, with its outcome, and the first beat
  * that gets through writes it: the outage that failed a round no longer takes its record with it.
+ * A round that ran past a second already has its `running` row: the beat completes that row (only
+ * while it is still `running`, so a beat sent twice completes it once) instead of inserting one.
  * Kept in memory, so up to `MAX_PENDING` rounds (idle ones dropped first) and not past a crash.
  */
 export interface IdleRound {
@@ -24,6 +26,8 @@ export interface IdleRound {
   note: string | null;
   /** A round whose own record could not reach the database (a connection error): its outcome and timeout (absent: `no_work`, 0 items, no deadline). */
   outcome?: { status: string; items: number; error: string | null; timeoutMs: number };
+  /** Its `running` row, written while it ran (it ran past a second): the beat completes that row instead of inserting one. */
+  runId?: number;
 }
 
 /** The rows as the heartbeat's statement reads them (`jsonb_to_recordset`). */
@@ -37,6 +41,7 @@ export interface IdleRoundRow {
   items?: number;
   error?: string | null;
   timeout_ms?: number;
+  run_id?: number;
 }
 
 /** Kept while the database is down: up to this many rounds; over it, the oldest idle one goes first, then the oldest with an outcome. */
@@ -81,6 +86,7 @@ export function idleRoundRows(batch: IdleRound[], clock: Clock): IdleRoundRow[] 
   return batch.map((r) => {
     const row: IdleRoundRow = { job: r.job, slot: r.slot, ago_ms: Math.max(0, now - r.startedMs), duration_ms: Math.max(0, Math.round(r.finishedMs - r.startedMs)), note: storable(r.note) };
     if (r.outcome) Object.assign(row, { status: r.outcome.status, items: Math.min(r.outcome.items, 2 ** 31 - 1), error: storable(r.outcome.error), timeout_ms: r.outcome.timeoutMs });
+    if (r.runId !== undefined) row.run_id = r.runId;
     return row;
   });
 }

@@ -65,7 +65,8 @@ const MEMBERS = `(SELECT coalesce(jsonb_object_agg(g.name, g.ids), '{}'::jsonb) 
 // One statement per beat, whatever the number of jobs: the beat, the database clock for the skew
 // measurement, the summary of the rounds skipped since the last beat, this process's figures
 // (null keeps the previous ones), the finished records of the idle instance rounds since the last
-// beat and of those whose own record could not reach the database (idle-rounds.ts), and the members of
+// beat and of those whose own record could not reach the database (idle-rounds.ts: inserted, or, for a round whose
+// `running` row was written, that row completed), and the members of
 // every declared membership.
 // $1 instance, $2 boot, $3 skew ms, $4 skips json, $5 liveness window ms, $6 process json, $7 backend identity json (null keeps it),
 // $8 idle rounds json, $9 loop report json (null keeps it), $10 the declared memberships' names
@@ -75,13 +76,20 @@ WITH skips AS (
   SELECT s.job, $1, s.n, s.at, s.reason FROM jsonb_to_recordset($4::jsonb) AS s(job text, n bigint, at timestamptz, reason text)
   ON CONFLICT (job_name, instance_id) DO UPDATE SET skipped = job_skip_counts.skipped + EXCLUDED.skipped,
      last_skip_at = GREATEST(job_skip_counts.last_skip_at, EXCLUDED.last_skip_at), last_reason = EXCLUDED.last_reason
+), kept AS (
+  SELECT r.*, clock_timestamp() - make_interval(secs => r.ago_ms / 1000) AS started,
+         clock_timestamp() - make_interval(secs => (r.ago_ms - r.duration_ms) / 1000) AS finished
+    FROM jsonb_to_recordset($8::jsonb) AS r(job text, slot timestamptz, ago_ms double precision, duration_ms double precision, note text,
+                                             status text, items int, error text, timeout_ms double precision, run_id bigint)
 ), idle AS (
   INSERT INTO job_runs (job_name, slot, scope, trigger, instance_id, status, started_at, deadline_at, finished_at, duration_ms, items, note, error)
-  SELECT r.job, r.slot, 'instance', 'schedule', $1, coalesce(r.status, 'no_work'), t.started, t.started + make_interval(secs => r.timeout_ms / 1000),
-         clock_timestamp() - make_interval(secs => (r.ago_ms - r.duration_ms) / 1000), r.duration_ms::int, coalesce(r.items, 0), r.note, r.error
-    FROM jsonb_to_recordset($8::jsonb) AS r(job text, slot timestamptz, ago_ms double precision, duration_ms double precision, note text,
-                                             status text, items int, error text, timeout_ms double precision)
-    CROSS JOIN LATERAL (SELECT clock_timestamp() - make_interval(secs => r.ago_ms / 1000) AS started) t
+  SELECT r.job, r.slot, 'instance', 'schedule', $1, coalesce(r.status, 'no_work'), r.started, r.started + make_interval(secs => r.timeout_ms / 1000),
+         r.finished, r.duration_ms::int, coalesce(r.items, 0), r.note, r.error
+    FROM kept r WHERE r.run_id IS NULL
+), completed AS (
+  UPDATE job_runs j SET status = r.status, items = r.items, note = r.note, error = r.error, finished_at = r.finished,
+         duration_ms = GREATEST(0, round(extract(epoch FROM (r.finished - j.started_at)) * 1000))::int
+    FROM kept r WHERE r.run_id IS NOT NULL AND j.id = r.run_id AND j.instance_id = $1 AND j.status = 'running'
 )
 UPDATE instances SET heartbeat_at = clock_timestamp(), clock_skew_ms = $3, alive_key = ${aliveKey},
   process = coalesce($6::jsonb, process), process_at = CASE WHEN $6::jsonb IS NULL THEN process_at ELSE clock_timestamp() END,

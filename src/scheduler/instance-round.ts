@@ -17,7 +17,8 @@ export const RECORD_RUNNING_AFTER_MS = 1000;
  *   timeout) is written then, and completed as before, so a hung round shows `stuck` on time.
  * Such a round has no fencing token (0): instance rounds hold no lease, every replica runs them.
  * A finished row the database cannot take (a connection error) goes to the heartbeat too
- * (`idle-rounds.ts`), outcome and all.
+ * (`idle-rounds.ts`), outcome and all; so does the completion of a `running` row (the beat
+ * completes it), which otherwise stayed `running` until the replica restarted.
  */
 export class InstanceRoundRecord {
   private readonly startedMs: number;
@@ -44,23 +45,24 @@ export class InstanceRoundRecord {
     const { clock, claims } = this.p;
     clock.clearTimeout(this.timer);
     const started = this.started && (await this.started.catch(() => null));
-    if (started) return claims.complete(started, outcome);
     const finishedMs = clock.now();
     // The round as the heartbeat writes it: its finished row a beat later.
     const kept = { job: this.p.job, slot: this.p.slot.toISOString(), startedMs: this.startedMs, finishedMs, note: outcome.note ?? null };
-    if (outcome.status === 'no_work') {
+    if (!started && outcome.status === 'no_work') {
       this.p.idle.add(kept);
       return true;
     }
     const durationMs = finishedMs - this.startedMs;
     try {
+      if (started) return await claims.complete(started, outcome);
       await claims.recordInstanceRound({ job: this.p.job, slot: this.p.slot, startedMsAgo: durationMs, durationMs, timeoutMs: this.p.timeoutMs, outcome });
     } catch (err) {
-      // Not reachable (often the outage that failed the round): the heartbeat writes it once a beat gets through.
-      // Anything else (the row refused for its content) is thrown to the round runner, which retries and logs it.
+      // Not reachable (often the outage that failed the round): the heartbeat writes it once a beat gets through
+      // (completing its running row, when it has one). Anything else (the row refused for its content) is thrown
+      // to the round runner, which retries and logs it.
       if (!isTransientConnectError(err)) throw err;
       const { status, items, error } = outcome;
-      this.p.idle.add({ ...kept, outcome: { status, items, error: error ?? null, timeoutMs: this.p.timeoutMs } });
+      this.p.idle.add({ ...kept, outcome: { status, items, error: error ?? null, timeoutMs: this.p.timeoutMs }, ...(started ? { runId: started.runId } : {}) });
       this.p.log.warn({ err: (err as Error).message, status }, 'could not record round outcome; the heartbeat writes it once the database answers');
     }
     return true;
