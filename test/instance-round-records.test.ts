@@ -76,15 +76,21 @@ describe.each(BACKENDS)('instance round records on $name', (backend) => {
   /** A runner whose statements writing job_runs fail with `err` while it is set (the outage that failed the round, say). */
   const refusingRunner = () => {
     let err: Error | null = null;
+    let afterRunning = false;
     const refusing = new Proxy(db, {
       get(target, key) {
         const v = Reflect.get(target, key) as unknown;
         if (key !== 'query' || typeof v !== 'function') return typeof v === 'function' ? v.bind(target) : v;
-        return (sql: string, params?: unknown[]) => (err && /(INSERT INTO|UPDATE) job_runs/.test(sql) ? Promise.reject(err) : target.query(sql, params));
+        return async (sql: string, params?: unknown[]) => {
+          if (!err || !/(INSERT INTO|UPDATE) job_runs/.test(sql)) return target.query(sql, params);
+          // A reply lost after the commit: the statement ran, the caller sees the connection error.
+          if (afterRunning) await target.query(sql, params);
+          throw err;
+        };
       },
     });
     const r = runnerOn(refusing);
-    return { runner: r, refuse: (e: Error | null) => (err = e) };
+    return { runner: r, refuse: (e: Error | null, o: { afterRunning?: boolean } = {}) => ((err = e), (afterRunning = o.afterRunning ?? false)) };
   };
   const slot = () => new Date(Math.floor(Date.now() / 1000) * 1000);
 
@@ -189,6 +195,26 @@ describe.each(BACKENDS)('instance round records on $name', (backend) => {
     const recs = await records.recent(slow.name);
     expect(recs).toMatchObject([{ id: running!.id, status: 'failed', error: 'upstream gone', scope: 'instance' }]);
     expect(recs[0]!.finished_at!.getTime()).toBeGreaterThanOrEqual(recs[0]!.started_at.getTime());
+  });
+
+  it('a record that committed with its reply lost is kept, and the beat does not write it twice; an idle round of the same slot is still written', async () => {
+    const { runner: r, refuse } = refusingRunner();
+    const bad = job('bad_reply_lost', async () => {
+      throw new Error('no');
+    });
+    await r.slotClaims.ensureJobs([bad.name]);
+    const s = slot();
+    refuse(Object.assign(new Error('Connection terminated unexpectedly'), { code: 'ECONNRESET' }), { afterRunning: true });
+    expect((await r.run(bad, s)).ran).toBe(true);
+    refuse(null);
+    expect(await records.recent(bad.name)).toMatchObject([{ status: 'failed' }]);
+    const kept = r.idleRounds.take();
+    expect(kept).toMatchObject([{ job: bad.name, outcome: { status: 'failed' } }]);
+    await registry.beat(0, null, [], null, kept);
+    expect(await records.recent(bad.name)).toMatchObject([{ status: 'failed' }]);
+    // The check is for kept outcomes only: an idle round is written whatever is there.
+    await registry.beat(0, null, [], null, [{ job: bad.name, slot: s.toISOString(), startedMs: Date.now(), finishedMs: Date.now(), note: null }]);
+    expect((await records.recent(bad.name)).map((x) => x.status).sort()).toEqual(['failed', 'no_work']);
   });
 
   it('a record refused for its content is not kept for the heartbeat (it would fail every beat): the runner retries and logs it as before', async () => {

@@ -85,7 +85,12 @@ WITH skips AS (
   INSERT INTO job_runs (job_name, slot, scope, trigger, instance_id, status, started_at, deadline_at, finished_at, duration_ms, items, note, error)
   SELECT r.job, r.slot, 'instance', 'schedule', $1, coalesce(r.status, 'no_work'), r.started, r.started + make_interval(secs => r.timeout_ms / 1000),
          r.finished, r.duration_ms::int, coalesce(r.items, 0), r.note, r.error
-    FROM kept r WHERE r.run_id IS NULL
+    FROM kept r
+   WHERE r.run_id IS NULL
+     -- A round whose own record may have committed with its reply lost: not written twice (its slot is its key on this replica).
+     AND (r.status IS NULL OR NOT EXISTS (
+       SELECT 1 FROM job_runs d WHERE d.job_name = r.job AND d.instance_id = $1 AND d.started_at BETWEEN r.started - interval '1 minute' AND r.started + interval '1 minute'
+          AND d.slot = r.slot AND d.scope = 'instance' AND d.status = r.status))
 ), completed AS (
   UPDATE job_runs j SET status = r.status, items = r.items, note = r.note, error = r.error, finished_at = r.finished,
          duration_ms = GREATEST(0, round(extract(epoch FROM (r.finished - j.started_at)) * 1000))::int
