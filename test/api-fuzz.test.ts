@@ -192,6 +192,8 @@ describe('fuzzing every JSON route (real PostgreSQL and Redis)', () => {
           RELAY_JOBS__OAUTH__PROVIDERS__OPENAI__TOKEN_URL: 'http://127.0.0.1:9/oauth/token',
           RELAY_JOBS__PAYMENTS__PROVIDERS__DEMO__BASE_URL: 'http://127.0.0.1:9',
           RELAY_JOBS__PAYMENTS__PROVIDERS__DEMO__WEBHOOK_SECRET: 'demo-webhook-secret-0123456789',
+          // A week of usage (11 daily partitions, not 94): every snapshot counts usage_logs twice a request.
+          RELAY_JOBS__USAGE__RETENTION: '7d',
         },
       }),
       { logger: silentLogger() },
