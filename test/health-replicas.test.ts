@@ -27,6 +27,7 @@ describe('health per replica (real PostgreSQL and Redis, two runtimes)', () => {
       RELAY_JOBS_MASTER_KEY: TEST_MASTER_KEY,
       RELAY_JOBS_INSTANCE_ID: id,
       RELAY_JOBS_ENV: 'test',
+      RELAY_JOBS__USAGE__RETENTION: '7d', // a week of usage: 11 daily partitions made at the first start, not 94 (test/helpers/cluster.ts)
       RELAY_JOBS__REDIS__KEY_PREFIX: prefix,
       RELAY_JOBS__CLUSTER__INSTANCE_HEARTBEAT: '1s',
     };

@@ -45,6 +45,7 @@ describe('a lease held past the job timeout', () => {
         REDIS_URL,
         RELAY_JOBS_INSTANCE_ID: 'overrun-1',
         RELAY_JOBS_ENV: 'test',
+        RELAY_JOBS__USAGE__RETENTION: '7d', // a week of usage: 11 daily partitions made at the first start, not 94 (test/helpers/cluster.ts)
         RELAY_JOBS_MASTER_KEY: TEST_MASTER_KEY,
         RELAY_JOBS__REDIS__KEY_PREFIX: prefix,
         RELAY_JOBS__DATABASE__POOL_SIZE: '3',

@@ -28,6 +28,7 @@ describe('platform quota while Redis is down', () => {
           REDIS_URL: redis.url,
           RELAY_JOBS_INSTANCE_ID: 'qo-1',
           RELAY_JOBS_ENV: 'test',
+          RELAY_JOBS__USAGE__RETENTION: '7d', // a week of usage: 11 daily partitions made at the first start, not 94 (test/helpers/cluster.ts)
           RELAY_JOBS_ADMIN_TOKEN: ADMIN,
           RELAY_JOBS_MASTER_KEY: TEST_MASTER_KEY,
           RELAY_JOBS__DATABASE__POOL_SIZE: '4',

@@ -133,6 +133,7 @@ describe('a replica starting against a slow Redis', () => {
         REDIS_URL: url,
         RELAY_JOBS_INSTANCE_ID: 'slow-redis-1',
         RELAY_JOBS_ENV: 'test',
+        RELAY_JOBS__USAGE__RETENTION: '7d', // a week of usage: 11 daily partitions made at the first start, not 94 (test/helpers/cluster.ts)
         RELAY_JOBS_ADMIN_TOKEN: 'slow-redis-admin-token-0123456789',
         RELAY_JOBS_MASTER_KEY: TEST_MASTER_KEY,
         RELAY_JOBS__REDIS__KEY_PREFIX: prefix,

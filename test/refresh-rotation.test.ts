@@ -62,6 +62,7 @@ describe('rotated refresh tokens survive slow replies and a forced exit', () => 
           DATABASE_URL: db.url,
           REDIS_URL,
           RELAY_JOBS_ENV: 'test',
+          RELAY_JOBS__USAGE__RETENTION: '7d', // a week of usage: 11 daily partitions made at the first start, not 94 (test/helpers/cluster.ts)
           RELAY_JOBS_INSTANCE_ID: 'rot-1',
           RELAY_JOBS_ADMIN_TOKEN: ADMIN,
           RELAY_JOBS_MASTER_KEY: TEST_MASTER_KEY,
@@ -139,6 +140,7 @@ describe('exhausted refresh retries', () => {
           REDIS_URL,
           RELAY_JOBS_INSTANCE_ID: 'ex-1',
           RELAY_JOBS_ENV: 'test',
+          RELAY_JOBS__USAGE__RETENTION: '7d', // a week of usage: 11 daily partitions made at the first start, not 94 (test/helpers/cluster.ts)
           RELAY_JOBS_ADMIN_TOKEN: ADMIN,
           RELAY_JOBS_MASTER_KEY: TEST_MASTER_KEY,
           RELAY_JOBS__REDIS__KEY_PREFIX: prefix,
@@ -195,6 +197,7 @@ describe('per-platform refresh breaker', () => {
           REDIS_URL,
           RELAY_JOBS_INSTANCE_ID: 'br-1',
           RELAY_JOBS_ENV: 'test',
+          RELAY_JOBS__USAGE__RETENTION: '7d', // a week of usage: 11 daily partitions made at the first start, not 94 (test/helpers/cluster.ts)
           RELAY_JOBS_ADMIN_TOKEN: ADMIN,
           RELAY_JOBS_MASTER_KEY: TEST_MASTER_KEY,
           RELAY_JOBS__REDIS__KEY_PREFIX: prefix,

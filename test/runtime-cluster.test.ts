@@ -27,6 +27,7 @@ describe('cluster runtime start-up checks (real PostgreSQL and Redis)', () => {
         RELAY_JOBS_MASTER_KEY: TEST_MASTER_KEY,
         RELAY_JOBS_INSTANCE_ID: 'skewed',
         RELAY_JOBS_ENV: 'test',
+        RELAY_JOBS__USAGE__RETENTION: '7d', // a week of usage: 11 daily partitions made at the first start, not 94 (test/helpers/cluster.ts)
         RELAY_JOBS__REDIS__KEY_PREFIX: prefix,
         RELAY_JOBS__DATABASE__POOL_SIZE: '10',
         RELAY_JOBS__CLUSTER__EXPECTED_REPLICAS: '50',

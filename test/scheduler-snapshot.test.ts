@@ -50,6 +50,7 @@ describe('scheduler snapshot: consumer, read API, repair (cluster runtime, real 
         RELAY_JOBS_ADMIN_TOKEN: TOKEN,
         RELAY_JOBS_INSTANCE_ID: 'snap-1',
         RELAY_JOBS_ENV: 'test',
+        RELAY_JOBS__USAGE__RETENTION: '7d', // a week of usage: 11 daily partitions made at the first start, not 94 (test/helpers/cluster.ts)
         RELAY_JOBS__REDIS__KEY_PREFIX: prefix,
         RELAY_JOBS__DATABASE__POOL_SIZE: '5',
         // Every read checks the bucket's head: these tests are about what one read sees right after a write (the read cache's own test: snapshot-read-cache.test.ts).

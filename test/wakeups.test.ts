@@ -40,6 +40,7 @@ function monitor(url: string, key: string) {
 const QUIET = {
   RELAY_JOBS_MASTER_KEY: TEST_MASTER_KEY,
   RELAY_JOBS_ENV: 'test',
+  RELAY_JOBS__USAGE__RETENTION: '7d', // a week of usage: 11 daily partitions made at the first start, not 94 (test/helpers/cluster.ts)
   RELAY_JOBS__LOGGING__LEVEL: 'warn',
   RELAY_JOBS__SHUTDOWN__GRACE: '3s',
   RELAY_JOBS__CHANNEL_MONITOR__MIN_INTERVAL: '1s',
