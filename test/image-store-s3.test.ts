@@ -99,6 +99,7 @@ describe('image batches on S3 (s3rver)', () => {
         REDIS_URL,
         RELAY_JOBS_INSTANCE_ID: 'img-s3-1',
         RELAY_JOBS_ENV: 'test',
+        RELAY_JOBS__USAGE__RETENTION: '7d', // a week of usage: 11 daily partitions made at the first start, not 94 (test/helpers/cluster.ts)
         RELAY_JOBS_ADMIN_TOKEN: ADMIN,
         RELAY_JOBS_MASTER_KEY: TEST_MASTER_KEY,
         RELAY_JOBS_DATA_DIR: embeddedDataDir(mkdtempSync(join(tmpdir(), 'rj-images-s3-'))),

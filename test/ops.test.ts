@@ -48,6 +48,7 @@ describe('ops plane', () => {
         REDIS_URL,
         RELAY_JOBS_INSTANCE_ID: 'ops-1',
         RELAY_JOBS_ENV: 'test',
+        RELAY_JOBS__USAGE__RETENTION: '7d', // a week of usage: 11 daily partitions made at the first start, not 94 (test/helpers/cluster.ts)
         RELAY_JOBS_ADMIN_TOKEN: ADMIN,
         RELAY_JOBS_MASTER_KEY: TEST_MASTER_KEY,
         RELAY_JOBS__REDIS__KEY_PREFIX: uniqueName('rjops'),
