@@ -217,6 +217,29 @@ describe.each(BACKENDS)('instance round records on $name', (backend) => {
     expect((await records.recent(bad.name)).map((x) => x.status).sort()).toEqual(['failed', 'no_work']);
   });
 
+  it('a running record that committed with its reply lost is completed by the round, not left running beside a new row', async () => {
+    const { runner: r, refuse } = refusingRunner();
+    let release!: () => void;
+    const gate = new Promise<void>((res) => (release = res));
+    const slow = job('slow_start_lost', async () => {
+      await gate;
+      return { items: 3 };
+    });
+    await r.slotClaims.ensureJobs([slow.name]);
+    refuse(Object.assign(new Error('Connection terminated unexpectedly'), { code: 'ECONNRESET' }), { afterRunning: true });
+    const done = r.run(slow, slot());
+    const [running] = await until(
+      () => records.recent(slow.name),
+      (rs) => rs.length === 1,
+      'a running record',
+    );
+    refuse(null);
+    release();
+    expect((await done).ran).toBe(true);
+    expect(await records.recent(slow.name)).toMatchObject([{ id: running!.id, status: 'ok', items: 3 }]);
+    expect(r.idleRounds.take()).toEqual([]);
+  });
+
   it('a record refused for its content is not kept for the heartbeat (it would fail every beat): the runner retries and logs it as before', async () => {
     const { runner: r, refuse } = refusingRunner();
     const bad = job('bad_content', async () => {

@@ -110,14 +110,22 @@ SELECT $1, $2::timestamptz, 'instance', $5, $3, tok.fencing_token, 'running', t.
   FROM tok, t
 RETURNING id, fencing_token, slot`;
 
-// A scheduled instance round that ended (did work, or failed) before its running record was due:
-// its finished record in one statement. $1 job, $2 slot, $3 instance, $4 started ms ago, $5 duration ms,
-// $6 status, $7 items, $8 note, $9 error, $10 timeout ms
+// A scheduled instance round that ended (did work, or failed) with no running record it knows of:
+// its finished record in one statement. Its running record may exist all the same (the insert
+// committed, its reply was lost): then that row is completed instead, not left running beside a new one.
+// $1 job, $2 slot, $3 instance, $4 started ms ago, $5 duration ms, $6 status, $7 items, $8 note, $9 error, $10 timeout ms
 const RECORD_INSTANCE_ROUND = `
+WITH t AS (SELECT clock_timestamp() - ${MS('$4')} AS started),
+fin AS (
+  UPDATE job_runs SET status = $6, items = $7, note = $8, error = $9, finished_at = clock_timestamp(),
+         duration_ms = GREATEST(0, round(extract(epoch FROM (clock_timestamp() - started_at)) * 1000))::int
+   WHERE job_name = $1 AND status = 'running' AND slot = $2::timestamptz AND instance_id = $3 AND scope = 'instance' AND trigger = 'schedule'
+  RETURNING id
+)
 INSERT INTO job_runs (job_name, slot, scope, trigger, instance_id, status, started_at, deadline_at, finished_at, duration_ms, items, note, error)
 SELECT $1, $2::timestamptz, 'instance', 'schedule', $3, $6, t.started, t.started + ${MS('$10')}, t.started + ${MS('$5')},
        round($5::double precision)::int, $7, $8, $9
-  FROM (SELECT clock_timestamp() - ${MS('$4')} AS started) t`;
+  FROM t WHERE NOT EXISTS (SELECT 1 FROM fin)`;
 
 const WHY_NOT = `
 SELECT last_slot, holder_instance, NOT ${LEASE_FREE} AS leased, lease_until, paused_at, paused_by, paused_reason, schedule_fingerprint,
