@@ -18,7 +18,7 @@ import { Memberships } from '../src/coordination/memberships.js';
 import type { Db } from '../src/store/db.js';
 import { BACKENDS } from './helpers/backends.js';
 import { outcomeOf } from './helpers/rounds.js';
-import { REDIS_URL, TEST_MASTER_KEY, freshDatabase, uniqueName } from './helpers/services.js';
+import { REDIS_URL, TEST_MASTER_KEY, dropRedisPrefix, freshDatabase, uniqueName } from './helpers/services.js';
 import { Deadline } from '../src/time/deadline.js';
 import { waitFor } from './helpers/wait.js';
 import type { IntervalHistogram } from 'node:perf_hooks';
@@ -94,6 +94,7 @@ describe.each(BACKENDS)('instances carry their process figures ($name)', (backen
 
 /** The collector records every live replica's figures from its heartbeat; the cluster series is the worst fresh one. */
 describe('ops_metrics per-instance process figures (PostgreSQL)', () => {
+  const prefix = uniqueName('rjopsi');
   let fresh: Awaited<ReturnType<typeof freshDatabase>>;
   let config: Config;
   let rt: Runtime;
@@ -111,7 +112,7 @@ describe('ops_metrics per-instance process figures (PostgreSQL)', () => {
         RELAY_JOBS__USAGE__RETENTION: '7d', // a week of usage: 11 daily partitions made at the first start, not 94 (test/helpers/cluster.ts)
         RELAY_JOBS_ADMIN_TOKEN: ADMIN,
         RELAY_JOBS_MASTER_KEY: TEST_MASTER_KEY,
-        RELAY_JOBS__REDIS__KEY_PREFIX: uniqueName('rjopsi'),
+        RELAY_JOBS__REDIS__KEY_PREFIX: prefix,
         RELAY_JOBS__DATABASE__POOL_SIZE: '4',
         RELAY_JOBS__OPS__BUCKET: '1h',
       },
@@ -124,6 +125,7 @@ describe('ops_metrics per-instance process figures (PostgreSQL)', () => {
     await http?.close();
     await rt?.shutdown();
     await fresh.drop();
+    await dropRedisPrefix(prefix);
   });
 
   it('records both live replicas, excludes a dead one and a stale beat, and the max feeds event_loop_lag_ms', async () => {

@@ -9,7 +9,7 @@ import { silentLogger } from '../src/telemetry/logger.js';
 import { FencedWriteRefused } from '../src/coordination/fenced-cursor.js';
 import { percentile } from '../src/areas/ops/catalogue.js';
 import { outcomeOf } from './helpers/rounds.js';
-import { REDIS_URL, TEST_MASTER_KEY, freshDatabase, uniqueName } from './helpers/services.js';
+import { REDIS_URL, TEST_MASTER_KEY, dropRedisPrefix, freshDatabase, uniqueName } from './helpers/services.js';
 import { waitFor } from './helpers/wait.js';
 import { SteppedClock } from './helpers/stepped-clock.js';
 
@@ -18,6 +18,7 @@ const auth = { authorization: `Bearer ${ADMIN}` };
 const HOUR = 3_600_000;
 /** The ops plane in one process against real PostgreSQL and Redis, with a loopback webhook receiver. */
 describe('ops plane', () => {
+  const prefix = uniqueName('rjops');
   let db: Awaited<ReturnType<typeof freshDatabase>>;
   let sql: pg.Client;
   let rt: Runtime;
@@ -51,7 +52,7 @@ describe('ops plane', () => {
         RELAY_JOBS__USAGE__RETENTION: '7d', // a week of usage: 11 daily partitions made at the first start, not 94 (test/helpers/cluster.ts)
         RELAY_JOBS_ADMIN_TOKEN: ADMIN,
         RELAY_JOBS_MASTER_KEY: TEST_MASTER_KEY,
-        RELAY_JOBS__REDIS__KEY_PREFIX: uniqueName('rjops'),
+        RELAY_JOBS__REDIS__KEY_PREFIX: prefix,
         RELAY_JOBS__DATABASE__POOL_SIZE: '4',
         RELAY_JOBS__OPS__BUCKET: '1h',
         RELAY_JOBS__NOTIFY__WEBHOOK__URL: `http://127.0.0.1:${(hookServer.address() as { port: number }).port}/hook`,
@@ -69,6 +70,7 @@ describe('ops plane', () => {
     await sql.end();
     await new Promise((r) => hookServer.close(r));
     await db.drop();
+    await dropRedisPrefix(prefix);
   });
 
   it('ops_metrics records the previous bucket: counts, 5xx and 429 apart, percentiles equal to a reference', async () => {

@@ -3,7 +3,7 @@ import pg from 'pg';
 import { runCli, ServiceProcess } from './helpers/cli.js';
 import { PgBouncer, hasPgbouncer } from './helpers/pgbouncer.js';
 import { PrivatePostgres, hasPostgresServer } from './helpers/private-postgres.js';
-import { REDIS_URL, TEST_MASTER_KEY, freePort, uniqueName } from './helpers/services.js';
+import { REDIS_URL, TEST_MASTER_KEY, dropRedisPrefix, freePort, uniqueName } from './helpers/services.js';
 import { waitFor } from './helpers/wait.js';
 import { isTransientConnectError } from '../src/store/pg-startup.js';
 import { PgConnectFailure, PgDb } from '../src/store/pg-db.js';
@@ -29,6 +29,7 @@ describe.runIf(hasPgbouncer() && hasPostgresServer())('start-up waits for a data
   afterAll(async () => {
     await bouncer?.stop();
     await server?.destroy();
+    await dropRedisPrefix(prefix);
   });
 
   /** One connection through PgBouncer: what it answered. */
