@@ -18,6 +18,22 @@ function job(name: string, run: (ctx: JobContext) => Promise<{ items: number; no
   return { name, description: name, scope: 'instance', settings: { enabled: true, schedule: { kind: 'every', everyMs: 1000 }, timeoutMs: 20_000, lockTtlMs: 3000, jitterMs: 0 }, run };
 }
 
+/** A job whose round waits for `release()`, then ends as `end` says: a round that is still running when the test acts. */
+function gatedJob(name: string, end: () => { items: number }): { job: JobDefinition; release: () => void } {
+  let release!: () => void;
+  const gate = new Promise<void>((r) => (release = r));
+  return {
+    job: job(name, async () => {
+      await gate;
+      return end();
+    }),
+    release,
+  };
+}
+
+/** The error a statement whose connection dropped (or whose reply was lost) gives its caller. */
+const connectionLost = () => Object.assign(new Error('Connection terminated unexpectedly'), { code: 'ECONNRESET' });
+
 async function until<T>(read: () => Promise<T>, ok: (v: T) => boolean, what: string): Promise<T> {
   let last: T | undefined;
   await waitFor(
@@ -93,6 +109,15 @@ describe.each(BACKENDS)('instance round records on $name', (backend) => {
     return { runner: r, refuse: (e: Error | null, o: { afterRunning?: boolean } = {}) => ((err = e), (afterRunning = o.afterRunning ?? false)) };
   };
   const slot = () => new Date(Math.floor(Date.now() / 1000) * 1000);
+  /** Its round's `running` row, once written (a second after the round started). */
+  const runningRecord = async (name: string) =>
+    (
+      await until(
+        () => records.recent(name),
+        (rs) => rs.length === 1,
+        'a running record',
+      )
+    )[0];
 
   it('a no-work round writes no job_runs row; the beat writes its finished record and per-replica health reads it as healthy', async () => {
     const j = job('idle_one', async () => ({ items: 0, note: 'nothing' }));
@@ -169,20 +194,13 @@ describe.each(BACKENDS)('instance round records on $name', (backend) => {
 
   it('a round past a second whose completion cannot reach the database has its running row completed by the next beat that gets through (once, however many beats carry it)', async () => {
     const { runner: r, refuse } = refusingRunner();
-    let release!: () => void;
-    const gate = new Promise<void>((res) => (release = res));
-    const slow = job('slow_while_down', async () => {
-      await gate;
+    const { job: slow, release } = gatedJob('slow_while_down', () => {
       throw new Error('upstream gone');
     });
     await r.slotClaims.ensureJobs([slow.name]);
     const done = r.run(slow, slot());
-    const [running] = await until(
-      () => records.recent(slow.name),
-      (rs) => rs.length === 1,
-      'a running record',
-    );
-    refuse(Object.assign(new Error('Connection terminated unexpectedly'), { code: 'ECONNRESET' }));
+    const running = await runningRecord(slow.name);
+    refuse(connectionLost());
     release();
     expect((await done).ran).toBe(true);
     refuse(null);
@@ -204,7 +222,7 @@ describe.each(BACKENDS)('instance round records on $name', (backend) => {
     });
     await r.slotClaims.ensureJobs([bad.name]);
     const s = slot();
-    refuse(Object.assign(new Error('Connection terminated unexpectedly'), { code: 'ECONNRESET' }), { afterRunning: true });
+    refuse(connectionLost(), { afterRunning: true });
     expect((await r.run(bad, s)).ran).toBe(true);
     refuse(null);
     expect(await records.recent(bad.name)).toMatchObject([{ status: 'failed' }]);
@@ -219,20 +237,11 @@ describe.each(BACKENDS)('instance round records on $name', (backend) => {
 
   it('a running record that committed with its reply lost is completed by the round, not left running beside a new row', async () => {
     const { runner: r, refuse } = refusingRunner();
-    let release!: () => void;
-    const gate = new Promise<void>((res) => (release = res));
-    const slow = job('slow_start_lost', async () => {
-      await gate;
-      return { items: 3 };
-    });
+    const { job: slow, release } = gatedJob('slow_start_lost', () => ({ items: 3 }));
     await r.slotClaims.ensureJobs([slow.name]);
-    refuse(Object.assign(new Error('Connection terminated unexpectedly'), { code: 'ECONNRESET' }), { afterRunning: true });
+    refuse(connectionLost(), { afterRunning: true });
     const done = r.run(slow, slot());
-    const [running] = await until(
-      () => records.recent(slow.name),
-      (rs) => rs.length === 1,
-      'a running record',
-    );
+    const running = await runningRecord(slow.name);
     refuse(null);
     release();
     expect((await done).ran).toBe(true);
@@ -269,19 +278,10 @@ describe.each(BACKENDS)('instance round records on $name', (backend) => {
   });
 
   it('a round still running gets its running record (with its deadline, so stuck is seen on time), then completes it', async () => {
-    let release!: () => void;
-    const gate = new Promise<void>((r) => (release = r));
-    const j = job('slow_one', async () => {
-      await gate;
-      return { items: 0 };
-    });
+    const { job: j, release } = gatedJob('slow_one', () => ({ items: 0 }));
     await runner.slotClaims.ensureJobs([j.name]);
     const done = runner.run(j, slot());
-    const [running] = await until(
-      () => records.recent(j.name),
-      (rs) => rs.length === 1,
-      'a running record',
-    );
+    const running = await runningRecord(j.name);
     expect(running).toMatchObject({ status: 'running', scope: 'instance' });
     expect(running!.deadline_at!.getTime() - running!.started_at.getTime()).toBe(20_000);
     release();
