@@ -145,11 +145,11 @@ describe('liveness sessions on PostgreSQL', () => {
     const s0 = Math.floor(Date.now() / 1000) * 1000 - 30_000;
     const roundA = ra.run(j, new Date(s0));
     await running;
-    const t0 = Date.now();
     await db.query('SELECT pg_terminate_backend($1)', [await backendOf(la.key!)]);
     const rep = await roundA;
-    expect(Date.now() - t0).toBeLessThan(10_000); // not the 20 s timeout nor the 30 s lease
-    expect(rep.ran && rep.outcome).toMatchObject({ status: 'failed', error: expect.stringMatching(/lease lost: liveness session dropped/) });
+    // Aborted by the session's own drop (its connection's error event): the 20 s timeout would have
+    // recorded timed_out, a lease renewal a different "lease lost" reason; the first abort is the one recorded.
+    expect(rep.ran && rep.outcome).toMatchObject({ status: 'failed', error: expect.stringMatching(/^lease lost: liveness session dropped/) });
     const rb1 = await rb.run({ ...j, run: async () => ({ items: 1 }) }, new Date(s0 + 1000));
     expect(rb1.ran).toBe(true);
   });
