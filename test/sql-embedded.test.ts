@@ -210,8 +210,9 @@ describe.concurrent('embedded SQL console over HTTP (a spawned `relay-jobs start
     });
   }
 
-  it.sequential('SIGTERM during a running statement exits within the grace + 2 s', async ({ expect }) => {
-    const GRACE_MS = 3000;
+  it.sequential('SIGTERM during a running statement: the statement is ended as shutdown begins, not at the end of the grace', async ({ expect }) => {
+    // A long grace: a statement left to hold its request would keep the process for the whole minute.
+    const GRACE_MS = 60_000;
     const p2 = await freePort();
     const svc2 = ServiceProcess.start('sql-embedded-sigterm', {
       RELAY_JOBS_DATA_DIR: embeddedDataDir(mkdtempSync(join(tmpdir(), 'rj-sqlterm-'))),
@@ -231,8 +232,12 @@ describe.concurrent('embedded SQL console over HTTP (a spawned `relay-jobs start
       const took = Date.now() - sent;
       expect(code, svc2.lines.slice(-20).join('\n')).toBe(0);
       console.log(`sql-embedded: exited ${took} ms after SIGTERM with a CPU-bound statement running (grace ${GRACE_MS} ms)`);
-      expect(took).toBeLessThan(GRACE_MS + 2000);
-      expect([0, 503]).toContain((await answer).status);
+      // Answered 503 by the snapshot's close in preClose, not cut with the connections left at the end of the grace.
+      const { status, body } = await answer;
+      expect(status, JSON.stringify(body)).toBe(503);
+      expect(svc2.lines.join('\n')).not.toMatch(/still open at the end of the grace period/);
+      // 15 s: between a shutdown that does not wait for the statement (a second or two) and the 60 s grace.
+      expect(took).toBeLessThan(15_000);
     } finally {
       svc2.proc.kill('SIGKILL');
     }
