@@ -23,6 +23,9 @@ const STAMP = `${out}/.built`;
 // scripts, package.json, web/dist, the worker) sees the URL it would have in the per-file tree, so
 // both trees keep the same layout. tsconfig.json sets `isolatedModules`, so tsc refuses any code
 // whose per-file output would differ from esbuild's.
+// Not a V8 startup snapshot of the bundle (`node --build-snapshot`, which would also skip evaluating
+// it, about a third of a start's CPU): Node 20's snapshot builder cannot load `node:http`, which
+// fastify and prom-client need at load ("methods.toSorted is not a function", 6-Dec-2026).
 const bundle = process.argv.includes('--bundle');
 const BUNDLE_ENTRIES = ['cli/main.ts', 'areas/admin/store/sql-snapshot-worker.js'];
 
