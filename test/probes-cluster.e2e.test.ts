@@ -174,10 +174,12 @@ describe('fleet probes across three real replicas', () => {
     // out, as the monitors' probes above can (the upstream counts requests read after their client hung
     // up), and a test that could not start (its token not read in time) is stored `not_sent` with no
     // status, leaving the account as it was. (A CI run on 6-Dec-2026 stored one such failure among
-    // the plans' results with every check above green.)
+    // the plans' results with every check above green.) Nothing else: a refused connection, an
+    // unreadable body or a wrong answer from the loopback endpoint is a defect, loaded or not.
     const failedTests = await client.query(`SELECT plan_id, occurrence, status, error_class, latency_ms, instance_id FROM account_test_results WHERE NOT ok`);
+    const loadOnly = (r: { status: number | null; error_class: string | null }) => r.error_class === 'timeout' || (r.status === null && r.error_class === 'not_sent');
     expect(
-      failedTests.rows.filter((r) => r.status !== null && r.error_class !== 'timeout'),
+      failedTests.rows.filter((r) => !loadOnly(r)),
       `failed account tests: ${JSON.stringify(failedTests.rows)}`,
     ).toEqual([]);
     const passedPlans = await client.query(`SELECT count(DISTINCT plan_id)::int AS n FROM account_test_results WHERE ok`);
