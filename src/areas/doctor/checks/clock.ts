@@ -1,5 +1,6 @@
 import { formatDuration } from '../../../config/duration.js';
 import { Schedule } from '../../../scheduler/schedule.js';
+import { isUtcZone } from '../../../time/zones.js';
 import { combine, fail, ok, otherLiveReplicas, warn, type CheckOutcome, type DoctorCheck } from '../check.js';
 
 const FIX_SKEW = 'run NTP (chronyd or systemd-timesyncd) on every host; slots use the database clock, and cluster.max_clock_skew bounds the rest';
@@ -36,8 +37,12 @@ export const clockSkew: DoctorCheck = {
 
 const HOUR = 3_600_000;
 
-/** Whether a zone observes daylight saving (its offset differs between January and July). */
+/**
+ * Whether a zone observes daylight saving (its offset differs between January and July). UTC, every
+ * job's default, does not: answered without loading ICU's zone data (src/time/zones.ts).
+ */
 function observesDst(tz: string, year: number): boolean {
+  if (isUtcZone(tz)) return false;
   const offset = (month: number) =>
     new Intl.DateTimeFormat('en-US', { timeZone: tz, timeZoneName: 'longOffset' }).formatToParts(Date.UTC(year, month, 1)).find((p) => p.type === 'timeZoneName')?.value;
   return offset(0) !== offset(6);
