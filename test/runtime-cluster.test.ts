@@ -40,13 +40,16 @@ describe('cluster runtime start-up checks (real PostgreSQL and Redis)', () => {
     try {
       const warnings = out.lines.filter((l) => l.level === 'warn').map((l) => String(l.msg));
       expect(warnings.some((m) => /database\.pool_size \(10\) × cluster\.expected_replicas \(50\) = 500 exceeds the server's \d+ usable connections/.test(m))).toBe(true);
-      expect(warnings.some((m) => /clock is 10\d\d\dms off the database clock/.test(m) || /clock is 9\d\d\dms off/.test(m))).toBe(true);
+      // The offset is measured over a query's round trip; on a loaded machine that can take a while,
+      // so the figures are checked within 2 s of the 10 s set here, far from the 0 s of an unmeasured clock.
+      const offsets = warnings.map((m) => /clock is (\d+)ms off the database clock/.exec(m)?.[1]).filter((v) => v !== undefined);
+      expect(offsets.map(Number)).toEqual([expect.toSatisfy((ms: number) => ms > 8000 && ms < 12_000)]);
       const skew = await rt.metrics.registry.getSingleMetricAsString('relay_jobs_clock_skew_seconds');
       const value = Number(/^relay_jobs_clock_skew_seconds (\S+)$/m.exec(skew)![1]);
-      expect(value).toBeGreaterThan(9.5);
-      expect(value).toBeLessThan(10.5);
-      // Slots are computed on the database clock despite the fast local clock.
-      expect(Math.abs(rt.scheduler.clusterNow() - Date.now())).toBeLessThan(500);
+      expect(value).toBeGreaterThan(8);
+      expect(value).toBeLessThan(12);
+      // Slots are computed on the database clock despite the fast local clock (10 s off).
+      expect(Math.abs(rt.scheduler.clusterNow() - Date.now())).toBeLessThan(2000);
       expect(JSON.stringify(out.lines)).not.toContain('not-a-real-secret');
     } finally {
       await rt.shutdown();
