@@ -1,5 +1,6 @@
 import { HELD_BY_ME } from './liveness.js';
 import { instanceAliveSql } from './instance-alive.js';
+import { elapsedMsSql } from '../store/sql-now.js';
 
 // The heartbeat's one statement (instance-registry.ts sends it), apart from the registry because it
 // carries everything a beat writes besides the beat itself: skips, process figures, the kept
@@ -41,7 +42,7 @@ WITH skips AS (
           AND d.slot = r.slot AND d.scope = 'instance' AND d.status = r.status))
 ), completed AS (
   UPDATE job_runs j SET status = r.status, items = r.items, note = r.note, error = r.error, finished_at = r.finished,
-         duration_ms = GREATEST(0, round(extract(epoch FROM (r.finished - j.started_at)) * 1000))::int
+         duration_ms = ${elapsedMsSql('j.started_at', 'r.finished')}
     FROM kept r WHERE r.run_id IS NOT NULL AND j.id = r.run_id AND j.instance_id = $1 AND j.status = 'running'
 )
 UPDATE instances SET heartbeat_at = clock_timestamp(), clock_skew_ms = $3, alive_key = ${aliveKey},

@@ -2,6 +2,7 @@ import type { Db } from '../store/db.js';
 import { num, toDate } from '../store/db.js';
 import type { LockBackend } from './leader-lock.js';
 import { leaseFreeSql } from '../store/liveness-sql.js';
+import { elapsedMsSql } from '../store/sql-now.js';
 import { RenewalBatch } from './renewal-batch.js';
 import { systemClock } from '../time/clock.js';
 import { describePause, type JobPause } from './job-pauses.js';
@@ -118,7 +119,7 @@ const RECORD_INSTANCE_ROUND = `
 WITH t AS (SELECT clock_timestamp() - ${MS('$4')} AS started),
 fin AS (
   UPDATE job_runs SET status = $6, items = $7, note = $8, error = $9, finished_at = clock_timestamp(),
-         duration_ms = GREATEST(0, round(extract(epoch FROM (clock_timestamp() - started_at)) * 1000))::int
+         duration_ms = ${elapsedMsSql('started_at')}
    WHERE job_name = $1 AND status = 'running' AND slot = $2::timestamptz AND instance_id = $3 AND scope = 'instance' AND trigger = 'schedule'
   RETURNING id
 )
@@ -143,7 +144,7 @@ RETURNING j.job_name, j.fencing_token`;
 const COMPLETE = `
 WITH fin AS (
   UPDATE job_runs SET status = $2, items = $3, note = $4, error = $5, finished_at = clock_timestamp(),
-         duration_ms = GREATEST(0, round(extract(epoch FROM (clock_timestamp() - started_at)) * 1000))::int
+         duration_ms = ${elapsedMsSql('started_at')}
    WHERE id = $1 AND status = 'running'
   RETURNING id
 ), rel AS (

@@ -13,3 +13,10 @@ export function sqlNow(clock: Clock): Date | null {
 
 /** The statement's side: parameter `n` when given, else the database clock. */
 export const sqlNowParam = (n: number): string => `coalesce($${n}::timestamptz, clock_timestamp())`;
+
+/**
+ * SQL: whole milliseconds from `from` to `to` (the database clock by default), never negative (a
+ * row's start written by another replica's statement may be a hair later): a finished record's
+ * `duration_ms`.
+ */
+export const elapsedMsSql = (from: string, to = 'clock_timestamp()'): string => `GREATEST(0, round(extract(epoch FROM (${to} - ${from})) * 1000))::int`;

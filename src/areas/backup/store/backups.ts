@@ -2,6 +2,7 @@ import type { Db, Queryable } from '../../../store/db.js';
 import { iso, num } from '../../../store/db.js';
 import { markRestoredInstancesStopped } from '../../../coordination/restored-instances.js';
 import { leaseFreeSql } from '../../../store/liveness-sql.js';
+import { elapsedMsSql } from '../../../store/sql-now.js';
 
 export type BackupState = 'running' | 'completed' | 'verified' | 'verify_failed' | 'failed';
 export type BackupTrigger = 'schedule' | 'manual';
@@ -79,7 +80,7 @@ const FREE = leaseFreeSql('lease_until', 'lease_alive_key');
 const REAP_EXPIRED = `
 WITH reaped AS (
   UPDATE backups SET state = 'failed', lease_until = NULL, finished_at = clock_timestamp(),
-         duration_ms = GREATEST(0, round(extract(epoch FROM (clock_timestamp() - started_at)) * 1000))::int,
+         duration_ms = ${elapsedMsSql('started_at')},
          error = 'abandoned: instance ' || instance_id || ' stopped renewing its lease ('
                  || CASE WHEN lease_until <= clock_timestamp() THEN 'killed or partitioned' ELSE 'its process ended: its liveness session is gone' END
                  || '); partial objects removed'
@@ -102,7 +103,7 @@ const FINISH = `
 UPDATE backups SET state = $3, size_bytes = $4, sha256 = $5, server_version = $6, table_counts = $7::jsonb,
        verify_error = $8, error = $9, lease_until = NULL, finished_at = clock_timestamp(),
        verified_at = CASE WHEN $3 = 'verified' THEN clock_timestamp() END,
-       duration_ms = GREATEST(0, round(extract(epoch FROM (clock_timestamp() - started_at)) * 1000))::int
+       duration_ms = ${elapsedMsSql('started_at')}
  WHERE id = $1 AND instance_id = $2 AND state = 'running'`;
 
 /**
