@@ -63,6 +63,21 @@ function file(content: unknown): string {
 }
 const hash8 = (s: string) => createHash('sha256').update(s).digest('hex').slice(0, 8);
 
+/**
+ * Runs `fn` with the effective user `nobody` when the tests run as root (CI does), so a file's mode
+ * refuses as it would refuse a gateway's service user; root reads any file. Synchronous: nothing else
+ * in this worker runs before the user is switched back.
+ */
+function asUnprivileged<T>(fn: () => T): T {
+  if (process.getuid?.() !== 0) return fn();
+  process.seteuid!('nobody');
+  try {
+    return fn();
+  } finally {
+    process.seteuid!(0);
+  }
+}
+
 /** The UserError `readCredentialFile` throws; its message names the file and holds no secret. */
 function refusal(from: CredentialSource, path: string): string {
   let err: unknown;
@@ -128,10 +143,12 @@ describe('credential files: bad input is one line naming the file, never a token
     expect(refusal('claude', dir)).toMatch(/is a directory/);
   });
 
-  it.skipIf(process.getuid?.() === 0)('an unreadable file', () => {
+  it('an unreadable file (read as `nobody` when the tests run as root, who reads any file)', () => {
+    chmodSync(dir, 0o755); // `nobody` may look in the folder: the file's own mode is what refuses
     const path = file(claudeFile());
+    expect(asUnprivileged(() => readCredentialFile('claude', path)).platform).toBe('anthropic'); // readable while its mode allows
     chmodSync(path, 0o000);
-    expect(refusal('claude', path)).toMatch(/permission denied/);
+    expect(asUnprivileged(() => refusal('claude', path))).toMatch(/permission denied/);
   });
 
   it('not JSON (the parser would quote the text around the fault: a secret), and JSON that is not an object', () => {
