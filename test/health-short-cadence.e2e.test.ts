@@ -65,11 +65,13 @@ describe('short-cadence health with one replica frozen (real replicas, 10 s hear
 
     const frozen = cluster.replica('h2');
     frozen.proc.proc.kill('SIGSTOP');
-    const lateNamingH2 = (v: JobView) => {
-      expect(v.worst_instance).toBe('h2');
-      expect(v.health_reason).toMatch(/^replica h2: last round started .*; one was due by /);
-      expect(v.health_reason).not.toMatch(/h0|h1/);
-      expect(verdicts(v)).toEqual({ h0: 'healthy', h1: 'healthy', h2: 'late' });
+    // A failure shows the view (and, where given, what else was read beside it).
+    const lateNamingH2 = (v: JobView, beside = '') => {
+      const shown = `${JSON.stringify(v)}${beside}`;
+      expect(v.worst_instance, shown).toBe('h2');
+      expect(v.health_reason, shown).toMatch(/^replica h2: last round started .*; one was due by /);
+      expect(v.health_reason, shown).not.toMatch(/h0|h1/);
+      expect(verdicts(v), shown).toEqual({ h0: 'healthy', h1: 'healthy', h2: 'late' });
     };
     try {
       const late = await waitFor(
@@ -83,7 +85,8 @@ describe('short-cadence health with one replica frozen (real replicas, 10 s hear
       // Past three heartbeats h2 is not `alive` any more, but it holds its liveness key (and its leases): still named.
       const instances = async () => ((await (await cluster.api('h0', '/instances')).json()) as { instances: Array<{ instance_id: string; alive: boolean }> }).instances;
       await waitFor(async () => (await instances()).some((i) => i.instance_id === 'h2' && !i.alive), { what: 'h2 out of the live window', timeoutMs: 90_000, intervalMs: 500 });
-      lateNamingH2(await view('h0'));
+      const [after, registry] = await Promise.all([view('h0'), instances()]);
+      lateNamingH2(after, `; instances beside it: ${JSON.stringify(registry)}`);
     } finally {
       frozen.proc.proc.kill('SIGCONT');
     }
