@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { PgDb } from '../src/store/pg-db.js';
 import { migrate } from '../src/app/migrations.js';
-import { LIVENESS_NS, LivenessSession } from '../src/coordination/liveness.js';
+import { HELD_BY_ME, LIVENESS_NS, LivenessSession } from '../src/coordination/liveness.js';
 import { SlotClaims } from '../src/coordination/slot-claim.js';
 import { FencedCursors, FencedWriteRefused } from '../src/coordination/fenced-cursor.js';
 import { MemoryLeaderLock } from '../src/coordination/leader-lock.js';
@@ -152,5 +152,27 @@ describe('liveness sessions on PostgreSQL', () => {
     expect(rep.ran && rep.outcome).toMatchObject({ status: 'failed', error: expect.stringMatching(/^lease lost: liveness session dropped/) });
     const rb1 = await rb.run({ ...j, run: async () => ({ items: 1 }) }, new Date(s0 + 1000));
     expect(rb1.ran).toBe(true);
+  });
+  it('a statement the server refuses on the liveness session keeps the key and its lock; one that ends the session loses it', async () => {
+    const s = await session();
+    const key = s.key!;
+    const lost: string[] = [];
+    s.onLost((_k, reason) => lost.push(reason));
+    const checked = (expr: string) => s.queryChecked<{ held: boolean }>(`SELECT ${expr}, ${HELD_BY_ME} AS held`, [], 'held');
+    // A data error in what the statement carries, and a statement_timeout such as an operator sets on the role.
+    await expect(checked('1 / 0 AS x')).rejects.toMatchObject({ code: '22012' });
+    await checked("set_config('statement_timeout', '50', false) AS x");
+    await expect(checked('pg_sleep(2) AS x')).rejects.toMatchObject({ code: '57014' });
+    await checked("set_config('statement_timeout', '0', false) AS x");
+    expect(lost).toEqual([]);
+    expect(s.key).toBe(key);
+    expect(await backendOf(key)).toBeDefined();
+    expect((await checked('1 AS x'))?.[0]?.held).toBe(true);
+    // The server ending the session from inside a statement (FATAL, 57P01): the key goes, once.
+    await expect(checked('pg_terminate_backend(pg_backend_pid()) AS x')).rejects.toMatchObject({ code: '57P01' });
+    expect(lost).toHaveLength(1);
+    expect(lost[0]).toMatch(/terminating connection/);
+    expect(s.key).toBeNull();
+    await waitFor(() => s.key !== null && s.key !== key, { what: 'a new liveness session with a new key' });
   });
 });

@@ -149,7 +149,11 @@ export class LivenessSession implements Liveness {
     try {
       rows = (await conn.query<R>(text, [...params, key])).rows;
     } catch (err) {
-      if (this.conn === conn) this.lose(`liveness self-check failed: ${(err as Error).message}`);
+      // The server refused the statement (a data error in what the beat carries, a statement_timeout
+      // set on the role, a deadlock): the session and its lock outlive a failed statement, so the key
+      // stays and no round is aborted; the next beat checks the lock again. Anything else (the
+      // connection broke, the client's own timeout) leaves the session in doubt: the key goes.
+      if (this.conn === conn && !refusedStatement(err)) this.lose(`liveness self-check failed: ${(err as Error).message}`);
       throw err;
     }
     if (rows[0] && rows[0][heldColumn] !== true && this.conn === conn) {
@@ -201,4 +205,17 @@ export class LivenessSession implements Liveness {
     this.lostAt = this.clock.now();
     this.loop?.wake('lost');
   }
+}
+
+/**
+ * A statement the server refused while keeping the session: it answered with an error of its own
+ * (pg sets `severity` only on those), neither FATAL nor PANIC (the words are localized, so the
+ * session-ending SQLSTATE classes are checked as well: connection exceptions 08, operator
+ * intervention 57P, internal XX, and the idle-in-transaction timeout 25P03). Were one misread, the
+ * session's close still withdraws the key (`openCoordinationSession`'s callback).
+ */
+function refusedStatement(err: unknown): boolean {
+  const e = err as { severity?: unknown; code?: unknown } | null;
+  if (typeof e?.severity !== 'string' || e.severity === 'FATAL' || e.severity === 'PANIC') return false;
+  return !/^(08|57P|XX)|^25P03$/.test(String(e.code ?? ''));
 }
