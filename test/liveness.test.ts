@@ -14,6 +14,12 @@ import { sleep, systemClock } from '../src/time/clock.js';
 import { freshDatabase } from './helpers/services.js';
 import { waitFor } from './helpers/wait.js';
 import { Deadline } from '../src/time/deadline.js';
+import { InstanceRegistry } from '../src/coordination/instance-registry.js';
+import { instanceAliveSql } from '../src/coordination/instance-alive.js';
+import { InstanceHeartbeat } from '../src/app/instance-heartbeat.js';
+import { SkipCounter } from '../src/coordination/skip-counter.js';
+import { Memberships } from '../src/coordination/memberships.js';
+import type { Config } from '../src/config/load.js';
 
 /**
  * The crash detector (docs/coordination.md, "Crash detection"): a lease whose holder's liveness
@@ -174,5 +180,52 @@ describe('liveness sessions on PostgreSQL', () => {
     expect(lost[0]).toMatch(/terminating connection/);
     expect(s.key).toBeNull();
     await waitFor(() => s.key !== null && s.key !== key, { what: 'a new liveness session with a new key' });
+  });
+  it('a reopened liveness session is published by a beat at once, not a heartbeat later: the replica is alive again for the others', async () => {
+    const s = await session();
+    const id = 'lv-publish';
+    const every = 60_000; // the regular beat would come a minute later
+    const registry = new InstanceRegistry(db, systemClock, {
+      instanceId: id,
+      env: 'test',
+      mode: 'cluster',
+      httpPort: null,
+      version: 't',
+      heartbeatMs: every,
+      memberships: ['alpha'],
+      joined: ['alpha'],
+    });
+    await registry.register();
+    const config = { cluster: { instance_heartbeat: every, max_clock_skew: 1000 }, instance: { id } } as unknown as Config;
+    const heartbeat = new InstanceHeartbeat({
+      config,
+      registry,
+      metrics: new Metrics({ defaultMetrics: false }),
+      log: silentLogger(),
+      clock: systemClock,
+      views: async () => [],
+      skips: new SkipCounter(),
+      liveness: s,
+      memberships: new Memberships(id, ['alpha'], ['alpha']),
+    });
+    heartbeat.start();
+    try {
+      // Alive as the others judge it (memberships, refresh leases): its published key still granted.
+      const row = async () =>
+        (await db.query<{ alive_key: number | null; alive: boolean }>(`SELECT alive_key, ${instanceAliveSql('instances', String(3 * every))} AS alive FROM instances WHERE instance_id = $1`, [id]))
+          .rows[0];
+      const first = s.key!;
+      await waitFor(async () => (await row())?.alive_key === first, { what: 'the first beat publishing the key' });
+      await db.query('SELECT pg_terminate_backend($1)', [await backendOf(first)]);
+      const second = await waitFor(() => (s.key !== null && s.key !== first ? s.key : undefined), { what: 'a new liveness session with a new key' });
+      let last: unknown;
+      await waitFor(async () => (last = await row()) && (last as { alive_key: number }).alive_key === second, {
+        what: () => `the new key ${second} published at once (the row: ${JSON.stringify(last)})`,
+        timeoutMs: 15_000,
+      });
+      expect((await row())?.alive).toBe(true);
+    } finally {
+      await heartbeat.stop(Deadline.within(systemClock, 1000));
+    }
   });
 });

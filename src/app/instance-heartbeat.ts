@@ -71,6 +71,11 @@ export class InstanceHeartbeat {
       backstopMs: every,
       tick: () => this.beat(),
     });
+    // A reopened liveness session (after a drop) has a new key, and until a beat publishes it the row
+    // names the old one, no longer granted: the others would judge this live replica dead (its
+    // memberships, its refresh leases) for up to a heartbeat. So the beat goes at once. (The first
+    // session opens before the loop starts: nothing to wake then.)
+    deps.liveness?.onOpened(async () => this.loop.wake('liveness session opened'));
   }
 
   async measureSkew(atStart = false): Promise<void> {
