@@ -85,6 +85,8 @@ describe('usage writes beside a console statement holding usage_logs (real Postg
       },
     });
     expect(warm.statusCode, warm.body).toBe(200);
+    // An operator's statistics target on the parent survives the partition's creation below (which rewrites it unchanged).
+    await rt.db.query('ALTER TABLE ONLY usage_logs ALTER COLUMN request_id SET STATISTICS 500');
     const gone = (await rt.services.usageStore.partitions()).find((p) => p.dayStart === oldDay);
     if (gone) await rt.services.usageStore.dropPartition(gone.name, gone.dayStart);
     const client = new pg.Client({ connectionString: db.url });
@@ -117,6 +119,10 @@ describe('usage writes beside a console statement holding usage_logs (real Postg
     expect(current.status, current.body).toBe(200);
     console.log(`usage-partition-locks: beside pg_sleep(30) on usage_logs, old-dated event ${Math.round(old.ms)} ms, current ${Math.round(current.ms)} ms`);
     const { rows } = await rt.db.query<{ n: number }>(`SELECT count(*)::int AS n FROM usage_logs WHERE request_id LIKE 'lock-%'`);
+    // Read on the pool's connections (one of which may have planned an insert while the partition
+    // was attached): each sees the new day's row (src/areas/usage/store/usage.ts, REFRESH_PARTITIONS).
     expect(rows[0]!.n).toBe(2);
+    const target = await rt.db.query<{ t: number }>(`SELECT attstattarget::int AS t FROM pg_attribute WHERE attrelid = 'usage_logs'::regclass AND attname = 'request_id'`);
+    expect(target.rows[0]!.t).toBe(500);
   });
 });
