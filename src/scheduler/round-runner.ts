@@ -91,9 +91,11 @@ export class RoundRunner {
     const trigger = slot ? 'schedule' : 'manual';
     const log = this.deps.log.child({ job: job.name, trigger });
     // Scheduled: this replica's copy of the pauses (the only guard of instance rounds; cluster claims re-check
-    // atomically). Manual: read now, so a pause made a moment ago on another replica is never missed.
+    // atomically). Manual: read now, so a pause made a moment ago on another replica is never missed, and,
+    // for a cluster job, before its leader lock: a replica skipping a paused slot holds that lock for a
+    // moment, and the answer is then `paused`, not `busy`.
     if (!opts.force) {
-      const paused = slot ? (this.deps.pauses?.get(job.name) ?? null) : job.scope === 'instance' ? await this.pauseStore.get(job.name) : null;
+      const paused = slot ? (this.deps.pauses?.get(job.name) ?? null) : await this.pauseStore.get(job.name);
       if (paused) return this.pausedSkip(job, slot, paused, log);
     }
     if (job.scope === 'instance' && slot && this.deps.deferIdleRecords) {
