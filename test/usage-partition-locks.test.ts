@@ -126,4 +126,38 @@ describe('usage writes beside a console statement holding usage_logs (real Postg
     const target = await rt.db.query<{ t: number }>(`SELECT attstattarget::int AS t FROM pg_attribute WHERE attrelid = 'usage_logs'::regclass AND attname = 'request_id'`);
     expect(target.rows[0]!.t).toBe(500);
   });
+
+  it("an event for a day this replica knows, whose partition is gone (another replica's sweep, an operator), is stored: the partition is created again, nothing is set aside", async () => {
+    const day = Math.floor((Date.now() - 20 * DAY) / DAY) * DAY;
+    const name = (await rt.services.usageStore.partitions()).find((p) => p.dayStart === day)?.name;
+    expect(name, 'the accepted window has a partition 20 days back').toBeDefined();
+    const first = await http.inject({ method: 'POST', url: '/api/v1/usage', headers: auth, payload: { events: [{ ...ev(day + 3_600_000), request_id: 'known-1' }] } });
+    expect(first.statusCode, first.body).toBe(200);
+    // Dropped on another connection, as another replica's retention sweep or an operator would: this
+    // replica still counts the day as ready, so its insert meets "no partition of relation usage_logs found for row" (23514).
+    const other = new pg.Client({ connectionString: db.url });
+    await other.connect();
+    try {
+      await other.query(`DROP TABLE ${name}`);
+    } finally {
+      await other.end();
+    }
+    const again = await http.inject({
+      method: 'POST',
+      url: '/api/v1/usage',
+      headers: auth,
+      payload: {
+        events: [
+          { ...ev(day + 7_200_000), request_id: 'known-2' },
+          { ...ev(Date.now()), request_id: 'known-3' },
+        ],
+      },
+    });
+    expect(again.statusCode, again.body).toBe(200);
+    const stored = await rt.db.query<{ request_id: string }>(`SELECT request_id FROM usage_logs WHERE request_id LIKE 'known-%' ORDER BY 1`);
+    expect(stored.rows.map((r) => r.request_id)).toEqual(['known-2', 'known-3']);
+    expect((await rt.services.usageStore.partitions()).some((p) => p.name === name)).toBe(true);
+    const letters = await rt.db.query<{ n: number }>(`SELECT count(*)::int AS n FROM dead_letters WHERE source = 'usage'`);
+    expect(letters.rows[0]!.n, 'rows set aside as if their content were at fault').toBe(0);
+  });
 });

@@ -61,6 +61,15 @@ function isLockTimeout(err: unknown): boolean {
 }
 
 /**
+ * PostgreSQL's "no partition of relation usage_logs found for row": SQLSTATE 23514 on the parent
+ * with no constraint named (a CHECK constraint's 23514 names its constraint).
+ */
+function isMissingPartition(err: unknown): boolean {
+  const e = err as { code?: unknown; table?: unknown; constraint?: unknown };
+  return e?.code === '23514' && e.table === 'usage_logs' && !e.constraint;
+}
+
+/**
  * The UTC days whose partitions usage must find ready: from the oldest day an event is accepted
  * for (`usage.retention` minus the hour `normalizeUsage` keeps clear of the sweep) to `ahead` days
  * after today (at least the one day ahead an event may be dated).
@@ -103,12 +112,29 @@ export class UsageStore {
     const days = new Set(rows.map((r) => utcDayStart(Date.parse(r.created_at))));
     const missing = [...days].filter((d) => !this.knownDays.has(d));
     if (missing.length) await this.ensurePartitions(missing);
-    const { rows: fresh } = await this.db.query<{ request_id: string }>(INSERT, [JSON.stringify(rows)]);
-    return new Set(fresh.map((r) => r.request_id));
+    const payload = JSON.stringify(rows);
+    const insert = async () => new Set((await this.db.query<{ request_id: string }>(INSERT, [payload])).rows.map((r) => r.request_id));
+    try {
+      return await insert();
+    } catch (err) {
+      if (!isMissingPartition(err)) throw err;
+      // A day this replica knew has no partition in the statement's eyes: dropped since (another
+      // replica, an operator), or the connection still holds a list of partitions from before an
+      // attach another replica had not yet followed with its refresh (see ensurePartitions). Both
+      // are the store's state, not the rows' fault: read the catalog again, create what is gone,
+      // invalidate the cached lists, and try once more. A row still refused is the rows' (the
+      // writer sets it aside in dead_letters).
+      for (const d of days) this.knownDays.delete(d);
+      await this.ensurePartitions([...days], { refresh: true });
+      return insert();
+    }
   }
 
-  /** Creates the partitions of the given UTC days that do not exist yet; returns the names created. */
-  async ensurePartitions(dayStarts: number[]): Promise<string[]> {
+  /**
+   * Creates the partitions of the given UTC days that do not exist yet; returns the names created.
+   * `refresh`: invalidate every connection's cached partition list even when none was created.
+   */
+  async ensurePartitions(dayStarts: number[], opts: { refresh?: boolean } = {}): Promise<string[]> {
     const created = await this.ddl(async (q) => {
       const names: string[] = [];
       const existing = new Set((await this.partitions(q)).map((p) => p.name));
@@ -129,7 +155,7 @@ export class UsageStore {
     // that day, while a new connection saw them). A second invalidation, sent after the ATTACH has
     // committed, makes every such backend rebuild the list at its next statement
     // (test/usage-partition-locks.test.ts failed 6 times in 30 runs under load without it, 0 in 25 with it).
-    if (created.length) await this.ddl((q) => q.query(REFRESH_PARTITIONS));
+    if (created.length || opts.refresh) await this.ddl((q) => q.query(REFRESH_PARTITIONS));
     for (const d of dayStarts) this.knownDays.add(d);
     return created;
   }
