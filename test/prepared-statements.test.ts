@@ -141,7 +141,7 @@ describe('database.prepared_statements on PostgreSQL', () => {
   });
 });
 
-describe.runIf(hasPgbouncer())('database.prepared_statements: on behind PgBouncer 1.18 in transaction mode (which cannot keep them)', () => {
+describe.runIf(hasPgbouncer())('database.prepared_statements behind a PgBouncer in transaction mode that cannot keep them (1.18; 1.21+ with max_prepared_statements = 0)', () => {
   let bouncer: PgBouncer;
   let fresh: Awaited<ReturnType<typeof freshDatabase>>;
   beforeAll(async () => {

@@ -87,14 +87,15 @@ describe.runIf(hasPgbouncer() && hasPostgresServer())('start-up waits for a data
     expect(r.code, r.stdout + r.stderr).toBe(2);
     expect(r.stderr.trim().split('\n')).toHaveLength(1);
     expect(r.stderr).toMatch(
-      /cannot connect to PostgreSQL at postgres:\/\/\*\*\*@127\.0\.0\.1:\d+\/postgres \(DATABASE_URL\): server login has been failing, try again later \(server_login_retry\); still failing after \d+ attempts in [\d.]+ s \(database\.startup_wait 3 s\)/,
+      /cannot connect to PostgreSQL at postgres:\/\/\*\*\*@127\.0\.0\.1:\d+\/postgres \(DATABASE_URL\): server login has been failing, (try again later|cached error: [^()]+) \(server_login_retry\); still failing after \d+ attempts in [\d.]+ s \(database\.startup_wait 3 s\)/,
     );
     const lines = progress(r.stdout.split('\n'));
     expect(lines.length, r.stdout).toBeGreaterThanOrEqual(2);
     const first = JSON.parse(lines[0]!) as Record<string, unknown>;
     expect(first).toMatchObject({ level: 'warn', attempt: 1, source: 'DATABASE_URL', startup_wait_ms: 3000 });
     expect(first.url).toMatch(/^postgres:\/\/\*\*\*@127\.0\.0\.1:\d+\/postgres$/);
-    expect(first.reason).toBe('server login has been failing, try again later (server_login_retry)');
+    // PgBouncer 1.18's words; 1.25 names the cached error: "server login has been failing, cached error: connect failed (server_login_retry)".
+    expect(first.reason).toMatch(/^server login has been failing, (try again later|cached error: [^()]+) \(server_login_retry\)$/);
     expect(first.msg).toMatch(
       /^PostgreSQL at postgres:\/\/\*\*\*@127\.0\.0\.1:\d+\/postgres \(DATABASE_URL\) not reachable yet \(attempt 1\): server login has been failing.*; trying again in [\d.]+ s, for up to 3 s in all \(database\.startup_wait\)$/,
     );
@@ -158,6 +159,7 @@ describe('which connect failures start-up waits out', () => {
     ['shutting down', err('57P03', 'the database system is shutting down')],
     ['too many clients', err('53300', 'sorry, too many clients already')],
     ['pgbouncer server_login_retry', err('08P01', 'server login has been failing, try again later (server_login_retry)')],
+    ['pgbouncer 1.25 server_login_retry', err('08P01', 'server login has been failing, cached error: connect failed (server_login_retry)')],
     ['pgbouncer client limit', err('08P01', 'no more connections allowed (max_client_conn)')],
     ['pg connect timeout', err(undefined, 'Connection terminated due to connection timeout')],
     ['first statement unanswered', err(undefined, 'Query read timeout')],

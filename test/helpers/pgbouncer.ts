@@ -9,13 +9,25 @@ import { join } from 'node:path';
 import pg from 'pg';
 import { PG_ADMIN_URL, freePort } from './services.js';
 
+/** The PgBouncer the tests start: `pgbouncer` on PATH, or `PGBOUNCER_BIN` (a newer build of your own, say). */
+const BIN = process.env.PGBOUNCER_BIN || 'pgbouncer';
+
 export function hasPgbouncer(): boolean {
   try {
-    execFileSync('pgbouncer', ['--version'], { stdio: 'ignore' });
+    execFileSync(BIN, ['--version'], { stdio: 'ignore' });
     return true;
   } catch {
     return false;
   }
+}
+
+/**
+ * Whether this PgBouncer knows `max_prepared_statements` (1.21+; 1.18, Debian bookworm's, refuses
+ * to start with the key). From 1.24 it defaults to 200: named statements are carried.
+ */
+function knowsPreparedStatements(): boolean {
+  const m = /PgBouncer (\d+)\.(\d+)/.exec(execFileSync(BIN, ['--version']).toString());
+  return !!m && (Number(m[1]) > 1 || Number(m[2]) >= 21);
 }
 
 export class PgBouncer {
@@ -34,7 +46,12 @@ export class PgBouncer {
     return u.toString();
   }
 
-  /** `target`: the server behind it (trust auth); `settings`: more `[pgbouncer]` lines (`server_login_retry`…). */
+  /**
+   * `target`: the server behind it (trust auth); `settings`: more `[pgbouncer]` lines (`server_login_retry`…).
+   * Every version is started as one that cannot keep named statements in transaction mode (1.18's
+   * behaviour; `max_prepared_statements = 0` on 1.21+), unless `settings` says otherwise: the tests'
+   * expectations (refusals, `auto` finding a pooler) are the same whichever PgBouncer the machine has.
+   */
   static async start(mode: 'transaction' | 'session' = 'transaction', opts: { target?: string; settings?: Record<string, string> } = {}): Promise<PgBouncer> {
     const target = opts.target ?? PG_ADMIN_URL;
     const server = new URL(target);
@@ -59,7 +76,7 @@ export class PgBouncer {
         'ignore_startup_parameters = extra_float_digits,options',
         `logfile = ${join(dir, 'pgbouncer.log')}`,
         `pidfile = ${join(dir, 'pgbouncer.pid')}`,
-        ...Object.entries(opts.settings ?? {}).map(([k, v]) => `${k} = ${v}`),
+        ...Object.entries({ ...(knowsPreparedStatements() ? { max_prepared_statements: '0' } : {}), ...opts.settings }).map(([k, v]) => `${k} = ${v}`),
         '',
       ].join('\n'),
     );
@@ -70,7 +87,7 @@ export class PgBouncer {
       chmodSync(dir, 0o700);
       for (const f of ['', 'userlist.txt', 'pgbouncer.ini']) chownSync(join(dir, f), uid, gid);
     }
-    const cmd = asRoot ? ['runuser', ['-u', 'postgres', '--', 'pgbouncer', join(dir, 'pgbouncer.ini')]] : ['pgbouncer', [join(dir, 'pgbouncer.ini')]];
+    const cmd = asRoot ? ['runuser', ['-u', 'postgres', '--', BIN, join(dir, 'pgbouncer.ini')]] : [BIN, [join(dir, 'pgbouncer.ini')]];
     const proc = spawn(cmd[0] as string, cmd[1] as string[], { stdio: 'ignore' });
     const bouncer = new PgBouncer(port, proc, dir, target);
     for (let i = 0; ; i++) {
