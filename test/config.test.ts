@@ -122,6 +122,20 @@ describe('config wording, for a person rather than a library', () => {
     expect(text).not.toMatch(/Invalid input|Invalid option|received|Too small|NaN/);
   });
 
+  it('refuses what a running service would only meet later: a zone it does not know, a duration past ten years', () => {
+    const file = yamlFile(
+      'usage:\n  timezone: Mars/Olympus\nops:\n  timezone: Asia/Nowhere\njobs:\n  canary:\n    enabled: true\n    every: 100000000000000000000\ncluster:\n  instance_heartbeat: 3651d\n',
+    );
+    const text = problems(() => loadConfig({ env: { RELAY_JOBS_CONFIG: file }, checkJobs: checkJobSections() })).join('\n');
+    expect(text).toMatch(/usage\.timezone \(.*\): unknown time zone; expected an IANA name such as UTC or Asia\/Shanghai/);
+    expect(text).toMatch(/ops\.timezone \(.*\): unknown time zone/);
+    expect(text).toMatch(/jobs\.canary\.every \(.*\): expected at most 3650d \(ten years\), got 100000000000000000000/);
+    expect(text).toMatch(/cluster\.instance_heartbeat \(.*\): expected at most 3650d \(ten years\), got "3651d"/);
+    // The longest allowed passes.
+    const ok = loadConfig({ env: { RELAY_JOBS_CONFIG: yamlFile('usage:\n  timezone: Asia/Shanghai\ncluster:\n  instance_heartbeat: 3650d\n') } });
+    expect([ok.usage.timezone, ok.cluster.instance_heartbeat]).toEqual(['Asia/Shanghai', 3650 * 86_400_000]);
+  });
+
   it("a YAML syntax error gives file:line:column, the parser's reason and the lines with a caret", () => {
     const file = yamlFile('http:\n  port: 8080\njobs: [\n');
     const [p] = problems(() => loadConfig({ env: { RELAY_JOBS_CONFIG: file } }));
@@ -174,6 +188,8 @@ describe('job settings', () => {
     expect(problems(() => resolveJobSettings('j', defaults, { every: 1000, cron: '* * * * *' }))[0]).toMatch(/set one schedule/);
     expect(problems(() => resolveJobSettings('j', defaults, { cron: 'every day' }))[0]).toMatch(/jobs\.j\.cron: invalid cron/);
     expect(problems(() => resolveJobSettings('j', defaults, { cron: '0 2 * * *', timezone: 'Mars/Olympus' }))[0]).toMatch(/unknown time zone/);
+    // Valid syntax, no date that matches (the 30th of February): the scheduler would stop at its first slot.
+    expect(problems(() => resolveJobSettings('j', defaults, { cron: '0 0 30 2 *' }))[0]).toMatch(/^jobs\.j\.cron: the cron expression "0 0 30 2 \*" never fires/);
     expect(problems(() => resolveJobSettings('j', defaults, { every: 1000, jitter: 1000 }))[0]).toMatch(/jitter .* shorter than/);
   });
   it('session_cleanup follows admin.session_cleanup_interval_secs unless jobs.session_cleanup.every is set', () => {

@@ -1,6 +1,8 @@
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import { ServiceLoop, type TickResult } from '../src/workers/service-loop.js';
-import { ManualClock, settle, type Clock } from '../src/time/clock.js';
+import { ManualClock, settle, systemClock, type Clock } from '../src/time/clock.js';
+import { delay, timeout } from '../src/time/wall.js';
+import { waitFor } from './helpers/wait.js';
 import { silentLogger } from '../src/telemetry/logger.js';
 import { Deadline } from '../src/time/deadline.js';
 
@@ -213,5 +215,49 @@ describe('ServiceLoop', () => {
     await s.clock.advance(10_000);
     expect(s.at).toEqual([0, 5000]);
     expect(await s.loop.stop(Deadline.within(s.clock, 100))).toBe(0);
+  });
+});
+
+describe('waits longer than Node keeps a timer (2^31-1 ms, about 24.8 days)', () => {
+  it('a loop on the system clock with a 30-day backstop ticks once and sleeps: no 1 ms spin, no TimeoutOverflowWarning', async () => {
+    const warnings: string[] = [];
+    const onWarning = (w: Error) => warnings.push(`${w.name}: ${w.message}`);
+    process.on('warning', onWarning);
+    let ticks = 0;
+    const loop = new ServiceLoop({ name: 'long_backstop', clock: systemClock, log: silentLogger(), backstopMs: 30 * 86_400_000, errorDelayMs: 1000, tick: async () => (ticks++, { items: 0 }) });
+    try {
+      loop.start();
+      await waitFor(() => ticks >= 1, { what: 'the first tick' });
+      // Node fires an overflowing timer after 1 ms: a spinning loop would tick hundreds of times in this wait.
+      await delay(300);
+      expect(ticks).toBe(1);
+    } finally {
+      await loop.stop(Deadline.within(systemClock, 5000));
+      process.off('warning', onWarning);
+    }
+    expect(warnings.filter((w) => w.startsWith('TimeoutOverflowWarning'))).toEqual([]);
+  });
+
+  it('a chained wait fires once, at its full length; cancelled, it never fires', () => {
+    vi.useFakeTimers();
+    try {
+      const fired: string[] = [];
+      const long = 2 ** 31 + 5000;
+      timeout(() => fired.push('wall'), long);
+      systemClock.setTimeout(() => fired.push('clock'), long);
+      systemClock.clearTimeout(systemClock.setTimeout(() => fired.push('cancelled'), long));
+      const cancel = timeout(() => fired.push('cancelled wall'), long);
+      vi.advanceTimersByTime(2 ** 31 - 1);
+      cancel();
+      expect(fired).toEqual([]);
+      vi.advanceTimersByTime(5000);
+      expect(fired).toEqual([]);
+      vi.advanceTimersByTime(1);
+      expect(fired.sort()).toEqual(['clock', 'wall']);
+      vi.advanceTimersByTime(10 * 2 ** 31);
+      expect(fired).toHaveLength(2);
+    } finally {
+      vi.useRealTimers();
+    }
   });
 });

@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { httpUrlProblem, serverUrlProblem } from './server-url.js';
 import { hasUserinfo } from './redact-url.js';
+import { isKnownTimeZone } from '../time/zones.js';
 
 export { duration, positiveDuration } from './duration-schema.js';
 
@@ -58,3 +59,6 @@ export const s3Fields = {
   endpoint: httpUrl.optional(),
   force_path_style: z.boolean().default(false),
 };
+
+/** An IANA time zone Node knows (`UTC`, `Asia/Shanghai`); a name it does not know is refused here, not at the first round that uses it. */
+export const timeZone = z.string().refine(isKnownTimeZone, { message: 'unknown time zone; expected an IANA name such as UTC or Asia/Shanghai' });

@@ -90,7 +90,10 @@ export function resolveJobSettings(name: string, defaults: JobDefaults, input: J
     if (!isKnownTimeZone(timezone)) problems.push(`${key('timezone')}: unknown time zone ${JSON.stringify(timezone)}; expected an IANA name such as UTC or Asia/Shanghai`);
     else {
       try {
-        new Cron(expr, { ...cronZone(timezone), paused: true });
+        // A valid expression that names no day that exists ("0 0 30 2 *", the 30th of February) would
+        // stop the scheduler at its first slot: refused here, with the key.
+        if (!new Cron(expr, { ...cronZone(timezone), paused: true }).nextRun())
+          problems.push(`${key('cron')}: the cron expression ${JSON.stringify(expr)} never fires (no date matches it); expected one with a next run, such as "0 2 * * *"`);
       } catch (err) {
         problems.push(`${key('cron')}: invalid cron expression ${JSON.stringify(expr)} (${(err as Error).message}); expected 5 or 6 fields such as "0 2 * * *"`);
       }

@@ -2,6 +2,8 @@
  * Time as a dependency. Production uses `systemClock`; tests use `ManualClock` and move time
  * by hand, so schedules, leases and health judgements are tested fast and deterministically.
  */
+import { timeout, timerMs } from './wall.js';
+
 export type TimerHandle = { readonly id: number };
 
 export interface Clock {
@@ -18,12 +20,10 @@ let nextId = 1;
 
 export const systemClock: Clock = {
   now: () => Date.now(),
-  setTimeout(fn, ms) {
-    const t = setTimeout(fn, Math.max(0, ms));
-    return { id: nextId++, t } as TimerHandle;
-  },
+  // wall.ts's timer: a wait past Node's longest timer (about 24.8 days) is chained, never a 1 ms spin.
+  setTimeout: (fn, ms) => ({ id: nextId++, cancel: timeout(fn, ms) }) as TimerHandle,
   clearTimeout(handle) {
-    clearTimeout((handle as unknown as { t: NodeJS.Timeout }).t);
+    (handle as unknown as { cancel: () => void }).cancel();
   },
 };
 
@@ -101,7 +101,7 @@ export async function settle(rounds = 5): Promise<void> {
  */
 export async function settledWithin(work: Promise<unknown>, ms: number): Promise<boolean> {
   let timer: ReturnType<typeof setTimeout> | undefined;
-  const late = new Promise<false>((resolve) => (timer = setTimeout(() => resolve(false), Math.max(0, ms))));
+  const late = new Promise<false>((resolve) => (timer = setTimeout(() => resolve(false), timerMs(ms))));
   try {
     return await Promise.race([
       work.then(
@@ -118,7 +118,7 @@ export async function settledWithin(work: Promise<unknown>, ms: number): Promise
 /** `p`, or a rejection (with `message`) when it has not settled within `ms` of wall time (readiness probes, doctor checks, a connect). */
 export function withTimeout<T>(p: Promise<T>, ms: number, message = `no answer within ${ms}ms`): Promise<T> {
   return new Promise((resolve, reject) => {
-    const t = setTimeout(() => reject(new Error(message)), ms);
+    const t = setTimeout(() => reject(new Error(message)), timerMs(ms));
     p.then(
       (v) => {
         clearTimeout(t);

@@ -14,16 +14,31 @@ export interface WallTimerOptions {
   unref?: boolean;
 }
 
+/**
+ * Node's longest timer (2^31-1 ms, about 24.8 days): a longer one fires after 1 ms, with a
+ * TimeoutOverflowWarning, so a loop armed for 30 days would spin. Longer waits are chained.
+ */
+export const MAX_TIMER_MS = 2 ** 31 - 1;
+
+/** `ms` as a delay Node's timers keep (0 to MAX_TIMER_MS): for one leg of a chained wait, or a wait that only bounds something else. */
+export function timerMs(ms: number): number {
+  return Math.min(MAX_TIMER_MS, Math.max(0, ms));
+}
+
 /** Calls `fn` once after `ms` of real time, unless cancelled first. */
 export function timeout(fn: () => void, ms: number, opts: WallTimerOptions = {}): Cancel {
-  const t = setTimeout(fn, Math.max(0, ms));
-  if (opts.unref) t.unref();
+  let t: NodeJS.Timeout;
+  const arm = (left: number) => {
+    t = setTimeout(left > MAX_TIMER_MS ? () => arm(left - MAX_TIMER_MS) : fn, timerMs(left));
+    if (opts.unref) t.unref();
+  };
+  arm(ms);
   return () => clearTimeout(t);
 }
 
-/** Calls `fn` every `ms` of real time until cancelled. */
+/** Calls `fn` every `ms` of real time until cancelled (at most every MAX_TIMER_MS). */
 export function interval(fn: () => void, ms: number, opts: WallTimerOptions = {}): Cancel {
-  const t = setInterval(fn, Math.max(1, ms));
+  const t = setInterval(fn, Math.max(1, timerMs(ms)));
   if (opts.unref) t.unref();
   return () => clearInterval(t);
 }

@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import type { ConfigSectionsOf } from '../../config/schema.js';
-import { duration, positiveDuration } from '../../config/fields.js';
+import { duration, positiveDuration, timeZone } from '../../config/fields.js';
 
 /**
  * ops_cleanup targets and their default retention in days (0 empties the target, negative skips it).
@@ -38,7 +38,7 @@ export const opsConfig = {
       alert_interval: positiveDuration.default(60_000),
       notify_min_severity: z.enum(['info', 'warning', 'critical']).default('info'),
       alert_recipients: z.array(z.string().min(3)).default([]),
-      timezone: z.string().default('UTC'),
+      timezone: timeZone.default('UTC'),
       retention_days: retentionDays.default(() => ({ ...OPS_RETENTION })),
     })
     .strict()

@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import type { ConfigSectionsOf } from '../../config/schema.js';
-import { DAY, positiveDuration, positiveInt } from '../../config/fields.js';
+import { DAY, positiveDuration, positiveInt, timeZone } from '../../config/fields.js';
 
 /** The usage area's config sections (keys of the config file), in config.example.yaml order. */
 export const usageConfig = {
@@ -14,7 +14,7 @@ export const usageConfig = {
       hourly_retention: positiveDuration.default(180 * DAY),
       daily_retention: positiveDuration.default(730 * DAY),
       delete_batch: positiveInt.default(5000),
-      timezone: z.string().default('UTC'),
+      timezone: timeZone.default('UTC'),
       lookback: positiveDuration.default(2 * 3_600_000),
       partitions_ahead: positiveInt.default(3),
       cleanup_every: positiveDuration.default(6 * 3_600_000),
