@@ -1,5 +1,5 @@
-import { mkdirSync, openSync, readFileSync, rmSync, writeSync, closeSync } from 'node:fs';
-import { join, resolve } from 'node:path';
+import { mkdirSync, openSync, readFileSync, rmSync, statSync, writeSync, closeSync } from 'node:fs';
+import { dirname, join, resolve } from 'node:path';
 import { UserError } from '../config/errors.js';
 import { systemClock } from '../time/clock.js';
 
@@ -18,6 +18,44 @@ function alive(pid: number): boolean {
   }
 }
 
+/** `code: message` of a file-system error, for a message that names the path itself. */
+function fsReason(err: unknown): string {
+  const e = err as NodeJS.ErrnoException;
+  return e.code ? `${e.code} (${e.message.replace(/^[A-Z]+: /, '').replace(/, \w+ '.*'$/, '')})` : String(e.message ?? err);
+}
+
+/**
+ * Creates the data directory and the missing folders above it (for this user only), one at a
+ * time from the deepest that exists: a path through a file, a read-only or unwritable parent is a
+ * UserError naming the path and the reason (Node's recursive mkdir threw a bare EEXIST or ENOENT,
+ * and on procfs looped for ever).
+ */
+export function makeDataDir(dataDir: string): void {
+  const abs = resolve(dataDir);
+  const missing: string[] = [];
+  for (let p = abs; ; p = dirname(p)) {
+    let isDir: boolean;
+    try {
+      isDir = statSync(p).isDirectory();
+    } catch (err) {
+      const code = (err as NodeJS.ErrnoException).code;
+      if ((code !== 'ENOENT' && code !== 'ENOTDIR') || dirname(p) === p) throw new UserError(`data directory ${abs}: cannot read ${p}: ${fsReason(err)}`);
+      missing.push(p);
+      continue;
+    }
+    if (!isDir) throw new UserError(`data directory ${abs}: ${p} is a file, not a directory; set RELAY_JOBS_DATA_DIR (data_dir) to a directory`);
+    break;
+  }
+  for (const p of missing.reverse()) {
+    try {
+      mkdirSync(p, { mode: 0o700 });
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code === 'EEXIST' && statSync(p).isDirectory()) continue; // made meanwhile
+      throw new UserError(`data directory ${abs}: cannot create ${p}: ${fsReason(err)}`);
+    }
+  }
+}
+
 /**
  * One process per embedded data directory: PGlite would corrupt files shared by two.
  * The lock file holds the owner's pid; a file left by a dead process (SIGKILL) is taken over.
@@ -26,7 +64,7 @@ export class DataDirLock {
   private constructor(readonly path: string) {}
 
   static acquire(dataDir: string, info: { httpPort?: number } = {}): DataDirLock {
-    mkdirSync(dataDir, { recursive: true, mode: 0o700 });
+    makeDataDir(dataDir);
     const path = join(dataDir, 'relay-jobs.lock');
     const body = JSON.stringify({ pid: process.pid, http_port: info.httpPort, started_at: new Date(systemClock.now()).toISOString() } satisfies DataDirOwner);
     for (let attempt = 0; attempt < 2; attempt++) {
@@ -36,7 +74,7 @@ export class DataDirLock {
         closeSync(fd);
         return new DataDirLock(path);
       } catch (err) {
-        if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
+        if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw new UserError(`data directory ${resolve(dataDir)}: cannot write its lock file ${path}: ${fsReason(err)}`);
         const owner = DataDirLock.liveOwner(dataDir);
         if (owner) {
           const port = owner.http_port ? `, http port ${owner.http_port}` : '';
