@@ -131,11 +131,20 @@ describe('poison input never stops a pipeline (real PostgreSQL and Redis)', () =
     expect((await req('POST', '/api/v1/billing/orders', order)).statusCode).toBe(201);
     const dup = await req('POST', '/api/v1/billing/orders', order);
     expect(dup.statusCode, dup.body).toBe(409);
-    for (const url of ['http://[::1:bad', 'http://host:99999', 'http://exa mple.com']) {
+    for (const url of ['http://[::1:bad', 'http://host:99999', 'http://exa mple.com', 'http://user:PXSECRET%ZZ@h:80']) {
       const res = await req('POST', '/api/v1/proxies', { name: 'bad', url });
       expect(res.statusCode, `${url}: ${res.body}`).toBe(400);
       expect(res.json().error.fields[0].field).toBe('url');
+      expect(res.body).not.toContain('PXSECRET');
     }
+    // A password that does not decode would fail every refresh through the proxy (bad_proxy_url, retried for ever): refused when stored.
+    const pct = await req('POST', '/api/v1/proxies', { name: 'bad', url: 'http://user:PXSECRET%ZZ@h:80' });
+    expect(pct.json().error.fields[0].message).toMatch(/the password has a bad percent-encoding/);
+    const good = await req('POST', '/api/v1/proxies', { name: 'good', url: 'http://user:p%40ss@h:80' });
+    expect(good.statusCode, good.body).toBe(201);
+    const patched = await req('PATCH', `/api/v1/proxies/${good.json().id}`, { url: 'http://user:PXSECRET%ZZ@h:80' });
+    expect(patched.statusCode, patched.body).toBe(400);
+    expect(patched.body).not.toContain('PXSECRET');
   });
 
   it('the usage writer sets poison rows aside in dead_letters; the rest of the batch is stored and later writes are not blocked', async () => {

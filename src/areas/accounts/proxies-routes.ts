@@ -9,13 +9,19 @@ import { id, when } from '../../http/field-schemas.js';
 import { parseId } from '../../http/validation.js';
 import { json, route } from '../../http/contract.js';
 import { AccountMetrics } from './metrics.js';
+import { httpUrlProblem } from '../../config/server-url.js';
 
 const proxyUrl = z
   .string()
   .max(2048)
   .regex(/^https?:\/\/[^\s/]+/, 'expected an http:// or https:// proxy URL')
-  // The WHATWG parser is what the HTTP client uses: a URL it refuses (http://[::1:bad) would fail every refresh through it.
-  .refine((u) => URL.canParse(u), 'expected a valid URL (the host or port could not be parsed)');
+  // Checked as the HTTP client will read it, as the config's URLs are: a URL the WHATWG parser refuses
+  // (http://[::1:bad), or whose password does not decode (%ZZ), would fail every refresh through it.
+  // The message never quotes the URL (it may hold a password).
+  .superRefine((u, ctx) => {
+    const problem = httpUrlProblem(u);
+    if (problem) ctx.addIssue({ code: 'custom', message: problem });
+  });
 const newProxySchema = z
   .object({
     name: z.string().min(1).max(200),
