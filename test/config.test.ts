@@ -136,6 +136,21 @@ describe('config wording, for a person rather than a library', () => {
     expect([ok.usage.timezone, ok.cluster.instance_heartbeat]).toEqual(['Asia/Shanghai', 3650 * 86_400_000]);
   });
 
+  it('a YAML alias to a node that contains it is a config error naming where, not a stack overflow', () => {
+    for (const [text, at] of [
+      ['a: &a [*a]\n', 'a.0'],
+      ['http: &h\n  port: 8080\n  again: *h\n', 'http.again'],
+    ] as const) {
+      const file = yamlFile(text);
+      expect(problems(() => loadConfig({ env: { RELAY_JOBS_CONFIG: file } }))).toEqual([
+        `${file}: the YAML alias at ${at} refers to a node that contains it (a value without end); write the value out instead`,
+      ]);
+    }
+    // An alias to a node elsewhere is fine (the same value twice).
+    const shared = loadConfig({ env: { RELAY_JOBS_CONFIG: yamlFile('usage:\n  lookback: &l 2h\n  cleanup_every: *l\n') } });
+    expect([shared.usage.lookback, shared.usage.cleanup_every]).toEqual([7_200_000, 7_200_000]);
+  });
+
   it("a YAML syntax error gives file:line:column, the parser's reason and the lines with a caret", () => {
     const file = yamlFile('http:\n  port: 8080\njobs: [\n');
     const [p] = problems(() => loadConfig({ env: { RELAY_JOBS_CONFIG: file } }));

@@ -93,6 +93,19 @@ export interface LoadOptions {
  * names the key, where it came from and the expected form. `schema` is the whole schema, the
  * areas' sections included: `loadConfig` (app/config-schema.ts) passes the one the area list composes.
  */
+/** The key path where a parsed YAML value contains itself (`a: &a [*a]`), or null. */
+function selfContaining(v: unknown, path: string[] = [], open = new Set<object>()): string | null {
+  if (typeof v !== 'object' || v === null) return null;
+  if (open.has(v)) return path.join('.');
+  open.add(v);
+  for (const [k, child] of Object.entries(v)) {
+    const found = selfContaining(child, [...path, k], open);
+    if (found) return found;
+  }
+  open.delete(v);
+  return null;
+}
+
 export function loadConfigWith(schema: ConfigSchema, opts: LoadOptions = {}): Config {
   const env = opts.env ?? process.env;
   const file = opts.file ?? (env.RELAY_JOBS_CONFIG || undefined);
@@ -116,6 +129,8 @@ export function loadConfigWith(schema: ConfigSchema, opts: LoadOptions = {}): Co
     }
     if (parsed !== null && parsed !== undefined) {
       if (typeof parsed !== 'object' || Array.isArray(parsed)) throw new ConfigError([`${file}: expected a mapping of sections at the top level`]);
+      const cycle = selfContaining(parsed);
+      if (cycle) throw new ConfigError([`${file}: the YAML alias at ${cycle} refers to a node that contains it (a value without end); write the value out instead`]);
       tree = dropNulls(parsed as Tree);
     }
   }
