@@ -89,6 +89,21 @@ describe('connectRedis on a slow host', () => {
     await expect(connectRedis(url, 100, 2_000)).rejects.toThrow(/cannot connect to Redis at redis:\/\/127\.0\.0\.1:\d+ \(REDIS_URL\): connection refused/);
   });
 
+  it('a database number the server does not have (/99 of 16) fails start-up, naming it; ioredis alone stayed on database 0', async () => {
+    const at = (db: number) => Object.assign(new URL(REDIS_URL), { pathname: `/${db}` }).toString();
+    const err = await connectRedis(at(99), 1000, 5000).then(
+      (r) => (r.disconnect(), null),
+      (e: unknown) => e,
+    );
+    expect(err).toBeInstanceOf(UserError);
+    expect((err as Error).message).toMatch(
+      /^cannot connect to Redis at redis:\/\/.*\/99 \(REDIS_URL\): database 99 \(the URL's \/99\): ERR DB index is out of range; the server's `databases` setting bounds the number/,
+    );
+    // The last database there is selected, as the URL says.
+    redis = await connectRedis(at(15), 1000, 5000);
+    expect(await redis.client('INFO')).toMatch(/\bdb=15\b/);
+  });
+
   it('sentinels and cluster nodes that never answer end start-up within two connect timeouts, naming them (issue 49)', { timeout: 60_000 }, async () => {
     // Listeners that accept and never answer (a firewall that drops, a hung host): ioredis alone retries them forever.
     const silent: Server[] = [];

@@ -46,7 +46,11 @@ export async function connectRedis(url: string, commandTimeoutMs: number, connec
   const deadlineMs = 2 * connectTimeoutMs;
   try {
     await withTimeout(
-      redis.connect().then(() => redis.ping()),
+      redis
+        .connect()
+        .then(() => redis.ping())
+        // Connected: an earlier 'error' event (the refused SELECT itself) is not the cause of what follows.
+        .then(() => ((cause = null), checkDatabase(redis, target))),
       deadlineMs,
       `no answer within ${Math.round(deadlineMs / 100) / 10} s (redis.connect_timeout ${Math.round(connectTimeoutMs / 100) / 10} s, two attempts) from ${nodesOf(target)}`,
     );
@@ -62,6 +66,22 @@ export async function connectRedis(url: string, commandTimeoutMs: number, connec
   redis.on('error', () => undefined); // reported by readiness and lock metrics, not as crashes
   keepOpen(redis, commandTimeoutMs);
   return redis;
+}
+
+/**
+ * The URL's database number (`/N`) is selected by ioredis on connect; a server with fewer
+ * databases refuses the SELECT ("ERR DB index is out of range") only as an 'error' event, and the
+ * client stays on database 0: deployments kept apart by their number would share one without a
+ * word. Selected again here, where a refusal fails the start.
+ */
+async function checkDatabase(redis: RedisClient, target: RedisTarget): Promise<void> {
+  const db = target.kind === 'sentinel' ? target.db : target.kind === 'single' ? Number(new URL(target.url).pathname.slice(1) || 0) : 0;
+  if (!db || redis instanceof Cluster) return;
+  try {
+    await redis.select(db);
+  } catch (err) {
+    throw new Error(`database ${db} (the URL's /${db}): ${(err as Error).message}; the server's \`databases\` setting bounds the number (16 by default: 0-15)`, { cause: err });
+  }
 }
 
 /** The longest wait between two attempts of `keepOpen` (and of ioredis's own retry strategies here). */
