@@ -292,6 +292,18 @@ describe('deploy/postgres/init-roles.sh', () => {
     expect(read('deploy/postgres/init-roles.sh')).toContain('CONSOLE GRANTS');
   });
 
+  it('console-grants.sql is the recipe of console-role.ts (docs/security.md) without its CREATE ROLE line', () => {
+    const statements = read('deploy/postgres/console-grants.sql')
+      .split('\n')
+      .filter((l, i, all) => !(l.startsWith('-- ') && all.slice(0, i).every((p) => p.startsWith('-- '))))
+      .join('\n');
+    const recipe = consoleRoleSql()
+      .split('\n')
+      .filter((l) => !l.startsWith('CREATE ROLE'))
+      .join('\n');
+    expect(statements.trimEnd()).toBe(recipe.trimEnd());
+  });
+
   // As the postgres image runs it: once, as the superuser, on a new cluster whose POSTGRES_DB exists.
   describe.runIf(hasPostgresServer() && has('psql'))('on a private PostgreSQL server', () => {
     let server: PrivatePostgres;
@@ -364,10 +376,8 @@ describe('deploy/postgres/init-roles.sh', () => {
     // The step docs/deployment.md gives after the first start: docs/security.md's recipe with the
     // Compose names, without its CREATE ROLE (the init script made the role), run as the superuser.
     it('then, with the console recipe applied, the console role reads the tables but no secret column, and the doctor finds nothing', async () => {
-      const recipe = consoleRoleSql()
-        .split('\n')
-        .filter((l) => !l.startsWith('CREATE ROLE'))
-        .join('\n')
+      // The shipped file, renamed as docs/deployment.md's sed does.
+      const recipe = read('deploy/postgres/console-grants.sql')
         .replaceAll('relay_sql', 'relay_jobs_console')
         .replace(/\brelay\b/g, 'relay_jobs');
       execFileSync('psql', ['-v', 'ON_ERROR_STOP=1', '--no-psqlrc', '-q', '-h', '127.0.0.1', '-p', String(server.port), '-U', 'postgres', '-d', 'relay_jobs', '-f', '-'], {

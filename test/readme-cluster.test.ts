@@ -1,6 +1,6 @@
 // The README's cluster example, followed (issue 52, point 7e): its SQL creates the service's role
 // (owner of its database, not a superuser) and the console's role; a replica runs as the first with
-// `sql.database_url` on the second; the console grants (docs/security.md's recipe, consoleRoleSql())
+// `sql.database_url` on the second; the console grants (deploy/postgres/console-grants.sql, docs/security.md's recipe)
 // run after the first start; and `relay-jobs doctor` then reports no `fail` (sql_console_role
 // included). Replicas are started with `node`, never `npx … &`. Names are made unique for the
 // machine's shared server (roles are server-wide) and dropped after.
@@ -9,7 +9,6 @@ import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import pg from 'pg';
 import { afterAll, describe, expect, it } from 'vitest';
-import { consoleRoleSql } from '../src/areas/admin/index.js';
 import type { DoctorReport } from '../src/areas/doctor/index.js';
 import { runCli, ServiceProcess } from './helpers/cli.js';
 import { dropRedisPrefix, freePort, PG_ADMIN_URL, REDIS_URL, TEST_MASTER_KEY } from './helpers/services.js';
@@ -92,12 +91,9 @@ describe("the README's cluster example", () => {
     await replica.waitForLine(/relay-jobs started: ready/);
 
     // After the first start: the recipe, without its CREATE ROLE line, as the superuser in the database.
-    const grants = rename(
-      consoleRoleSql()
-        .split('\n')
-        .filter((l) => !l.startsWith('CREATE ROLE'))
-        .join('\n'),
-    );
+    // The file the README's recipe runs (deploy/postgres/console-grants.sql, kept equal to consoleRoleSql() by deploy-files.test).
+    expect(README).toContain('-f deploy/postgres/console-grants.sql');
+    const grants = rename(readFileSync(new URL('../deploy/postgres/console-grants.sql', import.meta.url), 'utf8'));
     await admin(names.relay, (c) => c.query(grants));
 
     const doctor = await runCli(['doctor', '--json'], env);
