@@ -91,6 +91,9 @@ describe('poison input never stops a pipeline (real PostgreSQL and Redis)', () =
       ['query', 'GET', '/api/v1/dashboard/usage?from=2026-01-01T00:00:00Z&to=2026-01-02T00:00:00Z&model=a%00b', undefined, 'query.model'],
       ['path', 'POST', '/api/v1/quota/a%00b/openai/reset', undefined, 'params.user'],
       ['path get', 'GET', '/api/v1/quota/a%00b', undefined, 'params.user'],
+      // A reset names what an increment could have written: user ids up to 128 characters, platforms up to 64.
+      ['long user', 'POST', `/api/v1/quota/${'u'.repeat(129)}/openai/reset`, undefined, 'params.user'],
+      ['long platform', 'POST', `/api/v1/quota/u1/${'p'.repeat(65)}/reset`, undefined, 'params.platform'],
     ];
     const dirtyBefore = await rt.services.quota.dirtyCount();
     for (const [name, method, url, payload, field] of cases) {
@@ -101,6 +104,9 @@ describe('poison input never stops a pipeline (real PostgreSQL and Redis)', () =
         name,
       ).toContain(field);
     }
+    // The longest user id an increment takes is read and reset by path too (fastify's default 100-character parameter limit answered 404).
+    const longest = 'u'.repeat(128);
+    expect((await req('GET', `/api/v1/quota/${longest}`)).json()).toEqual({ user_id: longest, platforms: [] });
     // Nothing of those requests was written anywhere: no counter moved, no row appeared.
     expect(await rt.services.quota.dirtyCount()).toBe(dirtyBefore);
     expect(await count('usage_logs')).toBe(0);

@@ -51,7 +51,18 @@ const API_CATCH_ALL = '/api/v1/*';
 
 /** Probes, metrics and the admin API. Routes call the runtime; they know no SQL and no Redis keys. */
 export function buildHttpServer(rt: HttpDeps): FastifyInstance {
-  const app = Fastify({ logger: false, bodyLimit: BODY_LIMIT, forceCloseConnections: 'idle', ...serverTimeouts(rt.config), clientErrorHandler, frameworkErrors });
+  // maxParamLength: fastify's default (100) answered 404 "no route" for a path naming a user id of
+  // 101-128 characters, which the quota API accepts in a body; longer than any id, so each route's
+  // own schema says what is wrong (a 400 naming the parameter).
+  const app = Fastify({
+    logger: false,
+    bodyLimit: BODY_LIMIT,
+    routerOptions: { maxParamLength: 1024 },
+    forceCloseConnections: 'idle',
+    ...serverTimeouts(rt.config),
+    clientErrorHandler,
+    frameworkErrors,
+  });
   // A span per request, continuing the caller's traceparent (telemetry/tracing-http.ts); no hook while tracing is off.
   traceRequests(app);
   const routes: RouteEntry[] = [];

@@ -74,8 +74,10 @@ export const incrementsBody = z
   .strict();
 
 export const IdParams = z.object({ id: z.string().meta({ description: 'the task id' }) });
-export const UserParams = z.object({ user: z.string().meta({ description: 'the user id' }) });
-export const UserPlatformParams = z.object({ user: z.string().meta({ description: 'the user id' }), platform: z.string().meta({ description: 'the platform' }) });
+// The same bounds as an increment's user_id and platform: a reset or read names what an increment could have written.
+const userParam = z.string().min(1).max(128).meta({ description: 'the user id' });
+export const UserParams = z.object({ user: userParam });
+export const UserPlatformParams = z.object({ user: userParam, platform: z.string().min(1).max(64).meta({ description: 'the platform' }) });
 
 const time = z.iso.datetime({ offset: true });
 const taskStatus = z.enum(['pending', 'running', 'done', 'cancelled', 'failed']);

@@ -263,6 +263,8 @@ export function registerUsageRoutes(api: FastifyInstance, deps: Pick<RouteDeps<U
       summary: "A user's usage per platform, as the live counters have it",
       tag,
       params: UserParams,
+      // `params.user`, as the text check of every route's parameters names it (NUL, lone surrogates).
+      prefixes: { params: 'params' },
       responses: { 200: json(QuotaUsage) },
     },
     async ({ params }) => ({ user_id: params.user, platforms: await s.quota.current(params.user) }),
@@ -276,6 +278,7 @@ export function registerUsageRoutes(api: FastifyInstance, deps: Pick<RouteDeps<U
       summary: "Reset a user's usage of a platform to 0 (a new epoch)",
       tag,
       params: UserPlatformParams,
+      prefixes: { params: 'params' },
       responses: { 200: json(QuotaReset) },
     },
     async ({ params }) => {
