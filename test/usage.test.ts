@@ -106,6 +106,15 @@ describe('usage data lifecycle (real PostgreSQL and Redis)', () => {
       expect(res.statusCode, JSON.stringify(body).slice(0, 80)).toBe(400);
       expect(res.json().error.message).toMatch(pattern);
     }
+    // An integer past 2^53 is one problem per field (zod reports it twice: unsafe, and past the maximum).
+    const unsafe = await post('/api/v1/usage', { events: [ev({ user_id: 2 ** 53 + 2, input_tokens: 2 ** 53 + 2 })] });
+    expect(unsafe.statusCode).toBe(400);
+    expect(
+      unsafe
+        .json()
+        .error.fields.map((f: { field: string }) => f.field)
+        .sort(),
+    ).toEqual(['events.0.input_tokens', 'events.0.user_id']);
     expect(await count()).toBe(before);
   });
 

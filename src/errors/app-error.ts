@@ -65,7 +65,10 @@ export class AppError extends Error {
 
 /** Input that cannot be accepted: every offending field named; nothing was written. */
 export class InvalidInput extends AppError {
-  constructor(fields: FieldError[], code = 'invalid') {
+  constructor(all: FieldError[], code = 'invalid') {
+    // One problem per field, the first: zod reports an integer past 2^53 twice (outside the safe range, and past the maximum).
+    const seen = new Set<string>();
+    const fields = all.filter((f) => !seen.has(f.field) && seen.add(f.field));
     const shown = fields.slice(0, 20).map((f) => `${f.field}: ${f.message}`);
     super('invalid', code, shown.join('; ') + (fields.length > 20 ? `; and ${fields.length - 20} more` : ''), fields);
   }
