@@ -87,12 +87,6 @@ export interface LoadOptions {
   warn?: (config: Config) => string[];
 }
 
-/**
- * Builds the configuration from, in rising precedence: the YAML file (`RELAY_JOBS_CONFIG`),
- * the pinned environment variables, then `RELAY_JOBS__SECTION__KEY` overrides. Every problem
- * names the key, where it came from and the expected form. `schema` is the whole schema, the
- * areas' sections included: `loadConfig` (app/config-schema.ts) passes the one the area list composes.
- */
 /** The key path where a parsed YAML value contains itself (`a: &a [*a]`), or null. */
 function selfContaining(v: unknown, path: string[] = [], open = new Set<object>()): string | null {
   if (typeof v !== 'object' || v === null) return null;
@@ -106,6 +100,12 @@ function selfContaining(v: unknown, path: string[] = [], open = new Set<object>(
   return null;
 }
 
+/**
+ * Builds the configuration from, in rising precedence: the YAML file (`RELAY_JOBS_CONFIG`),
+ * the pinned environment variables, then `RELAY_JOBS__SECTION__KEY` overrides. Every problem
+ * names the key, where it came from and the expected form. `schema` is the whole schema, the
+ * areas' sections included: `loadConfig` (app/config-schema.ts) passes the one the area list composes.
+ */
 export function loadConfigWith(schema: ConfigSchema, opts: LoadOptions = {}): Config {
   const env = opts.env ?? process.env;
   const file = opts.file ?? (env.RELAY_JOBS_CONFIG || undefined);
