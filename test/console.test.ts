@@ -67,7 +67,9 @@ describe('web console (browser, embedded runtime)', () => {
         RELAY_JOBS_ADMIN_TOKEN: TOKEN,
         RELAY_JOBS_MASTER_KEY: MASTER_KEY,
         RELAY_JOBS__JOBS__CANARY__ENABLED: 'true',
-        RELAY_JOBS__JOBS__CANARY__EVERY: '1h',
+        // Enabled, with a slot once a year: every round in this file is one a test started (an hourly
+        // slot is wall-clock aligned and once fell inside a test that counted rounds).
+        RELAY_JOBS__JOBS__CANARY__CRON: '0 0 1 1 *',
         RELAY_JOBS__JOBS__CANARY__SLEEP: '300ms',
         RELAY_JOBS__SHUTDOWN__GRACE: '2s',
       },
@@ -304,8 +306,7 @@ describe('web console (browser, embedded runtime)', () => {
     });
     await new Promise<void>((r) => evil.listen(0, '127.0.0.1', () => r()));
     // Rounds a request started, not the schedule's: an hourly slot may fall inside this test.
-    const manualRuns = async () =>
-      ((await (await fetch(`${base}/api/v1/jobs/canary`, { headers: bearer })).json()).runs as { trigger: string }[]).filter((r) => r.trigger !== 'schedule').length;
+    const manualRuns = async () => ((await (await fetch(`${base}/api/v1/jobs/canary`, { headers: bearer })).json()).runs as { trigger: string }[]).filter((r) => r.trigger !== 'schedule').length;
     const runsBefore = await manualRuns();
     const attack = await ctx.newPage();
     try {

@@ -66,7 +66,8 @@ describe('files at rest', () => {
 
     const port = await freePort();
     const env = { RELAY_JOBS_DATA_DIR: dataDir, RELAY_JOBS_HTTP_PORT: String(port), RELAY_JOBS_ADMIN_TOKEN: 'an-admin-token-0123456789', RELAY_JOBS__BACKUP__DIR: backupDir };
-    svc = ServiceProcess.start('perms', env);
+    // The daily backup's slot would make `backup --wait` busy if it fell inside the test: once a year instead.
+    svc = ServiceProcess.start('perms', { ...env, RELAY_JOBS__JOBS__BACKUP__CRON: '0 0 1 1 *' });
     const line = JSON.parse(await svc.waitForLine(/paths tightened/, 480_000)) as { tightened: number; msg: string };
     expect(line.tightened).toBe(before);
     expect(line.msg).toBe(`data directory: ${before} paths tightened to 0600/0700`);

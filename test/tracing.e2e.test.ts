@@ -42,8 +42,11 @@ describe('traces over OTLP/HTTP protobuf (the default), from a cluster replica',
         RELAY_JOBS__OAUTH__PROVIDERS__OPENAI__TOKEN_URL: oauth.tokenUrl,
         RELAY_JOBS__OAUTH__PROVIDERS__OPENAI__CLIENT_ID: 'trace-client',
         RELAY_JOBS__AUTH__REFRESH_MARGIN_SECONDS: '600',
-        // Only the manual run below syncs the refresh schedule after the account exists.
-        RELAY_JOBS__JOBS__TOKEN_REFRESH__EVERY: '1h',
+        // Only the manual run below syncs the refresh schedule after the account exists, and only the
+        // manual idempotency_cleanup round holds its lock: slots once a year (an hourly or minutely
+        // slot is wall-clock aligned, so it could fall inside the test and take the round or the lock).
+        RELAY_JOBS__JOBS__TOKEN_REFRESH__CRON: '0 0 1 1 *',
+        RELAY_JOBS__JOBS__IDEMPOTENCY_CLEANUP__CRON: '0 0 1 1 *',
       },
     });
   });
