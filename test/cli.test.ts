@@ -193,6 +193,20 @@ describe('CLI commands', { concurrent: true }, () => {
         expect(JSON.parse(sql.stdout)).toEqual([{ job_name: 'canary', status: 'ok' }]);
         expect(status.stdout).toMatch(/instances: 1 alive of 1 known/);
         expect(status.stdout).toMatch(/^embedded\s+true\s+/m);
+        // Pause, a refused run and resume go through the service too, in the words the CLI uses without one.
+        const env = { RELAY_JOBS_DATA_DIR: dir };
+        const paused = await runCli(['jobs', 'pause', 'canary', '--reason', 'cli test'], env);
+        expect(paused.code, paused.stderr).toBe(0);
+        expect(paused.stdout).toMatch(/^job canary paused by admin token at \d{4}-\S+Z: cli test\n$/);
+        const refused = await runCli(['run', 'canary'], env);
+        expect(refused.code, refused.stderr).toBe(3);
+        expect(JSON.parse(refused.stdout)).toMatchObject({
+          status: 'not_started',
+          note: expect.stringMatching(/^job canary is paused by admin token at \S+: cli test; `relay-jobs jobs resume canary`, or run it anyway with --force$/),
+        });
+        const resumed = await runCli(['jobs', 'resume', 'canary'], env);
+        expect(resumed.code, resumed.stderr).toBe(0);
+        expect(resumed.stdout).toMatch(/^job canary resumed \(was paused by admin token at \S+: cli test\)\n$/);
       } finally {
         svc.proc.kill('SIGTERM');
         expect(await svc.exitedWithin()).toBe(0);

@@ -36,6 +36,8 @@ function checkReason(reason: string | undefined, required: boolean): string | nu
 }
 
 const view = (p: JobPause) => ({ at: p.at.toISOString(), by: p.by, reason: p.reason });
+/** A pause as the API answers it (`paused`, `was`, `error.paused`), in describePause's words. */
+export const describePauseView = (job: string, p: NonNullable<PauseLine['paused']>): string => describePause({ job, at: new Date(p.at), by: p.by, reason: p.reason });
 
 /**
  * `relay-jobs jobs pause <job> --reason TEXT` and `relay-jobs jobs resume <job>`: cluster-wide and
@@ -61,7 +63,10 @@ export async function pauseCommand(config: Config, action: 'pause' | 'resume', n
     if (res.status !== 200 && res.status !== 409) throw new UserError(`the service refused to ${action} ${name} (HTTP ${res.status}): ${res.body.error?.message ?? 'no reason given'}`);
     const changed = res.status === 200;
     const paused = action === 'pause' ? (res.body.paused ?? res.body.error?.paused ?? null) : null;
-    line = { job: name, action, changed, paused, message: changed ? (action === 'pause' ? `job ${name} paused` : `job ${name} resumed`) : res.body.error!.message };
+    // The same words as without a service: the API's views carry what describePause needs.
+    const was = res.body.was ? describePauseView(name, res.body.was) : null;
+    const message = !changed ? res.body.error!.message : paused ? `job ${name} ${describePauseView(name, paused)}` : `job ${name} resumed${was ? ` (was ${was})` : ''}`;
+    line = { job: name, action, changed, paused, message };
   } else {
     const rt = await oneShotRuntime(config);
     try {

@@ -5,6 +5,7 @@ import { buildJobs, closest } from '../app/registry.js';
 import { DataDirLock } from '../store/data-dir-lock.js';
 import { oneShotRuntime } from './cli-context.js';
 import { delay } from '../time/wall.js';
+import { describePauseView } from './pause.js';
 
 type Outcome = { status: string; items?: number | null; note?: string | null; error?: string | null; run_id?: number; fencing_token?: number | null };
 
@@ -12,6 +13,9 @@ type Outcome = { status: string; items?: number | null; note?: string | null; er
 function outcomeLine(job: string, o: Outcome) {
   return { job, run_id: o.run_id ?? null, fencing_token: o.fencing_token ?? null, status: o.status, items: o.items ?? null, note: o.note ?? null, error: o.error ?? null };
 }
+
+/** What a paused job's refusal says on the command line: the CLI's own commands, not the API's routes. */
+const pausedNote = (name: string, reason: string) => `job ${name} is ${reason}; \`relay-jobs jobs resume ${name}\`, or run it anyway with --force`;
 
 function exitCode(o: Outcome): number {
   if (o.status === 'ok' || o.status === 'no_work') return 0;
@@ -40,7 +44,7 @@ export async function runJob(config: Config, name: string, opts: { force?: boole
     const report = await rt.runNow(name, undefined, { force: opts.force });
     const out: Outcome = report.ran
       ? { run_id: report.runId, fencing_token: report.token, status: report.outcome.status, items: report.outcome.items, note: report.outcome.note ?? null, error: report.outcome.error ?? null }
-      : { status: 'not_started', note: report.paused ? `job ${name} is ${report.reason}; \`relay-jobs jobs resume ${name}\`, or run it anyway with --force` : report.reason };
+      : { status: 'not_started', note: report.paused ? pausedNote(name, report.reason) : report.reason };
     process.stdout.write(JSON.stringify(outcomeLine(name, out)) + '\n');
     return exitCode(out);
   } finally {
@@ -59,9 +63,11 @@ async function runViaService(config: Config, name: string, port: number, force: 
   } catch (err) {
     throw new UserError(`a relay-jobs service owns ${config.database.data_dir} but its API at 127.0.0.1:${port} did not answer: ${(err as Error).message}`);
   }
-  const body = (await res.json()) as { run_id?: number; error?: { message: string } };
+  const body = (await res.json()) as { run_id?: number; error?: { message: string; paused?: { at: string; by: string; reason: string } } };
   if (res.status === 409) {
-    process.stdout.write(JSON.stringify(outcomeLine(name, { status: 'not_started', note: body.error?.message ?? null })) + '\n');
+    const paused = body.error?.paused;
+    const note = paused ? pausedNote(name, describePauseView(name, paused)) : (body.error?.message ?? null);
+    process.stdout.write(JSON.stringify(outcomeLine(name, { status: 'not_started', note })) + '\n');
     return 3;
   }
   if (res.status !== 202) throw new UserError(`service refused the run (HTTP ${res.status}): ${body.error?.message ?? 'no reason given'}`);
