@@ -93,6 +93,29 @@ describe('body shapes and numeric query parameters over the whole route table', 
     expect(await rowCounts()).toBe(before);
   });
 
+  it('a route that takes no body refuses one with fields (named when they look like names) and writes nothing; {} and no body reach it', async () => {
+    const bodiless = registeredRoutes(http).filter((r) => ['POST', 'PATCH', 'PUT', 'DELETE'].includes(r.method) && r.contract && !r.contract.contract.body && !r.contract.contract.rawBody);
+    expect(bodiless.map((r) => `${r.method} ${r.url}`)).toEqual(expect.arrayContaining(['POST /api/v1/quota/:user/:platform/reset', 'POST /api/v1/jobs/:name/run']));
+    const before = await rowCounts();
+    const epoch = await rt.db.query(`SELECT count(*)::int AS n FROM job_runs`);
+    const wrong: string[] = [];
+    for (const r of bodiless) {
+      const res = await http.inject({ method: r.method as 'POST', url: fill(r.url), headers: auth, payload: { amount: 5, 'sk-not a name': 1 } });
+      const fields = String(res.headers['content-type']).includes('json') ? res.json().error?.fields : null;
+      if (res.statusCode !== 400 || JSON.stringify(fields) !== JSON.stringify([{ field: 'body', message: 'this route takes no body (got amount and 1 more)' }]))
+        wrong.push(`${r.method} ${r.url}: ${res.statusCode} ${res.body.slice(0, 160)}`);
+    }
+    expect(wrong).toEqual([]);
+    expect(await rowCounts()).toBe(before);
+    expect((await rt.db.query(`SELECT count(*)::int AS n FROM job_runs`)).rows[0]).toEqual(epoch.rows[0]);
+    const unnamed = await http.inject({ method: 'POST', url: '/api/v1/quota/u1/openai/reset', headers: auth, payload: { 'Bearer abc': 1 } });
+    expect(unnamed.json().error.fields).toEqual([{ field: 'body', message: 'this route takes no body (got 1 field)' }]);
+    for (const payload of [undefined, {}]) {
+      const ok = await http.inject({ method: 'POST', url: '/api/v1/quota/u1/openai/reset', headers: auth, ...(payload ? { payload } : {}) });
+      expect(ok.statusCode, ok.body).toBe(200);
+    }
+  });
+
   it('a text/plain body is refused the same way; an absent body and an object still reach the route', async () => {
     const text = await http.inject({ method: 'POST', url: '/api/v1/billing/users', headers: { ...auth, 'content-type': 'text/plain' }, payload: 'x' });
     expect(text.statusCode).toBe(400);

@@ -1,7 +1,7 @@
 import { STATUS_CODES } from 'node:http';
 import type { FastifyInstance, FastifyReply, FastifyRequest, HTTPMethods, RouteShorthandOptions } from 'fastify';
 import { z } from 'zod';
-import { parseBody } from './validation.js';
+import { assertNoBody, parseBody } from './validation.js';
 import { TAGS } from './openapi-tags.js';
 
 /**
@@ -149,6 +149,7 @@ export function route<P extends ObjectSchema | undefined = undefined, Q extends 
     ...c.options,
     config: { ...(c.options?.config as object | undefined), contract: registered },
     handler: async (req, reply) => {
+      if (!c.body && !c.rawBody) assertNoBody(req.body);
       const input = {
         params: c.params ? parseBody(c.params, req.params, pre.params) : req.params,
         query: c.query ? parseBody(c.query, req.query, pre.query) : {},
@@ -162,7 +163,7 @@ export function route<P extends ObjectSchema | undefined = undefined, Q extends 
 /** The answers a route gives besides its own: the hooks every route passes through. */
 export function impliedErrors(c: RouteContract<ObjectSchema | undefined, ObjectSchema | undefined, z.ZodType | undefined>, security: Security): Partial<Record<ErrorStatus, string>> {
   const out: Partial<Record<ErrorStatus, string>> = {
-    400: 'invalid input: every offending field is named in `error.fields` (a body that is not a JSON object, text that cannot be stored, a numeric query parameter out of range, ...)',
+    400: 'invalid input: every offending field is named in `error.fields` (a body that is not a JSON object, a body on a route that takes none, text that cannot be stored, a numeric query parameter out of range, ...)',
   };
   if (security === 'admin') {
     out[401] = 'no token, a malformed Authorization header, or an invalid or expired token; `admin_api_disabled` when the replica has no admin token';

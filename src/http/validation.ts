@@ -96,6 +96,21 @@ export function assertBodyShape(body: unknown, arrayAllowed = false): void {
 }
 
 /**
+ * A route that declares no body takes none: an object with fields is a 400 naming them, never
+ * ignored (a reset sent `{"amount": 5}` must not reset everything while the caller thinks it reset
+ * part). No body, or `{}` (what many clients send on every POST), passes.
+ */
+export function assertNoBody(body: unknown): void {
+  if (body === undefined || body === null || typeof body !== 'object') return; // assertBodyShape judged the rest
+  const fields = Object.keys(body);
+  if (!fields.length) return;
+  // Field names are echoed only when they look like names (a pasted token used as a key is not).
+  const named = fields.filter((f) => /^[A-Za-z_][A-Za-z0-9_.-]{0,39}$/.test(f)).slice(0, 5);
+  const got = named.length ? `${named.join(', ')}${fields.length > named.length ? ` and ${fields.length - named.length} more` : ''}` : `${fields.length} field${fields.length > 1 ? 's' : ''}`;
+  throw new InvalidInput([{ field: 'body', message: `this route takes no body (got ${got})` }]);
+}
+
+/**
  * Query parameters that are numbers wherever they appear, with the range every route accepts
  * (a route narrows it further in its own schema: `limit` is at most 500 on some lists).
  */
