@@ -22,6 +22,7 @@ describe('usage writes beside a console statement holding usage_logs (real Postg
   let db: Awaited<ReturnType<typeof freshDatabase>>;
   let rt: Runtime;
   let http: FastifyInstance;
+  let startedAt = 0;
   const reader = { client: null as pg.Client | null };
   const prefix = uniqueName('rjpl');
   let seq = 0;
@@ -49,6 +50,7 @@ describe('usage writes beside a console statement holding usage_logs (real Postg
         RELAY_JOBS__REDIS__KEY_PREFIX: prefix,
       },
     });
+    startedAt = Date.now();
     rt = await Runtime.create(config, { logger: silentLogger() });
     http = buildHttpServer(rt);
   });
@@ -62,7 +64,8 @@ describe('usage writes beside a console statement holding usage_logs (real Postg
 
   it('partitions exist for the whole window usage accepts: from the retention edge to the days ahead', async () => {
     const days = new Set((await rt.services.usageStore.partitions()).map((p) => p.dayStart));
-    const today = Math.floor(Date.now() / DAY) * DAY;
+    // The days ahead count from the start's clock read: a UTC midnight between it and now adds no day.
+    const today = Math.floor(startedAt / DAY) * DAY;
     // usage.retention is 90 days: an event is accepted from 90 days minus an hour ago.
     const oldest = Math.floor((Date.now() - 90 * DAY + 3_600_000) / DAY) * DAY;
     for (let d = oldest; d <= today + 3 * DAY; d += DAY) expect(days.has(d), new Date(d).toISOString()).toBe(true);
