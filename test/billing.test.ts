@@ -46,6 +46,9 @@ describe('billing: subscriptions, payment orders, reminders', () => {
     db = await freshDatabase({ migrated: true });
     sql = new pg.Client({ connectionString: db.url });
     await sql.connect();
+    // A server whose zone has daylight saving (many run on local time): periods must not follow it.
+    // Set before the runtime connects; this connection keeps UTC.
+    await sql.query(`ALTER DATABASE ${db.name} SET timezone = 'America/New_York'`);
     provider = await FakePaymentProvider.start();
     smtp = await TestSmtpServer.start();
     hookServer = createServer((req, res) => {
@@ -233,7 +236,11 @@ describe('billing: subscriptions, payment orders, reminders', () => {
     await pay();
     let subs = (await get(`/api/v1/billing/users/${u.id}`)).subscriptions;
     expect(subs).toHaveLength(1);
-    const firstEnd = Date.parse(subs[0].expires_at);
+    // Ending the day before a DST change (11 March 2040 in New York): 30 days on is 30 × 24 hours,
+    // as the admin API counts a plan's days, not 30 local days (an hour short across the change).
+    await rt.db.query(`UPDATE subscriptions SET expires_at = '2040-03-10T12:00:00Z' WHERE id = $1`, [subs[0].id]);
+    const firstEnd = Date.parse('2040-03-10T12:00:00Z');
+    expect((await rt.db.query<{ tz: string }>(`SELECT current_setting('TimeZone') AS tz`)).rows[0]!.tz).toBe('America/New_York');
     await pay();
     subs = (await get(`/api/v1/billing/users/${u.id}`)).subscriptions;
     expect(subs).toHaveLength(1);

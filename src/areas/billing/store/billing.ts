@@ -167,15 +167,16 @@ export class Billing {
       if (order.purpose === 'balance') {
         await q.query(`UPDATE billing_users SET balance = balance + $2, updated_at = clock_timestamp() WHERE id = $1`, [order.user_id, order.amount]);
       } else {
-        // Extend the user's active subscription to this plan, or start one now.
+        // Extend the user's active subscription to this plan, or start one now. A plan's day is 24 hours,
+        // as the admin API counts it: `interval '1 day'` follows the session's time zone across a DST change.
         const ext = await q.query(
-          `UPDATE subscriptions SET expires_at = expires_at + (SELECT duration_days FROM plans WHERE id = $2) * interval '1 day', updated_at = clock_timestamp()
+          `UPDATE subscriptions SET expires_at = expires_at + (SELECT duration_days FROM plans WHERE id = $2) * interval '24 hours', updated_at = clock_timestamp()
            WHERE id = (SELECT id FROM subscriptions WHERE user_id = $1 AND plan_id = $2 AND status = 'active' AND expires_at > clock_timestamp() ORDER BY expires_at DESC LIMIT 1)`,
           [order.user_id, order.plan_id],
         );
         if (ext.rowCount === 0) {
           await q.query(
-            `INSERT INTO subscriptions (user_id, plan_id, starts_at, expires_at) SELECT $1, id, clock_timestamp(), clock_timestamp() + duration_days * interval '1 day' FROM plans WHERE id = $2`,
+            `INSERT INTO subscriptions (user_id, plan_id, starts_at, expires_at) SELECT $1, id, clock_timestamp(), clock_timestamp() + duration_days * interval '24 hours' FROM plans WHERE id = $2`,
             [order.user_id, order.plan_id],
           );
         }
