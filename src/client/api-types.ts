@@ -2971,7 +2971,7 @@ export interface operations {
           'text/plain; charset=utf-8': string;
         };
       };
-      /** @description invalid input: every offending field is named in `error.fields` (a body that is not a JSON object, a body on a route that takes none, text that cannot be stored, a numeric query parameter out of range, ...) */
+      /** @description invalid input: every offending field is named in `error.fields` (a body that is not a JSON object, text that cannot be stored, a numeric query parameter out of range, ...) */
       400: {
         headers: {
           [name: string]: unknown;
@@ -3033,7 +3033,7 @@ export interface operations {
           'application/json': components['schemas']['AccountTestPlanList'];
         };
       };
-      /** @description invalid input: every offending field is named in `error.fields` (a body that is not a JSON object, a body on a route that takes none, text that cannot be stored, a numeric query parameter out of range, ...) */
+      /** @description invalid input: every offending field is named in `error.fields` (a body that is not a JSON object, text that cannot be stored, a numeric query parameter out of range, ...) */
       400: {
         headers: {
           [name: string]: unknown;
@@ -3094,7 +3094,7 @@ export interface operations {
           'application/json': components['schemas']['AccountTestPlan'];
         };
       };
-      /** @description invalid input: every offending field is named in `error.fields` (a body that is not a JSON object, a body on a route that takes none, text that cannot be stored, a numeric query parameter out of range, ...) */
+      /** @description invalid input: every offending field is named in `error.fields` (a body that is not a JSON object, text that cannot be stored, a numeric query parameter out of range, ...) */
       400: {
         headers: {
           [name: string]: unknown;
@@ -3171,7 +3171,7 @@ export interface operations {
           'application/json': components['schemas']['AccountTestPlanDetail'];
         };
       };
-      /** @description invalid input: every offending field is named in `error.fields` (a body that is not a JSON object, a body on a route that takes none, text that cannot be stored, a numeric query parameter out of range, ...) */
+      /** @description invalid input: every offending field is named in `error.fields` (a body that is not a JSON object, text that cannot be stored, a numeric query parameter out of range, ...) */
       400: {
         headers: {
           [name: string]: unknown;
@@ -3228,7 +3228,7 @@ export interface operations {
         };
         content?: never;
       };
-      /** @description invalid input: every offending field is named in `error.fields` (a body that is not a JSON object, a body on a route that takes none, text that cannot be stored, a numeric query parameter out of range, ...) */
+      /** @description invalid input: every offending field is named in `error.fields` (a body with fields: this route takes none, text that cannot be stored, a numeric query parameter out of range, ...) */
       400: {
         headers: {
           [name: string]: unknown;
@@ -3310,7 +3310,7 @@ export interface operations {
           'application/json': components['schemas']['AccountTestPlan'];
         };
       };
-      /** @description invalid input: every offending field is named in `error.fields` (a body that is not a JSON object, a body on a route that takes none, text that cannot be stored, a numeric query parameter out of range, ...) */
+      /** @description invalid input: every offending field is named in `error.fields` (a body that is not a JSON object, text that cannot be stored, a numeric query parameter out of range, ...) */
       400: {
         headers: {
           [name: string]: unknown;
@@ -3396,7 +3396,7 @@ export interface operations {
           'application/json': components['schemas']['AccountAudit'];
         };
       };
-      /** @description invalid input: every offending field is named in `error.fields` (a body that is not a JSON object, a body on a route that takes none, text that cannot be stored, a numeric query parameter out of range, ...) */
+      /** @description invalid input: every offending field is named in `error.fields` (a body that is not a JSON object, text that cannot be stored, a numeric query parameter out of range, ...) */
       400: {
         headers: {
           [name: string]: unknown;
@@ -3458,7 +3458,7 @@ export interface operations {
           'application/json': components['schemas']['AccountList'];
         };
       };
-      /** @description invalid input: every offending field is named in `error.fields` (a body that is not a JSON object, a body on a route that takes none, text that cannot be stored, a numeric query parameter out of range, ...) */
+      /** @description invalid input: every offending field is named in `error.fields` (a body that is not a JSON object, text that cannot be stored, a numeric query parameter out of range, ...) */
       400: {
         headers: {
           [name: string]: unknown;
@@ -3529,7 +3529,7 @@ export interface operations {
           'application/json': components['schemas']['AccountWritten'];
         };
       };
-      /** @description invalid input: every offending field is named in `error.fields` (a body that is not a JSON object, a body on a route that takes none, text that cannot be stored, a numeric query parameter out of range, ...) */
+      /** @description invalid input: every offending field is named in `error.fields` (a body that is not a JSON object, text that cannot be stored, a numeric query parameter out of range, ...) */
       400: {
         headers: {
           [name: string]: unknown;
@@ -3606,7 +3606,7 @@ export interface operations {
           'application/json': components['schemas']['Account'];
         };
       };
-      /** @description invalid input: every offending field is named in `error.fields` (a body that is not a JSON object, a body on a route that takes none, text that cannot be stored, a numeric query parameter out of range, ...) */
+      /** @description invalid input: every offending field is named in `error.fields` (a body that is not a JSON object, text that cannot be stored, a numeric query parameter out of range, ...) */
       400: {
         headers: {
           [name: string]: unknown;
@@ -3690,7 +3690,7 @@ export interface operations {
           'application/json': components['schemas']['AccountWritten'];
         };
       };
-      /** @description invalid input: every offending field is named in `error.fields` (a body that is not a JSON object, a body on a route that takes none, text that cannot be stored, a numeric query parameter out of range, ...) */
+      /** @description invalid input: every offending field is named in `error.fields` (a body that is not a JSON object, text that cannot be stored, a numeric query parameter out of range, ...) */
       400: {
         headers: {
           [name: string]: unknown;
@@ -3776,7 +3776,7 @@ export interface operations {
           'application/json': components['schemas']['Account'];
         };
       };
-      /** @description invalid input: every offending field is named in `error.fields` (a body that is not a JSON object, a body on a route that takes none, text that cannot be stored, a numeric query parameter out of range, ...) */
+      /** @description invalid input: every offending field is named in `error.fields` (a body with fields: this route takes none, text that cannot be stored, a numeric query parameter out of range, ...) */
       400: {
         headers: {
           [name: string]: unknown;
@@ -3844,7 +3844,7 @@ export interface operations {
           'application/json': components['schemas']['Account'];
         };
       };
-      /** @description invalid input: every offending field is named in `error.fields` (a body that is not a JSON object, a body on a route that takes none, text that cannot be stored, a numeric query parameter out of range, ...) */
+      /** @description invalid input: every offending field is named in `error.fields` (a body with fields: this route takes none, text that cannot be stored, a numeric query parameter out of range, ...) */
       400: {
         headers: {
           [name: string]: unknown;
@@ -3912,7 +3912,7 @@ export interface operations {
           'application/json': components['schemas']['AccountRefreshResult'];
         };
       };
-      /** @description invalid input: every offending field is named in `error.fields` (a body that is not a JSON object, a body on a route that takes none, text that cannot be stored, a numeric query parameter out of range, ...) */
+      /** @description invalid input: every offending field is named in `error.fields` (a body with fields: this route takes none, text that cannot be stored, a numeric query parameter out of range, ...) */
       400: {
         headers: {
           [name: string]: unknown;
@@ -3987,7 +3987,7 @@ export interface operations {
           'application/json': components['schemas']['AccountTestResult'];
         };
       };
-      /** @description invalid input: every offending field is named in `error.fields` (a body that is not a JSON object, a body on a route that takes none, text that cannot be stored, a numeric query parameter out of range, ...) */
+      /** @description invalid input: every offending field is named in `error.fields` (a body that is not a JSON object, text that cannot be stored, a numeric query parameter out of range, ...) */
       400: {
         headers: {
           [name: string]: unknown;
@@ -4102,7 +4102,7 @@ export interface operations {
           'application/json': components['schemas']['AccessToken'];
         };
       };
-      /** @description invalid input: every offending field is named in `error.fields` (a body that is not a JSON object, a body on a route that takes none, text that cannot be stored, a numeric query parameter out of range, ...) */
+      /** @description invalid input: every offending field is named in `error.fields` (a body with fields: this route takes none, text that cannot be stored, a numeric query parameter out of range, ...) */
       400: {
         headers: {
           [name: string]: unknown;
@@ -4204,7 +4204,7 @@ export interface operations {
           'application/json': components['schemas']['UnauthorizedReport'];
         };
       };
-      /** @description invalid input: every offending field is named in `error.fields` (a body that is not a JSON object, a body on a route that takes none, text that cannot be stored, a numeric query parameter out of range, ...) */
+      /** @description invalid input: every offending field is named in `error.fields` (a body that is not a JSON object, text that cannot be stored, a numeric query parameter out of range, ...) */
       400: {
         headers: {
           [name: string]: unknown;
@@ -4294,7 +4294,7 @@ export interface operations {
           'application/json': components['schemas']['AccountImport'];
         };
       };
-      /** @description invalid input: every offending field is named in `error.fields` (a body that is not a JSON object, a body on a route that takes none, text that cannot be stored, a numeric query parameter out of range, ...) */
+      /** @description invalid input: every offending field is named in `error.fields` (a body that is not a JSON object, text that cannot be stored, a numeric query parameter out of range, ...) */
       400: {
         headers: {
           [name: string]: unknown;
@@ -4370,7 +4370,7 @@ export interface operations {
           'application/json': components['schemas']['BackupList'];
         };
       };
-      /** @description invalid input: every offending field is named in `error.fields` (a body that is not a JSON object, a body on a route that takes none, text that cannot be stored, a numeric query parameter out of range, ...) */
+      /** @description invalid input: every offending field is named in `error.fields` (a body that is not a JSON object, text that cannot be stored, a numeric query parameter out of range, ...) */
       400: {
         headers: {
           [name: string]: unknown;
@@ -4421,7 +4421,7 @@ export interface operations {
           'application/json': components['schemas']['BackupStarted'];
         };
       };
-      /** @description invalid input: every offending field is named in `error.fields` (a body that is not a JSON object, a body on a route that takes none, text that cannot be stored, a numeric query parameter out of range, ...) */
+      /** @description invalid input: every offending field is named in `error.fields` (a body that is not a JSON object, text that cannot be stored, a numeric query parameter out of range, ...) */
       400: {
         headers: {
           [name: string]: unknown;
@@ -4518,7 +4518,7 @@ export interface operations {
           'application/json': components['schemas']['BackupDetail'];
         };
       };
-      /** @description invalid input: every offending field is named in `error.fields` (a body that is not a JSON object, a body on a route that takes none, text that cannot be stored, a numeric query parameter out of range, ...) */
+      /** @description invalid input: every offending field is named in `error.fields` (a body that is not a JSON object, text that cannot be stored, a numeric query parameter out of range, ...) */
       400: {
         headers: {
           [name: string]: unknown;
@@ -4581,7 +4581,7 @@ export interface operations {
           'application/json': components['schemas']['BillingOrderPage'];
         };
       };
-      /** @description invalid input: every offending field is named in `error.fields` (a body that is not a JSON object, a body on a route that takes none, text that cannot be stored, a numeric query parameter out of range, ...) */
+      /** @description invalid input: every offending field is named in `error.fields` (a body that is not a JSON object, text that cannot be stored, a numeric query parameter out of range, ...) */
       400: {
         headers: {
           [name: string]: unknown;
@@ -4647,7 +4647,7 @@ export interface operations {
           'application/json': components['schemas']['BillingOrder'];
         };
       };
-      /** @description invalid input: every offending field is named in `error.fields` (a body that is not a JSON object, a body on a route that takes none, text that cannot be stored, a numeric query parameter out of range, ...) */
+      /** @description invalid input: every offending field is named in `error.fields` (a body that is not a JSON object, text that cannot be stored, a numeric query parameter out of range, ...) */
       400: {
         headers: {
           [name: string]: unknown;
@@ -4733,7 +4733,7 @@ export interface operations {
           'application/json': components['schemas']['BillingOrderDetail'];
         };
       };
-      /** @description invalid input: every offending field is named in `error.fields` (a body that is not a JSON object, a body on a route that takes none, text that cannot be stored, a numeric query parameter out of range, ...) */
+      /** @description invalid input: every offending field is named in `error.fields` (a body that is not a JSON object, text that cannot be stored, a numeric query parameter out of range, ...) */
       400: {
         headers: {
           [name: string]: unknown;
@@ -4789,7 +4789,7 @@ export interface operations {
           'application/json': components['schemas']['BillingPlanList'];
         };
       };
-      /** @description invalid input: every offending field is named in `error.fields` (a body that is not a JSON object, a body on a route that takes none, text that cannot be stored, a numeric query parameter out of range, ...) */
+      /** @description invalid input: every offending field is named in `error.fields` (a body that is not a JSON object, text that cannot be stored, a numeric query parameter out of range, ...) */
       400: {
         headers: {
           [name: string]: unknown;
@@ -4844,7 +4844,7 @@ export interface operations {
           'application/json': components['schemas']['BillingPlan'];
         };
       };
-      /** @description invalid input: every offending field is named in `error.fields` (a body that is not a JSON object, a body on a route that takes none, text that cannot be stored, a numeric query parameter out of range, ...) */
+      /** @description invalid input: every offending field is named in `error.fields` (a body that is not a JSON object, text that cannot be stored, a numeric query parameter out of range, ...) */
       400: {
         headers: {
           [name: string]: unknown;
@@ -4924,7 +4924,7 @@ export interface operations {
           'application/json': components['schemas']['BillingSubscriptionPage'];
         };
       };
-      /** @description invalid input: every offending field is named in `error.fields` (a body that is not a JSON object, a body on a route that takes none, text that cannot be stored, a numeric query parameter out of range, ...) */
+      /** @description invalid input: every offending field is named in `error.fields` (a body that is not a JSON object, text that cannot be stored, a numeric query parameter out of range, ...) */
       400: {
         headers: {
           [name: string]: unknown;
@@ -4988,7 +4988,7 @@ export interface operations {
           'application/json': components['schemas']['BillingSubscription'];
         };
       };
-      /** @description invalid input: every offending field is named in `error.fields` (a body that is not a JSON object, a body on a route that takes none, text that cannot be stored, a numeric query parameter out of range, ...) */
+      /** @description invalid input: every offending field is named in `error.fields` (a body that is not a JSON object, text that cannot be stored, a numeric query parameter out of range, ...) */
       400: {
         headers: {
           [name: string]: unknown;
@@ -5065,7 +5065,7 @@ export interface operations {
           'application/json': components['schemas']['BillingSubscription'];
         };
       };
-      /** @description invalid input: every offending field is named in `error.fields` (a body that is not a JSON object, a body on a route that takes none, text that cannot be stored, a numeric query parameter out of range, ...) */
+      /** @description invalid input: every offending field is named in `error.fields` (a body that is not a JSON object, text that cannot be stored, a numeric query parameter out of range, ...) */
       400: {
         headers: {
           [name: string]: unknown;
@@ -5124,7 +5124,7 @@ export interface operations {
           'application/json': components['schemas']['BillingSubscription'];
         };
       };
-      /** @description invalid input: every offending field is named in `error.fields` (a body that is not a JSON object, a body on a route that takes none, text that cannot be stored, a numeric query parameter out of range, ...) */
+      /** @description invalid input: every offending field is named in `error.fields` (a body with fields: this route takes none, text that cannot be stored, a numeric query parameter out of range, ...) */
       400: {
         headers: {
           [name: string]: unknown;
@@ -5204,7 +5204,7 @@ export interface operations {
           'application/json': components['schemas']['BillingUserPage'];
         };
       };
-      /** @description invalid input: every offending field is named in `error.fields` (a body that is not a JSON object, a body on a route that takes none, text that cannot be stored, a numeric query parameter out of range, ...) */
+      /** @description invalid input: every offending field is named in `error.fields` (a body that is not a JSON object, text that cannot be stored, a numeric query parameter out of range, ...) */
       400: {
         headers: {
           [name: string]: unknown;
@@ -5259,7 +5259,7 @@ export interface operations {
           'application/json': components['schemas']['BillingUser'];
         };
       };
-      /** @description invalid input: every offending field is named in `error.fields` (a body that is not a JSON object, a body on a route that takes none, text that cannot be stored, a numeric query parameter out of range, ...) */
+      /** @description invalid input: every offending field is named in `error.fields` (a body that is not a JSON object, text that cannot be stored, a numeric query parameter out of range, ...) */
       400: {
         headers: {
           [name: string]: unknown;
@@ -5345,7 +5345,7 @@ export interface operations {
           'application/json': components['schemas']['BillingUserDetail'];
         };
       };
-      /** @description invalid input: every offending field is named in `error.fields` (a body that is not a JSON object, a body on a route that takes none, text that cannot be stored, a numeric query parameter out of range, ...) */
+      /** @description invalid input: every offending field is named in `error.fields` (a body that is not a JSON object, text that cannot be stored, a numeric query parameter out of range, ...) */
       400: {
         headers: {
           [name: string]: unknown;
@@ -5405,7 +5405,7 @@ export interface operations {
           'application/json': components['schemas']['ChangePage'];
         };
       };
-      /** @description invalid input: every offending field is named in `error.fields` (a body that is not a JSON object, a body on a route that takes none, text that cannot be stored, a numeric query parameter out of range, ...) */
+      /** @description invalid input: every offending field is named in `error.fields` (a body that is not a JSON object, text that cannot be stored, a numeric query parameter out of range, ...) */
       400: {
         headers: {
           [name: string]: unknown;
@@ -5463,7 +5463,7 @@ export interface operations {
           'application/json': components['schemas']['UsageDashboard'];
         };
       };
-      /** @description invalid input: every offending field is named in `error.fields` (a body that is not a JSON object, a body on a route that takes none, text that cannot be stored, a numeric query parameter out of range, ...) */
+      /** @description invalid input: every offending field is named in `error.fields` (a body that is not a JSON object, text that cannot be stored, a numeric query parameter out of range, ...) */
       400: {
         headers: {
           [name: string]: unknown;
@@ -5518,7 +5518,7 @@ export interface operations {
           };
         };
       };
-      /** @description invalid input: every offending field is named in `error.fields` (a body that is not a JSON object, a body on a route that takes none, text that cannot be stored, a numeric query parameter out of range, ...) */
+      /** @description invalid input: every offending field is named in `error.fields` (a body that is not a JSON object, text that cannot be stored, a numeric query parameter out of range, ...) */
       400: {
         headers: {
           [name: string]: unknown;
@@ -5565,7 +5565,7 @@ export interface operations {
           'text/html; charset=utf-8': string;
         };
       };
-      /** @description invalid input: every offending field is named in `error.fields` (a body that is not a JSON object, a body on a route that takes none, text that cannot be stored, a numeric query parameter out of range, ...) */
+      /** @description invalid input: every offending field is named in `error.fields` (a body that is not a JSON object, text that cannot be stored, a numeric query parameter out of range, ...) */
       400: {
         headers: {
           [name: string]: unknown;
@@ -5603,7 +5603,7 @@ export interface operations {
           'text/javascript; charset=utf-8': string;
         };
       };
-      /** @description invalid input: every offending field is named in `error.fields` (a body that is not a JSON object, a body on a route that takes none, text that cannot be stored, a numeric query parameter out of range, ...) */
+      /** @description invalid input: every offending field is named in `error.fields` (a body that is not a JSON object, text that cannot be stored, a numeric query parameter out of range, ...) */
       400: {
         headers: {
           [name: string]: unknown;
@@ -5652,7 +5652,7 @@ export interface operations {
           'application/json': components['schemas']['DoctorReport'];
         };
       };
-      /** @description invalid input: every offending field is named in `error.fields` (a body that is not a JSON object, a body on a route that takes none, text that cannot be stored, a numeric query parameter out of range, ...) */
+      /** @description invalid input: every offending field is named in `error.fields` (a body that is not a JSON object, text that cannot be stored, a numeric query parameter out of range, ...) */
       400: {
         headers: {
           [name: string]: unknown;
@@ -5699,7 +5699,7 @@ export interface operations {
           'text/event-stream': string;
         };
       };
-      /** @description invalid input: every offending field is named in `error.fields` (a body that is not a JSON object, a body on a route that takes none, text that cannot be stored, a numeric query parameter out of range, ...) */
+      /** @description invalid input: every offending field is named in `error.fields` (a body that is not a JSON object, text that cannot be stored, a numeric query parameter out of range, ...) */
       400: {
         headers: {
           [name: string]: unknown;
@@ -5767,7 +5767,7 @@ export interface operations {
           'application/json': components['schemas']['IdempotencyBegin'];
         };
       };
-      /** @description invalid input: every offending field is named in `error.fields` (a body that is not a JSON object, a body on a route that takes none, text that cannot be stored, a numeric query parameter out of range, ...) */
+      /** @description invalid input: every offending field is named in `error.fields` (a body that is not a JSON object, text that cannot be stored, a numeric query parameter out of range, ...) */
       400: {
         headers: {
           [name: string]: unknown;
@@ -5861,7 +5861,7 @@ export interface operations {
           'application/json': components['schemas']['IdempotencyCompleted'];
         };
       };
-      /** @description invalid input: every offending field is named in `error.fields` (a body that is not a JSON object, a body on a route that takes none, text that cannot be stored, a numeric query parameter out of range, ...) */
+      /** @description invalid input: every offending field is named in `error.fields` (a body that is not a JSON object, text that cannot be stored, a numeric query parameter out of range, ...) */
       400: {
         headers: {
           [name: string]: unknown;
@@ -5950,7 +5950,7 @@ export interface operations {
           'application/json': components['schemas']['ImageBatchList'];
         };
       };
-      /** @description invalid input: every offending field is named in `error.fields` (a body that is not a JSON object, a body on a route that takes none, text that cannot be stored, a numeric query parameter out of range, ...) */
+      /** @description invalid input: every offending field is named in `error.fields` (a body that is not a JSON object, text that cannot be stored, a numeric query parameter out of range, ...) */
       400: {
         headers: {
           [name: string]: unknown;
@@ -6127,7 +6127,7 @@ export interface operations {
           'application/json': components['schemas']['ImageBatchDetail'];
         };
       };
-      /** @description invalid input: every offending field is named in `error.fields` (a body that is not a JSON object, a body on a route that takes none, text that cannot be stored, a numeric query parameter out of range, ...) */
+      /** @description invalid input: every offending field is named in `error.fields` (a body that is not a JSON object, text that cannot be stored, a numeric query parameter out of range, ...) */
       400: {
         headers: {
           [name: string]: unknown;
@@ -6186,7 +6186,7 @@ export interface operations {
           'application/json': components['schemas']['ImageBatch'];
         };
       };
-      /** @description invalid input: every offending field is named in `error.fields` (a body that is not a JSON object, a body on a route that takes none, text that cannot be stored, a numeric query parameter out of range, ...) */
+      /** @description invalid input: every offending field is named in `error.fields` (a body with fields: this route takes none, text that cannot be stored, a numeric query parameter out of range, ...) */
       400: {
         headers: {
           [name: string]: unknown;
@@ -6267,7 +6267,7 @@ export interface operations {
           'image/png': string;
         };
       };
-      /** @description invalid input: every offending field is named in `error.fields` (a body that is not a JSON object, a body on a route that takes none, text that cannot be stored, a numeric query parameter out of range, ...) */
+      /** @description invalid input: every offending field is named in `error.fields` (a body that is not a JSON object, text that cannot be stored, a numeric query parameter out of range, ...) */
       400: {
         headers: {
           [name: string]: unknown;
@@ -6336,7 +6336,7 @@ export interface operations {
           };
         };
       };
-      /** @description invalid input: every offending field is named in `error.fields` (a body that is not a JSON object, a body on a route that takes none, text that cannot be stored, a numeric query parameter out of range, ...) */
+      /** @description invalid input: every offending field is named in `error.fields` (a body that is not a JSON object, text that cannot be stored, a numeric query parameter out of range, ...) */
       400: {
         headers: {
           [name: string]: unknown;
@@ -6385,7 +6385,7 @@ export interface operations {
           };
         };
       };
-      /** @description invalid input: every offending field is named in `error.fields` (a body that is not a JSON object, a body on a route that takes none, text that cannot be stored, a numeric query parameter out of range, ...) */
+      /** @description invalid input: every offending field is named in `error.fields` (a body that is not a JSON object, text that cannot be stored, a numeric query parameter out of range, ...) */
       400: {
         headers: {
           [name: string]: unknown;
@@ -6453,7 +6453,7 @@ export interface operations {
           };
         };
       };
-      /** @description invalid input: every offending field is named in `error.fields` (a body that is not a JSON object, a body on a route that takes none, text that cannot be stored, a numeric query parameter out of range, ...) */
+      /** @description invalid input: every offending field is named in `error.fields` (a body that is not a JSON object, text that cannot be stored, a numeric query parameter out of range, ...) */
       400: {
         headers: {
           [name: string]: unknown;
@@ -6523,7 +6523,7 @@ export interface operations {
           };
         };
       };
-      /** @description invalid input: every offending field is named in `error.fields` (a body that is not a JSON object, a body on a route that takes none, text that cannot be stored, a numeric query parameter out of range, ...) */
+      /** @description invalid input: every offending field is named in `error.fields` (a body that is not a JSON object, text that cannot be stored, a numeric query parameter out of range, ...) */
       400: {
         headers: {
           [name: string]: unknown;
@@ -6629,7 +6629,7 @@ export interface operations {
           };
         };
       };
-      /** @description invalid input: every offending field is named in `error.fields` (a body that is not a JSON object, a body on a route that takes none, text that cannot be stored, a numeric query parameter out of range, ...) */
+      /** @description invalid input: every offending field is named in `error.fields` (a body that is not a JSON object, text that cannot be stored, a numeric query parameter out of range, ...) */
       400: {
         headers: {
           [name: string]: unknown;
@@ -6727,7 +6727,7 @@ export interface operations {
           'application/json': components['schemas']['RunStarted'];
         };
       };
-      /** @description invalid input: every offending field is named in `error.fields` (a body that is not a JSON object, a body on a route that takes none, text that cannot be stored, a numeric query parameter out of range, ...) */
+      /** @description invalid input: every offending field is named in `error.fields` (a body with fields: this route takes none, text that cannot be stored, a numeric query parameter out of range, ...) */
       400: {
         headers: {
           [name: string]: unknown;
@@ -6818,7 +6818,7 @@ export interface operations {
           };
         };
       };
-      /** @description invalid input: every offending field is named in `error.fields` (a body that is not a JSON object, a body on a route that takes none, text that cannot be stored, a numeric query parameter out of range, ...) */
+      /** @description invalid input: every offending field is named in `error.fields` (a body that is not a JSON object, text that cannot be stored, a numeric query parameter out of range, ...) */
       400: {
         headers: {
           [name: string]: unknown;
@@ -6878,7 +6878,7 @@ export interface operations {
           'application/json': components['schemas']['MonitorList'];
         };
       };
-      /** @description invalid input: every offending field is named in `error.fields` (a body that is not a JSON object, a body on a route that takes none, text that cannot be stored, a numeric query parameter out of range, ...) */
+      /** @description invalid input: every offending field is named in `error.fields` (a body that is not a JSON object, text that cannot be stored, a numeric query parameter out of range, ...) */
       400: {
         headers: {
           [name: string]: unknown;
@@ -6952,7 +6952,7 @@ export interface operations {
           'application/json': components['schemas']['Monitor'];
         };
       };
-      /** @description invalid input: every offending field is named in `error.fields` (a body that is not a JSON object, a body on a route that takes none, text that cannot be stored, a numeric query parameter out of range, ...) */
+      /** @description invalid input: every offending field is named in `error.fields` (a body that is not a JSON object, text that cannot be stored, a numeric query parameter out of range, ...) */
       400: {
         headers: {
           [name: string]: unknown;
@@ -7029,7 +7029,7 @@ export interface operations {
           'application/json': components['schemas']['Monitor'];
         };
       };
-      /** @description invalid input: every offending field is named in `error.fields` (a body that is not a JSON object, a body on a route that takes none, text that cannot be stored, a numeric query parameter out of range, ...) */
+      /** @description invalid input: every offending field is named in `error.fields` (a body that is not a JSON object, text that cannot be stored, a numeric query parameter out of range, ...) */
       400: {
         headers: {
           [name: string]: unknown;
@@ -7086,7 +7086,7 @@ export interface operations {
         };
         content?: never;
       };
-      /** @description invalid input: every offending field is named in `error.fields` (a body that is not a JSON object, a body on a route that takes none, text that cannot be stored, a numeric query parameter out of range, ...) */
+      /** @description invalid input: every offending field is named in `error.fields` (a body with fields: this route takes none, text that cannot be stored, a numeric query parameter out of range, ...) */
       400: {
         headers: {
           [name: string]: unknown;
@@ -7181,7 +7181,7 @@ export interface operations {
           'application/json': components['schemas']['Monitor'];
         };
       };
-      /** @description invalid input: every offending field is named in `error.fields` (a body that is not a JSON object, a body on a route that takes none, text that cannot be stored, a numeric query parameter out of range, ...) */
+      /** @description invalid input: every offending field is named in `error.fields` (a body that is not a JSON object, text that cannot be stored, a numeric query parameter out of range, ...) */
       400: {
         headers: {
           [name: string]: unknown;
@@ -7271,7 +7271,7 @@ export interface operations {
           'application/json': components['schemas']['MonitorHistory'];
         };
       };
-      /** @description invalid input: every offending field is named in `error.fields` (a body that is not a JSON object, a body on a route that takes none, text that cannot be stored, a numeric query parameter out of range, ...) */
+      /** @description invalid input: every offending field is named in `error.fields` (a body that is not a JSON object, text that cannot be stored, a numeric query parameter out of range, ...) */
       400: {
         headers: {
           [name: string]: unknown;
@@ -7330,7 +7330,7 @@ export interface operations {
           'application/json': components['schemas']['NotificationDeliveries'];
         };
       };
-      /** @description invalid input: every offending field is named in `error.fields` (a body that is not a JSON object, a body on a route that takes none, text that cannot be stored, a numeric query parameter out of range, ...) */
+      /** @description invalid input: every offending field is named in `error.fields` (a body that is not a JSON object, text that cannot be stored, a numeric query parameter out of range, ...) */
       400: {
         headers: {
           [name: string]: unknown;
@@ -7377,7 +7377,7 @@ export interface operations {
           'application/json': components['schemas']['NotificationChannels'];
         };
       };
-      /** @description invalid input: every offending field is named in `error.fields` (a body that is not a JSON object, a body on a route that takes none, text that cannot be stored, a numeric query parameter out of range, ...) */
+      /** @description invalid input: every offending field is named in `error.fields` (a body that is not a JSON object, text that cannot be stored, a numeric query parameter out of range, ...) */
       400: {
         headers: {
           [name: string]: unknown;
@@ -7424,7 +7424,7 @@ export interface operations {
           'application/json': components['schemas']['ReminderSettings'];
         };
       };
-      /** @description invalid input: every offending field is named in `error.fields` (a body that is not a JSON object, a body on a route that takes none, text that cannot be stored, a numeric query parameter out of range, ...) */
+      /** @description invalid input: every offending field is named in `error.fields` (a body that is not a JSON object, text that cannot be stored, a numeric query parameter out of range, ...) */
       400: {
         headers: {
           [name: string]: unknown;
@@ -7478,7 +7478,7 @@ export interface operations {
           'application/json': components['schemas']['ReminderSettings'];
         };
       };
-      /** @description invalid input: every offending field is named in `error.fields` (a body that is not a JSON object, a body on a route that takes none, text that cannot be stored, a numeric query parameter out of range, ...) */
+      /** @description invalid input: every offending field is named in `error.fields` (a body that is not a JSON object, text that cannot be stored, a numeric query parameter out of range, ...) */
       400: {
         headers: {
           [name: string]: unknown;
@@ -7552,7 +7552,7 @@ export interface operations {
           'application/json': components['schemas']['OpenApiDocument'];
         };
       };
-      /** @description invalid input: every offending field is named in `error.fields` (a body that is not a JSON object, a body on a route that takes none, text that cannot be stored, a numeric query parameter out of range, ...) */
+      /** @description invalid input: every offending field is named in `error.fields` (a body that is not a JSON object, text that cannot be stored, a numeric query parameter out of range, ...) */
       400: {
         headers: {
           [name: string]: unknown;
@@ -7593,7 +7593,7 @@ export interface operations {
           'application/json': components['schemas']['OpsAlertEventList'];
         };
       };
-      /** @description invalid input: every offending field is named in `error.fields` (a body that is not a JSON object, a body on a route that takes none, text that cannot be stored, a numeric query parameter out of range, ...) */
+      /** @description invalid input: every offending field is named in `error.fields` (a body that is not a JSON object, text that cannot be stored, a numeric query parameter out of range, ...) */
       400: {
         headers: {
           [name: string]: unknown;
@@ -7640,7 +7640,7 @@ export interface operations {
           'application/json': components['schemas']['OpsAlertRuleList'];
         };
       };
-      /** @description invalid input: every offending field is named in `error.fields` (a body that is not a JSON object, a body on a route that takes none, text that cannot be stored, a numeric query parameter out of range, ...) */
+      /** @description invalid input: every offending field is named in `error.fields` (a body that is not a JSON object, text that cannot be stored, a numeric query parameter out of range, ...) */
       400: {
         headers: {
           [name: string]: unknown;
@@ -7801,7 +7801,7 @@ export interface operations {
           'application/json': components['schemas']['OpsAlertRule'];
         };
       };
-      /** @description invalid input: every offending field is named in `error.fields` (a body that is not a JSON object, a body on a route that takes none, text that cannot be stored, a numeric query parameter out of range, ...) */
+      /** @description invalid input: every offending field is named in `error.fields` (a body that is not a JSON object, text that cannot be stored, a numeric query parameter out of range, ...) */
       400: {
         headers: {
           [name: string]: unknown;
@@ -7858,7 +7858,7 @@ export interface operations {
         };
         content?: never;
       };
-      /** @description invalid input: every offending field is named in `error.fields` (a body that is not a JSON object, a body on a route that takes none, text that cannot be stored, a numeric query parameter out of range, ...) */
+      /** @description invalid input: every offending field is named in `error.fields` (a body with fields: this route takes none, text that cannot be stored, a numeric query parameter out of range, ...) */
       400: {
         headers: {
           [name: string]: unknown;
@@ -8048,7 +8048,7 @@ export interface operations {
           'application/json': components['schemas']['OpsMetrics'];
         };
       };
-      /** @description invalid input: every offending field is named in `error.fields` (a body that is not a JSON object, a body on a route that takes none, text that cannot be stored, a numeric query parameter out of range, ...) */
+      /** @description invalid input: every offending field is named in `error.fields` (a body that is not a JSON object, text that cannot be stored, a numeric query parameter out of range, ...) */
       400: {
         headers: {
           [name: string]: unknown;
@@ -8095,7 +8095,7 @@ export interface operations {
           'application/json': components['schemas']['OpsOverview'];
         };
       };
-      /** @description invalid input: every offending field is named in `error.fields` (a body that is not a JSON object, a body on a route that takes none, text that cannot be stored, a numeric query parameter out of range, ...) */
+      /** @description invalid input: every offending field is named in `error.fields` (a body that is not a JSON object, text that cannot be stored, a numeric query parameter out of range, ...) */
       400: {
         headers: {
           [name: string]: unknown;
@@ -8142,7 +8142,7 @@ export interface operations {
           'application/json': components['schemas']['OpsReportList'];
         };
       };
-      /** @description invalid input: every offending field is named in `error.fields` (a body that is not a JSON object, a body on a route that takes none, text that cannot be stored, a numeric query parameter out of range, ...) */
+      /** @description invalid input: every offending field is named in `error.fields` (a body that is not a JSON object, text that cannot be stored, a numeric query parameter out of range, ...) */
       400: {
         headers: {
           [name: string]: unknown;
@@ -8209,7 +8209,7 @@ export interface operations {
           'application/json': components['schemas']['OpsReport'];
         };
       };
-      /** @description invalid input: every offending field is named in `error.fields` (a body that is not a JSON object, a body on a route that takes none, text that cannot be stored, a numeric query parameter out of range, ...) */
+      /** @description invalid input: every offending field is named in `error.fields` (a body that is not a JSON object, text that cannot be stored, a numeric query parameter out of range, ...) */
       400: {
         headers: {
           [name: string]: unknown;
@@ -8286,7 +8286,7 @@ export interface operations {
           'application/json': components['schemas']['OpsReportDetail'];
         };
       };
-      /** @description invalid input: every offending field is named in `error.fields` (a body that is not a JSON object, a body on a route that takes none, text that cannot be stored, a numeric query parameter out of range, ...) */
+      /** @description invalid input: every offending field is named in `error.fields` (a body that is not a JSON object, text that cannot be stored, a numeric query parameter out of range, ...) */
       400: {
         headers: {
           [name: string]: unknown;
@@ -8343,7 +8343,7 @@ export interface operations {
         };
         content?: never;
       };
-      /** @description invalid input: every offending field is named in `error.fields` (a body that is not a JSON object, a body on a route that takes none, text that cannot be stored, a numeric query parameter out of range, ...) */
+      /** @description invalid input: every offending field is named in `error.fields` (a body with fields: this route takes none, text that cannot be stored, a numeric query parameter out of range, ...) */
       400: {
         headers: {
           [name: string]: unknown;
@@ -8428,7 +8428,7 @@ export interface operations {
           'application/json': components['schemas']['OpsReport'];
         };
       };
-      /** @description invalid input: every offending field is named in `error.fields` (a body that is not a JSON object, a body on a route that takes none, text that cannot be stored, a numeric query parameter out of range, ...) */
+      /** @description invalid input: every offending field is named in `error.fields` (a body that is not a JSON object, text that cannot be stored, a numeric query parameter out of range, ...) */
       400: {
         headers: {
           [name: string]: unknown;
@@ -8511,7 +8511,7 @@ export interface operations {
           'application/json': components['schemas']['OpsRetention'];
         };
       };
-      /** @description invalid input: every offending field is named in `error.fields` (a body that is not a JSON object, a body on a route that takes none, text that cannot be stored, a numeric query parameter out of range, ...) */
+      /** @description invalid input: every offending field is named in `error.fields` (a body that is not a JSON object, text that cannot be stored, a numeric query parameter out of range, ...) */
       400: {
         headers: {
           [name: string]: unknown;
@@ -8564,7 +8564,7 @@ export interface operations {
           'application/json': components['schemas']['OpsRetention'];
         };
       };
-      /** @description invalid input: every offending field is named in `error.fields` (a body that is not a JSON object, a body on a route that takes none, text that cannot be stored, a numeric query parameter out of range, ...) */
+      /** @description invalid input: every offending field is named in `error.fields` (a body that is not a JSON object, text that cannot be stored, a numeric query parameter out of range, ...) */
       400: {
         headers: {
           [name: string]: unknown;
@@ -8641,7 +8641,7 @@ export interface operations {
           'application/json': components['schemas']['OpsSilenceList'];
         };
       };
-      /** @description invalid input: every offending field is named in `error.fields` (a body that is not a JSON object, a body on a route that takes none, text that cannot be stored, a numeric query parameter out of range, ...) */
+      /** @description invalid input: every offending field is named in `error.fields` (a body that is not a JSON object, text that cannot be stored, a numeric query parameter out of range, ...) */
       400: {
         headers: {
           [name: string]: unknown;
@@ -8708,7 +8708,7 @@ export interface operations {
           'application/json': components['schemas']['OpsSilence'];
         };
       };
-      /** @description invalid input: every offending field is named in `error.fields` (a body that is not a JSON object, a body on a route that takes none, text that cannot be stored, a numeric query parameter out of range, ...) */
+      /** @description invalid input: every offending field is named in `error.fields` (a body that is not a JSON object, text that cannot be stored, a numeric query parameter out of range, ...) */
       400: {
         headers: {
           [name: string]: unknown;
@@ -8783,7 +8783,7 @@ export interface operations {
         };
         content?: never;
       };
-      /** @description invalid input: every offending field is named in `error.fields` (a body that is not a JSON object, a body on a route that takes none, text that cannot be stored, a numeric query parameter out of range, ...) */
+      /** @description invalid input: every offending field is named in `error.fields` (a body with fields: this route takes none, text that cannot be stored, a numeric query parameter out of range, ...) */
       400: {
         headers: {
           [name: string]: unknown;
@@ -8939,7 +8939,7 @@ export interface operations {
           'application/json': components['schemas']['ProxyList'];
         };
       };
-      /** @description invalid input: every offending field is named in `error.fields` (a body that is not a JSON object, a body on a route that takes none, text that cannot be stored, a numeric query parameter out of range, ...) */
+      /** @description invalid input: every offending field is named in `error.fields` (a body that is not a JSON object, text that cannot be stored, a numeric query parameter out of range, ...) */
       400: {
         headers: {
           [name: string]: unknown;
@@ -8998,7 +8998,7 @@ export interface operations {
           'application/json': components['schemas']['Proxy'];
         };
       };
-      /** @description invalid input: every offending field is named in `error.fields` (a body that is not a JSON object, a body on a route that takes none, text that cannot be stored, a numeric query parameter out of range, ...) */
+      /** @description invalid input: every offending field is named in `error.fields` (a body that is not a JSON object, text that cannot be stored, a numeric query parameter out of range, ...) */
       400: {
         headers: {
           [name: string]: unknown;
@@ -9075,7 +9075,7 @@ export interface operations {
           'application/json': components['schemas']['Proxy'];
         };
       };
-      /** @description invalid input: every offending field is named in `error.fields` (a body that is not a JSON object, a body on a route that takes none, text that cannot be stored, a numeric query parameter out of range, ...) */
+      /** @description invalid input: every offending field is named in `error.fields` (a body that is not a JSON object, text that cannot be stored, a numeric query parameter out of range, ...) */
       400: {
         headers: {
           [name: string]: unknown;
@@ -9148,7 +9148,7 @@ export interface operations {
           'application/json': components['schemas']['Proxy'];
         };
       };
-      /** @description invalid input: every offending field is named in `error.fields` (a body that is not a JSON object, a body on a route that takes none, text that cannot be stored, a numeric query parameter out of range, ...) */
+      /** @description invalid input: every offending field is named in `error.fields` (a body that is not a JSON object, text that cannot be stored, a numeric query parameter out of range, ...) */
       400: {
         headers: {
           [name: string]: unknown;
@@ -9234,7 +9234,7 @@ export interface operations {
           'application/json': components['schemas']['ProxyRestored'];
         };
       };
-      /** @description invalid input: every offending field is named in `error.fields` (a body that is not a JSON object, a body on a route that takes none, text that cannot be stored, a numeric query parameter out of range, ...) */
+      /** @description invalid input: every offending field is named in `error.fields` (a body with fields: this route takes none, text that cannot be stored, a numeric query parameter out of range, ...) */
       400: {
         headers: {
           [name: string]: unknown;
@@ -9311,7 +9311,7 @@ export interface operations {
           'application/json': components['schemas']['QuotaUsage'];
         };
       };
-      /** @description invalid input: every offending field is named in `error.fields` (a body that is not a JSON object, a body on a route that takes none, text that cannot be stored, a numeric query parameter out of range, ...) */
+      /** @description invalid input: every offending field is named in `error.fields` (a body that is not a JSON object, text that cannot be stored, a numeric query parameter out of range, ...) */
       400: {
         headers: {
           [name: string]: unknown;
@@ -9363,7 +9363,7 @@ export interface operations {
           'application/json': components['schemas']['QuotaReset'];
         };
       };
-      /** @description invalid input: every offending field is named in `error.fields` (a body that is not a JSON object, a body on a route that takes none, text that cannot be stored, a numeric query parameter out of range, ...) */
+      /** @description invalid input: every offending field is named in `error.fields` (a body with fields: this route takes none, text that cannot be stored, a numeric query parameter out of range, ...) */
       400: {
         headers: {
           [name: string]: unknown;
@@ -9429,7 +9429,7 @@ export interface operations {
           'application/json': components['schemas']['QuotaIncrements'];
         };
       };
-      /** @description invalid input: every offending field is named in `error.fields` (a body that is not a JSON object, a body on a route that takes none, text that cannot be stored, a numeric query parameter out of range, ...) */
+      /** @description invalid input: every offending field is named in `error.fields` (a body that is not a JSON object, text that cannot be stored, a numeric query parameter out of range, ...) */
       400: {
         headers: {
           [name: string]: unknown;
@@ -9519,7 +9519,7 @@ export interface operations {
           'application/json': components['schemas']['SchedulerAccounts'];
         };
       };
-      /** @description invalid input: every offending field is named in `error.fields` (a body that is not a JSON object, a body on a route that takes none, text that cannot be stored, a numeric query parameter out of range, ...) */
+      /** @description invalid input: every offending field is named in `error.fields` (a body that is not a JSON object, text that cannot be stored, a numeric query parameter out of range, ...) */
       400: {
         headers: {
           [name: string]: unknown;
@@ -9589,7 +9589,7 @@ export interface operations {
               };
         };
       };
-      /** @description invalid input: every offending field is named in `error.fields` (a body that is not a JSON object, a body on a route that takes none, text that cannot be stored, a numeric query parameter out of range, ...) */
+      /** @description invalid input: every offending field is named in `error.fields` (a body that is not a JSON object, text that cannot be stored, a numeric query parameter out of range, ...) */
       400: {
         headers: {
           [name: string]: unknown;
@@ -9668,7 +9668,7 @@ export interface operations {
           };
         };
       };
-      /** @description invalid input: every offending field is named in `error.fields` (a body that is not a JSON object, a body on a route that takes none, text that cannot be stored, a numeric query parameter out of range, ...) */
+      /** @description invalid input: every offending field is named in `error.fields` (a body that is not a JSON object, text that cannot be stored, a numeric query parameter out of range, ...) */
       400: {
         headers: {
           [name: string]: unknown;
@@ -9771,7 +9771,7 @@ export interface operations {
           };
         };
       };
-      /** @description invalid input: every offending field is named in `error.fields` (a body that is not a JSON object, a body on a route that takes none, text that cannot be stored, a numeric query parameter out of range, ...) */
+      /** @description invalid input: every offending field is named in `error.fields` (a body with fields: this route takes none, text that cannot be stored, a numeric query parameter out of range, ...) */
       400: {
         headers: {
           [name: string]: unknown;
@@ -9943,7 +9943,7 @@ export interface operations {
           'application/json': components['schemas']['Timeline'];
         };
       };
-      /** @description invalid input: every offending field is named in `error.fields` (a body that is not a JSON object, a body on a route that takes none, text that cannot be stored, a numeric query parameter out of range, ...) */
+      /** @description invalid input: every offending field is named in `error.fields` (a body that is not a JSON object, text that cannot be stored, a numeric query parameter out of range, ...) */
       400: {
         headers: {
           [name: string]: unknown;
@@ -9997,7 +9997,7 @@ export interface operations {
           'application/json': components['schemas']['UsageAccepted'];
         };
       };
-      /** @description invalid input: every offending field is named in `error.fields` (a body that is not a JSON object, a body on a route that takes none, text that cannot be stored, a numeric query parameter out of range, ...) */
+      /** @description invalid input: every offending field is named in `error.fields` (a body that is not a JSON object, text that cannot be stored, a numeric query parameter out of range, ...) */
       400: {
         headers: {
           [name: string]: unknown;
@@ -10082,7 +10082,7 @@ export interface operations {
           'application/json': components['schemas']['CleanupTaskList'];
         };
       };
-      /** @description invalid input: every offending field is named in `error.fields` (a body that is not a JSON object, a body on a route that takes none, text that cannot be stored, a numeric query parameter out of range, ...) */
+      /** @description invalid input: every offending field is named in `error.fields` (a body that is not a JSON object, text that cannot be stored, a numeric query parameter out of range, ...) */
       400: {
         headers: {
           [name: string]: unknown;
@@ -10140,7 +10140,7 @@ export interface operations {
           'application/json': components['schemas']['CleanupTask'];
         };
       };
-      /** @description invalid input: every offending field is named in `error.fields` (a body that is not a JSON object, a body on a route that takes none, text that cannot be stored, a numeric query parameter out of range, ...) */
+      /** @description invalid input: every offending field is named in `error.fields` (a body that is not a JSON object, text that cannot be stored, a numeric query parameter out of range, ...) */
       400: {
         headers: {
           [name: string]: unknown;
@@ -10217,7 +10217,7 @@ export interface operations {
           'application/json': components['schemas']['CleanupTask'];
         };
       };
-      /** @description invalid input: every offending field is named in `error.fields` (a body that is not a JSON object, a body on a route that takes none, text that cannot be stored, a numeric query parameter out of range, ...) */
+      /** @description invalid input: every offending field is named in `error.fields` (a body that is not a JSON object, text that cannot be stored, a numeric query parameter out of range, ...) */
       400: {
         headers: {
           [name: string]: unknown;
@@ -10276,7 +10276,7 @@ export interface operations {
           'application/json': components['schemas']['CleanupTask'];
         };
       };
-      /** @description invalid input: every offending field is named in `error.fields` (a body that is not a JSON object, a body on a route that takes none, text that cannot be stored, a numeric query parameter out of range, ...) */
+      /** @description invalid input: every offending field is named in `error.fields` (a body with fields: this route takes none, text that cannot be stored, a numeric query parameter out of range, ...) */
       400: {
         headers: {
           [name: string]: unknown;
@@ -10350,7 +10350,7 @@ export interface operations {
           'application/json': components['schemas']['RecomputeList'];
         };
       };
-      /** @description invalid input: every offending field is named in `error.fields` (a body that is not a JSON object, a body on a route that takes none, text that cannot be stored, a numeric query parameter out of range, ...) */
+      /** @description invalid input: every offending field is named in `error.fields` (a body that is not a JSON object, text that cannot be stored, a numeric query parameter out of range, ...) */
       400: {
         headers: {
           [name: string]: unknown;
@@ -10406,7 +10406,7 @@ export interface operations {
           'application/json': components['schemas']['RecomputeStarted'];
         };
       };
-      /** @description invalid input: every offending field is named in `error.fields` (a body that is not a JSON object, a body on a route that takes none, text that cannot be stored, a numeric query parameter out of range, ...) */
+      /** @description invalid input: every offending field is named in `error.fields` (a body that is not a JSON object, text that cannot be stored, a numeric query parameter out of range, ...) */
       400: {
         headers: {
           [name: string]: unknown;
@@ -10483,7 +10483,7 @@ export interface operations {
           'application/json': components['schemas']['RecomputeTask'];
         };
       };
-      /** @description invalid input: every offending field is named in `error.fields` (a body that is not a JSON object, a body on a route that takes none, text that cannot be stored, a numeric query parameter out of range, ...) */
+      /** @description invalid input: every offending field is named in `error.fields` (a body that is not a JSON object, text that cannot be stored, a numeric query parameter out of range, ...) */
       400: {
         headers: {
           [name: string]: unknown;
@@ -10542,7 +10542,7 @@ export interface operations {
           'application/json': components['schemas']['RecomputeTask'];
         };
       };
-      /** @description invalid input: every offending field is named in `error.fields` (a body that is not a JSON object, a body on a route that takes none, text that cannot be stored, a numeric query parameter out of range, ...) */
+      /** @description invalid input: every offending field is named in `error.fields` (a body with fields: this route takes none, text that cannot be stored, a numeric query parameter out of range, ...) */
       400: {
         headers: {
           [name: string]: unknown;
@@ -10622,7 +10622,7 @@ export interface operations {
           };
         };
       };
-      /** @description invalid input: every offending field is named in `error.fields` (a body that is not a JSON object, a body on a route that takes none, text that cannot be stored, a numeric query parameter out of range, ...) */
+      /** @description invalid input: every offending field is named in `error.fields` (a body that is not a JSON object, text that cannot be stored, a numeric query parameter out of range, ...) */
       400: {
         headers: {
           [name: string]: unknown;
@@ -10660,7 +10660,7 @@ export interface operations {
           'text/plain; version=0.0.4; charset=utf-8': string;
         };
       };
-      /** @description invalid input: every offending field is named in `error.fields` (a body that is not a JSON object, a body on a route that takes none, text that cannot be stored, a numeric query parameter out of range, ...) */
+      /** @description invalid input: every offending field is named in `error.fields` (a body that is not a JSON object, text that cannot be stored, a numeric query parameter out of range, ...) */
       400: {
         headers: {
           [name: string]: unknown;
@@ -10698,7 +10698,7 @@ export interface operations {
           'application/json': components['schemas']['Readiness'];
         };
       };
-      /** @description invalid input: every offending field is named in `error.fields` (a body that is not a JSON object, a body on a route that takes none, text that cannot be stored, a numeric query parameter out of range, ...) */
+      /** @description invalid input: every offending field is named in `error.fields` (a body that is not a JSON object, text that cannot be stored, a numeric query parameter out of range, ...) */
       400: {
         headers: {
           [name: string]: unknown;

@@ -163,7 +163,7 @@ export function route<P extends ObjectSchema | undefined = undefined, Q extends 
 /** The answers a route gives besides its own: the hooks every route passes through. */
 export function impliedErrors(c: RouteContract<ObjectSchema | undefined, ObjectSchema | undefined, z.ZodType | undefined>, security: Security): Partial<Record<ErrorStatus, string>> {
   const out: Partial<Record<ErrorStatus, string>> = {
-    400: 'invalid input: every offending field is named in `error.fields` (a body that is not a JSON object, a body on a route that takes none, text that cannot be stored, a numeric query parameter out of range, ...)',
+    400: `invalid input: every offending field is named in \`error.fields\` (${c.body || c.rawBody || c.method === 'GET' ? 'a body that is not a JSON object' : 'a body with fields: this route takes none'}, text that cannot be stored, a numeric query parameter out of range, ...)`,
   };
   if (security === 'admin') {
     out[401] = 'no token, a malformed Authorization header, or an invalid or expired token; `admin_api_disabled` when the replica has no admin token';
