@@ -1,7 +1,7 @@
 // The embedded data directory is made folder by folder (src/store/data-dir-lock.ts): a path the
 // service cannot use is one line naming the path and the reason, never a bare EEXIST/ENOENT with a
 // stack (Node's recursive mkdir), and never a hang (that mkdir loops for ever under /proc).
-import { existsSync, mkdtempSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -30,6 +30,33 @@ describe('the embedded data directory', () => {
     } finally {
       lock.release();
     }
+  });
+
+  it('a second runtime in the same process is refused (through a symlink too), and its refusal leaves the first lock alone', () => {
+    const dir = join(root, 'shared');
+    const first = DataDirLock.acquire(dir);
+    const link = join(root, 'shared-link');
+    symlinkSync(dir, link);
+    const lockFile = readFileSync(join(dir, 'relay-jobs.lock'), 'utf8');
+    try {
+      for (const path of [dir, link])
+        expect(refused(path)).toBe(
+          `data directory ${path} is in use by another relay-jobs runtime in this process (pid ${process.pid}); shut that runtime down first or give this one another data directory`,
+        );
+      expect(readFileSync(join(dir, 'relay-jobs.lock'), 'utf8')).toBe(lockFile);
+    } finally {
+      first.release();
+      first.release(); // twice: the second release removes nothing
+    }
+    expect(existsSync(join(dir, 'relay-jobs.lock'))).toBe(false);
+    // Free again: this process may take it (a lock file with this pid that no runtime here holds is stale).
+    writeFileSync(join(dir, 'relay-jobs.lock'), JSON.stringify({ pid: process.pid }));
+    const again = DataDirLock.acquire(link);
+    const other = join(root, 'other');
+    const unrelated = DataDirLock.acquire(other);
+    again.release();
+    expect(existsSync(join(other, 'relay-jobs.lock'))).toBe(true);
+    unrelated.release();
   });
 
   it('a file where the directory or one of its parents should be is named as such', () => {

@@ -1,4 +1,4 @@
-import { mkdirSync, openSync, readFileSync, rmSync, statSync, writeSync, closeSync } from 'node:fs';
+import { closeSync, mkdirSync, openSync, readFileSync, realpathSync, rmSync, statSync, writeSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { UserError } from '../config/errors.js';
 import { systemClock } from '../time/clock.js';
@@ -61,18 +61,31 @@ export function makeDataDir(dataDir: string): void {
  * The lock file holds the owner's pid; a file left by a dead process (SIGKILL) is taken over.
  */
 export class DataDirLock {
-  private constructor(readonly path: string) {}
+  /** Lock files this process holds: a second runtime in the same process is refused as another process is. */
+  private static readonly held = new Set<string>();
+
+  private constructor(
+    readonly path: string,
+    private readonly key: string,
+  ) {}
 
   static acquire(dataDir: string, info: { httpPort?: number } = {}): DataDirLock {
     makeDataDir(dataDir);
     const path = join(dataDir, 'relay-jobs.lock');
+    const key = join(realpathSync(dataDir), 'relay-jobs.lock'); // one key for every path (symlinks too) to the directory
+    if (DataDirLock.held.has(key)) {
+      throw new UserError(
+        `data directory ${resolve(dataDir)} is in use by another relay-jobs runtime in this process (pid ${process.pid}); shut that runtime down first or give this one another data directory`,
+      );
+    }
     const body = JSON.stringify({ pid: process.pid, http_port: info.httpPort, started_at: new Date(systemClock.now()).toISOString() } satisfies DataDirOwner);
     for (let attempt = 0; attempt < 2; attempt++) {
       try {
         const fd = openSync(path, 'wx', 0o600);
         writeSync(fd, body);
         closeSync(fd);
-        return new DataDirLock(path);
+        DataDirLock.held.add(key);
+        return new DataDirLock(path, key);
       } catch (err) {
         if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw new UserError(`data directory ${resolve(dataDir)}: cannot write its lock file ${path}: ${fsReason(err)}`);
         const owner = DataDirLock.liveOwner(dataDir);
@@ -101,6 +114,7 @@ export class DataDirLock {
   }
 
   release(): void {
+    if (!DataDirLock.held.delete(this.key)) return; // released already: the file may be another's now
     rmSync(this.path, { force: true });
   }
 }
