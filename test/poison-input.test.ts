@@ -17,6 +17,7 @@ import { RedisQuotaCounters, quotaMember } from '../src/coordination/quota-count
 import { REDIS_URL, TEST_MASTER_KEY, dropRedisPrefix, freshDatabase, uniqueName } from './helpers/services.js';
 import { Deadline } from '../src/time/deadline.js';
 import { systemClock } from '../src/time/clock.js';
+import { InvalidInput } from '../src/errors/app-error.js';
 
 const ADMIN = 'poison-admin-token-0123456789';
 const auth = { authorization: `Bearer ${ADMIN}` };
@@ -116,6 +117,14 @@ describe('poison input never stops a pipeline (real PostgreSQL and Redis)', () =
     // The library's hot path refuses the same text.
     expect(() => rt.services.usage.record(ev({ platform: NUL }))).toThrow(/event\.0\.platform|NUL/);
     await expect(rt.services.quota.increment(NUL, 'openai', 1)).rejects.toThrow(/NUL/);
+    // And the amounts the API refuses: a NaN, a fraction, a negative or a string counted would make the
+    // counter null or text, which the flush sets aside and a restart forgets.
+    for (const amount of [Number.NaN, Infinity, 1.5, -100, 2e15, '5' as unknown as number]) {
+      const err = await rt.services.quota.increment('lib-user', 'openai', amount).catch((e: unknown) => e);
+      expect(err, String(amount)).toBeInstanceOf(InvalidInput);
+      expect((err as InvalidInput).fields!.map((f) => f.field)).toEqual(['amount']);
+    }
+    expect(await rt.services.quota.increment('lib-user', 'openai', 10)).toEqual({ used: 10 });
   });
 
   it('deeply nested JSON in idempotency request/response is a 400, not a stack overflow', async () => {

@@ -6,6 +6,8 @@ import { isDataError, isStorableText, writeIsolatingPoison } from '../../store/p
 import type { Logger } from '../../telemetry/logger.js';
 import type { Metrics } from '../../telemetry/metrics.js';
 import { UsageMetrics } from './metrics.js';
+import { parseBody } from '../../http/validation.js';
+import { quotaIncrement } from './usage-contracts.js';
 
 /** The counters (Redis) did not answer: retryable. The increment may or may not have been applied (see docs/usage.md). */
 export class QuotaUnavailable extends AppError {
@@ -50,6 +52,9 @@ export class PlatformQuota {
 
   async increment(userId: string, platform: string, amount: number): Promise<{ used: number }> {
     // Checked before the counter moves: a counter PostgreSQL cannot store would be counted and never flushed.
+    // The HTTP body's bounds hold for a library caller too: NaN, 1.5, -100 or "5" would make the count
+    // null or text, and the flush would set it aside (the user's usage lost at the next restart).
+    parseBody(quotaIncrement, { user_id: userId, platform, amount });
     const bad = [
       ['user_id', userId],
       ['platform', platform],

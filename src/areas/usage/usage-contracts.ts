@@ -60,16 +60,13 @@ export const completeBody = z
   .object({ ...idemKey, request: z.unknown().optional(), request_hash: z.string().optional(), response: z.unknown(), status_code: z.number().int().min(100).max(599).optional() })
   .strict()
   .refine((b) => (b.request === undefined) !== (b.request_hash === undefined), { message: 'give exactly one of request or request_hash', path: ['request'] });
+/** One quota increment: the HTTP body's items, and what `PlatformQuota.increment` checks for a library caller. */
+export const quotaIncrement = z
+  .object({ user_id: textId, platform: z.string().min(1).max(64), amount: z.number().int('expected a whole number').min(0, 'expected 0 or more (usage only grows; use reset)').max(1e15) })
+  .strict();
 export const incrementsBody = z
   .object({
-    increments: z
-      .array(
-        z
-          .object({ user_id: textId, platform: z.string().min(1).max(64), amount: z.number().int('expected a whole number').min(0, 'expected 0 or more (usage only grows; use reset)').max(1e15) })
-          .strict(),
-      )
-      .min(1)
-      .max(10_000),
+    increments: z.array(quotaIncrement).min(1).max(10_000),
   })
   .strict();
 
