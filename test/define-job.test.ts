@@ -80,6 +80,22 @@ describe('defineJob: a job added by a library user runs through the cluster path
     const withToy = buildJobs(loadConfig({ env: env('x'), checkJobs: checkJobSections([toyJob]) }), undefined, [{ ...toyJob, sharded: true } as typeof toyJob]);
     expect(memberships('x', withToy).joined).toEqual(MEMBERSHIPS.filter((m) => withToy.some((j) => j.name === m.job && j.settings.enabled)).map((m) => m.name));
     expect(memberships('x', withToy).joined).not.toContain('toy_greeter');
+    // A job defined with neither `every` nor `cron` is a config error naming the keys (it was a RangeError
+    // from the first job view and an unhandled rejection from the scheduler); the config can give it one.
+    const unscheduled = { ...toyJob, name: 'toy_unscheduled', defaults: { enabled: true, timeout: '5s' } } as typeof toyJob;
+    const noSchedule =
+      (extra: Record<string, string> = {}) =>
+      () =>
+        buildJobs(loadConfig({ env: env('x', extra), checkJobs: checkJobSections([unscheduled]) }), undefined, [unscheduled]);
+    expect(noSchedule()).toThrow(ConfigError);
+    expect(noSchedule()).toThrow(
+      /^config error: jobs\.toy_unscheduled\.every: toy_unscheduled has no schedule; set jobs\.toy_unscheduled\.every \(a duration such as "5m"\) or jobs\.toy_unscheduled\.cron/,
+    );
+    expect(
+      buildJobs(loadConfig({ env: env('x', { RELAY_JOBS__JOBS__TOY_UNSCHEDULED__EVERY: '1m' }), checkJobs: checkJobSections([unscheduled]) }), undefined, [unscheduled]).find(
+        (j) => j.name === 'toy_unscheduled',
+      )!.settings.schedule,
+    ).toMatchObject({ kind: 'every', everyMs: 60_000 });
     // Without the job, its section is an unknown job.
     expect(() => loadConfig({ env: env('x', { RELAY_JOBS__JOBS__TOY_GREETER__GREETING: 'hi' }), checkJobs: checkJobSections() })).toThrow(/jobs\.toy_greeter.*unknown job/);
   });

@@ -101,7 +101,11 @@ export function resolveJobSettings(name: string, defaults: JobDefaults, input: J
     schedule = { kind: 'cron', expr, timezone };
   } else {
     if (input.timezone !== undefined) problems.push(`${key('timezone')}: only applies to a cron schedule; ${name} runs on "every"`);
-    schedule = { kind: 'every', everyMs: input.every ?? defaults.every! };
+    const everyMs = input.every ?? defaults.every;
+    // A job defined with neither (a library's defineJob): said here, with the keys that give it one,
+    // not a RangeError from the first job view or an unhandled rejection from the scheduler.
+    if (everyMs === undefined) problems.push(`${key('every')}: ${name} has no schedule; set ${key('every')} (a duration such as "5m") or ${key('cron')}, in the config or the job's defaults`);
+    schedule = { kind: 'every', everyMs: everyMs ?? 0 };
   }
 
   const timeoutMs = input.timeout ?? defaults.timeout;
@@ -112,7 +116,7 @@ export function resolveJobSettings(name: string, defaults: JobDefaults, input: J
       `${key('lock_ttl')} (${formatDuration(lockTtlMs)}) must be longer than ${key('timeout')} (${formatDuration(timeoutMs)}): a lock that can expire while the job runs lets a second replica start it`,
     );
   }
-  if (schedule.kind === 'every' && jitterMs >= schedule.everyMs) {
+  if (schedule.kind === 'every' && schedule.everyMs > 0 && jitterMs >= schedule.everyMs) {
     problems.push(`${key('jitter')} (${formatDuration(jitterMs)}) must be shorter than ${key('every')} (${formatDuration(schedule.everyMs)})`);
   }
   let period = 0;
