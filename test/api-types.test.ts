@@ -90,4 +90,19 @@ describe('the generated TypeScript client', () => {
       silent.close();
     }
   });
+
+  it('the deadline fires while garbage collections run during the wait, and the process then exits on its own', async () => {
+    // A child of its own: --expose-gc. On Node 20 a Request's composite timeout signal was collected, and the call hung.
+    const child = spawn(process.execPath, ['--expose-gc', '--import', 'tsx', fileURLToPath(new URL('./fixtures/client-timeout-gc.ts', import.meta.url))], { stdio: ['ignore', 'pipe', 'pipe'] });
+    let out = '';
+    let err = '';
+    child.stdout.on('data', (d: Buffer) => (out += d));
+    child.stderr.on('data', (d: Buffer) => (err += d));
+    const code = await new Promise<number | null>((resolve) => child.on('exit', resolve));
+    expect(code, err).toBe(0);
+    const r = JSON.parse(out) as Record<'timedOut' | 'aborted', { outcome: string; ms: number }>;
+    expect(r.timedOut.outcome).toBe('TimeoutError');
+    expect(r.timedOut.ms).toBeGreaterThanOrEqual(450);
+    expect(r.aborted.outcome).toBe('AbortError');
+  }, 60_000);
 });

@@ -41,11 +41,34 @@ export const DEFAULT_TIMEOUT_MS = 10_000;
 
 /** A client of one service. Calls never throw for an HTTP status: they resolve with `{ data }` or `{ error, response }`. */
 export function createClient(opts: RelayJobsClientOptions): RelayJobsClient {
-  const send = opts.fetch ?? ((request: Request) => globalThis.fetch(request));
   const timeoutMs = opts.timeoutMs ?? DEFAULT_TIMEOUT_MS;
+  const own = opts.fetch;
+  const send = (request: Request, signal: AbortSignal) => (own ? own(new Request(request, { signal })) : globalThis.fetch(request, { signal }));
   return createFetchClient<paths>({
     baseUrl: opts.baseUrl.replace(/\/+$/, ''),
     headers: { ...opts.headers, ...(opts.token ? { authorization: `Bearer ${opts.token}` } : {}) },
-    fetch: (request) => send(new Request(request, { signal: AbortSignal.any([request.signal, AbortSignal.timeout(timeoutMs)]) })),
+    fetch: (request) => send(request, deadline(request.signal, timeoutMs)),
   });
+}
+
+/**
+ * A signal that aborts after `timeoutMs` or when the caller's own `signal` does. Not
+ * `AbortSignal.any([..., AbortSignal.timeout()])`, and handed to fetch as its `signal` option, not
+ * bound into a new Request: a Request follows its signal through a weak reference, and on Node 20 a
+ * garbage collection during the wait broke that link, so the call never timed out (nodejs/node#55428).
+ * The timer's closure holds the controller until it fires; it is unref'd, so a pending deadline never
+ * keeps a process alive, and it still covers reading the body.
+ */
+function deadline(signal: AbortSignal, timeoutMs: number): AbortSignal {
+  const controller = new AbortController();
+  const callerAborted = () => controller.abort(signal.reason);
+  // eslint-disable-next-line no-restricted-syntax -- the client stands alone (it imports nothing of src/ outside src/client/); real time is the point
+  const timer = setTimeout(() => controller.abort(new DOMException(`no answer within ${timeoutMs} ms`, 'TimeoutError')), Math.min(timeoutMs, 2 ** 31 - 1));
+  timer.unref();
+  const cancel = () => clearTimeout(timer);
+  // Either way it ends, both links go: a caller's long-lived signal keeps no listener past the deadline.
+  controller.signal.addEventListener('abort', () => (cancel(), signal.removeEventListener('abort', callerAborted)), { once: true });
+  if (signal.aborted) callerAborted();
+  else signal.addEventListener('abort', callerAborted, { once: true });
+  return controller.signal;
 }
