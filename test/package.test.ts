@@ -57,6 +57,13 @@ describe('the npm package', () => {
     expect(existsSync(join(installed, 'src'))).toBe(false);
     const manifest = JSON.parse(readFileSync(join(installed, 'package.json'), 'utf8')) as { scripts: Record<string, string> };
     expect(manifest.scripts.prepare, 'a shipped `prepare` is an install script to npm').toBeUndefined();
+    // From CommonJS too: both entry points load through require() (Node's require of an ES module).
+    const required = await run(
+      process.execPath,
+      ['-e', "const r = require('relay-jobs'), c = require('relay-jobs/client'); console.log(typeof r.Runtime, typeof r.loadConfig, typeof c.createClient)"],
+      { cwd: app },
+    );
+    expect(required.stdout.trim()).toBe('function function function');
 
     // Start through the bin npm linked, from the project's directory (data in a directory of its own).
     const port = await freePort();
