@@ -225,6 +225,8 @@ export class Runtime {
   }
 
   start(ingress?: Ingress): void {
+    // Its pools and clients are closed: started again it would run nothing and keep the process alive.
+    if (this.shuttingDown) throw new Error('Runtime.start() after shutdown(): a runtime runs once; create a new one with Runtime.create()');
     this.ingress = ingress ?? null;
     this.pauses.start();
     if (this.registers) this.schedules.start();
