@@ -49,3 +49,16 @@ export { ProbesMetrics } from './areas/probes/metrics.js';
 export { ImagesMetrics } from './areas/images/metrics.js';
 export { SchedulerMetrics } from './areas/scheduler-snapshot/metrics.js';
 export { BackupMetrics } from './areas/backup/metrics.js';
+// The areas' config sections reach `Config` by declaration merging (`declare module` in each area's
+// config.ts); named here, as types only, so a library user's compiler sees them too (`config.usage`).
+export type {} from './areas/accounts/config.js';
+export type {} from './areas/admin/config.js';
+export type {} from './areas/backup/config.js';
+export type {} from './areas/billing/config.js';
+export type {} from './areas/change-stream/config.js';
+export type {} from './areas/images/config.js';
+export type {} from './areas/notifications/config.js';
+export type {} from './areas/ops/config.js';
+export type {} from './areas/probes/config.js';
+export type {} from './areas/scheduler-snapshot/config.js';
+export type {} from './areas/usage/config.js';

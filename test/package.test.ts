@@ -64,6 +64,34 @@ describe('the npm package', () => {
       { cwd: app },
     );
     expect(required.stdout.trim()).toBe('function function function');
+    // The shipped types are whole: the areas' config sections (declaration merging) reach a user's
+    // compiler, and the declarations check with skipLibCheck off (`config.usage` was TS2339).
+    writeFileSync(
+      join(app, 'consumer.ts'),
+      [
+        "import { loadConfig, type Config } from 'relay-jobs';",
+        "import { createClient } from 'relay-jobs/client';",
+        'const config: Config = loadConfig();',
+        'export const days: number = config.usage.retention + config.backup.keep_last + config.billing.reminder_days.length;',
+        "export const api = createClient({ baseUrl: 'http://127.0.0.1:1' });",
+      ].join('\n'),
+    );
+    const tsconfig = {
+      compilerOptions: {
+        strict: true,
+        module: 'nodenext',
+        moduleResolution: 'nodenext',
+        target: 'es2022',
+        noEmit: true,
+        skipLibCheck: false,
+        types: ['node'],
+        typeRoots: [join(ROOT, 'node_modules/@types')],
+      },
+      files: ['consumer.ts'],
+    };
+    writeFileSync(join(app, 'tsconfig.json'), JSON.stringify(tsconfig));
+    const typecheck = await run(process.execPath, [join(ROOT, 'node_modules/typescript/bin/tsc'), '-p', app], { cwd: app }).catch((err: { stdout: string }) => ({ stdout: err.stdout }));
+    expect(typecheck.stdout).toBe('');
 
     // Start through the bin npm linked, from the project's directory (data in a directory of its own).
     const port = await freePort();
