@@ -84,7 +84,7 @@ describe.concurrent('process lifecycle', () => {
     });
     expect(err).toBe('');
     expect(code).toBe(0);
-    expect(JSON.parse(out.trim())).toEqual({ left: [], restart: 'Runtime.start() after shutdown(): a runtime runs once; create a new one with Runtime.create()' });
+    expect(JSON.parse(out.trim())).toEqual({ left: [], restart: 'Runtime.start() after shutdown(): its connections are closed, a runtime runs once; create a new one with Runtime.create()' });
   }, 150_000);
 
   it('start checks the port before it creates the data directory or the admin token', async ({ expect }) => {

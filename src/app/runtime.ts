@@ -1,5 +1,4 @@
-// The composition root: it composes the parts in this folder (backends, wiring, heartbeat, job views, ladder);
-// what is left here is the order of start and stop, which reads best in one file.
+// The composition root: the parts live beside it (backends, wiring, heartbeat, job views, ladder); here, the order of start and stop.
 import type { RedisClient } from '../coordination/redis-client.js';
 import type { Config } from '../config/load.js';
 import { formatDuration } from '../config/duration.js';
@@ -225,8 +224,7 @@ export class Runtime {
   }
 
   start(ingress?: Ingress): void {
-    // Its pools and clients are closed: started again it would run nothing and keep the process alive.
-    if (this.shuttingDown) throw new Error('Runtime.start() after shutdown(): a runtime runs once; create a new one with Runtime.create()');
+    if (this.shuttingDown) throw new Error('Runtime.start() after shutdown(): its connections are closed, a runtime runs once; create a new one with Runtime.create()');
     this.ingress = ingress ?? null;
     this.pauses.start();
     if (this.registers) this.schedules.start();
