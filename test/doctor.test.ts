@@ -180,7 +180,12 @@ describe('relay-jobs doctor (cluster)', () => {
       await admin.query('ALTER TABLE canary_runs SET (autovacuum_enabled = off)');
       await admin.query(`INSERT INTO canary_runs (slot, instance_id, fencing_token, phase) SELECT now(), 'x', g, 'start' FROM generate_series(1, 3000) g`);
       await admin.query('DELETE FROM canary_runs');
-      // The statistics reach pg_stat_user_tables within a second or so: wait for them.
+      // A backend hands its table statistics over when it goes idle, at most once a second: the DELETE's
+      // comes within a second of the INSERT's, so PostgreSQL defers it by PGSTAT_IDLE_INTERVAL (10 s),
+      // and by 10 s more each time the entry's lock is busy (measured here: 10.0 s every time, which a
+      // loaded CI stretched past 20 s). pg_stat_force_next_flush() (PostgreSQL 15) makes the next flush
+      // happen at once and wait for the lock (measured: 1–14 ms, with 8 sessions reading the statistics).
+      await admin.query('SELECT pg_stat_force_next_flush()');
       let r = await waitFor(
         async () => {
           const c = await check('autovacuum');
