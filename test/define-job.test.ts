@@ -4,6 +4,7 @@ import pg from 'pg';
 import { loadConfig } from '../src/app/config-schema.js';
 import { type Config } from '../src/config/load.js';
 import { ConfigError } from '../src/config/errors.js';
+import { InvalidInput, NotFound } from '../src/errors/app-error.js';
 import { Runtime } from '../src/app/runtime.js';
 import { defineJob } from '../src/modules/define-job.js';
 import { AREAS, MEMBERSHIPS, buildJobs, checkJobSections, memberships } from '../src/app/registry.js';
@@ -96,6 +97,14 @@ describe('defineJob: a job added by a library user runs through the cluster path
         (j) => j.name === 'toy_unscheduled',
       )!.settings.schedule,
     ).toMatchObject({ kind: 'every', everyMs: 60_000 });
+    // What untyped JavaScript can hand defineJob: a name that cannot be a config section, a scope that is
+    // neither, no run. Each is a config problem naming the job (they were accepted, and failed later or never).
+    const malformed = (patch: Record<string, unknown>) => () => buildJobs(loadConfig({ env: env('x') }), undefined, [{ ...toyJob, ...patch } as typeof toyJob]);
+    expect(malformed({ name: 'toy greeter' })).toThrow(/job "toy greeter": a job's name is 1-63 lower-case letters, digits and _/);
+    expect(malformed({ name: 'Toy-Greeter' })).toThrow(/job "Toy-Greeter": a job's name/);
+    expect(malformed({ name: 42 })).toThrow(/job "number": a job's name/);
+    expect(malformed({ scope: 'everywhere' })).toThrow(/job toy_greeter: scope is "cluster" .* or "instance" .*, not "everywhere"/);
+    expect(malformed({ run: undefined })).toThrow(/job toy_greeter: run must be a function/);
     // Without the job, its section is an unknown job.
     expect(() => loadConfig({ env: env('x', { RELAY_JOBS__JOBS__TOY_GREETER__GREETING: 'hi' }), checkJobs: checkJobSections() })).toThrow(/jobs\.toy_greeter.*unknown job/);
   });
@@ -117,6 +126,15 @@ describe('defineJob: a job added by a library user runs through the cluster path
     for (const r of notes.rows) expect(r.note).toMatch(/^bonjour from toy-[ab]$/);
     const cursor = await sql.query(`SELECT value FROM job_cursors WHERE job_name = 'toy_greeter' AND key = 'last_greeting'`);
     expect(cursor.rows[0].value).toMatch(/^bonjour @ /);
+    // A library call with a name or id no typed caller would pass: the error says what was wrong, as a
+    // rejection (runNow threw synchronously, a plain Error; getAccessToken surfaced PostgreSQL's 22P02).
+    const rt = runtimes[0]!;
+    await expect(rt.runNow('nope')).rejects.toThrow(NotFound);
+    await expect(rt.runNow('nope')).rejects.toThrow(/^unknown job "nope" \(known jobs: .*, toy_greeter\)$/);
+    await expect(rt.services.tokens.getAccessToken('abc' as unknown as number)).rejects.toThrow(InvalidInput);
+    await expect(rt.services.tokens.getAccessToken('abc' as unknown as number)).rejects.toThrow('id: an account id is a positive integer (got "abc")');
+    await expect(rt.services.tokens.getAccessToken(1.5)).rejects.toThrow('(got 1.5)');
+    await expect(rt.services.tokens.reportUnauthorized(-1)).rejects.toThrow('(got -1)');
     await Promise.all(runtimes.map((r) => r.shutdown()));
     expect(events.filter((e) => e === 'stop')).toHaveLength(2);
   });

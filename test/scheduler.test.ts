@@ -192,6 +192,6 @@ describe('Scheduler.requestRound (work queued for a job: never left for its next
     expect(await h.s.stop(Deadline.within(h.clock, 10))).toEqual([]);
     await h.clock.advance(60_000);
     expect(h.attempts.length).toBe(before);
-    expect(() => h.s.requestRound('nope')).toThrow(/unknown job nope/);
+    expect(() => h.s.requestRound('nope')).toThrow(/^unknown job "nope" \(known jobs: /);
   });
 });

@@ -80,9 +80,12 @@ export function buildJobs(config: Config, services: ServicesRef = unbound, extra
     if (names.has(m.name)) problems.push(`job ${JSON.stringify(m.name)} is defined twice`);
     names.add(m.name);
   }
+  const malformed = modules.map(moduleProblem);
+  problems.push(...malformed.filter((p): p is string => p !== null));
   problems.push(...unknownJobs(config.jobs, [...names], (k) => keySource(config.source.keys, config.source.file, k)));
   const jobs: BuiltJob[] = [];
-  for (const m of modules) {
+  for (const [i, m] of modules.entries()) {
+    if (malformed[i]) continue;
     try {
       jobs.push(buildJob(m, config, services));
     } catch (err) {
@@ -93,6 +96,20 @@ export function buildJobs(config: Config, services: ServicesRef = unbound, extra
   for (const area of AREAS as readonly AnyArea[]) problems.push(...(area.checkConfig?.(config) ?? []));
   if (problems.length) throw new ConfigError(problems);
   return jobs;
+}
+
+/**
+ * What a `defineJob` from untyped JavaScript can get wrong that TypeScript would have refused. The
+ * name is the `jobs.<name>` section, its `RELAY_JOBS__JOBS__<NAME>__*` variables, its lock key and
+ * its metrics' `job` label, so it is lower-case letters, digits and `_`.
+ */
+function moduleProblem(m: AnyJobModule): string | null {
+  const name = typeof m.name === 'string' ? m.name : '';
+  if (!/^[a-z][a-z0-9_]{0,62}$/.test(name))
+    return `job ${JSON.stringify(typeof m.name === 'string' ? m.name.slice(0, 64) : typeof m.name)}: a job's name is 1-63 lower-case letters, digits and _, starting with a letter (it names its jobs.<name> config section)`;
+  if (m.scope !== 'cluster' && m.scope !== 'instance') return `job ${name}: scope is "cluster" (one replica runs each slot) or "instance" (every replica runs it), not ${JSON.stringify(m.scope)}`;
+  if (typeof m.run !== 'function') return `job ${name}: run must be a function (the round's work)`;
+  return null;
 }
 
 function unknownJobs(section: Record<string, unknown>, known: string[], from: (key: string) => string | undefined): string[] {

@@ -7,6 +7,7 @@ import type { JobDefinition } from './job.js';
 import type { RoundReport, RoundRunner } from './round-runner.js';
 import { Schedule } from './schedule.js';
 import { retry } from '../time/retry.js';
+import { NotFound } from '../errors/app-error.js';
 
 export interface SchedulerDeps {
   jobs: JobDefinition[];
@@ -51,6 +52,10 @@ export class Scheduler {
     return this.deps.jobs.find((j) => j.name === name);
   }
 
+  private unknown(name: string): NotFound {
+    return new NotFound(`unknown job ${JSON.stringify(String(name).slice(0, 64))} (known jobs: ${this.deps.jobs.map((j) => j.name).join(', ')})`);
+  }
+
   clusterNow(): number {
     return this.deps.clock.now() + this.deps.clockOffsetMs();
   }
@@ -74,7 +79,7 @@ export class Scheduler {
    */
   runNow(name: string, onStart?: (r: { runId: number; token: number }) => void, opts: { force?: boolean } = {}): Promise<RoundReport> {
     const job = this.job(name);
-    if (!job) throw new Error(`unknown job ${name}`);
+    if (!job) return Promise.reject(this.unknown(name)); // a promise's caller looks for a rejection, not a throw
     return this.track(this.deps.runner.run(job, null, onStart, { force: opts.force }));
   }
 
@@ -88,7 +93,7 @@ export class Scheduler {
    */
   requestRound(name: string): void {
     const job = this.job(name);
-    if (!job) throw new Error(`unknown job ${name}`);
+    if (!job) throw this.unknown(name);
     const pending = this.requested.get(name);
     if (pending) {
       pending.again = true;

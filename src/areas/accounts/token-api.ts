@@ -1,4 +1,4 @@
-import { AppError, type ErrorKind } from '../../errors/app-error.js';
+import { AppError, InvalidInput, type ErrorKind } from '../../errors/app-error.js';
 import type { Logger } from '../../telemetry/logger.js';
 import type { Metrics } from '../../telemetry/metrics.js';
 import { sleep, type Clock } from '../../time/clock.js';
@@ -53,6 +53,13 @@ const SERVING: ReadonlySet<AccountStatus> = new Set(['active', 'quota_exhausted'
 /** A token with less life left than this is not handed out without a refresh first. */
 const MIN_VALID_MS = 30_000;
 const POLL_MS = 100;
+
+/** A library caller's account id (the HTTP routes parse their own): a positive integer, else a 400-kind error naming it, not PostgreSQL's. */
+function accountId(id: unknown): number {
+  if (typeof id === 'number' && Number.isSafeInteger(id) && id > 0) return id;
+  const got = typeof id === 'string' ? JSON.stringify(id.slice(0, 40)) : typeof id === 'number' ? String(id) : typeof id;
+  throw new InvalidInput([{ field: 'id', message: `an account id is a positive integer (got ${got})` }]);
+}
 
 /**
  * The hot path's side of token refresh, for the gateway (library call or HTTP). Every refresh
@@ -116,7 +123,7 @@ export class TokenApi {
    * rewritten from here, so a rotated token cannot be rolled back.
    */
   async reportUnauthorized(id: number, tokenVersion?: number): Promise<UnauthorizedReport> {
-    const acct = await this.accounts.get(id);
+    const acct = await this.accounts.get(accountId(id));
     if (!acct) throw new AccountUnavailable(id, 'not_found', `account ${id} does not exist`);
     if (tokenVersion !== undefined && tokenVersion !== acct.token_version) {
       return { account_id: id, stale: true, cooldown_until: null, refresh: null, token_version: acct.token_version };
@@ -149,7 +156,7 @@ export class TokenApi {
   }
 
   private async open(id: number): Promise<TokenRow> {
-    const acct = await this.cache.get(id);
+    const acct = await this.cache.get(accountId(id));
     if (!acct) throw new AccountUnavailable(id, 'not_found', `account ${id} does not exist`);
     if (!SERVING.has(acct.status)) throw new AccountUnavailable(id, 'unavailable', `account ${id} is ${acct.status}; it serves no tokens until an admin fixes it`, acct.status);
     return acct;
