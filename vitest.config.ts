@@ -17,6 +17,9 @@ export default defineConfig({
     // over a minute at load average 30 on two cores. Waits inside tests poll for their condition.
     testTimeout: 180_000,
     hookTimeout: 180_000,
+    // expect.poll's own default is 1 s, less than one tick of the things it is used to watch (a page
+    // updated from a once-a-second event stream, a round requested through the scheduler).
+    expect: { poll: { timeout: 20_000 } },
     // Longest files first (test/helpers/slowest-first.ts): the run does not end on one long file alone.
     sequence: { sequencer: SlowestFirst },
     pool: 'forks',

@@ -155,7 +155,7 @@ describe('one token refresh (real PostgreSQL, Redis, OAuth server)', () => {
     const hold = oauth.hold((rt) => rt === a.creds.refresh_token);
     const calls = () => oauth.requests.filter((r) => r.refresh_token === a.creds.refresh_token).length;
     const slow = rt.services.tokenRefresh.refreshNow(a.id, 'admin', a.token_version);
-    await vi.waitFor(() => expect(calls()).toBe(1));
+    await vi.waitFor(() => expect(calls()).toBe(1), { timeout: 10_000 }); // vi.waitFor's default is 1 s
     const peer = oauth.issue('peer-won');
     await rt.services.accounts.update(a.id, { credentials: { value: peer, tokenExpiresAt: new Date(Date.now() + 3600_000) } });
     hold.release();

@@ -101,7 +101,7 @@ describe('crash failover of real replicas', () => {
     const stoppedAt = await dbNow();
     const takeover = await waitFor(async () => (await roundsAfter(stoppedAt)).find((r) => r.instance !== paused.replica.name), {
       what: 'the take-over of the paused round',
-      timeoutMs: LOCK_TTL * 5,
+      timeoutMs: LOCK_TTL * 10, // the lease's expiry and the next slot, 3-4 s on a quiet machine
       intervalMs: 20,
     });
     // A paused process's session is alive: the detector must not fire, only the lease's expiry frees the job.

@@ -158,7 +158,7 @@ describe('HTTP API (embedded runtime)', () => {
         const r = (await http.inject({ url: poll, headers: auth })).json().run as Record<string, unknown>;
         return r.status === 'ok' ? r : null;
       },
-      { what: 'the manual canary run finished', timeoutMs: 2500 },
+      { what: 'the manual canary run finished', timeoutMs: 30_000 }, // a 400 ms round; PGlite runs in this loaded worker
     );
     expect(run).toMatchObject({ id: run_id, status: 'ok', items: 1, trigger: 'manual' });
     expect((await http.inject({ method: 'POST', url: '/api/v1/jobs/nope/run', headers: auth })).statusCode).toBe(404);

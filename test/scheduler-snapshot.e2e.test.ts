@@ -80,6 +80,9 @@ describe('scheduler snapshot: three real replicas, a SIGKILL and a Redis that co
         RELAY_JOBS__SNAPSHOT__CLAIM_TTL: '5s',
         // Small chunks: a rebuild of the chaos buckets (~150 accounts) spans several chunks.
         RELAY_JOBS__SNAPSHOT__REBUILD_CHUNK: '50',
+        // A rebuild that fails (a Redis command timeout on a loaded run) is retried after 1 s, not the
+        // default 5 s, which alone was a quarter of CONVERGE_MS.
+        RELAY_JOBS__SNAPSHOT__REBUILD_BACKOFF_BASE: '1s',
         // Its round deletes consumed outbox rows no notification woke a consumer for (the last
         // rebuild's, with 2,300 accounts in chunks of 50, can end after the last change): every
         // 5 s instead of 30 s, so "the outbox ends empty" is decided within CONVERGE_MS.
