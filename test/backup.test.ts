@@ -9,6 +9,7 @@ import { LivenessSession } from '../src/coordination/liveness.js';
 import { LIVENESS_NS } from '../src/store/liveness-sql.js';
 import { silentLogger } from '../src/telemetry/logger.js';
 import { PG_ADMIN_URL } from './helpers/services.js';
+import { PgDb } from '../src/store/pg-db.js';
 import { backupEnv } from './helpers/backup-env.js';
 import { waitFor } from './helpers/wait.js';
 import { Deadline } from '../src/time/deadline.js';
@@ -136,6 +137,37 @@ describe('backup on real PostgreSQL with pg_dump/pg_restore, directory storage',
     expect(await record('nokeybackup1', null)).toBe('nokeybackup1');
     expect((await env.backups.reapAndNext()).reaped).toEqual([]);
     await env.backups.finish('nokeybackup1', 'replica-d', { state: 'failed', error: 'test over' });
+  });
+
+  it("a role without CREATEDB (the deployment docs' least privilege before they granted it): verify_failed saying what to grant, the dump kept", async () => {
+    const role = `rj_nocreatedb_${process.pid}`;
+    const admin = new pg.Client({ connectionString: PG_ADMIN_URL });
+    await admin.connect();
+    await admin.query(`DROP ROLE IF EXISTS ${role}`);
+    await admin.query(`CREATE ROLE ${role} LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE`);
+    const url = new URL(env.url);
+    url.username = role;
+    url.password = '';
+    const roleDb = await PgDb.connect({ url: url.toString(), poolSize: 1, connectTimeoutMs: 5000 });
+    const limited = await backupEnv({ verifyAs: { db: roleDb, url: url.toString() } });
+    try {
+      const rec = await (await limited.service.start('manual')).done;
+      expect(rec.state).toBe('verify_failed');
+      expect(rec.verify_error).toMatch(
+        new RegExp(
+          `^verification could not start: permission denied to create database; the service's role ${role} may not create the scratch database rj_verify_\\w+: grant it \\(ALTER ROLE ${role} CREATEDB\\) or set backup\\.verify: false$`,
+        ),
+      );
+      // The dump itself is good: kept, with its checksum file, and its SHA-256 matches.
+      expect(rec.size_bytes).toBeGreaterThan(0);
+      expect(createHash('sha256').update(readFileSync(rec.location)).digest('hex')).toBe(rec.sha256);
+      expect(existsSync(`${rec.location}.sha256`)).toBe(true);
+    } finally {
+      await limited.cleanup();
+      await roleDb.close();
+      await admin.query(`DROP ROLE IF EXISTS ${role}`);
+      await admin.end();
+    }
   });
 
   it('verification that restores different row counts records verify_failed naming the table', async () => {

@@ -22,6 +22,7 @@ import type { Queryable } from '../src/store/db.js';
 import { runCli } from './helpers/cli.js';
 import { PrivatePostgres, hasPostgresServer } from './helpers/private-postgres.js';
 import { REDIS_URL, TEST_MASTER_KEY } from './helpers/services.js';
+import { backupEnv } from './helpers/backup-env.js';
 
 const root = (p: string) => new URL(`../${p}`, import.meta.url).pathname;
 const read = (p: string) => readFileSync(root(p), 'utf8');
@@ -350,7 +351,15 @@ describe('deploy/postgres/init-roles.sh', () => {
             WHERE rolname IN ('relay_jobs', 'relay_jobs_console') ORDER BY rolname`,
         );
         expect(roles.rows).toEqual(
-          ['relay_jobs', 'relay_jobs_console'].map((rolname) => ({ rolname, rolsuper: false, rolcreaterole: false, rolcreatedb: false, rolreplication: false, rolbypassrls: false })),
+          // The service's CREATEDB is backup.verify's scratch database (the next test).
+          ['relay_jobs', 'relay_jobs_console'].map((rolname) => ({
+            rolname,
+            rolsuper: false,
+            rolcreaterole: false,
+            rolcreatedb: rolname === 'relay_jobs',
+            rolreplication: false,
+            rolbypassrls: false,
+          })),
         );
         const tables = await c.query(`SELECT tableowner, count(*)::int AS n FROM pg_tables WHERE schemaname = 'public' GROUP BY 1`);
         expect(tables.rows).toHaveLength(1);
@@ -372,6 +381,22 @@ describe('deploy/postgres/init-roles.sh', () => {
       }
       expect(await consoleFindings()).toEqual([]);
     }, 240_000);
+
+    it("the service role's backups verify: each is restored into a scratch database the role creates, and dropped", async () => {
+      // As the replicas run it (backup.verify is on in cluster mode); with the NOCREATEDB role the
+      // init script made before, every backup ended failed and its dump was deleted.
+      const env = await backupEnv({ on: { url: `postgres://relay_jobs:app-password@127.0.0.1:${server.port}/relay_jobs`, name: 'relay_jobs' } });
+      try {
+        const rec = await (await env.service.start('manual')).done;
+        expect(rec.state, `${rec.error ?? ''} ${rec.verify_error ?? ''}`).toBe('verified');
+        const c = admin();
+        await c.connect();
+        expect((await c.query(`SELECT datname FROM pg_database WHERE datname LIKE 'rj\\_verify\\_%'`)).rows).toEqual([]);
+        await c.end();
+      } finally {
+        await env.cleanup();
+      }
+    }, 120_000);
 
     // The step docs/deployment.md gives after the first start: docs/security.md's recipe with the
     // Compose names, without its CREATE ROLE (the init script made the role), run as the superuser.

@@ -22,7 +22,9 @@ psql -v ON_ERROR_STOP=1 --no-psqlrc --username "$POSTGRES_USER" --dbname "$POSTG
   --set db="$POSTGRES_DB" \
   --set app_password="$RELAY_JOBS_DB_PASSWORD" \
   --set console_password="$RELAY_JOBS_CONSOLE_DB_PASSWORD" <<'SQL'
-CREATE ROLE relay_jobs LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOREPLICATION NOBYPASSRLS
+-- CREATEDB: backup.verify (on in cluster mode) restores each backup into a scratch database
+-- (rj_verify_<id>) and drops it. With backup.verify: false the role needs NOCREATEDB only.
+CREATE ROLE relay_jobs LOGIN NOSUPERUSER CREATEDB NOCREATEROLE NOREPLICATION NOBYPASSRLS
   PASSWORD :'app_password';
 CREATE ROLE relay_jobs_console LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOREPLICATION NOBYPASSRLS
   PASSWORD :'console_password';

@@ -117,6 +117,12 @@ export async function emptyDatabase(db: Db): Promise<void> {
   });
 }
 
+/** The connection's role, and whether it may create databases (CREATEDB, or a superuser). */
+export async function databaseCreator(q: Queryable): Promise<{ role: string; can: boolean }> {
+  const { rows } = await q.query<{ role: string; can: boolean }>(`SELECT current_user AS role, rolcreatedb OR rolsuper AS can FROM pg_roles WHERE rolname = current_user`);
+  return rows[0] ?? { role: 'current_user', can: false };
+}
+
 export async function createDatabase(q: Queryable, name: string): Promise<void> {
   await q.query(`CREATE DATABASE ${quoteIdent(name)}`);
 }

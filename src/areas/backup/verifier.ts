@@ -2,7 +2,7 @@ import { pipeline } from 'node:stream/promises';
 import { createGunzip } from 'node:zlib';
 import type { Db } from '../../store/db.js';
 import { PgDb } from '../../store/pg-db.js';
-import { countRows, createDatabase, dropDatabase, serverVersion } from '../../store/db-inventory.js';
+import { countRows, createDatabase, databaseCreator, dropDatabase, quoteIdent, serverVersion } from '../../store/db-inventory.js';
 import type { BackupStorage } from './backup-storage.js';
 import { checkTool, spawnRestore } from './pg-tools.js';
 import { HashCounter, allSettledOrThrow, oneLine } from './hash-counter.js';
@@ -40,9 +40,22 @@ export class Verifier {
     const scratch = this.scratchName(p.id);
     const url = new URL(this.o.url);
     url.pathname = `/${scratch}`;
-    const path = await checkTool('pg_restore', (await serverVersion(this.o.db)).num, this.o.binDir);
-    await dropDatabase(this.o.db, scratch);
-    await createDatabase(this.o.db, scratch);
+    // What fails here is the verification's own setup, not the backup: said as its verify error
+    // (the record ends verify_failed, the dump is kept), with what to change.
+    let path: string;
+    try {
+      path = await checkTool('pg_restore', (await serverVersion(this.o.db)).num, this.o.binDir);
+      await dropDatabase(this.o.db, scratch);
+      await createDatabase(this.o.db, scratch);
+    } catch (err) {
+      if (signal.aborted) throw err;
+      if ((err as { code?: string }).code !== '42501') return `verification could not start: ${oneLine(err)}`;
+      const role = await databaseCreator(this.o.db).then(
+        (r) => (/^[a-z_][a-z0-9_]*$/.test(r.role) ? r.role : quoteIdent(r.role)),
+        () => '<role>',
+      );
+      return `verification could not start: ${oneLine(err)}; the service's role ${role} may not create the scratch database ${scratch}: grant it (ALTER ROLE ${role} CREATEDB) or set backup.verify: false`;
+    }
     try {
       const { stream } = await this.o.storage.open(p.key);
       const hasher = new HashCounter();

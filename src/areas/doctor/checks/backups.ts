@@ -3,6 +3,7 @@ import { join } from 'node:path';
 import { formatDuration } from '../../../config/duration.js';
 import { Schedule } from '../../../scheduler/schedule.js';
 import { Backups } from '../../backup/index.js';
+import { databaseCreator } from '../../../store/db-inventory.js';
 import { fail, ok, warn, type DoctorCheck, type DoctorContext } from '../check.js';
 
 const age = (ms: number) => formatDuration(Math.max(60_000, Math.round(ms / 60_000) * 60_000));
@@ -39,6 +40,15 @@ export const restoreDrill: DoctorCheck = {
   modes: ['cluster', 'embedded'],
   async run(ctx) {
     const max = ctx.options.restoreDrillMaxAgeMs;
+    if (ctx.config.mode === 'cluster' && (ctx.config.backup.verify ?? true)) {
+      // Verification creates its scratch database as the service's role: without CREATEDB every backup ends verify_failed.
+      const { role, can } = await databaseCreator(ctx.db);
+      if (!can)
+        return fail(
+          `backup.verify is on, but the service's role ${role} may not create databases: every backup's verification fails (verify_failed) and no drill is recorded`,
+          `as a superuser: ALTER ROLE ${role} CREATEDB; or set backup.verify: false and drill by hand with relay-jobs restore into a scratch database`,
+        );
+    }
     const finished = await new Backups(ctx.db).finished();
     const drilled = finished.map((b) => (b.verified_at ? Date.parse(b.verified_at) : 0)).reduce((m, t) => Math.max(m, t), 0);
     if (ctx.config.mode !== 'cluster') {
