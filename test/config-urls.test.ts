@@ -35,6 +35,12 @@ describe('server URLs are checked up front', () => {
       [{ DATABASE_URL: 'postgres://u@127.0.0.1/db', REDIS_URL: `redis://:${SECRET}%G1@127.0.0.1:6379` }, /redis\.url \(REDIS_URL\): the password has a bad percent-encoding/],
       [{ DATABASE_URL: 'postgres://u@127.0.0.1/db', REDIS_URL: 'redis+sentinel://s1:26379,s2:99999/mymaster' }, /redis\.url \(REDIS_URL\): host 2 of the list has port 99999, outside 1-65535/],
       [{ DATABASE_URL: 'postgres://u@127.0.0.1/db', REDIS_URL, RELAY_JOBS__SQL__DATABASE_URL: 'postgres://ro@/x' }, /sql\.database_url \(RELAY_JOBS__SQL__DATABASE_URL\): not a valid URL/],
+      // A raw # in the password: the parser ends the host part there and reads host "ss" (it was "host not found", with the rest of the password printed).
+      [{ DATABASE_URL: `postgres://u:p@ss#${SECRET}@127.0.0.1:5432/db`, REDIS_URL }, /database\.url \(DATABASE_URL\): an @ after the host: a # or \/ written raw in the user name or password/],
+      [
+        { DATABASE_URL: 'postgres://u@127.0.0.1/db', REDIS_URL: `redis://:p@ss#${SECRET}@127.0.0.1:6379` },
+        /redis\.url \(REDIS_URL\): a # written raw \(in the password\?\) ends the URL there: percent-encode it as %23/,
+      ],
     ];
     for (const [env, pattern] of cases) {
       const text = problems({ ...cluster, ...env });

@@ -15,6 +15,14 @@ describe('URL redaction', () => {
     ['postgres://u@h/db?password=s3cr3t&sslmode=require', 'postgres://***@h/db?password=***&sslmode=require', ['s3cr3t']],
     ['https://hooks.example/x?token=abcdef&Api-Key=zzz999', 'https://hooks.example/x?token=***&Api-Key=***', ['abcdef', 'zzz999']],
     ['http://plain.example:8080/path', 'http://plain.example:8080/path', []],
+    // Parameter names that end in a secret word: Sentinel's own password, a proxy's.
+    ['redis+sentinel://:s3cr3t@s1:26379/mymaster?sentinel_password=snt1nel', 'redis+sentinel://:***@s1:26379/mymaster?sentinel_password=***', ['s3cr3t', 'snt1nel']],
+    ['http://proxy.example:3128/?proxy_password=pr0xy&X-Api-Key=k3y', 'http://proxy.example:3128/?proxy_password=***&X-Api-Key=***', ['pr0xy', 'k3y']],
+    // A raw # in the password ends the host part early (the parser reads host "ss"): masked up to the last @.
+    ['postgres://u:p@ss#wordSEKRIT@127.0.0.1:5432/db', 'postgres://***@127.0.0.1:5432/db', ['wordSEKRIT', 'p@ss']],
+    ['https://tok#en99@hooks.example/x', 'https://***@hooks.example/x', ['tok', 'en99']],
+    // An @ of an http path's own stays.
+    ['https://chat.example/api/@me?token=abc', 'https://chat.example/api/@me?token=***', ['abc']],
   ])('%s', (url, want, secrets) => {
     expect(redactUrl(url)).toBe(want);
     for (const s of secrets) expect(redactUrl(url)).not.toContain(s);

@@ -6,7 +6,10 @@
  * (`http://TOKEN@host`), and query parameters that carry secrets are masked.
  */
 const MASK = '***';
-/** Query parameter names whose values are secrets (compared lower-case, `-` read as `_`). */
+/**
+ * Query parameter names whose values are secrets (compared lower-case, `-` read as `_`): these, and
+ * any name ending in `_` and one of the secret words (`sentinel_password`, `proxy_password`, `x_api_key`).
+ */
 const SECRET_PARAMS = new Set([
   'password',
   'pass',
@@ -28,21 +31,42 @@ const SECRET_PARAMS = new Set([
   'sig',
 ]);
 
+const SECRET_SUFFIX = /_(password|passwd|pass|pwd|token|secret|key|apikey|auth|signature)$/;
+
+function isSecretParam(name: string): boolean {
+  const n = name.toLowerCase().replace(/-/g, '_');
+  return SECRET_PARAMS.has(n) || SECRET_SUFFIX.test(n);
+}
+
+/**
+ * A URL whose credentials the parser cannot be trusted to have found: it refused the URL, or an `@`
+ * shows after where it ended the authority (a `#` or `/` written raw in the password ends it
+ * early: `u:p@ss#word@host` reads as host `ss`). Everything from `//` to the last `@` is masked,
+ * and the query.
+ */
+function maskToLastAt(url: string): string {
+  const start = url.indexOf('//');
+  const at = url.lastIndexOf('@');
+  const masked = start >= 0 && at > start ? `${url.slice(0, start + 2)}${MASK}${url.slice(at)}` : url;
+  return masked.replace(/\?.*$/, `?${MASK}`);
+}
+
 export function redactUrl(url: string): string {
   let u: URL;
   try {
     u = new URL(url);
   } catch {
-    // Not a URL the parser accepts: mask the whole authority's user part and any query, keep the rest readable.
-    return url.replace(/\/\/[^/?#]*@/, `//${MASK}@`).replace(/\?.*$/, `?${MASK}`);
+    return maskToLastAt(url);
   }
+  // An http(s) path may hold an @ of its own (`/users/@me`); a server URL's path is a database name.
+  if (u.hash.includes('@') || (!u.protocol.startsWith('http') && u.pathname.includes('@'))) return maskToLastAt(url);
   if (u.password) u.password = MASK;
   else if (u.username) u.username = MASK;
   if (u.search) {
     const params = new URLSearchParams(u.search);
     let changed = false;
     for (const name of [...new Set(params.keys())]) {
-      if (SECRET_PARAMS.has(name.toLowerCase().replace(/-/g, '_'))) {
+      if (isSecretParam(name)) {
         params.set(name, MASK);
         changed = true;
       }
@@ -69,7 +93,7 @@ function secretsOf(url: string): string[] {
     };
     if (u.password) add(u.password);
     else if (u.username) add(u.username);
-    for (const [name, value] of new URLSearchParams(u.search)) if (SECRET_PARAMS.has(name.toLowerCase().replace(/-/g, '_'))) add(value);
+    for (const [name, value] of new URLSearchParams(u.search)) if (isSecretParam(name)) add(value);
   } catch {
     const m = /\/\/([^/?#]*)@/.exec(url);
     if (m?.[1]) out.add(m[1]);

@@ -32,6 +32,7 @@ const FORM = /^(rediss?)(\+sentinel|\+cluster)?:\/\/([^/?#]*)(\/[^?#]*)?(\?[^#]*
 
 export function parseRedisUrl(url: string): RedisTarget {
   const m = FORM.exec(url);
+  if (!m && /^rediss?(\+sentinel|\+cluster)?:\/\/.*#/.test(url)) throw new Error('a # written raw (in the password?) ends the URL there: percent-encode it as %23');
   if (!m) throw new Error('expected redis://, rediss://, redis+sentinel://host:port,host:port/<master> or redis+cluster://host:port,host:port');
   const [, scheme, variant, authority, path = '', query = ''] = m;
   const tls = scheme === 'rediss';

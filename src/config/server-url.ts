@@ -12,6 +12,7 @@ export function serverUrlProblem(url: string, kind: 'postgres' | 'redis'): strin
   } catch {
     return 'not a valid URL (check the port, which must be 1-65535, and characters such as spaces, @ or # in the password: percent-encode them)';
   }
+  if (u.hash.includes('@') || u.pathname.includes('@')) return EARLY_END;
   const socketHost = kind === 'postgres' && u.searchParams.has('host');
   if (!u.hostname && !socketHost) return `no host (expected ${kind === 'postgres' ? 'postgres://user:password@host:5432/database' : 'redis://:password@host:6379'})`;
   if (u.port !== '' && Number(u.port) === 0) return 'port 0: expected 1-65535';
@@ -43,6 +44,7 @@ export function httpUrlProblem(url: string): string | null {
   } catch {
     return unparsedProblem(url);
   }
+  if (u.hash.includes('@')) return EARLY_END; // an @ in an http path is its own (`/users/@me`)
   if (u.protocol !== 'http:' && u.protocol !== 'https:') return `expected an http:// or https:// URL, got ${u.protocol.slice(0, 16)}//`;
   if (!u.hostname) return 'no host (expected http(s)://host[:port]/…)';
   if (u.port !== '' && Number(u.port) === 0) return 'port 0: expected 1-65535';
@@ -59,6 +61,8 @@ export function httpUrlProblem(url: string): string | null {
   }
   return null;
 }
+
+const EARLY_END = 'an @ after the host: a # or / written raw in the user name or password ends the host part before it; percent-encode them (%23, %2F)';
 
 /** Why the WHATWG parser refused a URL, said without quoting it (the userinfo may hold a password). */
 function unparsedProblem(url: string): string {
