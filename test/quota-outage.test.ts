@@ -6,6 +6,7 @@ import { buildHttpServer } from '../src/http/server.js';
 import { silentLogger } from '../src/telemetry/logger.js';
 import { PrivateRedis, TEST_MASTER_KEY, freshDatabase } from './helpers/services.js';
 import { waitFor } from './helpers/wait.js';
+import { CHECKS, Doctor } from '../src/areas/doctor/index.js';
 
 const ADMIN = 'quota-outage-admin-token-0123';
 const auth = { authorization: `Bearer ${ADMIN}` };
@@ -80,6 +81,34 @@ describe('mixed environments in one database', () => {
       await same.shutdown();
       const allowed = await Runtime.create(env('staging', 's-2', { RELAY_JOBS__CLUSTER__ALLOW_MIXED_ENV: 'true' }), { logger: silentLogger() });
       await allowed.shutdown();
+      // The same environment on another Redis key prefix: its quota counters, locks and snapshot
+      // would be a key space the others never read (it joined silently, and a user's usage split in two).
+      const otherPrefix = env('production', 'p-3', { RELAY_JOBS__REDIS__KEY_PREFIX: 'elsewhere' });
+      await expect(Runtime.create(otherPrefix, { logger: silentLogger() })).rejects.toThrow(
+        'live replicas p-1 of this database and environment use redis.key_prefix "relay-jobs", and this replica\'s is "elsewhere"',
+      );
+      // A one-shot command is not a replica (nothing of it stays in the key space): it runs, and its
+      // doctor says what is apart.
+      const oneShot = await Runtime.create(otherPrefix, { logger: silentLogger(), register: false });
+      try {
+        const report = await new Doctor(
+          {
+            config: otherPrefix,
+            db: oneShot.db,
+            redis: oneShot.redis,
+            clock: oneShot.clock,
+            jobs: () => [],
+            instances: () => oneShot.instances(),
+            replica: () => false,
+            breakers: () => [],
+            backupDir: null,
+          },
+          CHECKS.filter((c) => c.name === 'same_backends'),
+        ).run();
+        expect(report.checks[0]).toMatchObject({ status: 'fail', measured: expect.stringContaining('replica p-1 uses redis.key_prefix "relay-jobs", this one "elsewhere"') });
+      } finally {
+        await oneShot.shutdown();
+      }
     } finally {
       await prod.shutdown();
       await redis.stop();

@@ -199,7 +199,7 @@ export class Runtime {
       rt.adminToken = config.http.admin_token ?? (config.mode === 'embedded' ? embeddedAdminToken(config.database.data_dir, log) : undefined);
       if (!rt.adminToken) log.warn('RELAY_JOBS_ADMIN_TOKEN is not set: the /api/v1 admin API answers 401 until it is');
       await rt.heartbeat.measureSkew(true);
-      if (config.mode === 'cluster') await rt.registry.refuseMixedEnv(config.cluster.allow_mixed_env, log);
+      if (config.mode === 'cluster') await rt.registry.refuseMixedEnv(config.cluster.allow_mixed_env, log, opts.register !== false ? config.redis.key_prefix : null);
       // A replica (not a one-shot command) on another database than this Redis key space's is refused, naming both.
       if (opts.register !== false && rt.marker) await claimDatabaseMarker(rt.marker, backends.db, log);
       await rt.runner.slotClaims.ensureJobs(jobs.map((j) => j.name));

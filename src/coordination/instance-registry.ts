@@ -204,8 +204,22 @@ export class InstanceRegistry {
    * RELAY_JOBS_ENV sharing this database would join the cluster silently (staging running
    * production's slots). Refuses to start, naming the other environment, unless `allowed`.
    */
-  async refuseMixedEnv(allowed: boolean, log: { warn: (o: object, msg: string) => void }): Promise<void> {
-    const others = (await this.list()).filter((i) => i.alive && i.env !== this.info.env && i.instance_id !== this.info.instanceId);
+  /**
+   * A replica joining live replicas of another environment (unless allowed), or of its own
+   * environment on another Redis key prefix (`keyPrefix`, a replica's own; null for a one-shot
+   * command): its quota counters, locks, snapshot and change stream would live in a key space the
+   * others never read. Refused, naming both.
+   */
+  async refuseMixedEnv(allowed: boolean, log: { warn: (o: object, msg: string) => void }, keyPrefix: string | null = null): Promise<void> {
+    const live = (await this.list()).filter((i) => i.alive && i.instance_id !== this.info.instanceId);
+    const otherPrefix = live.filter((i) => i.env === this.info.env && keyPrefix !== null && i.backends?.key_prefix != null && i.backends.key_prefix !== keyPrefix);
+    if (otherPrefix.length) {
+      const theirs = [...new Set(otherPrefix.map((i) => JSON.stringify(i.backends!.key_prefix)))].join(', ');
+      throw new UserError(
+        `live replicas ${otherPrefix.map((i) => i.instance_id).join(', ')} of this database and environment use redis.key_prefix ${theirs}, and this replica's is ${JSON.stringify(keyPrefix)}: quota counters, locks, the scheduler snapshot and the change stream would split between the two key spaces. Set redis.key_prefix (RELAY_JOBS__REDIS__KEY_PREFIX) as they have it`,
+      );
+    }
+    const others = live.filter((i) => i.env !== this.info.env);
     if (!others.length) return;
     const envs = [...new Set(others.map((i) => i.env))];
     const msg = `live replicas of environment ${envs.map((e) => JSON.stringify(e)).join(', ')} (${others.map((i) => i.instance_id).join(', ')}) use this database, and this replica's RELAY_JOBS_ENV is ${JSON.stringify(this.info.env)}; jobs and their slots are shared per database, not per environment`;

@@ -8,7 +8,8 @@ const redis = (b: BackendIdentity['redis']) => (b ? `Redis run_id ${b.run_id.sli
 /**
  * Same backends: every live replica reports, through its heartbeat, the Redis `run_id` and the
  * database `system_identifier` + name it talks to; one on another Redis or database diverges
- * silently (quota counters, locks and the scheduler snapshot split in two), so it is `fail`, named.
+ * silently (quota counters, locks and the scheduler snapshot split in two), so it is `fail`, named;
+ * so is one of this environment on another `redis.key_prefix` (another key space on the same Redis).
  * The database marker in Redis (coordination/database-marker.ts) names the database the Redis key
  * space belongs to: one that names another database than this process's is `fail`, naming both
  * (a replica of the other database shares this Redis, prefix and environment, even when it is not
@@ -40,6 +41,13 @@ export const sameBackends: DoctorCheck = {
       if (!b.redis) findings.push(warn(`replica ${i.instance_id} could not read its Redis identity (Redis down there?)`, `look at replica ${i.instance_id}'s /readyz and REDIS_URL`));
       else if (self.redis && b.redis.run_id !== self.redis.run_id) findings.push(fail(`replica ${i.instance_id} is on ${redis(b.redis)}, this one on ${redis(self.redis)}`, fixRedis));
       else if (b.redis.role !== 'master') findings.push(fail(`replica ${i.instance_id}'s Redis is a ${b.redis.role}, not a master`, `point replica ${i.instance_id}'s REDIS_URL at the master`));
+      if (i.env === ctx.config.instance.env && b.key_prefix !== null && self.key_prefix !== null && b.key_prefix !== self.key_prefix)
+        findings.push(
+          fail(
+            `replica ${i.instance_id} uses redis.key_prefix ${JSON.stringify(b.key_prefix)}, this one ${JSON.stringify(self.key_prefix)}: their quota counters, locks and snapshots are apart`,
+            'give every replica of the cluster the same redis.key_prefix (RELAY_JOBS__REDIS__KEY_PREFIX)',
+          ),
+        );
     }
     const marked = marker ? `, marked as this Redis key space's database` : ctx.redis ? ' (no database marker in Redis yet: the next replica start or heartbeat minute sets it)' : '';
     return combine(findings, ok(`${live.length + (replica ? 1 : 0)} live replica(s) on ${db(self.database)}${marked} and ${redis(self.redis)}`, fixRedis));
