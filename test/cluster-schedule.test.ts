@@ -237,6 +237,16 @@ describe.each(BACKENDS)('one schedule per job on $name', (backend) => {
     expect(e.book.drift('d_enabled')).toBeNull();
     await d.book.publish();
     expect(d.book.drift('d_enabled')?.keys.map((k) => k.key)).toEqual(['enabled']);
+    // The one replica with it enabled leaves: no live replica runs it, so every live vote counts and
+    // the drift ends (the enabled one's schedule stayed adopted, and the rest read config_drift for ever).
+    await e.registry.markStopped();
+    await d.book.publish();
+    expect(await adoptedPrint(db, 'd_enabled')).toBe(print(off));
+    expect(d.book.drift('d_enabled')).toBeNull();
+    // It comes back enabled: again the only enabled vote, adopted again.
+    await e.registry.register();
+    await e.book.publish();
+    expect(await adoptedPrint(db, 'd_enabled')).toBe(print(x));
 
     // Mid-rollout: the adopted schedule's last replica leaves; the rest split 2 (y) to 1 (z), none on x.
     const y = settings(3000);

@@ -71,20 +71,23 @@ const liveVotes = (inst: string, win: string) => `
 SELECT v.job_name, v.fingerprint, v.spec FROM job_schedule_votes v LEFT JOIN instances i ON i.instance_id = v.instance_id
  WHERE v.instance_id = ${inst} OR (i.instance_id IS NOT NULL AND ${instanceAliveSql('i', win)})`;
 // Rule 2. Only votes of replicas that have the job enabled count (a replica with it disabled runs
-// nothing of it, so it neither holds the others back nor is adopted). The enabled live replicas
-// agree: theirs is adopted. They disagree and none of them is on the adopted schedule any more (its
+// nothing of it, so it neither holds the others back nor is adopted), unless no live replica has it
+// enabled: then every live vote counts (the last replica that enabled it left; without this, its
+// schedule stayed adopted and every remaining replica read config_drift for ever). The counted live
+// replicas agree: theirs is adopted. They disagree and none of them is on the adopted schedule any more (its
 // last replicas left mid-rollout): the schedule most of them run is adopted (ties: the smallest
 // fingerprint), so a job never stops everywhere for want of agreement; the rest read config_drift.
 // `agreedPick` are the CTEs, `AGREED_CHANGES` the rows of `job_state j` / `pick p` the rule changes.
 const agreedPick = (inst: string, win: string) => `live AS (${liveVotes(inst, win)}),
-enabled AS (SELECT * FROM live WHERE (spec->>'enabled')::boolean IS NOT FALSE),
-counts AS (SELECT job_name, fingerprint, count(*) AS n, (array_agg(spec))[1] AS spec FROM enabled GROUP BY job_name, fingerprint),
+voting AS (SELECT * FROM live l WHERE (l.spec->>'enabled')::boolean IS NOT FALSE
+   OR NOT EXISTS (SELECT 1 FROM live e WHERE e.job_name = l.job_name AND (e.spec->>'enabled')::boolean IS NOT FALSE)),
+counts AS (SELECT job_name, fingerprint, count(*) AS n, (array_agg(spec))[1] AS spec FROM voting GROUP BY job_name, fingerprint),
 pick AS (
   SELECT DISTINCT ON (c.job_name) c.job_name, c.fingerprint, c.spec, (SELECT count(*) FROM counts k WHERE k.job_name = c.job_name) AS kinds
     FROM counts c ORDER BY c.job_name, c.n DESC, c.fingerprint
 )`;
 const AGREED_CHANGES = `j.job_name = p.job_name AND j.schedule_fingerprint IS DISTINCT FROM p.fingerprint
-   AND (p.kinds = 1 OR NOT EXISTS (SELECT 1 FROM enabled e WHERE e.job_name = j.job_name AND e.fingerprint = j.schedule_fingerprint))`;
+   AND (p.kinds = 1 OR NOT EXISTS (SELECT 1 FROM voting e WHERE e.job_name = j.job_name AND e.fingerprint = j.schedule_fingerprint))`;
 // $1 instance, $2 liveness window ms.
 const ADOPT_AGREED = `
 WITH ${agreedPick('$1', '$2')}
