@@ -31,6 +31,13 @@ describe('a dead replica is named', () => {
   it('SIGKILL: named by relay-jobs doctor and the gauge within 30 s; a clean stop is not; a restart clears it', async () => {
     expect(await doctor()).toMatchObject({ status: 'ok' });
     await cluster.replica('dr1').kill('SIGKILL');
+    // Not alive at once: its liveness session ended with it. Its last beat is made fresh here, so
+    // nothing but the liveness key can say so (it read alive for three heartbeats after the kill).
+    const sql = await cluster.sql();
+    await sql.query(`UPDATE instances SET heartbeat_at = clock_timestamp() WHERE instance_id = 'dr1'`);
+    const listed = ((await (await cluster.api('dr0', '/instances')).json()) as { instances: { instance_id: string; alive: boolean; lease_alive: boolean }[] }).instances;
+    expect(listed.find((i) => i.instance_id === 'dr1')).toMatchObject({ alive: false, lease_alive: false });
+    expect(listed.find((i) => i.instance_id === 'dr0')).toMatchObject({ alive: true, lease_alive: true });
     await cluster.replica('dr2').kill('SIGTERM');
     const named = await waitFor(
       async () => {

@@ -147,10 +147,11 @@ describe('ops_metrics per-instance process figures (PostgreSQL)', () => {
     await session.start();
     expect((await r1!.beat(0, session, [], figures(12.5, 120, 60, 35))).mine).toBe(true);
     expect(session.key).not.toBeNull();
-    await session.stop(Deadline.within(systemClock, 1000));
     await r2!.beat(0, null, [], figures(40, 300, 40, 8));
 
+    // r1's session is held through the round: a published liveness key whose session has ended reads not alive.
     expect(outcomeOf(await rt.runNow('ops_metrics'))?.status).toBe('ok');
+    await session.stop(Deadline.within(systemClock, 1000));
     const row = (
       await rt.db.query<{ bucket: Date; metrics: Record<string, number | null>; instances: Array<{ instance_id: string; alive: boolean; process: ProcessFigures | null }> }>(
         `SELECT bucket, metrics, instances FROM ops_metrics_minute ORDER BY bucket DESC LIMIT 1`,

@@ -2219,6 +2219,7 @@ export interface components {
       /** Format: date-time */
       stopped_at: string | null;
       clock_skew_ms: number | null;
+      /** @description beating within three heartbeats and, where it published one, still holding its liveness session: a killed replica reads false at once */
       alive: boolean;
       /** @description still holding its leases (a frozen replica is not alive but still lease-alive) */
       lease_alive: boolean;

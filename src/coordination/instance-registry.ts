@@ -25,6 +25,7 @@ export interface InstanceInfo {
   heartbeat_at: Date;
   stopped_at: Date | null;
   clock_skew_ms: number | null;
+  /** Beating within the liveness window (three heartbeats) and, where it published a liveness key, still holding it: a killed replica is not alive at once. */
   alive: boolean;
   /**
    * Alive as every lease judges it (`instanceAliveSql`): still holding its liveness key, or without
@@ -229,10 +230,13 @@ export class InstanceRegistry {
 
   async list(): Promise<InstanceInfo[]> {
     const { rows } = await this.db.query<Record<string, unknown>>(
-      `SELECT *, (stopped_at IS NULL AND heartbeat_at > clock_timestamp() - make_interval(secs => $1::double precision / 1000)) AS alive,
-              (stopped_at IS NULL AND process_at > clock_timestamp() - make_interval(secs => $1::double precision / 1000)) AS process_fresh,
-              ${instanceAliveSql('instances', '$1')} AS lease_alive
-         FROM instances ORDER BY instance_id`,
+      // alive: beating within the window AND alive by the one test, so a SIGKILLed replica (its
+      // liveness session gone with it) reads not alive at once, not three heartbeats later.
+      `SELECT s.*, (s.fresh AND s.lease_alive) AS alive FROM (
+         SELECT *, (stopped_at IS NULL AND heartbeat_at > clock_timestamp() - make_interval(secs => $1::double precision / 1000)) AS fresh,
+                (stopped_at IS NULL AND process_at > clock_timestamp() - make_interval(secs => $1::double precision / 1000)) AS process_fresh,
+                ${instanceAliveSql('instances', '$1')} AS lease_alive
+           FROM instances) s ORDER BY s.instance_id`,
       [this.livenessMs],
     );
     return rows.map((r) => ({

@@ -79,7 +79,7 @@ export const Instance = z
     heartbeat_at: time,
     stopped_at: time.nullable(),
     clock_skew_ms: z.number().nullable(),
-    alive: z.boolean(),
+    alive: z.boolean().meta({ description: 'beating within three heartbeats and, where it published one, still holding its liveness session: a killed replica reads false at once' }),
     lease_alive: z.boolean().meta({ description: 'still holding its leases (a frozen replica is not alive but still lease-alive)' }),
     process: open('rss_bytes, heap_used_bytes, event_loop_lag_p99_ms, cpu_percent of its newest fresh beat').nullable(),
     process_at: time.nullable(),
