@@ -88,6 +88,23 @@ describe('loadConfig', () => {
     expect(p.join('\n')).toMatch(/jobs\.canry \(RELAY_JOBS__JOBS__CANRY__EVERY\): unknown job; did you mean canary\?/);
   });
 
+  it('an unknown key names the nearest known one at its place; an unknown RELAY_JOBS_ variable is a warning naming the nearest it reads', () => {
+    const file = yamlFile('databse:\n  url: postgres://x@h/db\njobs:\n  canary:\n    evry: 1s\nsnapshot:\n  claim_tt: 5s\n');
+    const text = problems(() => loadConfig({ env: { RELAY_JOBS_CONFIG: file, RELAY_JOBS__HTTP__PROT: '1' }, checkJobs: checkJobSections() })).join('\n');
+    expect(text).toContain(`databse (${file}): unknown key; did you mean database?`);
+    expect(text).toContain(`jobs.canary.evry (${file}): unknown key; did you mean jobs.canary.every?`);
+    expect(text).toContain(`snapshot.claim_tt (${file}): unknown key; did you mean snapshot.claim_ttl?`);
+    expect(text).toContain('http.prot (RELAY_JOBS__HTTP__PROT): unknown key; did you mean http.port?');
+    expect(problems(() => loadConfig({ env: { RELAY_JOBS__ZZZZ__A: '1' } })).join('\n')).toMatch(/zzzz \(RELAY_JOBS__ZZZZ__A\): unknown key$/);
+    // A misspelt pinned variable was ignored without a word (the service listened on 8080).
+    const c = loadConfig({ env: { RELAY_JOBS_HTTP_PROT: '18090', RELAY_JOBS_CONFIG_FILE: 'x', RELAY_JOBS_URL: 'http://127.0.0.1:8080', RELAY_JOBS_DB_PASSWORD: 'x' } });
+    expect(c.http.port).toBe(8080);
+    expect(c.warnings).toEqual([
+      'RELAY_JOBS_HTTP_PROT is not a variable relay-jobs reads, and is ignored; did you mean RELAY_JOBS_HTTP_PORT? (a config key is RELAY_JOBS__SECTION__KEY)',
+      'RELAY_JOBS_CONFIG_FILE is not a variable relay-jobs reads, and is ignored (a config key is RELAY_JOBS__SECTION__KEY)',
+    ]);
+  });
+
   it('reports malformed YAML with its line', () => {
     const file = yamlFile('jobs:\n  canary:\n   every: [1s\n');
     expect(problems(() => loadConfig({ env: { RELAY_JOBS_CONFIG: file } }))[0]).toMatch(/malformed YAML/);

@@ -88,7 +88,7 @@ export async function openBackends(config: Config, log: Logger, signal?: AbortSi
           signal,
           onRetry: ({ attempt, reason, retryInMs, elapsedMs }) =>
             log.warn(
-              { attempt, url: redactUrl(opts.url), source: opts.source, reason, retry_in_ms: retryInMs, waited_ms: Math.round(elapsedMs), startup_wait_ms: bound },
+              { attempt, url: redactUrl(opts.url), source: opts.source, reason, retry_in_ms: Math.round(retryInMs), waited_ms: Math.round(elapsedMs), startup_wait_ms: bound },
               `${pgWait(opts.url, key)} not reachable yet (attempt ${attempt}): ${reason}; trying again in ${(retryInMs / 1000).toFixed(1)} s, for up to ${bound / 1000} s in all (database.startup_wait)`,
             ),
         });

@@ -1,7 +1,8 @@
 import { hostname, userInfo } from 'node:os';
 import type { Config } from '../config/load.js';
 import { UserError } from '../config/errors.js';
-import { buildJobs, closest } from '../app/registry.js';
+import { buildJobs } from '../app/registry.js';
+import { closest } from '../config/closest.js';
 import { DataDirLock } from '../store/data-dir-lock.js';
 import { PAUSE_REASON_MAX, describePause, type JobPause } from '../coordination/job-pauses.js';
 import { adminRequest } from './admin-client.js';

@@ -1,7 +1,8 @@
 import type { Config } from '../config/load.js';
 import { UserError } from '../config/errors.js';
 import { readEmbeddedAdminToken } from '../app/admin-token.js';
-import { buildJobs, closest } from '../app/registry.js';
+import { buildJobs } from '../app/registry.js';
+import { closest } from '../config/closest.js';
 import { DataDirLock } from '../store/data-dir-lock.js';
 import { oneShotRuntime } from './cli-context.js';
 import { delay } from '../time/wall.js';

@@ -1,4 +1,5 @@
 import { hostname } from 'node:os';
+import { closest } from './closest.js';
 import { readFileSync } from 'node:fs';
 import { parse as parseYaml, YAMLParseError } from 'yaml';
 import { formatIssues, type ConfigFile, type ConfigSchema } from './schema.js';
@@ -28,6 +29,19 @@ export const ENV_KEYS: Record<string, string[]> = {
   RELAY_JOBS_LOG_FORMAT: ['logging', 'format'],
 };
 const OVERRIDE_PREFIX = 'RELAY_JOBS__';
+/** Other `RELAY_JOBS_*` variables that are not config keys: read elsewhere (the config file's path, the tests' contract check, the client examples' service URL) or by the deploy files. */
+const OTHER_VARIABLES = new Set(['RELAY_JOBS_CONFIG', 'RELAY_JOBS_CONTRACT_CHECK', 'RELAY_JOBS_URL', 'RELAY_JOBS_DB_PASSWORD', 'RELAY_JOBS_CONSOLE_DB_PASSWORD']);
+
+/** `RELAY_JOBS_*` variables relay-jobs does not read (`RELAY_JOBS_HTTP_PROT`): ignored, so said, with the nearest one it reads. */
+function unknownVariables(env: NodeJS.ProcessEnv): string[] {
+  const known = [...Object.keys(ENV_KEYS), ...OTHER_VARIABLES];
+  return Object.keys(env)
+    .filter((n) => n.startsWith('RELAY_JOBS_') && !n.startsWith(OVERRIDE_PREFIX) && !known.includes(n) && !n.startsWith('RELAY_JOBS_TEST_'))
+    .map((n) => {
+      const near = closest(n, known);
+      return `${n} is not a variable relay-jobs reads, and is ignored${near ? `; did you mean ${near}?` : ''} (a config key is RELAY_JOBS__SECTION__KEY)`;
+    });
+}
 
 type Tree = Record<string, unknown>;
 
@@ -153,7 +167,7 @@ export function loadConfigWith(schema: ConfigSchema, opts: LoadOptions = {}): Co
   const deprecated = moveDeprecatedKeys(tree, from, sources);
   const result = schema.safeParse(tree, { error: configErrorMap });
   const jobs = tree.jobs && typeof tree.jobs === 'object' && !Array.isArray(tree.jobs) ? (tree.jobs as Record<string, unknown>) : {};
-  const problems = [...redactedValueProblems(tree, from), ...(result.success ? [] : formatIssues(result.error.issues, [], from)), ...(opts.checkJobs?.(jobs, from) ?? [])];
+  const problems = [...redactedValueProblems(tree, from), ...(result.success ? [] : formatIssues(result.error.issues, [], from, schema)), ...(opts.checkJobs?.(jobs, from) ?? [])];
   if (!result.success || problems.length) throw new ConfigError(problems);
   if (opts.oneShot && !result.data.instance.id && result.data.database.url) {
     // The host's name; the command's runtime runs as `<it>-cli-<pid>` (cli/cli-context.ts).
@@ -163,7 +177,7 @@ export function loadConfigWith(schema: ConfigSchema, opts: LoadOptions = {}): Co
         .slice(0, 64) || 'cli';
     sources.set('instance.id', "this host's name (a one-shot command)");
   }
-  const config = finish(result.data, file, sources, [...deprecated, ...bareNumberWarnings(tree, from, schema)]);
+  const config = finish(result.data, file, sources, [...unknownVariables(env), ...deprecated, ...bareNumberWarnings(tree, from, schema)]);
   config.warnings.push(...(opts.warn?.(config) ?? []));
   return config;
 }

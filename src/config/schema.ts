@@ -3,6 +3,7 @@
 // once (a section's own default is `prefault({})`: its keys' defaults). Job keys are not here (each job
 // declares its own).
 import { z } from 'zod';
+import { closest } from './closest.js';
 import { positiveDuration, duration } from './duration-schema.js';
 import { PLACEHOLDER_MESSAGE, notPlaceholder, port, positiveInt, postgresUrl } from './fields.js';
 import { serverUrlProblem } from './server-url.js';
@@ -196,15 +197,38 @@ export function composeConfigSchema(areas: ReadonlyArray<{ name: string; section
 
 /**
  * zod issues as config problems: `key (source): message`, the key a dotted path under `prefix`.
- * `from` names where a key's value came from (file, variable); unknown keys say so plainly.
+ * `from` names where a key's value came from (file, variable); unknown keys say so plainly, with
+ * the nearest known key of `schema` (the schema the issues came from) at that place, if one is close.
  */
-export function formatIssues(issues: z.core.$ZodIssue[], prefix: Array<string | number> = [], from: (key: string) => string | undefined = () => undefined): string[] {
+export function formatIssues(issues: z.core.$ZodIssue[], prefix: Array<string | number> = [], from: (key: string) => string | undefined = () => undefined, schema?: z.ZodType): string[] {
   return issues.map((issue) => {
     const path = [...prefix, ...issue.path].map(String);
     const keys = issue.code === 'unrecognized_keys' ? issue.keys.map((k) => [...path, k].join('.')) : [path.join('.')];
     const key = keys.join(', ') || '(top level)';
     const source = from(keys[0]!);
-    const message = issue.code === 'unrecognized_keys' ? 'unknown key' : issue.message;
+    let message = issue.code === 'unrecognized_keys' ? 'unknown key' : issue.message;
+    if (issue.code === 'unrecognized_keys' && schema) {
+      const near = closest(issue.keys[0]!, knownKeysAt(schema, issue.path.map(String)));
+      if (near) message += `; did you mean ${[...path, near].join('.')}?`;
+    }
     return source ? `${key} (${source}): ${message}` : `${key}: ${message}`;
   });
+}
+
+/** The keys of the object `schema` holds at `path` (through defaults, optionals, pipes and records); none when it is not an object. */
+function knownKeysAt(schema: z.ZodType, path: readonly string[]): string[] {
+  const unwrap = (s: unknown): unknown => {
+    for (let i = 0; i < 8 && s && !(s instanceof z.ZodObject); i++) {
+      const def = (s as { def?: { innerType?: unknown; in?: unknown } }).def;
+      s = def?.innerType ?? def?.in;
+    }
+    return s;
+  };
+  let s = unwrap(schema);
+  for (const p of path) {
+    if (s instanceof z.ZodObject) s = unwrap((s.shape as Record<string, unknown>)[p]);
+    else if (s instanceof z.ZodRecord) s = unwrap(s.valueType);
+    else return [];
+  }
+  return s instanceof z.ZodObject ? Object.keys(s.shape) : [];
 }

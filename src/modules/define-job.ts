@@ -120,11 +120,9 @@ export function parseJobSection(
   raw: unknown,
   from: (key: string) => string | undefined,
 ): { ok: true; data: Record<string, unknown> } | { ok: false; problems: string[] } {
-  const parsed = z
-    .object({ ...jobBase, ...(module.options ?? {}) })
-    .strict()
-    .safeParse(raw ?? {}, { error: configErrorMap });
-  return parsed.success ? { ok: true, data: parsed.data as Record<string, unknown> } : { ok: false, problems: formatIssues(parsed.error.issues, ['jobs', module.name], from) };
+  const schema = z.object({ ...jobBase, ...(module.options ?? {}) }).strict();
+  const parsed = schema.safeParse(raw ?? {}, { error: configErrorMap });
+  return parsed.success ? { ok: true, data: parsed.data as Record<string, unknown> } : { ok: false, problems: formatIssues(parsed.error.issues, ['jobs', module.name], from, schema) };
 }
 
 /**
