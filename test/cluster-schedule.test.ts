@@ -237,8 +237,13 @@ describe.each(BACKENDS)('one schedule per job on $name', (backend) => {
     expect(e.book.drift('d_enabled')).toBeNull();
     await d.book.publish();
     expect(d.book.drift('d_enabled')?.keys.map((k) => k.key)).toEqual(['enabled']);
-    // The one replica with it enabled leaves: no live replica runs it, so every live vote counts and
-    // the drift ends (the enabled one's schedule stayed adopted, and the rest read config_drift for ever).
+    // The one replica with it enabled is between liveness sessions (its key unheld, its beat fresh):
+    // not gone, so nothing flips while it reconnects.
+    await db.query(`UPDATE instances SET alive_key = 987654 WHERE instance_id = 'en1'`);
+    await d.book.publish();
+    expect(await adoptedPrint(db, 'd_enabled')).toBe(print(x));
+    // It leaves: no live replica runs it, so every live vote counts and the drift ends (the enabled
+    // one's schedule stayed adopted, and the rest read config_drift for ever).
     await e.registry.markStopped();
     await d.book.publish();
     expect(await adoptedPrint(db, 'd_enabled')).toBe(print(off));

@@ -93,6 +93,20 @@ describe.each(BACKENDS)('instances carry their process figures ($name)', (backen
     ]);
     expect(list.find((i) => i.instance_id === 'b')!.process_at).toBeInstanceOf(Date); // how old the last figures are is still shown
   });
+
+  it("alive needs the published liveness key held, whatever the beat says; a restart under the same id clears the last life's key", async () => {
+    const killed = registry(db, 'k');
+    await killed.register();
+    await db.query(`UPDATE instances SET alive_key = 987654 WHERE instance_id = 'k'`); // its key, held by nobody: the process was killed
+    const k = async () => (await killed.list()).find((i) => i.instance_id === 'k');
+    expect(await k()).toMatchObject({ alive: false, lease_alive: false });
+    // The same id starts again: until its first beat on its own liveness session it is alive by its fresh beat,
+    // not dead by the previous life's key (the doctor named a replica that had just restarted).
+    const restarted = registry(db, 'k');
+    await restarted.register();
+    expect(await k()).toMatchObject({ alive: true, lease_alive: true });
+    await restarted.markStopped();
+  });
 });
 
 /** The collector records every live replica's figures from its heartbeat; the cluster series is the worst fresh one. */

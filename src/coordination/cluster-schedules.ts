@@ -73,14 +73,19 @@ SELECT v.job_name, v.fingerprint, v.spec FROM job_schedule_votes v LEFT JOIN ins
 // Rule 2. Only votes of replicas that have the job enabled count (a replica with it disabled runs
 // nothing of it, so it neither holds the others back nor is adopted), unless no live replica has it
 // enabled: then every live vote counts (the last replica that enabled it left; without this, its
-// schedule stayed adopted and every remaining replica read config_drift for ever). The counted live
+// schedule stayed adopted and every remaining replica read config_drift for ever). "Left" is
+// stopped, or no beat within the window: a replica between its liveness sessions (a reconnect)
+// still beats, so the schedule does not flip while it is away for a moment. The counted live
 // replicas agree: theirs is adopted. They disagree and none of them is on the adopted schedule any more (its
 // last replicas left mid-rollout): the schedule most of them run is adopted (ties: the smallest
 // fingerprint), so a job never stops everywhere for want of agreement; the rest read config_drift.
 // `agreedPick` are the CTEs, `AGREED_CHANGES` the rows of `job_state j` / `pick p` the rule changes.
 const agreedPick = (inst: string, win: string) => `live AS (${liveVotes(inst, win)}),
 voting AS (SELECT * FROM live l WHERE (l.spec->>'enabled')::boolean IS NOT FALSE
-   OR NOT EXISTS (SELECT 1 FROM live e WHERE e.job_name = l.job_name AND (e.spec->>'enabled')::boolean IS NOT FALSE)),
+   OR (NOT EXISTS (SELECT 1 FROM live e WHERE e.job_name = l.job_name AND (e.spec->>'enabled')::boolean IS NOT FALSE)
+       AND NOT EXISTS (SELECT 1 FROM job_schedule_votes e JOIN instances i ON i.instance_id = e.instance_id
+                        WHERE e.job_name = l.job_name AND (e.spec->>'enabled')::boolean IS NOT FALSE AND i.stopped_at IS NULL
+                          AND i.heartbeat_at > clock_timestamp() - make_interval(secs => ${win}::double precision / 1000)))),
 counts AS (SELECT job_name, fingerprint, count(*) AS n, (array_agg(spec))[1] AS spec FROM voting GROUP BY job_name, fingerprint),
 pick AS (
   SELECT DISTINCT ON (c.job_name) c.job_name, c.fingerprint, c.spec, (SELECT count(*) FROM counts k WHERE k.job_name = c.job_name) AS kinds

@@ -53,7 +53,8 @@ INSERT INTO instances (instance_id, boot_id, env, mode, hostname, pid, http_port
 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9::text[], $10::jsonb, clock_timestamp(), clock_timestamp(), NULL)
 ON CONFLICT (instance_id) DO UPDATE SET boot_id = EXCLUDED.boot_id, env = EXCLUDED.env, mode = EXCLUDED.mode, hostname = EXCLUDED.hostname,
   pid = EXCLUDED.pid, http_port = EXCLUDED.http_port, version = EXCLUDED.version, memberships = EXCLUDED.memberships, started_at = EXCLUDED.started_at,
-  heartbeat_at = EXCLUDED.heartbeat_at, stopped_at = NULL, process = NULL, process_at = NULL, backends = EXCLUDED.backends`;
+  heartbeat_at = EXCLUDED.heartbeat_at, stopped_at = NULL, process = NULL, process_at = NULL, backends = EXCLUDED.backends,
+  alive_key = NULL`; // the previous life's key is held by nobody now: this process publishes its own with its first beat on its liveness session
 // Rounds a previous life of this instance left `running` can never finish now.
 const ABANDON_OWN = `UPDATE job_runs SET status = 'failed', finished_at = clock_timestamp(), error = 'abandoned: its instance restarted'
   WHERE instance_id = $1 AND status = 'running'`;
