@@ -149,7 +149,7 @@ describe('backup on real PostgreSQL with pg_dump/pg_restore, directory storage',
     url.username = role;
     url.password = '';
     const roleDb = await PgDb.connect({ url: url.toString(), poolSize: 1, connectTimeoutMs: 5000 });
-    const limited = await backupEnv({ verifyAs: { db: roleDb, url: url.toString() } });
+    const limited = await backupEnv({ verifyAs: { db: roleDb, url: url.toString() }, keepLast: 1 });
     try {
       const rec = await (await limited.service.start('manual')).done;
       expect(rec.state).toBe('verify_failed');
@@ -162,6 +162,12 @@ describe('backup on real PostgreSQL with pg_dump/pg_restore, directory storage',
       expect(rec.size_bytes).toBeGreaterThan(0);
       expect(createHash('sha256').update(readFileSync(rec.location)).digest('hex')).toBe(rec.sha256);
       expect(existsSync(`${rec.location}.sha256`)).toBe(true);
+      expect(await databasesLike('rj\\_verify\\_%')).toEqual([]);
+      // Retention still runs after a verify_failed backup (keep_last 1 here): the dumps do not pile up.
+      const next = await (await limited.service.start('manual')).done;
+      expect(next.state).toBe('verify_failed');
+      expect((await limited.backups.finished()).map((b) => b.id)).toEqual([next.id]);
+      expect(existsSync(rec.location)).toBe(false);
     } finally {
       await limited.cleanup();
       await roleDb.close();

@@ -227,6 +227,7 @@ describe('relay-jobs doctor (cluster)', () => {
       expect(bad.measured).toBe(`backup.verify is on, but the service's role ${role} may not create databases: every backup's verification fails (verify_failed) and no drill is recorded`);
       expect(bad.fix).toContain(`ALTER ROLE ${role} CREATEDB`);
       expect((await check('restore_drill', { RELAY_JOBS__BACKUP__VERIFY: 'false' }, { db: limited })).measured).not.toMatch(/may not create databases/);
+      expect((await check('restore_drill', { RELAY_JOBS__JOBS__BACKUP__ENABLED: 'false' }, { db: limited })).measured).not.toMatch(/may not create databases/);
       expect((await check('restore_drill')).measured).not.toMatch(/may not create databases/); // the tests' role is a superuser
     } finally {
       await limited.close();

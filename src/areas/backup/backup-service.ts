@@ -197,7 +197,9 @@ export class BackupService {
         metrics.size.set({ trigger }, dump.sizeBytes);
       }
       log[state === 'verify_failed' ? 'error' : 'info']({ backup: id, state, bytes: dump.sizeBytes, sha256: dump.sha256, verify_error: verifyError }, `backup ${state}`);
-      if (mine && state !== 'verify_failed') await this.prune().catch((err) => log.warn({ err: oneLine(err) }, 'backup retention failed; the next backup retries'));
+      // After a verify_failed one too (its dump is kept): retention never deletes the newest good backup,
+      // and a role that cannot verify (no CREATEDB) would otherwise keep every dump for ever.
+      if (mine) await this.prune().catch((err) => log.warn({ err: oneLine(err) }, 'backup retention failed; the next backup retries'));
     } catch (err) {
       const error = abort.signal.aborted ? oneLine(abort.signal.reason) : oneLine(err);
       log.error({ backup: id, err: error }, 'backup failed');

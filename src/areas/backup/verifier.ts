@@ -48,8 +48,10 @@ export class Verifier {
       await dropDatabase(this.o.db, scratch);
       await createDatabase(this.o.db, scratch);
     } catch (err) {
+      // A CREATE that committed with its reply lost, or an abort mid-way, may have left the scratch database.
+      await dropDatabase(this.o.db, scratch).catch(() => undefined);
       if (signal.aborted) throw err;
-      if ((err as { code?: string }).code !== '42501') return `verification could not start: ${oneLine(err)}`;
+      if ((err as { code?: string }).code !== '42501' || !/create database/i.test(oneLine(err))) return `verification could not start: ${oneLine(err)}`;
       const role = await databaseCreator(this.o.db).then(
         (r) => (/^[a-z_][a-z0-9_]*$/.test(r.role) ? r.role : quoteIdent(r.role)),
         () => '<role>',

@@ -40,7 +40,7 @@ export const restoreDrill: DoctorCheck = {
   modes: ['cluster', 'embedded'],
   async run(ctx) {
     const max = ctx.options.restoreDrillMaxAgeMs;
-    if (ctx.config.mode === 'cluster' && (ctx.config.backup.verify ?? true)) {
+    if (ctx.config.mode === 'cluster' && (ctx.config.backup.verify ?? true) && backupJob(ctx)) {
       // Verification creates its scratch database as the service's role: without CREATEDB every backup ends verify_failed.
       const { role, can } = await databaseCreator(ctx.db);
       if (!can)
