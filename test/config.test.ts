@@ -97,7 +97,15 @@ describe('loadConfig', () => {
     expect(text).toContain('http.prot (RELAY_JOBS__HTTP__PROT): unknown key; did you mean http.port?');
     expect(problems(() => loadConfig({ env: { RELAY_JOBS__ZZZZ__A: '1' } })).join('\n')).toMatch(/zzzz \(RELAY_JOBS__ZZZZ__A\): unknown key$/);
     // A misspelt pinned variable was ignored without a word (the service listened on 8080).
-    const c = loadConfig({ env: { RELAY_JOBS_HTTP_PROT: '18090', RELAY_JOBS_CONFIG_FILE: 'x', RELAY_JOBS_URL: 'http://127.0.0.1:8080', RELAY_JOBS_DB_PASSWORD: 'x' } });
+    // Kubernetes' service links for the manifest's Service `relay-jobs` are in every pod: not warned about.
+    const links = {
+      RELAY_JOBS_SERVICE_HOST: '10.0.0.1',
+      RELAY_JOBS_SERVICE_PORT: '8080',
+      RELAY_JOBS_SERVICE_PORT_HTTP: '8080',
+      RELAY_JOBS_PORT: 'tcp://10.0.0.1:8080',
+      RELAY_JOBS_PORT_8080_TCP_ADDR: '10.0.0.1',
+    };
+    const c = loadConfig({ env: { ...links, RELAY_JOBS_HTTP_PROT: '18090', RELAY_JOBS_CONFIG_FILE: 'x', RELAY_JOBS_URL: 'http://127.0.0.1:8080', RELAY_JOBS_DB_PASSWORD: 'x' } });
     expect(c.http.port).toBe(8080);
     expect(c.warnings).toEqual([
       'RELAY_JOBS_HTTP_PROT is not a variable relay-jobs reads, and is ignored; did you mean RELAY_JOBS_HTTP_PORT? (a config key is RELAY_JOBS__SECTION__KEY)',

@@ -97,11 +97,13 @@ describe('defineJob: a job added by a library user runs through the cluster path
         (j) => j.name === 'toy_unscheduled',
       )!.settings.schedule,
     ).toMatchObject({ kind: 'every', everyMs: 60_000 });
-    // What untyped JavaScript can hand defineJob: a name that cannot be a config section, a scope that is
-    // neither, no run. Each is a config problem naming the job (they were accepted, and failed later or never).
+    // What defineJob can be handed that fails later: a name that cannot be a config section or a lock
+    // key, a scope that is neither, no run. Each is a config problem naming the job.
     const malformed = (patch: Record<string, unknown>) => () => buildJobs(loadConfig({ env: env('x') }), undefined, [{ ...toyJob, ...patch } as typeof toyJob]);
-    expect(malformed({ name: 'toy greeter' })).toThrow(/job "toy greeter": a job's name is 1-63 lower-case letters, digits and _/);
-    expect(malformed({ name: 'Toy-Greeter' })).toThrow(/job "Toy-Greeter": a job's name/);
+    expect(malformed({ name: 'toy greeter' })).toThrow(/job "toy greeter": a job's name is 1-128 letters, digits, _ and -, starting with a letter/);
+    expect(malformed({ name: 'toy:greeter' })).toThrow(/job "toy:greeter": a job's name/);
+    expect(malformed({ name: '' })).toThrow(/job "": a job's name/);
+    expect(() => buildJobs(loadConfig({ env: env('x') }), undefined, [{ ...toyJob, name: 'nightly-Report' }])).not.toThrow(); // names that ran before still do
     expect(malformed({ name: 42 })).toThrow(/job "number": a job's name/);
     expect(malformed({ scope: 'everywhere' })).toThrow(/job toy_greeter: scope is "cluster" .* or "instance" .*, not "everywhere"/);
     expect(malformed({ run: undefined })).toThrow(/job toy_greeter: run must be a function/);

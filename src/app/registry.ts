@@ -100,14 +100,15 @@ export function buildJobs(config: Config, services: ServicesRef = unbound, extra
 }
 
 /**
- * What a `defineJob` from untyped JavaScript can get wrong that TypeScript would have refused. The
- * name is the `jobs.<name>` section, its `RELAY_JOBS__JOBS__<NAME>__*` variables, its lock key and
- * its metrics' `job` label, so it is lower-case letters, digits and `_`.
+ * What a `defineJob` can get wrong that only shows later. The name is the `jobs.<name>` section, its
+ * lock key (`:` separates a Redis key's parts), its metrics' `job` label and a URL path segment, so
+ * it is 1-128 letters, digits, `_` and `-`, starting with a letter (lower-case snake_case, as the
+ * built-in jobs, is the only form its `RELAY_JOBS__JOBS__<NAME>__*` variables can reach).
  */
 function moduleProblem(m: AnyJobModule): string | null {
   const name = typeof m.name === 'string' ? m.name : '';
-  if (!/^[a-z][a-z0-9_]{0,62}$/.test(name))
-    return `job ${JSON.stringify(typeof m.name === 'string' ? m.name.slice(0, 64) : typeof m.name)}: a job's name is 1-63 lower-case letters, digits and _, starting with a letter (it names its jobs.<name> config section)`;
+  if (!/^[A-Za-z][A-Za-z0-9_-]{0,127}$/.test(name))
+    return `job ${JSON.stringify(typeof m.name === 'string' ? m.name.slice(0, 64) : typeof m.name)}: a job's name is 1-128 letters, digits, _ and -, starting with a letter (it names its jobs.<name> config section and its lock)`;
   if (m.scope !== 'cluster' && m.scope !== 'instance') return `job ${name}: scope is "cluster" (one replica runs each slot) or "instance" (every replica runs it), not ${JSON.stringify(m.scope)}`;
   if (typeof m.run !== 'function') return `job ${name}: run must be a function (the round's work)`;
   return null;

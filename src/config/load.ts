@@ -32,11 +32,14 @@ const OVERRIDE_PREFIX = 'RELAY_JOBS__';
 /** Other `RELAY_JOBS_*` variables that are not config keys: read elsewhere (the config file's path, the tests' contract check, the client examples' service URL) or by the deploy files. */
 const OTHER_VARIABLES = new Set(['RELAY_JOBS_CONFIG', 'RELAY_JOBS_CONTRACT_CHECK', 'RELAY_JOBS_URL', 'RELAY_JOBS_DB_PASSWORD', 'RELAY_JOBS_CONSOLE_DB_PASSWORD']);
 
+/** What Kubernetes sets in every pod for a Service named `relay-jobs` (service links: `RELAY_JOBS_SERVICE_HOST`, `RELAY_JOBS_PORT_8080_TCP_ADDR`, …). */
+const SERVICE_LINK = /^RELAY_JOBS_(SERVICE_HOST|SERVICE_PORT(_\w+)?|PORT(_\d+_(TCP|UDP|SCTP)(_(PROTO|PORT|ADDR))?)?)$/;
+
 /** `RELAY_JOBS_*` variables relay-jobs does not read (`RELAY_JOBS_HTTP_PROT`): ignored, so said, with the nearest one it reads. */
 function unknownVariables(env: NodeJS.ProcessEnv): string[] {
   const known = [...Object.keys(ENV_KEYS), ...OTHER_VARIABLES];
   return Object.keys(env)
-    .filter((n) => n.startsWith('RELAY_JOBS_') && !n.startsWith(OVERRIDE_PREFIX) && !known.includes(n) && !n.startsWith('RELAY_JOBS_TEST_'))
+    .filter((n) => n.startsWith('RELAY_JOBS_') && !n.startsWith(OVERRIDE_PREFIX) && !known.includes(n) && !n.startsWith('RELAY_JOBS_TEST_') && !SERVICE_LINK.test(n))
     .map((n) => {
       const near = closest(n, known);
       return `${n} is not a variable relay-jobs reads, and is ignored${near ? `; did you mean ${near}?` : ''} (a config key is RELAY_JOBS__SECTION__KEY)`;
