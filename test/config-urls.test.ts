@@ -111,6 +111,20 @@ describe('http(s) URL keys are checked up front', () => {
     expect(() => parseRedisUrl('redis+sentinel://us%ZZer:p@s1/mymaster')).toThrow(/^the user name has a bad percent-encoding/);
     expect(() => parseRedisUrl('redis+sentinel://s1/my%ZZ')).toThrow(/^the primary group name has a bad percent-encoding/);
     expect(() => parseRedisUrl(`redis+sentinel://s1/mymaster?sentinel_password=${SECRET}%G1`)).toThrow(/^the sentinel_password has a bad percent-encoding/);
+    // A raw / or ? in the password cuts the host part short: said without quoting what it cut (part of the password).
+    for (const url of [`redis+sentinel://:Qx7/${SECRET}@s1:26379,s2:26379/m`, `redis+sentinel://:Qx7?${SECRET}@s1:26379/m`, `redis+sentinel://:${SECRET}/x@s1/m`]) {
+      const err = (() => {
+        try {
+          parseRedisUrl(url);
+        } catch (e) {
+          return (e as Error).message;
+        }
+        return 'parsed';
+      })();
+      expect(err, url).toMatch(/^(an @ after the host part|host 1 of the list is not host or host:port)/);
+      expect(err).not.toContain(SECRET);
+      expect(err).not.toContain('Qx7');
+    }
     expect(parseRedisUrl('redis+sentinel://:p%40ss@s1/mymaster?sentinel_password=a%2Bb')).toMatchObject({ password: 'p@ss', sentinelPassword: 'a+b' });
   });
 

@@ -103,7 +103,7 @@ describe('defineJob: a job added by a library user runs through the cluster path
     expect(malformed({ name: 'toy greeter' })).toThrow(/job "toy greeter": a job's name is 1-128 letters, digits, _ and -, starting with a letter/);
     expect(malformed({ name: 'toy:greeter' })).toThrow(/job "toy:greeter": a job's name/);
     expect(malformed({ name: '' })).toThrow(/job "": a job's name/);
-    expect(() => buildJobs(loadConfig({ env: env('x') }), undefined, [{ ...toyJob, name: 'nightly-Report' }])).not.toThrow(); // names that ran before still do
+    expect(() => buildJobs(loadConfig({ env: env('x') }), undefined, [{ ...toyJob, name: 'nightly-Report' } as typeof toyJob])).not.toThrow(); // names that ran before still do
     expect(malformed({ name: 42 })).toThrow(/job "number": a job's name/);
     expect(malformed({ scope: 'everywhere' })).toThrow(/job toy_greeter: scope is "cluster" .* or "instance" .*, not "everywhere"/);
     expect(malformed({ run: undefined })).toThrow(/job toy_greeter: run must be a function/);

@@ -33,6 +33,12 @@ describe('URL redaction', () => {
     expect(r).not.toMatch(/pw|t0k3n/);
   });
 
+  it('a multi-host Sentinel URL (which the WHATWG parser refuses): masked, and its secrets scrubbed from a client error', () => {
+    const url = 'redis+sentinel://:s3cr3t@s1:26379,s2:26379/mymaster?sentinel_password=snt1nel';
+    expect(redactUrl(url)).toBe('redis+sentinel://***@s1:26379,s2:26379/mymaster?***');
+    expect(scrubUrlSecrets(`auth failed with snt1nel at ${url} (s3cr3t)`, url)).toBe('auth failed with *** at redis+sentinel://***@s1:26379,s2:26379/mymaster?*** (***)');
+  });
+
   it('scrubs a client error text that quotes the URL or its secrets', () => {
     const url = 'postgres://app:pa@ss@10.0.0.1/db';
     expect(scrubUrlSecrets(`could not reach ${url} with pa@ss`, url)).toBe('could not reach postgres://app:***@10.0.0.1/db with ***');

@@ -79,24 +79,32 @@ export function redactUrl(url: string): string {
 /** The secret parts of a URL as they may appear in a client's error text (raw and percent-decoded). */
 function secretsOf(url: string): string[] {
   const out = new Set<string>([url]);
+  const add = (v: string) => {
+    if (v.length >= 3) {
+      out.add(v);
+      try {
+        out.add(decodeURIComponent(v));
+      } catch {
+        /* keep the raw form */
+      }
+    }
+  };
   try {
     const u = new URL(url);
-    const add = (v: string) => {
-      if (v.length >= 3) {
-        out.add(v);
-        try {
-          out.add(decodeURIComponent(v));
-        } catch {
-          /* keep the raw form */
-        }
-      }
-    };
     if (u.password) add(u.password);
     else if (u.username) add(u.username);
     for (const [name, value] of new URLSearchParams(u.search)) if (isSecretParam(name)) add(value);
   } catch {
-    const m = /\/\/([^/?#]*)@/.exec(url);
-    if (m?.[1]) out.add(m[1]);
+    // A URL the parser refuses (every multi-host redis+sentinel:// one): the userinfo up to the last
+    // @, its password, and the secret query parameters, found as redactUrl's fallback finds them.
+    const start = url.indexOf('//');
+    const at = url.lastIndexOf('@');
+    if (start >= 0 && at > start) {
+      const userinfo = url.slice(start + 2, at);
+      add(userinfo);
+      if (userinfo.includes(':')) add(userinfo.slice(userinfo.indexOf(':') + 1));
+    }
+    for (const [, name, value] of url.matchAll(/[?&]([^=&#]+)=([^&#]*)/g)) if (isSecretParam(name!)) add(value!);
   }
   return [...out].sort((a, b) => b.length - a.length);
 }

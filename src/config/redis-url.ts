@@ -35,6 +35,7 @@ export function parseRedisUrl(url: string): RedisTarget {
   if (!m && /^rediss?(\+sentinel|\+cluster)?:\/\/.*#/.test(url)) throw new Error('a # written raw (in the password?) ends the URL there: percent-encode it as %23');
   if (!m) throw new Error('expected redis://, rediss://, redis+sentinel://host:port,host:port/<master> or redis+cluster://host:port,host:port');
   const [, scheme, variant, authority, path = '', query = ''] = m;
+  if (path.includes('@')) throw new Error('an @ after the host part: a / written raw in the user name or password ends the host part before it; percent-encode it (%2F)');
   const tls = scheme === 'rediss';
   if (!variant) return { kind: 'single', url, tls };
   const at = authority!.lastIndexOf('@');
@@ -58,7 +59,8 @@ export function parseRedisUrl(url: string): RedisTarget {
 
 function parseNode(text: string, index: number, defaultPort: number): RedisNode {
   const m = /^(\[[0-9a-fA-F:.]+\]|[A-Za-z0-9._-]+)(?::(\d{1,5}))?$/.exec(text);
-  if (!m) throw new Error(`host ${index + 1} of the list ("${text}") is not host or host:port`);
+  // Not quoted: a host part cut short by a raw / or ? in the password holds part of it.
+  if (!m) throw new Error(`host ${index + 1} of the list is not host or host:port (an IPv6 address in [brackets]; a / or ? in the password percent-encoded: %2F, %3F)`);
   const port = m[2] ? Number(m[2]) : defaultPort;
   if (port < 1 || port > 65535) throw new Error(`host ${index + 1} of the list has port ${port}, outside 1-65535`);
   return { host: m[1]!.replace(/^\[|\]$/g, ''), port };

@@ -210,7 +210,8 @@ export class InstanceRegistry {
    * A replica joining live replicas of another environment (unless allowed), or of its own
    * environment on another Redis key prefix (`keyPrefix`, a replica's own; null for a one-shot
    * command): its quota counters, locks, snapshot and change stream would live in a key space the
-   * others never read. Refused, naming both.
+   * others never read. Refused, naming both. A prefix is changed with every replica stopped (a
+   * rolling change would be refused at its first new replica: the old key space is the live one).
    */
   async refuseMixedEnv(allowed: boolean, log: { warn: (o: object, msg: string) => void }, keyPrefix: string | null = null): Promise<void> {
     const live = (await this.list()).filter((i) => i.alive && i.instance_id !== this.info.instanceId);
@@ -218,7 +219,7 @@ export class InstanceRegistry {
     if (otherPrefix.length) {
       const theirs = [...new Set(otherPrefix.map((i) => JSON.stringify(i.backends!.key_prefix)))].join(', ');
       throw new UserError(
-        `live replicas ${otherPrefix.map((i) => i.instance_id).join(', ')} of this database and environment use redis.key_prefix ${theirs}, and this replica's is ${JSON.stringify(keyPrefix)}: quota counters, locks, the scheduler snapshot and the change stream would split between the two key spaces. Set redis.key_prefix (RELAY_JOBS__REDIS__KEY_PREFIX) as they have it`,
+        `live replicas ${otherPrefix.map((i) => i.instance_id).join(', ')} of this database and environment use redis.key_prefix ${theirs}, and this replica's is ${JSON.stringify(keyPrefix)}: quota counters, locks, the scheduler snapshot and the change stream would split between the two key spaces. Set redis.key_prefix (RELAY_JOBS__REDIS__KEY_PREFIX) as they have it; to move the cluster to another prefix, stop every replica first`,
       );
     }
     const others = live.filter((i) => i.env !== this.info.env);
