@@ -8,8 +8,7 @@ import { LIVENESS_LOOK_MS } from '../src/areas/backup/store/backups.js';
 import { LivenessSession } from '../src/coordination/liveness.js';
 import { LIVENESS_NS } from '../src/store/liveness-sql.js';
 import { silentLogger } from '../src/telemetry/logger.js';
-import { PG_ADMIN_URL } from './helpers/services.js';
-import { PgDb } from '../src/store/pg-db.js';
+import { PG_ADMIN_URL, roleConnection } from './helpers/services.js';
 import { backupEnv } from './helpers/backup-env.js';
 import { waitFor } from './helpers/wait.js';
 import { Deadline } from '../src/time/deadline.js';
@@ -140,16 +139,8 @@ describe('backup on real PostgreSQL with pg_dump/pg_restore, directory storage',
   });
 
   it("a role without CREATEDB (the deployment docs' least privilege before they granted it): verify_failed saying what to grant, the dump kept", async () => {
-    const role = `rj_nocreatedb_${process.pid}`;
-    const admin = new pg.Client({ connectionString: PG_ADMIN_URL });
-    await admin.connect();
-    await admin.query(`DROP ROLE IF EXISTS ${role}`);
-    await admin.query(`CREATE ROLE ${role} LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE`);
-    const url = new URL(env.url);
-    url.username = role;
-    url.password = '';
-    const roleDb = await PgDb.connect({ url: url.toString(), poolSize: 1, connectTimeoutMs: 5000 });
-    const limited = await backupEnv({ verifyAs: { db: roleDb, url: url.toString() }, keepLast: 1 });
+    const { role, url, db: roleDb, drop } = await roleConnection(env.url);
+    const limited = await backupEnv({ verifyAs: { db: roleDb, url }, keepLast: 1 });
     try {
       const rec = await (await limited.service.start('manual')).done;
       expect(rec.state).toBe('verify_failed');
@@ -170,9 +161,7 @@ describe('backup on real PostgreSQL with pg_dump/pg_restore, directory storage',
       expect(existsSync(rec.location)).toBe(false);
     } finally {
       await limited.cleanup();
-      await roleDb.close();
-      await admin.query(`DROP ROLE IF EXISTS ${role}`);
-      await admin.end();
+      await drop();
     }
   });
 

@@ -12,11 +12,10 @@ import { buildHttpServer } from '../src/http/server.js';
 import { silentLogger } from '../src/telemetry/logger.js';
 import { buildJobs } from '../src/app/registry.js';
 import type { Db } from '../src/store/db.js';
-import { PgDb } from '../src/store/pg-db.js';
 import { CHECKS, Doctor, exitCode, renderReport, type CheckResult, type DoctorReport } from '../src/areas/doctor/index.js';
 import { outcomeOf } from './helpers/rounds.js';
 import { runCli } from './helpers/cli.js';
-import { PG_ADMIN_URL, PrivateRedis, REDIS_URL, TEST_MASTER_KEY, dropRedisPrefix, freshDatabase, uniqueName } from './helpers/services.js';
+import { PG_ADMIN_URL, PrivateRedis, REDIS_URL, TEST_MASTER_KEY, dropRedisPrefix, freshDatabase, roleConnection, uniqueName } from './helpers/services.js';
 import { embeddedDataDir } from './helpers/pglite-template.js';
 import { waitFor } from './helpers/wait.js';
 
@@ -213,14 +212,7 @@ describe('relay-jobs doctor (cluster)', () => {
   });
 
   it('restore_drill: backup.verify on with a service role that may not create databases is fail naming the grant; verify off, or a role that may, is not', async () => {
-    const role = `rj_doctor_nocreatedb_${process.pid}`;
-    const admin = new pg.Client({ connectionString: PG_ADMIN_URL });
-    await admin.connect();
-    await admin.query(`DROP ROLE IF EXISTS ${role}`);
-    await admin.query(`CREATE ROLE ${role} LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE`);
-    const url = new URL(fresh.url);
-    url.username = role;
-    const limited = await PgDb.connect({ url: url.toString(), poolSize: 1, connectTimeoutMs: 5000 });
+    const { role, db: limited, drop } = await roleConnection(fresh.url);
     try {
       const bad = await check('restore_drill', {}, { db: limited });
       expect(bad.status).toBe('fail');
@@ -230,9 +222,7 @@ describe('relay-jobs doctor (cluster)', () => {
       expect((await check('restore_drill', { RELAY_JOBS__JOBS__BACKUP__ENABLED: 'false' }, { db: limited })).measured).not.toMatch(/may not create databases/);
       expect((await check('restore_drill')).measured).not.toMatch(/may not create databases/); // the tests' role is a superuser
     } finally {
-      await limited.close();
-      await admin.query(`DROP ROLE IF EXISTS ${role}`);
-      await admin.end();
+      await drop();
     }
   });
 

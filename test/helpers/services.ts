@@ -260,3 +260,35 @@ export class PrivateRedis {
 
 /** A fixed master key for cluster-mode tests (never used outside tests). */
 export const TEST_MASTER_KEY = Buffer.alloc(32, 7).toString('base64');
+
+/**
+ * A login role of its own on the shared server with `attrs` (least privilege by default: what a
+ * deployment's service role may lack), and a connection as it to the database of `dbUrl`;
+ * `drop()` closes the connection and drops the role.
+ */
+export async function roleConnection(dbUrl: string, attrs = 'NOSUPERUSER NOCREATEDB NOCREATEROLE'): Promise<{ role: string; url: string; db: PgDb; drop(): Promise<void> }> {
+  const role = uniqueName('rj_role');
+  const asAdmin = async (sql: string) => {
+    const c = new pg.Client({ connectionString: PG_ADMIN_URL });
+    await c.connect();
+    try {
+      await c.query(sql);
+    } finally {
+      await c.end();
+    }
+  };
+  await asAdmin(`CREATE ROLE ${role} LOGIN ${attrs}`);
+  const url = new URL(dbUrl);
+  url.username = role;
+  url.password = '';
+  const db = await PgDb.connect({ url: url.toString(), poolSize: 1, connectTimeoutMs: 5000 });
+  return {
+    role,
+    url: url.toString(),
+    db,
+    async drop() {
+      await db.close();
+      await asAdmin(`DROP ROLE IF EXISTS ${role}`);
+    },
+  };
+}
