@@ -121,7 +121,7 @@ describe('http(s) URL keys are checked up front', () => {
         }
         return 'parsed';
       })();
-      expect(err, url).toMatch(/^(an @ after the host part|host 1 of the list is not host or host:port)/);
+      expect(err, url).toMatch(/^(an @ after the host: a # or \/ written raw|host 1 of the list is not host or host:port)/);
       expect(err).not.toContain(SECRET);
       expect(err).not.toContain('Qx7');
     }

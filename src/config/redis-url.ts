@@ -12,6 +12,7 @@
  * authority, so the authority is split here by hand; every error names `REDIS_URL` and never
  * echoes the password.
  */
+import { EARLY_END } from './server-url.js';
 export interface RedisNode {
   host: string;
   port: number;
@@ -35,7 +36,7 @@ export function parseRedisUrl(url: string): RedisTarget {
   if (!m && /^rediss?(\+sentinel|\+cluster)?:\/\/.*#/.test(url)) throw new Error('a # written raw (in the password?) ends the URL there: percent-encode it as %23');
   if (!m) throw new Error('expected redis://, rediss://, redis+sentinel://host:port,host:port/<master> or redis+cluster://host:port,host:port');
   const [, scheme, variant, authority, path = '', query = ''] = m;
-  if (path.includes('@')) throw new Error('an @ after the host part: a / written raw in the user name or password ends the host part before it; percent-encode it (%2F)');
+  if (path.includes('@')) throw new Error(EARLY_END);
   const tls = scheme === 'rediss';
   if (!variant) return { kind: 'single', url, tls };
   const at = authority!.lastIndexOf('@');

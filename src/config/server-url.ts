@@ -62,7 +62,8 @@ export function httpUrlProblem(url: string): string | null {
   return null;
 }
 
-const EARLY_END = 'an @ after the host: a # or / written raw in the user name or password ends the host part before it; percent-encode them (%23, %2F)';
+/** A raw `#` or `/` in the userinfo ends the host part early, so an `@` shows after it: said without quoting the URL. */
+export const EARLY_END = 'an @ after the host: a # or / written raw in the user name or password ends the host part before it; percent-encode them (%23, %2F)';
 
 /** Why the WHATWG parser refused a URL, said without quoting it (the userinfo may hold a password). */
 function unparsedProblem(url: string): string {
