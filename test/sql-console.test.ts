@@ -7,7 +7,7 @@ import { classifyStatement, SqlRefused } from '../src/areas/admin/store/sql-guar
 import { SqlConsole, SqlTimeout, SqlUnavailable } from '../src/areas/admin/store/sql-console.js';
 import type { Db } from '../src/store/db.js';
 import { PgDb } from '../src/store/pg-db.js';
-import { freshDatabase, PG_ADMIN_URL, uniqueName } from './helpers/services.js';
+import { asAdmin, freshDatabase, uniqueName } from './helpers/services.js';
 
 const OPTS = { statementTimeoutMs: 1000, maxRows: 1000, concurrency: 2 };
 
@@ -80,23 +80,14 @@ describe('SQL console, cluster (PostgreSQL, own role)', () => {
   let asRole: PgDb;
   let sql: SqlConsole;
   const file = join(mkdtempSync(join(tmpdir(), 'rj-sql-')), 'pwned');
-  const admin = async (text: string) => {
-    const c = new pg.Client({ connectionString: PG_ADMIN_URL });
-    await c.connect();
-    try {
-      await c.query(text);
-    } finally {
-      await c.end();
-    }
-  };
 
   beforeAll(async () => {
     database = await freshDatabase();
     owner = await PgDb.connect({ url: database.url, poolSize: 4, connectTimeoutMs: 5000 });
     await owner.exec("CREATE TABLE t (id int PRIMARY KEY, v text); INSERT INTO t SELECT g, 'v' || g FROM generate_series(1, 3000) g");
     // What docs/security.md tells an operator to run.
-    await admin(`CREATE ROLE ${role} LOGIN`);
-    await admin(`GRANT pg_read_all_data TO ${role}`);
+    await asAdmin(`CREATE ROLE ${role} LOGIN`);
+    await asAdmin(`GRANT pg_read_all_data TO ${role}`);
     const url = new URL(database.url);
     url.username = role;
     asRole = new PgDb({ url: url.toString(), poolSize: 2, connectTimeoutMs: 5000 });
@@ -106,7 +97,7 @@ describe('SQL console, cluster (PostgreSQL, own role)', () => {
     await asRole?.close();
     await owner?.close();
     await database?.drop();
-    await admin(`DROP ROLE IF EXISTS ${role}`);
+    await asAdmin(`DROP ROLE IF EXISTS ${role}`);
   });
 
   it('runs as its role, through a cursor, cut at the row limit', async () => {

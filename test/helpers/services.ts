@@ -261,6 +261,17 @@ export class PrivateRedis {
 /** A fixed master key for cluster-mode tests (never used outside tests). */
 export const TEST_MASTER_KEY = Buffer.alloc(32, 7).toString('base64');
 
+/** One statement as the superuser on a connection of its own (roles, grants, databases: what a test's own database role may not do). */
+export async function asAdmin(sql: string, dbUrl = PG_ADMIN_URL): Promise<void> {
+  const c = new pg.Client({ connectionString: dbUrl });
+  await c.connect();
+  try {
+    await c.query(sql);
+  } finally {
+    await c.end();
+  }
+}
+
 /**
  * A login role of its own on the shared server with `attrs` (least privilege by default: what a
  * deployment's service role may lack), and a connection as it to the database of `dbUrl`;
@@ -268,15 +279,6 @@ export const TEST_MASTER_KEY = Buffer.alloc(32, 7).toString('base64');
  */
 export async function roleConnection(dbUrl: string, attrs = 'NOSUPERUSER NOCREATEDB NOCREATEROLE'): Promise<{ role: string; url: string; db: PgDb; drop(): Promise<void> }> {
   const role = uniqueName('rj_role');
-  const asAdmin = async (sql: string) => {
-    const c = new pg.Client({ connectionString: PG_ADMIN_URL });
-    await c.connect();
-    try {
-      await c.query(sql);
-    } finally {
-      await c.end();
-    }
-  };
   await asAdmin(`CREATE ROLE ${role} LOGIN ${attrs}`);
   const url = new URL(dbUrl);
   url.username = role;
